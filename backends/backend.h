@@ -1,0 +1,281 @@
+/* The one internal interface between the core and a backend.
+ *
+ * A backend is a table of function pointers. The core validates every
+ * argument (shapes, dtypes, devices, ranges) before it calls a backend, so a
+ * backend checks only what its runtime can report. Buffers are opaque
+ * handles (a cl_mem, a device pointer, a host pointer); every kernel argument
+ * names a buffer plus an offset in elements, because OpenCL cannot offset a
+ * cl_mem. All kernels are queued in order on the device's one queue and may
+ * return before they have run.
+ *
+ * Errors: a backend returns a status and sets the message with
+ * host->set_error (see ug_backend_host), naming the runtime call and its
+ * error code. It never prints and never aborts.
+ *
+ * Optional entries may be NULL; the core reports UG_ERR_UNSUPPORTED then.
+ *
+ * This header is also compiled into the HIP/CUDA module, which is built
+ * apart from the core and loaded with dlopen: bump UG_BACKEND_INTERFACE_VERSION
+ * whenever anything here changes. */
+#ifndef UG_BACKEND_H
+#define UG_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unigrad/device.h"
+#include "unigrad/dtype.h"
+#include "unigrad/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UG_BACKEND_INTERFACE_VERSION 1
+#define UG_KERNEL_MAX_DIMS 8
+
+typedef void *ug_mem;               /* a backend's buffer handle */
+typedef struct ug_bdev ug_bdev;     /* a backend's per-device state */
+
+/* What the core lends a backend: error reporting, so modules loaded at run
+ * time need no symbols from the core. */
+typedef struct ug_backend_host {
+    ug_status (*set_error)(ug_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 2, 3)))
+#endif
+        ;
+} ug_backend_host;
+
+/* A tensor as a kernel sees it: contiguous from offset (in elements). */
+typedef struct ug_kview {
+    ug_mem mem;
+    int64_t offset;
+    ug_dtype dtype;
+} ug_kview;
+
+typedef enum ug_unary_kind {
+    UG_UNARY_COPY = 0,     /* y = x; with differing dtypes this is the cast */
+    UG_UNARY_NEG,
+    UG_UNARY_ABS,
+    UG_UNARY_EXP,
+    UG_UNARY_LOG,
+    UG_UNARY_SQRT,
+    UG_UNARY_RELU,
+    UG_UNARY_SIGMOID,
+    UG_UNARY_TANH,
+    UG_UNARY_GELU,         /* 0.5 x (1 + erf(x / sqrt 2)) */
+    UG_UNARY_SCALE_SHIFT,  /* alpha * x + beta */
+    UG_UNARY_FILL,         /* beta (x is not read) */
+    UG_UNARY_SQUARE,
+    UG_UNARY_RECIPROCAL,   /* 1 / x */
+    UG_UNARY_CLAMP,        /* min(max(x, alpha), beta) */
+    UG_UNARY_COUNT
+} ug_unary_kind;
+
+/* y[i] = f(x at the strided position of i). The output is contiguous with
+ * numel = prod(shape); x is read through strides (in elements, 0 for a
+ * broadcast axis), which makes this kernel also the transpose, the expand
+ * and the cast. x.dtype is any dtype; y.dtype is f32, f16 or (COPY only)
+ * equal to x.dtype. Arithmetic is in f32. */
+typedef struct ug_unary_args {
+    ug_unary_kind op;
+    float alpha, beta;
+    ug_kview y, x;
+    int ndim;                              /* 1..8, already collapsed */
+    int64_t shape[UG_KERNEL_MAX_DIMS];
+    int64_t x_strides[UG_KERNEL_MAX_DIMS];
+} ug_unary_args;
+
+typedef enum ug_binary_kind {
+    UG_BINARY_ADD = 0,
+    UG_BINARY_SUB,
+    UG_BINARY_MUL,
+    UG_BINARY_DIV,
+    UG_BINARY_MAXIMUM,
+    UG_BINARY_MINIMUM,
+    /* Backward helpers: a is the incoming gradient, b as named. */
+    UG_BINARY_RELU_GRAD,     /* a * (b > 0), b = x */
+    UG_BINARY_SIGMOID_GRAD,  /* a * b * (1 - b), b = sigmoid(x) */
+    UG_BINARY_TANH_GRAD,     /* a * (1 - b * b), b = tanh(x) */
+    UG_BINARY_GELU_GRAD,     /* a * gelu'(b), b = x */
+    UG_BINARY_ABS_GRAD,      /* a * sign(b), b = x */
+    UG_BINARY_SQRT_GRAD,     /* 0.5 * a / b, b = sqrt(x) */
+    UG_BINARY_GE_MASK,       /* a >= b ? 1 : 0 */
+    UG_BINARY_DROPOUT,       /* b >= alpha ? a / (1 - alpha) : 0, b uniform in [0,1) */
+    UG_BINARY_COUNT
+} ug_binary_kind;
+
+/* y[i] = post(a[..] op b[..]); a and b read through strides (0 for a
+ * broadcast axis); y contiguous. All three have one dtype, f32 or f16, and y
+ * may alias a or b exactly (same buffer and offset, contiguous). post is
+ * UG_UNARY_COPY (none), RELU, GELU, SIGMOID or TANH: the fused activation. */
+typedef struct ug_binary_args {
+    ug_binary_kind op;
+    ug_unary_kind post;
+    float alpha;
+    ug_kview y, a, b;
+    int ndim;
+    int64_t shape[UG_KERNEL_MAX_DIMS];
+    int64_t a_strides[UG_KERNEL_MAX_DIMS];
+    int64_t b_strides[UG_KERNEL_MAX_DIMS];
+} ug_binary_args;
+
+typedef enum ug_reduce_kind {
+    UG_RKERNEL_SUM = 0,
+    UG_RKERNEL_MEAN,
+    UG_RKERNEL_MAX,
+    UG_RKERNEL_ARGMAX,  /* y is i32 */
+    UG_RKERNEL_SUMSQ
+} ug_reduce_kind;
+
+/* x is viewed as [outer, len, inner]; y[o*inner + i] reduces x[o, :, i].
+ * A full reduction is outer = inner = 1. x is f32 or f16; y is f32 or f16
+ * (i32 for ARGMAX). Accumulation is in f32 in a tree (not a serial sum) so
+ * 2^24+ elements stay accurate. len >= 1. */
+typedef struct ug_reduce_args {
+    ug_reduce_kind op;
+    ug_kview y, x;
+    int64_t outer, len, inner;
+} ug_reduce_args;
+
+/* Row-major C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] for b < batch,
+ * where op(A) is M x K and op(B) is K x N. lda/ldb/ldc are row strides of the
+ * stored matrices; stride_* are elements between batches (0 shares one
+ * matrix). f32 only. */
+typedef struct ug_gemm_args {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha, beta;
+    ug_kview a, b, c;
+    int64_t lda, ldb, ldc;
+    int64_t stride_a, stride_b, stride_c;
+    int64_t batch;
+} ug_gemm_args;
+
+/* Softmax or log-softmax of each of rows rows of cols elements. f32/f16,
+ * same dtype in and out. */
+typedef struct ug_softmax_args {
+    bool log;
+    ug_kview y, x;
+    int64_t rows, cols;
+} ug_softmax_args;
+
+/* Philox 4x32-10 with key (seed low 32, seed high 32). Element i uses
+ * counter c = offset + i as (c low 32, c high 32, 0, 0) and draws words
+ * r0, r1 of the output. uniform: low + (high-low) * (r0 >> 8) * 2^-24.
+ * normal: u1 = ((r0 >> 8) + 1) * 2^-24, u2 = (r1 >> 8) * 2^-24,
+ * mean + std * sqrt(-2 ln u1) * cos(2 pi u2). y is f32 or f16. */
+typedef struct ug_random_args {
+    bool normal;
+    float p0, p1;          /* low, high or mean, stddev */
+    uint64_t seed, offset;
+    ug_kview y;
+    int64_t n;
+} ug_random_args;
+
+/* Cross-entropy of logits [rows, cols] (f32) against i32 labels with label
+ * smoothing s: target = (1-s) onehot + s/cols.
+ * Forward (grad.mem == NULL): loss[r] = -sum_c target_c log_softmax(x_r)_c.
+ * Backward (grad.mem != NULL): grad[r,c] = (softmax(x_r)_c - target_c) *
+ * scale * dloss[0], with dloss a one-element f32 buffer (loss not written).
+ * A label outside [0, cols) gives a NaN loss row and a zero gradient row. */
+typedef struct ug_xent_args {
+    ug_kview logits, labels, loss, grad, dloss;
+    int64_t rows, cols;
+    float smoothing, scale;
+} ug_xent_args;
+
+/* LayerNorm over the last axis of x [rows, cols] (f32).
+ * Forward: y = (x - mean) * rstd * gamma + beta; writes mean[rows], rstd[rows].
+ * Backward (dx.mem != NULL): dx from dy, x, mean, rstd, gamma. */
+typedef struct ug_layernorm_args {
+    ug_kview x, y, gamma, beta, mean, rstd, dy, dx;
+    int64_t rows, cols;
+    float eps;
+} ug_layernorm_args;
+
+typedef enum ug_optim_kind {
+    UG_OPTIM_SGD = 0,   /* PyTorch SGD: momentum, dampening, nesterov, weight decay */
+    UG_OPTIM_ADAM,      /* PyTorch Adam: L2 weight decay added to the gradient */
+    UG_OPTIM_ADAMW      /* decoupled weight decay: p -= lr * wd * p */
+} ug_optim_kind;
+
+/* One parameter's update, in one kernel. g is read as g * grad_scale[0]
+ * when grad_scale.mem is not NULL (global-norm clipping, loss scaling).
+ * SGD: state0 = momentum buffer (when momentum != 0); first_step makes
+ * buf = g. Adam/AdamW: state0 = m, state1 = v; bias_correction1/2 are
+ * 1 - beta^t computed on the host. All f32. */
+typedef struct ug_optim_args {
+    ug_optim_kind kind;
+    ug_kview param, grad, state0, state1, grad_scale;
+    int64_t n;
+    float lr, weight_decay;
+    float momentum, dampening;
+    bool nesterov, first_step;
+    float beta1, beta2, eps;
+    float bias_correction1, bias_correction2;
+} ug_optim_args;
+
+typedef struct ug_backend {
+    const char *name;       /* "cpu", "opencl", "hip", "cuda" */
+    int interface_version;  /* UG_BACKEND_INTERFACE_VERSION */
+
+    /* Discovers devices once (later calls return the same). With none,
+     * writes a one-line reason ("no OpenCL platform: clGetPlatformIDs
+     * returned -1001"). Never prints. */
+    int (*device_count)(char *reason, size_t reason_len);
+    /* Fills everything except id and backend, which the core sets. */
+    ug_status (*device_info)(int index, ug_device_info *info);
+    ug_status (*device_open)(int index, ug_bdev **out);
+    void (*device_close)(ug_bdev *dev);
+    /* Releases process-wide state (platform lists, loaded libraries). */
+    void (*shutdown)(void);
+
+    ug_status (*alloc)(ug_bdev *dev, size_t bytes, ug_mem *out);
+    void (*release)(ug_bdev *dev, ug_mem mem);
+    ug_status (*write)(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes,
+                       const void *src, size_t bytes, bool blocking);
+    ug_status (*read)(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
+                      size_t bytes, bool blocking);
+    ug_status (*copy)(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
+                      size_t src_offset_bytes, size_t bytes);
+    ug_status (*synchronize)(ug_bdev *dev);
+    /* Optional: page-locked host memory. */
+    void *(*host_alloc)(ug_bdev *dev, size_t bytes);
+    void (*host_free)(ug_bdev *dev, void *ptr);
+
+    ug_status (*unary)(ug_bdev *dev, const ug_unary_args *args);
+    ug_status (*binary)(ug_bdev *dev, const ug_binary_args *args);
+    ug_status (*reduce)(ug_bdev *dev, const ug_reduce_args *args);
+    ug_status (*gemm)(ug_bdev *dev, const ug_gemm_args *args);
+    ug_status (*softmax)(ug_bdev *dev, const ug_softmax_args *args);
+    ug_status (*random)(ug_bdev *dev, const ug_random_args *args);
+    ug_status (*cross_entropy)(ug_bdev *dev, const ug_xent_args *args);
+    ug_status (*layernorm)(ug_bdev *dev, const ug_layernorm_args *args);
+    ug_status (*optimizer)(ug_bdev *dev, const ug_optim_args *args);
+} ug_backend;
+
+/* Built-in backends: each returns its table (filled even when the runtime is
+ * absent: device_count then reports the reason). */
+const ug_backend *ug_cpu_backend(const ug_backend_host *host);
+const ug_backend *ug_opencl_backend(const ug_backend_host *host);
+
+/* A run-time module exports this symbol: it returns its table, or NULL with
+ * *reason set when host_version is not the module's. */
+typedef const ug_backend *(*ug_module_entry_fn)(int host_version,
+                                                 const ug_backend_host *host,
+                                                 const char **reason);
+#define UG_MODULE_ENTRY_SYMBOL "ug_backend_module_entry"
+
+/* Philox 4x32-10, shared by every backend's random kernel and the tests. */
+#define UG_PHILOX_M0 0xD2511F53u
+#define UG_PHILOX_M1 0xCD9E8D57u
+#define UG_PHILOX_W0 0x9E3779B9u
+#define UG_PHILOX_W1 0xBB67AE85u
+
+#ifdef __cplusplus
+}
+#endif
+#endif

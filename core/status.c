@@ -1,0 +1,55 @@
+/* Thread-local error messages. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+enum { UG_ERROR_CAPACITY = 16384 };
+
+static _Thread_local char error_message[UG_ERROR_CAPACITY];
+
+const char *ug_last_error(void) { return error_message; }
+
+void ug_clear_error(void) { error_message[0] = '\0'; }
+
+ug_status ug_set_error(ug_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_message, sizeof error_message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+ug_status ug_prefix_error(ug_status status, const char *fmt, ...)
+{
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    char old[UG_ERROR_CAPACITY];
+    memcpy(old, error_message, sizeof old);
+    snprintf(error_message, sizeof error_message, "%s: %s", prefix, old);
+    return status;
+}
+
+const char *ug_status_name(ug_status status)
+{
+    switch (status) {
+    case UG_OK: return "UG_OK";
+    case UG_ERR_INVALID_ARGUMENT: return "UG_ERR_INVALID_ARGUMENT";
+    case UG_ERR_SHAPE: return "UG_ERR_SHAPE";
+    case UG_ERR_DTYPE: return "UG_ERR_DTYPE";
+    case UG_ERR_DEVICE: return "UG_ERR_DEVICE";
+    case UG_ERR_OUT_OF_MEMORY: return "UG_ERR_OUT_OF_MEMORY";
+    case UG_ERR_BACKEND: return "UG_ERR_BACKEND";
+    case UG_ERR_UNSUPPORTED: return "UG_ERR_UNSUPPORTED";
+    case UG_ERR_IO: return "UG_ERR_IO";
+    case UG_ERR_FORMAT: return "UG_ERR_FORMAT";
+    case UG_ERR_COMPILE: return "UG_ERR_COMPILE";
+    case UG_ERR_STATE: return "UG_ERR_STATE";
+    }
+    return "UG_ERR_UNKNOWN";
+}

@@ -1,0 +1,57 @@
+/* Devices of every backend, discovered at run time, opened by name. */
+#ifndef UNIGRAD_DEVICE_H
+#define UNIGRAD_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unigrad/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ug_device ug_device;
+
+typedef struct ug_device_info {
+    char id[32];          /* "cpu", "opencl:0", "hip:1": the name that opens it */
+    char backend[16];     /* "cpu", "opencl", "hip", "cuda" */
+    char vendor[128];     /* vendor, and for OpenCL the platform */
+    char name[128];
+    char driver[128];     /* driver or runtime version */
+    uint64_t global_memory;    /* bytes the device reports */
+    uint64_t max_allocation;   /* largest single buffer, bytes */
+    uint32_t compute_units;
+    uint64_t max_work_group;
+    bool fp16;            /* native f16 arithmetic (f16 storage works everywhere) */
+    bool is_gpu;
+} ug_device_info;
+
+/* Backends this build knows of, in registry order. */
+int ug_backend_count(void);
+/* Name, number of devices and, when there are none, the one-line reason. */
+ug_status ug_backend_query(int backend, const char **name, int *device_count,
+                           const char **reason);
+
+/* Every device of every backend. */
+int ug_device_count(void);
+ug_status ug_device_info_at(int index, ug_device_info *info);
+
+/* Opens "cpu", "opencl", "opencl:N", "hip", "hip:N", "cuda:N" or "auto"
+ * (a GPU if there is one, else cpu; UG_DEVICE overrides "auto" and NULL).
+ * Opening the same device twice returns the same handle; each open needs a
+ * ug_device_close. */
+ug_status ug_device_open(const char *name, ug_device **device);
+void ug_device_close(ug_device *device);
+
+ug_status ug_device_get_info(const ug_device *device, ug_device_info *info);
+/* The device's id, e.g. "opencl:0". */
+const char *ug_device_name(const ug_device *device);
+/* Waits until all work queued on the device has finished. */
+ug_status ug_device_synchronize(ug_device *device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+/* The per-device caching memory pool: statistics, limit, cache release, and
+ * pinned host buffers. */
+#ifndef UNIGRAD_MEMORY_H
+#define UNIGRAD_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unigrad/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ug_memory_stats {
+    uint64_t bytes_in_use;      /* held by live tensors and graphs */
+    uint64_t bytes_cached;      /* freed, kept by the pool for reuse */
+    uint64_t peak_bytes_in_use; /* since creation or ug_memory_reset_peak */
+    uint64_t allocations;       /* device allocations made (cache misses) */
+    uint64_t cache_hits;        /* requests served from the cache */
+    uint64_t retries;           /* times the cache was released to retry */
+    uint64_t out_of_memory;     /* requests that failed for good */
+    uint64_t limit;             /* bytes the pool may hold; 0: the device's size */
+} ug_memory_stats;
+
+ug_status ug_memory_get_stats(ug_device *device, ug_memory_stats *stats);
+ug_status ug_memory_reset_peak(ug_device *device);
+/* Returns every cached block to the runtime. */
+ug_status ug_memory_release_cache(ug_device *device);
+/* Bytes in use plus cached may not pass this (0: the device's reported
+ * size). UG_MEMORY_LIMIT (e.g. "512M", "2G") sets it when a device opens. */
+ug_status ug_memory_set_limit(ug_device *device, uint64_t bytes);
+/* Parses "123", "64K", "512M", "2G" (powers of 1024). */
+ug_status ug_memory_parse_size(const char *text, uint64_t *bytes);
+
+/* Page-locked host memory for faster transfers where the backend offers it,
+ * ordinary memory elsewhere. */
+ug_status ug_host_alloc(ug_device *device, size_t bytes, void **ptr);
+void ug_host_free(ug_device *device, void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,16 @@
+/* unigrad: one include for the whole public API. */
+#ifndef UNIGRAD_H
+#define UNIGRAD_H
+
+#include "unigrad/status.h"
+#include "unigrad/dtype.h"
+#include "unigrad/device.h"
+#include "unigrad/memory.h"
+#include "unigrad/tensor.h"
+#include "unigrad/ops.h"
+
+#define UG_VERSION_MAJOR 0
+#define UG_VERSION_MINOR 1
+#define UG_VERSION_PATCH 0
+
+#endif
