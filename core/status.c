@@ -29,9 +29,16 @@ ug_status ug_prefix_error(ug_status status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    char old[UG_ERROR_CAPACITY];
-    memcpy(old, error_message, sizeof old);
-    snprintf(error_message, sizeof error_message, "%s: %s", prefix, old);
+    size_t head = strlen(prefix) + 2; /* "prefix: " */
+    size_t tail = strnlen(error_message, sizeof error_message - 1);
+    if (head >= sizeof error_message)
+        head = sizeof error_message - 1;
+    if (head + tail >= sizeof error_message)
+        tail = sizeof error_message - 1 - head;
+    memmove(error_message + head, error_message, tail);
+    error_message[head + tail] = '\0';
+    memcpy(error_message, prefix, head - 2);
+    memcpy(error_message + head - 2, ": ", 2);
     return status;
 }
 

@@ -1,0 +1,74 @@
+/* Internal structures shared by the core's files. */
+#ifndef UG_CORE_INTERNAL_H
+#define UG_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "unigrad/memory.h"
+#include "unigrad/tensor.h"
+
+typedef struct ug_pool ug_pool;
+
+struct ug_device {
+    const ug_backend *backend;
+    ug_bdev *bdev;
+    int backend_index;     /* index of the device within its backend */
+    int refcount;          /* opens minus closes; guarded by the registry lock */
+    ug_device_info info;
+    ug_pool *pool;
+};
+
+/* One pool block: a backend buffer, reference counted by the tensors
+ * (views) that use it. */
+typedef struct ug_storage {
+    ug_device *device;
+    ug_mem mem;
+    size_t bytes;          /* bytes asked for */
+    size_t block_bytes;    /* bytes of the pool block (size class) */
+    int refcount;          /* atomic */
+} ug_storage;
+
+struct ug_tensor {
+    ug_storage *storage;
+    ug_dtype dtype;
+    int ndim;
+    int64_t shape[UG_MAX_DIMS];
+    int64_t offset;        /* elements from the start of storage */
+};
+
+/* Registry (device.c) */
+const ug_backend_host *ug_host_api(void);
+/* Storage keeps its device open, so a program may close a device before
+ * freeing its tensors; ug_device_close drops the reference. */
+void ug_device_retain(ug_device *device);
+
+/* Pool (pool.c) */
+ug_status ug_pool_create(ug_device *device, ug_pool **out);
+/* Returns the cache to the runtime and frees the pool. */
+void ug_pool_destroy(ug_device *device);
+/* Takes a block of at least bytes; purpose names the request in errors. */
+ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose,
+                        ug_storage **out);
+void ug_storage_retain(ug_storage *storage);
+void ug_storage_release(ug_storage *storage);
+
+/* Tensors (tensor.c) */
+int64_t ug_shape_numel(int ndim, const int64_t *shape);
+/* "[2,3]" into buf. */
+const char *ug_format_shape(int ndim, const int64_t *shape, char *buf, size_t len);
+/* Validates and creates a tensor with uninitialised storage. */
+ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64_t *shape,
+                        const char *op, ug_tensor **out);
+ug_kview ug_kview_of(const ug_tensor *tensor);
+/* Common argument checks; op names the caller in the message. */
+ug_status ug_check_tensor(const ug_tensor *tensor, const char *op, const char *arg);
+ug_status ug_check_same_device(const ug_tensor *a, const ug_tensor *b, const char *op);
+ug_status ug_check_float(const ug_tensor *tensor, const char *op, const char *arg);
+
+static inline ug_device *ug_dev(const ug_tensor *tensor) { return tensor->storage->device; }
+
+#endif
