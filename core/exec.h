@@ -15,6 +15,8 @@ ug_status ug_exec_binary(ug_binary_kind op, ug_unary_kind post, float alpha, ug_
                          const ug_tensor *a, const ug_tensor *b);
 /* y = f(x), same element count, contiguous. */
 ug_status ug_exec_unary(ug_unary_kind op, float alpha, float beta, ug_tensor *y, const ug_tensor *x);
+/* y = alpha * x broadcast to y's shape. */
+ug_status ug_exec_expand(ug_tensor *y, const ug_tensor *x, float alpha);
 /* y = x with its last two axes swapped. */
 ug_status ug_exec_transpose(ug_tensor *y, const ug_tensor *x);
 /* x [outer, len, inner] reduced over len into y. */

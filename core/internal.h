@@ -64,6 +64,9 @@ const char *ug_format_shape(int ndim, const int64_t *shape, char *buf, size_t le
 ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64_t *shape,
                         const char *op, ug_tensor **out);
 ug_kview ug_kview_of(const ug_tensor *tensor);
+/* A tensor handle over existing storage (retained) at an element offset. */
+ug_status ug_tensor_over_storage(ug_storage *storage, ug_dtype dtype, int ndim,
+                                 const int64_t *shape, int64_t offset, ug_tensor **out);
 /* Common argument checks; op names the caller in the message. */
 ug_status ug_check_tensor(const ug_tensor *tensor, const char *op, const char *arg);
 ug_status ug_check_same_device(const ug_tensor *a, const ug_tensor *b, const char *op);

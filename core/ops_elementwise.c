@@ -135,6 +135,14 @@ ug_status ug_exec_unary(ug_unary_kind op, float alpha, float beta, ug_tensor *y,
     return launch_unary(op, alpha, beta, y, x, 1, shape, strides);
 }
 
+ug_status ug_exec_expand(ug_tensor *y, const ug_tensor *x, float alpha)
+{
+    int64_t shape[UG_MAX_DIMS], strides[UG_MAX_DIMS];
+    memcpy(shape, y->shape, sizeof shape);
+    broadcast_strides(x, y->ndim, strides);
+    return launch_unary(UG_UNARY_SCALE_SHIFT, alpha, 0.0f, y, x, y->ndim, shape, strides);
+}
+
 ug_status ug_exec_transpose(ug_tensor *y, const ug_tensor *x)
 {
     int n = x->ndim;

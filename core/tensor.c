@@ -266,6 +266,23 @@ ug_status ug_tensor_to_device(const ug_tensor *src, ug_device *device, ug_tensor
     return st;
 }
 
+ug_status ug_tensor_over_storage(ug_storage *storage, ug_dtype dtype, int ndim,
+                                 const int64_t *shape, int64_t offset, ug_tensor **out)
+{
+    ug_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory for a tensor handle");
+    t->storage = storage;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim)
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->offset = offset;
+    ug_storage_retain(storage);
+    *out = t;
+    return UG_OK;
+}
+
 static ug_status make_view(const ug_tensor *t, int ndim, const int64_t *shape, int64_t offset,
                            ug_tensor **out)
 {

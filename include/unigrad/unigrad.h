@@ -8,6 +8,10 @@
 #include "unigrad/memory.h"
 #include "unigrad/tensor.h"
 #include "unigrad/ops.h"
+#include "unigrad/graph.h"
+#include "unigrad/nn.h"
+#include "unigrad/optim.h"
+#include "unigrad/data.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

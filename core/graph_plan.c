@@ -1,0 +1,249 @@
+/* Compiling a graph: fusion, liveness, and one arena for every intermediate
+ * value, so that a run allocates nothing. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/graph_internal.h"
+
+enum { ARENA_ALIGN = 256 }; /* keeps every value aligned for vector loads and DMA */
+
+static ug_value *base_of(ug_value *v) { return v && v->kind == VALUE_ALIAS ? v->alias_of : v; }
+
+static size_t value_bytes(const ug_value *v)
+{
+    size_t bytes = (size_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
+    return (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+static void count_uses(ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        g->values[i]->uses = 0;
+        g->values[i]->last_use = -1;
+    }
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        for (int k = 0; k < n->nin; k++) {
+            ug_value *v = base_of(n->in[k]);
+            if (v) {
+                v->uses++;
+                v->last_use = i;
+            }
+        }
+    }
+}
+
+/* Bias add + activation: an activation whose input is a binary op's result
+ * read by nothing else becomes that binary op's fused post-op. relu,
+ * sigmoid and tanh gradients read the output, so training graphs fuse them
+ * too; gelu's reads its input, so it fuses only where nothing else does. */
+static void fuse_activations(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *act = g->nodes[i];
+        if (act->dead || act->kind != NODE_UNARY)
+            continue;
+        ug_unary_kind op = act->p.unary.op;
+        if (op != UG_UNARY_RELU && op != UG_UNARY_SIGMOID && op != UG_UNARY_TANH && op != UG_UNARY_GELU)
+            continue;
+        ug_value *x = act->in[0];
+        graph_node *producer = x->producer;
+        if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer ||
+            producer->kind != NODE_BINARY || producer->p.binary.post != UG_UNARY_COPY)
+            continue;
+        bool referenced = false; /* an alias of x counts as a use of x already */
+        for (int k = 0; k < g->value_count && !referenced; k++)
+            referenced = g->values[k]->alias_of == x;
+        if (referenced)
+            continue;
+        producer->p.binary.post = op;
+        producer->out = act->out;
+        act->out->producer = producer;
+        x->producer = NULL;
+        act->dead = true;
+        g->memory.fused++;
+    }
+}
+
+/* A parameter's gradient gets its own buffer, readable after the run. */
+static void mark_gradients(ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *p = g->values[i];
+        ug_value *grad = p->kind == VALUE_PARAM ? base_of(p->grad) : NULL;
+        if (grad && grad->kind == VALUE_TEMP)
+            grad->kind = VALUE_GRAD;
+    }
+}
+
+typedef struct free_block {
+    size_t offset, size;
+} free_block;
+
+typedef struct arena_plan {
+    free_block *blocks;
+    int count, capacity;
+    size_t top;
+} arena_plan;
+
+static size_t arena_take(arena_plan *a, size_t size)
+{
+    int best = -1;
+    for (int i = 0; i < a->count; i++)
+        if (a->blocks[i].size >= size && (best < 0 || a->blocks[i].size < a->blocks[best].size))
+            best = i;
+    if (best < 0) {
+        /* Grow from the top, absorbing a free block that ends there. */
+        for (int i = 0; i < a->count; i++) {
+            if (a->blocks[i].offset + a->blocks[i].size == a->top) {
+                size_t offset = a->blocks[i].offset;
+                a->blocks[i] = a->blocks[--a->count];
+                a->top = offset + size;
+                return offset;
+            }
+        }
+        size_t offset = a->top;
+        a->top += size;
+        return offset;
+    }
+    size_t offset = a->blocks[best].offset;
+    a->blocks[best].offset += size;
+    a->blocks[best].size -= size;
+    if (a->blocks[best].size == 0)
+        a->blocks[best] = a->blocks[--a->count];
+    return offset;
+}
+
+static bool arena_give(arena_plan *a, size_t offset, size_t size)
+{
+    for (int i = 0; i < a->count; i++) { /* merge with neighbours */
+        free_block *b = &a->blocks[i];
+        if (b->offset + b->size == offset) {
+            offset = b->offset;
+            size += b->size;
+            a->blocks[i--] = a->blocks[--a->count];
+        } else if (offset + size == b->offset) {
+            size += b->size;
+            a->blocks[i--] = a->blocks[--a->count];
+        }
+    }
+    if (a->count == a->capacity) {
+        int capacity = a->capacity ? a->capacity * 2 : 32;
+        free_block *grown = realloc(a->blocks, (size_t)capacity * sizeof *grown);
+        if (!grown)
+            return false;
+        a->blocks = grown;
+        a->capacity = capacity;
+    }
+    a->blocks[a->count++] = (free_block){offset, size};
+    return true;
+}
+
+static bool is_planned(const ug_value *v) { return v && v->kind == VALUE_TEMP; }
+
+static ug_status plan_arena(ug_graph *g)
+{
+    arena_plan a = {0};
+    ug_status st = UG_OK;
+    for (int i = 0; i < g->node_count && st == UG_OK; i++) {
+        graph_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        ug_value *outs[3] = {n->out, n->scratch[0], n->scratch[1]};
+        for (int k = 0; k < 3; k++) {
+            if (!is_planned(outs[k]))
+                continue;
+            outs[k]->arena_offset = arena_take(&a, value_bytes(outs[k]));
+            g->memory.unplanned_bytes += value_bytes(outs[k]);
+            if (outs[k]->last_use < i)
+                outs[k]->last_use = outs[k]->keep ? INT_MAX : i;
+        }
+        /* Values whose last reader is this node are free for later nodes. */
+        for (int k = 0; k < n->nin + 3; k++) {
+            ug_value *v = k < n->nin ? base_of(n->in[k]) : outs[k - n->nin];
+            if (!is_planned(v) || v->last_use != i)
+                continue;
+            v->last_use = -3; /* freed; not again */
+            if (!arena_give(&a, v->arena_offset, value_bytes(v)))
+                st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
+        }
+    }
+    free(a.blocks);
+    g->memory.activation_bytes = a.top;
+    return st;
+}
+
+static ug_status alias_tensor(ug_value *v)
+{
+    ug_value *base = v->alias_of;
+    ug_tensor_free(v->tensor);
+    v->tensor = NULL;
+    if (!base->tensor)
+        return UG_OK; /* an input not bound yet */
+    return ug_tensor_over_storage(base->tensor->storage, v->dtype, v->ndim, v->shape, base->tensor->offset,
+                                  &v->tensor);
+}
+
+ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base)
+{
+    for (int i = 0; i < g->value_count; i++)
+        if (g->values[i]->kind == VALUE_ALIAS && (!base || g->values[i]->alias_of == base))
+            UG_TRY(alias_tensor(g->values[i]));
+    return UG_OK;
+}
+
+static ug_status allocate(ug_graph *g)
+{
+    if (g->memory.activation_bytes)
+        UG_TRY(ug_pool_alloc(g->device, g->memory.activation_bytes, "a graph's activations", &g->arena));
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_TEMP && (v->producer || v->uses)) {
+            size_t elem = ug_dtype_size(v->dtype);
+            UG_TRY(ug_tensor_over_storage(g->arena, v->dtype, v->ndim, v->shape,
+                                          (int64_t)(v->arena_offset / elem), &v->tensor));
+        } else if (v->kind == VALUE_GRAD) {
+            UG_TRY(ug_tensor_new(g->device, v->dtype, v->ndim, v->shape, "a parameter gradient", &v->tensor));
+            g->memory.gradient_bytes += ug_tensor_nbytes(v->tensor);
+        }
+    }
+    return ug_graph_refresh_aliases(g, NULL);
+}
+
+ug_status ug_graph_plan(ug_graph *g)
+{
+    fuse_activations(g);
+    mark_gradients(g);
+    count_uses(g);
+    for (int i = 0; i < g->value_count; i++)
+        if (g->values[i]->keep)
+            g->values[i]->last_use = INT_MAX;
+    UG_TRY(plan_arena(g));
+    for (int i = 0; i < g->node_count; i++)
+        g->memory.nodes += !g->nodes[i]->dead;
+    return allocate(g);
+}
+
+ug_status ug_graph_compile(ug_graph *g)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_graph_compile"));
+    ug_status st = ug_graph_plan(g);
+    if (st != UG_OK)
+        return ug_prefix_error(st, "ug_graph_compile");
+    g->compiled = true;
+    return UG_OK;
+}
+
+ug_status ug_graph_memory(const ug_graph *g, ug_graph_memory_info *info)
+{
+    if (!g || !info)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_memory: NULL argument");
+    if (!g->compiled)
+        return ug_set_error(UG_ERR_STATE, "ug_graph_memory: compile the graph first");
+    *info = g->memory;
+    return UG_OK;
+}

@@ -1,0 +1,450 @@
+/* The prefetching loader.
+ *
+ * Design, and why:
+ * - Slots. The loader owns prefetch + 1 slots, each a pinned host buffer
+ *   pair (x, y) and a device tensor pair allocated once at create: the
+ *   consumer holds one slot while up to `prefetch` others are filled ahead.
+ *   Nothing is allocated per batch, so a training loop's pool statistics
+ *   stay flat. A partial last batch is a view (ug_tensor_slice) of a slot's
+ *   tensors; its size is the same every epoch, so the views are made once at
+ *   create too.
+ * - Workers claim batch numbers in increasing order, each into any free
+ *   slot, gather the rows into the slot's pinned buffers and upload them with
+ *   the blocking ug_tensor_upload. The consumer takes batches in order. Since
+ *   claims are in order, the batch the consumer waits for always holds a
+ *   slot, so the two sides cannot deadlock.
+ * - One mutex guards all shared state; two condition variables let either
+ *   side sleep: `work` wakes workers (a slot was freed, an epoch started,
+ *   shutdown) and `ready` wakes the consumer or start_epoch (a slot was
+ *   filled). No thread spins or polls.
+ * - A slot handed out by ug_loader_next stays untouched until the next call
+ *   to ug_loader_next (or ug_loader_free): only then does it become free for
+ *   a worker. Work the consumer queued on the batch before that call is
+ *   ordered before the worker's upload, because a device's queue is in order
+ *   and the backend serialises the upload into that same queue (the CPU
+ *   backend runs kernels synchronously).
+ * - start_epoch stops claims, waits for in-flight uploads (the workers read
+ *   the permutation while gathering, so it may only be rewritten when none
+ *   is), frees every slot but the one handed out, and restarts from batch 0.
+ * - The shuffle is Fisher-Yates driven by splitmix64, keyed by (seed, epoch)
+ *   alone: the same order on every platform and for any batch size, thread
+ *   count or prefetch depth.
+ * - A worker's error is stored with its message (error messages are
+ *   thread-local) in the slot of its batch, and the consumer reports it when
+ *   that batch is due. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/data_internal.h"
+#include "core/internal.h"
+
+enum { LOADER_MAX_THREADS = 64, LOADER_MAX_PREFETCH = 64, MESSAGE_BYTES = 2048 };
+
+typedef enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HANDED } slot_state;
+
+typedef struct slot {
+    slot_state state;
+    int64_t batch;             /* batch number within the epoch */
+    uint64_t generation;       /* the epoch start it belongs to */
+    int64_t count;             /* samples in the batch */
+    bool inject_failure;       /* test hook (ug_loader_debug_fail_batch) */
+    float *host_x;             /* pinned, rows * features */
+    int32_t *host_y;           /* pinned, rows */
+    int64_t *ids;              /* rows dataset indices */
+    ug_tensor *x, *y;          /* [rows, features] f32, [rows] i32 */
+    ug_tensor *x_part, *y_part; /* views for the partial last batch, or NULL */
+    ug_status status;          /* the worker's result */
+    char message[MESSAGE_BYTES];
+} slot;
+
+struct ug_loader {
+    const ug_dataset *dataset;
+    ug_device *device;
+    ug_loader_config config;
+    int64_t rows;              /* slot capacity: min(batch_size, count) */
+    int64_t full_batches;      /* batches of batch_size samples */
+    int64_t partial;           /* samples of the last batch if it is kept partial, else 0 */
+    int64_t batches;           /* per epoch */
+    int64_t *perm;             /* the epoch's order of sample indices */
+    int nslots;
+    slot *slots;
+    int nthreads;
+    pthread_t *threads;
+
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    pthread_cond_t ready;
+    bool shutdown;
+    bool active;               /* workers may claim batches */
+    bool started;              /* an epoch was started */
+    uint64_t generation;
+    int64_t epoch;
+    int64_t next_claim, next_consume;
+    int handed;                /* slot held by the consumer, or -1 */
+    int filling;               /* slots being filled */
+    ug_status failed;          /* a batch of this epoch failed */
+    char failed_message[MESSAGE_BYTES];
+    int64_t fail_batch;        /* test hook, -1 when off */
+};
+
+/* ---- the permutation ---- */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, bound) without modulo bias: reject the low values that
+ * would make some residues more likely. */
+static uint64_t below(uint64_t *state, uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound;
+    for (;;) {
+        uint64_t r = splitmix64(state);
+        if (r >= threshold)
+            return r % bound;
+    }
+}
+
+static void make_order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = i;
+    if (!shuffle)
+        return;
+    /* The stream's key mixes seed and epoch through splitmix64 itself, so
+     * neighbouring seeds or epochs give unrelated orders. */
+    uint64_t s = seed;
+    uint64_t key = splitmix64(&s);
+    s = key ^ (uint64_t)epoch;
+    uint64_t state = splitmix64(&s);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)below(&state, (uint64_t)i + 1);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* ---- workers ---- */
+
+static int64_t batch_count(const ug_loader *l, int64_t batch)
+{
+    return batch < l->full_batches ? l->config.batch_size : l->partial;
+}
+
+/* Gathers and uploads one batch; runs without the lock. Reads perm, which
+ * start_epoch only rewrites when no slot is being filled. */
+static ug_status fill_slot(ug_loader *l, slot *s)
+{
+    const ug_dataset *ds = l->dataset;
+    int64_t count = s->count, features = ds->features;
+    const int64_t *order = l->perm + s->batch * l->config.batch_size;
+    size_t row_bytes = (size_t)features * sizeof(float);
+    for (int64_t r = 0; r < count; r++) {
+        int64_t id = order[r];
+        s->ids[r] = id;
+        memcpy(s->host_x + r * features, ds->x + id * features, row_bytes);
+        s->host_y[r] = ds->labels[id];
+    }
+    bool part = count < l->rows;
+    ug_tensor *x = part ? s->x_part : s->x, *y = part ? s->y_part : s->y;
+    size_t x_bytes = (size_t)count * row_bytes;
+    if (s->inject_failure)
+        x_bytes++; /* the test hook: ug_tensor_upload refuses the size */
+    UG_TRY(ug_tensor_upload(x, s->host_x, x_bytes));
+    return ug_tensor_upload(y, s->host_y, (size_t)count * sizeof(int32_t));
+}
+
+static int free_slot(const ug_loader *l)
+{
+    for (int i = 0; i < l->nslots; i++)
+        if (l->slots[i].state == SLOT_FREE)
+            return i;
+    return -1;
+}
+
+static void *worker_main(void *arg)
+{
+    ug_loader *l = arg;
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        int i = -1;
+        while (!l->shutdown && !(l->active && l->next_claim < l->batches && (i = free_slot(l)) >= 0))
+            pthread_cond_wait(&l->work, &l->lock);
+        if (l->shutdown)
+            break;
+        slot *s = &l->slots[i];
+        s->state = SLOT_FILLING;
+        s->batch = l->next_claim++;
+        s->generation = l->generation;
+        s->count = batch_count(l, s->batch);
+        s->inject_failure = s->batch == l->fail_batch;
+        l->filling++;
+        pthread_mutex_unlock(&l->lock);
+
+        ug_status st = fill_slot(l, s);
+
+        pthread_mutex_lock(&l->lock);
+        s->status = st;
+        if (st != UG_OK)
+            snprintf(s->message, sizeof s->message, "%s", ug_last_error());
+        s->state = SLOT_READY;
+        l->filling--;
+        pthread_cond_broadcast(&l->ready);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+/* ---- create and free ---- */
+
+ug_loader_config ug_loader_default_config(void)
+{
+    return (ug_loader_config){
+        .batch_size = 64, .shuffle = true, .seed = 0, .drop_last = false, .threads = 1,
+        .prefetch = 2,
+    };
+}
+
+static void stop_workers(ug_loader *l, int started)
+{
+    pthread_mutex_lock(&l->lock);
+    l->shutdown = true;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < started; i++)
+        pthread_join(l->threads[i], NULL);
+}
+
+/* Frees everything except the threads (stopped before) and the sync
+ * objects. Host buffers go before the tensors: the tensors' storage keeps
+ * the device open, and ug_host_free needs it. */
+static void free_slots(ug_loader *l)
+{
+    for (int i = 0; l->slots && i < l->nslots; i++) {
+        slot *s = &l->slots[i];
+        ug_host_free(l->device, s->host_x);
+        ug_host_free(l->device, s->host_y);
+        free(s->ids);
+        ug_tensor_free(s->x_part);
+        ug_tensor_free(s->y_part);
+        ug_tensor_free(s->x);
+        ug_tensor_free(s->y);
+    }
+    free(l->slots);
+    l->slots = NULL;
+}
+
+static ug_status make_slot(ug_loader *l, slot *s)
+{
+    int64_t features = l->dataset->features;
+    size_t xb = (size_t)l->rows * (size_t)features * sizeof(float);
+    UG_TRY(ug_host_alloc(l->device, xb, (void **)&s->host_x));
+    UG_TRY(ug_host_alloc(l->device, (size_t)l->rows * sizeof(int32_t), (void **)&s->host_y));
+    s->ids = malloc((size_t)l->rows * sizeof *s->ids);
+    if (!s->ids)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_loader_create: out of host memory");
+    int64_t xs[2] = {l->rows, features}, ys[1] = {l->rows};
+    UG_TRY(ug_tensor_create(l->device, UG_F32, 2, xs, &s->x));
+    UG_TRY(ug_tensor_create(l->device, UG_I32, 1, ys, &s->y));
+    if (l->partial && l->partial < l->rows) {
+        UG_TRY(ug_tensor_slice(s->x, 0, l->partial, &s->x_part));
+        UG_TRY(ug_tensor_slice(s->y, 0, l->partial, &s->y_part));
+    }
+    return UG_OK;
+}
+
+ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
+                           const ug_loader_config *config, ug_loader **out)
+{
+    const char *op = "ug_loader_create";
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    *out = NULL;
+    if (!dataset || !device)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op,
+                            dataset ? "device" : "dataset");
+    ug_loader_config c = config ? *config : ug_loader_default_config();
+    if (c.threads == 0)
+        c.threads = 1;
+    if (c.prefetch == 0)
+        c.prefetch = 2;
+    if (c.batch_size < 1)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: batch_size %lld must be at least 1", op,
+                            (long long)c.batch_size);
+    if (c.threads < 0 || c.threads > LOADER_MAX_THREADS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: threads %d is outside 0..%d", op,
+                            c.threads, LOADER_MAX_THREADS);
+    if (c.prefetch < 0 || c.prefetch > LOADER_MAX_PREFETCH)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: prefetch %d is outside 0..%d", op,
+                            c.prefetch, LOADER_MAX_PREFETCH);
+
+    ug_loader *l = calloc(1, sizeof *l);
+    if (!l)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    int64_t n = dataset->count;
+    l->dataset = dataset;
+    l->device = device;
+    l->config = c;
+    l->rows = c.batch_size < n ? c.batch_size : n;
+    l->full_batches = n / c.batch_size;
+    int64_t rest = n % c.batch_size;
+    l->partial = c.drop_last ? 0 : rest;
+    l->batches = l->full_batches + (l->partial ? 1 : 0);
+    l->handed = -1;
+    l->fail_batch = -1;
+    l->nslots = c.prefetch + 1;
+    l->nthreads = c.threads;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->work, NULL);
+    pthread_cond_init(&l->ready, NULL);
+    /* The loader keeps the device open for its host buffers. */
+    ug_device_retain(device);
+
+    ug_status st = UG_OK;
+    l->perm = malloc((size_t)n * sizeof *l->perm);
+    l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
+    l->threads = calloc((size_t)l->nthreads, sizeof *l->threads);
+    if (!l->perm || !l->slots || !l->threads)
+        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    for (int i = 0; st == UG_OK && i < l->nslots; i++)
+        st = make_slot(l, &l->slots[i]);
+    if (st != UG_OK)
+        st = ug_prefix_error(st, "%s: batches of %lld x %lld on %s", op, (long long)l->rows,
+                             (long long)dataset->features, device->info.id);
+    int started = 0;
+    for (; st == UG_OK && started < l->nthreads; started++) {
+        int err = pthread_create(&l->threads[started], NULL, worker_main, l);
+        if (err) {
+            st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: could not start worker thread %d: %s",
+                              op, started, strerror(err));
+            break;
+        }
+    }
+    if (st != UG_OK) {
+        stop_workers(l, started);
+        l->nthreads = 0;
+        ug_loader_free(l);
+        return st;
+    }
+    *out = l;
+    return UG_OK;
+}
+
+void ug_loader_free(ug_loader *l)
+{
+    if (!l)
+        return;
+    stop_workers(l, l->nthreads);
+    free_slots(l);
+    free(l->perm);
+    free(l->threads);
+    pthread_cond_destroy(&l->work);
+    pthread_cond_destroy(&l->ready);
+    pthread_mutex_destroy(&l->lock);
+    ug_device_close(l->device);
+    free(l);
+}
+
+int64_t ug_loader_batches(const ug_loader *l) { return l ? l->batches : 0; }
+
+void ug_loader_debug_fail_batch(ug_loader *l, int64_t batch)
+{
+    pthread_mutex_lock(&l->lock);
+    l->fail_batch = batch;
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* ---- the consumer ---- */
+
+ug_status ug_loader_start_epoch(ug_loader *l, int64_t epoch)
+{
+    if (!l)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_loader_start_epoch: loader is NULL");
+    if (epoch < 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "ug_loader_start_epoch: epoch %lld is negative", (long long)epoch);
+    pthread_mutex_lock(&l->lock);
+    l->active = false;
+    while (l->filling > 0)
+        pthread_cond_wait(&l->ready, &l->lock);
+    for (int i = 0; i < l->nslots; i++)
+        if (l->slots[i].state != SLOT_HANDED) /* valid until the next ug_loader_next */
+            l->slots[i].state = SLOT_FREE;
+    make_order(l->perm, l->dataset->count, l->config.shuffle, l->config.seed, epoch);
+    l->generation++;
+    l->epoch = epoch;
+    l->next_claim = l->next_consume = 0;
+    l->failed = UG_OK;
+    l->started = true;
+    l->active = true;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->lock);
+    return UG_OK;
+}
+
+ug_status ug_loader_next(ug_loader *l, ug_batch *batch, bool *done)
+{
+    const char *op = "ug_loader_next";
+    if (!l || !batch || !done)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op,
+                            !l ? "loader" : !batch ? "batch" : "done");
+    memset(batch, 0, sizeof *batch);
+    *done = false;
+    pthread_mutex_lock(&l->lock);
+    if (l->handed >= 0) { /* the caller is done with the previous batch */
+        l->slots[l->handed].state = SLOT_FREE;
+        l->handed = -1;
+        pthread_cond_broadcast(&l->work);
+    }
+    ug_status st = UG_OK;
+    if (!l->started) {
+        st = ug_set_error(UG_ERR_STATE, "%s: no epoch started; call ug_loader_start_epoch first", op);
+    } else if (l->failed != UG_OK) {
+        st = ug_set_error(UG_ERR_STATE,
+                          "%s: epoch %lld stopped after an error (%s); call "
+                          "ug_loader_start_epoch to start again",
+                          op, (long long)l->epoch, l->failed_message);
+    } else if (l->next_consume >= l->batches) {
+        *done = true;
+    } else {
+        slot *s = NULL;
+        for (;;) {
+            for (int i = 0; i < l->nslots && !s; i++)
+                if (l->slots[i].state == SLOT_READY && l->slots[i].generation == l->generation &&
+                    l->slots[i].batch == l->next_consume)
+                    s = &l->slots[i];
+            if (s)
+                break;
+            pthread_cond_wait(&l->ready, &l->lock);
+        }
+        if (s->status != UG_OK) {
+            /* Stop the epoch: later batches would be out of order anyway. */
+            l->failed = s->status;
+            snprintf(l->failed_message, sizeof l->failed_message, "%s", s->message);
+            l->active = false;
+            s->state = SLOT_FREE;
+            st = ug_set_error(s->status, "%s: batch %lld of epoch %lld: %s", op,
+                              (long long)s->batch, (long long)l->epoch, s->message);
+        } else {
+            s->state = SLOT_HANDED;
+            l->handed = (int)(s - l->slots);
+            l->next_consume++;
+            bool part = s->count < l->rows;
+            batch->x = part ? s->x_part : s->x;
+            batch->y = part ? s->y_part : s->y;
+            batch->count = s->count;
+            batch->index = s->batch;
+            batch->sample_ids = s->ids;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return st;
+}

@@ -1,0 +1,63 @@
+/* Layers: parameters created in the model under the layer's name, plus the
+ * ops that use them. */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/graph_internal.h"
+#include "unigrad/nn.h"
+
+static ug_status named_param(ug_graph *g, const char *layer, const char *suffix, int ndim,
+                             const int64_t *shape, ug_init init, float bound, ug_value **out)
+{
+    char name[64];
+    if (!layer || (size_t)snprintf(name, sizeof name, "%s.%s", layer, suffix) >= sizeof name)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "layer name '%s' is missing or too long (limit %zu)",
+                            layer ? layer : "(null)", sizeof name - 8);
+    ug_tensor *t = NULL;
+    UG_TRY(ug_model_param(g->model, name, ndim, shape, init, bound, &t));
+    return ug_graph_param(g, t, out);
+}
+
+ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_features, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_nn_linear"));
+    if (!x || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_linear: %s is NULL", x ? "out" : "x");
+    if (x->ndim != 2 || out_features <= 0) {
+        char s[96];
+        return ug_set_error(UG_ERR_SHAPE, "ug_nn_linear '%s': x is %s and out_features %lld; x must be [rows, in] "
+                            "(use ug_nn_flatten) and out_features positive",
+                            name ? name : "", ug_format_shape(x->ndim, x->shape, s, sizeof s), (long long)out_features);
+    }
+    int64_t in_features = x->shape[1];
+    /* nn.Linear: kaiming_uniform(a = sqrt 5) gives bound 1/sqrt(fan_in); the bias uses the same bound. */
+    float bound = in_features > 0 ? 1.0f / sqrtf((float)in_features) : 0.0f;
+    int64_t wshape[2] = {out_features, in_features};
+    ug_value *w = NULL, *b = NULL, *xw = NULL;
+    UG_TRY(named_param(g, name, "weight", 2, wshape, UG_INIT_UNIFORM, bound, &w));
+    UG_TRY(named_param(g, name, "bias", 1, &out_features, UG_INIT_UNIFORM, bound, &b));
+    UG_TRY(ug_g_matmul(g, x, w, false, true, &xw));
+    return ug_g_add(g, xw, b, out);
+}
+
+ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_nn_layernorm"));
+    if (!x || !out || x->ndim < 1)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_layernorm: x must have at least one axis and out not be NULL");
+    int64_t cols = x->shape[x->ndim - 1];
+    ug_value *gamma = NULL, *beta = NULL;
+    UG_TRY(named_param(g, name, "weight", 1, &cols, UG_INIT_CONSTANT, 1.0f, &gamma));
+    UG_TRY(named_param(g, name, "bias", 1, &cols, UG_INIT_CONSTANT, 0.0f, &beta));
+    return ug_g_layernorm(g, x, gamma, beta, eps, out);
+}
+
+ug_status ug_nn_flatten(ug_graph *g, ug_value *x, ug_value **out)
+{
+    if (!x)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_flatten: x is NULL");
+    if (x->ndim < 1)
+        return ug_set_error(UG_ERR_SHAPE, "ug_nn_flatten: x needs a first (batch) axis");
+    int64_t shape[2] = {x->shape[0], ug_shape_numel(x->ndim - 1, x->shape + 1)};
+    return ug_g_reshape(g, x, 2, shape, out);
+}

@@ -1,0 +1,237 @@
+/* Optimizers: state, learning-rate schedules, gradient clipping and the
+ * update nodes appended to a training graph. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/graph_internal.h"
+#include "unigrad/ops.h"
+
+struct ug_optimizer {
+    ug_model *model;
+    ug_optimizer_config config;
+    int slots;               /* state tensors per parameter */
+    int params;
+    ug_tensor **state;       /* params * slots */
+    int64_t steps;
+};
+
+ug_optimizer_config ug_optimizer_defaults(ug_optim_type type)
+{
+    ug_optimizer_config c = {0};
+    c.type = type;
+    c.lr = 1e-3f;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.999f;
+    c.eps = 1e-8f;
+    c.weight_decay = type == UG_ADAMW ? 1e-2f : 0.0f;
+    c.gamma = 0.1f;
+    c.step_size = 1;
+    return c;
+}
+
+static ug_status check_config(const ug_optimizer_config *c)
+{
+    const char *op = "ug_optimizer_create";
+    if (c->type != UG_SGD && c->type != UG_ADAM && c->type != UG_ADAMW)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: type %d is not a ug_optim_type", op, (int)c->type);
+    if (!(c->lr >= 0.0f) || !isfinite(c->lr))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: learning rate %g must be finite and >= 0", op, (double)c->lr);
+    if (!(c->weight_decay >= 0.0f))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: weight decay %g must be >= 0", op, (double)c->weight_decay);
+    if (c->type == UG_SGD) {
+        if (!(c->momentum >= 0.0f))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: momentum %g must be >= 0", op, (double)c->momentum);
+        if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                                "%s: Nesterov momentum requires momentum > 0 and dampening 0 (as in PyTorch)", op);
+    } else {
+        if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: betas (%g, %g) must be in [0, 1)", op,
+                                (double)c->beta1, (double)c->beta2);
+        if (!(c->eps >= 0.0f))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0", op, (double)c->eps);
+    }
+    if (c->schedule == UG_SCHEDULE_STEP && c->step_size <= 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: step schedule needs step_size > 0", op);
+    if (c->schedule == UG_SCHEDULE_COSINE && (c->total_steps <= c->warmup_steps || c->warmup_steps < 0))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: cosine schedule needs 0 <= warmup_steps < total_steps (got %lld and %lld)", op,
+                            (long long)c->warmup_steps, (long long)c->total_steps);
+    if ((unsigned)c->schedule > UG_SCHEDULE_COSINE)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: schedule %d is not a ug_schedule", op, (int)c->schedule);
+    if (!(c->max_grad_norm >= 0.0f))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: max_grad_norm %g must be >= 0", op, (double)c->max_grad_norm);
+    return UG_OK;
+}
+
+ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config, ug_optimizer **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_create: out is NULL");
+    *out = NULL;
+    if (!model || !config)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_create: %s is NULL", model ? "config" : "model");
+    UG_TRY(check_config(config));
+    int params = ug_model_param_count(model);
+    if (params == 0)
+        return ug_set_error(UG_ERR_STATE,
+                            "ug_optimizer_create: the model has no parameters yet; build a graph with its layers first");
+    ug_optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
+    opt->model = model;
+    opt->config = *config;
+    opt->params = params;
+    opt->slots = config->type == UG_SGD ? (config->momentum > 0.0f ? 1 : 0) : 2;
+    opt->state = calloc((size_t)(params * opt->slots) + 1, sizeof *opt->state);
+    if (!opt->state) {
+        free(opt);
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
+    }
+    for (int i = 0; i < params; i++) {
+        ug_tensor *p = NULL;
+        ug_model_param_at(model, i, NULL, &p);
+        for (int s = 0; s < opt->slots; s++) {
+            ug_tensor **slot = &opt->state[i * opt->slots + s];
+            ug_status st = ug_tensor_new(ug_model_device(model), UG_F32, p->ndim, p->shape, "optimizer state", slot);
+            if (st == UG_OK)
+                st = ug_fill(*slot, 0.0f);
+            if (st != UG_OK) {
+                ug_optimizer_free(opt);
+                return st;
+            }
+        }
+    }
+    *out = opt;
+    return UG_OK;
+}
+
+void ug_optimizer_free(ug_optimizer *opt)
+{
+    if (!opt)
+        return;
+    for (int i = 0; i < opt->params * opt->slots; i++)
+        ug_tensor_free(opt->state[i]);
+    free(opt->state);
+    free(opt);
+}
+
+ug_model *ug_optimizer_model(const ug_optimizer *opt) { return opt->model; }
+int64_t ug_optimizer_steps(const ug_optimizer *opt) { return opt ? opt->steps : 0; }
+int ug_optimizer_state_count(const ug_optimizer *opt) { return opt ? opt->slots : 0; }
+
+ug_status ug_optimizer_set_steps(ug_optimizer *opt, int64_t steps)
+{
+    if (!opt || steps < 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_set_steps: %s",
+                            opt ? "steps must be >= 0" : "optimizer is NULL");
+    opt->steps = steps;
+    return UG_OK;
+}
+
+ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot, ug_tensor **tensor)
+{
+    if (!opt || !tensor)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_state: NULL argument");
+    if (param_index < 0 || param_index >= opt->params || slot < 0 || slot >= opt->slots)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "ug_optimizer_state: parameter %d slot %d out of range (%d parameters, %d slots)",
+                            param_index, slot, opt->params, opt->slots);
+    *tensor = opt->state[param_index * opt->slots + slot];
+    return UG_OK;
+}
+
+static float lr_at(const ug_optimizer_config *c, int64_t step)
+{
+    switch (c->schedule) {
+    case UG_SCHEDULE_STEP:
+        return c->lr * powf(c->gamma, (float)(step / c->step_size));
+    case UG_SCHEDULE_COSINE: {
+        if (step < c->warmup_steps)
+            return c->lr * (float)(step + 1) / (float)c->warmup_steps;
+        double progress = (double)(step - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
+        if (progress > 1.0)
+            progress = 1.0;
+        return (float)(c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress)));
+    }
+    default:
+        return c->lr;
+    }
+}
+
+float ug_optimizer_current_lr(const ug_optimizer *opt) { return opt ? lr_at(&opt->config, opt->steps) : 0.0f; }
+
+void ug_optim_fill_args(const ug_optimizer *opt, int param_index, ug_optim_args *args)
+{
+    const ug_optimizer_config *c = &opt->config;
+    int64_t t = opt->steps + 1;
+    args->kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW;
+    args->lr = lr_at(c, opt->steps);
+    args->weight_decay = c->weight_decay;
+    args->momentum = c->momentum;
+    args->dampening = c->dampening;
+    args->nesterov = c->nesterov;
+    args->first_step = opt->steps == 0;
+    args->beta1 = c->beta1;
+    args->beta2 = c->beta2;
+    args->eps = c->eps;
+    /* In double, as PyTorch computes 1 - beta^t on the host. */
+    args->bias_correction1 = (float)(1.0 - pow((double)c->beta1, (double)t));
+    args->bias_correction2 = (float)(1.0 - pow((double)c->beta2, (double)t));
+    if (opt->slots > 0)
+        args->state0 = ug_kview_of(opt->state[param_index * opt->slots]);
+    if (opt->slots > 1)
+        args->state1 = ug_kview_of(opt->state[param_index * opt->slots + 1]);
+}
+
+void ug_optim_step_done(ug_optimizer *opt) { opt->steps++; }
+
+/* scale = min(1, max_norm / (||g||_2 + 1e-6)) over every gradient, as
+ * torch.nn.utils.clip_grad_norm_, computed on the device so the step needs
+ * no synchronisation. */
+static ug_status append_clipping(ug_graph *g, float max_norm, ug_value **scale)
+{
+    ug_value *total = NULL;
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *p = g->values[i];
+        if (p->kind != VALUE_PARAM || !p->grad)
+            continue;
+        ug_value *sq = NULL;
+        UG_TRY(ug_g_reduce_axes(g, p->grad, UG_RKERNEL_SUMSQ, 0, true, false, &sq));
+        if (total)
+            UG_TRY(ug_g_add(g, total, sq, &total));
+        else
+            total = sq;
+    }
+    ug_value *norm = NULL, *shifted = NULL, *inverse = NULL, *ratio = NULL;
+    UG_TRY(ug_g_sqrt(g, total, &norm));
+    UG_TRY(ug_g_scale_shift(g, norm, 1.0f, 1e-6f, &shifted));
+    UG_TRY(ug_g_unary(g, UG_UNARY_RECIPROCAL, 0, 0, shifted, &inverse));
+    UG_TRY(ug_g_scale_shift(g, inverse, max_norm, 0.0f, &ratio));
+    return ug_g_unary(g, UG_UNARY_CLAMP, -INFINITY, 1.0f, ratio, scale);
+}
+
+ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt)
+{
+    ug_value *scale = NULL;
+    if (opt->config.max_grad_norm > 0.0f)
+        UG_TRY(append_clipping(g, opt->config.max_grad_norm, &scale));
+    g->grad_scale = scale;
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *p = g->values[i];
+        if (p->kind != VALUE_PARAM || !p->grad)
+            continue;
+        int index = ug_model_param_index(g->model, p->param);
+        if (index >= opt->params)
+            return ug_set_error(UG_ERR_STATE,
+                                "ug_graph_set_optimizer: parameter '%s' was created after the optimizer; "
+                                "create the optimizer once the model is complete",
+                                p->name);
+        graph_node *n;
+        ug_value *in[3] = {p, p->grad, scale};
+        UG_TRY(ug_graph_add_node(g, NODE_OPTIM, NULL, scale ? 3 : 2, in, &n));
+        n->p.optim.param_index = index;
+    }
+    return UG_OK;
+}

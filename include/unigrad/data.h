@@ -1,0 +1,87 @@
+/* Data sets and the prefetching loader. */
+#ifndef UNIGRAD_DATA_H
+#define UNIGRAD_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unigrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An array read from an IDX file (plain or gzip-compressed): the format of
+ * MNIST and Fashion-MNIST. */
+typedef struct ug_idx {
+    ug_dtype dtype;          /* u8 or i32 from the file; f32 for IDX float (0x0D) */
+    int ndim;
+    int64_t shape[UG_MAX_DIMS];
+    void *data;              /* numel elements, host byte order */
+} ug_idx;
+
+/* Reads and validates everything (magic, element type, dimension count,
+ * sizes against the file length, overflow). A bad file gives UG_ERR_IO or
+ * UG_ERR_FORMAT with the path, the byte offset and what was expected. */
+ug_status ug_idx_read(const char *path, ug_idx **out);
+void ug_idx_free(ug_idx *idx);
+
+/* Samples and integer labels on the host. Each sample is flattened to
+ * features = prod(shape[1:]) values, stored as f32. */
+typedef struct ug_dataset ug_dataset;
+
+/* images [n, ...] (u8 or f32) and labels [n] (u8 or i32). Images are stored
+ * as scale * value + shift (e.g. 1/255 and 0 maps bytes to [0, 1]). The
+ * counts must agree. */
+ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, float scale,
+                              float shift, ug_dataset **out);
+/* From host arrays (copied): features f32 values per sample, labels i32. */
+ug_status ug_dataset_from_arrays(int64_t count, int64_t features, const float *x,
+                                 const int32_t *labels, ug_dataset **out);
+void ug_dataset_free(ug_dataset *dataset);
+int64_t ug_dataset_count(const ug_dataset *dataset);
+int64_t ug_dataset_features(const ug_dataset *dataset);
+/* Number of classes: the largest label plus one. */
+int32_t ug_dataset_classes(const ug_dataset *dataset);
+
+typedef struct ug_loader_config {
+    int64_t batch_size;
+    bool shuffle;            /* a new permutation each epoch from (seed, epoch) */
+    uint64_t seed;
+    bool drop_last;          /* drop the final partial batch */
+    int threads;             /* background workers; 0 picks 1 */
+    int prefetch;            /* batches ready ahead of the consumer; 0 picks 2 */
+} ug_loader_config;
+
+/* Defaults: batch 64, shuffle, seed 0, keep last, 1 thread, 2 ahead. */
+ug_loader_config ug_loader_default_config(void);
+
+typedef struct ug_loader ug_loader;
+
+/* A batch on the device. The tensors belong to the loader and stay valid
+ * until the next ug_loader_next (or ug_loader_free). */
+typedef struct ug_batch {
+    ug_tensor *x;            /* f32 [count, features] */
+    ug_tensor *y;            /* i32 [count] */
+    int64_t count;           /* samples in this batch */
+    int64_t index;           /* batch number within the epoch */
+    const int64_t *sample_ids; /* count dataset indices, in batch order */
+} ug_batch;
+
+/* Background threads assemble batches into pinned host buffers and upload
+ * them while the caller computes. */
+ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
+                           const ug_loader_config *config, ug_loader **out);
+void ug_loader_free(ug_loader *loader);
+/* Batches per epoch. */
+int64_t ug_loader_batches(const ug_loader *loader);
+/* Starts epoch number epoch (its order is fixed by seed and epoch). */
+ug_status ug_loader_start_epoch(ug_loader *loader, int64_t epoch);
+/* Next batch, or *done = true at the end of the epoch. */
+ug_status ug_loader_next(ug_loader *loader, ug_batch *batch, bool *done);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

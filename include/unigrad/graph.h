@@ -1,0 +1,150 @@
+/* Training graphs. A model's step is described once as a graph of ops on
+ * symbolic values; ug_graph_backward derives the gradients, an optimizer
+ * appends its update, and ug_graph_compile plans all memory and fuses
+ * neighbouring elementwise work. After that, ug_graph_run replays the step
+ * with no device allocation and no host-device synchronisation.
+ *
+ *   ug_model *m;       ug_model_create(dev, 0, &m);
+ *   ug_graph *g;       ug_graph_create(m, &g);
+ *   ug_value *x, *y, *h, *logits, *loss;
+ *   ug_graph_input(g, "x", UG_F32, 2, (int64_t[]){64, 784}, &x);
+ *   ug_graph_input(g, "y", UG_I32, 1, (int64_t[]){64}, &y);
+ *   ug_nn_linear(g, "fc1", x, 500, &h);   ug_g_relu(g, h, &h);
+ *   ug_nn_linear(g, "fc2", h, 10, &logits);
+ *   ug_g_cross_entropy(g, logits, y, 0.0f, &loss);
+ *   ug_graph_backward(g, loss);  ug_graph_set_optimizer(g, opt);
+ *   ug_graph_compile(g);
+ *   each step: ug_graph_bind(g, x, batch.x); ug_graph_bind(g, y, batch.y);
+ *              ug_graph_run(g);
+ */
+#ifndef UNIGRAD_GRAPH_H
+#define UNIGRAD_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "unigrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ug_model ug_model;
+typedef struct ug_graph ug_graph;
+typedef struct ug_value ug_value;   /* a symbolic tensor, owned by its graph */
+typedef struct ug_optimizer ug_optimizer;
+
+/* ---- models: named parameters on one device, shared by graphs ---- */
+
+/* seed fixes every parameter's initial values on every device. */
+ug_status ug_model_create(ug_device *device, uint64_t seed, ug_model **out);
+void ug_model_free(ug_model *model);
+ug_device *ug_model_device(const ug_model *model);
+int ug_model_param_count(const ug_model *model);
+/* The i-th parameter in creation order: its name ("fc1.weight") and tensor. */
+ug_status ug_model_param_at(const ug_model *model, int index, const char **name, ug_tensor **tensor);
+ug_status ug_model_find_param(const ug_model *model, const char *name, ug_tensor **tensor);
+/* Host access by name; bytes must match the parameter's size (f32). */
+ug_status ug_model_read_param(const ug_model *model, const char *name, float *data, size_t bytes);
+ug_status ug_model_write_param(ug_model *model, const char *name, const float *data, size_t bytes);
+/* Finds or creates an f32 parameter. A new one is filled by init (uniform
+ * in [-bound, bound] from the model's seed, or constant bound). */
+typedef enum ug_init { UG_INIT_UNIFORM = 0, UG_INIT_CONSTANT } ug_init;
+ug_status ug_model_param(ug_model *model, const char *name, int ndim, const int64_t *shape,
+                         ug_init init, float bound, ug_tensor **out);
+
+/* ---- graphs ---- */
+
+ug_status ug_graph_create(ug_model *model, ug_graph **out);
+void ug_graph_free(ug_graph *graph);
+ug_model *ug_graph_model(const ug_graph *graph);
+
+/* Training mode (default) enables dropout; eval mode makes it the identity.
+ * Takes effect at ug_graph_compile. */
+ug_status ug_graph_set_training(ug_graph *graph, bool training);
+/* Seed of dropout masks; step i draws fresh counters. */
+ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
+
+/* A value bound to a caller's tensor at run time (ug_graph_bind). */
+ug_status ug_graph_input(ug_graph *graph, const char *name, ug_dtype dtype, int ndim,
+                         const int64_t *shape, ug_value **out);
+/* A model parameter as a value (its gradient is derived by backward). */
+ug_status ug_graph_param(ug_graph *graph, ug_tensor *param, ug_value **out);
+
+int ug_value_ndim(const ug_value *value);
+int64_t ug_value_dim(const ug_value *value, int axis);
+ug_dtype ug_value_dtype(const ug_value *value);
+
+/* Ops; each adds a node and returns its result value. Shapes follow the
+ * eager ops of ops.h (broadcasting included). */
+ug_status ug_g_add(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+ug_status ug_g_sub(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+ug_status ug_g_mul(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+ug_status ug_g_div(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+ug_status ug_g_maximum(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+ug_status ug_g_neg(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_abs(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_exp(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_log(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_sqrt(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_relu(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_sigmoid(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_tanh(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_gelu(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out);
+ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, bool transpose_b,
+                      ug_value **out);
+ug_status ug_g_sum(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
+ug_status ug_g_mean(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
+ug_status ug_g_softmax(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);
+ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
+/* Dropout with probability p in training mode; identity in eval mode. */
+ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out);
+/* LayerNorm over the last axis with learned gamma [cols] and beta [cols]. */
+ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
+                         ug_value **out);
+/* Mean cross-entropy of logits [rows, classes] against i32 labels [rows],
+ * with label smoothing in [0, 1): log-softmax and NLL in one op. */
+ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
+                             ug_value **out);
+/* Mean squared error: mean((a - b)^2). */
+ug_status ug_g_mse(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+
+/* Derives the gradient of the scalar loss with respect to every parameter
+ * the loss depends on. */
+ug_status ug_graph_backward(ug_graph *graph, ug_value *loss);
+/* Appends the optimizer's update of every parameter with a gradient. */
+ug_status ug_graph_set_optimizer(ug_graph *graph, ug_optimizer *optimizer);
+/* Fuses, orders and plans memory; allocates everything the graph needs. */
+ug_status ug_graph_compile(ug_graph *graph);
+
+typedef struct ug_graph_memory_info {
+    uint64_t activation_bytes;  /* one arena for every intermediate value */
+    uint64_t gradient_bytes;    /* parameter gradients */
+    uint64_t unplanned_bytes;   /* if every value had its own buffer */
+    int nodes;                  /* kernels one run launches (after fusion) */
+    int fused;                  /* nodes removed by fusion */
+} ug_graph_memory_info;
+/* Valid after ug_graph_compile: the device bytes one run needs beyond the
+ * parameters and optimizer state, so a program can tell if a batch fits. */
+ug_status ug_graph_memory(const ug_graph *graph, ug_graph_memory_info *info);
+
+/* Points an input at a tensor of its exact shape and dtype for the next runs. */
+ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
+/* One step: forward, backward and the optimizer update, queued without
+ * waiting. */
+ug_status ug_graph_run(ug_graph *graph);
+/* Copies a value of the last run to the host (waits for the device). Only
+ * values marked with ug_graph_keep (and the loss) stay readable. */
+ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, size_t bytes);
+/* Keeps a value readable after a run (call before compile). */
+ug_status ug_graph_keep(ug_graph *graph, ug_value *value);
+/* The gradient of a parameter value after a run (valid once backward ran). */
+ug_status ug_graph_grad(ug_graph *graph, ug_value *param, ug_value **grad);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
