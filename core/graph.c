@@ -410,6 +410,11 @@ ug_status ug_g_mean(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out
     return reduce_op(g, x, UG_RKERNEL_MEAN, axis, all, "graph mean", out);
 }
 
+ug_status ug_g_argmax(ug_graph *g, ug_value *x, int axis, ug_value **out)
+{
+    return reduce_op(g, x, UG_RKERNEL_ARGMAX, axis, false, "graph argmax", out);
+}
+
 static ug_status softmax_op(ug_graph *g, ug_value *x, bool log, ug_value **out)
 {
     const char *name = log ? "graph log_softmax" : "graph softmax";

@@ -96,6 +96,8 @@ ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, b
                       ug_value **out);
 ug_status ug_g_sum(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
 ug_status ug_g_mean(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
+/* i32 index of the first maximum along axis (not differentiable). */
+ug_status ug_g_argmax(ug_graph *g, ug_value *x, int axis, ug_value **out);
 ug_status ug_g_softmax(ug_graph *g, ug_value *x, ug_value **out);
 ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
 ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);

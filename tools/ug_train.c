@@ -1,0 +1,375 @@
+/* ug-train: trains an MLP classifier on IDX data (Fashion-MNIST by default)
+ * on any device, with a progress bar, per-epoch test accuracy and an
+ * optional CSV log. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mlp.h"
+
+typedef struct options {
+    const char *device;
+    const char *data_dir;
+    const char *train_images, *train_labels, *test_images, *test_labels;
+    const char *csv;
+    int epochs;
+    int64_t batch;
+    float lr, weight_decay, momentum;
+    ug_optim_type optimizer;
+    uint64_t seed;
+    mlp_config model;
+    float max_grad_norm;
+    bool quiet;
+} options;
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: ug-train [options]\n"
+            "Trains an MLP on IDX data (default: Fashion-MNIST from /usr/share/datasets/fashion-mnist).\n"
+            "  --device NAME        cpu, opencl:N, hip:N, cuda:N or auto (default; UG_DEVICE overrides)\n"
+            "  --epochs N           default 10\n"
+            "  --batch-size N       default 64\n"
+            "  --lr X               learning rate, default 1e-3\n"
+            "  --optimizer NAME     adam (default), adamw or sgd\n"
+            "  --momentum X         SGD momentum, default 0.9\n"
+            "  --weight-decay X     default 0 (adamw: 1e-2)\n"
+            "  --hidden LIST        hidden sizes, e.g. 500 (default) or 256,128\n"
+            "  --activation NAME    relu (default), gelu, tanh or sigmoid\n"
+            "  --dropout P          dropout after each hidden layer, default 0\n"
+            "  --label-smoothing S  default 0\n"
+            "  --clip X             clip gradients to global norm X\n"
+            "  --seed N             default 0\n"
+            "  --data DIR           folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
+            "  --train-images F --train-labels F --test-images F --test-labels F\n"
+            "  --csv FILE           log loss per step and loss/accuracy per epoch\n"
+            "  --quiet              no progress bar\n");
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "ug-train: %s: %s\n", what, ug_last_error());
+    return 1;
+}
+
+static bool parse_number(const char *text, double *value)
+{
+    char *end = NULL;
+    errno = 0;
+    *value = strtod(text, &end);
+    return text[0] && !*end && !errno && isfinite(*value);
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(arg, "--quiet")) {
+            o->quiet = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "ug-train: %s needs a value (see --help)\n", arg);
+            return 2;
+        }
+        const char *val = argv[++i];
+        double num = 0;
+        bool numeric = parse_number(val, &num);
+        if (!strcmp(arg, "--device")) o->device = val;
+        else if (!strcmp(arg, "--data")) o->data_dir = val;
+        else if (!strcmp(arg, "--train-images")) o->train_images = val;
+        else if (!strcmp(arg, "--train-labels")) o->train_labels = val;
+        else if (!strcmp(arg, "--test-images")) o->test_images = val;
+        else if (!strcmp(arg, "--test-labels")) o->test_labels = val;
+        else if (!strcmp(arg, "--csv")) o->csv = val;
+        else if (!strcmp(arg, "--optimizer")) {
+            if (!strcmp(val, "adam")) o->optimizer = UG_ADAM;
+            else if (!strcmp(val, "adamw")) o->optimizer = UG_ADAMW;
+            else if (!strcmp(val, "sgd")) o->optimizer = UG_SGD;
+            else { fprintf(stderr, "ug-train: unknown optimizer '%s' (adam, adamw, sgd)\n", val); return 2; }
+        } else if (!strcmp(arg, "--activation")) {
+            if (!strcmp(val, "relu")) o->model.activation = MLP_RELU;
+            else if (!strcmp(val, "gelu")) o->model.activation = MLP_GELU;
+            else if (!strcmp(val, "tanh")) o->model.activation = MLP_TANH;
+            else if (!strcmp(val, "sigmoid")) o->model.activation = MLP_SIGMOID;
+            else { fprintf(stderr, "ug-train: unknown activation '%s'\n", val); return 2; }
+        } else if (!strcmp(arg, "--hidden")) {
+            if (!mlp_parse_hidden(val, &o->model)) {
+                fprintf(stderr, "ug-train: --hidden '%s': give up to %d positive sizes, e.g. 256,128\n", val, MLP_MAX_HIDDEN);
+                return 2;
+            }
+        } else if (!numeric) {
+            fprintf(stderr, "ug-train: %s '%s' is not a number (or not an option; see --help)\n", arg, val);
+            return 2;
+        } else if (!strcmp(arg, "--epochs") && num >= 1 && num == floor(num)) o->epochs = (int)num;
+        else if (!strcmp(arg, "--batch-size") && num >= 1 && num == floor(num)) o->batch = (int64_t)num;
+        else if (!strcmp(arg, "--lr") && num > 0) o->lr = (float)num;
+        else if (!strcmp(arg, "--momentum") && num >= 0) o->momentum = (float)num;
+        else if (!strcmp(arg, "--weight-decay") && num >= 0) o->weight_decay = (float)num;
+        else if (!strcmp(arg, "--dropout") && num >= 0 && num < 1) o->model.dropout = (float)num;
+        else if (!strcmp(arg, "--label-smoothing") && num >= 0 && num < 1) o->model.label_smoothing = (float)num;
+        else if (!strcmp(arg, "--clip") && num >= 0) o->max_grad_norm = (float)num;
+        else if (!strcmp(arg, "--seed") && num >= 0 && num == floor(num)) o->seed = (uint64_t)num;
+        else {
+            fprintf(stderr, "ug-train: bad option or value: %s %s (see --help)\n", arg, val);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* The path of a data file: the one given, else DIR/NAME or DIR/NAME.gz. */
+static const char *data_path(const char *given, const char *dir, const char *name, char *buf, size_t len)
+{
+    if (given)
+        return given;
+    snprintf(buf, len, "%s/%s", dir, name);
+    if (access(buf, R_OK) == 0)
+        return buf;
+    snprintf(buf, len, "%s/%s.gz", dir, name);
+    return buf;
+}
+
+typedef struct progress {
+    bool tty;
+    double start;
+    int64_t last_printed;
+    double last_time;
+} progress;
+
+static void show_progress(progress *p, int epoch, int epochs, int64_t step, int64_t steps, int64_t samples,
+                          float loss, bool final)
+{
+    double elapsed = now() - p->start;
+    double rate = elapsed > 0 ? (double)samples / elapsed : 0.0;
+    double left = step > 0 ? elapsed * (double)(steps - step) / (double)step : 0.0;
+    if (p->tty) {
+        int width = 30, filled = (int)(width * step / (steps ? steps : 1));
+        char bar[64];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+        bar[width] = '\0';
+        printf("\repoch %d/%d [%s] %lld/%lld loss %.4f %8.0f samples/s %4.0fs left ", epoch, epochs, bar,
+               (long long)step, (long long)steps, (double)loss, rate, left);
+        if (final)
+            printf("\n");
+    } else {
+        printf("epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s %.0fs left\n", epoch, epochs, (long long)step,
+               (long long)steps, (double)loss, rate, left);
+    }
+    fflush(stdout);
+}
+
+/* Runs the eval graphs over a data set; returns accuracy and mean loss. */
+static ug_status evaluate(ug_loader *loader, mlp_graph *full, mlp_graph *rest, double *accuracy,
+                          double *mean_loss)
+{
+    int64_t correct = 0, seen = 0;
+    double loss_sum = 0.0;
+    int32_t *pred = malloc((size_t)full->batch * sizeof *pred);
+    int32_t *labels = malloc((size_t)full->batch * sizeof *labels);
+    if (!pred || !labels) {
+        free(pred);
+        free(labels);
+        fprintf(stderr, "ug-train: out of host memory\n");
+        return UG_ERR_OUT_OF_MEMORY;
+    }
+    ug_status st = ug_loader_start_epoch(loader, 0);
+    for (bool done = false; st == UG_OK;) {
+        ug_batch b;
+        st = ug_loader_next(loader, &b, &done);
+        if (st != UG_OK || done)
+            break;
+        mlp_graph *m = b.count == full->batch ? full : rest;
+        float loss = 0;
+        st = ug_graph_bind(m->graph, m->x, b.x);
+        if (st == UG_OK) st = ug_graph_bind(m->graph, m->y, b.y);
+        if (st == UG_OK) st = ug_graph_run(m->graph);
+        if (st == UG_OK) st = ug_graph_read(m->graph, m->prediction, pred, (size_t)b.count * sizeof *pred);
+        if (st == UG_OK) st = ug_graph_read(m->graph, m->loss, &loss, sizeof loss);
+        if (st == UG_OK) st = ug_tensor_download(b.y, labels, (size_t)b.count * sizeof *labels);
+        for (int64_t i = 0; st == UG_OK && i < b.count; i++)
+            correct += pred[i] == labels[i];
+        loss_sum += (double)loss * (double)b.count;
+        seen += b.count;
+    }
+    free(pred);
+    free(labels);
+    *accuracy = seen ? (double)correct / (double)seen : 0.0;
+    *mean_loss = seen ? loss_sum / (double)seen : 0.0;
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {.device = NULL, .data_dir = "/usr/share/datasets/fashion-mnist", .epochs = 10, .batch = 64,
+                 .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0};
+    o.model.hidden_count = 1;
+    o.model.hidden[0] = 500;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+
+    char p1[4096], p2[4096], p3[4096], p4[4096];
+    const char *train_images = data_path(o.train_images, o.data_dir, "train-images-idx3-ubyte", p1, sizeof p1);
+    const char *train_labels = data_path(o.train_labels, o.data_dir, "train-labels-idx1-ubyte", p2, sizeof p2);
+    const char *test_images = data_path(o.test_images, o.data_dir, "t10k-images-idx3-ubyte", p3, sizeof p3);
+    const char *test_labels = data_path(o.test_labels, o.data_dir, "t10k-labels-idx1-ubyte", p4, sizeof p4);
+
+    ug_dataset *train = NULL, *test = NULL;
+    if (ug_dataset_from_idx(train_images, train_labels, 1.0f / 255.0f, 0.0f, &train) != UG_OK)
+        return fail("loading the training set (install dataset-fashion-mnist or pass --data)");
+    if (ug_dataset_from_idx(test_images, test_labels, 1.0f / 255.0f, 0.0f, &test) != UG_OK) {
+        ug_dataset_free(train);
+        return fail("loading the test set");
+    }
+    o.model.inputs = ug_dataset_features(train);
+    o.model.classes = ug_dataset_classes(train);
+    if (ug_dataset_features(test) != o.model.inputs) {
+        fprintf(stderr, "ug-train: the test images have %lld features, the training images %lld\n",
+                (long long)ug_dataset_features(test), (long long)o.model.inputs);
+        return 1;
+    }
+
+    ug_device *dev = NULL;
+    if (ug_device_open(o.device, &dev) != UG_OK)
+        return fail("opening the device");
+    ug_device_info info;
+    ug_device_get_info(dev, &info);
+
+    ug_loader_config lc = ug_loader_default_config();
+    lc.batch_size = o.batch;
+    lc.seed = o.seed;
+    ug_loader_config eval_lc = lc;
+    eval_lc.shuffle = false;
+    ug_model *model = NULL;
+    ug_optimizer *opt = NULL;
+    ug_loader *train_loader = NULL, *test_loader = NULL;
+    mlp_graph step = {0}, step_rest = {0}, eval = {0}, eval_rest = {0};
+    FILE *csv = NULL;
+    int64_t train_rest = ug_dataset_count(train) % o.batch, test_rest = ug_dataset_count(test) % o.batch;
+    rc = 1;
+
+    if (ug_model_create(dev, o.seed, &model) != UG_OK) { fail("creating the model"); goto done; }
+    if (mlp_build(model, &o.model, o.batch, true, &step) != UG_OK) { fail("building the training graph"); goto done; }
+    ug_optimizer_config oc = ug_optimizer_defaults(o.optimizer);
+    oc.lr = o.lr;
+    if (o.weight_decay >= 0.0f)
+        oc.weight_decay = o.weight_decay;
+    if (o.optimizer == UG_SGD)
+        oc.momentum = o.momentum;
+    oc.max_grad_norm = o.max_grad_norm;
+    if (ug_optimizer_create(model, &oc, &opt) != UG_OK) { fail("creating the optimizer"); goto done; }
+    if (mlp_finish(&step, opt) != UG_OK) { fail("compiling the training graph"); goto done; }
+    /* A partial last batch gets a graph of its own that shares the model and optimizer. */
+    if (train_rest && (mlp_build(model, &o.model, train_rest, true, &step_rest) != UG_OK ||
+                       mlp_finish(&step_rest, opt) != UG_OK)) { fail("building the last-batch graph"); goto done; }
+    if (mlp_build(model, &o.model, o.batch, false, &eval) != UG_OK || mlp_finish(&eval, NULL) != UG_OK) {
+        fail("building the evaluation graph");
+        goto done;
+    }
+    if (test_rest && (mlp_build(model, &o.model, test_rest, false, &eval_rest) != UG_OK ||
+                      mlp_finish(&eval_rest, NULL) != UG_OK)) { fail("building the evaluation graph"); goto done; }
+    if (ug_loader_create(train, dev, &lc, &train_loader) != UG_OK ||
+        ug_loader_create(test, dev, &eval_lc, &test_loader) != UG_OK) { fail("creating the data loaders"); goto done; }
+    if (o.csv && !(csv = fopen(o.csv, "w"))) {
+        fprintf(stderr, "ug-train: cannot write %s: %s\n", o.csv, strerror(errno));
+        goto done;
+    }
+    if (csv)
+        fprintf(csv, "kind,epoch,step,loss,accuracy,seconds\n");
+
+    ug_graph_memory_info mem;
+    ug_graph_memory(step.graph, &mem);
+    char hidden[128] = "";
+    for (int i = 0, used = 0; i < o.model.hidden_count; i++)
+        used += snprintf(hidden + used, sizeof hidden - (size_t)used, "%s%lld", i ? "-" : "", (long long)o.model.hidden[i]);
+    printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
+    printf("model MLP %lld-%s-%lld, %s lr %g, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
+           (long long)o.model.inputs, hidden, (long long)o.model.classes,
+           o.optimizer == UG_SGD ? "SGD" : o.optimizer == UG_ADAM ? "Adam" : "AdamW", (double)o.lr, (long long)o.batch,
+           o.epochs, (unsigned long long)o.seed, (long long)ug_dataset_count(train), (long long)ug_dataset_count(test));
+    printf("step plan: %d kernels (%d fused away), %.2f MiB of activations, %.2f MiB of gradients\n", mem.nodes,
+           mem.fused, (double)mem.activation_bytes / 1048576.0, (double)mem.gradient_bytes / 1048576.0);
+    fflush(stdout);
+
+    progress bar = {.tty = !o.quiet && isatty(STDOUT_FILENO)};
+    int64_t steps = ug_loader_batches(train_loader);
+    for (int epoch = 1; epoch <= o.epochs; epoch++) {
+        bar.start = now();
+        bar.last_printed = 0;
+        bar.last_time = bar.start;
+        if (ug_loader_start_epoch(train_loader, epoch - 1) != UG_OK) { fail("starting an epoch"); goto done; }
+        int64_t step_index = 0, samples = 0;
+        float loss = NAN;
+        for (bool finished = false;;) {
+            ug_batch b;
+            if (ug_loader_next(train_loader, &b, &finished) != UG_OK) { fail("loading a batch"); goto done; }
+            if (finished)
+                break;
+            mlp_graph *m = b.count == o.batch ? &step : &step_rest;
+            if (ug_graph_bind(m->graph, m->x, b.x) != UG_OK || ug_graph_bind(m->graph, m->y, b.y) != UG_OK ||
+                ug_graph_run(m->graph) != UG_OK) { fail("training step"); goto done; }
+            step_index++;
+            samples += b.count;
+            /* Reading the loss waits for the device, so it happens only when shown or logged. */
+            double t = now();
+            bool show = !o.quiet && (bar.tty ? t - bar.last_time > 0.25 : step_index - bar.last_printed >= steps / 4);
+            if (csv || show || step_index == steps) {
+                if (ug_graph_read(m->graph, m->loss, &loss, sizeof loss) != UG_OK) { fail("reading the loss"); goto done; }
+            }
+            if (csv)
+                fprintf(csv, "step,%d,%lld,%.6f,,\n", epoch, (long long)step_index, (double)loss);
+            if (show && step_index != steps) {
+                show_progress(&bar, epoch, o.epochs, step_index, steps, samples, loss, false);
+                bar.last_printed = step_index;
+                bar.last_time = t;
+            }
+        }
+        if (ug_device_synchronize(dev) != UG_OK) { fail("finishing the epoch"); goto done; }
+        double train_seconds = now() - bar.start;
+        if (!o.quiet)
+            show_progress(&bar, epoch, o.epochs, step_index, steps, samples, loss, true);
+        double accuracy = 0, test_loss = 0;
+        if (evaluate(test_loader, &eval, &eval_rest, &accuracy, &test_loss) != UG_OK) { fail("evaluating"); goto done; }
+        printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", epoch,
+               (double)loss, test_loss, 100.0 * accuracy, train_seconds, (double)samples / train_seconds);
+        fflush(stdout);
+        if (csv)
+            fprintf(csv, "epoch,%d,%lld,%.6f,%.6f,%.3f\n", epoch, (long long)step_index, test_loss, accuracy, train_seconds);
+    }
+    rc = 0;
+done:
+    if (csv && fclose(csv) != 0) {
+        fprintf(stderr, "ug-train: writing %s failed: %s\n", o.csv, strerror(errno));
+        rc = 1;
+    }
+    ug_loader_free(train_loader);
+    ug_loader_free(test_loader);
+    mlp_free(&step);
+    mlp_free(&step_rest);
+    mlp_free(&eval);
+    mlp_free(&eval_rest);
+    ug_optimizer_free(opt);
+    ug_model_free(model);
+    ug_device_close(dev);
+    ug_dataset_free(train);
+    ug_dataset_free(test);
+    return rc;
+}
