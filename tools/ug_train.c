@@ -25,6 +25,7 @@ typedef struct options {
     mlp_config model;
     float max_grad_norm;
     bool quiet;
+    bool standardize;
 } options;
 
 static void usage(FILE *to)
@@ -48,6 +49,8 @@ static void usage(FILE *to)
             "  --data DIR           folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
             "  --train-images F --train-labels F --test-images F --test-labels F\n"
             "  --csv FILE           log loss per step and loss/accuracy per epoch\n"
+            "  --no-standardize     keep pixel values in [0, 1] instead of standardising them\n"
+            "                       with the training set's mean and standard deviation\n"
             "  --quiet              no progress bar\n");
 }
 
@@ -80,8 +83,8 @@ static int parse_args(int argc, char **argv, options *o)
             usage(stdout);
             exit(0);
         }
-        if (!strcmp(arg, "--quiet")) {
-            o->quiet = true;
+        if (!strcmp(arg, "--quiet") || !strcmp(arg, "--no-standardize")) {
+            *(arg[2] == 'q' ? &o->quiet : &o->standardize) = arg[2] == 'q';
             continue;
         }
         if (i + 1 >= argc) {
@@ -219,7 +222,7 @@ static ug_status evaluate(ug_loader *loader, mlp_graph *full, mlp_graph *rest, d
 int main(int argc, char **argv)
 {
     options o = {.device = NULL, .data_dir = "/usr/share/datasets/fashion-mnist", .epochs = 10, .batch = 64,
-                 .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0};
+                 .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
     o.model.hidden_count = 1;
     o.model.hidden[0] = 500;
     int rc = parse_args(argc, argv, &o);
@@ -238,6 +241,15 @@ int main(int argc, char **argv)
     if (ug_dataset_from_idx(test_images, test_labels, 1.0f / 255.0f, 0.0f, &test) != UG_OK) {
         ug_dataset_free(train);
         return fail("loading the test set");
+    }
+    /* Standardise with the training set's statistics, as torchvision's Normalize. */
+    double mean = 0.0, stddev = 1.0;
+    if (o.standardize && (ug_dataset_stats(train, &mean, &stddev) != UG_OK || stddev <= 0.0 ||
+                          ug_dataset_transform(train, (float)(1.0 / stddev), (float)(-mean / stddev)) != UG_OK ||
+                          ug_dataset_transform(test, (float)(1.0 / stddev), (float)(-mean / stddev)) != UG_OK)) {
+        ug_dataset_free(train);
+        ug_dataset_free(test);
+        return fail("standardising the data");
     }
     o.model.inputs = ug_dataset_features(train);
     o.model.classes = ug_dataset_classes(train);

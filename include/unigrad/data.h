@@ -44,6 +44,11 @@ int64_t ug_dataset_count(const ug_dataset *dataset);
 int64_t ug_dataset_features(const ug_dataset *dataset);
 /* Number of classes: the largest label plus one. */
 int32_t ug_dataset_classes(const ug_dataset *dataset);
+/* Mean and standard deviation over every stored value (in double). */
+ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, double *stddev);
+/* value = scale * value + shift for every stored value: e.g. standardising
+ * a test set with the training set's statistics. */
+ug_status ug_dataset_transform(ug_dataset *dataset, float scale, float shift);
 
 typedef struct ug_loader_config {
     int64_t batch_size;
