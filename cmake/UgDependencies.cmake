@@ -11,6 +11,12 @@ if(NOT OPENBLAS_FOUND)
 endif()
 list(APPEND UG_BACKEND_SUMMARY "cpu: in (OpenBLAS ${OPENBLAS_VERSION})")
 
+# zlib: the IDX reader reads gzip-compressed data sets (MNIST ships as .gz).
+find_package(ZLIB)
+if(NOT ZLIB_FOUND)
+  message(FATAL_ERROR "zlib not found: install zlib1g-dev (the IDX data set reader uses it for .gz files)")
+endif()
+
 # OpenCL backend: the ICD loader and CLBlast.
 set(UG_HAVE_OPENCL OFF)
 if(UG_WITH_OPENCL)

@@ -52,21 +52,34 @@ typedef struct reader {
 /* " of the decompressed data" after an offset when the file is gzip. */
 static const char *where(reader *r) { return gzdirect(r->gz) ? "" : " of the decompressed data"; }
 
+/* zlib's messages start with the file's name, "<fd:3>: " for gzdopen. */
+static const char *zlib_message(const char *msg)
+{
+    if (!msg || !*msg)
+        return "unknown error";
+    const char *colon = msg[0] == '<' ? strstr(msg, ">: ") : NULL;
+    return colon ? colon + 3 : msg;
+}
+
 static ug_status stream_error(reader *r, const char *during)
 {
     int errnum = 0;
-    const char *msg = gzerror(r->gz, &errnum);
-    if (errnum == Z_ERRNO)
+    const char *msg = zlib_message(gzerror(r->gz, &errnum));
+    if (errnum == Z_ERRNO) /* msg is strerror of the failed read */
         return ug_set_error(UG_ERR_IO, "%s: read error at byte offset %llu while reading %s: %s",
-                            r->path, (unsigned long long)r->pos, during, strerror(errno));
+                            r->path, (unsigned long long)r->pos, during, msg);
     if (errnum == Z_MEM_ERROR)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: zlib ran out of memory at byte offset %llu",
                             r->path, (unsigned long long)r->pos);
+    /* zlib decompresses ahead of what was asked for, and a checksum error
+     * shows only at the end of the stream, so the compressed offset where
+     * zlib stopped says more than the IDX offset reached. */
     return ug_set_error(UG_ERR_FORMAT,
-                        "%s: the gzip stream is corrupt at byte offset %llu%s while reading %s "
-                        "(zlib: %s); the file is damaged, fetch it again",
-                        r->path, (unsigned long long)r->pos, where(r), during,
-                        msg && *msg ? msg : "unknown error");
+                        "%s: the gzip stream is corrupt (zlib: %s), found at byte offset %lld "
+                        "of the compressed file while reading %s (%llu bytes of IDX data read); "
+                        "the file is damaged, fetch it again",
+                        r->path, msg, (long long)gzoffset(r->gz), during,
+                        (unsigned long long)r->pos);
 }
 
 /* Reads up to n bytes; *got is what arrived before the end of the data. A
@@ -289,7 +302,7 @@ ug_status ug_idx_read_ex(const char *path, ug_idx **out, size_t *file_elem_size,
      * gzopen would fold it into a generic failure. */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ug_set_error(UG_ERR_IO, "%s: cannot open the IDX file (at byte offset 0): %s",
+        return ug_set_error(UG_ERR_IO, "%s: cannot open the IDX file: %s",
                             path, strerror(errno));
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {

@@ -1,0 +1,286 @@
+/* The CPU backend's table: one device (the host), memory as aligned host
+ * allocations, kernels run synchronously so synchronize has nothing to do. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* cpu_set_t in OpenBLAS's cblas.h */
+#endif
+#include <cblas.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+enum { UG_CPU_ALIGN = 64 };
+
+static ug_status no_host_set_error(ug_status status, const char *fmt, ...)
+{
+    (void)fmt;
+    return status;
+}
+
+static const ug_backend_host no_host = {.set_error = no_host_set_error};
+const ug_backend_host *ug_cpu_host = &no_host;
+
+/* ---- float conversion helpers shared by the kernels ---- */
+
+void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out)
+{
+    switch (dtype) {
+    case UG_F32: {
+        const float *p = base;
+        if (stride == 1)
+            memcpy(out, p, (size_t)n * sizeof *out);
+        else
+            for (int64_t i = 0; i < n; i++)
+                out[i] = p[i * stride];
+        break;
+    }
+    case UG_F16: {
+        const unsigned short *p = base;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ug_f16_to_f32(p[i * stride]);
+        break;
+    }
+    case UG_I32: {
+        const int32_t *p = base;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (float)p[i * stride];
+        break;
+    }
+    case UG_U8: {
+        const uint8_t *p = base;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (float)p[i * stride];
+        break;
+    }
+    }
+}
+
+void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in)
+{
+    if (dtype == UG_F32) {
+        memcpy(base, in, (size_t)n * sizeof *in);
+    } else if (dtype == UG_F16) {
+        unsigned short *p = base;
+        for (int64_t i = 0; i < n; i++)
+            p[i] = ug_f32_to_f16(in[i]);
+    }
+}
+
+/* ---- device ---- */
+
+static int cpu_device_count(char *reason, size_t reason_len)
+{
+    if (reason && reason_len)
+        reason[0] = '\0';
+    return 1;
+}
+
+/* Copies the value of the first "key<spaces>: value" line of /proc/cpuinfo. */
+static bool cpuinfo_field(const char *key, char *out, size_t len)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    size_t klen = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) != 0)
+            continue;
+        char *p = line + klen;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p != ':')
+            continue;
+        p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, "\r\n");
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+            n--;
+        if (n == 0)
+            continue;
+        snprintf(out, len, "%.*s", (int)n, p);
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+static ug_status cpu_device_info(int index, ug_device_info *info)
+{
+    if (index != 0)
+        return UG_CPU_ERROR(UG_ERR_DEVICE, "cpu: there is one CPU device (index 0), not %d", index);
+    int threads = 1;
+    ug_status st = ug_cpu_thread_budget(&threads);
+    if (st != UG_OK)
+        return st;
+    if (!cpuinfo_field("model name", info->name, sizeof info->name))
+        snprintf(info->name, sizeof info->name, "host CPU");
+    if (!cpuinfo_field("vendor_id", info->vendor, sizeof info->vendor))
+        snprintf(info->vendor, sizeof info->vendor, "unknown");
+    /* openblas_get_config() already starts with "OpenBLAS "; keep one. */
+    const char *config = openblas_get_config();
+    if (!config)
+        config = "";
+    if (strncmp(config, "OpenBLAS ", 9) == 0)
+        config += 9;
+    snprintf(info->driver, sizeof info->driver, "OpenBLAS %s", config);
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    uint64_t bytes = pages > 0 && page_size > 0 ? (uint64_t)pages * (uint64_t)page_size : 0;
+    info->global_memory = bytes;
+    info->max_allocation = bytes;
+    info->compute_units = (uint32_t)threads;
+    info->max_work_group = 1;
+    info->fp16 = false;
+    info->is_gpu = false;
+    return UG_OK;
+}
+
+static ug_status cpu_device_open(int index, ug_bdev **out)
+{
+    *out = NULL;
+    if (index != 0)
+        return UG_CPU_ERROR(UG_ERR_DEVICE, "cpu: there is one CPU device (index 0), not %d", index);
+    int threads = 1;
+    ug_status st = ug_cpu_thread_budget(&threads);
+    if (st != UG_OK)
+        return st;
+    ug_bdev *dev = calloc(1, sizeof *dev);
+    if (!dev)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory opening the device");
+    st = ug_cpu_pool_create(threads, &dev->pool);
+    if (st != UG_OK) {
+        free(dev);
+        return st;
+    }
+    dev->threads = threads;
+    /* Same budget for BLAS: our pool sleeps while a GEMM runs, so the
+     * cores are shared, never oversubscribed. */
+    openblas_set_num_threads(threads);
+    *out = dev;
+    return UG_OK;
+}
+
+static void cpu_device_close(ug_bdev *dev)
+{
+    if (!dev)
+        return;
+    ug_cpu_pool_destroy(dev->pool);
+    free(dev);
+}
+
+static void cpu_shutdown(void) {}
+
+/* ---- memory ---- */
+
+static ug_status cpu_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)
+{
+    (void)dev;
+    *out = NULL;
+    /* Round up to the alignment (aligned_alloc wants a multiple); a
+     * zero-byte request still gets a distinct block. */
+    if (bytes > SIZE_MAX - UG_CPU_ALIGN)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
+    size_t rounded = bytes == 0 ? UG_CPU_ALIGN : (bytes + UG_CPU_ALIGN - 1) / UG_CPU_ALIGN * UG_CPU_ALIGN;
+    void *p = aligned_alloc(UG_CPU_ALIGN, rounded);
+    if (!p)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY,
+                            "cpu: aligned_alloc of %zu bytes failed: the host is out of memory",
+                            bytes);
+    *out = p;
+    return UG_OK;
+}
+
+static void cpu_release(ug_bdev *dev, ug_mem mem)
+{
+    (void)dev;
+    free(mem);
+}
+
+static ug_status cpu_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
+                           size_t bytes, bool blocking)
+{
+    (void)dev;
+    (void)blocking;
+    if (bytes)
+        memcpy((char *)dst + dst_offset_bytes, src, bytes);
+    return UG_OK;
+}
+
+static ug_status cpu_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
+                          size_t bytes, bool blocking)
+{
+    (void)dev;
+    (void)blocking;
+    if (bytes)
+        memcpy(dst, (const char *)src + src_offset_bytes, bytes);
+    return UG_OK;
+}
+
+static ug_status cpu_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
+                          size_t src_offset_bytes, size_t bytes)
+{
+    (void)dev;
+    /* memmove: a copy within one buffer may overlap. */
+    if (bytes)
+        memmove((char *)dst + dst_offset_bytes, (const char *)src + src_offset_bytes, bytes);
+    return UG_OK;
+}
+
+static ug_status cpu_synchronize(ug_bdev *dev)
+{
+    (void)dev;
+    return UG_OK;
+}
+
+static void *cpu_host_alloc(ug_bdev *dev, size_t bytes)
+{
+    ug_mem p = NULL;
+    if (cpu_alloc(dev, bytes, &p) != UG_OK)
+        return NULL;
+    return p;
+}
+
+static void cpu_host_free(ug_bdev *dev, void *ptr)
+{
+    (void)dev;
+    free(ptr);
+}
+
+static const ug_backend cpu_backend = {
+    .name = "cpu",
+    .interface_version = UG_BACKEND_INTERFACE_VERSION,
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .device_open = cpu_device_open,
+    .device_close = cpu_device_close,
+    .shutdown = cpu_shutdown,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .write = cpu_write,
+    .read = cpu_read,
+    .copy = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .unary = ug_cpu_unary,
+    .binary = ug_cpu_binary,
+    .reduce = ug_cpu_reduce,
+    .gemm = ug_cpu_gemm,
+    .softmax = ug_cpu_softmax,
+    .random = ug_cpu_random,
+    .cross_entropy = ug_cpu_cross_entropy,
+    .layernorm = ug_cpu_layernorm,
+    .optimizer = ug_cpu_optimizer,
+};
+
+const ug_backend *ug_cpu_backend(const ug_backend_host *host)
+{
+    if (host && host->set_error)
+        ug_cpu_host = host;
+    return &cpu_backend;
+}

@@ -1,0 +1,436 @@
+/* Elementwise kernels: unary (also cast, transpose, expand, fill) and binary
+ * with broadcasting and a fused activation.
+ *
+ * The strides are first collapsed (size-1 axes dropped, neighbours merged
+ * where every operand steps evenly across them), so the common cases become
+ * one inner run per row: all contiguous is one long run, a bias add is rows
+ * with b's inner stride 1, a scalar is an inner stride of 0. Runs are cut
+ * into blocks of BLK values; f32 operands with stride 1 are used in place,
+ * anything else is gathered into a stack buffer as f32 first. The per-op
+ * loops are plain array loops that gcc vectorises. */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+enum { BLK = 512 };
+enum { VV = 0, A_SCALAR = 1, B_SCALAR = 2, BOTH_SCALAR = 3 };
+
+#define UG_SQRT1_2 0.70710678118654752440f
+#define UG_INV_SQRT_2PI 0.39894228040143267794f
+
+typedef struct ew_plan {
+    int ndim, nin;
+    int64_t shape[UG_KERNEL_MAX_DIMS];
+    int64_t st[2][UG_KERNEL_MAX_DIMS];
+    int64_t numel;
+} ew_plan;
+
+static void plan_init(ew_plan *p, int ndim, const int64_t *shape, int nin, const int64_t *s0,
+                      const int64_t *s1)
+{
+    const int64_t *src[2] = {s0, s1};
+    int nd = 0;
+    memset(p, 0, sizeof *p);
+    p->nin = nin;
+    p->numel = 1;
+    for (int d = 0; d < ndim; d++)
+        p->numel *= shape[d];
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1)
+            continue;
+        bool merge = nd > 0;
+        for (int k = 0; k < nin && merge; k++)
+            merge = p->st[k][nd - 1] == src[k][d] * shape[d];
+        if (merge) {
+            p->shape[nd - 1] *= shape[d];
+            for (int k = 0; k < nin; k++)
+                p->st[k][nd - 1] = src[k][d];
+        } else {
+            p->shape[nd] = shape[d];
+            for (int k = 0; k < nin; k++)
+                p->st[k][nd] = src[k][d];
+            nd++;
+        }
+    }
+    if (nd == 0) {
+        p->shape[0] = 1;
+        p->st[0][0] = p->st[1][0] = 0;
+        nd = 1;
+    }
+    p->ndim = nd;
+}
+
+/* Calls piece(job, output index, operand offsets, count) for blocks of at
+ * most BLK outputs covering [begin, end); within a block every operand
+ * steps by its innermost stride. */
+typedef void (*piece_fn)(void *job, int64_t yi, const int64_t *off, int64_t n);
+
+static void walk(const ew_plan *p, int64_t begin, int64_t end, piece_fn piece, void *job)
+{
+    int64_t coord[UG_KERNEL_MAX_DIMS], off[2] = {0, 0};
+    int last = p->ndim - 1;
+    int64_t rem = begin;
+    for (int d = last; d >= 0; d--) {
+        coord[d] = rem % p->shape[d];
+        rem /= p->shape[d];
+        for (int k = 0; k < p->nin; k++)
+            off[k] += coord[d] * p->st[k][d];
+    }
+    for (int64_t i = begin; i < end;) {
+        int64_t run = p->shape[last] - coord[last];
+        if (run > end - i)
+            run = end - i;
+        for (int64_t done = 0; done < run;) {
+            int64_t n = run - done < BLK ? run - done : BLK;
+            int64_t o[2] = {off[0] + done * p->st[0][last], off[1] + done * p->st[1][last]};
+            piece(job, i + done, o, n);
+            done += n;
+        }
+        i += run;
+        coord[last] += run;
+        for (int k = 0; k < p->nin; k++)
+            off[k] += run * p->st[k][last];
+        for (int d = last; d > 0 && coord[d] == p->shape[d]; d--) {
+            coord[d] = 0;
+            coord[d - 1]++;
+            for (int k = 0; k < p->nin; k++)
+                off[k] += p->st[k][d - 1] - p->shape[d] * p->st[k][d];
+        }
+    }
+}
+
+static inline float gelu_grad(float x)
+{
+    float cdf = 0.5f * (1.0f + erff(x * UG_SQRT1_2));
+    float pdf = UG_INV_SQRT_2PI * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+#define UN_CASE(KIND, EXPR)                                                                    \
+    case KIND:                                                                                 \
+        UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                           \
+        {                                                                                      \
+            float v = x[i];                                                                    \
+            y[i] = (EXPR);                                                                     \
+        }                                                                                      \
+        break;
+
+/* y = f(x) over n contiguous floats; y may be x. */
+static void unary_block(ug_unary_kind op, float alpha, float beta, const float *x, float *y,
+                        int64_t n)
+{
+    switch (op) {
+    UN_CASE(UG_UNARY_COPY, v)
+    UN_CASE(UG_UNARY_NEG, -v)
+    UN_CASE(UG_UNARY_ABS, fabsf(v))
+    UN_CASE(UG_UNARY_EXP, expf(v))
+    UN_CASE(UG_UNARY_LOG, logf(v))
+    UN_CASE(UG_UNARY_SQRT, sqrtf(v))
+    /* v < 0 rather than fmaxf so a NaN stays NaN, as in PyTorch. */
+    UN_CASE(UG_UNARY_RELU, v < 0.0f ? 0.0f : v)
+    UN_CASE(UG_UNARY_SIGMOID, 1.0f / (1.0f + expf(-v)))
+    UN_CASE(UG_UNARY_TANH, tanhf(v))
+    UN_CASE(UG_UNARY_GELU, 0.5f * v * (1.0f + erff(v * UG_SQRT1_2)))
+    UN_CASE(UG_UNARY_SCALE_SHIFT, alpha * v + beta)
+    UN_CASE(UG_UNARY_SQUARE, v * v)
+    UN_CASE(UG_UNARY_RECIPROCAL, 1.0f / v)
+    /* min(max(x, alpha), beta) with NaN kept. */
+    UN_CASE(UG_UNARY_CLAMP, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
+    case UG_UNARY_FILL:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = beta;
+        break;
+    case UG_UNARY_COUNT:
+        break;
+    }
+}
+
+#define BIN_CASE(KIND, EXPR)                                                                   \
+    case KIND:                                                                                 \
+        if (mode == VV) {                                                                      \
+            UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                       \
+            {                                                                                  \
+                float x = a[i], z = b[i];                                                      \
+                y[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else if (mode == B_SCALAR) {                                                         \
+            float z = b[0];                                                                    \
+            UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                       \
+            {                                                                                  \
+                float x = a[i];                                                                \
+                y[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else if (mode == A_SCALAR) {                                                         \
+            float x = a[0];                                                                    \
+            UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                       \
+            {                                                                                  \
+                float z = b[i];                                                                \
+                y[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else {                                                                               \
+            float x = a[0], z = b[0], r = (EXPR);                                              \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                y[i] = r;                                                                      \
+        }                                                                                      \
+        break;
+
+/* y = a op b over n floats; a scalar operand is element 0 only; y may be a
+ * or b. */
+static void binary_block(ug_binary_kind op, float alpha, int mode, const float *a,
+                         const float *b, float *y, int64_t n)
+{
+    switch (op) {
+    BIN_CASE(UG_BINARY_ADD, x + z)
+    BIN_CASE(UG_BINARY_SUB, x - z)
+    BIN_CASE(UG_BINARY_MUL, x * z)
+    BIN_CASE(UG_BINARY_DIV, x / z)
+    /* NaN in either operand propagates, as torch.maximum/minimum do. */
+    BIN_CASE(UG_BINARY_MAXIMUM, (x != x || x > z) ? x : z)
+    BIN_CASE(UG_BINARY_MINIMUM, (x != x || x < z) ? x : z)
+    BIN_CASE(UG_BINARY_RELU_GRAD, x * (z > 0.0f ? 1.0f : 0.0f))
+    BIN_CASE(UG_BINARY_SIGMOID_GRAD, x * z * (1.0f - z))
+    BIN_CASE(UG_BINARY_TANH_GRAD, x * (1.0f - z * z))
+    BIN_CASE(UG_BINARY_GELU_GRAD, x * gelu_grad(z))
+    BIN_CASE(UG_BINARY_ABS_GRAD, x * (float)((z > 0.0f) - (z < 0.0f)))
+    BIN_CASE(UG_BINARY_SQRT_GRAD, 0.5f * x / z)
+    BIN_CASE(UG_BINARY_GE_MASK, x >= z ? 1.0f : 0.0f)
+    BIN_CASE(UG_BINARY_DROPOUT, z >= alpha ? x / (1.0f - alpha) : 0.0f)
+    case UG_BINARY_COUNT:
+        break;
+    }
+}
+
+/* ---- unary ---- */
+
+typedef struct un_job {
+    const ug_unary_args *args;
+    ew_plan plan;
+    const char *x;
+    char *y;
+} un_job;
+
+static void unary_piece(void *vjob, int64_t yi, const int64_t *off, int64_t n)
+{
+    const un_job *j = vjob;
+    const ug_unary_args *a = j->args;
+    float tx[BLK], ty[BLK];
+    int64_t sx = j->plan.st[0][j->plan.ndim - 1];
+    const float *xs = tx;
+    if (a->op == UG_UNARY_FILL)
+        xs = NULL; /* x is not read */
+    else if (a->x.dtype == UG_F32 && sx == 1)
+        xs = (const float *)j->x + off[0];
+    else
+        ug_cpu_load(j->x + off[0] * (int64_t)ug_dtype_size(a->x.dtype), a->x.dtype, sx, n, tx);
+    float *out = a->y.dtype == UG_F32 ? (float *)j->y + yi : ty;
+    unary_block(a->op, a->alpha, a->beta, xs, out, n);
+    if (a->y.dtype != UG_F32)
+        ug_cpu_store(j->y + yi * 2, a->y.dtype, n, out);
+}
+
+/* COPY between equal dtypes moves the bits (keeps NaN payloads, any dtype). */
+static void copy_piece(void *vjob, int64_t yi, const int64_t *off, int64_t n)
+{
+    const un_job *j = vjob;
+    size_t es = ug_dtype_size(j->args->x.dtype);
+    int64_t sx = j->plan.st[0][j->plan.ndim - 1];
+    const char *src = j->x + off[0] * (int64_t)es;
+    char *dst = j->y + yi * (int64_t)es;
+    if (sx == 1) {
+        memmove(dst, src, (size_t)n * es);
+    } else if (es == 4) {
+        for (int64_t i = 0; i < n; i++)
+            ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i * sx];
+    } else if (es == 2) {
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ((const uint16_t *)src)[i * sx];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = src[i * sx];
+    }
+}
+
+static void unary_range(void *vjob, int64_t begin, int64_t end)
+{
+    un_job *j = vjob;
+    bool raw = j->args->op == UG_UNARY_COPY && j->args->x.dtype == j->args->y.dtype;
+    walk(&j->plan, begin, end, raw ? copy_piece : unary_piece, j);
+}
+
+/* ---- transposed reads ----
+ * When x's innermost stride is large but the next axis has stride 1 (a
+ * transpose of the last two axes), the walk above reads one element per
+ * cache line. Instead, copy TT x TT tiles: x's columns are read
+ * contiguously into a tile, rows of the tile are written out. A work unit
+ * is one band of TT output rows of one outer index. */
+enum { TT = 64 };
+
+typedef struct tr_job {
+    const un_job *u;
+    int64_t rows, cols, col_stride, bands;
+} tr_job;
+
+#define TILE_COPY(T)                                                                               for (int64_t r = 0; r < nr; r++)                                                                   for (int64_t c = 0; c < nc; c++)                                                                   ((T *)ydst)[r * t->cols + c] = ((const T *)xsrc)[c * t->col_stride + r];
+
+static void transpose_range(void *vjob, int64_t begin, int64_t end)
+{
+    const tr_job *t = vjob;
+    const un_job *j = t->u;
+    const ug_unary_args *a = j->args;
+    const ew_plan *p = &j->plan;
+    bool raw = a->op == UG_UNARY_COPY && a->x.dtype == a->y.dtype;
+    int64_t xs = (int64_t)ug_dtype_size(a->x.dtype), ys = (int64_t)ug_dtype_size(a->y.dtype);
+    float tile[TT][TT], row[TT];
+    for (int64_t unit = begin; unit < end; unit++) {
+        int64_t o = unit / t->bands, r0 = unit % t->bands * TT;
+        int64_t nr = t->rows - r0 < TT ? t->rows - r0 : TT;
+        int64_t xoff = r0, rem = o; /* offset of outer index o over axes [0, ndim-2) */
+        for (int d = p->ndim - 3; d >= 0; d--) {
+            xoff += rem % p->shape[d] * p->st[0][d];
+            rem /= p->shape[d];
+        }
+        for (int64_t c0 = 0; c0 < t->cols; c0 += TT) {
+            int64_t nc = t->cols - c0 < TT ? t->cols - c0 : TT;
+            const char *xsrc = j->x + (xoff + c0 * t->col_stride) * xs;
+            char *ydst = j->y + ((o * t->rows + r0) * t->cols + c0) * ys;
+            if (raw) {
+                if (xs == 4) {
+                    TILE_COPY(uint32_t)
+                } else if (xs == 2) {
+                    TILE_COPY(uint16_t)
+                } else {
+                    TILE_COPY(uint8_t)
+                }
+                continue;
+            }
+            for (int64_t c = 0; c < nc; c++)
+                ug_cpu_load(xsrc + c * t->col_stride * xs, a->x.dtype, 1, nr, tile[c]);
+            for (int64_t r = 0; r < nr; r++) {
+                for (int64_t c = 0; c < nc; c++)
+                    row[c] = tile[c][r];
+                float *out = a->y.dtype == UG_F32 ? (float *)ydst + r * t->cols : row;
+                unary_block(a->op, a->alpha, a->beta, row, out, nc);
+                if (a->y.dtype != UG_F32)
+                    ug_cpu_store(ydst + r * t->cols * ys, a->y.dtype, nc, row);
+            }
+        }
+    }
+}
+
+static bool float_dtype(ug_dtype t) { return t == UG_F32 || t == UG_F16; }
+
+ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args)
+{
+    if (args->ndim < 1 || args->ndim > UG_KERNEL_MAX_DIMS || (int)args->op < 0 ||
+        args->op >= UG_UNARY_COUNT)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu unary: bad op %d or ndim %d",
+                            (int)args->op, args->ndim);
+    bool same = args->op == UG_UNARY_COPY && args->x.dtype == args->y.dtype;
+    if (!same && !float_dtype(args->y.dtype))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu unary: output dtype %s must be f32 or f16",
+                            ug_dtype_name(args->y.dtype));
+    un_job j = {.args = args, .x = args->x.mem ? ug_cpu_ptr(args->x) : NULL, .y = ug_cpu_ptr(args->y)};
+    static const int64_t no_strides[UG_KERNEL_MAX_DIMS]; /* FILL reads no x */
+    plan_init(&j.plan, args->ndim, args->shape, 1,
+              args->op == UG_UNARY_FILL ? no_strides : args->x_strides, NULL);
+    if (j.plan.numel <= 0)
+        return UG_OK;
+    int nd = j.plan.ndim;
+    int64_t inner_stride = j.plan.st[0][nd - 1];
+    if (nd >= 2 && j.plan.st[0][nd - 2] == 1 && (inner_stride > 1 || inner_stride < 0) &&
+        j.plan.shape[nd - 1] >= 8) {
+        tr_job t = {.u = &j, .rows = j.plan.shape[nd - 2], .cols = j.plan.shape[nd - 1],
+                    .col_stride = inner_stride};
+        t.bands = (t.rows + TT - 1) / TT;
+        int64_t units = j.plan.numel / (t.rows * t.cols) * t.bands;
+        int64_t per_unit = (t.rows < TT ? t.rows : TT) * t.cols;
+        ug_cpu_parallel_for(dev->pool, units, UG_CPU_MIN_PARALLEL / per_unit + 1, transpose_range, &t);
+        return UG_OK;
+    }
+    ug_cpu_parallel_for(dev->pool, j.plan.numel, UG_CPU_MIN_PARALLEL, unary_range, &j);
+    return UG_OK;
+}
+
+/* ---- binary ---- */
+
+typedef struct bin_job {
+    const ug_binary_args *args;
+    ew_plan plan;
+    const char *a, *b;
+    char *y;
+} bin_job;
+
+/* Points *out at n floats of an operand: in place when f32 with stride 1,
+ * one value when the stride is 0, else gathered into buf. Returns whether
+ * it is a scalar. */
+static bool operand(const char *base, ug_dtype dt, int64_t off, int64_t stride, int64_t n,
+                    float *buf, const float **out)
+{
+    if (stride == 0) {
+        ug_cpu_load(base + off * (int64_t)ug_dtype_size(dt), dt, 0, 1, buf);
+        *out = buf;
+        return true;
+    }
+    if (dt == UG_F32 && stride == 1) {
+        *out = (const float *)base + off;
+        return false;
+    }
+    ug_cpu_load(base + off * (int64_t)ug_dtype_size(dt), dt, stride, n, buf);
+    *out = buf;
+    return false;
+}
+
+static void binary_piece(void *vjob, int64_t yi, const int64_t *off, int64_t n)
+{
+    const bin_job *j = vjob;
+    const ug_binary_args *a = j->args;
+    float ta[BLK], tb[BLK], ty[BLK];
+    int last = j->plan.ndim - 1;
+    ug_dtype dt = a->y.dtype;
+    const float *pa, *pb;
+    int mode = VV;
+    if (operand(j->a, dt, off[0], j->plan.st[0][last], n, ta, &pa))
+        mode |= A_SCALAR;
+    if (operand(j->b, dt, off[1], j->plan.st[1][last], n, tb, &pb))
+        mode |= B_SCALAR;
+    float *out = dt == UG_F32 ? (float *)j->y + yi : ty;
+    binary_block(a->op, a->alpha, mode, pa, pb, out, n);
+    if (a->post != UG_UNARY_COPY)
+        unary_block(a->post, 0.0f, 0.0f, out, out, n);
+    if (dt != UG_F32)
+        ug_cpu_store(j->y + yi * 2, dt, n, out);
+}
+
+static void binary_range(void *vjob, int64_t begin, int64_t end)
+{
+    bin_job *j = vjob;
+    walk(&j->plan, begin, end, binary_piece, j);
+}
+
+ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args)
+{
+    if (args->ndim < 1 || args->ndim > UG_KERNEL_MAX_DIMS || (int)args->op < 0 ||
+        args->op >= UG_BINARY_COUNT)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu binary: bad op %d or ndim %d",
+                            (int)args->op, args->ndim);
+    if (args->post != UG_UNARY_COPY && args->post != UG_UNARY_RELU &&
+        args->post != UG_UNARY_GELU && args->post != UG_UNARY_SIGMOID &&
+        args->post != UG_UNARY_TANH)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
+                            "cpu binary: fused activation %d is not one of copy, relu, gelu, "
+                            "sigmoid, tanh",
+                            (int)args->post);
+    if (!float_dtype(args->y.dtype) || args->a.dtype != args->y.dtype ||
+        args->b.dtype != args->y.dtype)
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu binary: dtypes %s, %s -> %s must be one of f32, f16",
+                            ug_dtype_name(args->a.dtype), ug_dtype_name(args->b.dtype),
+                            ug_dtype_name(args->y.dtype));
+    bin_job j = {.args = args, .a = ug_cpu_ptr(args->a), .b = ug_cpu_ptr(args->b),
+                 .y = ug_cpu_ptr(args->y)};
+    plan_init(&j.plan, args->ndim, args->shape, 2, args->a_strides, args->b_strides);
+    if (j.plan.numel <= 0)
+        return UG_OK;
+    ug_cpu_parallel_for(dev->pool, j.plan.numel, UG_CPU_MIN_PARALLEL, binary_range, &j);
+    return UG_OK;
+}

@@ -1,0 +1,57 @@
+/* Shared state and helpers of the CPU backend. Buffers are plain 64-byte
+ * aligned host pointers (ug_mem is the pointer itself), kernels run
+ * synchronously on the caller plus the device's thread pool. */
+#ifndef UG_CPU_INTERNAL_H
+#define UG_CPU_INTERNAL_H
+
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_threads.h"
+
+struct ug_bdev {
+    ug_cpu_pool *pool;
+    int threads; /* budget: pool workers + the caller, also OpenBLAS's */
+};
+
+/* Set once by ug_cpu_backend; never NULL afterwards (a no-op stand-in is
+ * used when the core passes none). */
+extern const ug_backend_host *ug_cpu_host;
+
+#define UG_CPU_ERROR(...) (ug_cpu_host->set_error(__VA_ARGS__))
+
+/* Work below this many elements runs inline: waking workers costs more. */
+#define UG_CPU_MIN_PARALLEL 32768
+
+/* Lets gcc vectorise loops whose output may alias an input exactly (distance
+ * 0 is no loop-carried dependence, but gcc cannot prove it). clang adds
+ * run-time overlap checks by itself, and its assume_safety pragma warns on
+ * loops that call libm, so it gets nothing. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define UG_CPU_IVDEP _Pragma("GCC ivdep")
+#else
+#define UG_CPU_IVDEP
+#endif
+
+/* Address of element `offset` of a view. */
+static inline char *ug_cpu_ptr(ug_kview v)
+{
+    return (char *)v.mem + v.offset * (int64_t)ug_dtype_size(v.dtype);
+}
+
+/* Reads n elements of any dtype, stride apart (0 repeats one), as f32. */
+void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out);
+/* Writes n contiguous f32 values as dtype (f32 or f16). */
+void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in);
+
+ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args);
+ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args);
+ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args);
+ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args);
+ug_status ug_cpu_softmax(ug_bdev *dev, const ug_softmax_args *args);
+ug_status ug_cpu_random(ug_bdev *dev, const ug_random_args *args);
+ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args);
+ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args);
+ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args);
+
+#endif

@@ -1,0 +1,287 @@
+/* Row kernels of the CPU backend: softmax / log-softmax, cross-entropy and
+ * LayerNorm, each parallel over rows. Rows are streamed in chunks (f16 is
+ * converted chunk by chunk), so a row of any length needs no allocation.
+ * Row sums are accumulated in double: the cost is nil next to expf and it
+ * keeps long rows accurate. */
+#include <math.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+enum { CH = 1024 };
+
+/* n values of a row from element off on, as f32: in place for f32. */
+static const float *chunk(const char *row, ug_dtype dt, int64_t off, int64_t n, float *buf)
+{
+    if (dt == UG_F32)
+        return (const float *)row + off;
+    ug_cpu_load(row + off * (int64_t)ug_dtype_size(dt), dt, 1, n, buf);
+    return buf;
+}
+
+static int64_t chunk_len(int64_t c0, int64_t cols) { return cols - c0 < CH ? cols - c0 : CH; }
+
+/* Largest value of a row; NaNs are skipped here and reach the result
+ * through the sum of exponentials instead. */
+static float row_max(const char *row, ug_dtype dt, int64_t cols)
+{
+    float buf[CH], m = -INFINITY;
+    for (int64_t c0 = 0; c0 < cols; c0 += CH) {
+        int64_t n = chunk_len(c0, cols);
+        const float *p = chunk(row, dt, c0, n, buf);
+        for (int64_t i = 0; i < n; i++)
+            m = p[i] > m ? p[i] : m;
+    }
+    return m;
+}
+
+static double row_sum_exp(const char *row, ug_dtype dt, int64_t cols, float m)
+{
+    float buf[CH];
+    double s = 0.0;
+    for (int64_t c0 = 0; c0 < cols; c0 += CH) {
+        int64_t n = chunk_len(c0, cols);
+        const float *p = chunk(row, dt, c0, n, buf);
+        for (int64_t i = 0; i < n; i++)
+            s += (double)expf(p[i] - m);
+    }
+    return s;
+}
+
+/* Rows per task so a task holds about UG_CPU_MIN_PARALLEL values. */
+static int64_t row_grain(int64_t cols) { return UG_CPU_MIN_PARALLEL / (cols > 0 ? cols : 1) + 1; }
+
+/* ---- softmax ---- */
+
+typedef struct sm_job {
+    const ug_softmax_args *args;
+    const char *x;
+    char *y;
+} sm_job;
+
+static void softmax_range(void *vjob, int64_t r0, int64_t r1)
+{
+    const sm_job *j = vjob;
+    const ug_softmax_args *a = j->args;
+    ug_dtype dt = a->x.dtype;
+    int64_t es = (int64_t)ug_dtype_size(dt), cols = a->cols;
+    float buf[CH], out_buf[CH];
+    for (int64_t r = r0; r < r1; r++) {
+        const char *xr = j->x + r * cols * es;
+        char *yr = j->y + r * cols * es;
+        /* Subtracting the row max keeps every exponent <= 0. */
+        float m = row_max(xr, dt, cols);
+        if (dt == UG_F32 && !a->log) {
+            /* One expf per value: keep the exponentials in y, then divide
+             * (y may be x: x is not read again). */
+            float *yf = (float *)yr;
+            const float *xf = (const float *)xr;
+            double s = 0.0;
+            for (int64_t c = 0; c < cols; c++) {
+                float e = expf(xf[c] - m);
+                yf[c] = e;
+                s += (double)e;
+            }
+            float sf = (float)s;
+            for (int64_t c = 0; c < cols; c++)
+                yf[c] = yf[c] / sf;
+            continue;
+        }
+        float s = (float)row_sum_exp(xr, dt, cols, m);
+        float log_s = logf(s);
+        for (int64_t c0 = 0; c0 < cols; c0 += CH) {
+            int64_t n = chunk_len(c0, cols);
+            const float *p = chunk(xr, dt, c0, n, buf);
+            float *out = dt == UG_F32 ? (float *)yr + c0 : out_buf;
+            if (a->log)
+                for (int64_t i = 0; i < n; i++)
+                    out[i] = (p[i] - m) - log_s;
+            else
+                for (int64_t i = 0; i < n; i++)
+                    out[i] = expf(p[i] - m) / s;
+            if (dt != UG_F32)
+                ug_cpu_store(yr + c0 * es, dt, n, out);
+        }
+    }
+}
+
+ug_status ug_cpu_softmax(ug_bdev *dev, const ug_softmax_args *args)
+{
+    if ((args->x.dtype != UG_F32 && args->x.dtype != UG_F16) || args->y.dtype != args->x.dtype)
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu softmax: dtypes %s -> %s must be f32 or f16, equal",
+                            ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
+    if (args->rows <= 0 || args->cols <= 0)
+        return UG_OK;
+    sm_job j = {.args = args, .x = ug_cpu_ptr(args->x), .y = ug_cpu_ptr(args->y)};
+    ug_cpu_parallel_for(dev->pool, args->rows, row_grain(args->cols), softmax_range, &j);
+    return UG_OK;
+}
+
+/* ---- cross-entropy ---- */
+
+typedef struct xent_job {
+    const ug_xent_args *args;
+    const float *x;
+    const int32_t *labels;
+    float *loss, *grad;
+    float k; /* backward: scale * dloss[0] */
+} xent_job;
+
+static void xent_range(void *vjob, int64_t r0, int64_t r1)
+{
+    const xent_job *j = vjob;
+    const ug_xent_args *a = j->args;
+    int64_t cols = a->cols;
+    float sm = a->smoothing;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * cols;
+        int64_t label = j->labels[r];
+        bool bad = label < 0 || label >= cols;
+        if (bad) {
+            if (j->grad)
+                for (int64_t c = 0; c < cols; c++)
+                    j->grad[r * cols + c] = 0.0f;
+            else
+                j->loss[r] = NAN;
+            continue;
+        }
+        float m = row_max((const char *)x, UG_F32, cols);
+        double s = row_sum_exp((const char *)x, UG_F32, cols, m);
+        if (!j->grad) {
+            /* -sum target*log_softmax = -(1-s) lp[label] - s * mean(lp),
+             * with lp = (x - m) - log(sum). The smoothing term is skipped
+             * at s == 0 so a -inf logit elsewhere gives no 0 * inf. */
+            float log_s = logf((float)s);
+            float loss = -(1.0f - sm) * ((x[label] - m) - log_s);
+            if (sm != 0.0f) {
+                double sx = 0.0;
+                for (int64_t c = 0; c < cols; c++)
+                    sx += (double)(x[c] - m);
+                loss -= sm * ((float)(sx / (double)cols) - log_s);
+            }
+            j->loss[r] = loss;
+        } else {
+            float inv_s = (float)(1.0 / s), off = sm / (float)cols, on = (1.0f - sm) + off;
+            float *g = j->grad + r * cols;
+            for (int64_t c = 0; c < cols; c++) {
+                float t = c == label ? on : off;
+                g[c] = (expf(x[c] - m) * inv_s - t) * j->k;
+            }
+        }
+    }
+}
+
+ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
+{
+    bool backward = args->grad.mem != NULL;
+    if (args->logits.dtype != UG_F32 || args->labels.dtype != UG_I32 ||
+        (backward ? args->grad.dtype != UG_F32 || !args->dloss.mem || args->dloss.dtype != UG_F32
+                  : !args->loss.mem || args->loss.dtype != UG_F32))
+        return UG_CPU_ERROR(UG_ERR_DTYPE,
+                            "cpu cross_entropy: needs f32 logits, i32 labels and an f32 %s",
+                            backward ? "grad and dloss" : "loss");
+    if (args->rows <= 0)
+        return UG_OK;
+    xent_job j = {.args = args, .x = (const float *)ug_cpu_ptr(args->logits),
+                  .labels = (const int32_t *)ug_cpu_ptr(args->labels)};
+    if (backward) {
+        j.grad = (float *)ug_cpu_ptr(args->grad);
+        j.k = args->scale * *(const float *)ug_cpu_ptr(args->dloss);
+    } else {
+        j.loss = (float *)ug_cpu_ptr(args->loss);
+    }
+    if (args->cols <= 0) {
+        /* No class can match a label: NaN losses, nothing to differentiate. */
+        if (!backward)
+            for (int64_t r = 0; r < args->rows; r++)
+                j.loss[r] = NAN;
+        return UG_OK;
+    }
+    ug_cpu_parallel_for(dev->pool, args->rows, row_grain(args->cols), xent_range, &j);
+    return UG_OK;
+}
+
+/* ---- LayerNorm ---- */
+
+typedef struct ln_job {
+    const ug_layernorm_args *args;
+    const float *x, *gamma, *beta, *dy;
+    float *y, *mean, *rstd, *dx;
+} ln_job;
+
+static void layernorm_fwd_range(void *vjob, int64_t r0, int64_t r1)
+{
+    const ln_job *j = vjob;
+    int64_t cols = j->args->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * cols;
+        float *y = j->y + r * cols;
+        double s = 0.0, v = 0.0;
+        for (int64_t c = 0; c < cols; c++)
+            s += x[c];
+        float mean = (float)(s / (double)cols);
+        /* Two passes, biased variance (divide by cols) as PyTorch. */
+        for (int64_t c = 0; c < cols; c++) {
+            float d = x[c] - mean;
+            v += (double)d * d;
+        }
+        float rstd = 1.0f / sqrtf((float)(v / (double)cols) + j->args->eps);
+        for (int64_t c = 0; c < cols; c++) {
+            float t = (x[c] - mean) * rstd;
+            if (j->gamma)
+                t *= j->gamma[c];
+            if (j->beta)
+                t += j->beta[c];
+            y[c] = t;
+        }
+        if (j->mean)
+            j->mean[r] = mean;
+        if (j->rstd)
+            j->rstd[r] = rstd;
+    }
+}
+
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
+static void layernorm_bwd_range(void *vjob, int64_t r0, int64_t r1)
+{
+    const ln_job *j = vjob;
+    int64_t cols = j->args->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->x + r * cols, *dy = j->dy + r * cols;
+        float *dx = j->dx + r * cols;
+        float mean = j->mean[r], rstd = j->rstd[r];
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t c = 0; c < cols; c++) {
+            float g = j->gamma ? dy[c] * j->gamma[c] : dy[c];
+            float xhat = (x[c] - mean) * rstd;
+            sg += g;
+            sgx += (double)g * xhat;
+        }
+        float mg = (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
+        for (int64_t c = 0; c < cols; c++) {
+            float g = j->gamma ? dy[c] * j->gamma[c] : dy[c];
+            float xhat = (x[c] - mean) * rstd;
+            dx[c] = rstd * (g - mg - xhat * mgx);
+        }
+    }
+}
+
+static const float *opt_f32(ug_kview v) { return v.mem ? (const float *)ug_cpu_ptr(v) : NULL; }
+
+ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args)
+{
+    bool backward = args->dx.mem != NULL;
+    if (args->x.dtype != UG_F32 || (backward && (!args->dy.mem || !args->mean.mem || !args->rstd.mem)) ||
+        (!backward && !args->y.mem))
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
+                            "cpu layernorm: needs f32 x and %s",
+                            backward ? "dy, mean and rstd" : "y");
+    if (args->rows <= 0 || args->cols <= 0)
+        return UG_OK;
+    ln_job j = {.args = args, .x = opt_f32(args->x), .gamma = opt_f32(args->gamma),
+                .beta = opt_f32(args->beta), .dy = opt_f32(args->dy),
+                .y = (float *)opt_f32(args->y), .mean = (float *)opt_f32(args->mean),
+                .rstd = (float *)opt_f32(args->rstd), .dx = (float *)opt_f32(args->dx)};
+    ug_cpu_parallel_for(dev->pool, args->rows, row_grain(args->cols),
+                        backward ? layernorm_bwd_range : layernorm_fwd_range, &j);
+    return UG_OK;
+}

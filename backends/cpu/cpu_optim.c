@@ -1,0 +1,98 @@
+/* Optimizer steps with PyTorch's update rules (torch.optim.SGD, Adam, AdamW,
+ * single-tensor path), one pass over the parameter. The operation order
+ * follows PyTorch's so results match it to the last bit or two. */
+#include <math.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+typedef struct opt_job {
+    const ug_optim_args *args;
+    float *p, *s0, *s1;
+    const float *g;
+    float gscale;
+    bool scaled;
+    float step, sqrt_bc2, decay; /* Adam: lr/bc1, sqrt(bc2); AdamW: 1 - lr*wd */
+} opt_job;
+
+static void sgd_range(const opt_job *j, int64_t b, int64_t e)
+{
+    const ug_optim_args *a = j->args;
+    float wd = a->weight_decay, mom = a->momentum, damp = 1.0f - a->dampening, lr = a->lr;
+    for (int64_t i = b; i < e; i++) {
+        float g = j->scaled ? j->g[i] * j->gscale : j->g[i];
+        if (wd != 0.0f)
+            g = g + wd * j->p[i];
+        if (mom != 0.0f) {
+            /* buf = g on the first step, else momentum * buf + (1 - dampening) * g. */
+            float buf = a->first_step ? g : mom * j->s0[i] + damp * g;
+            j->s0[i] = buf;
+            g = a->nesterov ? g + mom * buf : buf;
+        }
+        j->p[i] = j->p[i] - lr * g;
+    }
+}
+
+static void adam_range(const opt_job *j, int64_t b, int64_t e)
+{
+    const ug_optim_args *a = j->args;
+    bool adamw = a->kind == UG_OPTIM_ADAMW;
+    float wd = a->weight_decay, b1 = a->beta1, b2 = a->beta2, eps = a->eps;
+    float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    for (int64_t i = b; i < e; i++) {
+        float g = j->scaled ? j->g[i] * j->gscale : j->g[i];
+        float p = j->p[i];
+        if (adamw)
+            p = p * j->decay; /* decoupled: p *= 1 - lr * wd, before the step */
+        else if (wd != 0.0f)
+            g = g + wd * p; /* Adam's L2 term joins the gradient */
+        float m = b1 * j->s0[i] + c1 * g;
+        float v = b2 * j->s1[i] + c2 * g * g;
+        j->s0[i] = m;
+        j->s1[i] = v;
+        /* PyTorch: denom = sqrt(v) / sqrt(bc2) + eps; p -= (lr / bc1) * m / denom. */
+        float denom = sqrtf(v) / j->sqrt_bc2 + eps;
+        j->p[i] = p + (-j->step) * (m / denom);
+    }
+}
+
+static void optim_range(void *vjob, int64_t b, int64_t e)
+{
+    const opt_job *j = vjob;
+    if (j->args->kind == UG_OPTIM_SGD)
+        sgd_range(j, b, e);
+    else
+        adam_range(j, b, e);
+}
+
+ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
+{
+    const ug_optim_args *a = args;
+    bool sgd = a->kind == UG_OPTIM_SGD;
+    if (!sgd && a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu optimizer: bad kind %d", (int)a->kind);
+    bool need0 = !sgd || a->momentum != 0.0f, need1 = !sgd;
+    if (!a->param.mem || !a->grad.mem || (need0 && !a->state0.mem) || (need1 && !a->state1.mem))
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
+                            "cpu optimizer: missing parameter, gradient or state buffer");
+    if (a->param.dtype != UG_F32 || a->grad.dtype != UG_F32 ||
+        (need0 && a->state0.dtype != UG_F32) || (need1 && a->state1.dtype != UG_F32) ||
+        (a->grad_scale.mem && a->grad_scale.dtype != UG_F32))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu optimizer: every buffer must be f32");
+    if (a->n <= 0)
+        return UG_OK;
+    opt_job j = {.args = a, .p = (float *)ug_cpu_ptr(a->param),
+                 .g = (const float *)ug_cpu_ptr(a->grad),
+                 .s0 = need0 ? (float *)ug_cpu_ptr(a->state0) : NULL,
+                 .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL};
+    if (a->grad_scale.mem) {
+        j.scaled = true;
+        j.gscale = *(const float *)ug_cpu_ptr(a->grad_scale);
+    }
+    if (!sgd) {
+        j.step = a->lr / a->bias_correction1;
+        j.sqrt_bc2 = sqrtf(a->bias_correction2);
+        j.decay = 1.0f - a->lr * a->weight_decay;
+    }
+    ug_cpu_parallel_for(dev->pool, a->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
+    return UG_OK;
+}

@@ -1,0 +1,209 @@
+/* Thread pool of the CPU backend.
+ *
+ * One job at a time: the caller publishes it under the mutex and bumps a
+ * generation counter; woken workers attach to it (counted in `active`) and
+ * claim task numbers from an atomic counter alongside the caller. When the
+ * caller finds no task left it waits for active == 0 and detaches the job,
+ * so a worker that wakes late never sees a finished job. A second caller
+ * (another thread, or a nested call from inside a task) finds `busy` held
+ * and runs its work inline instead of waiting. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
+#endif
+#include "backends/cpu/cpu_threads.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+enum { UG_CPU_MAX_THREADS = 1024, UG_CPU_TASKS_PER_THREAD = 4 };
+
+typedef struct pool_job {
+    ug_cpu_range_fn fn;
+    void *ctx;
+    int64_t n, ntasks;
+    atomic_llong next; /* next unclaimed task */
+} pool_job;
+
+struct ug_cpu_pool {
+    pthread_mutex_t mutex;
+    pthread_cond_t wake; /* workers: a new generation or stop */
+    pthread_cond_t idle; /* caller: active fell to 0 */
+    pthread_mutex_t busy; /* held by the one caller running a job */
+    pool_job *job;        /* NULL between jobs */
+    uint64_t generation;
+    int active; /* workers attached to job */
+    bool stop;
+    int nworkers;
+    pthread_t *workers;
+};
+
+ug_status ug_cpu_thread_budget(int *threads)
+{
+    const char *env = getenv("UG_NUM_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(env, &end, 10);
+        if (errno || end == env || *end != '\0' || v < 1 || v > UG_CPU_MAX_THREADS)
+            return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
+                                "UG_NUM_THREADS=\"%s\" is not a thread count: use an integer "
+                                "from 1 to %d, or unset it to use every available CPU",
+                                env, UG_CPU_MAX_THREADS);
+        *threads = (int)v;
+        return UG_OK;
+    }
+    int n = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n < 1)
+        n = 1;
+    if (n > UG_CPU_MAX_THREADS)
+        n = UG_CPU_MAX_THREADS;
+    *threads = n;
+    return UG_OK;
+}
+
+static void run_tasks(pool_job *job)
+{
+    for (;;) {
+        long long t = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (t >= job->ntasks)
+            return;
+        /* Even split: the first n % T tasks take one index more. */
+        int64_t base = job->n / job->ntasks, rem = job->n % job->ntasks;
+        int64_t begin = t * base + (t < rem ? t : rem);
+        int64_t end = begin + base + (t < rem ? 1 : 0);
+        job->fn(job->ctx, begin, end);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    ug_cpu_pool *pool = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&pool->mutex);
+    for (;;) {
+        while (!pool->stop && pool->generation == seen)
+            pthread_cond_wait(&pool->wake, &pool->mutex);
+        if (pool->stop)
+            break;
+        seen = pool->generation;
+        pool_job *job = pool->job;
+        if (!job)
+            continue; /* woke after that job was already done */
+        pool->active++;
+        pthread_mutex_unlock(&pool->mutex);
+        run_tasks(job);
+        pthread_mutex_lock(&pool->mutex);
+        if (--pool->active == 0)
+            pthread_cond_signal(&pool->idle);
+    }
+    pthread_mutex_unlock(&pool->mutex);
+    return NULL;
+}
+
+static void stop_workers(ug_cpu_pool *pool, int started)
+{
+    pthread_mutex_lock(&pool->mutex);
+    pool->stop = true;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mutex);
+    for (int i = 0; i < started; i++)
+        pthread_join(pool->workers[i], NULL);
+}
+
+static void free_pool(ug_cpu_pool *pool)
+{
+    pthread_mutex_destroy(&pool->busy);
+    pthread_cond_destroy(&pool->idle);
+    pthread_cond_destroy(&pool->wake);
+    pthread_mutex_destroy(&pool->mutex);
+    free(pool->workers);
+    free(pool);
+}
+
+ug_status ug_cpu_pool_create(int threads, ug_cpu_pool **out)
+{
+    *out = NULL;
+    ug_cpu_pool *pool = calloc(1, sizeof *pool);
+    int nworkers = threads > 1 ? threads - 1 : 0;
+    if (!pool)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the thread pool");
+    pool->workers = calloc((size_t)(nworkers ? nworkers : 1), sizeof *pool->workers);
+    if (!pool->workers) {
+        free(pool);
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the thread pool");
+    }
+    pthread_mutex_init(&pool->mutex, NULL);
+    pthread_cond_init(&pool->wake, NULL);
+    pthread_cond_init(&pool->idle, NULL);
+    pthread_mutex_init(&pool->busy, NULL);
+    for (int i = 0; i < nworkers; i++) {
+        int rc = pthread_create(&pool->workers[i], NULL, worker_main, pool);
+        if (rc != 0) {
+            stop_workers(pool, i);
+            free_pool(pool);
+            return UG_CPU_ERROR(UG_ERR_BACKEND,
+                                "cpu: pthread_create failed (%s) starting worker %d of %d; "
+                                "set UG_NUM_THREADS lower",
+                                strerror(rc), i + 1, nworkers);
+        }
+    }
+    pool->nworkers = nworkers;
+    *out = pool;
+    return UG_OK;
+}
+
+void ug_cpu_pool_destroy(ug_cpu_pool *pool)
+{
+    if (!pool)
+        return;
+    stop_workers(pool, pool->nworkers);
+    free_pool(pool);
+}
+
+void ug_cpu_parallel_for(ug_cpu_pool *pool, int64_t n, int64_t min_chunk,
+                         ug_cpu_range_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (min_chunk < 1)
+        min_chunk = 1;
+    int64_t ntasks = n / min_chunk;
+    if (pool) {
+        int64_t cap = (int64_t)(pool->nworkers + 1) * UG_CPU_TASKS_PER_THREAD;
+        if (ntasks > cap)
+            ntasks = cap;
+    }
+    if (!pool || pool->nworkers == 0 || ntasks <= 1 || pthread_mutex_trylock(&pool->busy) != 0) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pool_job job = {.fn = fn, .ctx = ctx, .n = n, .ntasks = ntasks};
+    atomic_init(&job.next, 0);
+
+    pthread_mutex_lock(&pool->mutex);
+    pool->job = &job;
+    pool->generation++;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->mutex);
+
+    run_tasks(&job);
+
+    /* Every task is claimed; those still running belong to attached workers. */
+    pthread_mutex_lock(&pool->mutex);
+    while (pool->active > 0)
+        pthread_cond_wait(&pool->idle, &pool->mutex);
+    pool->job = NULL;
+    pthread_mutex_unlock(&pool->mutex);
+    pthread_mutex_unlock(&pool->busy);
+}

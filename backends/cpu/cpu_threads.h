@@ -1,0 +1,33 @@
+/* A small fixed pthread pool with a blocking parallel-for. Workers sleep on a
+ * condition variable between jobs, so the pool costs nothing while OpenBLAS
+ * (which gets the same thread budget) runs. */
+#ifndef UG_CPU_THREADS_H
+#define UG_CPU_THREADS_H
+
+#include <stdint.h>
+
+#include "unigrad/status.h"
+
+typedef struct ug_cpu_pool ug_cpu_pool;
+
+/* Runs the indices [begin, end) of a job. */
+typedef void (*ug_cpu_range_fn)(void *ctx, int64_t begin, int64_t end);
+
+/* The thread budget: UG_NUM_THREADS when set, else the CPUs this process may
+ * run on. Returns UG_ERR_INVALID_ARGUMENT (message set) for a malformed
+ * UG_NUM_THREADS. */
+ug_status ug_cpu_thread_budget(int *threads);
+
+/* threads counts the caller: threads - 1 workers are started. */
+ug_status ug_cpu_pool_create(int threads, ug_cpu_pool **out);
+/* Joins every worker. NULL is ignored. */
+void ug_cpu_pool_destroy(ug_cpu_pool *pool);
+
+/* Calls fn over [0, n) split into ranges of at least min_chunk indices,
+ * on the caller and the workers, and returns when all have finished. Runs
+ * everything inline when the work is small, the pool is NULL or has no
+ * workers, or the pool is already busy (a nested call or a second thread). */
+void ug_cpu_parallel_for(ug_cpu_pool *pool, int64_t n, int64_t min_chunk,
+                         ug_cpu_range_fn fn, void *ctx);
+
+#endif

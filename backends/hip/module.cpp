@@ -1,0 +1,293 @@
+/* The module's entry point and backend table, device discovery, info,
+ * open/close. Plain C style in C++ (the file is compiled by hipcc or nvcc).
+ * Nothing here prints or aborts: with no driver or no device, discovery
+ * records a one-line reason and reports zero devices. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/hip/ug_hip.h"
+
+#define UG_HIP_MAX_DEVICES 64
+
+const ug_backend_host *ug_hip_host = NULL;
+
+/* Discovery results, filled once (under the lock) and then read-only. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_discovered = false;
+static int g_count = 0;
+static int g_ordinal[UG_HIP_MAX_DEVICES];
+static ug_device_info g_info[UG_HIP_MAX_DEVICES];
+static ug_bdev *g_open[UG_HIP_MAX_DEVICES];
+static char g_reason[256];
+static char g_versions[64];
+
+ug_status ug_hip_fail(ug_status status, hipError_t err, const char *what)
+{
+    (void)hipGetLastError(); /* runtimes keep the last error: clear it */
+    return ug_hip_host->set_error(status, "%s: %s returned %s (%d): %s", UG_HIP_BACKEND, what,
+                                  hipGetErrorName(err), (int)err, hipGetErrorString(err));
+}
+
+ug_status ug_hip_enter(ug_bdev *dev)
+{
+    hipError_t e = hipSetDevice(dev->ordinal);
+    return e == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "SetDevice");
+}
+
+ug_status ug_hip_launched(const char *kernel)
+{
+    hipError_t e = hipGetLastError();
+    if (e == hipSuccess)
+        return UG_OK;
+    return ug_hip_host->set_error(UG_ERR_BACKEND, "%s: launching kernel %s failed: %s (%d): %s",
+                                  UG_HIP_BACKEND, kernel, hipGetErrorName(e), (int)e,
+                                  hipGetErrorString(e));
+}
+
+static void format_versions(void)
+{
+    int rt = 0, drv = 0;
+    (void)hipRuntimeGetVersion(&rt);
+    (void)hipDriverGetVersion(&drv);
+#ifdef UG_CUDA
+    /* CUDA encodes 1000 * major + 10 * minor. */
+    snprintf(g_versions, sizeof g_versions, "CUDA runtime %d.%d, driver %d.%d", rt / 1000,
+             rt % 1000 / 10, drv / 1000, drv % 1000 / 10);
+#else
+    /* HIP encodes 10^7 * major + 10^5 * minor + patch. */
+    snprintf(g_versions, sizeof g_versions, "HIP runtime %d.%d.%d, driver %d", rt / 10000000,
+             rt / 100000 % 100, rt % 100000, drv);
+#endif
+}
+
+/* Fills g_info[g_count] from device ordinal, or writes why it is skipped. */
+static bool add_device(int ordinal, char *why, size_t why_len)
+{
+    hipDeviceProp_t p;
+    memset(&p, 0, sizeof p);
+    hipError_t e = hipGetDeviceProperties(&p, ordinal);
+    if (e != hipSuccess) {
+        (void)hipGetLastError();
+        snprintf(why, why_len, "%sGetDeviceProperties(%d) returned %s (%d)", UG_HIP_RT, ordinal,
+                 hipGetErrorName(e), (int)e);
+        return false;
+    }
+#ifdef UG_CUDA
+    char arch[32];
+    snprintf(arch, sizeof arch, "sm_%d%d", p.major, p.minor);
+#else
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.63s", p.gcnArchName);
+#endif
+    /* A device the module has no code for (an architecture missing from
+     * UG_HIP_TARGETS, or older than the CUDA targets) fails every launch:
+     * leave it out so "auto" does not pick it. */
+    hipFuncAttributes fa;
+    e = hipSetDevice(ordinal);
+    if (e == hipSuccess)
+        e = hipFuncGetAttributes(&fa, ug_hip_probe_kernel());
+    if (e != hipSuccess) {
+        (void)hipGetLastError();
+        snprintf(why, why_len,
+                 "device %d (%.60s, %s) has no kernels in this module: %s (%d); rebuild with "
+#ifdef UG_CUDA
+                 "UG_CUDA_ARCHS"
+#else
+                 "UG_HIP_TARGETS"
+#endif
+                 " including it",
+                 ordinal, p.name, arch, hipGetErrorName(e), (int)e);
+        return false;
+    }
+    ug_device_info *info = &g_info[g_count];
+    memset(info, 0, sizeof *info);
+#ifdef UG_CUDA
+    snprintf(info->vendor, sizeof info->vendor, "NVIDIA");
+#else
+    snprintf(info->vendor, sizeof info->vendor, "AMD");
+#endif
+    snprintf(info->name, sizeof info->name, "%.90s (%.30s)", p.name, arch);
+    info->global_memory = p.totalGlobalMem;
+    info->max_allocation = p.totalGlobalMem;
+    info->compute_units = (uint32_t)p.multiProcessorCount;
+    info->max_work_group = (uint64_t)p.maxThreadsPerBlock;
+    info->fp16 = true;
+    info->is_gpu = true;
+    g_ordinal[g_count++] = ordinal;
+    return true;
+}
+
+static void discover(void)
+{
+    g_count = 0;
+    g_reason[0] = '\0';
+    hipError_t e;
+#ifndef UG_CUDA
+    e = hipInit(0);
+    if (e != hipSuccess) {
+        (void)hipGetLastError();
+        snprintf(g_reason, sizeof g_reason, "no HIP device: hipInit returned %s (%d)",
+                 hipGetErrorName(e), (int)e);
+        return;
+    }
+#endif
+    int n = 0;
+    e = hipGetDeviceCount(&n);
+    if (e != hipSuccess || n <= 0) {
+        (void)hipGetLastError();
+        snprintf(g_reason, sizeof g_reason, "no %s device: %sGetDeviceCount returned %s (%d), count %d",
+                 UG_HIP_BACKEND, UG_HIP_RT, hipGetErrorName(e), (int)e, n);
+        return;
+    }
+    format_versions();
+    char why[200] = "";
+    for (int i = 0; i < n && g_count < UG_HIP_MAX_DEVICES; i++)
+        add_device(i, why, sizeof why);
+    if (g_count == 0) {
+        snprintf(g_reason, sizeof g_reason, "no usable %s device: %s", UG_HIP_BACKEND, why);
+        return;
+    }
+    ug_hip_blas_load();
+}
+
+static int hip_device_count(char *reason, size_t reason_len)
+{
+    pthread_mutex_lock(&g_lock);
+    if (!g_discovered) {
+        discover();
+        g_discovered = true;
+    }
+    int n = g_count;
+    if (n == 0 && reason && reason_len > 0)
+        snprintf(reason, reason_len, "%s", g_reason);
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+static ug_status hip_device_info(int index, ug_device_info *info)
+{
+    if (index < 0 || index >= hip_device_count(NULL, 0))
+        return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: no device %d", UG_HIP_BACKEND,
+                                      index);
+    pthread_mutex_lock(&g_lock);
+    *info = g_info[index];
+    /* The driver string also says which GEMM runs (vendor BLAS or own). */
+    snprintf(info->driver, sizeof info->driver, "%s; gemm %s", g_versions,
+             ug_hip_blas_path(g_open[index]));
+    pthread_mutex_unlock(&g_lock);
+    return UG_OK;
+}
+
+static ug_status hip_device_open(int index, ug_bdev **out)
+{
+    if (index < 0 || index >= hip_device_count(NULL, 0))
+        return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: no device %d", UG_HIP_BACKEND,
+                                      index);
+    ug_bdev *dev = (ug_bdev *)calloc(1, sizeof *dev);
+    if (!dev)
+        return ug_hip_host->set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", UG_HIP_BACKEND);
+    dev->index = index;
+    dev->ordinal = g_ordinal[index];
+    dev->sm_count = g_info[index].compute_units > 0 ? (int)g_info[index].compute_units : 1;
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK) {
+        free(dev);
+        return st;
+    }
+    /* Non-blocking: never serialised against the legacy default stream,
+     * which vendor libraries or the application may use. */
+    hipError_t e = hipStreamCreateWithFlags(&dev->stream, hipStreamNonBlocking);
+    if (e != hipSuccess) {
+        free(dev);
+        return ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamCreateWithFlags");
+    }
+    ug_hip_blas_open(dev);
+    pthread_mutex_lock(&g_lock);
+    g_open[index] = dev;
+    pthread_mutex_unlock(&g_lock);
+    *out = dev;
+    return UG_OK;
+}
+
+static void hip_device_close(ug_bdev *dev)
+{
+    if (!dev)
+        return;
+    if (ug_hip_enter(dev) == UG_OK) {
+        (void)hipStreamSynchronize(dev->stream);
+        ug_hip_blas_close(dev);
+        if (dev->scratch)
+            (void)hipFree(dev->scratch);
+        (void)hipStreamDestroy(dev->stream);
+    }
+    (void)hipGetLastError();
+    pthread_mutex_lock(&g_lock);
+    if (g_open[dev->index] == dev)
+        g_open[dev->index] = NULL;
+    pthread_mutex_unlock(&g_lock);
+    free(dev);
+}
+
+/* Forgets discovery and unloads the vendor BLAS; the runtime itself stays
+ * (other code in the process may use it). Devices must be closed first. */
+static void hip_shutdown(void)
+{
+    pthread_mutex_lock(&g_lock);
+    ug_hip_blas_unload();
+    g_discovered = false;
+    g_count = 0;
+    memset(g_open, 0, sizeof g_open);
+    pthread_mutex_unlock(&g_lock);
+}
+
+static const ug_backend g_backend = {
+    /* .name = */ UG_HIP_BACKEND,
+    /* .interface_version = */ UG_BACKEND_INTERFACE_VERSION,
+    /* .device_count = */ hip_device_count,
+    /* .device_info = */ hip_device_info,
+    /* .device_open = */ hip_device_open,
+    /* .device_close = */ hip_device_close,
+    /* .shutdown = */ hip_shutdown,
+    /* .alloc = */ ug_hip_alloc,
+    /* .release = */ ug_hip_release,
+    /* .write = */ ug_hip_write,
+    /* .read = */ ug_hip_read,
+    /* .copy = */ ug_hip_copy,
+    /* .synchronize = */ ug_hip_synchronize,
+    /* .host_alloc = */ ug_hip_host_alloc,
+    /* .host_free = */ ug_hip_host_free,
+    /* .unary = */ ug_hip_unary,
+    /* .binary = */ ug_hip_binary,
+    /* .reduce = */ ug_hip_reduce,
+    /* .gemm = */ ug_hip_gemm,
+    /* .softmax = */ ug_hip_softmax,
+    /* .random = */ ug_hip_random,
+    /* .cross_entropy = */ ug_hip_cross_entropy,
+    /* .layernorm = */ ug_hip_layernorm,
+    /* .optimizer = */ ug_hip_optimizer,
+};
+
+/* The one exported symbol (the module is built with hidden visibility). */
+extern "C" __attribute__((visibility("default"))) const ug_backend *
+ug_backend_module_entry(int host_version, const ug_backend_host *host, const char **reason)
+{
+    static char why[160];
+    if (host_version != UG_BACKEND_INTERFACE_VERSION) {
+        snprintf(why, sizeof why,
+                 "libunigrad-%s was built for backend interface %d, the library has %d: "
+                 "rebuild the module with the library",
+                 UG_HIP_BACKEND, UG_BACKEND_INTERFACE_VERSION, host_version);
+        if (reason)
+            *reason = why;
+        return NULL;
+    }
+    if (!host || !host->set_error) {
+        if (reason)
+            *reason = "libunigrad-" UG_HIP_BACKEND ": no host error callback given";
+        return NULL;
+    }
+    ug_hip_host = host;
+    return &g_backend;
+}

@@ -1,0 +1,103 @@
+/* Internal header of the HIP/CUDA module: the per-device state and the
+ * functions its files share. The module is one source tree built twice:
+ * by hipcc (AMD, table name "hip") and by nvcc with UG_CUDA defined
+ * (NVIDIA, table name "cuda", HIP names mapped by hip_to_cuda.h). */
+#ifndef UG_HIP_H
+#define UG_HIP_H
+
+#ifdef UG_CUDA
+#include "backends/hip/hip_to_cuda.h"
+#define UG_HIP_BACKEND "cuda"
+#define UG_HIP_RT "cuda" /* prefix of runtime call names in messages */
+#else
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#define UG_HIP_BACKEND "hip"
+#define UG_HIP_RT "hip"
+#endif
+
+#include "backends/backend.h"
+
+/* Threads per block of every 1-D kernel: a multiple of both wavefront
+ * sizes (32 on NVIDIA, 64 on AMD). */
+#define UG_HIP_BLOCK 256
+/* Cap on blocks per grid dimension; kernels loop (grid stride) past it. */
+#define UG_HIP_MAX_GRID 65535
+
+struct ug_bdev {
+    int index;            /* the module's device index */
+    int ordinal;          /* the runtime's device number */
+    int sm_count;         /* compute units / SMs, to size grids */
+    hipStream_t stream;   /* the one in-order queue of the device */
+    void *blas;           /* vendor BLAS handle, NULL: own GEMM kernel */
+    void *scratch;        /* reduction partials, grown on demand */
+    size_t scratch_bytes;
+};
+
+/* Set by the module entry; every error goes through it. */
+extern const ug_backend_host *ug_hip_host;
+
+/* Records a failed runtime call "what" (e.g. UG_HIP_RT "Malloc") as
+ * UG_ERR_BACKEND (or status when given) and clears the runtime's
+ * last-error slot so later launch checks do not see it again. */
+ug_status ug_hip_fail(ug_status status, hipError_t err, const char *what);
+/* Makes dev's device current on this thread (runtime state is per thread). */
+ug_status ug_hip_enter(ug_bdev *dev);
+/* hipGetLastError after a launch: UG_ERR_BACKEND naming the kernel. */
+ug_status ug_hip_launched(const char *kernel);
+/* Device scratch of at least bytes (kept per device until close). */
+ug_status ug_hip_scratch(ug_bdev *dev, size_t bytes, void **out);
+
+static inline size_t ug_hip_dtype_size(ug_dtype t)
+{
+    return t == UG_F16 ? 2 : t == UG_U8 ? 1 : 4;
+}
+/* A view's first element. */
+static inline char *ug_hip_ptr(const ug_kview *v)
+{
+    return v->mem ? (char *)v->mem + v->offset * (int64_t)ug_hip_dtype_size(v->dtype) : NULL;
+}
+/* Blocks for n items at block threads each, capped (kernels grid-stride). */
+static inline unsigned ug_hip_blocks(int64_t n, int block)
+{
+    int64_t b = (n + block - 1) / block;
+    return (unsigned)(b < 1 ? 1 : b > UG_HIP_MAX_GRID ? UG_HIP_MAX_GRID : b);
+}
+
+/* Kernel families (kernels/hip/ *.hip): each launches on dev->stream. */
+ug_status ug_hip_unary(ug_bdev *dev, const ug_unary_args *a);
+ug_status ug_hip_binary(ug_bdev *dev, const ug_binary_args *a);
+ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a);
+ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a);
+ug_status ug_hip_softmax(ug_bdev *dev, const ug_softmax_args *a);
+ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a);
+ug_status ug_hip_layernorm(ug_bdev *dev, const ug_layernorm_args *a);
+ug_status ug_hip_random(ug_bdev *dev, const ug_random_args *a);
+ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a);
+/* A kernel whose attributes tell whether the module has code for the
+ * current device. */
+const void *ug_hip_probe_kernel(void);
+
+/* blas.cpp: vendor BLAS loaded at run time, or the own kernel. */
+void ug_hip_blas_load(void);
+void ug_hip_blas_unload(void);
+void ug_hip_blas_open(ug_bdev *dev);
+void ug_hip_blas_close(ug_bdev *dev);
+/* "rocBLAS", "cuBLAS", "own (UG_GEMM=own)", "own (no librocblas)" ... */
+const char *ug_hip_blas_path(const ug_bdev *dev);
+ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a);
+
+/* memory.cpp */
+ug_status ug_hip_alloc(ug_bdev *dev, size_t bytes, ug_mem *out);
+void ug_hip_release(ug_bdev *dev, ug_mem mem);
+ug_status ug_hip_write(ug_bdev *dev, ug_mem dst, size_t dst_off, const void *src,
+                       size_t bytes, bool blocking);
+ug_status ug_hip_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_off,
+                      size_t bytes, bool blocking);
+ug_status ug_hip_copy(ug_bdev *dev, ug_mem dst, size_t dst_off, ug_mem src,
+                      size_t src_off, size_t bytes);
+ug_status ug_hip_synchronize(ug_bdev *dev);
+void *ug_hip_host_alloc(ug_bdev *dev, size_t bytes);
+void ug_hip_host_free(ug_bdev *dev, void *ptr);
+
+#endif

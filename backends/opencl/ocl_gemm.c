@@ -1,0 +1,82 @@
+/* GEMM through CLBlast's C API: row-major, buffer offsets, leading
+ * dimensions and transposes as given; CLBlastSgemm for one matrix,
+ * CLBlastSgemmStridedBatched for a batch. K == 0 (which CLBlast rejects)
+ * runs our gemm_scale_c kernel: C = beta * C.
+ *
+ * On POCL, CLBlast's built-in parameters are poor (its database has no
+ * entry for POCL's CPU devices, so it falls back to defaults): ocl_gemm_tune
+ * installs parameters measured there (see the table below). */
+#include <clblast_c.h>
+
+#include "backends/opencl/ocl_internal.h"
+
+static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug_gemm_args *a)
+{
+    return ocl_host->set_error(
+        code == CLBlastTempBufferAllocFailure || code == CLBlastOpenCLOutOfResources ||
+                code == CLBlastOpenCLOutOfHostMemory
+            ? UG_ERR_OUT_OF_MEMORY
+            : UG_ERR_BACKEND,
+        "CLBlast: %s(%s%s, m=%lld n=%lld k=%lld, lda=%lld ldb=%lld ldc=%lld, batch=%lld) "
+        "failed: %d %s",
+        call, a->trans_a ? "T" : "N", a->trans_b ? "T" : "N", (long long)a->m, (long long)a->n,
+        (long long)a->k, (long long)a->lda, (long long)a->ldb, (long long)a->ldc,
+        (long long)a->batch, (int)code, ocl_clblast_error_name(code));
+}
+
+ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
+{
+    if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
+        return UG_OK;
+    if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");
+    cl_mem c = (cl_mem)a->c.mem;
+
+    if (a->k <= 0) {
+        /* op(A) op(B) is an empty sum: C = beta * C, per batch. */
+        cl_ulong coff = (cl_ulong)a->c.offset;
+        cl_long m = a->m, n = a->n, ldc = a->ldc, stride = a->stride_c;
+        cl_long total = a->m * a->n * (a->stride_c ? a->batch : 1);
+        cl_float beta = a->beta;
+        ocl_arg args[] = {OCL_ARG(c), OCL_ARG(coff), OCL_ARG(m),     OCL_ARG(n),
+                          OCL_ARG(ldc), OCL_ARG(stride), OCL_ARG(total), OCL_ARG(beta)};
+        size_t local = dev->kernel_wg[OCL_K_GEMM_SCALE_C];
+        size_t global = ocl_round_up((size_t)total, local);
+        return ocl_launch(dev, OCL_K_GEMM_SCALE_C, 1, &global, &local, args, 8);
+    }
+
+    CLBlastTranspose ta = a->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastTranspose tb = a->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastStatusCode code;
+    /* CLBlast creates its own kernel objects per call, but our lock keeps
+     * GEMMs ordered with the launches of other threads the same way. */
+    pthread_mutex_lock(&dev->launch_lock);
+    if (a->batch == 1) {
+        code = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n,
+                            (size_t)a->k, a->alpha, (cl_mem)a->a.mem, (size_t)a->a.offset,
+                            (size_t)a->lda, (cl_mem)a->b.mem, (size_t)a->b.offset,
+                            (size_t)a->ldb, a->beta, c, (size_t)a->c.offset, (size_t)a->ldc,
+                            &dev->queue, NULL);
+    } else {
+        code = CLBlastSgemmStridedBatched(
+            CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n, (size_t)a->k, a->alpha,
+            (cl_mem)a->a.mem, (size_t)a->a.offset, (size_t)a->lda, (size_t)a->stride_a,
+            (cl_mem)a->b.mem, (size_t)a->b.offset, (size_t)a->ldb, (size_t)a->stride_b,
+            a->beta, c, (size_t)a->c.offset, (size_t)a->ldc, (size_t)a->stride_c,
+            (size_t)a->batch, &dev->queue, NULL);
+    }
+    pthread_mutex_unlock(&dev->launch_lock);
+    if (code != CLBlastSuccess)
+        return clblast_fail(a->batch == 1 ? "CLBlastSgemm" : "CLBlastSgemmStridedBatched", code, a);
+    return UG_OK;
+}
+
+void ocl_gemm_tune(ug_bdev *dev)
+{
+    (void)dev;
+}
+
+void ocl_gemm_release(void)
+{
+    CLBlastClearCache();
+}

@@ -1,0 +1,169 @@
+/* Device buffers, transfers and pinned host memory.
+ *
+ * A ug_mem is a cl_mem. Transfers go straight to the runtime: clEnqueue*
+ * calls are thread-safe, so a data-loader thread may upload while the main
+ * thread launches kernels, and no lock is taken here. */
+#include <stdlib.h>
+
+#include "backends/opencl/ocl_internal.h"
+
+ug_status ocl_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)
+{
+    *out = NULL;
+    /* OpenCL refuses empty buffers; an empty tensor still gets a handle. */
+    if (bytes == 0)
+        bytes = 4;
+    cl_int err;
+    cl_mem mem = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (!mem) {
+        if (err == CL_INVALID_BUFFER_SIZE) {
+            cl_ulong max_alloc = 0;
+            clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc,
+                            &max_alloc, NULL);
+            return ocl_host->set_error(
+                UG_ERR_OUT_OF_MEMORY,
+                "OpenCL: clCreateBuffer of %zu bytes failed: %d %s (the device's largest "
+                "single buffer is %llu bytes)",
+                bytes, (int)err, ocl_error_name(err), (unsigned long long)max_alloc);
+        }
+        return ocl_host->set_error(ocl_status_of(err),
+                                   "OpenCL: clCreateBuffer of %zu bytes failed: %d %s", bytes,
+                                   (int)err, ocl_error_name(err));
+    }
+    *out = mem;
+    return UG_OK;
+}
+
+void ocl_release(ug_bdev *dev, ug_mem mem)
+{
+    (void)dev;
+    /* The runtime defers the free until queued commands using it are done,
+     * so releasing right after an asynchronous launch is safe. */
+    if (mem)
+        clReleaseMemObject((cl_mem)mem);
+}
+
+ug_status ocl_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
+                    size_t bytes, bool blocking)
+{
+    if (bytes == 0)
+        return UG_OK;
+    cl_int err = clEnqueueWriteBuffer(dev->queue, (cl_mem)dst, blocking ? CL_TRUE : CL_FALSE,
+                                      dst_offset_bytes, bytes, src, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clEnqueueWriteBuffer", err);
+    return UG_OK;
+}
+
+ug_status ocl_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes, size_t bytes,
+                   bool blocking)
+{
+    if (bytes == 0)
+        return UG_OK;
+    cl_int err = clEnqueueReadBuffer(dev->queue, (cl_mem)src, blocking ? CL_TRUE : CL_FALSE,
+                                     src_offset_bytes, bytes, dst, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer", err);
+    return UG_OK;
+}
+
+ug_status ocl_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
+                   size_t src_offset_bytes, size_t bytes)
+{
+    if (bytes == 0 || (dst == src && dst_offset_bytes == src_offset_bytes))
+        return UG_OK;
+    cl_int err = clEnqueueCopyBuffer(dev->queue, (cl_mem)src, (cl_mem)dst, src_offset_bytes,
+                                     dst_offset_bytes, bytes, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clEnqueueCopyBuffer", err);
+    return UG_OK;
+}
+
+ug_status ocl_synchronize(ug_bdev *dev)
+{
+    cl_int err = clFinish(dev->queue);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clFinish", err);
+    return UG_OK;
+}
+
+/* Pinned memory: a buffer the runtime allocates in host memory
+ * (CL_MEM_ALLOC_HOST_PTR), mapped once for the host's lifetime of it. The
+ * table maps the pointer back to its cl_mem for host_free. */
+void *ocl_host_alloc(ug_bdev *dev, size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 1;
+    cl_int err;
+    cl_mem mem = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes,
+                                NULL, &err);
+    if (!mem) {
+        ocl_host->set_error(ocl_status_of(err),
+                            "OpenCL: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of %zu bytes failed: "
+                            "%d %s", bytes, (int)err, ocl_error_name(err));
+        return NULL;
+    }
+    void *ptr = clEnqueueMapBuffer(dev->queue, mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
+                                   0, NULL, NULL, &err);
+    if (!ptr) {
+        clReleaseMemObject(mem);
+        ocl_fail(ocl_status_of(err), "clEnqueueMapBuffer", err);
+        return NULL;
+    }
+    pthread_mutex_lock(&dev->pin_lock);
+    if (dev->pin_count == dev->pin_cap) {
+        size_t cap = dev->pin_cap ? dev->pin_cap * 2 : 16;
+        ocl_pin *pins = realloc(dev->pins, cap * sizeof *pins);
+        if (!pins) {
+            pthread_mutex_unlock(&dev->pin_lock);
+            clEnqueueUnmapMemObject(dev->queue, mem, ptr, 0, NULL, NULL);
+            clReleaseMemObject(mem);
+            ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+            return NULL;
+        }
+        dev->pins = pins;
+        dev->pin_cap = cap;
+    }
+    dev->pins[dev->pin_count].ptr = ptr;
+    dev->pins[dev->pin_count].mem = mem;
+    dev->pin_count++;
+    pthread_mutex_unlock(&dev->pin_lock);
+    return ptr;
+}
+
+static void unpin(ug_bdev *dev, ocl_pin pin)
+{
+    /* The unmap is queued after any transfer still reading the memory, and
+     * the release waits for the unmap. */
+    clEnqueueUnmapMemObject(dev->queue, pin.mem, pin.ptr, 0, NULL, NULL);
+    clReleaseMemObject(pin.mem);
+}
+
+void ocl_host_free(ug_bdev *dev, void *ptr)
+{
+    if (!ptr)
+        return;
+    pthread_mutex_lock(&dev->pin_lock);
+    for (size_t i = 0; i < dev->pin_count; ++i) {
+        if (dev->pins[i].ptr == ptr) {
+            ocl_pin pin = dev->pins[i];
+            dev->pins[i] = dev->pins[--dev->pin_count];
+            pthread_mutex_unlock(&dev->pin_lock);
+            unpin(dev, pin);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&dev->pin_lock);
+    /* Not ours: ignoring it is safer than freeing foreign memory. */
+}
+
+void ocl_pins_release_all(ug_bdev *dev)
+{
+    pthread_mutex_lock(&dev->pin_lock);
+    for (size_t i = 0; i < dev->pin_count; ++i)
+        unpin(dev, dev->pins[i]);
+    dev->pin_count = 0;
+    pthread_mutex_unlock(&dev->pin_lock);
+    if (dev->queue)
+        clFinish(dev->queue);
+}

@@ -1,0 +1,206 @@
+/* Unary (with strides: also transpose, expand and cast) and binary (with
+ * broadcasting strides and a fused activation) kernels. One kernel per
+ * family with the op switched at run time: the switch is uniform across
+ * the grid, cheap next to memory traffic, and keeps compile time low. */
+#include "kernels/hip/ug_kernels.h"
+
+#define UG_INV_SQRT2 0.70710678118654752f
+#define UG_INV_SQRT_2PI 0.39894228040143268f
+
+__device__ float ug_unary_op(int op, float x, float alpha, float beta)
+{
+    switch (op) {
+    case UG_UNARY_NEG: return -x;
+    case UG_UNARY_ABS: return fabsf(x);
+    case UG_UNARY_EXP: return expf(x);
+    case UG_UNARY_LOG: return logf(x);
+    case UG_UNARY_SQRT: return sqrtf(x);
+    /* relu and clamp keep NaN (as PyTorch), so no fmaxf here. */
+    case UG_UNARY_RELU: return x > 0.0f ? x : ug_isnan(x) ? x : 0.0f;
+    case UG_UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case UG_UNARY_TANH: return tanhf(x);
+    case UG_UNARY_GELU: return 0.5f * x * (1.0f + erff(x * UG_INV_SQRT2));
+    case UG_UNARY_SCALE_SHIFT: return alpha * x + beta;
+    case UG_UNARY_FILL: return beta;
+    case UG_UNARY_SQUARE: return x * x;
+    case UG_UNARY_RECIPROCAL: return 1.0f / x;
+    case UG_UNARY_CLAMP: return ug_isnan(x) ? x : fminf(fmaxf(x, alpha), beta);
+    default: return x; /* COPY, and the cast */
+    }
+}
+
+__device__ float ug_binary_op(int op, float a, float b, float alpha)
+{
+    switch (op) {
+    case UG_BINARY_ADD: return a + b;
+    case UG_BINARY_SUB: return a - b;
+    case UG_BINARY_MUL: return a * b;
+    case UG_BINARY_DIV: return a / b;
+    case UG_BINARY_MAXIMUM: return ug_max_nan(a, b);
+    case UG_BINARY_MINIMUM: return ug_isnan(a) ? a : ug_isnan(b) ? b : (b < a ? b : a);
+    case UG_BINARY_RELU_GRAD: return a * (b > 0.0f ? 1.0f : 0.0f);
+    case UG_BINARY_SIGMOID_GRAD: return a * b * (1.0f - b);
+    case UG_BINARY_TANH_GRAD: return a * (1.0f - b * b);
+    case UG_BINARY_GELU_GRAD: {
+        /* d/dx x Phi(x) = Phi(x) + x phi(x) */
+        const float cdf = 0.5f * (1.0f + erff(b * UG_INV_SQRT2));
+        return a * (cdf + b * UG_INV_SQRT_2PI * expf(-0.5f * b * b));
+    }
+    case UG_BINARY_ABS_GRAD: return a * (float)((b > 0.0f) - (b < 0.0f));
+    case UG_BINARY_SQRT_GRAD: return 0.5f * a / b;
+    case UG_BINARY_GE_MASK: return a >= b ? 1.0f : 0.0f;
+    case UG_BINARY_DROPOUT: return b >= alpha ? a / (1.0f - alpha) : 0.0f;
+    default: return 0.0f;
+    }
+}
+
+typedef struct unary_k {
+    int op, xt, yt;
+    float alpha, beta;
+    const char *x;
+    char *y;
+    int64_t n;
+    ug_kshape sh;
+    int64_t xs[UG_KERNEL_MAX_DIMS];
+} unary_k;
+
+template <typename I>
+__global__ void ug_unary_kernel(unary_k k)
+{
+    UG_FOR(i, k.n, I) {
+        if (k.op == UG_UNARY_FILL) {
+            ug_st(k.y, k.yt, i, k.beta);
+            continue;
+        }
+        const I xo = ug_offset<I>(i, k.sh, k.xs);
+        if (k.op == UG_UNARY_COPY && k.xt == k.yt) {
+            /* Same dtype: move the bits (an i32 through f32 would round). */
+            switch (k.xt) {
+            case UG_F16: ((uint16_t *)k.y)[i] = ((const uint16_t *)k.x)[xo]; break;
+            case UG_U8: ((uint8_t *)k.y)[i] = ((const uint8_t *)k.x)[xo]; break;
+            default: ((uint32_t *)k.y)[i] = ((const uint32_t *)k.x)[xo]; break;
+            }
+            continue;
+        }
+        ug_st(k.y, k.yt, i, ug_unary_op(k.op, ug_ld(k.x, k.xt, xo), k.alpha, k.beta));
+    }
+}
+
+typedef struct binary_k {
+    int op, post, t;
+    float alpha;
+    const char *a, *b;
+    char *y;
+    int64_t n;
+    ug_kshape sh;
+    int64_t as[UG_KERNEL_MAX_DIMS], bs[UG_KERNEL_MAX_DIMS];
+} binary_k;
+
+template <typename I>
+__global__ void ug_binary_kernel(binary_k k)
+{
+    UG_FOR(i, k.n, I) {
+        const float a = ug_ld(k.a, k.t, ug_offset<I>(i, k.sh, k.as));
+        const float b = ug_ld(k.b, k.t, ug_offset<I>(i, k.sh, k.bs));
+        float v = ug_binary_op(k.op, a, b, k.alpha);
+        if (k.post != UG_UNARY_COPY)
+            v = ug_unary_op(k.post, v, 1.0f, 0.0f);
+        ug_st(k.y, k.t, i, v);
+    }
+}
+
+/* True when every index below n and every offset fits in 31 bits. */
+static bool small_index(int64_t n, const ug_kshape &sh, const int64_t *const *strides, int count)
+{
+    const int64_t lim = (int64_t)1 << 31;
+    if (n >= lim)
+        return false;
+    for (int s = 0; s < count; s++) {
+        int64_t span = 0;
+        for (int d = 0; d < sh.ndim; d++) {
+            if (strides[s][d] < 0)
+                return false;
+            span += (sh.shape[d] - 1) * strides[s][d];
+            if (span >= lim)
+                return false;
+        }
+    }
+    return true;
+}
+
+static int64_t numel(int ndim, const int64_t *shape, ug_kshape *sh)
+{
+    int64_t n = 1;
+    sh->ndim = ndim;
+    for (int d = 0; d < UG_KERNEL_MAX_DIMS; d++) {
+        sh->shape[d] = d < ndim ? shape[d] : 1;
+        if (d < ndim)
+            n *= shape[d];
+    }
+    return n;
+}
+
+ug_status ug_hip_unary(ug_bdev *dev, const ug_unary_args *a)
+{
+    unary_k k;
+    memset(&k, 0, sizeof k);
+    k.n = numel(a->ndim, a->shape, &k.sh);
+    if (k.n <= 0)
+        return UG_OK;
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK)
+        return st;
+    k.op = a->op;
+    k.xt = a->x.dtype;
+    k.yt = a->y.dtype;
+    k.alpha = a->alpha;
+    k.beta = a->beta;
+    k.x = ug_hip_ptr(&a->x);
+    k.y = ug_hip_ptr(&a->y);
+    memcpy(k.xs, a->x_strides, sizeof k.xs);
+    const int64_t *s[1] = {k.xs};
+    const unsigned g = ug_hip_blocks(k.n, UG_HIP_BLOCK);
+    if (small_index(k.n, k.sh, s, a->op == UG_UNARY_FILL ? 0 : 1))
+        ug_unary_kernel<uint32_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    else
+        ug_unary_kernel<int64_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    return ug_hip_launched("unary");
+}
+
+ug_status ug_hip_binary(ug_bdev *dev, const ug_binary_args *a)
+{
+    binary_k k;
+    memset(&k, 0, sizeof k);
+    k.n = numel(a->ndim, a->shape, &k.sh);
+    if (k.n <= 0)
+        return UG_OK;
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK)
+        return st;
+    k.op = a->op;
+    k.post = a->post;
+    k.t = a->y.dtype;
+    k.alpha = a->alpha;
+    k.a = ug_hip_ptr(&a->a);
+    k.b = ug_hip_ptr(&a->b);
+    k.y = ug_hip_ptr(&a->y);
+    memcpy(k.as, a->a_strides, sizeof k.as);
+    memcpy(k.bs, a->b_strides, sizeof k.bs);
+    const int64_t *s[2] = {k.as, k.bs};
+    const unsigned g = ug_hip_blocks(k.n, UG_HIP_BLOCK);
+    if (small_index(k.n, k.sh, s, 2))
+        ug_binary_kernel<uint32_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    else
+        ug_binary_kernel<int64_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    return ug_hip_launched("binary");
+}
+
+/* Does nothing; its attributes exist only where the module has code for
+ * the device (see module.cpp). */
+__global__ void ug_probe_kernel(int *p)
+{
+    if (p)
+        *p = 0;
+}
+
+const void *ug_hip_probe_kernel(void) { return (const void *)ug_probe_kernel; }

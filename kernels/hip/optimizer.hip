@@ -1,0 +1,88 @@
+/* One parameter's optimizer step, element-wise, following PyTorch's
+ * single-tensor (foreach=False) implementations step by step:
+ *   SGD:   g += wd p; buf = first ? g : momentum buf + (1 - dampening) g;
+ *          g = nesterov ? g + momentum buf : buf; p -= lr g
+ *   Adam:  g += wd p; m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g g;
+ *          p -= (lr / bc1) (m / (sqrt(v) / sqrt(bc2) + eps))
+ *   AdamW: p *= 1 - lr wd, then Adam without the L2 term. */
+#include "kernels/hip/ug_kernels.h"
+
+typedef struct optim_k {
+    int kind;
+    bool nesterov, first_step;
+    float *p, *s0, *s1;
+    const float *g, *scale;
+    int64_t n;
+    float lr, wd, momentum, dampening, beta1, beta2, eps, bc1, bc2;
+} optim_k;
+
+/* torch.lerp: the form depends on the weight, for accuracy at both ends. */
+UG_DEV float ug_lerp(float a, float b, float w)
+{
+    return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
+__global__ void ug_optim_kernel(optim_k k)
+{
+    const float scale = k.scale ? k.scale[0] : 1.0f;
+    UG_FOR(i, k.n, int64_t) {
+        float p = k.p[i], g = k.g[i];
+        if (k.scale)
+            g *= scale;
+        if (k.kind == UG_OPTIM_SGD) {
+            if (k.wd != 0.0f)
+                g += k.wd * p;
+            if (k.momentum != 0.0f) {
+                const float buf = k.first_step ? g : k.momentum * k.s0[i] + (1.0f - k.dampening) * g;
+                k.s0[i] = buf;
+                g = k.nesterov ? g + k.momentum * buf : buf;
+            }
+            k.p[i] = p - k.lr * g;
+            continue;
+        }
+        if (k.kind == UG_OPTIM_ADAMW)
+            p *= 1.0f - k.lr * k.wd;
+        else if (k.wd != 0.0f)
+            g += k.wd * p;
+        const float m = ug_lerp(k.s0[i], g, 1.0f - k.beta1);
+        const float v = k.beta2 * k.s1[i] + (1.0f - k.beta2) * (g * g);
+        k.s0[i] = m;
+        k.s1[i] = v;
+        const float denom = sqrtf(v) / sqrtf(k.bc2) + k.eps;
+        k.p[i] = p - (k.lr / k.bc1) * (m / denom);
+    }
+}
+
+ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
+{
+    if (a->n <= 0)
+        return UG_OK;
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK)
+        return st;
+    optim_k k;
+    k.kind = a->kind;
+    k.nesterov = a->nesterov;
+    k.first_step = a->first_step;
+    k.p = (float *)ug_hip_ptr(&a->param);
+    k.g = (const float *)ug_hip_ptr(&a->grad);
+    k.s0 = (float *)ug_hip_ptr(&a->state0);
+    k.s1 = (float *)ug_hip_ptr(&a->state1);
+    k.scale = (const float *)ug_hip_ptr(&a->grad_scale);
+    k.n = a->n;
+    k.lr = a->lr;
+    k.wd = a->weight_decay;
+    k.momentum = a->momentum;
+    k.dampening = a->dampening;
+    k.beta1 = a->beta1;
+    k.beta2 = a->beta2;
+    k.eps = a->eps;
+    k.bc1 = a->bias_correction1;
+    k.bc2 = a->bias_correction2;
+    if ((a->kind == UG_OPTIM_SGD && a->momentum != 0.0f && !k.s0) ||
+        (a->kind != UG_OPTIM_SGD && (!k.s0 || !k.s1)))
+        return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer state missing",
+                                      UG_HIP_BACKEND);
+    ug_optim_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    return ug_hip_launched("optimizer");
+}

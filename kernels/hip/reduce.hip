@@ -1,0 +1,193 @@
+/* Reductions of x viewed as [outer, len, inner] over len.
+ *
+ * A block is BX x BY threads: BX consecutive inner columns (coalesced
+ * reads) times BY threads splitting len. Each thread accumulates its
+ * strided share with Kahan compensation, then the BY partials combine in a
+ * shared-memory tree. When there are too few columns to fill the device,
+ * len is also split across blocks (gridDim.z): those write partials to a
+ * small scratch buffer [outer, splits, inner] that a second pass of the same
+ * kernel reduces. No serial f32 sum ever runs long, so 2^24+ elements stay
+ * accurate. max and argmax propagate NaN; argmax returns the first maximum
+ * (the first NaN when there is one). */
+#include "kernels/hip/ug_kernels.h"
+
+enum { R_SUM = 0, R_MAX, R_ARGMAX };
+
+typedef struct reduce_k {
+    int kind;            /* R_* */
+    bool square;         /* SUMSQ, first pass */
+    bool partial;        /* write f32 partials (and indices), not y */
+    bool mean;           /* divide the result by count */
+    float count;
+    const char *x;
+    int xt;
+    const int32_t *xi;   /* argmax: indices from a partial pass, NULL on the first */
+    char *y;             /* y (final) or f32 partials */
+    int yt;
+    int32_t *yi;         /* argmax partial indices */
+    int64_t outer, len, inner, chunk, splits;
+} reduce_k;
+
+/* Is (v, vi) a better argmax candidate than (a, ai)? Index -1: none. */
+UG_DEV bool ug_arg_better(float v, int32_t vi, float a, int32_t ai)
+{
+    if (vi < 0)
+        return false;
+    if (ai < 0)
+        return true;
+    if (ug_isnan(a))
+        return ug_isnan(v) && vi < ai;
+    if (ug_isnan(v))
+        return true;
+    return v > a || (v == a && vi < ai);
+}
+
+__global__ void ug_reduce_kernel(reduce_k k)
+{
+    __shared__ float sv[UG_HIP_BLOCK];
+    __shared__ int32_t si[UG_HIP_BLOCK];
+    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
+    const int t = ty * bx + tx;
+    const int64_t s = blockIdx.z;
+    const int64_t j0 = s * k.chunk, j1 = j0 + k.chunk < k.len ? j0 + k.chunk : k.len;
+    const int64_t col_blocks = (k.inner + bx - 1) / bx;
+    for (int64_t o = blockIdx.y; o < k.outer; o += gridDim.y) {
+        for (int64_t cb = blockIdx.x; cb < col_blocks; cb += gridDim.x) {
+            const int64_t i = cb * bx + tx;
+            float acc = k.kind == R_SUM ? 0.0f : -INFINITY, comp = 0.0f;
+            int32_t idx = -1;
+            if (i < k.inner) {
+                const int64_t base = o * k.len * k.inner + i;
+                for (int64_t j = j0 + ty; j < j1; j += by) {
+                    const int64_t at = base + j * k.inner;
+                    float v = ug_ld(k.x, k.xt, at);
+                    if (k.kind == R_SUM) {
+                        if (k.square)
+                            v *= v;
+                        const float yv = v - comp, tt = acc + yv; /* Kahan */
+                        comp = (tt - acc) - yv;
+                        acc = tt;
+                    } else if (k.kind == R_MAX) {
+                        acc = ug_max_nan(acc, v);
+                    } else {
+                        const int32_t vi = k.xi ? k.xi[at] : (int32_t)j;
+                        if (ug_arg_better(v, vi, acc, idx)) {
+                            acc = v;
+                            idx = vi;
+                        }
+                    }
+                }
+            }
+            sv[t] = acc;
+            si[t] = idx;
+            __syncthreads();
+            for (int h = by / 2; h > 0; h >>= 1) {
+                if (ty < h) {
+                    const int u = t + h * bx;
+                    if (k.kind == R_SUM) {
+                        sv[t] += sv[u];
+                    } else if (k.kind == R_MAX) {
+                        sv[t] = ug_max_nan(sv[t], sv[u]);
+                    } else if (ug_arg_better(sv[u], si[u], sv[t], si[t])) {
+                        sv[t] = sv[u];
+                        si[t] = si[u];
+                    }
+                }
+                __syncthreads();
+            }
+            if (ty == 0 && i < k.inner) {
+                const float r = sv[tx];
+                if (k.partial) {
+                    const int64_t at = (o * k.splits + s) * k.inner + i;
+                    ((float *)k.y)[at] = r;
+                    if (k.yi)
+                        k.yi[at] = si[tx];
+                } else if (k.kind == R_ARGMAX) {
+                    ((int32_t *)k.y)[o * k.inner + i] = si[tx];
+                } else {
+                    ug_st(k.y, k.yt, o * k.inner + i, k.mean ? r / k.count : r);
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static ug_status launch(ug_bdev *dev, const reduce_k &k, int bx)
+{
+    const int by = UG_HIP_BLOCK / bx;
+    const dim3 grid((unsigned)min64((k.inner + bx - 1) / bx, UG_HIP_MAX_GRID),
+                    (unsigned)min64(k.outer, UG_HIP_MAX_GRID), (unsigned)k.splits);
+    ug_reduce_kernel<<<grid, dim3(bx, by), 0, dev->stream>>>(k);
+    return ug_hip_launched("reduce");
+}
+
+ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
+{
+    if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
+        return UG_OK;
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK)
+        return st;
+    reduce_k k;
+    memset(&k, 0, sizeof k);
+    k.kind = a->op == UG_RKERNEL_MAX ? R_MAX : a->op == UG_RKERNEL_ARGMAX ? R_ARGMAX : R_SUM;
+    k.square = a->op == UG_RKERNEL_SUMSQ;
+    k.mean = a->op == UG_RKERNEL_MEAN;
+    k.count = (float)a->len;
+    k.x = ug_hip_ptr(&a->x);
+    k.xt = a->x.dtype;
+    k.y = ug_hip_ptr(&a->y);
+    k.yt = a->y.dtype;
+    k.outer = a->outer;
+    k.len = a->len;
+    k.inner = a->inner;
+
+    /* BX: columns per block, a power of two up to 64; BY = 256 / BX. */
+    int bx = 1;
+    while (bx < a->inner && bx < 64)
+        bx *= 2;
+    const int by = UG_HIP_BLOCK / bx;
+    /* Split len across blocks only when the columns alone leave the device
+     * idle, and keep at least 32 elements per thread in each split. */
+    const int64_t blocks = min64((a->inner + bx - 1) / bx, UG_HIP_MAX_GRID) *
+                           min64(a->outer, UG_HIP_MAX_GRID);
+    const int64_t want = (int64_t)dev->sm_count * 8;
+    int64_t splits = 1;
+    if (blocks < want) {
+        splits = min64((want + blocks - 1) / blocks, min64(a->len / ((int64_t)by * 32), 1024));
+        if (splits < 1)
+            splits = 1;
+    }
+    k.chunk = (a->len + splits - 1) / splits;
+    k.splits = (a->len + k.chunk - 1) / k.chunk;
+    if (k.splits == 1)
+        return launch(dev, k, bx);
+
+    /* Pass 1: partials [outer, splits, inner] (values, and argmax indices). */
+    const int64_t parts = a->outer * k.splits * a->inner;
+    void *scratch;
+    st = ug_hip_scratch(dev, (size_t)parts * 8, &scratch);
+    if (st != UG_OK)
+        return st;
+    reduce_k p1 = k;
+    p1.partial = true;
+    p1.mean = false;
+    p1.y = (char *)scratch;
+    p1.yi = k.kind == R_ARGMAX ? (int32_t *)((float *)scratch + parts) : NULL;
+    st = launch(dev, p1, bx);
+    if (st != UG_OK)
+        return st;
+    /* Pass 2: reduce the partials (sums of squares are plain sums now). */
+    reduce_k p2 = k;
+    p2.square = false;
+    p2.x = p1.y;
+    p2.xt = UG_F32;
+    p2.xi = p1.yi;
+    p2.len = k.splits;
+    p2.chunk = k.splits;
+    p2.splits = 1;
+    return launch(dev, p2, bx);
+}

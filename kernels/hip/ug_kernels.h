@@ -1,0 +1,105 @@
+/* Device helpers shared by the kernel files: dtype loads and stores (f16
+ * is storage only: arithmetic in f32), strided positions, NaN-propagating
+ * max, and block-wide reductions through shared memory (no warp
+ * intrinsics, whose names and widths differ between HIP and CUDA). */
+#ifndef UG_KERNELS_H
+#define UG_KERNELS_H
+
+#include <string.h>
+
+#include "backends/hip/ug_hip.h"
+
+#define UG_DEV __device__ __forceinline__
+
+UG_DEV float ug_h2f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+/* Round to nearest even, as the host conversion and the other backends. */
+UG_DEV unsigned short ug_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+/* Element i of p (already offset) as f32. */
+UG_DEV float ug_ld(const void *p, int dtype, int64_t i)
+{
+    switch (dtype) {
+    case UG_F16: return ug_h2f(((const unsigned short *)p)[i]);
+    case UG_I32: return (float)((const int32_t *)p)[i];
+    case UG_U8: return (float)((const uint8_t *)p)[i];
+    default: return ((const float *)p)[i];
+    }
+}
+
+/* Stores to an f32 or f16 element. */
+UG_DEV void ug_st(void *p, int dtype, int64_t i, float v)
+{
+    if (dtype == UG_F16)
+        ((unsigned short *)p)[i] = ug_f2h(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+UG_DEV bool ug_isnan(float x) { return x != x; }
+
+/* max that returns NaN when either side is NaN (as PyTorch). */
+UG_DEV float ug_max_nan(float a, float b)
+{
+    return ug_isnan(a) ? a : ug_isnan(b) ? b : (b > a ? b : a);
+}
+
+/* Shape and strides of a strided operand, passed to kernels by value. */
+typedef struct ug_kshape {
+    int ndim;
+    int64_t shape[UG_KERNEL_MAX_DIMS];
+} ug_kshape;
+
+/* Offset of linear (row-major) index i in an operand with strides s. I is
+ * uint32_t when every index and offset fits (cheap division), else int64_t. */
+template <typename I>
+UG_DEV I ug_offset(I i, const ug_kshape &sh, const int64_t *s)
+{
+    if (sh.ndim == 1)
+        return i * (I)s[0];
+    I off = 0;
+    for (int d = sh.ndim - 1; d >= 0; d--) {
+        const I n = (I)sh.shape[d];
+        off += (i % n) * (I)s[d];
+        i /= n;
+    }
+    return off;
+}
+
+/* Block-wide reductions over blockDim.x threads (a power of two); sh holds
+ * blockDim.x floats. Every thread gets the result. */
+UG_DEV float ug_block_sum(float v, float *sh)
+{
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h)
+            sh[t] += sh[t + h];
+        __syncthreads();
+    }
+    const float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+UG_DEV float ug_block_max(float v, float *sh)
+{
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h)
+            sh[t] = ug_max_nan(sh[t], sh[t + h]);
+        __syncthreads();
+    }
+    const float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* Grid-stride loop over [0, n). */
+#define UG_FOR(i, n, I)                                                              \
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n);                 \
+         i += (I)blockDim.x * gridDim.x)
+
+#endif

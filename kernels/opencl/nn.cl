@@ -1,0 +1,205 @@
+/* Training kernels: cross-entropy (forward and backward), layer
+ * normalisation (forward and backward), and the optimizer updates (one
+ * kernel per parameter update). All f32. Row kernels use one work-group per
+ * row. */
+
+/* Cross-entropy of logits [rows, cols] against i32 labels with label
+ * smoothing sm (target = (1 - sm) onehot + sm / cols):
+ *   loss[r] = -(1 - sm) logp[label] - (sm / cols) sum_c logp[c],
+ * logp = x - max - log(sum exp(x - max)). A label outside [0, cols) gives a
+ * NaN loss. */
+kernel void xent_fwd(global float *loss, ulong loff, const global float *x, ulong xoff,
+                     const global int *labels, ulong laboff, long cols, float sm)
+{
+    local float buf[UG_WG];
+    const long r = get_group_id(0);
+    const int lid = get_local_id(0), L = get_local_size(0);
+    const long xb = xoff + r * cols;
+    float m = -INFINITY;
+    for (long c = lid; c < cols; c += L)
+        m = ug_max_nan(m, x[xb + c]);
+    m = ug_wg_max(buf, m);
+    float s = 0.0f, sxm = 0.0f;
+    for (long c = lid; c < cols; c += L) {
+        const float d = x[xb + c] - m;
+        s += exp(d);
+        sxm += d;
+    }
+    s = ug_wg_sum(buf, s);
+    /* sum_c (x_c - max) is needed only with smoothing; skipping it keeps a
+     * -inf (masked) logit from turning 0 * -inf into NaN. */
+    if (sm != 0.0f)
+        sxm = ug_wg_sum(buf, sxm);
+    if (lid != 0)
+        return;
+    const int label = labels[laboff + r];
+    float v;
+    if (label < 0 || label >= cols) {
+        v = NAN;
+    } else {
+        const float ls = log(s);
+        v = -(1.0f - sm) * (x[xb + label] - m - ls);
+        if (sm != 0.0f)
+            v -= sm / (float)cols * (sxm - (float)cols * ls);
+    }
+    loss[loff + r] = v;
+}
+
+/* grad[r, c] = (softmax(x_r)_c - target_c) * scale * dloss[0]; a row with
+ * an invalid label gets zeros. */
+kernel void xent_bwd(global float *grad, ulong goff, const global float *x, ulong xoff,
+                     const global int *labels, ulong laboff, long cols, float sm, float scale,
+                     const global float *dloss, ulong doff)
+{
+    local float buf[UG_WG];
+    const long r = get_group_id(0);
+    const int lid = get_local_id(0), L = get_local_size(0);
+    const long xb = xoff + r * cols, gb = goff + r * cols;
+    float m = -INFINITY;
+    for (long c = lid; c < cols; c += L)
+        m = ug_max_nan(m, x[xb + c]);
+    m = ug_wg_max(buf, m);
+    float s = 0.0f;
+    for (long c = lid; c < cols; c += L)
+        s += exp(x[xb + c] - m);
+    s = ug_wg_sum(buf, s);
+    const int label = labels[laboff + r];
+    const bool valid = label >= 0 && label < cols;
+    const float k = scale * dloss[doff];
+    const float off_target = sm / (float)cols;
+    for (long c = lid; c < cols; c += L) {
+        float g = 0.0f;
+        if (valid) {
+            const float t = (c == label ? 1.0f - sm : 0.0f) + off_target;
+            g = (exp(x[xb + c] - m) / s - t) * k;
+        }
+        grad[gb + c] = g;
+    }
+}
+
+/* LayerNorm over each row: mean, biased variance by a second sweep (no
+ * cancellation), rstd = 1 / sqrt(var + eps), y = (x - mean) rstd gamma +
+ * beta. flags: 1 gamma given, 2 beta given, 4 write mean, 8 write rstd. */
+kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ulong xoff,
+                          const global float *gamma, ulong gmoff, const global float *beta,
+                          ulong btoff, global float *mean, ulong moff, global float *rstd,
+                          ulong roff, long cols, float eps, int flags)
+{
+    local float buf[UG_WG];
+    const long r = get_group_id(0);
+    const int lid = get_local_id(0), L = get_local_size(0);
+    const long xb = xoff + r * cols, yb = yoff + r * cols;
+    float s = 0.0f;
+    for (long c = lid; c < cols; c += L)
+        s += x[xb + c];
+    const float mu = ug_wg_sum(buf, s) / (float)cols;
+    float q = 0.0f;
+    for (long c = lid; c < cols; c += L) {
+        const float d = x[xb + c] - mu;
+        q += d * d;
+    }
+    const float var = ug_wg_sum(buf, q) / (float)cols;
+    const float rs = 1.0f / sqrt(var + eps);
+    for (long c = lid; c < cols; c += L) {
+        float v = (x[xb + c] - mu) * rs;
+        if (flags & 1)
+            v = v * gamma[gmoff + c];
+        if (flags & 2)
+            v = v + beta[btoff + c];
+        y[yb + c] = v;
+    }
+    if (lid == 0) {
+        if (flags & 4)
+            mean[moff + r] = mu;
+        if (flags & 8)
+            rstd[roff + r] = rs;
+    }
+}
+
+/* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
+ * xhat = (x - mean) rstd. flags: 1 gamma given. */
+kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy, ulong dyoff,
+                          const global float *x, ulong xoff, const global float *mean,
+                          ulong moff, const global float *rstd, ulong roff,
+                          const global float *gamma, ulong gmoff, long cols, int flags)
+{
+    local float buf[UG_WG];
+    const long r = get_group_id(0);
+    const int lid = get_local_id(0), L = get_local_size(0);
+    const long xb = xoff + r * cols, dyb = dyoff + r * cols, dxb = dxoff + r * cols;
+    const float mu = mean[moff + r], rs = rstd[roff + r];
+    float sg = 0.0f, sgx = 0.0f;
+    for (long c = lid; c < cols; c += L) {
+        const float g = (flags & 1) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
+        sg += g;
+        sgx += g * ((x[xb + c] - mu) * rs);
+    }
+    const float mg = ug_wg_sum(buf, sg) / (float)cols;
+    const float mgx = ug_wg_sum(buf, sgx) / (float)cols;
+    for (long c = lid; c < cols; c += L) {
+        const float g = (flags & 1) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
+        const float xhat = (x[xb + c] - mu) * rs;
+        dx[dxb + c] = rs * (g - mg - xhat * mgx);
+    }
+}
+
+/* PyTorch SGD, one element per item (flags: 1 nesterov, 2 first step,
+ * 4 grad_scale given):
+ *   g = grad * scale; if wd: g += wd * p
+ *   if momentum: buf = first ? g : momentum * buf + (1 - dampening) * g
+ *                g = nesterov ? g + momentum * buf : buf
+ *   p -= lr * g */
+kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulong goff,
+                      global float *mbuf, ulong boff, const global float *gscale, ulong soff,
+                      long n, float lr, float wd, float momentum, float dampening, int flags)
+{
+    const long i = get_global_id(0);
+    if (i >= n)
+        return;
+    const float pv = p[poff + i];
+    float g = grad[goff + i];
+    if (flags & 4)
+        g = g * gscale[soff];
+    if (wd != 0.0f)
+        g = g + wd * pv;
+    if (momentum != 0.0f) {
+        const float b = (flags & 2) ? g : momentum * mbuf[boff + i] + (1.0f - dampening) * g;
+        mbuf[boff + i] = b;
+        g = (flags & 1) ? g + momentum * b : b;
+    }
+    p[poff + i] = pv - lr * g;
+}
+
+/* PyTorch Adam / AdamW (flags: 1 decoupled weight decay (AdamW),
+ * 4 grad_scale given):
+ *   AdamW: p *= 1 - lr * wd          Adam: g += wd * p
+ *   m = lerp(m, g, 1 - beta1)        (torch's exp_avg.lerp_)
+ *   v = v * beta2 + (1 - beta2) * g * g
+ *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
+kernel void optim_adam(global float *p, ulong poff, const global float *grad, ulong goff,
+                       global float *m, ulong moff, global float *v, ulong voff,
+                       const global float *gscale, ulong soff, long n, float lr, float wd,
+                       float beta1, float beta2, float eps, float bc1, float bc2, int flags)
+{
+    const long i = get_global_id(0);
+    if (i >= n)
+        return;
+    float pv = p[poff + i];
+    float g = grad[goff + i];
+    if (flags & 4)
+        g = g * gscale[soff];
+    if (flags & 1)
+        pv = pv * (1.0f - lr * wd);
+    else if (wd != 0.0f)
+        g = g + wd * pv;
+    /* torch.lerp(start, end, w): start + w (end - start) for w < 0.5, else
+     * end - (end - start) (1 - w). */
+    const float w = 1.0f - beta1;
+    float mv = m[moff + i];
+    mv = w < 0.5f ? mv + w * (g - mv) : g - (g - mv) * (1.0f - w);
+    const float vv = v[voff + i] * beta2 + (1.0f - beta2) * g * g;
+    m[moff + i] = mv;
+    v[voff + i] = vv;
+    const float denom = sqrt(vv) / sqrt(bc2) + eps;
+    p[poff + i] = pv - (lr / bc1) * (mv / denom);
+}

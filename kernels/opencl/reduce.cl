@@ -1,0 +1,112 @@
+/* Reductions of x viewed as [outer, len, inner]: y[o * inner + i] reduces
+ * x[o, :, i]. One kernel per x dtype serves every shape:
+ *
+ * - a work-group is TX x TY items: TX along inner (adjacent items read
+ *   adjacent addresses), TY along len, combined by a tree in local memory;
+ * - when there are too few groups to fill the device, the host splits len
+ *   into `splits` chunks (pass 0 writes f32 partials [outer, splits, inner]
+ *   to scratch, with indices for ARGMAX), and pass 1 reduces the partials
+ *   with the same kernel (stage 1: x = partials, xidx = their indices);
+ * - each item sums its share pairwise (ug_pw) and the group combines by a
+ *   tree, so no sum is serial over more than UG_PW_BLOCK terms.
+ *
+ * MAX and ARGMAX propagate NaN (a NaN is the maximum; ARGMAX gives the
+ * first NaN); ARGMAX ties go to the smallest index. y is f32/f16 (ydt), or
+ * i32 for ARGMAX. */
+
+#define UG_R_SUM 0
+#define UG_R_MEAN 1
+#define UG_R_MAX 2
+#define UG_R_ARGMAX 3
+#define UG_R_SUMSQ 4
+
+/* Does (va, ia) beat (vb, ib) for ARGMAX? */
+inline bool ug_argmax_better(float va, int ia, float vb, int ib)
+{
+    if (isnan(va))
+        return !isnan(vb) || ia < ib;
+    if (isnan(vb))
+        return false;
+    return va > vb || (va == vb && ia < ib);
+}
+
+#define UG_REDUCE_KERNEL(T)                                                                  \
+    kernel void reduce_##T(global uchar *y, ulong yoff, int ydt, const global UG_T_##T *x,   \
+                           ulong xoff, const global int *xidx, long len,                     \
+                           long inner, long splits, long chunk, int op, int stage,           \
+                           float count, global float *pv, global int *pi)                    \
+    {                                                                                        \
+        local float lv[UG_WG];                                                               \
+        local int li[UG_WG];                                                                 \
+        const int tx = get_local_id(0), ty = get_local_id(1);                                \
+        const int TX = get_local_size(0), TY = get_local_size(1);                            \
+        const long i = get_global_id(0);                                                     \
+        const long og = get_group_id(1);                                                     \
+        const long o = og / splits;                                                          \
+        const long l0 = (og - o * splits) * chunk;                                           \
+        const long l1 = min(len, l0 + chunk);                                                \
+        const bool active = i < inner;                                                       \
+        float acc;                                                                           \
+        int idx = INT_MAX;                                                                   \
+        if (op == UG_R_MAX || op == UG_R_ARGMAX) {                                           \
+            acc = -INFINITY;                                                                 \
+            for (long l = l0 + ty; active && l < l1; l += TY) {                              \
+                const long e = (o * len + l) * inner + i;                                    \
+                const float v = UG_LD_##T(x, xoff + e);                                      \
+                if (op == UG_R_MAX) {                                                        \
+                    acc = ug_max_nan(acc, v);                                                \
+                } else {                                                                     \
+                    const int vi = stage ? xidx[e] : (int)l;                                 \
+                    if (ug_argmax_better(v, vi, acc, idx)) {                                 \
+                        acc = v;                                                             \
+                        idx = vi;                                                            \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+        } else {                                                                             \
+            const bool square = op == UG_R_SUMSQ && stage == 0;                              \
+            ug_pw pw;                                                                        \
+            ug_pw_init(&pw);                                                                 \
+            for (long l = l0 + ty; active && l < l1; l += TY) {                              \
+                const float v = UG_LD_##T(x, xoff + (o * len + l) * inner + i);              \
+                ug_pw_add(&pw, square ? v * v : v);                                          \
+            }                                                                                \
+            acc = ug_pw_total(&pw);                                                          \
+        }                                                                                    \
+        const int slot = ty * TX + tx;                                                       \
+        lv[slot] = acc;                                                                      \
+        li[slot] = idx;                                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+        for (int s = TY / 2; s > 0; s >>= 1) {                                               \
+            if (ty < s) {                                                                    \
+                const int other = slot + s * TX;                                             \
+                if (op == UG_R_MAX) {                                                        \
+                    lv[slot] = ug_max_nan(lv[slot], lv[other]);                              \
+                } else if (op == UG_R_ARGMAX) {                                              \
+                    if (ug_argmax_better(lv[other], li[other], lv[slot], li[slot])) {        \
+                        lv[slot] = lv[other];                                                \
+                        li[slot] = li[other];                                                \
+                    }                                                                        \
+                } else {                                                                     \
+                    lv[slot] += lv[other];                                                   \
+                }                                                                            \
+            }                                                                                \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                    \
+        }                                                                                    \
+        if (ty != 0 || !active)                                                              \
+            return;                                                                          \
+        acc = lv[tx];                                                                        \
+        idx = li[tx];                                                                        \
+        if (splits > 1) {                                                                    \
+            pv[og * inner + i] = acc;                                                        \
+            pi[og * inner + i] = idx;                                                        \
+        } else if (op == UG_R_ARGMAX) {                                                      \
+            ((global int *)y)[yoff + o * inner + i] = idx;                                   \
+        } else {                                                                             \
+            ug_store_dt(y, (long)yoff + o * inner + i, ydt,                                  \
+                        op == UG_R_MEAN ? acc / count : acc);                                \
+        }                                                                                    \
+    }
+
+UG_REDUCE_KERNEL(f32)
+UG_REDUCE_KERNEL(f16)

@@ -1,0 +1,26 @@
+# Fails unless README.md contains tests/packaging/readme_example.c verbatim
+# and .ci/run installs the README's packages and runs its test command.
+# Run with cmake -P and -DSOURCE_DIR=<repository root>.
+file(READ ${SOURCE_DIR}/README.md readme)
+file(READ ${SOURCE_DIR}/tests/packaging/readme_example.c example)
+string(FIND "${readme}" "```c\n${example}```" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "README.md does not contain tests/packaging/readme_example.c verbatim "
+    "in a ```c block: copy the file's text into the README")
+endif()
+
+file(READ ${SOURCE_DIR}/.ci/run ci)
+if(NOT readme MATCHES "apt-get install -y ([a-z0-9 .+-]+) &&")
+  message(FATAL_ERROR "README.md has no 'apt-get install -y PACKAGES &&' command")
+endif()
+set(packages "${CMAKE_MATCH_1}")
+string(FIND "${ci}" "${packages}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR ".ci/run does not install the README's packages:\n  ${packages}")
+endif()
+set(test_command "cmake -S . -B build && cmake --build build -j && ctest --test-dir build --output-on-failure")
+string(FIND "${readme}" "${test_command}" in_readme)
+string(FIND "${ci}" "${test_command}" in_ci)
+if(in_readme EQUAL -1 OR in_ci EQUAL -1)
+  message(FATAL_ERROR "README.md and .ci/run must both run: ${test_command}")
+endif()

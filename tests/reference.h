@@ -1,0 +1,74 @@
+/* Host reference implementations in double precision, written from the
+ * definitions and independent of the library (nothing here calls unigrad). */
+#ifndef UG_TESTS_REFERENCE_H
+#define UG_TESTS_REFERENCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define REF_MAX_DIMS 8
+
+int64_t ref_numel(int ndim, const int64_t *shape);
+
+/* NumPy broadcasting of two shapes; false if they do not broadcast. */
+bool ref_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb,
+                         int *nout, int64_t *sout);
+
+typedef enum ref_binary_op {
+    REF_ADD, REF_SUB, REF_MUL, REF_DIV, REF_MAXIMUM, REF_MINIMUM, REF_BINARY_COUNT
+} ref_binary_op;
+extern const char *const ref_binary_names[REF_BINARY_COUNT];
+double ref_binary_scalar(ref_binary_op op, double a, double b);
+/* out has the broadcast shape of a and b. */
+void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, int nb,
+                const int64_t *sb, const double *b, double *out);
+
+typedef enum ref_unary_op {
+    REF_NEG, REF_ABS, REF_EXP, REF_LOG, REF_SQRT, REF_RELU, REF_SIGMOID, REF_TANH,
+    REF_GELU, REF_UNARY_COUNT
+} ref_unary_op;
+extern const char *const ref_unary_names[REF_UNARY_COUNT];
+double ref_unary_scalar(ref_unary_op op, double x);
+void ref_unary(ref_unary_op op, const double *x, double *y, int64_t n);
+void ref_scale_shift(const double *x, double *y, int64_t n, double scale, double shift);
+
+typedef enum ref_reduce_op {
+    REF_RSUM, REF_RMEAN, REF_RMAX, REF_RARGMAX, REF_RSUMSQ
+} ref_reduce_op;
+/* Reduces x (shape) over axis (already non-negative), or over everything
+ * when all. argmax gives the first index of the maximum. out holds
+ * numel/len values. */
+void ref_reduce(ref_reduce_op op, int ndim, const int64_t *shape, const double *x, int axis,
+                bool all, double *out);
+
+/* Batched matmul of the last two axes. a is [.., M, K] ([.., K, M] if ta), b
+ * is [.., K, N] ([.., N, K] if tb); a 2-D operand is shared by every batch;
+ * otherwise batch dims must be equal. Writes out and its shape; false if the
+ * shapes do not fit. */
+bool ref_matmul(int na, const int64_t *sa, const double *a, int nb, const int64_t *sb,
+                const double *b, bool ta, bool tb, double *out, int *nout, int64_t *sout);
+
+/* Softmax (or log-softmax) of each of rows rows of cols elements. */
+void ref_softmax(const double *x, double *y, int64_t rows, int64_t cols, bool log);
+
+/* Swaps the last two axes of an ndim >= 2 tensor. */
+void ref_transpose(int ndim, const int64_t *shape, const double *x, double *y);
+
+/* IEEE binary16 from double, rounding to nearest even, and back. */
+uint16_t ref_f16_bits(double x);
+double ref_f16_value(uint16_t bits);
+/* Nearest float (round to nearest even), as a C cast does. */
+static inline double ref_round_f32(double x) { return (double)(float)x; }
+
+/* Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+ * 3", SC11): counter ctr, key key, writes 4 words. */
+void ref_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* The words r0, r1 the library draws for counter index (= offset + i). */
+void ref_philox_words(uint64_t seed, uint64_t index, uint32_t *r0, uint32_t *r1);
+/* uniform: low + (high-low) * (r0 >> 8) * 2^-24, exactly in double. */
+double ref_random_uniform(uint64_t seed, uint64_t index, double low, double high);
+/* Box-Muller: u1 = ((r0>>8)+1) 2^-24, u2 = (r1>>8) 2^-24,
+ * mean + std sqrt(-2 ln u1) cos(2 pi u2). */
+double ref_random_normal(uint64_t seed, uint64_t index, double mean, double stddev);
+
+#endif

@@ -1,0 +1,385 @@
+/* Elementwise ops: binary with broadcasting, unary, scale_shift, on f32 and
+ * f16, against the double reference. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "reference.h"
+
+typedef ug_status (*binary_fn)(const ug_tensor *, const ug_tensor *, ug_tensor **);
+typedef ug_status (*unary_fn)(const ug_tensor *, ug_tensor **);
+static const binary_fn binary_fns[REF_BINARY_COUNT] = {ug_add, ug_sub, ug_mul,
+                                                       ug_div, ug_maximum, ug_minimum};
+static const unary_fn unary_fns[REF_UNARY_COUNT] = {ug_neg,  ug_abs,     ug_exp,
+                                                    ug_log,  ug_sqrt,    ug_relu,
+                                                    ug_sigmoid, ug_tanh, ug_gelu};
+static const int64_t odd_sizes[] = {1, 3, 17, 1000, 4097, 65537};
+#define N_ODD_SIZES (int)(sizeof odd_sizes / sizeof odd_sizes[0])
+static const ug_dtype float_dtypes[] = {UG_F32, UG_F16};
+
+/* An input tensor holding v (rounded in place to what dtype stores, so the
+ * reference sees the same numbers), as a plain tensor or a guarded view. */
+static ug_tensor *input(ug_device *dev, ug_dtype dt, int ndim, const int64_t *shape, double *v,
+                        bool guarded, th_guard **g)
+{
+    th_round_to(dt, v, ref_numel(ndim, shape));
+    *g = NULL;
+    if (guarded)
+        return th_guarded(dev, dt, ndim, shape, v, g);
+    return th_tensor(dev, dt, ndim, shape, v);
+}
+
+/* Runs op on a and b and compares with the reference; returns false on a
+ * failure so callers can stop early. */
+static bool check_binary(ug_device *dev, ref_binary_op op, ug_dtype dt, int na,
+                         const int64_t *sa, double *a, int nb, const int64_t *sb, double *b,
+                         bool guarded)
+{
+    char s1[128], s2[128];
+    th_context("%s %s %s x %s%s", ref_binary_names[op], ug_dtype_name(dt),
+               th_shape_str(na, sa, s1, sizeof s1), th_shape_str(nb, sb, s2, sizeof s2),
+               guarded ? ", guarded views" : "");
+    int before = th_failures();
+    th_guard *ga = NULL, *gb = NULL;
+    ug_tensor *ta = input(dev, dt, na, sa, a, guarded, &ga);
+    ug_tensor *tb = input(dev, dt, nb, sb, b, guarded, &gb);
+    if (!ta || !tb)
+        return false;
+    int no;
+    int64_t so[REF_MAX_DIMS];
+    if (!ref_broadcast_shape(na, sa, nb, sb, &no, so)) {
+        th_fail(TH_LOC, "test bug: shapes do not broadcast");
+        return false;
+    }
+    int64_t n = ref_numel(no, so);
+    double *want = th_alloc((size_t)(n ? n : 1) * sizeof *want);
+    ref_binary(op, na, sa, a, nb, sb, b, want);
+    th_round_to(dt, want, n);
+    ug_tensor *out = NULL;
+    ug_status s = binary_fns[op](ta, tb, &out);
+    th_track(out);
+    if (!CHECK_STATUS(s, UG_OK))
+        return false;
+    if (th_check_tensor(out, dt, no, so))
+        th_compare(ref_binary_names[op], th_download(out), want, n, th_tol(dt));
+    th_guard_check(ga);
+    th_guard_check(gb);
+    return th_failures() == before;
+}
+
+static bool check_unary(ug_device *dev, ref_unary_op op, ug_dtype dt, int ndim,
+                        const int64_t *shape, double *x, bool guarded, double tol)
+{
+    char s1[128];
+    th_context("%s %s %s%s", ref_unary_names[op], ug_dtype_name(dt),
+               th_shape_str(ndim, shape, s1, sizeof s1), guarded ? ", guarded view" : "");
+    int before = th_failures();
+    th_guard *g = NULL;
+    ug_tensor *tx = input(dev, dt, ndim, shape, x, guarded, &g);
+    if (!tx)
+        return false;
+    int64_t n = ref_numel(ndim, shape);
+    double *want = th_alloc((size_t)(n ? n : 1) * sizeof *want);
+    ref_unary(op, x, want, n);
+    th_round_to(dt, want, n);
+    ug_tensor *out = NULL;
+    ug_status s = unary_fns[op](tx, &out);
+    th_track(out);
+    if (!CHECK_STATUS(s, UG_OK))
+        return false;
+    if (th_check_tensor(out, dt, ndim, shape))
+        th_compare(ref_unary_names[op], th_download(out), want, n, tol);
+    th_guard_check(g);
+    return th_failures() == before;
+}
+
+/* Every binary op, both dtypes, awkward sizes, plain tensors and views. */
+static void test_binary_sizes(ug_device *dev)
+{
+    for (int op = 0; op < REF_BINARY_COUNT; op++) {
+        for (int k = 0; k < 2; k++) {
+            for (int s = 0; s < N_ODD_SIZES; s++) {
+                for (int guarded = 0; guarded < 2; guarded++) {
+                    int64_t n = odd_sizes[s];
+                    double *a = th_random_values(n, -10, 10);
+                    double *b = th_random_values(n, -10, 10);
+                    if (op == REF_DIV) /* keep divisors away from zero */
+                        for (int64_t i = 0; i < n; i++)
+                            b[i] = (b[i] < 0 ? -0.5 : 0.5) + b[i] * 0.2;
+                    if (!check_binary(dev, (ref_binary_op)op, float_dtypes[k], 1, &n, a, 1, &n, b,
+                                      guarded != 0))
+                        return;
+                }
+            }
+        }
+    }
+}
+
+/* Broadcasting edge cases, every op. */
+static void test_binary_broadcast(ug_device *dev)
+{
+    static const struct {
+        int na, nb;
+        int64_t sa[8], sb[8];
+    } cases[] = {
+        {2, 2, {3, 1}, {1, 4}},
+        {2, 1, {5, 4}, {4}},
+        {1, 2, {4}, {5, 4}},
+        {0, 2, {0}, {3, 5}},                 /* scalar x tensor */
+        {2, 0, {3, 5}, {0}},                 /* tensor x scalar */
+        {0, 0, {0}, {0}},                    /* scalar x scalar */
+        {3, 2, {2, 1, 3}, {4, 1}},
+        {2, 3, {4, 1}, {2, 1, 3}},
+        {1, 1, {1}, {7}},
+        {2, 2, {1, 1}, {1, 1}},
+        {3, 3, {1, 6, 1}, {6, 1, 1}},
+        {3, 1, {4, 3, 2}, {1}},
+        {8, 8, {2, 1, 3, 1, 2, 1, 2, 3}, {1, 2, 1, 3, 1, 2, 1, 1}},
+        {8, 3, {1, 2, 1, 2, 1, 2, 1, 3}, {2, 1, 1}},
+        {2, 2, {1000, 1}, {1, 17}},
+        {1, 1, {65537}, {1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int op = 0; op < REF_BINARY_COUNT; op++) {
+            for (int k = 0; k < 2; k++) {
+                /* f16 on a few cases is enough: the same kernel indexing. */
+                if (k == 1 && c % 3 != 0)
+                    continue;
+                int64_t na = ref_numel(cases[c].na, cases[c].sa);
+                int64_t nb = ref_numel(cases[c].nb, cases[c].sb);
+                double *a = th_random_values(na, -4, 4);
+                double *b = th_random_values(nb, 0.5, 4); /* positive: safe divisor */
+                bool guarded = (c + (size_t)op) % 2 == 1;
+                if (!check_binary(dev, (ref_binary_op)op, float_dtypes[k], cases[c].na,
+                                  cases[c].sa, a, cases[c].nb, cases[c].sb, b, guarded))
+                    return;
+            }
+        }
+    }
+}
+
+/* Zero-size dimensions broadcast to empty outputs without error. */
+static void test_binary_zero_size(ug_device *dev)
+{
+    static const struct {
+        int na, nb, no;
+        int64_t sa[3], sb[3], so[3];
+    } cases[] = {
+        {2, 1, 2, {0, 4}, {4}, {0, 4}},
+        {2, 2, 2, {3, 0}, {3, 1}, {3, 0}},
+        {2, 2, 2, {1, 0}, {5, 1}, {5, 0}},
+        {0, 1, 1, {0}, {0}, {0}},
+        {3, 2, 3, {2, 0, 3}, {1, 3}, {2, 0, 3}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int op = 0; op < REF_BINARY_COUNT; op++) {
+            char s1[64], s2[64];
+            th_context("%s %s x %s", ref_binary_names[op],
+                       th_shape_str(cases[c].na, cases[c].sa, s1, sizeof s1),
+                       th_shape_str(cases[c].nb, cases[c].sb, s2, sizeof s2));
+            double one[4] = {1, 1, 1, 1};
+            ug_tensor *a = th_tensor(dev, UG_F32, cases[c].na, cases[c].sa, one);
+            ug_tensor *b = th_tensor(dev, UG_F32, cases[c].nb, cases[c].sb, one);
+            ug_tensor *out = NULL;
+            if (!a || !b)
+                return;
+            if (CHECK_STATUS(binary_fns[op](a, b, &out), UG_OK)) {
+                th_track(out);
+                th_check_tensor(out, UG_F32, cases[c].no, cases[c].so);
+            }
+        }
+    }
+    /* Unary ops and scale_shift on an empty tensor. */
+    int64_t empty[] = {3, 0};
+    ug_tensor *e = th_tensor(dev, UG_F32, 2, empty, NULL);
+    REQUIRE(e);
+    for (int op = 0; op < REF_UNARY_COUNT; op++) {
+        th_context("%s of [3,0]", ref_unary_names[op]);
+        ug_tensor *out = NULL;
+        if (CHECK_STATUS(unary_fns[op](e, &out), UG_OK)) {
+            th_track(out);
+            th_check_tensor(out, UG_F32, 2, empty);
+        }
+    }
+    ug_tensor *out = NULL;
+    if (CHECK_STATUS(ug_scale_shift(e, 2.0f, 1.0f, &out), UG_OK)) {
+        th_track(out);
+        th_check_tensor(out, UG_F32, 2, empty);
+    }
+}
+
+/* IEEE special values propagate where the answer is unambiguous. */
+static void test_binary_special_values(ug_device *dev)
+{
+    const double inf = INFINITY, nan = NAN;
+    static double a[] = {0, 0, 0, 0, 1, -1, 0, 0, 0, 0, 2, 3e38, -3e38, 60000, 5};
+    static double b[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3e38, 3e38, 60000, 0};
+    a[0] = inf; b[0] = 1;      /* inf op 1 */
+    a[1] = inf; b[1] = -inf;   /* inf + -inf = NaN */
+    a[2] = nan; b[2] = 1;      /* NaN in, NaN out (for arithmetic) */
+    a[3] = -inf; b[3] = 2;
+    /* a[4] = 1, b[4] = 0: 1/0 = inf; a[5] = -1: -1/0 = -inf */
+    a[6] = 0; b[6] = 0;        /* 0/0 = NaN */
+    a[7] = inf; b[7] = 0;      /* inf * 0 = NaN */
+    a[8] = 1; b[8] = inf;      /* 1 / inf = 0 */
+    a[9] = -inf; b[9] = -inf;
+    /* 3e38 + 3e38 overflows f32; 60000 + 60000 overflows f16. */
+    int64_t n = (int64_t)(sizeof a / sizeof a[0]);
+    for (int k = 0; k < 2; k++) {
+        for (int op = 0; op < REF_BINARY_COUNT; op++) {
+            /* NaN handling of maximum/minimum differs between fmax and
+             * NumPy; test them on the non-NaN entries only. */
+            double aa[32], bb[32];
+            memcpy(aa, a, sizeof a);
+            memcpy(bb, b, sizeof b);
+            if (op == REF_MAXIMUM || op == REF_MINIMUM)
+                aa[2] = 1;
+            if (!check_binary(dev, (ref_binary_op)op, float_dtypes[k], 1, &n, aa, 1, &n, bb,
+                              false))
+                return;
+        }
+    }
+}
+
+/* Input range per unary op: its domain, wide enough to reach saturation
+ * (tanh and sigmoid of +-60 must be +-1 and 0/1, not NaN). */
+static void unary_range(ref_unary_op op, double *lo, double *hi)
+{
+    switch (op) {
+    case REF_EXP: *lo = -10; *hi = 10; break;
+    case REF_LOG: *lo = 1e-3; *hi = 100; break;
+    case REF_SQRT: *lo = 0; *hi = 100; break;
+    case REF_TANH: case REF_SIGMOID: *lo = -60; *hi = 60; break;
+    case REF_GELU: *lo = -6; *hi = 6; break;
+    default: *lo = -10; *hi = 10; break;
+    }
+}
+
+static void test_unary_sizes(ug_device *dev)
+{
+    for (int op = 0; op < REF_UNARY_COUNT; op++) {
+        for (int k = 0; k < 2; k++) {
+            for (int s = 0; s < N_ODD_SIZES; s++) {
+                for (int guarded = 0; guarded < 2; guarded++) {
+                    int64_t n = odd_sizes[s];
+                    double lo, hi;
+                    unary_range((ref_unary_op)op, &lo, &hi);
+                    double *x = th_random_values(n, lo, hi);
+                    if (!check_unary(dev, (ref_unary_op)op, float_dtypes[k], 1, &n, x,
+                                     guarded != 0, th_tol(float_dtypes[k])))
+                        return;
+                }
+            }
+        }
+    }
+}
+
+/* Unary ops keep any shape: 8-D, scalar, size-1 dims. */
+static void test_unary_shapes(ug_device *dev)
+{
+    static const struct {
+        int ndim;
+        int64_t shape[8];
+    } cases[] = {
+        {0, {0}}, {8, {2, 3, 1, 2, 3, 1, 2, 5}}, {3, {1, 1, 1}}, {2, {17, 33}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int op = 0; op < REF_UNARY_COUNT; op++) {
+            int64_t n = ref_numel(cases[c].ndim, cases[c].shape);
+            double lo, hi;
+            unary_range((ref_unary_op)op, &lo, &hi);
+            double *x = th_random_values(n, lo, hi);
+            if (!check_unary(dev, (ref_unary_op)op, UG_F32, cases[c].ndim, cases[c].shape, x,
+                             c % 2 == 1, TH_TOL_F32))
+                return;
+        }
+    }
+}
+
+static void test_unary_special_values(ug_device *dev)
+{
+    const double inf = INFINITY, nan = NAN;
+    /* Per op: inputs whose results are fixed by IEEE / the limits. */
+    const double common[] = {inf, -inf, nan, 0.0, -0.0, 50.0, -50.0, 12.0, 1e-30};
+    for (int k = 0; k < 2; k++) {
+        for (int op = 0; op < REF_UNARY_COUNT; op++) {
+            double x[16];
+            int64_t n = 0;
+            for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) {
+                /* relu(NaN) and gelu(-inf) are conventions, not IEEE facts. */
+                if (op == REF_RELU && isnan(common[i]))
+                    continue;
+                if (op == REF_GELU && isinf(common[i]) && common[i] < 0)
+                    continue;
+                x[n++] = common[i];
+            }
+            if (op == REF_LOG || op == REF_SQRT)
+                x[n++] = -1.0; /* NaN */
+            if (op == REF_EXP)
+                x[n++] = 100.0; /* overflows f32 */
+            if (!check_unary(dev, (ref_unary_op)op, float_dtypes[k], 1, &n, x, false,
+                             th_tol(float_dtypes[k])))
+                return;
+        }
+    }
+}
+
+/* gelu must be the exact erf form: on [-3, -1] the tanh approximation is
+ * off by an NMSE of 1.6e-5 and the sigmoid one by 4e-2. */
+static void test_gelu_exact_form(ug_device *dev)
+{
+    int64_t n = 4097;
+    double *x = th_alloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = -3.0 + 2.0 * (double)i / (double)(n - 1);
+    check_unary(dev, REF_GELU, UG_F32, 1, &n, x, false, TH_TOL_F32);
+}
+
+static void test_scale_shift(ug_device *dev)
+{
+    static const float params[][2] = {{2.0f, 1.0f}, {-0.5f, 0.0f}, {0.0f, 3.25f}, {1.0f, 0.0f},
+                                      {1e-3f, -7.5f}, {3.0f, -1e4f}};
+    for (int k = 0; k < 2; k++) {
+        for (int s = 0; s < N_ODD_SIZES; s++) {
+            ug_dtype dt = float_dtypes[k];
+            int64_t n = odd_sizes[s];
+            float scale = params[s][0], shift = params[s][1];
+            if (dt == UG_F16 && fabsf(shift) > 1e3f)
+                shift = -100.0f;
+            th_context("%s, %lld elements, scale %g shift %g", ug_dtype_name(dt), (long long)n,
+                       scale, shift);
+            double *x = th_random_values(n, -10, 10);
+            th_guard *g = NULL;
+            ug_tensor *tx = input(dev, dt, 1, &n, x, s % 2 == 0, &g);
+            if (!tx)
+                return;
+            double *want = th_alloc((size_t)n * sizeof *want);
+            ref_scale_shift(x, want, n, scale, shift);
+            th_round_to(dt, want, n);
+            ug_tensor *out = NULL;
+            if (!CHECK_STATUS(ug_scale_shift(tx, scale, shift, &out), UG_OK))
+                return;
+            th_track(out);
+            if (th_check_tensor(out, dt, 1, &n))
+                th_compare("scale_shift", th_download(out), want, n, th_tol(dt));
+            th_guard_check(g);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(binary_sizes),
+        TH_DEVICE_TEST(binary_broadcast),
+        TH_DEVICE_TEST(binary_zero_size),
+        TH_DEVICE_TEST(binary_special_values),
+        TH_DEVICE_TEST(unary_sizes),
+        TH_DEVICE_TEST(unary_shapes),
+        TH_DEVICE_TEST(unary_special_values),
+        TH_DEVICE_TEST(gelu_exact_form),
+        TH_DEVICE_TEST(scale_shift),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}

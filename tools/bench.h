@@ -1,0 +1,37 @@
+/* ug-bench: one executable, one file per subcommand. A subcommand is a
+ * function taking the arguments after its name; it returns the exit status. */
+#ifndef UG_BENCH_H
+#define UG_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "unigrad/unigrad.h"
+
+typedef struct bench_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} bench_command;
+
+int bench_gemm(int argc, char **argv);
+
+/* Monotonic seconds. */
+double bench_now(void);
+
+/* Times fn(ctx) as the mean over enough repetitions to take about
+ * target_seconds (at least one), after warmup calls. sync (may be NULL)
+ * waits for queued work: it runs before and after every timed batch, so
+ * asynchronous devices are timed to completion. fn and sync return false on
+ * a library error (the message is in ug_last_error). *seconds is per call. */
+bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int warmup,
+                double target_seconds, double *seconds, long *reps);
+
+/* Every device id this run should cover: the one named (validated by
+ * opening it) or all of them. Returns the count, or -1 with the error printed. */
+int bench_device_ids(const char *only, char ids[][32], int max_ids);
+
+/* Prints the library's error for what and returns 2. */
+int bench_fail(const char *what);
+
+#endif

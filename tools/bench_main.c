@@ -1,0 +1,34 @@
+/* ug-bench: dispatches to a subcommand (bench.h). */
+#include <string.h>
+
+#include "bench.h"
+
+static const bench_command commands[] = {
+    {"gemm", "GFLOP/s of ug_matmul on each device beside OpenBLAS on the host", bench_gemm},
+};
+#define COMMAND_COUNT (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ug-bench COMMAND [options]   (ug-bench COMMAND --help)\n");
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "ug-bench: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

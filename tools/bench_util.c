@@ -1,0 +1,92 @@
+/* Timing and device selection shared by the ug-bench subcommands. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs fn n times between two syncs and returns the seconds taken, or a
+ * negative number on error. */
+static double timed_batch(bool (*fn)(void *), bool (*sync)(void *), void *ctx, long n)
+{
+    if (sync && !sync(ctx))
+        return -1.0;
+    double start = bench_now();
+    for (long i = 0; i < n; i++)
+        if (!fn(ctx))
+            return -1.0;
+    if (sync && !sync(ctx))
+        return -1.0;
+    return bench_now() - start;
+}
+
+bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int warmup,
+                double target_seconds, double *seconds, long *reps)
+{
+    if (warmup > 0 && timed_batch(fn, sync, ctx, warmup) < 0.0)
+        return false;
+    /* Calibrate with doubling batches until one takes a tenth of the target,
+     * so a slow first guess costs little and a fast op is not timed on too
+     * few calls for the clock. */
+    long n = 1;
+    double elapsed = 0.0;
+    for (;;) {
+        elapsed = timed_batch(fn, sync, ctx, n);
+        if (elapsed < 0.0)
+            return false;
+        if (elapsed >= target_seconds * 0.1 || n >= (1L << 24))
+            break;
+        n *= 2;
+    }
+    long timed = n;
+    if (elapsed < target_seconds) {
+        double per_call = elapsed / (double)n;
+        timed = (long)(target_seconds / (per_call > 1e-9 ? per_call : 1e-9));
+        if (timed < 1)
+            timed = 1;
+        elapsed = timed_batch(fn, sync, ctx, timed);
+        if (elapsed < 0.0)
+            return false;
+    }
+    *seconds = elapsed / (double)timed;
+    *reps = timed;
+    return true;
+}
+
+int bench_fail(const char *what)
+{
+    fprintf(stderr, "ug-bench: %s: %s\n", what, ug_last_error());
+    return 2;
+}
+
+int bench_device_ids(const char *only, char ids[][32], int max_ids)
+{
+    if (only) {
+        ug_device *device;
+        if (ug_device_open(only, &device) != UG_OK) {
+            bench_fail(only);
+            return -1;
+        }
+        snprintf(ids[0], 32, "%s", ug_device_name(device));
+        ug_device_close(device);
+        return 1;
+    }
+    int count = ug_device_count(), n = 0;
+    for (int i = 0; i < count && n < max_ids; i++) {
+        ug_device_info info;
+        if (ug_device_info_at(i, &info) != UG_OK) {
+            bench_fail("ug_device_info_at");
+            return -1;
+        }
+        snprintf(ids[n++], 32, "%s", info.id);
+    }
+    return n;
+}
