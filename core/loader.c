@@ -29,6 +29,8 @@
  * - The shuffle is Fisher-Yates driven by splitmix64, keyed by (seed, epoch)
  *   alone: the same order on every platform and for any batch size, thread
  *   count or prefetch depth.
+ * - The loader reads the data set in place (no copy of a 190 MB training
+ *   set), so the data set must outlive the loader.
  * - A worker's error is stored with its message (error messages are
  *   thread-local) in the slot of its batch, and the consumer reports it when
  *   that batch is due. */

@@ -473,8 +473,24 @@ typedef struct test_data {
     ug_dataset *ds;
 } test_data;
 
+/* The data set of the running test; freed by the next make_data or at exit,
+ * so a test that stops at a REQUIRE leaks nothing. */
+static ug_dataset *current_data;
+
+static void free_current_data(void)
+{
+    ug_dataset_free(current_data);
+    current_data = NULL;
+}
+
 static bool make_data(test_data *d, int64_t count, int64_t features)
 {
+    static bool registered;
+    if (!registered) {
+        atexit(free_current_data);
+        registered = true;
+    }
+    free_current_data();
     d->count = count;
     d->features = features;
     d->x = th_alloc((size_t)(count * features) * sizeof(float));
@@ -486,6 +502,7 @@ static bool make_data(test_data *d, int64_t count, int64_t features)
     }
     d->ds = NULL;
     ug_status st = ug_dataset_from_arrays(count, features, d->x, d->y, &d->ds);
+    current_data = d->ds;
     if (st != UG_OK)
         th_fail(TH_LOC, "ug_dataset_from_arrays: %s", ug_last_error());
     return st == UG_OK;

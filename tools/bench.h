@@ -15,6 +15,7 @@ typedef struct bench_command {
 } bench_command;
 
 int bench_gemm(int argc, char **argv);
+int bench_train_mlp(int argc, char **argv);
 
 /* Monotonic seconds. */
 double bench_now(void);

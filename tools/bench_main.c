@@ -5,6 +5,7 @@
 
 static const bench_command commands[] = {
     {"gemm", "GFLOP/s of ug_matmul on each device beside OpenBLAS on the host", bench_gemm},
+    {"train-mlp", "ug-train's training step and epoch beside its matrix products in OpenBLAS", bench_train_mlp},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

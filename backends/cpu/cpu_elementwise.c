@@ -271,7 +271,22 @@ typedef struct tr_job {
     int64_t rows, cols, col_stride, bands;
 } tr_job;
 
-#define TILE_COPY(T)                                                                               for (int64_t r = 0; r < nr; r++)                                                                   for (int64_t c = 0; c < nc; c++)                                                                   ((T *)ydst)[r * t->cols + c] = ((const T *)xsrc)[c * t->col_stride + r];
+/* Columns are copied into a tile first: reading them straight from x would
+ * touch TT lines a large power of two apart, which share one L1 set. */
+#define TILE_COPY_FN(NAME, T)                                                                  \
+    static void NAME(const char *xsrc, char *ydst, int64_t nr, int64_t nc, int64_t col_stride, \
+                     int64_t cols)                                                             \
+    {                                                                                          \
+        T tile[TT * TT];                                                                       \
+        for (int64_t c = 0; c < nc; c++)                                                       \
+            memcpy(tile + c * TT, (const T *)xsrc + c * col_stride, (size_t)nr * sizeof(T));  \
+        for (int64_t r = 0; r < nr; r++)                                                       \
+            for (int64_t c = 0; c < nc; c++)                                                   \
+                ((T *)ydst)[r * cols + c] = tile[c * TT + r];                                  \
+    }
+TILE_COPY_FN(tile_copy4, uint32_t)
+TILE_COPY_FN(tile_copy2, uint16_t)
+TILE_COPY_FN(tile_copy1, uint8_t)
 
 static void transpose_range(void *vjob, int64_t begin, int64_t end)
 {
@@ -295,13 +310,12 @@ static void transpose_range(void *vjob, int64_t begin, int64_t end)
             const char *xsrc = j->x + (xoff + c0 * t->col_stride) * xs;
             char *ydst = j->y + ((o * t->rows + r0) * t->cols + c0) * ys;
             if (raw) {
-                if (xs == 4) {
-                    TILE_COPY(uint32_t)
-                } else if (xs == 2) {
-                    TILE_COPY(uint16_t)
-                } else {
-                    TILE_COPY(uint8_t)
-                }
+                if (xs == 4)
+                    tile_copy4(xsrc, ydst, nr, nc, t->col_stride, t->cols);
+                else if (xs == 2)
+                    tile_copy2(xsrc, ydst, nr, nc, t->col_stride, t->cols);
+                else
+                    tile_copy1(xsrc, ydst, nr, nc, t->col_stride, t->cols);
                 continue;
             }
             for (int64_t c = 0; c < nc; c++)

@@ -47,7 +47,8 @@ int32_t ug_dataset_classes(const ug_dataset *dataset);
 /* Mean and standard deviation over every stored value (in double). */
 ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, double *stddev);
 /* value = scale * value + shift for every stored value: e.g. standardising
- * a test set with the training set's statistics. */
+ * a test set with the training set's statistics. Loaders read the data set
+ * from their threads: transform it before creating any loader on it. */
 ug_status ug_dataset_transform(ug_dataset *dataset, float scale, float shift);
 
 typedef struct ug_loader_config {
@@ -75,7 +76,7 @@ typedef struct ug_batch {
 } ug_batch;
 
 /* Background threads assemble batches into pinned host buffers and upload
- * them while the caller computes. */
+ * them while the caller computes. The data set must outlive the loader. */
 ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
                            const ug_loader_config *config, ug_loader **out);
 void ug_loader_free(ug_loader *loader);
