@@ -178,7 +178,7 @@ static void test_binary_zero_size(ug_device *dev)
             th_context("%s %s x %s", ref_binary_names[op],
                        th_shape_str(cases[c].na, cases[c].sa, s1, sizeof s1),
                        th_shape_str(cases[c].nb, cases[c].sb, s2, sizeof s2));
-            double one[4] = {1, 1, 1, 1};
+            double one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
             ug_tensor *a = th_tensor(dev, UG_F32, cases[c].na, cases[c].sa, one);
             ug_tensor *b = th_tensor(dev, UG_F32, cases[c].nb, cases[c].sb, one);
             ug_tensor *out = NULL;

@@ -1,7 +1,9 @@
 /* Error cases: each call must fail with the exact status, leave *out NULL,
  * say the key facts in ug_last_error(), and leak nothing (the harness
  * checks the pool after every test). */
+#define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -428,6 +430,29 @@ static void test_error_state(ug_device *dev)
                   s, ug_status_name((ug_status)s));
 }
 
+static void *fail_in_thread(void *arg)
+{
+    (void)arg;
+    ug_device *d = NULL;
+    ug_device_open("thread-local-test-name", &d);
+    return NULL;
+}
+
+/* ug_last_error is per thread: another thread's failure leaves this
+ * thread's message alone. */
+static void test_error_is_thread_local(ug_device *dev)
+{
+    (void)dev;
+    ug_device *d = NULL;
+    CHECK_STATUS(ug_device_open("main-thread-name", &d), UG_ERR_DEVICE);
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, fail_in_thread, NULL) == 0);
+    pthread_join(thread, NULL);
+    CHECK_ERROR_HAS("main-thread-name");
+    CHECK_MSG(!th_contains(ug_last_error(), "thread-local-test-name"),
+              "another thread's error shows here: \"%s\"", ug_last_error());
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -441,6 +466,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(unknown_device),
         TH_DEVICE_TEST(reduce_axis_out_of_range),
         TH_DEVICE_TEST(error_state),
+        TH_HOST_TEST(error_is_thread_local),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

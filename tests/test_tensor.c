@@ -1,6 +1,7 @@
 /* Devices, tensors (transfers, views, copies between devices), dtypes, fill. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -131,6 +132,46 @@ static void test_device_enumeration(ug_device *dev)
         CHECK(c && strcmp(ug_device_name(c), "cpu") == 0);
         ug_device_close(c);
     }
+}
+
+/* "auto" and NULL open a GPU if there is one, else cpu; UG_DEVICE (set by
+ * the tensor_ug_device ctest run) overrides both. */
+static void test_auto_device(ug_device *dev)
+{
+    (void)dev;
+    const char *env = getenv("UG_DEVICE");
+    ug_device *by_auto = NULL, *by_null = NULL;
+    if (env && *env) {
+        ug_device *wanted = NULL;
+        if (ug_device_open(env, &wanted) != UG_OK) {
+            th_skip("UG_DEVICE=%s names a device that is not present here", env);
+            return;
+        }
+        REQUIRE_OK(ug_device_open("auto", &by_auto));
+        CHECK_MSG(by_auto == wanted, "with UG_DEVICE=%s, \"auto\" opened %s", env,
+                  ug_device_name(by_auto));
+        ug_device_close(wanted);
+    } else {
+        REQUIRE_OK(ug_device_open("auto", &by_auto));
+        bool any_gpu = false;
+        for (int i = 0; i < ug_device_count(); i++) {
+            ug_device_info info;
+            if (ug_device_info_at(i, &info) == UG_OK)
+                any_gpu |= info.is_gpu;
+        }
+        ug_device_info got;
+        CHECK_OK(ug_device_get_info(by_auto, &got));
+        if (any_gpu)
+            CHECK_MSG(got.is_gpu, "a GPU is present but \"auto\" opened %s", got.id);
+        else
+            CHECK_MSG(strcmp(got.id, "cpu") == 0, "no GPU, but \"auto\" opened %s", got.id);
+    }
+    if (CHECK_STATUS(ug_device_open(NULL, &by_null), UG_OK)) {
+        CHECK_MSG(by_null == by_auto, "NULL opened %s, \"auto\" %s", ug_device_name(by_null),
+                  ug_device_name(by_auto));
+        ug_device_close(by_null);
+    }
+    ug_device_close(by_auto);
 }
 
 static void test_device_open_twice(ug_device *dev)
@@ -404,6 +445,43 @@ static void test_reshape_views(ug_device *dev)
     th_compare("parent after writing a reshaped slice", th_download(t), want, 24, 0.0);
 }
 
+/* Ops are queued and may run later: freeing an input right after queueing
+ * an op, then reusing its pool block for new data, must not change the
+ * op's result. */
+static void test_free_while_queued(ug_device *dev)
+{
+    int64_t n = 1 << 20;
+    for (int round = 0; round < 4; round++) {
+        th_context("round %d", round);
+        double *v = th_random_values(n, -2, 2);
+        th_round_to(UG_F32, v, n);
+        ug_tensor *x = th_tensor(dev, UG_F32, 1, &n, v);
+        REQUIRE(x);
+        ug_tensor *y = NULL, *z = NULL;
+        REQUIRE_OK(ug_scale_shift(x, 2.0f, 1.0f, &y));
+        th_track(y);
+        REQUIRE_OK(ug_exp(y, &z));
+        th_track(z);
+        th_release(x);
+        th_release(y);
+        /* Likely the same blocks again, overwritten at once. */
+        ug_tensor *junk1 = NULL, *junk2 = NULL;
+        REQUIRE_OK(ug_tensor_create(dev, UG_F32, 1, &n, &junk1));
+        th_track(junk1);
+        REQUIRE_OK(ug_tensor_create(dev, UG_F32, 1, &n, &junk2));
+        th_track(junk2);
+        float *garbage = th_alloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++)
+            garbage[i] = 1000.0f;
+        CHECK_OK(ug_tensor_upload(junk1, garbage, (size_t)n * 4));
+        CHECK_OK(ug_fill(junk2, -1000.0f));
+        double *want = th_alloc((size_t)n * sizeof *want);
+        for (int64_t i = 0; i < n; i++)
+            want[i] = exp((double)(float)(2.0 * v[i] + 1.0));
+        th_compare("exp(2x+1) after its inputs were freed", th_download(z), want, n, TH_TOL_F32);
+    }
+}
+
 /* ug_tensor_to_device between every pair of devices (itself included),
  * from plain tensors and from views at an offset, for every dtype. */
 static void test_to_device_all_pairs(ug_device *dev)
@@ -561,6 +639,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(dtype_facts),
         TH_HOST_TEST(dtype_conversions),
         TH_HOST_TEST(device_enumeration),
+        TH_HOST_TEST(auto_device),
         TH_DEVICE_TEST(device_open_twice),
         TH_DEVICE_TEST(tensor_metadata),
         TH_DEVICE_TEST(upload_download),
@@ -569,6 +648,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(zero_size_tensor),
         TH_DEVICE_TEST(slice_views),
         TH_DEVICE_TEST(reshape_views),
+        TH_DEVICE_TEST(free_while_queued),
         TH_DEVICE_TEST(to_device_all_pairs),
         TH_DEVICE_TEST(copy_tensors),
         TH_DEVICE_TEST(upload_into_guarded_view),

@@ -38,10 +38,11 @@ void ts_free_graph(ug_graph *graph);
 void ts_cleanup(void);
 
 /* An f32 tensor uploaded from floats (tracked; NULL with a failure). */
-#define ts_tensor_f32(dev, ndim, shape, data) ts_tensor_f32_at(TH_LOC, dev, ndim, shape, data)
+/* Variadic so that compound literals (with commas) may be arguments. */
+#define ts_tensor_f32(...) ts_tensor_f32_at(TH_LOC, __VA_ARGS__)
 ug_tensor *ts_tensor_f32_at(const char *file, int line, ug_device *dev, int ndim,
                             const int64_t *shape, const float *data);
-#define ts_tensor_i32(dev, n, data) ts_tensor_i32_at(TH_LOC, dev, n, data)
+#define ts_tensor_i32(...) ts_tensor_i32_at(TH_LOC, __VA_ARGS__)
 ug_tensor *ts_tensor_i32_at(const char *file, int line, ug_device *dev, int64_t n,
                             const int32_t *data);
 
