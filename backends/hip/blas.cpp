@@ -82,10 +82,22 @@ static bool bind(void *lib, const vendor *v)
     return true;
 }
 
+/* Loads once per process. The library is never closed (shutdown keeps it
+ * and a later discovery reuses it): cuBLAS and rocBLAS carry runtimes with
+ * exit handlers of their own, which would run on unmapped code at exit after
+ * a dlclose (core/module.c keeps modules open for the same reason). */
+static bool forced_own(void);
+
 void ug_hip_blas_load(void)
 {
     if (g_blas.lib)
         return;
+    /* UG_GEMM=own at discovery: do not even load the library (it is large,
+     * and a rocBLAS lacking code for a GPU here would abort on ROCm 5.x). */
+    if (forced_own()) {
+        snprintf(g_blas.why, sizeof g_blas.why, "UG_GEMM=own at start");
+        return;
+    }
     snprintf(g_blas.why, sizeof g_blas.why, "no %s found", g_vendors[0].label);
     for (size_t i = 0; i < sizeof g_vendors / sizeof g_vendors[0]; i++) {
         for (int j = 0; g_vendors[i].libs[j]; j++) {
@@ -103,12 +115,6 @@ void ug_hip_blas_load(void)
     }
 }
 
-void ug_hip_blas_unload(void)
-{
-    if (g_blas.lib)
-        dlclose(g_blas.lib);
-    memset(&g_blas, 0, sizeof g_blas);
-}
 
 void ug_hip_blas_open(ug_bdev *dev)
 {

@@ -20,7 +20,7 @@ static int g_count = 0;
 static int g_ordinal[UG_HIP_MAX_DEVICES];
 static ug_device_info g_info[UG_HIP_MAX_DEVICES];
 static ug_bdev *g_open[UG_HIP_MAX_DEVICES];
-static char g_reason[256];
+static char g_reason[400];
 static char g_versions[64];
 
 ug_status ug_hip_fail(ug_status status, hipError_t err, const char *what)
@@ -119,12 +119,87 @@ static bool add_device(int ordinal, char *why, size_t why_len)
     return true;
 }
 
+#ifndef UG_CUDA
+#ifndef UG_HIP_TARGET_LIST
+#error "UG_HIP_TARGET_LIST (the --offload-arch list, comma-separated) must be defined"
+#endif
+#ifndef UG_KFD_NODES /* a test build may point this elsewhere */
+#define UG_KFD_NODES "/sys/class/kfd/kfd/topology/nodes"
+#endif
+
+/* Is gfx (e.g. "gfx90a") one of the targets this module was built for? */
+static bool built_for(const char *gfx)
+{
+    const char *list = UG_HIP_TARGET_LIST;
+    const size_t n = strlen(gfx);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, gfx, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* ROCm 5.x aborts the process ("hipErrorNoBinaryForGpu: Unable to find code
+ * object for all current devices!") at its first call when a loaded fat
+ * binary, this module's included, lacks code for any GPU it sees. So before
+ * any HIP call, read each GPU's ISA from the KFD topology (as
+ * rocm_agent_enumerator does) and refuse if one is missing. Device masks
+ * (ROCR/HIP/CUDA_VISIBLE_DEVICES) mean the user picked GPUs: trust them. */
+static bool gpus_covered(char *why, size_t why_len)
+{
+    if (getenv("ROCR_VISIBLE_DEVICES") || getenv("HIP_VISIBLE_DEVICES") ||
+        getenv("CUDA_VISIBLE_DEVICES"))
+        return true;
+    /* HSA_OVERRIDE_GFX_VERSION ("10.3.0") makes every GPU report that ISA. */
+    unsigned ov[3];
+    const char *override = getenv("HSA_OVERRIDE_GFX_VERSION");
+    const bool have_ov = override && sscanf(override, "%u.%u.%u", &ov[0], &ov[1], &ov[2]) == 3;
+    for (int node = 0;; node++) {
+        char path[128], line[128];
+        snprintf(path, sizeof path, "%s/%d/properties", UG_KFD_NODES, node);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return true; /* nodes are numbered from 0 without gaps */
+        unsigned long version = 0;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "gfx_target_version %lu", &version) == 1)
+                break;
+        fclose(f);
+        if (version == 0)
+            continue; /* a CPU node */
+        /* major * 10000 + minor * 100 + stepping: gfx<major><minor hex><stepping hex> */
+        unsigned v[3] = {(unsigned)(version / 10000), (unsigned)(version / 100 % 100),
+                         (unsigned)(version % 100)};
+        if (have_ov)
+            memcpy(v, ov, sizeof v);
+        char gfx[32];
+        snprintf(gfx, sizeof gfx, "gfx%u%x%x", v[0], v[1], v[2]);
+        if (!built_for(gfx)) {
+            snprintf(why, why_len,
+                     "GPU %s (KFD node %d) has no code in libunigrad-hip.so (built for %s) and "
+                     "ROCm would abort on it: rebuild with UG_HIP_TARGETS including %s, or hide "
+                     "it with ROCR_VISIBLE_DEVICES",
+                     gfx, node, UG_HIP_TARGET_LIST, gfx);
+            return false;
+        }
+    }
+}
+#endif
+
 static void discover(void)
 {
     g_count = 0;
     g_reason[0] = '\0';
     hipError_t e;
 #ifndef UG_CUDA
+    char why0[320];
+    if (!gpus_covered(why0, sizeof why0)) {
+        snprintf(g_reason, sizeof g_reason, "no usable HIP device: %s", why0);
+        return;
+    }
     e = hipInit(0);
     if (e != hipSuccess) {
         (void)hipGetLastError();
@@ -138,7 +213,7 @@ static void discover(void)
     if (e != hipSuccess || n <= 0) {
         (void)hipGetLastError();
         snprintf(g_reason, sizeof g_reason, "no %s device: %sGetDeviceCount returned %s (%d), count %d",
-                 UG_HIP_BACKEND, UG_HIP_RT, hipGetErrorName(e), (int)e, n);
+                 UG_HIP_DISPLAY, UG_HIP_RT, hipGetErrorName(e), (int)e, n);
         return;
     }
     format_versions();
@@ -146,7 +221,7 @@ static void discover(void)
     for (int i = 0; i < n && g_count < UG_HIP_MAX_DEVICES; i++)
         add_device(i, why, sizeof why);
     if (g_count == 0) {
-        snprintf(g_reason, sizeof g_reason, "no usable %s device: %s", UG_HIP_BACKEND, why);
+        snprintf(g_reason, sizeof g_reason, "no usable %s device: %s", UG_HIP_DISPLAY, why);
         return;
     }
     ug_hip_blas_load();
@@ -230,12 +305,12 @@ static void hip_device_close(ug_bdev *dev)
     free(dev);
 }
 
-/* Forgets discovery and unloads the vendor BLAS; the runtime itself stays
- * (other code in the process may use it). Devices must be closed first. */
+/* Forgets discovery. The runtime and the vendor BLAS stay loaded (other
+ * code in the process may use them, and see blas.cpp). Devices must be
+ * closed first. */
 static void hip_shutdown(void)
 {
     pthread_mutex_lock(&g_lock);
-    ug_hip_blas_unload();
     g_discovered = false;
     g_count = 0;
     memset(g_open, 0, sizeof g_open);

@@ -8,11 +8,13 @@
 #ifdef UG_CUDA
 #include "backends/hip/hip_to_cuda.h"
 #define UG_HIP_BACKEND "cuda"
+#define UG_HIP_DISPLAY "CUDA" /* in prose */
 #define UG_HIP_RT "cuda" /* prefix of runtime call names in messages */
 #else
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 #define UG_HIP_BACKEND "hip"
+#define UG_HIP_DISPLAY "HIP"
 #define UG_HIP_RT "hip"
 #endif
 
@@ -80,7 +82,6 @@ const void *ug_hip_probe_kernel(void);
 
 /* blas.cpp: vendor BLAS loaded at run time, or the own kernel. */
 void ug_hip_blas_load(void);
-void ug_hip_blas_unload(void);
 void ug_hip_blas_open(ug_bdev *dev);
 void ug_hip_blas_close(ug_bdev *dev);
 /* "rocBLAS", "cuBLAS", "own (UG_GEMM=own)", "own (no librocblas)" ... */

@@ -16,7 +16,7 @@ __device__ float ug_unary_op(int op, float x, float alpha, float beta)
     case UG_UNARY_LOG: return logf(x);
     case UG_UNARY_SQRT: return sqrtf(x);
     /* relu and clamp keep NaN (as PyTorch), so no fmaxf here. */
-    case UG_UNARY_RELU: return x > 0.0f ? x : ug_isnan(x) ? x : 0.0f;
+    case UG_UNARY_RELU: return x < 0.0f ? 0.0f : x;
     case UG_UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case UG_UNARY_TANH: return tanhf(x);
     case UG_UNARY_GELU: return 0.5f * x * (1.0f + erff(x * UG_INV_SQRT2));
@@ -36,8 +36,9 @@ __device__ float ug_binary_op(int op, float a, float b, float alpha)
     case UG_BINARY_SUB: return a - b;
     case UG_BINARY_MUL: return a * b;
     case UG_BINARY_DIV: return a / b;
-    case UG_BINARY_MAXIMUM: return ug_max_nan(a, b);
-    case UG_BINARY_MINIMUM: return ug_isnan(a) ? a : ug_isnan(b) ? b : (b < a ? b : a);
+    /* NaN on either side gives NaN (as PyTorch). */
+    case UG_BINARY_MAXIMUM: return (ug_isnan(a) || a > b) ? a : b;
+    case UG_BINARY_MINIMUM: return (ug_isnan(a) || a < b) ? a : b;
     case UG_BINARY_RELU_GRAD: return a * (b > 0.0f ? 1.0f : 0.0f);
     case UG_BINARY_SIGMOID_GRAD: return a * b * (1.0f - b);
     case UG_BINARY_TANH_GRAD: return a * (1.0f - b * b);

@@ -46,11 +46,13 @@ __global__ void ug_random_kernel(random_k k)
         ug_philox(w, k.k0, k.k1);
         float v;
         if (!k.normal) {
-            /* low + (high - low) * (r0 >> 8) * 2^-24, rounded step by step */
+            /* low + (high - low) * u, u = (r0 >> 8) * 2^-24 (exact, so the
+             * order matches the CPU backend bit for bit, and cannot overflow) */
+            const float u = (float)(w[0] >> 8) * 0x1p-24f;
 #ifdef UG_CUDA
-            v = __fadd_rn(k.p0, __fmul_rn(__fmul_rn(k.p1 - k.p0, (float)(w[0] >> 8)), 0x1p-24f));
+            v = __fadd_rn(k.p0, __fmul_rn(k.p1 - k.p0, u));
 #else
-            v = k.p0 + (k.p1 - k.p0) * (float)(w[0] >> 8) * 0x1p-24f;
+            v = k.p0 + (k.p1 - k.p0) * u;
 #endif
         } else {
             /* Box-Muller; u1 in (0, 1] so the log is finite */
