@@ -96,7 +96,7 @@ typedef enum ug_binary_kind {
     UG_BINARY_MAXIMUM,
     UG_BINARY_MINIMUM,
     /* Backward helpers: a is the incoming gradient, b as named. */
-    UG_BINARY_RELU_GRAD,     /* a * (b > 0), b = x */
+    UG_BINARY_RELU_GRAD,     /* b > 0 ? a : 0 (as PyTorch: a masked NaN gives 0), b = x or relu(x) */
     UG_BINARY_SIGMOID_GRAD,  /* a * b * (1 - b), b = sigmoid(x) */
     UG_BINARY_TANH_GRAD,     /* a * (1 - b * b), b = tanh(x) */
     UG_BINARY_GELU_GRAD,     /* a * gelu'(b), b = x */

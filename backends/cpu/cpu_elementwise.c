@@ -188,7 +188,7 @@ static void binary_block(ug_binary_kind op, float alpha, int mode, const float *
     /* NaN in either operand propagates, as torch.maximum/minimum do. */
     BIN_CASE(UG_BINARY_MAXIMUM, (x != x || x > z) ? x : z)
     BIN_CASE(UG_BINARY_MINIMUM, (x != x || x < z) ? x : z)
-    BIN_CASE(UG_BINARY_RELU_GRAD, x * (z > 0.0f ? 1.0f : 0.0f))
+    BIN_CASE(UG_BINARY_RELU_GRAD, z > 0.0f ? x : 0.0f)
     BIN_CASE(UG_BINARY_SIGMOID_GRAD, x * z * (1.0f - z))
     BIN_CASE(UG_BINARY_TANH_GRAD, x * (1.0f - z * z))
     BIN_CASE(UG_BINARY_GELU_GRAD, x * gelu_grad(z))
@@ -344,7 +344,8 @@ ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args)
     if (!same && !float_dtype(args->y.dtype))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu unary: output dtype %s must be f32 or f16",
                             ug_dtype_name(args->y.dtype));
-    un_job j = {.args = args, .x = args->x.mem ? ug_cpu_ptr(args->x) : NULL, .y = ug_cpu_ptr(args->y)};
+    un_job j = {.args = args, .x = args->x.mem ? ug_cpu_ptr(args->x) : NULL,
+                .y = ug_cpu_ptr(args->y)};
     static const int64_t no_strides[UG_KERNEL_MAX_DIMS]; /* FILL reads no x */
     plan_init(&j.plan, args->ndim, args->shape, 1,
               args->op == UG_UNARY_FILL ? no_strides : args->x_strides, NULL);
@@ -359,7 +360,8 @@ ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args)
         t.bands = (t.rows + TT - 1) / TT;
         int64_t units = j.plan.numel / (t.rows * t.cols) * t.bands;
         int64_t per_unit = (t.rows < TT ? t.rows : TT) * t.cols;
-        ug_cpu_parallel_for(dev->pool, units, UG_CPU_MIN_PARALLEL / per_unit + 1, transpose_range, &t);
+        ug_cpu_parallel_for(dev->pool, units, UG_CPU_MIN_PARALLEL / per_unit + 1,
+                            transpose_range, &t);
         return UG_OK;
     }
     ug_cpu_parallel_for(dev->pool, j.plan.numel, UG_CPU_MIN_PARALLEL, unary_range, &j);

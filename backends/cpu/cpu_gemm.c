@@ -53,7 +53,8 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
                             ug_dtype_name(g->a.dtype), ug_dtype_name(g->b.dtype),
                             ug_dtype_name(g->c.dtype));
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0)
-        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu gemm: negative size m=%lld n=%lld k=%lld batch=%lld",
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
+                            "cpu gemm: negative size m=%lld n=%lld k=%lld batch=%lld",
                             (long long)g->m, (long long)g->n, (long long)g->k,
                             (long long)g->batch);
     if (g->m == 0 || g->n == 0 || g->batch == 0)

@@ -270,8 +270,8 @@ static const float *opt_f32(ug_kview v) { return v.mem ? (const float *)ug_cpu_p
 ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args)
 {
     bool backward = args->dx.mem != NULL;
-    if (args->x.dtype != UG_F32 || (backward && (!args->dy.mem || !args->mean.mem || !args->rstd.mem)) ||
-        (!backward && !args->y.mem))
+    bool missing = backward ? !args->dy.mem || !args->mean.mem || !args->rstd.mem : !args->y.mem;
+    if (args->x.dtype != UG_F32 || missing)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
                             "cpu layernorm: needs f32 x and %s",
                             backward ? "dy, mean and rstd" : "y");

@@ -4,9 +4,9 @@
  * depending on the thread count, so results are the same for any
  * UG_NUM_THREADS); each block is summed by halving recursion down to small
  * leaves, and the block partials are combined pairwise again. A leaf sums
- * up to 1024 contiguous values in 16 interleaved lanes, or 32 rows of a
- * column tile, so the error grows with log(len), not len: 2^24 ones sum to
- * exactly 16777216.
+ * up to 1024 contiguous values in 16 or so interleaved lanes, or 32 rows of
+ * a wide column tile, so the error grows with log(len), not len: 2^24 ones
+ * sum to exactly 16777216.
  *
  * Work units: with inner == 1 a unit is one block of one row (vectorised
  * along len); with inner > 1 it is one block of rows of a tile of up to 64
@@ -151,11 +151,39 @@ static const float *tile_row(const red_job *j, const char *base, int64_t l, int6
     return buf;
 }
 
+/* Few narrow columns (inner <= LANES): the rows are one contiguous run, so
+ * sum it in L interleaved lanes, L a multiple of w; lane k holds column
+ * k % w. Far fewer loop trips than row by row. */
+static void narrow_sum(const float *p, int64_t n, int64_t w, bool sq, float *out)
+{
+    float acc[2 * LANES] = {0};
+    int64_t lanes = w * ((LANES + w - 1) / w), i = 0;
+    if (sq) {
+        for (; i + lanes <= n; i += lanes)
+            for (int64_t k = 0; k < lanes; k++)
+                acc[k] += p[i + k] * p[i + k];
+    } else {
+        for (; i + lanes <= n; i += lanes)
+            for (int64_t k = 0; k < lanes; k++)
+                acc[k] += p[i + k];
+    }
+    for (int64_t k = 0; i + k < n; k++) /* whole rows remain: column k % w */
+        acc[k] += sq ? p[i + k] * p[i + k] : p[i + k];
+    for (int64_t c = 0; c < w; c++)
+        out[c] = 0.0f;
+    for (int64_t k = 0; k < lanes; k++)
+        out[k % w] += acc[k];
+}
+
+static bool narrow(const red_job *j, int64_t w) { return w == j->inner && w <= LANES; }
+
 static void col_sum(const red_job *j, const char *base, int64_t l0, int64_t l1, int64_t w,
                     float *out)
 {
     int64_t n = l1 - l0;
-    if (n > LEAF_ROWS) {
+    /* Leaves of about LEAF values when narrow, else LEAF_ROWS rows. */
+    int64_t leaf_rows = narrow(j, w) ? LEAF / w : LEAF_ROWS;
+    if (n > leaf_rows) {
         int64_t mid = l0 + n / 2;
         float tmp[RED_W];
         col_sum(j, base, l0, mid, w, out);
@@ -164,8 +192,18 @@ static void col_sum(const red_job *j, const char *base, int64_t l0, int64_t l1, 
             out[c] += tmp[c];
         return;
     }
-    float buf[RED_W];
     bool sq = j->op == UG_RKERNEL_SUMSQ;
+    if (narrow(j, w)) {
+        float flat[LEAF];
+        const float *p = flat;
+        if (j->xt == UG_F32)
+            p = (const float *)base + l0 * w;
+        else
+            ug_cpu_load(base + l0 * w * 2, j->xt, 1, n * w, flat);
+        narrow_sum(p, n * w, w, sq, out);
+        return;
+    }
+    float buf[RED_W];
     for (int64_t c = 0; c < w; c++)
         out[c] = 0.0f;
     for (int64_t l = l0; l < l1; l++) {
@@ -334,7 +372,8 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
                  .len = args->len, .inner = args->inner};
     j.tw = j.inner == 1 ? 1 : RED_W;
     j.tiles = (j.inner + j.tw - 1) / j.tw;
-    j.brows = j.inner == 1 ? BLOCK_ELEMS : BLOCK_ELEMS / RED_W;
+    /* Blocks of about BLOCK_ELEMS values, fixed by the shape alone. */
+    j.brows = BLOCK_ELEMS / (j.inner < RED_W ? j.inner : RED_W);
     j.nblk = (j.len + j.brows - 1) / j.brows;
     int64_t pairs = j.outer * j.tiles, units = pairs * j.nblk;
     if (j.nblk > 1) {

@@ -44,20 +44,22 @@ struct ug_cpu_pool {
     pthread_t *workers;
 };
 
-ug_status ug_cpu_thread_budget(int *threads)
+ug_status ug_cpu_thread_budget(int *threads, bool report)
 {
     const char *env = getenv("UG_NUM_THREADS");
     if (env && *env) {
         char *end = NULL;
         errno = 0;
         long v = strtol(env, &end, 10);
-        if (errno || end == env || *end != '\0' || v < 1 || v > UG_CPU_MAX_THREADS)
+        if (!errno && end != env && *end == '\0' && v >= 1 && v <= UG_CPU_MAX_THREADS) {
+            *threads = (int)v;
+            return UG_OK;
+        }
+        if (report)
             return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
                                 "UG_NUM_THREADS=\"%s\" is not a thread count: use an integer "
                                 "from 1 to %d, or unset it to use every available CPU",
                                 env, UG_CPU_MAX_THREADS);
-        *threads = (int)v;
-        return UG_OK;
     }
     int n = 0;
     cpu_set_t set;

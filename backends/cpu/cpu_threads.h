@@ -4,6 +4,7 @@
 #ifndef UG_CPU_THREADS_H
 #define UG_CPU_THREADS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "unigrad/status.h"
@@ -14,9 +15,9 @@ typedef struct ug_cpu_pool ug_cpu_pool;
 typedef void (*ug_cpu_range_fn)(void *ctx, int64_t begin, int64_t end);
 
 /* The thread budget: UG_NUM_THREADS when set, else the CPUs this process may
- * run on. Returns UG_ERR_INVALID_ARGUMENT (message set) for a malformed
- * UG_NUM_THREADS. */
-ug_status ug_cpu_thread_budget(int *threads);
+ * run on. A malformed UG_NUM_THREADS gives UG_ERR_INVALID_ARGUMENT with the
+ * message set when report is true; otherwise it is ignored (UG_OK). */
+ug_status ug_cpu_thread_budget(int *threads, bool report);
 
 /* threads counts the caller: threads - 1 workers are started. */
 ug_status ug_cpu_pool_create(int threads, ug_cpu_pool **out);

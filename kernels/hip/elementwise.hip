@@ -39,7 +39,7 @@ __device__ float ug_binary_op(int op, float a, float b, float alpha)
     /* NaN on either side gives NaN (as PyTorch). */
     case UG_BINARY_MAXIMUM: return (ug_isnan(a) || a > b) ? a : b;
     case UG_BINARY_MINIMUM: return (ug_isnan(a) || a < b) ? a : b;
-    case UG_BINARY_RELU_GRAD: return a * (b > 0.0f ? 1.0f : 0.0f);
+    case UG_BINARY_RELU_GRAD: return b > 0.0f ? a : 0.0f;
     case UG_BINARY_SIGMOID_GRAD: return a * b * (1.0f - b);
     case UG_BINARY_TANH_GRAD: return a * (1.0f - b * b);
     case UG_BINARY_GELU_GRAD: {
