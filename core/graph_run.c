@@ -11,6 +11,19 @@ static uint64_t dropout_offset(const ug_graph *g, uint64_t stream)
     return (g->runs << 40) + (stream << 32);
 }
 
+/* Masks use their own Philox key, the graph's seed mixed with a tag
+ * (splitmix64's finaliser): with the seed itself as key, a graph seeded
+ * like its model (both default to 0) would draw run r's first mask from the
+ * very counters that initialised parameter r (r * 2^40 + i), so dropout
+ * would drop exactly the units whose initial weights were low. */
+static uint64_t dropout_key(uint64_t seed)
+{
+    uint64_t z = (seed ^ 0x6a09e667f3bcc909ull) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 static ug_status backend_call(ug_device *d, const char *op, bool present)
 {
     if (!present)
@@ -102,7 +115,7 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
     case NODE_TRANSPOSE: return ug_exec_transpose(y, a);
     case NODE_FILL: return ug_exec_unary(UG_UNARY_FILL, 0.0f, n->p.unary.beta, y, NULL);
     case NODE_DROPOUT_MASK:
-        return ug_exec_random(false, 0.0f, 1.0f, g->seed, dropout_offset(g, n->p.dropout.stream), y);
+        return ug_exec_random(false, 0.0f, 1.0f, dropout_key(g->seed), dropout_offset(g, n->p.dropout.stream), y);
     case NODE_XENT: return exec_xent(g, n, false);
     case NODE_XENT_GRAD: return exec_xent(g, n, true);
     case NODE_LAYERNORM: return exec_layernorm(g, n, false);
@@ -119,9 +132,11 @@ ug_status ug_graph_bind(ug_graph *g, ug_value *input, const ug_tensor *tensor)
     if (input->graph != g || input->kind != VALUE_INPUT)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_bind: the value is not an input of this graph");
     char want[96], have[96];
-    if (tensor->dtype != input->dtype || tensor->ndim != input->ndim ||
+    bool same_dtype = tensor->dtype == input->dtype;
+    if (!same_dtype || tensor->ndim != input->ndim ||
         memcmp(tensor->shape, input->shape, sizeof(int64_t) * (size_t)input->ndim) != 0)
-        return ug_set_error(UG_ERR_SHAPE, "ug_graph_bind: input '%s' is %s %s, the tensor is %s %s", input->name,
+        return ug_set_error(same_dtype ? UG_ERR_SHAPE : UG_ERR_DTYPE,
+                            "ug_graph_bind: input '%s' is %s %s, the tensor is %s %s", input->name,
                             ug_dtype_name(input->dtype), ug_format_shape(input->ndim, input->shape, want, sizeof want),
                             ug_dtype_name(tensor->dtype), ug_format_shape(tensor->ndim, tensor->shape, have, sizeof have));
     if (ug_dev(tensor) != g->device)

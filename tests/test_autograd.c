@@ -237,6 +237,14 @@ static ug_status build_linear(ug_graph *g, const gc_case *c, ug_value *const *v,
     return ug_g_relu(g, y, out);
 }
 
+/* ug_nn_linear(ug_nn_flatten(x)): an input read through a view. */
+static ug_status build_flatten_linear(ug_graph *g, const gc_case *c, ug_value *const *v, ug_value **out)
+{
+    ug_value *flat = NULL;
+    GC_TRY(ug_nn_flatten(g, v[0], &flat));
+    return ug_nn_linear(g, "fc", flat, c->n, out);
+}
+
 /* ---- references (double) ---- */
 
 static int64_t operand_numel(const gc_case *c, int i) { return ref_numel(c->op[i].ndim, c->op[i].shape); }
@@ -388,7 +396,7 @@ static void ref_mse_case(const gc_case *c, const double *const *v, double *out)
 /* y = x W^T + b (then relu when code); v = x [rows, in], W [n, in], b [n]. */
 static void ref_linear_case(const gc_case *c, const double *const *v, double *out)
 {
-    int64_t rows = c->op[0].shape[0], in = c->op[0].shape[1], n = c->n;
+    int64_t rows = c->op[0].shape[0], in = operand_numel(c, 0) / rows, n = c->n; /* flattened */
     for (int64_t r = 0; r < rows; r++)
         for (int64_t o = 0; o < n; o++) {
             double acc = v[2][o];
@@ -518,6 +526,8 @@ static const gc_case loss_cases[] = {
 static const gc_case linear_cases[] = {
     {.name = "ug_nn_linear [4,3]->5", .count = 1, .op = {IN(SHAPE2(4, 3))}, .build = build_linear,
      .ref = ref_linear_case, .n = 5},
+    {.name = "ug_nn_linear(ug_nn_flatten [4,2,3])->5", .count = 1, .op = {IN(SHAPE3(4, 2, 3))},
+     .build = build_flatten_linear, .ref = ref_linear_case, .n = 5},
     {.name = "relu(ug_nn_linear [6,4]->3) (fused)", .count = 1, .op = {IN(SHAPE2(6, 4))}, .build = build_linear,
      .ref = ref_linear_case, .n = 3, .code = 1},
 };
@@ -527,9 +537,9 @@ static const gc_case linear_cases[] = {
 static const gc_case large_cases[] = {
     BIN("[300,5]+[5]", REF_ADD, P(SHAPE2(300, 5), GC_ANY), P(SHAPE1(5), GC_ANY)),
     BIN("[1]*[37,29]", REF_MUL, P(SHAPE1(1), GC_ANY), P(SHAPE2(37, 29), GC_ANY)),
-    MM("matmul NN [33,70]x[70,19]", P(SHAPE2(33, 70), GC_ANY), P(SHAPE2(70, 19), GC_ANY), false, false),
-    MM("matmul TT [70,33]^Tx[19,70]^T", P(SHAPE2(70, 33), GC_ANY), P(SHAPE2(19, 70), GC_ANY), true, true),
-    MM("matmul batched [3,17,40]x[40,21] (shared b)", P(SHAPE3(3, 17, 40), GC_ANY), P(SHAPE2(40, 21), GC_ANY), false, false),
+    MM("matmul NN [33,40]x[40,17]", P(SHAPE2(33, 40), GC_ANY), P(SHAPE2(40, 17), GC_ANY), false, false),
+    MM("matmul TT [40,33]^Tx[17,40]^T", P(SHAPE2(40, 33), GC_ANY), P(SHAPE2(17, 40), GC_ANY), true, true),
+    MM("matmul batched [3,9,20]x[20,11] (shared b)", P(SHAPE3(3, 9, 20), GC_ANY), P(SHAPE2(20, 11), GC_ANY), false, false),
     {.name = "sum axis 0 of [260,3]", .count = 1, .op = {P(SHAPE2(260, 3), GC_ANY)}, .build = build_sum, .ref = ref_sum_case, .axis = 0},
     {.name = "mean all of [40,30]", .count = 1, .op = {P(SHAPE2(40, 30), GC_ANY)}, .build = build_mean, .ref = ref_mean_case, .all = true},
     {.name = "log_softmax [5,300]", .count = 1, .op = {P(SHAPE2(5, 300), GC_WIDE)}, .build = build_softmax, .ref = ref_softmax_case, .code = 1},
@@ -726,6 +736,21 @@ static void check_case(ug_device *dev, const gc_case *c)
                   "finite difference %.9g",
                   i, max_err, max_fd, (long long)worst, (double)got[worst], fd[worst]);
         CHECK_MSG(max_fd > 0.0, "operand %d: the reference gradient is zero (a useless case)", i);
+    }
+
+    /* A second run recomputes the same gradients (they are not accumulated
+     * across runs, as PyTorch's .grad would be without zero_grad). */
+    float **first = th_alloc((size_t)s.count * sizeof *first);
+    for (int i = 0; i < s.count; i++)
+        if (s.is_param[i])
+            REQUIRE((first[i] = ts_read(g, grad[i])) != NULL);
+    REQUIRE_OK(ug_graph_run(g));
+    for (int i = 0; i < s.count; i++) {
+        if (!s.is_param[i])
+            continue;
+        float *again = ts_read(g, grad[i]);
+        REQUIRE(again);
+        th_compare_bits("gradient of a second run", again, first[i], s.numel[i], sizeof(float));
     }
 }
 

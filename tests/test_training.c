@@ -183,30 +183,81 @@ TS_TEST(tiny_mlp_fits)
     double host = host_mlp_loss(m, &s, x, y, &correct);
     CHECK_MSG(host < 0.01, "host loss of the trained parameters %.6g", host);
     CHECK_EQ_I64(correct, s.batch);
+
+    /* An eval graph on the same model reuses the trained layers: its loss is
+     * the host's, its predictions the labels. */
+    ug_graph *e = ts_graph(m);
+    REQUIRE(e);
+    ug_value *ex = NULL, *ey = NULL, *eh = NULL, *elogits = NULL, *eloss = NULL, *epred = NULL;
+    REQUIRE_OK(ug_graph_set_training(e, false));
+    REQUIRE_OK(ug_graph_input(e, "x", UG_F32, 2, (int64_t[]){s.batch, s.in}, &ex));
+    REQUIRE_OK(ug_graph_input(e, "y", UG_I32, 1, &s.batch, &ey));
+    REQUIRE_OK(ug_nn_linear(e, "fc1", ex, s.hidden, &eh));
+    REQUIRE_OK(ug_g_relu(e, eh, &eh));
+    REQUIRE_OK(ug_nn_linear(e, "fc2", eh, s.classes, &elogits));
+    REQUIRE_OK(ug_g_cross_entropy(e, elogits, ey, 0.0f, &eloss));
+    REQUIRE_OK(ug_g_argmax(e, elogits, -1, &epred));
+    REQUIRE_OK(ug_graph_keep(e, eloss));
+    REQUIRE_OK(ug_graph_keep(e, epred));
+    REQUIRE_OK(ug_graph_compile(e));
+    CHECK_EQ_I64(ug_model_param_count(m), 4);
+    REQUIRE_OK(ug_graph_bind(e, ex, xt));
+    REQUIRE_OK(ug_graph_bind(e, ey, yt));
+    REQUIRE_OK(ug_graph_run(e));
+    float eval_loss = NAN;
+    int32_t pred[12];
+    REQUIRE_OK(ug_graph_read(e, eloss, &eval_loss, sizeof eval_loss));
+    REQUIRE_OK(ug_graph_read(e, epred, pred, sizeof pred));
+    /* Near-zero cross-entropies are differences of logits of a few units:
+     * f32 leaves ~1e-6 absolute per row. */
+    CHECK_MSG(ts_close(eval_loss, host, 1e-4, 1e-5), "eval graph loss %.9g, host %.9g", (double)eval_loss, host);
+    for (int i = 0; i < 12; i++)
+        CHECK_MSG(pred[i] == y[i], "sample %d predicted %d, label %d", i, pred[i], y[i]);
     printf("    %s: loss %.3g -> %.3g in %d steps\n", ug_device_name(dev), (double)first, (double)loss, steps);
 }
 
-/* The device's loss is the loss of the parameters the step started from. */
+/* The device's loss is the loss of the parameters the step started from,
+ * for whichever batch is bound (inputs rebound between steps). */
 TS_TEST(loss_matches_host)
 {
     const mlp_shape s = {.batch = 10, .in = 7, .hidden = 9, .classes = 4};
-    float *x;
-    int32_t *y;
-    make_data(&s, &x, &y);
+    float *x[2];
+    int32_t *y[2];
+    make_data(&s, &x[0], &y[0]);
+    make_data(&s, &x[1], &y[1]);
+    for (int64_t i = 0; i < s.batch; i++)
+        y[1][i] = (int32_t)((i * 7 + 3) % s.classes);
     ug_model *m = ts_model(dev, 3);
     REQUIRE(m);
     ug_optimizer_config oc = adam(0.01f);
     mlp n;
     REQUIRE(mlp_make(m, &s, &oc, 1, &n));
-    ug_tensor *xt = ts_tensor_f32(dev, 2, (int64_t[]){s.batch, s.in}, x), *yt = ts_tensor_i32(dev, s.batch, y);
-    REQUIRE(xt && yt);
-    REQUIRE(mlp_bind(&n, xt, yt));
-    for (int step = 0; step < 3; step++) {
-        int correct = 0;
-        double want = host_mlp_loss(m, &s, x, y, &correct);
+    /* The batches are slices of one tensor (as a data loader hands them
+     * out): the second starts at an offset. */
+    float *xall = th_alloc((size_t)(2 * s.batch * s.in) * sizeof(float));
+    int32_t *yall = th_alloc((size_t)(2 * s.batch) * sizeof(int32_t));
+    for (int b = 0; b < 2; b++) {
+        memcpy(xall + b * s.batch * s.in, x[b], (size_t)(s.batch * s.in) * sizeof(float));
+        memcpy(yall + b * s.batch, y[b], (size_t)s.batch * sizeof(int32_t));
+    }
+    ug_tensor *xbig = ts_tensor_f32(dev, 2, (int64_t[]){2 * s.batch, s.in}, xall);
+    ug_tensor *ybig = ts_tensor_i32(dev, 2 * s.batch, yall);
+    REQUIRE(xbig && ybig);
+    ug_tensor *xt[2], *yt[2];
+    for (int b = 0; b < 2; b++) {
+        REQUIRE_OK(ug_tensor_slice(xbig, b * s.batch, s.batch, &xt[b]));
+        th_track(xt[b]);
+        REQUIRE_OK(ug_tensor_slice(ybig, b * s.batch, s.batch, &yt[b]));
+        th_track(yt[b]);
+    }
+    for (int step = 0; step < 4; step++) {
+        int b = step % 2, correct = 0;
+        REQUIRE(mlp_bind(&n, xt[b], yt[b]));
+        double want = host_mlp_loss(m, &s, x[b], y[b], &correct);
         REQUIRE(run_steps(&n, 1));
         float got = read_loss(&n);
-        CHECK_MSG(ts_close(got, want, 1e-5, 1e-6), "step %d: loss %.9g, host %.9g", step, (double)got, want);
+        CHECK_MSG(ts_close(got, want, 1e-5, 1e-6), "step %d (batch %d): loss %.9g, host %.9g", step, b,
+                  (double)got, want);
     }
 }
 
@@ -551,6 +602,36 @@ TS_TEST(dropout)
     th_compare_bits("dropout with p = 0", yz, drop_input(), DROP_N, sizeof(float));
 }
 
+/* Masks are independent of the parameters' initial values, also when the
+ * graph's seed equals the model's (both default to 0): the first mask must
+ * not follow the first parameter's sign (agreement ~ Binomial(n, 1/2)). */
+TS_TEST(dropout_independent_of_init)
+{
+    const uint64_t seeds[2] = {0, 7};
+    for (int k = 0; k < 2; k++) {
+        th_context("model and graph seed %llu", (unsigned long long)seeds[k]);
+        ug_model *m = ts_model(dev, seeds[k]);
+        REQUIRE(m);
+        ug_tensor *w = NULL;
+        REQUIRE_OK(ug_model_param(m, "w", 2, (int64_t[]){DROP_ROWS, DROP_COLS}, UG_INIT_UNIFORM, 1.0f, &w));
+        float *wf = ts_download_f32(w);
+        REQUIRE(wf);
+        drop_graph d;
+        REQUIRE(drop_make(dev, m, 0.5f, true, seeds[k], &d));
+        float *y = drop_run(&d);
+        REQUIRE(y);
+        int agree = 0;
+        for (int i = 0; i < DROP_N; i++)
+            agree += (y[i] == 0.0f) == (wf[i] < 0.0f);
+        double sd = 0.5 * sqrt((double)DROP_N);
+        CHECK_MSG(fabs(agree - DROP_N / 2.0) <= 5.0 * sd,
+                  "the mask of run 1 matches the sign of the first parameter's initial values at %d of %d "
+                  "elements (expected %d +- %.0f): masks and initialisation share Philox counters",
+                  agree, DROP_N, DROP_N / 2, 5.0 * sd);
+        ts_cleanup();
+    }
+}
+
 /* The same seed draws the same masks on every device (counter-based). */
 TS_HOST_TEST(dropout_across_devices)
 {
@@ -589,6 +670,41 @@ TS_HOST_TEST(dropout_across_devices)
         }
         ts_cleanup();
     }
+}
+
+/* Inputs may be bound before compile, also when read through a reshape. */
+TS_TEST(bind_before_compile)
+{
+    ug_model *m = ts_model(dev, 8);
+    ug_graph *g = m ? ts_graph(m) : NULL;
+    REQUIRE(g);
+    float xf[6] = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f};
+    ug_tensor *xt = ts_tensor_f32(dev, 2, (int64_t[]){2, 3}, xf);
+    REQUIRE(xt);
+    ug_tensor *wt = NULL;
+    REQUIRE_OK(ug_model_param(m, "w", 1, (int64_t[]){6}, UG_INIT_UNIFORM, 1.0f, &wt));
+    float *wf = ts_download_f32(wt);
+    REQUIRE(wf);
+    ug_value *x = NULL, *flat = NULL, *w = NULL, *prod = NULL, *loss = NULL, *gw = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, (int64_t[]){2, 3}, &x));
+    REQUIRE_OK(ug_graph_bind(g, x, xt));
+    REQUIRE_OK(ug_g_reshape(g, x, 1, (int64_t[]){6}, &flat));
+    REQUIRE_OK(ug_graph_param(g, wt, &w));
+    REQUIRE_OK(ug_g_mul(g, flat, w, &prod));
+    REQUIRE_OK(ug_g_sum(g, prod, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    REQUIRE_OK(ug_graph_grad(g, w, &gw));
+    REQUIRE_OK(ug_graph_compile(g));
+    REQUIRE_OK(ug_graph_run(g));
+    float lv = NAN, *gf = ts_read(g, gw);
+    REQUIRE(gf);
+    REQUIRE_OK(ug_graph_read(g, loss, &lv, sizeof lv));
+    double want = 0.0;
+    for (int i = 0; i < 6; i++) {
+        want += (double)xf[i] * wf[i];
+        CHECK_MSG(gf[i] == xf[i], "dloss/dw[%d] = %g, expected x = %g", i, (double)gf[i], (double)xf[i]);
+    }
+    CHECK_MSG(ts_close(lv, want, 1e-6, 1e-6), "loss %.9g, expected %.9g", (double)lv, want);
 }
 
 /* ---- misuse ---- */
@@ -734,7 +850,9 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(steady_state_no_allocation),
         TH_DEVICE_TEST(graph_memory_figures),
         TH_DEVICE_TEST(dropout),
+        TH_DEVICE_TEST(dropout_independent_of_init),
         TH_HOST_TEST(dropout_across_devices),
+        TH_DEVICE_TEST(bind_before_compile),
         TH_DEVICE_TEST(errors),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

@@ -19,7 +19,9 @@ typedef enum ug_optim_type { UG_SGD = 0, UG_ADAM, UG_ADAMW } ug_optim_type;
 typedef enum ug_schedule {
     UG_SCHEDULE_CONSTANT = 0,
     UG_SCHEDULE_STEP,    /* lr * gamma^(floor(step / step_size)) */
-    UG_SCHEDULE_COSINE   /* linear warm-up, then cosine from lr to min_lr at total_steps */
+    UG_SCHEDULE_COSINE   /* warm-up lr * (step + 1) / warmup_steps, then
+                          * min_lr + (lr - min_lr) (1 + cos(pi p)) / 2 with
+                          * p = (step - warmup) / (total - warmup), capped at 1 */
 } ug_schedule;
 
 typedef struct ug_optimizer_config {

@@ -1,0 +1,488 @@
+/* The emulated CUDA runtime (fake_cuda/cuda_runtime.h): the kernel
+ * scheduler, device memory and streams.
+ *
+ * Scheduling. Each GPU thread of a block is a fiber (ucontext) with its own
+ * stack, all on the calling OS thread. __syncthreads() switches back to the
+ * scheduler; once every thread of the block waits at the barrier, the next
+ * phase starts. Blocks run one after another. Fibers rather than one OS
+ * thread per GPU thread: creating and waking 256 threads per block cost over
+ * a minute of system time for the suite, and fibers also make every run
+ * the same, so a failure reproduces. A block whose thread 0 finishes without
+ * a barrier runs its other threads as plain calls (see run_block).
+ *
+ * GPU threads between two barriers may run in any order. The scheduler runs
+ * them in increasing order in even phases and decreasing order in odd ones,
+ * so a kernel that reads another thread's shared-memory store without a
+ * barrier in between gets a stale value in one of the two orders. A barrier
+ * that not every thread of the block reaches (undefined behaviour on a GPU)
+ * fails the launch, as does a configuration beyond CUDA's limits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <map>
+#include <set>
+
+#include "cuda_fp16.h"
+#include "cuda_runtime.h"
+#include "emu_control.h"
+
+/* AddressSanitizer must be told about every stack switch, or it reports
+ * false errors on the fiber stacks. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UG_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UG_EMU_ASAN 1
+#endif
+#endif
+#ifdef UG_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace {
+
+/* A GPU thread's stack: kernels are shallow, but sanitizers and -O0 make
+ * frames large. A guard page below each catches an overflow. */
+const size_t kStackBytes = 256 * 1024;
+const size_t kGuardBytes = 4096;
+const unsigned kMaxBlockThreads = 1024;
+
+struct Fiber {
+    ucontext_t ctx;
+    char *stack;          /* lowest usable address */
+    dim3 tid;
+    bool done, started;
+    const void *barrier;  /* the __syncthreads call it waits in */
+    void *asan_fake_stack;
+};
+
+struct Scheduler {
+    ucontext_t home;      /* the launching code, between fibers */
+    Fiber *fibers = nullptr;
+    unsigned capacity = 0;
+    Fiber *current = nullptr;
+    void (*body)(void *) = nullptr;
+    void *ctx = nullptr;
+    bool direct = false;          /* running threads as plain calls */
+    bool direct_barrier = false;  /* and one of them called __syncthreads */
+    void *home_fake_stack = nullptr;
+    const void *home_bottom = nullptr;
+    size_t home_size = 0;
+};
+Scheduler g_sched;
+
+struct Machine {
+    int devices = 1, sm_count = 8, current_device = 0;
+    size_t memory = (size_t)4 << 30, used = 0;
+    cudaError_t last_error = cudaSuccess;
+    std::map<const char *, size_t> device_allocs; /* start -> bytes */
+    std::set<void *> host_allocs;
+    std::set<cudaStream_t> streams;
+    uintptr_t next_stream = 0x5000;
+    ug_emu_stats stats = {};
+};
+Machine g_machine;
+
+cudaError_t record(cudaError_t e)
+{
+    if (e != cudaSuccess)
+        g_machine.last_error = e;
+    return e;
+}
+
+void start_switch(void **save, const void *bottom, size_t size)
+{
+#ifdef UG_EMU_ASAN
+    __sanitizer_start_switch_fiber(save, bottom, size);
+#else
+    (void)save, (void)bottom, (void)size;
+#endif
+}
+
+void finish_switch(void *save, const void **bottom_old, size_t *size_old)
+{
+#ifdef UG_EMU_ASAN
+    __sanitizer_finish_switch_fiber(save, bottom_old, size_old);
+#else
+    (void)save, (void)bottom_old, (void)size_old;
+#endif
+}
+
+[[noreturn]] void die(const char *what)
+{
+    fprintf(stderr, "CUDA emulator: %s\n", what);
+    abort();
+}
+
+void fiber_main()
+{
+    /* First entry: learn the launching stack, to switch back to it. */
+    finish_switch(nullptr, &g_sched.home_bottom, &g_sched.home_size);
+    g_sched.body(g_sched.ctx);
+    g_sched.current->done = true;
+    start_switch(nullptr, g_sched.home_bottom, g_sched.home_size); /* this stack dies */
+    swapcontext(&g_sched.current->ctx, &g_sched.home);
+    die("a finished GPU thread was resumed");
+}
+
+void reserve_fibers(unsigned n)
+{
+    if (n <= g_sched.capacity)
+        return;
+    /* Grown once to the largest block seen and kept: mapping stacks per
+     * block would dominate the run time. */
+    Fiber *fibers = (Fiber *)calloc(n, sizeof(Fiber));
+    if (!fibers)
+        die("out of host memory for GPU threads");
+    for (unsigned i = 0; i < n; i++) {
+        if (i < g_sched.capacity) {
+            fibers[i].stack = g_sched.fibers[i].stack;
+            continue; /* the contexts are not copied: a context points into itself */
+        }
+        void *m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED || mprotect(m, kGuardBytes, PROT_NONE) != 0)
+            die("cannot map a GPU thread's stack");
+        fibers[i].stack = (char *)m + kGuardBytes;
+    }
+    free(g_sched.fibers);
+    g_sched.fibers = fibers;
+    g_sched.capacity = n;
+}
+
+void resume(Fiber *f)
+{
+    g_sched.current = f;
+    threadIdx = f->tid;
+    start_switch(&g_sched.home_fake_stack, f->stack, kStackBytes);
+    swapcontext(&g_sched.home, &f->ctx);
+    finish_switch(g_sched.home_fake_stack, nullptr, nullptr);
+    g_sched.current = nullptr;
+}
+
+dim3 thread_of(unsigned i, dim3 block)
+{
+    return dim3(i % block.x, i / block.x % block.y, i / (block.x * block.y));
+}
+
+Fiber *prepare(unsigned i, dim3 block)
+{
+    Fiber *f = &g_sched.fibers[i];
+    /* getcontext once per fiber (it is a system call); later blocks reuse
+     * the context its last switch saved. */
+    if (!f->started && getcontext(&f->ctx) != 0)
+        die("getcontext failed");
+    f->started = true;
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = kStackBytes;
+    f->ctx.uc_link = nullptr;
+    makecontext(&f->ctx, fiber_main, 0);
+    f->tid = thread_of(i, block);
+    f->done = false;
+    f->barrier = nullptr;
+    f->asan_fake_stack = nullptr;
+    return f;
+}
+
+/* Runs one block to completion; false if its barriers diverged. */
+bool run_block(dim3 block)
+{
+    const unsigned n = block.x * block.y * block.z;
+    reserve_fibers(n);
+    /* Thread 0 first. If it never waits at a barrier, no thread of the
+     * block may (each barrier must be reached by all), so the others run as
+     * plain calls: a fiber switch costs a system call, and the element-wise
+     * kernels have no barrier at all. */
+    Fiber *first = prepare(0, block);
+    resume(first);
+    if (first->done) {
+        g_sched.direct = true;
+        g_sched.direct_barrier = false;
+        for (unsigned i = 1; i < n; i++) {
+            threadIdx = thread_of(i, block);
+            g_sched.body(g_sched.ctx);
+        }
+        g_sched.direct = false;
+        return !g_sched.direct_barrier;
+    }
+    for (unsigned i = 1; i < n; i++)
+        prepare(i, block);
+    bool ok = true;
+    for (unsigned phase = 0, live = n; live > 0; phase++) {
+        /* Thread 0 has run phase 0 already. */
+        unsigned waiting = phase == 0 ? 1 : 0;
+        const void *site = phase == 0 ? first->barrier : nullptr;
+        for (unsigned k = phase == 0 ? 1 : 0; k < n; k++) {
+            Fiber *f = &g_sched.fibers[phase % 2 ? n - 1 - k : k];
+            if (f->done)
+                continue;
+            resume(f);
+            if (f->done)
+                continue;
+            if (waiting++ == 0)
+                site = f->barrier;
+            else if (f->barrier != site)
+                ok = false; /* threads wait at different __syncthreads */
+        }
+        if (waiting != 0 && waiting != live)
+            ok = false; /* some threads left while others wait at a barrier */
+        live = waiting;
+    }
+    return ok;
+}
+
+/* CUDA's limits on a launch (compute capability 3.0 and later). */
+bool valid_config(dim3 g, dim3 b)
+{
+    return g.x >= 1 && g.y >= 1 && g.z >= 1 && b.x >= 1 && b.y >= 1 && b.z >= 1 &&
+           g.x <= 2147483647u && g.y <= 65535u && g.z <= 65535u && b.x <= 1024u &&
+           b.y <= 1024u && b.z <= 64u && (uint64_t)b.x * b.y * b.z <= kMaxBlockThreads;
+}
+
+/* Does [p, p + bytes) lie inside one live device allocation? */
+bool device_range(const void *p, size_t bytes)
+{
+    const char *c = (const char *)p;
+    auto it = g_machine.device_allocs.upper_bound(c);
+    if (it == g_machine.device_allocs.begin())
+        return false;
+    --it;
+    return c >= it->first && c + bytes <= it->first + it->second;
+}
+
+bool stream_ok(cudaStream_t s) { return s == nullptr || g_machine.streams.count(s) != 0; }
+
+} // namespace
+
+void __syncthreads(void)
+{
+    if (g_sched.direct) {
+        g_sched.direct_barrier = true; /* divergent: thread 0 saw no barrier */
+        return;
+    }
+    Fiber *f = g_sched.current;
+    if (!f)
+        die("__syncthreads called outside a kernel");
+    f->barrier = __builtin_return_address(0);
+    start_switch(&f->asan_fake_stack, g_sched.home_bottom, g_sched.home_size);
+    swapcontext(&f->ctx, &g_sched.home);
+    finish_switch(f->asan_fake_stack, &g_sched.home_bottom, &g_sched.home_size);
+}
+
+void ug_emu_launch_grid(void (*body)(void *), void *ctx, dim3 grid, dim3 block, size_t shared,
+                        cudaStream_t stream)
+{
+    if (g_sched.current || g_sched.direct)
+        die("a kernel launched a kernel (not emulated)");
+    g_machine.stats.launches++;
+    /* The module's kernels use static shared memory only. */
+    if (!valid_config(grid, block) || shared != 0 || !stream_ok(stream)) {
+        g_machine.stats.failed_launches++;
+        record(stream_ok(stream) ? cudaErrorInvalidConfiguration : cudaErrorInvalidResourceHandle);
+        return;
+    }
+    g_sched.body = body;
+    g_sched.ctx = ctx;
+    gridDim = grid;
+    blockDim = block;
+    bool ok = true;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                blockIdx = dim3(x, y, z);
+                if (!run_block(block) && ok) {
+                    fprintf(stderr,
+                            "CUDA emulator: block (%u,%u,%u) of a %ux%ux%u grid of %ux%ux%u "
+                            "threads: a __syncthreads was not reached by every thread\n",
+                            x, y, z, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+                    ok = false;
+                }
+                g_machine.stats.blocks++;
+            }
+    g_machine.stats.gpu_threads += (uint64_t)grid.x * grid.y * grid.z * block.x * block.y * block.z;
+    if (!ok) {
+        g_machine.stats.failed_launches++;
+        record(cudaErrorLaunchFailure);
+    }
+}
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
+
+cudaError_t cudaGetLastError(void)
+{
+    const cudaError_t e = g_machine.last_error;
+    g_machine.last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    *count = g_machine.devices;
+    return record(g_machine.devices > 0 ? cudaSuccess : cudaErrorNoDevice);
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
+{
+    if (device < 0 || device >= g_machine.devices)
+        return record(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "Emulated GPU");
+    p->totalGlobalMem = g_machine.memory;
+    p->multiProcessorCount = g_machine.sm_count;
+    p->maxThreadsPerBlock = (int)kMaxBlockThreads;
+    p->major = 8;
+    p->minor = 6;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= g_machine.devices)
+        return record(cudaErrorInvalidDevice);
+    g_machine.current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
+{
+    if (!func)
+        return record(cudaErrorInvalidValue);
+    attr->maxThreadsPerBlock = (int)kMaxBlockThreads;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes)
+{
+    if (bytes > g_machine.memory - g_machine.used)
+        return record(cudaErrorMemoryAllocation);
+    /* Exactly the bytes asked for, so AddressSanitizer (sanitizer builds)
+     * catches a kernel reading or writing past a buffer; filled with 0xff,
+     * a NaN in f32 and f16, so a kernel reading memory nobody wrote gives
+     * NaN (as CUDA, cudaMalloc leaves the contents undefined). */
+    char *p = (char *)malloc(bytes ? bytes : 1);
+    if (!p)
+        return record(cudaErrorMemoryAllocation);
+    memset(p, 0xff, bytes);
+    g_machine.device_allocs[p] = bytes;
+    g_machine.used += bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+    if (!ptr)
+        return cudaSuccess;
+    auto it = g_machine.device_allocs.find((const char *)ptr);
+    if (it == g_machine.device_allocs.end())
+        return record(cudaErrorInvalidValue);
+    g_machine.used -= it->second;
+    g_machine.device_allocs.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
+{
+    if (flags != cudaHostAllocDefault)
+        return record(cudaErrorInvalidValue);
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        return record(cudaErrorMemoryAllocation);
+    g_machine.host_allocs.insert(p);
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    if (g_machine.host_allocs.erase(ptr) == 0)
+        return record(cudaErrorInvalidValue);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    /* The device side of a copy must lie inside one allocation: an offset
+     * bug in the module's transfers fails here rather than corrupting. */
+    const bool dst_dev = kind != cudaMemcpyDeviceToHost, src_dev = kind != cudaMemcpyHostToDevice;
+    if (!stream_ok(stream))
+        return record(cudaErrorInvalidResourceHandle);
+    if ((dst_dev && !device_range(dst, bytes)) || (src_dev && !device_range(src, bytes)))
+        return record(cudaErrorInvalidValue);
+    memcpy(dst, src, bytes); /* overlapping ranges are an error (ASan reports them) */
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
+{
+    if (flags != cudaStreamNonBlocking && flags != 0)
+        return record(cudaErrorInvalidValue);
+    /* A distinct handle that is never dereferenced. */
+    *stream = (cudaStream_t)(g_machine.next_stream += 0x10);
+    g_machine.streams.insert(*stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    return record(g_machine.streams.erase(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    return record(stream_ok(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+extern "C" void ug_emu_configure(int devices, int sm_count, size_t memory_bytes)
+{
+    g_machine.devices = devices;
+    g_machine.sm_count = sm_count;
+    g_machine.memory = memory_bytes;
+}
+
+extern "C" void ug_emu_get_stats(ug_emu_stats *stats)
+{
+    *stats = g_machine.stats;
+    stats->live_allocations = (int64_t)g_machine.device_allocs.size();
+    stats->live_host_allocations = (int64_t)g_machine.host_allocs.size();
+    stats->live_streams = (int64_t)g_machine.streams.size();
+    stats->live_bytes = g_machine.used;
+}
+
+extern "C" uint16_t ug_emu_f32_to_f16(float value) { return __half_as_ushort(__float2half_rn(value)); }
+
+extern "C" float ug_emu_f16_to_f32(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }

@@ -1,0 +1,119 @@
+/* A CPU stand-in for the part of the CUDA runtime that the HIP/CUDA module
+ * uses (backends/hip/hip_to_cuda.h maps the module's HIP names onto these),
+ * so the module's own kernels (kernels/hip/*.hip) and host code
+ * (backends/hip/*.cpp) compile with g++ and run without a GPU.
+ *
+ * Device memory is host memory; every call completes before it returns (the
+ * stream order is trivially kept). A launch runs every block of the grid,
+ * one after another, each GPU thread as a fiber (emu_runtime.cpp).
+ * launch_to_call.cmake rewrites `k<<<grid, block, shared, stream>>>(args)`
+ * into ug_emu_launch([&] { k(args); }, grid, block, shared, stream).
+ *
+ * Only what the module uses is here: add a call when the module starts
+ * using one (the build fails until then, which is the point). */
+#ifndef UG_EMU_CUDA_RUNTIME_H
+#define UG_EMU_CUDA_RUNTIME_H
+
+#ifndef __cplusplus
+#error "the emulated CUDA runtime is C++ (the module's sources are)"
+#endif
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Kernel-language qualifiers. __shared__ becomes static: the blocks of a
+ * launch run one at a time, so one copy per kernel is one copy per block. */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+/* Set by the scheduler before it resumes a GPU thread. */
+extern dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* Waits until every thread of the block has arrived (a fiber switch). */
+void __syncthreads(void);
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorLaunchFailure = 719
+} cudaError_t;
+
+typedef struct ug_emu_stream *cudaStream_t;
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int multiProcessorCount, maxThreadsPerBlock, major, minor;
+};
+struct cudaFuncAttributes {
+    int maxThreadsPerBlock;
+};
+enum cudaMemcpyKind {
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3
+};
+#define cudaStreamNonBlocking 0x01
+#define cudaHostAllocDefault 0x00
+
+/* Every call records its error as the "last error" (as CUDA does); launches
+ * report a bad configuration or a divergent __syncthreads only there. */
+const char *cudaGetErrorName(cudaError_t e);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func);
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+/* Device intrinsics. The CPU rounds every f32 operation to nearest (the
+ * module is built with -ffp-contract=off, so nothing is fused). */
+inline float __int_as_float(int i)
+{
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
+}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+
+/* Runs body() once per GPU thread of every block of grid (body is the
+ * rewritten launch: a call of the kernel with its arguments). */
+void ug_emu_launch_grid(void (*body)(void *), void *ctx, dim3 grid, dim3 block, size_t shared,
+                        cudaStream_t stream);
+
+template <class F>
+void ug_emu_launch(F body, dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0)
+{
+    ug_emu_launch_grid([](void *p) { (*static_cast<F *>(p))(); }, &body, grid, block, shared,
+                       stream);
+}
+
+#endif
