@@ -36,7 +36,7 @@ bool emu_ok(const char *file, int line, const char *text, ug_status st);
 
 /* ---- device buffers ----
  * A view of n elements at offset EMU_LEAD inside a buffer with EMU_LEAD
- * sentinels before and EMU_TAIL after it (a NaN with a payload for floats):
+ * sentinels before and EMU_TAIL after it (a signalling NaN for floats):
  * a kernel that ignores the offset reads sentinels, and one that writes
  * outside the view breaks them (emu_guards_intact). values NULL: the view
  * holds sentinels too (an output). Freed when the test ends. */

@@ -23,7 +23,7 @@ void test_f16_conversion(void)
     for (uint32_t h = 0; h < 0x10000u; h++) {
         const double want = ref_f16_value((uint16_t)h);
         const float f = ug_emu_f16_to_f32((uint16_t)h);
-        if (isnan(want) ? !isnan(f) : ((double)f != want || signbit(f) != signbit(want))) {
+        if (isnan(want) ? !isnan(f) : ((double)f != want || !signbit(f) != !signbit(want))) {
             if (bad++ < 3)
                 emu_fail(__FILE__, __LINE__, "f16 0x%04x decodes to %g, expected %g", h, f, want);
             continue;
@@ -125,6 +125,7 @@ static bool check_unary(ug_unary_kind op, ug_dtype xt, ug_dtype yt, const double
     emu_round_to(xt, x, n);
     for (int64_t i = 0; i < n; i++)
         want[i] = unary_ref(op, x[i], alpha, beta);
+    emu_round_to(yt, want, n); /* as stored (as tests/test_elementwise.c) */
     const double *got = run_unary(op, xt, yt, x, n, alpha, beta);
     return got && EMU_COMPARE("unary", got, want, n, th_tol(yt));
 }
@@ -205,9 +206,13 @@ void test_unary_strided(void)
             n *= cases[c].shape[d];
             span += (cases[c].shape[d] - 1) * llabs(cases[c].strides[d]);
         }
-        for (int k = 0; k < 2; k++) {
-            const ug_dtype t = k ? UG_F16 : UG_F32;
-            emu_context("case %zu, dtype %d", c, (int)t);
+        /* neg (arithmetic path), copy (bits moved), copy to the other
+         * float dtype (the cast), from f32 and from f16. */
+        for (int v = 0; v < 6; v++) {
+            const ug_dtype t = v % 2 ? UG_F16 : UG_F32;
+            const ug_dtype yt = v >= 4 ? (t == UG_F16 ? UG_F32 : UG_F16) : t;
+            const ug_unary_kind op = v < 2 ? UG_UNARY_NEG : UG_UNARY_COPY;
+            emu_context("case %zu, op %d, dtype %d -> %d", c, (int)op, (int)t, (int)yt);
             double *x = emu_random_values(span, -4, 4), *want = emu_alloc((size_t)n * 8);
             emu_round_to(t, x, span);
             for (int64_t i = 0; i < n; i++) {
@@ -216,12 +221,13 @@ void test_unary_strided(void)
                     off += rest % cases[c].shape[d] * cases[c].strides[d];
                     rest /= cases[c].shape[d];
                 }
-                want[i] = -x[off];
+                want[i] = op == UG_UNARY_NEG ? -x[off] : x[off];
             }
-            ug_kview xv = emu_upload(t, x, span), yv = emu_upload(t, NULL, n);
+            emu_round_to(yt, want, n);
+            ug_kview xv = emu_upload(t, x, span), yv = emu_upload(yt, NULL, n);
             ug_unary_args a;
             memset(&a, 0, sizeof a);
-            a.op = UG_UNARY_NEG;
+            a.op = op;
             a.x = xv;
             a.x.offset += cases[c].first;
             a.y = yv;
@@ -231,7 +237,7 @@ void test_unary_strided(void)
             if (!EMU_OK(emu_backend->unary(emu_dev, &a)) || !emu_guards_intact(xv, span) ||
                 !emu_guards_intact(yv, n))
                 return;
-            if (!EMU_COMPARE("strided neg", emu_download(yv, n), want, n, 0.0))
+            if (!EMU_COMPARE("strided", emu_download(yv, n), want, n, 0.0))
                 return;
         }
     }
@@ -263,7 +269,8 @@ void test_unary_strided(void)
 /* COPY between dtypes is the cast; with equal dtypes it moves the bits. */
 void test_unary_casts(void)
 {
-    const double f[] = {1.0, -2.5, 65504.0, 65520.0, 70000.0, 1e-8, -3e-5, 0.1, 2049.0, 1.0009765625};
+    const double f[] = {1.0,  -2.5,  65504.0, 65520.0, 70000.0,
+                        1e-8, -3e-5, 0.1,     2049.0,  1.0009765625};
     const int64_t nf = (int64_t)(sizeof f / sizeof f[0]);
     const int32_t iv[] = {(1 << 30) + 1, -7, 16777217, 0, 65519, -100000};
     const uint8_t uv[] = {0, 1, 127, 200, 255};
@@ -308,10 +315,10 @@ void test_unary_casts(void)
                 const double v = ins[k].xt == UG_I32 ? ((const int32_t *)ins[k].raw)[i]
                                                      : ((const uint8_t *)ins[k].raw)[i];
                 const float fv = (float)v; /* the conversion a C cast does */
-                if (yt == UG_F32)
-                    EMU_CHECK(memcmp((const float *)got + i, &fv, 4) == 0, "element %lld", (long long)i);
-                else
-                    EMU_CHECK(((const uint16_t *)got)[i] == ref_f16_bits(fv), "element %lld", (long long)i);
+                const bool same = yt == UG_F32 ? memcmp((const float *)got + i, &fv, 4) == 0
+                                               : ((const uint16_t *)got)[i] == ref_f16_bits(fv);
+                EMU_CHECK(same, "element %lld of dtype %d -> %d", (long long)i, (int)ins[k].xt,
+                          (int)yt);
             }
         }
     }
@@ -429,6 +436,7 @@ void test_binary_broadcast(void)
                 double *want = emu_alloc((size_t)n * sizeof *want);
                 ref_binary(g_ref_binary[op], cases[c].na, cases[c].sa, a, cases[c].nb,
                            cases[c].sb, b, want);
+                emu_round_to(t, want, n);
                 if (!EMU_COMPARE("binary", got, want, n, th_tol(t)))
                     return;
             }
@@ -471,6 +479,12 @@ void test_binary_grads_and_fused(void)
                     b = emu_random_values(37, 0.25, 2);
                 for (int64_t i = 1; op != UG_BINARY_SQRT_GRAD && i < 37; i += 2)
                     b[i] = -b[i];
+                /* Ties at every threshold: b == alpha (dropout), b == 0
+                 * (relu, abs), a == b (ge_mask). */
+                b[0] = alpha;
+                if (op != UG_BINARY_SQRT_GRAD)
+                    b[1] = 0.0;
+                a[2] = b[2];
                 emu_round_to(t, a, 9 * 37);
                 emu_round_to(t, b, 37);
                 int64_t n;
@@ -484,6 +498,7 @@ void test_binary_grads_and_fused(void)
                     if (posts[p] != UG_UNARY_COPY)
                         want[i] = ref_unary_scalar(g_ref_unary[posts[p]], want[i]);
                 }
+                emu_round_to(t, want, n);
                 if (!EMU_COMPARE("binary", got, want, n, th_tol(t)))
                     return;
             }
@@ -502,10 +517,19 @@ void test_binary_nan_and_alias(void)
                                      &n, b, &m);
         if (!y)
             return;
-        const double want3 = ref_binary_scalar(g_ref_binary[op], -2.0, 3.0);
+        const double want3 = ref_round_f32(ref_binary_scalar(g_ref_binary[op], -2.0, 3.0));
         EMU_CHECK(isnan(y[0]) && isnan(y[1]) && isnan(y[2]) && y[3] == want3,
                   "got %g %g %g %g", y[0], y[1], y[2], y[3]);
     }
+    /* relu's gradient masks: a NaN gradient where x <= 0 gives 0 (as PyTorch). */
+    emu_context("relu_grad of NaN");
+    int64_t m;
+    const double g[] = {NAN, NAN, 1.0, NAN}, x[] = {-1.0, 0.0, NAN, 2.0};
+    const double *y = run_binary(UG_BINARY_RELU_GRAD, UG_UNARY_COPY, 0, UG_F32, 1, &n, g, 1, &n,
+                                 x, &m);
+    EMU_CHECK(y && y[0] == 0.0 && y[1] == 0.0 && y[2] == 0.0 && isnan(y[3]),
+              "relu_grad gave %g %g %g %g, expected 0 0 0 NaN", y ? y[0] : 0, y ? y[1] : 0,
+              y ? y[2] : 0, y ? y[3] : 0);
     for (int k = 0; k < 2; k++) {
         const ug_dtype t = k ? UG_F16 : UG_F32;
         for (int alias_b = 0; alias_b < 2; alias_b++) {

@@ -33,7 +33,7 @@ static double *run_reduce(ug_reduce_kind op, ug_kview x, ug_dtype yt, int64_t ou
     return emu_download(a.y, outer * inner);
 }
 
-static bool check_reduce(ug_reduce_kind op, ug_dtype xt, ug_dtype yt, const int64_t shape[3],
+static bool check_reduce(ug_reduce_kind op, ug_dtype yt, const int64_t shape[3],
                          const double *x, ug_kview xv)
 {
     const int64_t n_out = shape[0] * shape[2];
@@ -42,6 +42,8 @@ static bool check_reduce(ug_reduce_kind op, ug_dtype xt, ug_dtype yt, const int6
         return false;
     double *want = emu_alloc((size_t)n_out * sizeof *want);
     ref_reduce(g_ref_reduce[op], 3, shape, x, 1, false, want);
+    if (op != UG_RKERNEL_ARGMAX)
+        emu_round_to(yt, want, n_out);
     if (op == UG_RKERNEL_ARGMAX || op == UG_RKERNEL_MAX)
         return EMU_COMPARE("reduce", got, want, n_out, 0.0); /* exact */
     return EMU_COMPARE("reduce", got, want, n_out, th_tol(yt));
@@ -71,13 +73,13 @@ void test_reduce(void)
             for (int op = UG_RKERNEL_SUM; op <= UG_RKERNEL_SUMSQ; op++) {
                 emu_context("[%lld,%lld,%lld], op %d, dtype %d", (long long)shapes[s][0],
                             (long long)shapes[s][1], (long long)shapes[s][2], op, (int)xt);
-                if (!check_reduce((ug_reduce_kind)op, xt, xt, shapes[s], x, xv))
+                if (!check_reduce((ug_reduce_kind)op, xt, shapes[s], x, xv))
                     return;
             }
             if (xt == UG_F16) {
                 emu_context("[%lld,%lld,%lld], mean of f16 into f32", (long long)shapes[s][0],
                             (long long)shapes[s][1], (long long)shapes[s][2]);
-                if (!check_reduce(UG_RKERNEL_MEAN, xt, UG_F32, shapes[s], x, xv))
+                if (!check_reduce(UG_RKERNEL_MEAN, UG_F32, shapes[s], x, xv))
                     return;
             }
         }
@@ -202,7 +204,9 @@ static bool check_gemm(gemm_case d, bool ta, bool tb, int64_t batch, bool shared
     g.batch = batch;
     g.alpha = 1.5f;
     g.beta = batch == 1 ? 0.0f : -0.5f; /* beta 0 must not read C (it holds NaN) */
-    const int64_t ra = ta ? d.k : d.m, ca = ta ? d.m : d.k, rb = tb ? d.n : d.k, cb = tb ? d.k : d.n;
+    /* Rows and columns of the stored A and B. */
+    const int64_t ra = ta ? d.k : d.m, ca = ta ? d.m : d.k;
+    const int64_t rb = tb ? d.n : d.k, cb = tb ? d.k : d.n;
     g.lda = ca + 3;
     g.ldb = cb + 1;
     g.ldc = d.n + 2;
@@ -214,7 +218,8 @@ static bool check_gemm(gemm_case d, bool ta, bool tb, int64_t batch, bool shared
                   size_b = (batch - 1) * g.stride_b + rb * g.ldb,
                   size_c = (batch - 1) * g.stride_c + d.m * g.ldc;
     /* Packed operands for the reference, and their absolute values. */
-    double *pa = emu_random_values(batch_a * ra * ca, -1, 1), *pb = emu_random_values(batch * rb * cb, -1, 1);
+    double *pa = emu_random_values(batch_a * ra * ca, -1, 1);
+    double *pb = emu_random_values(batch * rb * cb, -1, 1);
     double *pc = emu_random_values(batch * d.m * d.n, -1, 1);
     emu_round_to(UG_F32, pa, batch_a * ra * ca);
     emu_round_to(UG_F32, pb, batch * rb * cb);
