@@ -10,6 +10,7 @@
 #include "unigrad/unigrad.h"
 
 #define SELFTEST_N 1000
+#define MAX_COLUMN 48
 
 static void usage(FILE *out)
 {
@@ -109,9 +110,22 @@ int main(int argc, char **argv)
 
     int count = ug_device_count();
     int failures = 0;
+    /* Vendor and name columns as wide as their longest entry, capped so a
+     * row stays readable; the driver string, often long, comes last. */
+    int vendor_w = 6, name_w = 4;
+    for (int i = 0; i < count && !json; i++) {
+        ug_device_info info;
+        if (ug_device_info_at(i, &info) != UG_OK) {
+            fprintf(stderr, "ug-devices: device %d: %s\n", i, ug_last_error());
+            return 2;
+        }
+        int v = (int)strlen(info.vendor), n = (int)strlen(info.name);
+        vendor_w = v > vendor_w ? (v < MAX_COLUMN ? v : MAX_COLUMN) : vendor_w;
+        name_w = n > name_w ? (n < MAX_COLUMN ? n : MAX_COLUMN) : name_w;
+    }
     if (!json) {
-        printf("%-10s %-7s %-24s %-36s %10s %5s %8s %-4s %s\n", "ID", "BACKEND", "VENDOR",
-               "NAME", "MEMORY", "CUs", "MAX WG", "FP16", "DRIVER");
+        printf("%-10s %-7s %-*s %-*s %10s %5s %8s %-4s %s\n", "ID", "BACKEND", vendor_w, "VENDOR",
+               name_w, "NAME", "MEMORY", "CUs", "MAX WG", "FP16", "DRIVER");
     } else {
         printf("{\n  \"devices\": [");
     }
@@ -124,8 +138,9 @@ int main(int argc, char **argv)
         char memory[32];
         format_bytes(info.global_memory, memory, sizeof memory);
         if (!json) {
-            printf("%-10s %-7s %-24.24s %-36.36s %10s %5" PRIu32 " %8" PRIu64 " %-4s %s\n",
-                   info.id, info.backend, info.vendor, info.name, memory, info.compute_units,
+            printf("%-10s %-7s %-*.*s %-*.*s %10s %5" PRIu32 " %8" PRIu64 " %-4s %s\n",
+                   info.id, info.backend, vendor_w, vendor_w, info.vendor, name_w, name_w,
+                   info.name, memory, info.compute_units,
                    info.max_work_group, info.fp16 ? "yes" : "no", info.driver);
             continue;
         }
