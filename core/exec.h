@@ -6,9 +6,9 @@
 
 #include "core/internal.h"
 
-/* Broadcast shape of a and b into out (ndim in *ndim); op names the caller. */
-ug_status ug_broadcast_shape(const ug_tensor *a, const ug_tensor *b, const char *op, int *ndim,
-                             int64_t *out);
+/* NumPy broadcast of two shapes into out (ndim in *ndim); op names the caller. */
+ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
+                             const char *op, int *ndim, int64_t *out);
 
 /* y = post(a op b) with broadcasting; y has the broadcast shape. */
 ug_status ug_exec_binary(ug_binary_kind op, ug_unary_kind post, float alpha, ug_tensor *y,

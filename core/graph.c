@@ -212,25 +212,6 @@ int64_t ug_value_dim(const ug_value *v, int axis)
 
 /* ---- elementwise ---- */
 
-static ug_status broadcast(const ug_value *a, const ug_value *b, const char *op, int *ndim,
-                           int64_t *shape)
-{
-    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int i = 0; i < n; i++) {
-        int ia = a->ndim - n + i, ib = b->ndim - n + i;
-        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            char sa[96], sb[96];
-            return ug_set_error(UG_ERR_SHAPE, "%s: shapes %s and %s do not broadcast at axis %d", op,
-                                ug_format_shape(a->ndim, a->shape, sa, sizeof sa),
-                                ug_format_shape(b->ndim, b->shape, sb, sizeof sb), i);
-        }
-        shape[i] = da == 1 ? db : da;
-    }
-    *ndim = n;
-    return UG_OK;
-}
-
 ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, ug_value *b,
                       ug_value **out)
 {
@@ -241,7 +222,7 @@ ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, 
     UG_TRY(check_float_value(b, "graph binary op", "b"));
     int ndim = 0;
     int64_t shape[UG_MAX_DIMS];
-    UG_TRY(broadcast(a, b, "graph binary op", &ndim, shape));
+    UG_TRY(ug_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, "graph binary op", &ndim, shape));
     graph_node *n;
     ug_value *in[2] = {a, b};
     UG_TRY(ug_graph_op(g, NODE_BINARY, UG_F32, ndim, shape, 2, in, &n));
@@ -454,26 +435,8 @@ ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape,
 {
     UG_TRY(start_op(g, "graph reshape", out));
     UG_TRY(check_value(g, x, "graph reshape", "x"));
-    if (ndim < 0 || ndim > UG_MAX_DIMS || (ndim && !shape))
-        return ug_set_error(UG_ERR_SHAPE, "graph reshape: ndim %d is outside 0..%d or shape is NULL",
-                            ndim, UG_MAX_DIMS);
     int64_t resolved[UG_MAX_DIMS];
-    int64_t known = 1, numel = ug_shape_numel(x->ndim, x->shape);
-    int infer = -1;
-    for (int i = 0; i < ndim; i++) {
-        resolved[i] = shape[i];
-        if (shape[i] == -1 && infer < 0)
-            infer = i;
-        else
-            known *= shape[i];
-    }
-    if (infer >= 0 && known > 0)
-        resolved[infer] = numel / known;
-    char from[96], to[96];
-    if (ug_shape_numel(ndim, resolved) != numel)
-        return ug_set_error(UG_ERR_SHAPE, "graph reshape: %s cannot become %s (element counts differ)",
-                            ug_format_shape(x->ndim, x->shape, from, sizeof from),
-                            ug_format_shape(ndim, shape, to, sizeof to));
+    UG_TRY(ug_resolve_reshape(x->ndim, x->shape, ndim, shape, "graph reshape", resolved));
     UG_TRY(ug_graph_new_value(g, VALUE_ALIAS, x->dtype, ndim, resolved, out));
     (*out)->alias_of = x->kind == VALUE_ALIAS ? x->alias_of : x;
     return UG_OK;

@@ -60,6 +60,10 @@ void ug_storage_release(ug_storage *storage);
 int64_t ug_shape_numel(int ndim, const int64_t *shape);
 /* "[2,3]" into buf. */
 const char *ug_format_shape(int ndim, const int64_t *shape, char *buf, size_t len);
+/* Checks a reshape of from_shape to shape (one size may be -1) and writes
+ * the sizes with -1 resolved. */
+ug_status ug_resolve_reshape(int from_ndim, const int64_t *from_shape, int ndim, const int64_t *shape,
+                             const char *op, int64_t *resolved);
 /* Validates and creates a tensor with uninitialised storage. */
 ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64_t *shape,
                         const char *op, ug_tensor **out);

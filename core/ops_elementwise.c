@@ -17,22 +17,22 @@ static ug_status unsupported(const char *op, const ug_device *device)
                         device->backend->name, device->info.id);
 }
 
-ug_status ug_broadcast_shape(const ug_tensor *a, const ug_tensor *b, const char *op, int *ndim,
-                             int64_t *out)
+ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
+                             const char *op, int *ndim, int64_t *out)
 {
-    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int n = a_ndim > b_ndim ? a_ndim : b_ndim;
     for (int i = 0; i < n; i++) {
-        int ia = a->ndim - n + i, ib = b->ndim - n + i;
-        int64_t da = ia >= 0 ? a->shape[ia] : 1;
-        int64_t db = ib >= 0 ? b->shape[ib] : 1;
+        int ia = a_ndim - n + i, ib = b_ndim - n + i;
+        int64_t da = ia >= 0 ? a_shape[ia] : 1;
+        int64_t db = ib >= 0 ? b_shape[ib] : 1;
         if (da != db && da != 1 && db != 1) {
             char sa[96], sb[96];
             return ug_set_error(UG_ERR_SHAPE,
                                 "%s: shapes %s and %s do not broadcast: axis %d has sizes %lld and "
                                 "%lld (each pair must be equal or 1)",
-                                op, ug_format_shape(a->ndim, a->shape, sa, sizeof sa),
-                                ug_format_shape(b->ndim, b->shape, sb, sizeof sb), i,
-                                (long long)da, (long long)db);
+                                op, ug_format_shape(a_ndim, a_shape, sa, sizeof sa),
+                                ug_format_shape(b_ndim, b_shape, sb, sizeof sb), i, (long long)da,
+                                (long long)db);
         }
         out[i] = da == 1 ? db : da;
     }
@@ -178,7 +178,7 @@ static ug_status binary_op(const char *name, ug_binary_kind op, const ug_tensor 
                             ug_dtype_name(a->dtype), ug_dtype_name(b->dtype));
     int ndim = 0;
     int64_t shape[UG_MAX_DIMS];
-    UG_TRY(ug_broadcast_shape(a, b, name, &ndim, shape));
+    UG_TRY(ug_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, name, &ndim, shape));
     UG_TRY(ug_tensor_new(ug_dev(a), a->dtype, ndim, shape, name, out));
     ug_status st = ug_exec_binary(op, UG_UNARY_COPY, 0.0f, *out, a, b);
     if (st != UG_OK) {

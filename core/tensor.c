@@ -322,48 +322,52 @@ ug_status ug_tensor_slice(const ug_tensor *t, int64_t start, int64_t count, ug_t
     return make_view(t, t->ndim, shape, t->offset + start * row, out);
 }
 
-ug_status ug_tensor_reshape(const ug_tensor *t, int ndim, const int64_t *shape, ug_tensor **out)
+ug_status ug_resolve_reshape(int from_ndim, const int64_t *from_shape, int ndim, const int64_t *shape,
+                             const char *op, int64_t *resolved)
 {
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_tensor_reshape: out is NULL");
-    *out = NULL;
-    UG_TRY(ug_check_tensor(t, "ug_tensor_reshape", "tensor"));
     if (ndim < 0 || ndim > UG_MAX_DIMS)
-        return ug_set_error(UG_ERR_SHAPE, "ug_tensor_reshape: ndim %d is outside 0..%d", ndim,
-                            UG_MAX_DIMS);
+        return ug_set_error(UG_ERR_SHAPE, "%s: ndim %d is outside 0..%d", op, ndim, UG_MAX_DIMS);
     if (ndim && !shape)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_tensor_reshape: shape is NULL");
-    int64_t resolved[UG_MAX_DIMS];
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shape is NULL", op);
     int infer = -1;
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
         resolved[i] = shape[i];
         if (shape[i] == -1) {
             if (infer >= 0)
-                return ug_set_error(UG_ERR_SHAPE, "ug_tensor_reshape: more than one size is -1");
+                return ug_set_error(UG_ERR_SHAPE, "%s: more than one size is -1", op);
             infer = i;
         } else if (shape[i] < 0) {
-            return ug_set_error(UG_ERR_SHAPE, "ug_tensor_reshape: size %lld at axis %d is negative",
+            return ug_set_error(UG_ERR_SHAPE, "%s: size %lld at axis %d is negative", op,
                                 (long long)shape[i], i);
         } else {
             known *= shape[i];
         }
     }
-    int64_t numel = ug_tensor_numel(t);
+    int64_t numel = ug_shape_numel(from_ndim, from_shape);
     char from[96], to[96];
     if (infer >= 0) {
         if (known == 0 || numel % known != 0)
             return ug_set_error(UG_ERR_SHAPE,
-                                "ug_tensor_reshape: cannot infer the -1 size: %lld elements do not "
-                                "divide into %s",
+                                "%s: cannot infer the -1 size: %lld elements do not divide into %s", op,
                                 (long long)numel, ug_format_shape(ndim, shape, to, sizeof to));
         resolved[infer] = numel / known;
     }
     if (ug_shape_numel(ndim, resolved) != numel)
-        return ug_set_error(UG_ERR_SHAPE,
-                            "ug_tensor_reshape: %s has %lld elements, %s has %lld",
-                            ug_format_shape(t->ndim, t->shape, from, sizeof from), (long long)numel,
+        return ug_set_error(UG_ERR_SHAPE, "%s: %s has %lld elements, %s has %lld", op,
+                            ug_format_shape(from_ndim, from_shape, from, sizeof from), (long long)numel,
                             ug_format_shape(ndim, resolved, to, sizeof to),
                             (long long)ug_shape_numel(ndim, resolved));
+    return UG_OK;
+}
+
+ug_status ug_tensor_reshape(const ug_tensor *t, int ndim, const int64_t *shape, ug_tensor **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_tensor_reshape: out is NULL");
+    *out = NULL;
+    UG_TRY(ug_check_tensor(t, "ug_tensor_reshape", "tensor"));
+    int64_t resolved[UG_MAX_DIMS];
+    UG_TRY(ug_resolve_reshape(t->ndim, t->shape, ndim, shape, "ug_tensor_reshape", resolved));
     return make_view(t, ndim, resolved, t->offset, out);
 }
