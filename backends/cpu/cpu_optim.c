@@ -36,22 +36,24 @@ static void adam_range(const opt_job *j, int64_t b, int64_t e)
 {
     const ug_optim_args *a = j->args;
     bool adamw = a->kind == UG_OPTIM_ADAMW;
-    float wd = a->weight_decay, b1 = a->beta1, b2 = a->beta2, eps = a->eps;
-    float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    /* Branch-free so the loop vectorises: multiplying by 1 and adding 0 * p
+     * leave the values exact where scaling, decay or L2 are off. */
+    const float gscale = j->scaled ? j->gscale : 1.0f;
+    const float decay = adamw ? j->decay : 1.0f;   /* AdamW: p *= 1 - lr * wd first */
+    const float l2 = adamw ? 0.0f : a->weight_decay; /* Adam: wd * p joins the gradient */
+    const float b1 = a->beta1, b2 = a->beta2, c1 = 1.0f - b1, c2 = 1.0f - b2, eps = a->eps;
+    const float step = j->step, sqrt_bc2 = j->sqrt_bc2;
+    float *restrict p = j->p, *restrict m = j->s0, *restrict v = j->s1;
+    const float *restrict grad = j->g;
     for (int64_t i = b; i < e; i++) {
-        float g = j->scaled ? j->g[i] * j->gscale : j->g[i];
-        float p = j->p[i];
-        if (adamw)
-            p = p * j->decay; /* decoupled: p *= 1 - lr * wd, before the step */
-        else if (wd != 0.0f)
-            g = g + wd * p; /* Adam's L2 term joins the gradient */
-        float m = b1 * j->s0[i] + c1 * g;
-        float v = b2 * j->s1[i] + c2 * g * g;
-        j->s0[i] = m;
-        j->s1[i] = v;
+        float pi = p[i] * decay;
+        float g = grad[i] * gscale + l2 * pi;
+        float mi = b1 * m[i] + c1 * g;
+        float vi = b2 * v[i] + c2 * g * g;
+        m[i] = mi;
+        v[i] = vi;
         /* PyTorch: denom = sqrt(v) / sqrt(bc2) + eps; p -= (lr / bc1) * m / denom. */
-        float denom = sqrtf(v) / j->sqrt_bc2 + eps;
-        j->p[i] = p + (-j->step) * (m / denom);
+        p[i] = pi + (-step) * (mi / (sqrtf(vi) / sqrt_bc2 + eps));
     }
 }
 
