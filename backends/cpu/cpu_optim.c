@@ -41,14 +41,17 @@ static void adam_range(const opt_job *j, int64_t b, int64_t e)
     const float gscale = j->scaled ? j->gscale : 1.0f;
     const float decay = adamw ? j->decay : 1.0f;   /* AdamW: p *= 1 - lr * wd first */
     const float l2 = adamw ? 0.0f : a->weight_decay; /* Adam: wd * p joins the gradient */
-    const float b1 = a->beta1, b2 = a->beta2, c1 = 1.0f - b1, c2 = 1.0f - b2, eps = a->eps;
+    const float b2 = a->beta2, c1 = 1.0f - a->beta1, c2 = 1.0f - b2, eps = a->eps;
+    const bool small_w = c1 < 0.5f;
     const float step = j->step, sqrt_bc2 = j->sqrt_bc2;
     float *restrict p = j->p, *restrict m = j->s0, *restrict v = j->s1;
     const float *restrict grad = j->g;
     for (int64_t i = b; i < e; i++) {
         float pi = p[i] * decay;
         float g = grad[i] * gscale + l2 * pi;
-        float mi = b1 * m[i] + c1 * g;
+        /* torch.lerp(m, g, w), as PyTorch's Adam and the other backends:
+         * m + w (g - m) for w < 0.5, else g - (g - m) (1 - w). */
+        float mi = small_w ? m[i] + c1 * (g - m[i]) : g - (g - m[i]) * (1.0f - c1);
         float vi = b2 * v[i] + c2 * g * g;
         m[i] = mi;
         v[i] = vi;
