@@ -537,6 +537,31 @@ static bool in_list(const char *list, const char *id)
     return false;
 }
 
+/* Whether a device with this id exists (opened or not). */
+static bool device_present(const char *id)
+{
+    for (int i = 0; i < ug_device_count(); i++) {
+        ug_device_info info;
+        if (ug_device_info_at(i, &info) == UG_OK && strcmp(info.id, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Why the backend named by id ("hip" of "hip:0") has no devices, or NULL. */
+static const char *backend_reason(const char *id)
+{
+    size_t len = strcspn(id, ":");
+    for (int b = 0; b < ug_backend_count(); b++) {
+        const char *name = NULL, *reason = NULL;
+        int n = 0;
+        if (ug_backend_query(b, &name, &n, &reason) == UG_OK && strlen(name) == len &&
+            strncmp(name, id, len) == 0)
+            return n == 0 && reason && *reason ? reason : NULL;
+    }
+    return "this build has no such backend";
+}
+
 /* Runs that write kernels caches must not touch $HOME: ctest sets these to
  * build-tree folders; a direct run falls back to /tmp. */
 static void default_env(void)
@@ -572,7 +597,8 @@ int th_main(int argc, char **argv, const th_test *tests, int count)
 {
     default_env();
     const char *filter = argc > 1 ? argv[1] : NULL;
-    int passed = 0, failed = 0, skipped = 0;
+    int passed = 0, failed = 0, skipped = 0, absent = 0;
+    const char *focus = getenv("UG_TEST_FOCUS");
     bool need_devices = false;
     for (int i = 0; i < count; i++)
         need_devices |= tests[i].per_device;
@@ -623,13 +649,29 @@ int th_main(int argc, char **argv, const th_test *tests, int count)
                 for (int d = 0; d < th.device_count; d++)
                     found |= strcmp(ug_device_name(th.devices[d]), id) == 0;
                 if (!found && id[0]) {
-                    printf("[FAIL] UG_TEST_DEVICES names %s, which is not present or did not open\n", id);
-                    failed++;
+                    /* Absent hardware skips the run with its reason, unless
+                     * the run requires it (CI: UG_TEST_REQUIRED_DEVICES). */
+                    const char *required = getenv("UG_TEST_REQUIRED_DEVICES");
+                    if (device_present(id) || (required && in_list(required, id))) {
+                        printf("[FAIL] UG_TEST_DEVICES names %s, which is %s\n", id,
+                               device_present(id) ? "present but did not open" : "required but not present");
+                        failed++;
+                    } else {
+                        const char *why = backend_reason(id);
+                        printf("[SKIP] %s is not present on this machine%s%s\n", id, why ? ": " : "", why ? why : "");
+                        absent++;
+                    }
                 }
                 if (!end)
                     break;
                 p = end + 1;
             }
+        }
+        if (absent > 0 && failed == 0) {
+            for (int d = 0; d < th.device_count; d++)
+                ug_device_close(th.devices[d]);
+            printf("0 passed, 0 failed, 1 skipped\n");
+            return TH_SKIP_EXIT;
         }
         if (th.device_count == 0) {
             printf("[FAIL] no device to test\n");
@@ -644,6 +686,10 @@ int th_main(int argc, char **argv, const th_test *tests, int count)
         int runs = tests[t].per_device ? th.device_count : 1;
         for (int d = 0; d < runs; d++) {
             ug_device *dev = tests[t].per_device ? th.devices[d] : NULL;
+            /* UG_TEST_FOCUS: per-device tests run on that device only, while
+             * tests across devices still see every device listed. */
+            if (dev && focus && *focus && strcmp(ug_device_name(dev), focus) != 0)
+                continue;
             th.test = tests[t].name;
             th.device = dev ? ug_device_name(dev) : NULL;
             th.failures = 0;

@@ -28,7 +28,9 @@ typedef struct th_test {
 
 /* Runs the tests (a substring in argv[1] selects by name); prints one line
  * per test and device and the summary "N passed, M failed[, K skipped]".
- * Returns the process exit status. */
+ * Returns the process exit status: TH_SKIP_EXIT when the only device named
+ * by UG_TEST_DEVICES is absent from this machine (ctest: skipped). */
+#define TH_SKIP_EXIT 77
 int th_main(int argc, char **argv, const th_test *tests, int count);
 
 /* Devices under test, opened by the harness for the whole run. */
