@@ -253,34 +253,29 @@ static ug_status node_grad(ug_graph *g, graph_node *n, ug_value *gy)
     }
 }
 
-/* Marks, for each value, whether the loss's gradient reaches a parameter
- * through it; stored as a flag in the value's last_use field before the
- * planner uses it (-2 means "needs a gradient"). */
 static bool needs_grad(const ug_value *v)
 {
-    const ug_value *base = v->kind == VALUE_ALIAS ? v->alias_of : v;
-    return base->last_use == -2;
+    return (v->kind == VALUE_ALIAS ? v->alias_of : v)->needs_grad;
 }
 
-static void mark_needs_grad(ug_graph *g, int forward_nodes)
+/* A value needs a gradient when a parameter reaches it; nodes are in
+ * topological order, so one forward pass marks them all. */
+static void mark_needs_grad(ug_graph *g)
 {
     for (int i = 0; i < g->value_count; i++)
-        if (g->values[i]->kind == VALUE_PARAM)
-            g->values[i]->last_use = -2;
-    for (int i = 0; i < forward_nodes; i++) {
+        g->values[i]->needs_grad = g->values[i]->kind == VALUE_PARAM;
+    for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
-        for (int k = 0; k < n->nin; k++)
-            if (needs_grad(n->in[k]) && n->kind != NODE_XENT_GRAD)
-                n->out->last_use = -2;
+        for (int k = 0; k < n->nin && n->out; k++)
+            n->out->needs_grad |= needs_grad(n->in[k]);
     }
 }
 
 ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
 {
     int forward_nodes = g->node_count;
-    mark_needs_grad(g, forward_nodes);
-    const ug_value *loss_base = loss->kind == VALUE_ALIAS ? loss->alias_of : loss;
-    if (!needs_grad(loss_base))
+    mark_needs_grad(g);
+    if (!needs_grad(loss))
         return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the loss does not depend on any parameter");
     ug_value *seed = NULL;
     UG_TRY(ug_g_fill(g, 1.0f, loss->ndim, loss->shape, &seed));
@@ -292,8 +287,5 @@ ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
             continue;
         UG_TRY(node_grad(g, n, gy));
     }
-    for (int i = 0; i < g->value_count; i++)
-        if (g->values[i]->last_use == -2)
-            g->values[i]->last_use = -1;
     return UG_OK;
 }

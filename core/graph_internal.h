@@ -51,6 +51,7 @@ struct ug_value {
     ug_tensor *tensor;        /* after compile (inputs: after bind) */
     ug_tensor *param;         /* VALUE_PARAM: the model's tensor */
     bool keep;                /* readable after a run */
+    bool needs_grad;          /* backward: a parameter's gradient flows through it */
     int uses;                 /* live nodes reading it */
     int last_use;             /* index of the last node reading it */
     size_t arena_offset;

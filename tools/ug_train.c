@@ -83,8 +83,12 @@ static int parse_args(int argc, char **argv, options *o)
             usage(stdout);
             exit(0);
         }
-        if (!strcmp(arg, "--quiet") || !strcmp(arg, "--no-standardize")) {
-            *(arg[2] == 'q' ? &o->quiet : &o->standardize) = arg[2] == 'q';
+        if (!strcmp(arg, "--quiet")) {
+            o->quiet = true;
+            continue;
+        }
+        if (!strcmp(arg, "--no-standardize")) {
+            o->standardize = false;
             continue;
         }
         if (i + 1 >= argc) {
