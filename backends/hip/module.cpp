@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/hip/ug_hip.h"
+#include "backends/hip/internal.h"
 
 #define UG_HIP_MAX_DEVICES 64
 
@@ -306,7 +306,7 @@ static void hip_device_close(ug_bdev *dev)
 }
 
 /* Forgets discovery. The runtime and the vendor BLAS stay loaded (other
- * code in the process may use them, and see blas.cpp). Devices must be
+ * code in the process may use them, and see gemm.cpp). Devices must be
  * closed first. */
 static void hip_shutdown(void)
 {

@@ -2,7 +2,7 @@
  * broadcasting strides and a fused activation) kernels. One kernel per
  * family with the op switched at run time: the switch is uniform across
  * the grid, cheap next to memory traffic, and keeps compile time low. */
-#include "kernels/hip/ug_kernels.h"
+#include "kernels/hip/common.h"
 
 #define UG_INV_SQRT2 0.70710678118654752f
 #define UG_INV_SQRT_2PI 0.39894228040143268f

@@ -7,7 +7,7 @@
  * outputs are strided by 16 rows/columns so shared-memory reads are
  * conflict-free and the stores to C coalesce. Tiles are loaded with the
  * stored matrix's contiguous axis across threads, for either transpose. */
-#include "kernels/hip/ug_kernels.h"
+#include "kernels/hip/common.h"
 
 #define TM 64 /* tile rows (M) */
 #define TN 64 /* tile columns (N) */

@@ -2,7 +2,7 @@
  * defines it, so uniform draws are bitwise those of every other backend:
  * key (seed low, seed high), counter (c low, c high, 0, 0) with c =
  * offset + i, output words r0, r1. */
-#include "kernels/hip/ug_kernels.h"
+#include "kernels/hip/common.h"
 
 typedef struct random_k {
     bool normal;

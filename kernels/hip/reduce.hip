@@ -9,7 +9,7 @@
  * kernel reduces. No serial f32 sum ever runs long, so 2^24+ elements stay
  * accurate. max and argmax propagate NaN; argmax returns the first maximum
  * (the first NaN when there is one). */
-#include "kernels/hip/ug_kernels.h"
+#include "kernels/hip/common.h"
 
 enum { R_SUM = 0, R_MAX, R_ARGMAX };
 

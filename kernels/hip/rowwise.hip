@@ -2,7 +2,7 @@
  * backward) and LayerNorm (forward and backward). One block of 256 threads
  * per row (rows past the grid loop); row statistics come from block trees,
  * so long rows keep f32 accuracy. */
-#include "kernels/hip/ug_kernels.h"
+#include "kernels/hip/common.h"
 
 /* ---- softmax ---------------------------------------------------------- */
 

@@ -1,6 +1,5 @@
 /* Elementwise kernels: unary (also the cast, transpose and expand), binary
- * with broadcasting and a fused activation, raw strided copies, and the
- * beta * C scaling of an empty-K GEMM. The operation is a run-time argument
+ * with broadcasting and a fused activation, and raw strided copies. The operation is a run-time argument
  * (uniform across the launch, so the branch costs little); the dtypes are
  * compile-time, one kernel per combination. Each kind comes as a
  * contiguous fast path and a strided path that reads through up to 8
@@ -172,19 +171,3 @@ UG_COPY_KERNEL(u32, uint)
 
 UG_BINARY_KERNELS(f32)
 UG_BINARY_KERNELS(f16)
-
-/* C = beta * C for a GEMM with K == 0, which CLBlast rejects. beta == 0
- * writes zeros without reading C (BLAS rule: C may hold NaN garbage). */
-kernel void gemm_scale_c(global float *c, ulong coff, long m, long n, long ldc, long stride,
-                         long total, float beta)
-{
-    const long i = get_global_id(0);
-    if (i >= total)
-        return;
-    const long mn = m * n;
-    const long bt = i / mn;
-    const long r = i - bt * mn;
-    const long row = r / n;
-    const long p = coff + bt * stride + row * ldc + (r - row * n);
-    c[p] = beta == 0.0f ? 0.0f : beta * c[p];
-}

@@ -1,5 +1,5 @@
 /* A stand-in libcublas.so.13 for the emulated module: the five cuBLAS
- * entry points backends/hip/blas.cpp resolves with dlsym, with cuBLAS's
+ * entry points backends/hip/gemm.cpp resolves with dlsym, with cuBLAS's
  * column-major semantics, on host memory (the emulator's device memory).
  *
  * It exists to test the module's row-major to column-major mapping (swap A

@@ -1,6 +1,6 @@
 /* Reductions (kernels/hip/reduce.hip: column blocks, len split across
  * blocks with a second pass, NaN and ties) and GEMM (kernels/hip/gemm.hip,
- * and the vendor path of backends/hip/blas.cpp through the fake cuBLAS). */
+ * and the vendor path of backends/hip/gemm.cpp through the fake cuBLAS). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

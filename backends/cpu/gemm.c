@@ -7,7 +7,7 @@
 #include <cblas.h>
 #include <limits.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 
 /* cblas checks its arguments and prints to stderr when one is bad, so every
  * value is made valid here first. A leading dimension only matters with more

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu_threads.h"
+#include "backends/cpu/threads.h"
 
 struct ug_bdev {
     ug_cpu_pool *pool;

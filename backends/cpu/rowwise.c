@@ -5,7 +5,7 @@
  * keeps long rows accurate. */
 #include <math.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 
 enum { CH = 1024 };
 

@@ -18,7 +18,7 @@
 
 /* Every kernel of the program. The families with dtype variants are laid
  * out so the host can index them: unary (in dtype 0..3) x (out f32, f16),
- * copy by log2(element size), the rest by dtype (f32, f16). ocl_program.c
+ * copy by log2(element size), the rest by dtype (f32, f16). program.c
  * holds the matching names. */
 typedef enum ocl_kernel_id {
     OCL_K_UNARY_CONTIG = 0,          /* + 2 * x.dtype + (y.dtype == f16) */
@@ -80,7 +80,7 @@ struct ug_bdev {
 /* The core's error sink, set by ug_opencl_backend. */
 extern const ug_backend_host *ocl_host;
 
-/* ocl_errors.c */
+/* errors.c */
 const char *ocl_error_name(cl_int err);
 const char *ocl_clblast_error_name(int status);
 /* Sets "<call>: <code> <NAME>" and returns status. */
@@ -88,10 +88,10 @@ ug_status ocl_fail(ug_status status, const char *call, cl_int err);
 /* UG_ERR_OUT_OF_MEMORY for the allocation failures, else UG_ERR_BACKEND. */
 ug_status ocl_status_of(cl_int err);
 
-/* ocl_device.c */
+/* device.c */
 ug_status ocl_device_string(cl_device_id device, cl_device_info what, char *out, size_t len);
 
-/* ocl_memory.c */
+/* memory.c */
 ug_status ocl_alloc(ug_bdev *dev, size_t bytes, ug_mem *out);
 void ocl_release(ug_bdev *dev, ug_mem mem);
 ug_status ocl_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
@@ -106,12 +106,12 @@ void ocl_host_free(ug_bdev *dev, void *ptr);
 /* Unmaps and releases every pinned buffer still held (device_close). */
 void ocl_pins_release_all(ug_bdev *dev);
 
-/* ocl_program.c: builds (or loads from the disk cache) the program and
+/* program.c: builds (or loads from the disk cache) the program and
  * creates every kernel; ocl_program_release undoes it. */
 ug_status ocl_program_create(ug_bdev *dev);
 void ocl_program_release(ug_bdev *dev);
 
-/* ocl_kernels.c: launching. An argument is a pointer and a size, exactly
+/* launch.c: launching. An argument is a pointer and a size, exactly
  * what clSetKernelArg takes. */
 typedef struct ocl_arg {
     size_t size;
@@ -127,19 +127,21 @@ ug_status ocl_launch_locked(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims,
 ug_status ocl_launch(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims, const size_t *global,
                      const size_t *local, const ocl_arg *args, cl_uint nargs);
 size_t ocl_round_up(size_t n, size_t multiple);
+/* A 1-D launch over n items with the kernel's work-group size. */
+ug_status ocl_launch_1d(ug_bdev *dev, ocl_kernel_id kernel, size_t n, const ocl_arg *args,
+                        cl_uint nargs);
 
+/* One entry per kernel family, each in the file of its name. */
 ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *args);
 ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *args);
 ug_status ocl_random(ug_bdev *dev, const ug_random_args *args);
 ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *args);
-
-/* ocl_kernels_nn.c: the row-wise and reduction families. */
 ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *args);
 ug_status ocl_softmax(ug_bdev *dev, const ug_softmax_args *args);
 ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *args);
 ug_status ocl_layernorm(ug_bdev *dev, const ug_layernorm_args *args);
 
-/* ocl_gemm.c */
+/* gemm.c */
 ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *args);
 /* Installs CLBlast parameters that suit the device (POCL only for now). */
 void ocl_gemm_tune(ug_bdev *dev);

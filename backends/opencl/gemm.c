@@ -9,7 +9,7 @@
  * per device in CLBlast's process-wide override table, once per open. */
 #include <clblast_c.h>
 
-#include "backends/opencl/ocl_internal.h"
+#include "backends/opencl/internal.h"
 
 static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug_gemm_args *a)
 {

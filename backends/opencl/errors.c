@@ -2,7 +2,7 @@
  * number means without the user looking it up. */
 #include <clblast_c.h>
 
-#include "backends/opencl/ocl_internal.h"
+#include "backends/opencl/internal.h"
 
 const char *ocl_error_name(cl_int err)
 {

@@ -3,7 +3,7 @@
  * follows PyTorch's so results match it to the last bit or two. */
 #include <math.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 
 typedef struct opt_job {
     const ug_optim_args *args;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/hip/ug_hip.h"
+#include "backends/hip/internal.h"
 
 /* The few entry points used. Enums are passed as int (same ABI); status 0
  * is success in rocBLAS, hipBLAS and cuBLAS alike. */

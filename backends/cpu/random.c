@@ -2,7 +2,7 @@
  * counter offset + i, so any split across threads gives the same values. */
 #include <math.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 #include "backends/cpu/philox.h"
 
 enum { RBLK = 512 };

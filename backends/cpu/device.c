@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 
 enum { UG_CPU_ALIGN = 64 };
 

@@ -10,7 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #endif
-#include "backends/cpu/cpu_threads.h"
+#include "backends/cpu/threads.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 
 enum { UG_CPU_MAX_THREADS = 1024, UG_CPU_TASKS_PER_THREAD = 4 };
 

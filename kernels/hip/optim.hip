@@ -5,7 +5,7 @@
  *   Adam:  g += wd p; m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g g;
  *          p -= (lr / bc1) (m / (sqrt(v) / sqrt(bc2) + eps))
  *   AdamW: p *= 1 - lr wd, then Adam without the L2 term. */
-#include "kernels/hip/ug_kernels.h"
+#include "kernels/hip/common.h"
 
 typedef struct optim_k {
     int kind;

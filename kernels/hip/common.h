@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "backends/hip/ug_hip.h"
+#include "backends/hip/internal.h"
 
 #define UG_DEV __device__ __forceinline__
 

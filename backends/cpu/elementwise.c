@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/internal.h"
 
 enum { BLK = 512 };
 enum { VV = 0, A_SCALAR = 1, B_SCALAR = 2, BOTH_SCALAR = 3 };

@@ -80,7 +80,7 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a);
  * current device. */
 const void *ug_hip_probe_kernel(void);
 
-/* blas.cpp: vendor BLAS loaded at run time, or the own kernel. */
+/* gemm.cpp: vendor BLAS loaded at run time, or the own kernel. */
 void ug_hip_blas_load(void);
 void ug_hip_blas_open(ug_bdev *dev);
 void ug_hip_blas_close(ug_bdev *dev);

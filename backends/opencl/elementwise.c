@@ -1,0 +1,125 @@
+/* Launching the elementwise families: unary (also the cast, transpose and
+ * expand) and binary with broadcasting and a fused activation. Each entry
+ * picks the kernel variant for the dtypes and a contiguous fast path where
+ * the strides allow it. */
+#include <string.h>
+
+#include "backends/opencl/internal.h"
+
+static int64_t numel_of(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d)
+        n *= shape[d];
+    return n;
+}
+
+/* Row-major contiguous strides for shape (axes of size 1 match anything). */
+static bool is_contiguous(int ndim, const int64_t *shape, const int64_t *strides)
+{
+    int64_t expect = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        if (shape[d] != 1 && strides[d] != expect)
+            return false;
+        expect *= shape[d];
+    }
+    return true;
+}
+
+/* Mirrors of the kernels' by-value layout structs (common.cl): all
+ * cl_long, so host and device agree on the layout. */
+typedef struct ocl_layout1 {
+    cl_long shape[8];
+    cl_long xs[8];
+} ocl_layout1;
+
+typedef struct ocl_layout2 {
+    cl_long shape[8];
+    cl_long as[8];
+    cl_long bs[8];
+} ocl_layout2;
+
+static void fill8(cl_long *out, int ndim, const int64_t *values, int64_t pad)
+{
+    for (int d = 0; d < 8; ++d)
+        out[d] = d < ndim ? (cl_long)values[d] : (cl_long)pad;
+}
+
+static ug_status bad_dtype(const char *what, ug_dtype a, ug_dtype b)
+{
+    return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: %s does not take dtypes %s -> %s", what,
+                               ug_dtype_name(a), ug_dtype_name(b));
+}
+
+ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
+{
+    int64_t n = numel_of(a->ndim, a->shape);
+    if (n <= 0)
+        return UG_OK;
+    cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
+    cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
+    cl_long cn = n;
+    cl_int ndim = a->ndim;
+    ocl_layout1 lay;
+    fill8(lay.shape, a->ndim, a->shape, 1);
+    fill8(lay.xs, a->ndim, a->x_strides, 0);
+    bool contig = is_contiguous(a->ndim, a->shape, a->x_strides);
+
+    if (a->op == UG_UNARY_COPY && a->x.dtype == a->y.dtype) {
+        /* Same dtype: move raw bits (exact for i32 past 2^24 and NaN payloads). */
+        size_t es = ug_dtype_size(a->x.dtype);
+        if (contig)
+            return ocl_copy(dev, a->y.mem, (size_t)yoff * es, a->x.mem, (size_t)xoff * es,
+                            (size_t)n * es);
+        int k = OCL_K_COPY_STRIDED + (es == 1 ? 0 : es == 2 ? 1 : 2);
+        ocl_arg args[] = {OCL_ARG(y), OCL_ARG(yoff), OCL_ARG(x), OCL_ARG(xoff), OCL_ARG(cn),
+                          OCL_ARG(ndim), OCL_ARG(lay)};
+        return ocl_launch_1d(dev, (ocl_kernel_id)k, (size_t)n, args, 7);
+    }
+
+    ug_dtype xdt = a->x.dtype;
+    if (a->op == UG_UNARY_FILL) {
+        /* x is not read (and may be absent): bind y in its place. */
+        x = y;
+        xoff = yoff;
+        xdt = a->y.dtype;
+        contig = true;
+    }
+    if ((a->y.dtype != UG_F32 && a->y.dtype != UG_F16) || (int)xdt < 0 || (int)xdt > UG_U8)
+        return bad_dtype("unary", xdt, a->y.dtype);
+    int k = (contig ? OCL_K_UNARY_CONTIG : OCL_K_UNARY_STRIDED) + 2 * (int)xdt +
+            (a->y.dtype == UG_F16 ? 1 : 0);
+    cl_int op = a->op;
+    cl_float alpha = a->alpha, beta = a->beta;
+    ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff),  OCL_ARG(x),    OCL_ARG(xoff),
+                      OCL_ARG(cn), OCL_ARG(op),    OCL_ARG(alpha), OCL_ARG(beta),
+                      OCL_ARG(ndim), OCL_ARG(lay)};
+    return ocl_launch_1d(dev, (ocl_kernel_id)k, (size_t)n, args, contig ? 8 : 10);
+}
+
+ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
+{
+    int64_t n = numel_of(a->ndim, a->shape);
+    if (n <= 0)
+        return UG_OK;
+    if ((a->y.dtype != UG_F32 && a->y.dtype != UG_F16) || a->a.dtype != a->y.dtype ||
+        a->b.dtype != a->y.dtype)
+        return bad_dtype("binary", a->a.dtype, a->y.dtype);
+    cl_mem y = (cl_mem)a->y.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
+    cl_ulong yoff = (cl_ulong)a->y.offset, aoff = (cl_ulong)a->a.offset,
+             boff = (cl_ulong)a->b.offset;
+    cl_long cn = n;
+    cl_int op = a->op, post = a->post, ndim = a->ndim;
+    cl_float alpha = a->alpha;
+    ocl_layout2 lay;
+    fill8(lay.shape, a->ndim, a->shape, 1);
+    fill8(lay.as, a->ndim, a->a_strides, 0);
+    fill8(lay.bs, a->ndim, a->b_strides, 0);
+    bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
+                  is_contiguous(a->ndim, a->shape, a->b_strides);
+    int k = (contig ? OCL_K_BINARY_CONTIG : OCL_K_BINARY_STRIDED) + (a->y.dtype == UG_F16);
+    ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff), OCL_ARG(am),    OCL_ARG(aoff),
+                      OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(cn),    OCL_ARG(op),
+                      OCL_ARG(post), OCL_ARG(alpha), OCL_ARG(ndim), OCL_ARG(lay)};
+    return ocl_launch_1d(dev, (ocl_kernel_id)k, (size_t)n, args, contig ? 10 : 12);
+}

@@ -1,0 +1,21 @@
+/* Launching the random family (Philox 4x32-10, see backend.h). */
+#include "backends/opencl/internal.h"
+
+ug_status ocl_random(ug_bdev *dev, const ug_random_args *a)
+{
+    if (a->n <= 0)
+        return UG_OK;
+    if (a->y.dtype != UG_F32 && a->y.dtype != UG_F16)
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: random writes f32 or f16, not %s",
+                                   ug_dtype_name(a->y.dtype));
+    cl_mem y = (cl_mem)a->y.mem;
+    cl_ulong yoff = (cl_ulong)a->y.offset, offset = a->offset;
+    cl_long n = a->n;
+    cl_uint k0 = (cl_uint)(a->seed & 0xffffffffu), k1 = (cl_uint)(a->seed >> 32);
+    cl_int normal = a->normal;
+    cl_float p0 = a->p0, p1 = a->p1;
+    ocl_arg args[] = {OCL_ARG(y),      OCL_ARG(yoff), OCL_ARG(n),  OCL_ARG(k0), OCL_ARG(k1),
+                      OCL_ARG(offset), OCL_ARG(normal), OCL_ARG(p0), OCL_ARG(p1)};
+    return ocl_launch_1d(dev, (ocl_kernel_id)(OCL_K_RANDOM + (a->y.dtype == UG_F16)), (size_t)a->n,
+                     args, 9);
+}

@@ -1,0 +1,62 @@
+/* Optimizer updates, one element per work-item. */
+
+/* PyTorch SGD, one element per item (flags: 1 nesterov, 2 first step,
+ * 4 grad_scale given):
+ *   g = grad * scale; if wd: g += wd * p
+ *   if momentum: buf = first ? g : momentum * buf + (1 - dampening) * g
+ *                g = nesterov ? g + momentum * buf : buf
+ *   p -= lr * g */
+kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulong goff,
+                      global float *mbuf, ulong boff, const global float *gscale, ulong soff,
+                      long n, float lr, float wd, float momentum, float dampening, int flags)
+{
+    const long i = get_global_id(0);
+    if (i >= n)
+        return;
+    const float pv = p[poff + i];
+    float g = grad[goff + i];
+    if (flags & 4)
+        g = g * gscale[soff];
+    if (wd != 0.0f)
+        g = g + wd * pv;
+    if (momentum != 0.0f) {
+        const float b = (flags & 2) ? g : momentum * mbuf[boff + i] + (1.0f - dampening) * g;
+        mbuf[boff + i] = b;
+        g = (flags & 1) ? g + momentum * b : b;
+    }
+    p[poff + i] = pv - lr * g;
+}
+
+/* PyTorch Adam / AdamW (flags: 1 decoupled weight decay (AdamW),
+ * 4 grad_scale given):
+ *   AdamW: p *= 1 - lr * wd          Adam: g += wd * p
+ *   m = lerp(m, g, 1 - beta1)        (torch's exp_avg.lerp_)
+ *   v = v * beta2 + (1 - beta2) * g * g
+ *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
+kernel void optim_adam(global float *p, ulong poff, const global float *grad, ulong goff,
+                       global float *m, ulong moff, global float *v, ulong voff,
+                       const global float *gscale, ulong soff, long n, float lr, float wd,
+                       float beta1, float beta2, float eps, float bc1, float bc2, int flags)
+{
+    const long i = get_global_id(0);
+    if (i >= n)
+        return;
+    float pv = p[poff + i];
+    float g = grad[goff + i];
+    if (flags & 4)
+        g = g * gscale[soff];
+    if (flags & 1)
+        pv = pv * (1.0f - lr * wd);
+    else if (wd != 0.0f)
+        g = g + wd * pv;
+    /* torch.lerp(start, end, w): start + w (end - start) for w < 0.5, else
+     * end - (end - start) (1 - w). */
+    const float w = 1.0f - beta1;
+    float mv = m[moff + i];
+    mv = w < 0.5f ? mv + w * (g - mv) : g - (g - mv) * (1.0f - w);
+    const float vv = v[voff + i] * beta2 + (1.0f - beta2) * g * g;
+    m[moff + i] = mv;
+    v[voff + i] = vv;
+    const float denom = sqrt(vv) / sqrt(bc2) + eps;
+    p[poff + i] = pv - (lr / bc1) * (mv / denom);
+}
