@@ -28,11 +28,16 @@
 #include "unigrad/dtype.h"
 #include "unigrad/status.h"
 
+/* ug_unary_kind and ug_binary_kind, with the formulas of every op. */
+#include "kernels/common/elementwise.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define UG_BACKEND_INTERFACE_VERSION 1
+/* A module built with another op list (kernels/common/elementwise.h) is
+ * refused like one built with another interface. */
+#define UG_BACKEND_INTERFACE_VERSION (2 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -55,24 +60,6 @@ typedef struct ug_kview {
     ug_dtype dtype;
 } ug_kview;
 
-typedef enum ug_unary_kind {
-    UG_UNARY_COPY = 0,     /* y = x; with differing dtypes this is the cast */
-    UG_UNARY_NEG,
-    UG_UNARY_ABS,
-    UG_UNARY_EXP,
-    UG_UNARY_LOG,
-    UG_UNARY_SQRT,
-    UG_UNARY_RELU,
-    UG_UNARY_SIGMOID,
-    UG_UNARY_TANH,
-    UG_UNARY_GELU,         /* 0.5 x (1 + erf(x / sqrt 2)) */
-    UG_UNARY_SCALE_SHIFT,  /* alpha * x + beta */
-    UG_UNARY_FILL,         /* beta (x is not read) */
-    UG_UNARY_SQUARE,
-    UG_UNARY_RECIPROCAL,   /* 1 / x */
-    UG_UNARY_CLAMP,        /* min(max(x, alpha), beta) */
-    UG_UNARY_COUNT
-} ug_unary_kind;
 
 /* y[i] = f(x at the strided position of i). The output is contiguous with
  * numel = prod(shape); x is read through strides (in elements, 0 for a
@@ -88,24 +75,6 @@ typedef struct ug_unary_args {
     int64_t x_strides[UG_KERNEL_MAX_DIMS];
 } ug_unary_args;
 
-typedef enum ug_binary_kind {
-    UG_BINARY_ADD = 0,
-    UG_BINARY_SUB,
-    UG_BINARY_MUL,
-    UG_BINARY_DIV,
-    UG_BINARY_MAXIMUM,
-    UG_BINARY_MINIMUM,
-    /* Backward helpers: a is the incoming gradient, b as named. */
-    UG_BINARY_RELU_GRAD,     /* b > 0 ? a : 0 (as PyTorch: a masked NaN gives 0), b = x or relu(x) */
-    UG_BINARY_SIGMOID_GRAD,  /* a * b * (1 - b), b = sigmoid(x) */
-    UG_BINARY_TANH_GRAD,     /* a * (1 - b * b), b = tanh(x) */
-    UG_BINARY_GELU_GRAD,     /* a * gelu'(b), b = x */
-    UG_BINARY_ABS_GRAD,      /* a * sign(b), b = x */
-    UG_BINARY_SQRT_GRAD,     /* 0.5 * a / b, b = sqrt(x) */
-    UG_BINARY_GE_MASK,       /* a >= b ? 1 : 0 */
-    UG_BINARY_DROPOUT,       /* b >= alpha ? a / (1 - alpha) : 0, b uniform in [0,1) */
-    UG_BINARY_COUNT
-} ug_binary_kind;
 
 /* y[i] = post(a[..] op b[..]); a and b read through strides (0 for a
  * broadcast axis); y contiguous. All three have one dtype, f32 or f16, and y

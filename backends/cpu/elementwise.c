@@ -16,9 +16,6 @@
 enum { BLK = 512 };
 enum { VV = 0, A_SCALAR = 1, B_SCALAR = 2, BOTH_SCALAR = 3 };
 
-#define UG_SQRT1_2 0.70710678118654752440f
-#define UG_INV_SQRT_2PI 0.39894228040143267794f
-
 typedef struct ew_plan {
     int ndim, nin;
     int64_t shape[UG_KERNEL_MAX_DIMS];
@@ -100,47 +97,30 @@ static void walk(const ew_plan *p, int64_t begin, int64_t end, piece_fn piece, v
     }
 }
 
-static inline float gelu_grad(float x)
-{
-    float cdf = 0.5f * (1.0f + erff(x * UG_SQRT1_2));
-    float pdf = UG_INV_SQRT_2PI * expf(-0.5f * x * x);
-    return cdf + x * pdf;
-}
-
 #define UN_CASE(KIND, EXPR)                                                                    \
     case KIND:                                                                                 \
         UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                           \
         {                                                                                      \
-            float v = x[i];                                                                    \
+            float x = in[i];                                                                   \
+            (void)x; /* FILL's expression does not read it */                                  \
             y[i] = (EXPR);                                                                     \
         }                                                                                      \
         break;
 
-/* y = f(x) over n contiguous floats; y may be x. */
-static void unary_block(ug_unary_kind op, float alpha, float beta, const float *x, float *y,
+/* y = f(x) over n contiguous floats; y may be in. The formulas are
+ * kernels/common/elementwise.h's, expanded into one loop per op. */
+static void unary_block(ug_unary_kind op, float alpha, float beta, const float *in, float *y,
                         int64_t n)
 {
-    switch (op) {
-    UN_CASE(UG_UNARY_COPY, v)
-    UN_CASE(UG_UNARY_NEG, -v)
-    UN_CASE(UG_UNARY_ABS, fabsf(v))
-    UN_CASE(UG_UNARY_EXP, expf(v))
-    UN_CASE(UG_UNARY_LOG, logf(v))
-    UN_CASE(UG_UNARY_SQRT, sqrtf(v))
-    /* v < 0 rather than fmaxf so a NaN stays NaN, as in PyTorch. */
-    UN_CASE(UG_UNARY_RELU, v < 0.0f ? 0.0f : v)
-    UN_CASE(UG_UNARY_SIGMOID, 1.0f / (1.0f + expf(-v)))
-    UN_CASE(UG_UNARY_TANH, tanhf(v))
-    UN_CASE(UG_UNARY_GELU, 0.5f * v * (1.0f + erff(v * UG_SQRT1_2)))
-    UN_CASE(UG_UNARY_SCALE_SHIFT, alpha * v + beta)
-    UN_CASE(UG_UNARY_SQUARE, v * v)
-    UN_CASE(UG_UNARY_RECIPROCAL, 1.0f / v)
-    /* min(max(x, alpha), beta) with NaN kept. */
-    UN_CASE(UG_UNARY_CLAMP, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
-    case UG_UNARY_FILL:
+    if (op == UG_UNARY_FILL) { /* in is NULL: nothing is read */
         for (int64_t i = 0; i < n; i++)
             y[i] = beta;
-        break;
+        return;
+    }
+    switch (op) {
+#define UN_OP(NAME, EXPR) UN_CASE(UG_UNARY_##NAME, EXPR)
+        UG_UNARY_OPS(UN_OP)
+#undef UN_OP
     case UG_UNARY_COUNT:
         break;
     }
@@ -151,51 +131,39 @@ static void unary_block(ug_unary_kind op, float alpha, float beta, const float *
         if (mode == VV) {                                                                      \
             UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                       \
             {                                                                                  \
-                float x = a[i], z = b[i];                                                      \
+                float a = av[i], b = bv[i];                                                    \
                 y[i] = (EXPR);                                                                 \
             }                                                                                  \
         } else if (mode == B_SCALAR) {                                                         \
-            float z = b[0];                                                                    \
+            float b = bv[0];                                                                   \
             UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                       \
             {                                                                                  \
-                float x = a[i];                                                                \
+                float a = av[i];                                                               \
                 y[i] = (EXPR);                                                                 \
             }                                                                                  \
         } else if (mode == A_SCALAR) {                                                         \
-            float x = a[0];                                                                    \
+            float a = av[0];                                                                   \
             UG_CPU_IVDEP for (int64_t i = 0; i < n; i++)                                       \
             {                                                                                  \
-                float z = b[i];                                                                \
+                float b = bv[i];                                                               \
                 y[i] = (EXPR);                                                                 \
             }                                                                                  \
         } else {                                                                               \
-            float x = a[0], z = b[0], r = (EXPR);                                              \
+            float a = av[0], b = bv[0], r = (EXPR);                                            \
             for (int64_t i = 0; i < n; i++)                                                    \
                 y[i] = r;                                                                      \
         }                                                                                      \
         break;
 
-/* y = a op b over n floats; a scalar operand is element 0 only; y may be a
- * or b. */
-static void binary_block(ug_binary_kind op, float alpha, int mode, const float *a,
-                         const float *b, float *y, int64_t n)
+/* y = a op b over n floats; a scalar operand is element 0 only; y may be av
+ * or bv. */
+static void binary_block(ug_binary_kind op, float alpha, int mode, const float *av,
+                         const float *bv, float *y, int64_t n)
 {
     switch (op) {
-    BIN_CASE(UG_BINARY_ADD, x + z)
-    BIN_CASE(UG_BINARY_SUB, x - z)
-    BIN_CASE(UG_BINARY_MUL, x * z)
-    BIN_CASE(UG_BINARY_DIV, x / z)
-    /* NaN in either operand propagates, as torch.maximum/minimum do. */
-    BIN_CASE(UG_BINARY_MAXIMUM, (x != x || x > z) ? x : z)
-    BIN_CASE(UG_BINARY_MINIMUM, (x != x || x < z) ? x : z)
-    BIN_CASE(UG_BINARY_RELU_GRAD, z > 0.0f ? x : 0.0f)
-    BIN_CASE(UG_BINARY_SIGMOID_GRAD, x * z * (1.0f - z))
-    BIN_CASE(UG_BINARY_TANH_GRAD, x * (1.0f - z * z))
-    BIN_CASE(UG_BINARY_GELU_GRAD, x * gelu_grad(z))
-    BIN_CASE(UG_BINARY_ABS_GRAD, x * (float)((z > 0.0f) - (z < 0.0f)))
-    BIN_CASE(UG_BINARY_SQRT_GRAD, 0.5f * x / z)
-    BIN_CASE(UG_BINARY_GE_MASK, x >= z ? 1.0f : 0.0f)
-    BIN_CASE(UG_BINARY_DROPOUT, z >= alpha ? x / (1.0f - alpha) : 0.0f)
+#define BIN_OP(NAME, EXPR) BIN_CASE(UG_BINARY_##NAME, EXPR)
+        UG_BINARY_OPS(BIN_OP)
+#undef BIN_OP
     case UG_BINARY_COUNT:
         break;
     }

@@ -45,12 +45,6 @@ static void fill8(cl_long *out, int ndim, const int64_t *values, int64_t pad)
         out[d] = d < ndim ? (cl_long)values[d] : (cl_long)pad;
 }
 
-static ug_status bad_dtype(const char *what, ug_dtype a, ug_dtype b)
-{
-    return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: %s does not take dtypes %s -> %s", what,
-                               ug_dtype_name(a), ug_dtype_name(b));
-}
-
 ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
 {
     int64_t n = numel_of(a->ndim, a->shape);
@@ -71,10 +65,13 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
         if (contig)
             return ocl_copy(dev, a->y.mem, (size_t)yoff * es, a->x.mem, (size_t)xoff * es,
                             (size_t)n * es);
-        int k = OCL_K_COPY_STRIDED + (es == 1 ? 0 : es == 2 ? 1 : 2);
+        const ocl_kernel *k;
+        ug_status st = ocl_kernel_for(dev, OCL_COPY_STRIDED, a->x.dtype, a->x.dtype, &k);
+        if (st != UG_OK)
+            return st;
         ocl_arg args[] = {OCL_ARG(y), OCL_ARG(yoff), OCL_ARG(x), OCL_ARG(xoff), OCL_ARG(cn),
                           OCL_ARG(ndim), OCL_ARG(lay)};
-        return ocl_launch_1d(dev, (ocl_kernel_id)k, (size_t)n, args, 7);
+        return ocl_launch_1d(dev, k, (size_t)n, args, 7);
     }
 
     ug_dtype xdt = a->x.dtype;
@@ -85,16 +82,17 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
         xdt = a->y.dtype;
         contig = true;
     }
-    if ((a->y.dtype != UG_F32 && a->y.dtype != UG_F16) || (int)xdt < 0 || (int)xdt > UG_U8)
-        return bad_dtype("unary", xdt, a->y.dtype);
-    int k = (contig ? OCL_K_UNARY_CONTIG : OCL_K_UNARY_STRIDED) + 2 * (int)xdt +
-            (a->y.dtype == UG_F16 ? 1 : 0);
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, contig ? OCL_UNARY_CONTIG : OCL_UNARY_STRIDED, xdt,
+                                  a->y.dtype, &k);
+    if (st != UG_OK)
+        return st;
     cl_int op = a->op;
     cl_float alpha = a->alpha, beta = a->beta;
     ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff),  OCL_ARG(x),    OCL_ARG(xoff),
                       OCL_ARG(cn), OCL_ARG(op),    OCL_ARG(alpha), OCL_ARG(beta),
                       OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, (ocl_kernel_id)k, (size_t)n, args, contig ? 8 : 10);
+    return ocl_launch_1d(dev, k, (size_t)n, args, contig ? 8 : 10);
 }
 
 ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
@@ -102,9 +100,17 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
     int64_t n = numel_of(a->ndim, a->shape);
     if (n <= 0)
         return UG_OK;
-    if ((a->y.dtype != UG_F32 && a->y.dtype != UG_F16) || a->a.dtype != a->y.dtype ||
-        a->b.dtype != a->y.dtype)
-        return bad_dtype("binary", a->a.dtype, a->y.dtype);
+    if (a->a.dtype != a->y.dtype || a->b.dtype != a->y.dtype)
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: binary ops take one dtype, not %s, %s -> %s",
+                                   ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
+                                   ug_dtype_name(a->y.dtype));
+    const ocl_kernel *k;
+    bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
+                  is_contiguous(a->ndim, a->shape, a->b_strides);
+    ug_status st = ocl_kernel_for(dev, contig ? OCL_BINARY_CONTIG : OCL_BINARY_STRIDED,
+                                  a->y.dtype, a->y.dtype, &k);
+    if (st != UG_OK)
+        return st;
     cl_mem y = (cl_mem)a->y.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, aoff = (cl_ulong)a->a.offset,
              boff = (cl_ulong)a->b.offset;
@@ -115,11 +121,8 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
     fill8(lay.shape, a->ndim, a->shape, 1);
     fill8(lay.as, a->ndim, a->a_strides, 0);
     fill8(lay.bs, a->ndim, a->b_strides, 0);
-    bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
-                  is_contiguous(a->ndim, a->shape, a->b_strides);
-    int k = (contig ? OCL_K_BINARY_CONTIG : OCL_K_BINARY_STRIDED) + (a->y.dtype == UG_F16);
     ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff), OCL_ARG(am),    OCL_ARG(aoff),
                       OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(cn),    OCL_ARG(op),
                       OCL_ARG(post), OCL_ARG(alpha), OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, (ocl_kernel_id)k, (size_t)n, args, contig ? 10 : 12);
+    return ocl_launch_1d(dev, k, (size_t)n, args, contig ? 10 : 12);
 }

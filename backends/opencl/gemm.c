@@ -41,9 +41,9 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
         cl_float beta = a->beta;
         ocl_arg args[] = {OCL_ARG(c), OCL_ARG(coff), OCL_ARG(m),     OCL_ARG(n),
                           OCL_ARG(ldc), OCL_ARG(stride), OCL_ARG(total), OCL_ARG(beta)};
-        size_t local = dev->kernel_wg[OCL_K_GEMM_SCALE_C];
-        size_t global = ocl_round_up((size_t)total, local);
-        return ocl_launch(dev, OCL_K_GEMM_SCALE_C, 1, &global, &local, args, 8);
+        const ocl_kernel *k;
+        ug_status st = ocl_kernel_for(dev, OCL_GEMM_SCALE_C, UG_F32, UG_F32, &k);
+        return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)total, args, 8);
     }
 
     CLBlastTranspose ta = a->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;

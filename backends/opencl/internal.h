@@ -16,28 +16,46 @@
 
 #include "backends/backend.h"
 
-/* Every kernel of the program. The families with dtype variants are laid
- * out so the host can index them: unary (in dtype 0..3) x (out f32, f16),
- * copy by log2(element size), the rest by dtype (f32, f16). program.c
- * holds the matching names. */
-typedef enum ocl_kernel_id {
-    OCL_K_UNARY_CONTIG = 0,          /* + 2 * x.dtype + (y.dtype == f16) */
-    OCL_K_UNARY_STRIDED = 8,         /* same layout */
-    OCL_K_COPY_STRIDED = 16,         /* + 0 (1 byte), 1 (2 bytes), 2 (4 bytes) */
-    OCL_K_BINARY_CONTIG = 19,        /* + dtype */
-    OCL_K_BINARY_STRIDED = 21,       /* + dtype */
-    OCL_K_GEMM_SCALE_C = 23,
-    OCL_K_REDUCE = 24,               /* + x dtype */
-    OCL_K_SOFTMAX = 26,              /* + dtype */
-    OCL_K_RANDOM = 28,               /* + dtype */
-    OCL_K_XENT_FWD = 30,
-    OCL_K_XENT_BWD,
-    OCL_K_LAYERNORM_FWD,
-    OCL_K_LAYERNORM_BWD,
-    OCL_K_OPTIM_SGD,
-    OCL_K_OPTIM_ADAM,
-    OCL_K_COUNT
-} ocl_kernel_id;
+/* Kernel families of the program. A family has one kernel per dtype
+ * variant, named <family>[_<in dtype>[_<out dtype>]] ("unary_contig_u8_f16");
+ * program.c lists which dtypes each family has and creates the kernels, and
+ * ocl_kernel_for looks one up, so no kernel is found by position. */
+typedef enum ocl_family {
+    OCL_UNARY_CONTIG,
+    OCL_UNARY_STRIDED,
+    OCL_COPY_STRIDED,
+    OCL_BINARY_CONTIG,
+    OCL_BINARY_STRIDED,
+    OCL_GEMM_SCALE_C,
+    OCL_REDUCE,
+    OCL_SOFTMAX,
+    OCL_RANDOM,
+    OCL_XENT_FWD,
+    OCL_XENT_BWD,
+    OCL_LAYERNORM_FWD,
+    OCL_LAYERNORM_BWD,
+    OCL_OPTIM_SGD,
+    OCL_OPTIM_ADAM,
+    OCL_FAMILY_COUNT
+} ocl_family;
+
+/* Bits of the optimizer kernels' flags argument (passed to the compiler as
+ * -D options, so the kernel sources hold no copy). */
+enum {
+    OCL_OPTIM_NESTEROV = 1,
+    OCL_OPTIM_DECOUPLED = 1, /* AdamW */
+    OCL_OPTIM_FIRST_STEP = 2,
+    OCL_OPTIM_GRAD_SCALE = 4
+};
+
+/* Bits of the layernorm kernels' flags argument: which optional buffers
+ * are given (also -D options). */
+enum { OCL_LN_GAMMA = 1, OCL_LN_BETA = 2, OCL_LN_MEAN = 4, OCL_LN_RSTD = 8 };
+
+typedef struct ocl_kernel {
+    cl_kernel kernel;
+    size_t wg; /* work-group size: a power of two, <= OCL_MAX_WG */
+} ocl_kernel;
 
 /* Largest work-group the host launches; kernels size local arrays by it
  * (passed to the compiler as -DUG_WG). */
@@ -55,8 +73,8 @@ struct ug_bdev {
     cl_context context;
     cl_command_queue queue;
     cl_program program;
-    cl_kernel kernels[OCL_K_COUNT];
-    size_t kernel_wg[OCL_K_COUNT];  /* power of two, <= OCL_MAX_WG */
+    /* [family][in dtype][out dtype]; families without a dtype use [0][0]. */
+    ocl_kernel kernels[OCL_FAMILY_COUNT][UG_DTYPE_COUNT][UG_DTYPE_COUNT];
     size_t target_groups;           /* work-groups that keep the device busy */
     bool is_pocl;
 
@@ -110,6 +128,10 @@ void ocl_pins_release_all(ug_bdev *dev);
  * creates every kernel; ocl_program_release undoes it. */
 ug_status ocl_program_create(ug_bdev *dev);
 void ocl_program_release(ug_bdev *dev);
+/* The family's kernel for these dtypes (UG_F32 where the family has none),
+ * or UG_ERR_DTYPE naming what exists. */
+ug_status ocl_kernel_for(ug_bdev *dev, ocl_family family, ug_dtype in, ug_dtype out,
+                         const ocl_kernel **out_kernel);
 
 /* launch.c: launching. An argument is a pointer and a size, exactly
  * what clSetKernelArg takes. */
@@ -120,15 +142,15 @@ typedef struct ocl_arg {
 #define OCL_ARG(v) ((ocl_arg){sizeof(v), &(v)})
 
 /* Sets the arguments and enqueues; the caller holds launch_lock. */
-ug_status ocl_launch_locked(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims,
+ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims,
                             const size_t *global, const size_t *local,
                             const ocl_arg *args, cl_uint nargs);
 /* The same, taking and dropping launch_lock. */
-ug_status ocl_launch(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims, const size_t *global,
+ug_status ocl_launch(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims, const size_t *global,
                      const size_t *local, const ocl_arg *args, cl_uint nargs);
 size_t ocl_round_up(size_t n, size_t multiple);
 /* A 1-D launch over n items with the kernel's work-group size. */
-ug_status ocl_launch_1d(ug_bdev *dev, ocl_kernel_id kernel, size_t n, const ocl_arg *args,
+ug_status ocl_launch_1d(ug_bdev *dev, const ocl_kernel *kernel, size_t n, const ocl_arg *args,
                         cl_uint nargs);
 
 /* One entry per kernel family, each in the file of its name. */

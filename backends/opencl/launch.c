@@ -9,11 +9,11 @@ size_t ocl_round_up(size_t n, size_t multiple)
     return (n + multiple - 1) / multiple * multiple;
 }
 
-ug_status ocl_launch_locked(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims,
+ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims,
                             const size_t *global, const size_t *local, const ocl_arg *args,
                             cl_uint nargs)
 {
-    cl_kernel k = dev->kernels[kernel];
+    cl_kernel k = kernel->kernel;
     for (cl_uint i = 0; i < nargs; ++i) {
         cl_int err = clSetKernelArg(k, i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) {
@@ -42,7 +42,7 @@ ug_status ocl_launch_locked(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims,
     return UG_OK;
 }
 
-ug_status ocl_launch(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims, const size_t *global,
+ug_status ocl_launch(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims, const size_t *global,
                      const size_t *local, const ocl_arg *args, cl_uint nargs)
 {
     pthread_mutex_lock(&dev->launch_lock);
@@ -51,10 +51,10 @@ ug_status ocl_launch(ug_bdev *dev, ocl_kernel_id kernel, cl_uint dims, const siz
     return st;
 }
 
-ug_status ocl_launch_1d(ug_bdev *dev, ocl_kernel_id kernel, size_t n, const ocl_arg *args,
+ug_status ocl_launch_1d(ug_bdev *dev, const ocl_kernel *kernel, size_t n, const ocl_arg *args,
                            cl_uint nargs)
 {
-    size_t local = dev->kernel_wg[kernel];
+    size_t local = kernel->wg;
     size_t global = ocl_round_up(n, local);
     return ocl_launch(dev, kernel, 1, &global, &local, args, nargs);
 }

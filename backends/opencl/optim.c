@@ -12,7 +12,7 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_ulong soff = a->grad_scale.mem ? (cl_ulong)a->grad_scale.offset : 0;
     cl_long n = a->n;
     cl_float lr = a->lr, wd = a->weight_decay;
-    cl_int flags = a->grad_scale.mem ? 4 : 0;
+    cl_int flags = a->grad_scale.mem ? OCL_OPTIM_GRAD_SCALE : 0;
 
     if (a->kind == UG_OPTIM_SGD) {
         cl_mem b = a->state0.mem ? (cl_mem)a->state0.mem : p;
@@ -21,12 +21,14 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
         if (momentum != 0.0f && !a->state0.mem)
             return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT,
                                        "OpenCL: SGD with momentum needs a momentum buffer");
-        flags |= (a->nesterov ? 1 : 0) | (a->first_step ? 2 : 0);
+        flags |= (a->nesterov ? OCL_OPTIM_NESTEROV : 0) | (a->first_step ? OCL_OPTIM_FIRST_STEP : 0);
         ocl_arg args[] = {OCL_ARG(p),  OCL_ARG(poff), OCL_ARG(g),  OCL_ARG(goff),
                           OCL_ARG(b),  OCL_ARG(boff), OCL_ARG(s),  OCL_ARG(soff),
                           OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd), OCL_ARG(momentum),
                           OCL_ARG(dampening), OCL_ARG(flags)};
-        return ocl_launch_1d(dev, OCL_K_OPTIM_SGD, (size_t)n, args, 14);
+        const ocl_kernel *k;
+        ug_status st = ocl_kernel_for(dev, OCL_OPTIM_SGD, UG_F32, UG_F32, &k);
+        return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 14);
     }
     if (a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
         return ocl_host->set_error(UG_ERR_UNSUPPORTED, "OpenCL: unknown optimizer kind %d",
@@ -38,10 +40,12 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_ulong moff = (cl_ulong)a->state0.offset, voff = (cl_ulong)a->state1.offset;
     cl_float b1 = a->beta1, b2 = a->beta2, eps = a->eps;
     cl_float bc1 = a->bias_correction1, bc2 = a->bias_correction2;
-    flags |= a->kind == UG_OPTIM_ADAMW ? 1 : 0;
+    flags |= a->kind == UG_OPTIM_ADAMW ? OCL_OPTIM_DECOUPLED : 0;
     ocl_arg args[] = {OCL_ARG(p),  OCL_ARG(poff), OCL_ARG(g),   OCL_ARG(goff), OCL_ARG(m),
                       OCL_ARG(moff), OCL_ARG(v),  OCL_ARG(voff), OCL_ARG(s),   OCL_ARG(soff),
                       OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd),   OCL_ARG(b1),  OCL_ARG(b2),
                       OCL_ARG(eps), OCL_ARG(bc1), OCL_ARG(bc2),  OCL_ARG(flags)};
-    return ocl_launch_1d(dev, OCL_K_OPTIM_ADAM, (size_t)n, args, 19);
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, OCL_OPTIM_ADAM, UG_F32, UG_F32, &k);
+    return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 19);
 }

@@ -29,25 +29,58 @@
 extern const char *const ug_ocl_sources[];
 extern const int ug_ocl_source_count;
 
-/* Names in ocl_kernel_id order; see ocl_internal.h for the layout. */
-static const char *const k_names[OCL_K_COUNT] = {
-    "unary_contig_f32_f32", "unary_contig_f32_f16", "unary_contig_f16_f32",
-    "unary_contig_f16_f16", "unary_contig_i32_f32", "unary_contig_i32_f16",
-    "unary_contig_u8_f32", "unary_contig_u8_f16",
-    "unary_strided_f32_f32", "unary_strided_f32_f16", "unary_strided_f16_f32",
-    "unary_strided_f16_f16", "unary_strided_i32_f32", "unary_strided_i32_f16",
-    "unary_strided_u8_f32", "unary_strided_u8_f16",
-    "copy_strided_u8", "copy_strided_u16", "copy_strided_u32",
-    "binary_contig_f32", "binary_contig_f16",
-    "binary_strided_f32", "binary_strided_f16",
-    "gemm_scale_c",
-    "reduce_f32", "reduce_f16",
-    "softmax_f32", "softmax_f16",
-    "random_f32", "random_f16",
-    "xent_fwd", "xent_bwd",
-    "layernorm_fwd", "layernorm_bwd",
-    "optim_sgd", "optim_adam",
+/* Which dtype variants each family has (bit d: dtype d); the kernel names
+ * follow from them (see ocl_family). */
+#define DT(d) (1u << (d))
+#define FLOATS (DT(UG_F32) | DT(UG_F16))
+#define ALL_DTYPES (FLOATS | DT(UG_I32) | DT(UG_U8))
+static const struct {
+    const char *name;
+    unsigned in, out;  /* 0: the family has no such dtype */
+} families[OCL_FAMILY_COUNT] = {
+    [OCL_UNARY_CONTIG] = {"unary_contig", ALL_DTYPES, FLOATS},
+    [OCL_UNARY_STRIDED] = {"unary_strided", ALL_DTYPES, FLOATS},
+    [OCL_COPY_STRIDED] = {"copy_strided", ALL_DTYPES, 0},
+    [OCL_BINARY_CONTIG] = {"binary_contig", FLOATS, 0},
+    [OCL_BINARY_STRIDED] = {"binary_strided", FLOATS, 0},
+    [OCL_GEMM_SCALE_C] = {"gemm_scale_c", 0, 0},
+    [OCL_REDUCE] = {"reduce", FLOATS, 0},
+    [OCL_SOFTMAX] = {"softmax", FLOATS, 0},
+    [OCL_RANDOM] = {"random", FLOATS, 0},
+    [OCL_XENT_FWD] = {"xent_fwd", 0, 0},
+    [OCL_XENT_BWD] = {"xent_bwd", 0, 0},
+    [OCL_LAYERNORM_FWD] = {"layernorm_fwd", 0, 0},
+    [OCL_LAYERNORM_BWD] = {"layernorm_bwd", 0, 0},
+    [OCL_OPTIM_SGD] = {"optim_sgd", 0, 0},
+    [OCL_OPTIM_ADAM] = {"optim_adam", 0, 0},
 };
+
+static void kernel_name(int family, int in, int out, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s", families[family].name);
+    if (families[family].in && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "_%s", ug_dtype_name((ug_dtype)in));
+    if (families[family].out && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "_%s", ug_dtype_name((ug_dtype)out));
+}
+
+ug_status ocl_kernel_for(ug_bdev *dev, ocl_family family, ug_dtype in, ug_dtype out,
+                         const ocl_kernel **out_kernel)
+{
+    int i = families[family].in ? (int)in : 0, o = families[family].out ? (int)out : 0;
+    if (i < 0 || i >= UG_DTYPE_COUNT || o < 0 || o >= UG_DTYPE_COUNT ||
+        !dev->kernels[family][i][o].kernel) {
+        char name[64];
+        kernel_name(family, i, o, name, sizeof name);
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: no kernel %s: %s takes %s%s%s",
+                                   name, families[family].name,
+                                   families[family].in == FLOATS ? "f32 or f16" : "any dtype",
+                                   families[family].out ? ", writing f32 or f16" : "",
+                                   " (cast first with ug_cast)");
+    }
+    *out_kernel = &dev->kernels[family][i][o];
+    return UG_OK;
+}
 
 #define CACHE_MAGIC "UGOCLBN1"
 #define CACHE_MAX_BYTES ((uint64_t)1 << 30)
@@ -178,10 +211,11 @@ static void cache_store(const char *path, uint64_t key, const unsigned char *bin
 
 static void release_kernels(ug_bdev *dev)
 {
-    for (int k = 0; k < OCL_K_COUNT; ++k) {
-        if (dev->kernels[k])
-            clReleaseKernel(dev->kernels[k]);
-        dev->kernels[k] = NULL;
+    ocl_kernel *k = &dev->kernels[0][0][0];
+    for (size_t i = 0; i < sizeof dev->kernels / sizeof *k; ++i) {
+        if (k[i].kernel)
+            clReleaseKernel(k[i].kernel);
+        k[i].kernel = NULL;
     }
 }
 
@@ -193,36 +227,77 @@ static size_t pow2_floor(size_t n)
     return p;
 }
 
+static ug_status create_kernel(ug_bdev *dev, cl_program prog, int family, int in, int out,
+                               const size_t *limits)
+{
+    char name[64];
+    kernel_name(family, in, out, name, sizeof name);
+    cl_int err;
+    ocl_kernel *k = &dev->kernels[family][in][out];
+    k->kernel = clCreateKernel(prog, name, &err);
+    if (!k->kernel)
+        return ocl_host->set_error(UG_ERR_BACKEND, "OpenCL: clCreateKernel(%s) failed: %d %s",
+                                   name, (int)err, ocl_error_name(err));
+    size_t wg = OCL_MAX_WG;
+    if (clGetKernelWorkGroupInfo(k->kernel, dev->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg,
+                                 &wg, NULL) != CL_SUCCESS)
+        wg = OCL_MAX_WG;
+    /* Local arrays hold OCL_MAX_WG entries and the tree steps halve the
+     * group: a power of two within every limit. The 2-D reduction may put
+     * the whole group along either dimension. */
+    size_t limit = OCL_MAX_WG;
+    if (wg < limit) limit = wg;
+    if (limits[0] && limits[0] < limit) limit = limits[0];
+    if (limits[1] && limits[1] < limit) limit = limits[1];
+    if (family == OCL_REDUCE && limits[2] && limits[2] < limit)
+        limit = limits[2];
+    k->wg = pow2_floor(limit ? limit : 1);
+    return UG_OK;
+}
+
 static ug_status create_kernels(ug_bdev *dev, cl_program prog)
 {
     size_t dev_wg = 0, items[3] = {1, 1, 1};
     clGetDeviceInfo(dev->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev_wg, &dev_wg, NULL);
     clGetDeviceInfo(dev->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL);
-    for (int k = 0; k < OCL_K_COUNT; ++k) {
-        cl_int err;
-        dev->kernels[k] = clCreateKernel(prog, k_names[k], &err);
-        if (!dev->kernels[k]) {
-            release_kernels(dev);
-            return ocl_host->set_error(UG_ERR_BACKEND, "OpenCL: clCreateKernel(%s) failed: %d %s",
-                                       k_names[k], (int)err, ocl_error_name(err));
-        }
-        size_t wg = OCL_MAX_WG;
-        err = clGetKernelWorkGroupInfo(dev->kernels[k], dev->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                       sizeof wg, &wg, NULL);
-        if (err != CL_SUCCESS)
-            wg = OCL_MAX_WG;
-        /* Local arrays hold OCL_MAX_WG entries and the tree steps halve the
-         * group: a power of two within every limit. The 2-D reduction may
-         * put the whole group along either dimension. */
-        size_t limit = OCL_MAX_WG;
-        if (wg < limit) limit = wg;
-        if (dev_wg && dev_wg < limit) limit = dev_wg;
-        if (items[0] && items[0] < limit) limit = items[0];
-        if ((k == OCL_K_REDUCE || k == OCL_K_REDUCE + 1) && items[1] && items[1] < limit)
-            limit = items[1];
-        dev->kernel_wg[k] = pow2_floor(limit ? limit : 1);
-    }
+    const size_t limits[3] = {dev_wg, items[0], items[1]};
+    for (int f = 0; f < OCL_FAMILY_COUNT; ++f)
+        for (int i = 0; i < UG_DTYPE_COUNT; ++i)
+            for (int o = 0; o < UG_DTYPE_COUNT; ++o) {
+                bool wanted = families[f].in ? (families[f].in & DT(i)) != 0 : i == 0;
+                wanted = wanted && (families[f].out ? (families[f].out & DT(o)) != 0 : o == 0);
+                if (!wanted)
+                    continue;
+                ug_status st = create_kernel(dev, prog, f, i, o, limits);
+                if (st != UG_OK) {
+                    release_kernels(dev);
+                    return st;
+                }
+            }
     return UG_OK;
+}
+
+/* The enum values the kernels compare against, generated from the C enums
+ * so the OpenCL sources hold no hand-typed copy. */
+static void build_options(ug_bdev *dev, char *out, size_t len)
+{
+    /* -cl-std=CL1.2 only where the device's OpenCL C has it; no fast-math
+     * flags: results must match the host references and the other
+     * backends. */
+    char cver[128] = "";
+    ocl_device_string(dev->device, CL_DEVICE_OPENCL_C_VERSION, cver, sizeof cver);
+    int major = 1, minor = 0;
+    sscanf(cver, "OpenCL C %d.%d", &major, &minor);
+    snprintf(out, len,
+             "%s-DUG_WG=%d -DUG_DT_F32=%d -DUG_DT_F16=%d -DUG_DT_I32=%d -DUG_DT_U8=%d "
+             "-DUG_R_SUM=%d -DUG_R_MEAN=%d -DUG_R_MAX=%d -DUG_R_ARGMAX=%d -DUG_R_SUMSQ=%d "
+             "-DUG_OPTIM_NESTEROV=%d -DUG_OPTIM_DECOUPLED=%d -DUG_OPTIM_FIRST_STEP=%d "
+             "-DUG_OPTIM_GRAD_SCALE=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
+             "-DUG_LN_RSTD=%d",
+             (major > 1 || minor >= 2) ? "-cl-std=CL1.2 " : "", OCL_MAX_WG, UG_F32, UG_F16,
+             UG_I32, UG_U8, UG_RKERNEL_SUM, UG_RKERNEL_MEAN, UG_RKERNEL_MAX, UG_RKERNEL_ARGMAX,
+             UG_RKERNEL_SUMSQ, OCL_OPTIM_NESTEROV, OCL_OPTIM_DECOUPLED, OCL_OPTIM_FIRST_STEP,
+             OCL_OPTIM_GRAD_SCALE, OCL_LN_GAMMA, OCL_LN_BETA, OCL_LN_MEAN, OCL_LN_RSTD);
 }
 
 static cl_program build_from_binary(ug_bdev *dev, const unsigned char *bin, size_t size,
@@ -291,16 +366,8 @@ static void store_binary(ug_bdev *dev, cl_program prog, const char *path, uint64
 
 ug_status ocl_program_create(ug_bdev *dev)
 {
-    /* -cl-std=CL1.2 only where the device's OpenCL C has it; no fast-math
-     * flags: results must match the host references and the other
-     * backends. */
-    char cver[128] = "";
-    ocl_device_string(dev->device, CL_DEVICE_OPENCL_C_VERSION, cver, sizeof cver);
-    int major = 1, minor = 0;
-    sscanf(cver, "OpenCL C %d.%d", &major, &minor);
-    char options[128];
-    snprintf(options, sizeof options, "%s-DUG_WG=%d",
-             (major > 1 || minor >= 2) ? "-cl-std=CL1.2 " : "", OCL_MAX_WG);
+    char options[512];
+    build_options(dev, options, sizeof options);
 
     uint64_t key = 0xcbf29ce484222325ull;
     key = fnv1a_str(key, dev->name);

@@ -5,9 +5,6 @@ ug_status ocl_random(ug_bdev *dev, const ug_random_args *a)
 {
     if (a->n <= 0)
         return UG_OK;
-    if (a->y.dtype != UG_F32 && a->y.dtype != UG_F16)
-        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: random writes f32 or f16, not %s",
-                                   ug_dtype_name(a->y.dtype));
     cl_mem y = (cl_mem)a->y.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, offset = a->offset;
     cl_long n = a->n;
@@ -16,6 +13,9 @@ ug_status ocl_random(ug_bdev *dev, const ug_random_args *a)
     cl_float p0 = a->p0, p1 = a->p1;
     ocl_arg args[] = {OCL_ARG(y),      OCL_ARG(yoff), OCL_ARG(n),  OCL_ARG(k0), OCL_ARG(k1),
                       OCL_ARG(offset), OCL_ARG(normal), OCL_ARG(p0), OCL_ARG(p1)};
-    return ocl_launch_1d(dev, (ocl_kernel_id)(OCL_K_RANDOM + (a->y.dtype == UG_F16)), (size_t)a->n,
-                     args, 9);
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, OCL_RANDOM, a->y.dtype, a->y.dtype, &k);
+    if (st != UG_OK)
+        return st;
+    return ocl_launch_1d(dev, k, (size_t)a->n, args, 9);
 }

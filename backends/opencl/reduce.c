@@ -18,12 +18,12 @@ static void reduce_shape(size_t wg, int64_t len, int64_t inner, size_t *tx, size
 }
 
 /* One pass of reduce_<dtype>; the caller holds launch_lock. */
-static ug_status reduce_pass(ug_bdev *dev, int kernel, cl_mem y, cl_ulong yoff, cl_int ydt,
+static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, cl_ulong yoff, cl_int ydt,
                              cl_mem x, cl_ulong xoff, cl_long outer, cl_long len, cl_long inner,
                              cl_long splits, cl_int op, cl_int stage, cl_float count)
 {
     size_t tx, ty;
-    reduce_shape(dev->kernel_wg[kernel], len, inner, &tx, &ty);
+    reduce_shape(kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
     size_t global[2] = {ocl_round_up((size_t)inner, tx), (size_t)(outer * splits) * ty};
     size_t local[2] = {tx, ty};
@@ -32,23 +32,25 @@ static ug_status reduce_pass(ug_bdev *dev, int kernel, cl_mem y, cl_ulong yoff, 
                       OCL_ARG(xoff),  OCL_ARG(xidx),   OCL_ARG(len),   OCL_ARG(inner),
                       OCL_ARG(splits), OCL_ARG(chunk), OCL_ARG(op),    OCL_ARG(stage),
                       OCL_ARG(count), OCL_ARG(pv),     OCL_ARG(pi)};
-    return ocl_launch_locked(dev, (ocl_kernel_id)kernel, 2, global, local, args, 15);
+    return ocl_launch_locked(dev, kernel, 2, global, local, args, 15);
 }
 
 ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
 {
     if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
         return UG_OK;
-    if (a->x.dtype != UG_F32 && a->x.dtype != UG_F16)
-        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not take %s input",
-                                   ug_dtype_name(a->x.dtype));
     bool argmax = a->op == UG_RKERNEL_ARGMAX;
     if (argmax ? a->y.dtype != UG_I32 : (a->y.dtype != UG_F32 && a->y.dtype != UG_F16))
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not write %s here",
                                    ug_dtype_name(a->y.dtype));
-    int kernel = OCL_K_REDUCE + (a->x.dtype == UG_F16);
+    const ocl_kernel *kernel, *partials;
+    ug_status st = ocl_kernel_for(dev, OCL_REDUCE, a->x.dtype, a->x.dtype, &kernel);
+    if (st == UG_OK)
+        st = ocl_kernel_for(dev, OCL_REDUCE, UG_F32, UG_F32, &partials);
+    if (st != UG_OK)
+        return st;
     size_t tx, ty;
-    reduce_shape(dev->kernel_wg[kernel], a->len, a->inner, &tx, &ty);
+    reduce_shape(kernel->wg, a->len, a->inner, &tx, &ty);
 
     /* Split len when the output alone gives too few work-groups to fill the
      * device and each split still has a few dozen terms per item; the
@@ -69,15 +71,15 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
 
     cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
-    cl_int ydt = a->y.dtype == UG_F16 ? 1 : 0, op = a->op;
+    cl_int ydt = a->y.dtype, op = a->op;
     cl_float count = (cl_float)a->len;
     /* Both passes under one lock: the scratch belongs to this reduction
      * until its second pass is queued. */
     pthread_mutex_lock(&dev->launch_lock);
-    ug_status st = reduce_pass(dev, kernel, y, yoff, ydt, x, xoff, a->outer, a->len, a->inner,
+    st = reduce_pass(dev, kernel, y, yoff, ydt, x, xoff, a->outer, a->len, a->inner,
                                splits, op, 0, count);
     if (st == UG_OK && splits > 1)
-        st = reduce_pass(dev, OCL_K_REDUCE, y, yoff, ydt, dev->scratch_v, 0, a->outer, splits,
+        st = reduce_pass(dev, partials, y, yoff, ydt, dev->scratch_v, 0, a->outer, splits,
                          a->inner, 1, op, 1, count);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;

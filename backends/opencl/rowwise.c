@@ -4,10 +4,14 @@
 
 /* One work-group per row: 32 items for short rows, else the kernel's
  * limit (two local sizes only, for POCL's per-size compiles). */
-static ug_status launch_rows(ug_bdev *dev, ocl_kernel_id kernel, int64_t rows, int64_t cols,
-                             const ocl_arg *args, cl_uint nargs)
+static ug_status launch_rows(ug_bdev *dev, ocl_family family, ug_dtype dtype, int64_t rows,
+                             int64_t cols, const ocl_arg *args, cl_uint nargs)
 {
-    size_t local = dev->kernel_wg[kernel];
+    const ocl_kernel *kernel;
+    ug_status st = ocl_kernel_for(dev, family, dtype, dtype, &kernel);
+    if (st != UG_OK)
+        return st;
+    size_t local = kernel->wg;
     if (cols <= 32 && local > 32)
         local = 32;
     size_t global = (size_t)rows * local;
@@ -18,7 +22,7 @@ ug_status ocl_softmax(ug_bdev *dev, const ug_softmax_args *a)
 {
     if (a->rows <= 0 || a->cols <= 0)
         return UG_OK;
-    if ((a->x.dtype != UG_F32 && a->x.dtype != UG_F16) || a->y.dtype != a->x.dtype)
+    if (a->y.dtype != a->x.dtype)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: softmax does not take %s -> %s",
                                    ug_dtype_name(a->x.dtype), ug_dtype_name(a->y.dtype));
     cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
@@ -27,7 +31,7 @@ ug_status ocl_softmax(ug_bdev *dev, const ug_softmax_args *a)
     cl_int log_mode = a->log;
     ocl_arg args[] = {OCL_ARG(y), OCL_ARG(yoff), OCL_ARG(x), OCL_ARG(xoff), OCL_ARG(cols),
                       OCL_ARG(log_mode)};
-    return launch_rows(dev, (ocl_kernel_id)(OCL_K_SOFTMAX + (a->x.dtype == UG_F16)), a->rows,
+    return launch_rows(dev, OCL_SOFTMAX, a->x.dtype, a->rows,
                        a->cols, args, 6);
 }
 
@@ -47,7 +51,7 @@ ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
         cl_ulong loff = (cl_ulong)a->loss.offset;
         ocl_arg args[] = {OCL_ARG(loss), OCL_ARG(loff),   OCL_ARG(x),    OCL_ARG(xoff),
                           OCL_ARG(lab),  OCL_ARG(laboff), OCL_ARG(cols), OCL_ARG(sm)};
-        return launch_rows(dev, OCL_K_XENT_FWD, a->rows, a->cols, args, 8);
+        return launch_rows(dev, OCL_XENT_FWD, UG_F32, a->rows, a->cols, args, 8);
     }
     if (!a->dloss.mem)
         return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT,
@@ -58,7 +62,7 @@ ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     ocl_arg args[] = {OCL_ARG(grad), OCL_ARG(goff),   OCL_ARG(x),    OCL_ARG(xoff),
                       OCL_ARG(lab),  OCL_ARG(laboff), OCL_ARG(cols), OCL_ARG(sm),
                       OCL_ARG(scale), OCL_ARG(dloss), OCL_ARG(doff)};
-    return launch_rows(dev, OCL_K_XENT_BWD, a->rows, a->cols, args, 11);
+    return launch_rows(dev, OCL_XENT_BWD, UG_F32, a->rows, a->cols, args, 11);
 }
 
 ug_status ocl_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
@@ -82,23 +86,23 @@ ug_status ocl_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
         cl_mem beta = a->beta.mem ? (cl_mem)a->beta.mem : x;
         cl_ulong btoff = a->beta.mem ? (cl_ulong)a->beta.offset : 0;
         cl_float eps = a->eps;
-        cl_int flags = (a->gamma.mem ? 1 : 0) | (a->beta.mem ? 2 : 0) | (a->mean.mem ? 4 : 0) |
-                       (a->rstd.mem ? 8 : 0);
+        cl_int flags = (a->gamma.mem ? OCL_LN_GAMMA : 0) | (a->beta.mem ? OCL_LN_BETA : 0) |
+                       (a->mean.mem ? OCL_LN_MEAN : 0) | (a->rstd.mem ? OCL_LN_RSTD : 0);
         ocl_arg args[] = {OCL_ARG(y),    OCL_ARG(yoff),  OCL_ARG(x),     OCL_ARG(xoff),
                           OCL_ARG(gamma), OCL_ARG(gmoff), OCL_ARG(beta), OCL_ARG(btoff),
                           OCL_ARG(mean), OCL_ARG(moff),  OCL_ARG(rstd),  OCL_ARG(roff),
                           OCL_ARG(cols), OCL_ARG(eps),   OCL_ARG(flags)};
-        return launch_rows(dev, OCL_K_LAYERNORM_FWD, a->rows, a->cols, args, 15);
+        return launch_rows(dev, OCL_LAYERNORM_FWD, UG_F32, a->rows, a->cols, args, 15);
     }
     if (!a->dy.mem || !a->mean.mem || !a->rstd.mem)
         return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT,
                                    "OpenCL: layernorm backward needs dy, mean and rstd");
     cl_mem dx = (cl_mem)a->dx.mem, dy = (cl_mem)a->dy.mem;
     cl_ulong dxoff = (cl_ulong)a->dx.offset, dyoff = (cl_ulong)a->dy.offset;
-    cl_int flags = a->gamma.mem ? 1 : 0;
+    cl_int flags = a->gamma.mem ? OCL_LN_GAMMA : 0;
     ocl_arg args[] = {OCL_ARG(dx),   OCL_ARG(dxoff), OCL_ARG(dy),    OCL_ARG(dyoff),
                       OCL_ARG(x),    OCL_ARG(xoff),  OCL_ARG(mean),  OCL_ARG(moff),
                       OCL_ARG(rstd), OCL_ARG(roff),  OCL_ARG(gamma), OCL_ARG(gmoff),
                       OCL_ARG(cols), OCL_ARG(flags)};
-    return launch_rows(dev, OCL_K_LAYERNORM_BWD, a->rows, a->cols, args, 14);
+    return launch_rows(dev, OCL_LAYERNORM_BWD, UG_F32, a->rows, a->cols, args, 14);
 }

@@ -1,59 +1,9 @@
 /* Unary (with strides: also transpose, expand and cast) and binary (with
  * broadcasting strides and a fused activation) kernels. One kernel per
  * family with the op switched at run time: the switch is uniform across
- * the grid, cheap next to memory traffic, and keeps compile time low. */
+ * the grid, cheap next to memory traffic, and keeps compile time low. The
+ * formulas are kernels/common/elementwise.h's (through backend.h). */
 #include "kernels/hip/common.h"
-
-#define UG_INV_SQRT2 0.70710678118654752f
-#define UG_INV_SQRT_2PI 0.39894228040143268f
-
-__device__ float ug_unary_op(int op, float x, float alpha, float beta)
-{
-    switch (op) {
-    case UG_UNARY_NEG: return -x;
-    case UG_UNARY_ABS: return fabsf(x);
-    case UG_UNARY_EXP: return expf(x);
-    case UG_UNARY_LOG: return logf(x);
-    case UG_UNARY_SQRT: return sqrtf(x);
-    /* relu and clamp keep NaN (as PyTorch), so no fmaxf here. */
-    case UG_UNARY_RELU: return x < 0.0f ? 0.0f : x;
-    case UG_UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case UG_UNARY_TANH: return tanhf(x);
-    case UG_UNARY_GELU: return 0.5f * x * (1.0f + erff(x * UG_INV_SQRT2));
-    case UG_UNARY_SCALE_SHIFT: return alpha * x + beta;
-    case UG_UNARY_FILL: return beta;
-    case UG_UNARY_SQUARE: return x * x;
-    case UG_UNARY_RECIPROCAL: return 1.0f / x;
-    case UG_UNARY_CLAMP: return ug_isnan(x) ? x : fminf(fmaxf(x, alpha), beta);
-    default: return x; /* COPY, and the cast */
-    }
-}
-
-__device__ float ug_binary_op(int op, float a, float b, float alpha)
-{
-    switch (op) {
-    case UG_BINARY_ADD: return a + b;
-    case UG_BINARY_SUB: return a - b;
-    case UG_BINARY_MUL: return a * b;
-    case UG_BINARY_DIV: return a / b;
-    /* NaN on either side gives NaN (as PyTorch). */
-    case UG_BINARY_MAXIMUM: return (ug_isnan(a) || a > b) ? a : b;
-    case UG_BINARY_MINIMUM: return (ug_isnan(a) || a < b) ? a : b;
-    case UG_BINARY_RELU_GRAD: return b > 0.0f ? a : 0.0f;
-    case UG_BINARY_SIGMOID_GRAD: return a * b * (1.0f - b);
-    case UG_BINARY_TANH_GRAD: return a * (1.0f - b * b);
-    case UG_BINARY_GELU_GRAD: {
-        /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-        const float cdf = 0.5f * (1.0f + erff(b * UG_INV_SQRT2));
-        return a * (cdf + b * UG_INV_SQRT_2PI * expf(-0.5f * b * b));
-    }
-    case UG_BINARY_ABS_GRAD: return a * (float)((b > 0.0f) - (b < 0.0f));
-    case UG_BINARY_SQRT_GRAD: return 0.5f * a / b;
-    case UG_BINARY_GE_MASK: return a >= b ? 1.0f : 0.0f;
-    case UG_BINARY_DROPOUT: return b >= alpha ? a / (1.0f - alpha) : 0.0f;
-    default: return 0.0f;
-    }
-}
 
 typedef struct unary_k {
     int op, xt, yt;

@@ -20,10 +20,9 @@
 #define UG_WG 256 /* the largest work-group the host launches: sizes local arrays */
 #endif
 
-#define UG_DT_F32 0
-#define UG_DT_F16 1
-#define UG_DT_I32 2
-#define UG_DT_U8 3
+/* UG_DT_* (ug_dtype), UG_R_* (ug_reduce_kind), UG_OPTIM_* and UG_LN_*
+ * (flag bits) come from the host as -D options generated from its enums
+ * (backends/opencl/program.c). */
 
 /* Element type, load (to f32) and store (from f32) per dtype, for the
  * macros that instantiate one kernel per dtype. */

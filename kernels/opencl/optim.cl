@@ -1,7 +1,7 @@
 /* Optimizer updates, one element per work-item. */
 
-/* PyTorch SGD, one element per item (flags: 1 nesterov, 2 first step,
- * 4 grad_scale given):
+/* PyTorch SGD, one element per item (flags: UG_OPTIM_NESTEROV,
+ * UG_OPTIM_FIRST_STEP, UG_OPTIM_GRAD_SCALE when gscale is given):
  *   g = grad * scale; if wd: g += wd * p
  *   if momentum: buf = first ? g : momentum * buf + (1 - dampening) * g
  *                g = nesterov ? g + momentum * buf : buf
@@ -15,20 +15,20 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
         return;
     const float pv = p[poff + i];
     float g = grad[goff + i];
-    if (flags & 4)
+    if (flags & UG_OPTIM_GRAD_SCALE)
         g = g * gscale[soff];
     if (wd != 0.0f)
         g = g + wd * pv;
     if (momentum != 0.0f) {
-        const float b = (flags & 2) ? g : momentum * mbuf[boff + i] + (1.0f - dampening) * g;
+        const float b = (flags & UG_OPTIM_FIRST_STEP) ? g : momentum * mbuf[boff + i] + (1.0f - dampening) * g;
         mbuf[boff + i] = b;
-        g = (flags & 1) ? g + momentum * b : b;
+        g = (flags & UG_OPTIM_NESTEROV) ? g + momentum * b : b;
     }
     p[poff + i] = pv - lr * g;
 }
 
-/* PyTorch Adam / AdamW (flags: 1 decoupled weight decay (AdamW),
- * 4 grad_scale given):
+/* PyTorch Adam / AdamW (flags: UG_OPTIM_DECOUPLED for AdamW's weight decay,
+ * UG_OPTIM_GRAD_SCALE when gscale is given):
  *   AdamW: p *= 1 - lr * wd          Adam: g += wd * p
  *   m = lerp(m, g, 1 - beta1)        (torch's exp_avg.lerp_)
  *   v = v * beta2 + (1 - beta2) * g * g
@@ -43,9 +43,9 @@ kernel void optim_adam(global float *p, ulong poff, const global float *grad, ul
         return;
     float pv = p[poff + i];
     float g = grad[goff + i];
-    if (flags & 4)
+    if (flags & UG_OPTIM_GRAD_SCALE)
         g = g * gscale[soff];
-    if (flags & 1)
+    if (flags & UG_OPTIM_DECOUPLED)
         pv = pv * (1.0f - lr * wd);
     else if (wd != 0.0f)
         g = g + wd * pv;

@@ -14,12 +14,6 @@
  * first NaN); ARGMAX ties go to the smallest index. y is f32/f16 (ydt), or
  * i32 for ARGMAX. */
 
-#define UG_R_SUM 0
-#define UG_R_MEAN 1
-#define UG_R_MAX 2
-#define UG_R_ARGMAX 3
-#define UG_R_SUMSQ 4
-
 /* Does (va, ia) beat (vb, ib) for ARGMAX? */
 inline bool ug_argmax_better(float va, int ia, float vb, int ib)
 {

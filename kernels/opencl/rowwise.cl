@@ -113,7 +113,7 @@ kernel void xent_bwd(global float *grad, ulong goff, const global float *x, ulon
 
 /* LayerNorm over each row: mean, biased variance by a second sweep (no
  * cancellation), rstd = 1 / sqrt(var + eps), y = (x - mean) rstd gamma +
- * beta. flags: 1 gamma given, 2 beta given, 4 write mean, 8 write rstd. */
+ * beta. flags: UG_LN_GAMMA, UG_LN_BETA given; UG_LN_MEAN, UG_LN_RSTD written. */
 kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ulong xoff,
                           const global float *gamma, ulong gmoff, const global float *beta,
                           ulong btoff, global float *mean, ulong moff, global float *rstd,
@@ -136,22 +136,22 @@ kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ul
     const float rs = 1.0f / sqrt(var + eps);
     for (long c = lid; c < cols; c += L) {
         float v = (x[xb + c] - mu) * rs;
-        if (flags & 1)
+        if (flags & UG_LN_GAMMA)
             v = v * gamma[gmoff + c];
-        if (flags & 2)
+        if (flags & UG_LN_BETA)
             v = v + beta[btoff + c];
         y[yb + c] = v;
     }
     if (lid == 0) {
-        if (flags & 4)
+        if (flags & UG_LN_MEAN)
             mean[moff + r] = mu;
-        if (flags & 8)
+        if (flags & UG_LN_RSTD)
             rstd[roff + r] = rs;
     }
 }
 
 /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
- * xhat = (x - mean) rstd. flags: 1 gamma given. */
+ * xhat = (x - mean) rstd. flags: UG_LN_GAMMA given. */
 kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy, ulong dyoff,
                           const global float *x, ulong xoff, const global float *mean,
                           ulong moff, const global float *rstd, ulong roff,
@@ -164,14 +164,14 @@ kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy,
     const float mu = mean[moff + r], rs = rstd[roff + r];
     float sg = 0.0f, sgx = 0.0f;
     for (long c = lid; c < cols; c += L) {
-        const float g = (flags & 1) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
+        const float g = (flags & UG_LN_GAMMA) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
         sg += g;
         sgx += g * ((x[xb + c] - mu) * rs);
     }
     const float mg = ug_wg_sum(buf, sg) / (float)cols;
     const float mgx = ug_wg_sum(buf, sgx) / (float)cols;
     for (long c = lid; c < cols; c += L) {
-        const float g = (flags & 1) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
+        const float g = (flags & UG_LN_GAMMA) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
         const float xhat = (x[xb + c] - mu) * rs;
         dx[dxb + c] = rs * (g - mg - xhat * mgx);
     }

@@ -1,0 +1,135 @@
+/* The scalar math of every elementwise op, written once for every dialect.
+ *
+ * The CPU backend (C11), the OpenCL kernels (OpenCL C; the host puts this
+ * file ahead of the .cl sources) and the HIP/CUDA kernels include it,
+ * and backends/backend.h takes the op enums from it, so the op numbers and
+ * formulas exist once. A new unary op is one line in UG_UNARY_OPS (and its
+ * gradient, if it needs a kernel of its own, one line in UG_BINARY_OPS).
+ *
+ * Each op is X(NAME, expression). Unary expressions read x, alpha, beta;
+ * binary ones read a, b, alpha. Arithmetic is f32 everywhere. NaN checks are
+ * written v != v, which every dialect keeps without fast-math. */
+#ifndef UG_KERNELS_COMMON_ELEMENTWISE_H
+#define UG_KERNELS_COMMON_ELEMENTWISE_H
+
+#if defined(__OPENCL_VERSION__)
+#define UG_MATH_FN inline
+#define ug_expf exp
+#define ug_logf log
+#define ug_sqrtf sqrt
+#define ug_fabsf fabs
+#define ug_tanhf tanh
+#define ug_erff erf
+#else
+#include <math.h>
+#if defined(__device__) /* HIP or CUDA, the runtime header included first */
+#define UG_MATH_FN static __device__ __forceinline__
+#else
+#define UG_MATH_FN static inline
+#endif
+#define ug_expf expf
+#define ug_logf logf
+#define ug_sqrtf sqrtf
+#define ug_fabsf fabsf
+#define ug_tanhf tanhf
+#define ug_erff erff
+#endif
+
+#define UG_SQRT1_2_F 0.70710678118654752440f
+#define UG_INV_SQRT_2PI_F 0.39894228040143267794f
+
+/* y = f(x). COPY with differing dtypes is the cast; FILL does not read x. */
+#define UG_UNARY_OPS(X)                                                        \
+    X(COPY, x)                                                                 \
+    X(NEG, -x)                                                                 \
+    X(ABS, ug_fabsf(x))                                                        \
+    X(EXP, ug_expf(x))                                                         \
+    X(LOG, ug_logf(x))                                                         \
+    X(SQRT, ug_sqrtf(x))                                                       \
+    /* x < 0 rather than a max, so NaN stays NaN as in PyTorch */              \
+    X(RELU, x < 0.0f ? 0.0f : x)                                               \
+    X(SIGMOID, ug_math_sigmoid(x))                                                  \
+    X(TANH, ug_tanhf(x))                                                       \
+    /* the exact (erf) form */                                                 \
+    X(GELU, 0.5f * x * (1.0f + ug_erff(x * UG_SQRT1_2_F)))                     \
+    X(SCALE_SHIFT, alpha * x + beta)                                           \
+    X(FILL, beta)                                                              \
+    X(SQUARE, x * x)                                                           \
+    X(RECIPROCAL, 1.0f / x)                                                    \
+    /* min(max(x, alpha), beta), NaN kept as PyTorch's clamp */                \
+    X(CLAMP, ug_math_clamp(x, alpha, beta))
+
+/* y = a op b. The backward helpers take the incoming gradient as a and
+ * what the comment names as b. */
+#define UG_BINARY_OPS(X)                                                       \
+    X(ADD, a + b)                                                              \
+    X(SUB, a - b)                                                              \
+    X(MUL, a * b)                                                              \
+    X(DIV, a / b)                                                              \
+    /* NaN on either side propagates, as torch.maximum/minimum */              \
+    X(MAXIMUM, (a != a || a > b) ? a : b)                                      \
+    X(MINIMUM, (a != a || a < b) ? a : b)                                      \
+    /* b = x or relu(x); a masked NaN gives 0, as PyTorch */                   \
+    X(RELU_GRAD, b > 0.0f ? a : 0.0f)                                          \
+    /* b = sigmoid(x) */                                                       \
+    X(SIGMOID_GRAD, a * b * (1.0f - b))                                        \
+    /* b = tanh(x) */                                                          \
+    X(TANH_GRAD, a * (1.0f - b * b))                                           \
+    /* b = x */                                                                \
+    X(GELU_GRAD, a * ug_math_gelu_grad(b))                                          \
+    /* b = x */                                                                \
+    X(ABS_GRAD, a * (float)((b > 0.0f) - (b < 0.0f)))                          \
+    /* b = sqrt(x) */                                                          \
+    X(SQRT_GRAD, 0.5f * a / b)                                                 \
+    X(GE_MASK, a >= b ? 1.0f : 0.0f)                                           \
+    /* b uniform in [0, 1), alpha the drop probability */                      \
+    X(DROPOUT, b >= alpha ? a / (1.0f - alpha) : 0.0f)
+
+#define UG_ENUM_UNARY_(NAME, EXPR) UG_UNARY_##NAME,
+#define UG_ENUM_BINARY_(NAME, EXPR) UG_BINARY_##NAME,
+typedef enum ug_unary_kind { UG_UNARY_OPS(UG_ENUM_UNARY_) UG_UNARY_COUNT } ug_unary_kind;
+typedef enum ug_binary_kind { UG_BINARY_OPS(UG_ENUM_BINARY_) UG_BINARY_COUNT } ug_binary_kind;
+#undef UG_ENUM_UNARY_
+#undef UG_ENUM_BINARY_
+
+UG_MATH_FN float ug_math_sigmoid(float x) { return 1.0f / (1.0f + ug_expf(-x)); }
+
+UG_MATH_FN float ug_math_clamp(float x, float low, float high)
+{
+    const float y = x < low ? low : x;
+    return y > high ? high : y;
+}
+
+/* d/dx [x Phi(x)] = Phi(x) + x phi(x) */
+UG_MATH_FN float ug_math_gelu_grad(float x)
+{
+    const float cdf = 0.5f * (1.0f + ug_erff(x * UG_SQRT1_2_F));
+    const float pdf = UG_INV_SQRT_2PI_F * ug_expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+/* One op chosen at run time: the GPU kernels switch on a launch-uniform op,
+ * which costs little next to the memory traffic. */
+UG_MATH_FN float ug_unary_op(int op, float x, float alpha, float beta)
+{
+    switch (op) {
+#define UG_CASE_(NAME, EXPR) \
+    case UG_UNARY_##NAME: return (EXPR);
+        UG_UNARY_OPS(UG_CASE_)
+#undef UG_CASE_
+    }
+    return x;
+}
+
+UG_MATH_FN float ug_binary_op(int op, float a, float b, float alpha)
+{
+    switch (op) {
+#define UG_CASE_(NAME, EXPR) \
+    case UG_BINARY_##NAME: return (EXPR);
+        UG_BINARY_OPS(UG_CASE_)
+#undef UG_CASE_
+    }
+    return a;
+}
+
+#endif
