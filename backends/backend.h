@@ -79,7 +79,9 @@ typedef struct ug_unary_args {
 /* y[i] = post(a[..] op b[..]); a and b read through strides (0 for a
  * broadcast axis); y contiguous. All three have one dtype, f32 or f16, and y
  * may alias a or b exactly (same buffer and offset, contiguous). post is
- * UG_UNARY_COPY (none), RELU, GELU, SIGMOID or TANH: the fused activation. */
+ * UG_UNARY_COPY (none) or a unary op whose formula reads only x (RELU,
+ * GELU, SIGMOID, TANH, ...): the fused activation, applied with alpha and
+ * beta 0. */
 typedef struct ug_binary_args {
     ug_binary_kind op;
     ug_unary_kind post;

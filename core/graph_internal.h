@@ -4,7 +4,7 @@
 #ifndef UG_CORE_GRAPH_INTERNAL_H
 #define UG_CORE_GRAPH_INTERNAL_H
 
-#include "core/exec.h"
+#include "core/op.h"
 #include "unigrad/graph.h"
 #include "unigrad/optim.h"
 
@@ -16,26 +16,6 @@ typedef enum value_kind {
     VALUE_ALIAS      /* a reshape: a view of another value */
 } value_kind;
 
-typedef enum node_kind {
-    NODE_BINARY,          /* y = post(a op b) */
-    NODE_UNARY,           /* y = f(x) */
-    NODE_EXPAND,          /* y = alpha * x broadcast to y's shape */
-    NODE_MATMUL,
-    NODE_REDUCE,
-    NODE_SOFTMAX,
-    NODE_TRANSPOSE,
-    NODE_FILL,            /* y = beta */
-    NODE_DROPOUT_MASK,    /* y = uniform [0,1) drawn fresh each run */
-    NODE_XENT,            /* y = mean cross-entropy (scratch: per-row losses) */
-    NODE_XENT_GRAD,       /* y = d loss / d logits; in: logits, labels, dloss */
-    NODE_LAYERNORM,       /* y; in: x, gamma, beta; saves mean, rstd */
-    NODE_LAYERNORM_GRAD,  /* dx; in: dy, x, mean, rstd, gamma */
-    NODE_OPTIM            /* updates in[0] (param) from in[1] (grad) */
-} node_kind;
-
-enum { NODE_MAX_INPUTS = 6 };
-
-typedef struct graph_node graph_node;
 
 struct ug_value {
     ug_graph *graph;
@@ -57,24 +37,15 @@ struct ug_value {
     size_t arena_offset;
 };
 
+/* One op of the step: its definition and parameters, inputs and results. */
 struct graph_node {
-    node_kind kind;
+    ug_op op;
     bool dead;                /* removed by fusion */
     ug_value *out;
-    ug_value *in[NODE_MAX_INPUTS];
+    ug_value *in[UG_OP_MAX_INPUTS];
     int nin;
-    ug_value *scratch[2];     /* extra outputs (xent rows; layernorm mean, rstd) */
-    union {
-        struct { ug_binary_kind op; ug_unary_kind post; float alpha; } binary;
-        struct { ug_unary_kind op; float alpha, beta; } unary;
-        struct { bool ta, tb; } matmul;
-        struct { ug_reduce_kind op; int64_t outer, len, inner; int axis; /* -1: all */ } reduce;
-        struct { bool log; } softmax;
-        struct { float smoothing; } xent;
-        struct { float eps; } layernorm;
-        struct { int param_index; } optim;
-        struct { uint64_t stream; } dropout;
-    } p;
+    ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
+    int nscratch;
 };
 
 struct ug_graph {
@@ -100,11 +71,17 @@ struct ug_graph {
 /* graph.c */
 ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int ndim,
                              const int64_t *shape, ug_value **out);
-ug_status ug_graph_add_node(ug_graph *g, node_kind kind, ug_value *out, int nin,
+ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin,
                             ug_value *const *in, graph_node **node);
-/* A node whose output has the given shape and dtype. */
-ug_status ug_graph_op(ug_graph *g, node_kind kind, ug_dtype dtype, int ndim, const int64_t *shape,
-                      int nin, ug_value *const *in, graph_node **node);
+/* Everything added after a mark can be taken back, so a call that fails
+ * part way leaves the graph (and the model's parameters) as they were. */
+typedef struct ug_graph_mark {
+    int values, nodes, params;
+} ug_graph_mark;
+ug_graph_mark ug_graph_mark_now(const ug_graph *g);
+void ug_graph_rollback(ug_graph *g, ug_graph_mark mark);
+
+/* Internal graph ops, each a node of one definition (ops_*.c). */
 ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, ug_value *b,
                       ug_value **out);
 ug_status ug_g_unary(ug_graph *g, ug_unary_kind op, float alpha, float beta, ug_value *x,
@@ -119,11 +96,14 @@ ug_status ug_graph_check_open(const ug_graph *g, const char *op);
 
 /* autograd.c */
 ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);
+/* Adds grad (shaped like a broadcast result) to operand's gradient, summed
+ * back to operand's shape; nothing when no parameter's gradient flows
+ * through operand. For the definitions' backward functions. */
+ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad);
+bool ug_grad_needed(const ug_value *v);
 
 /* optim.c */
 ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt);
-/* Fills the update arguments for the next step (host values only). */
-void ug_optim_fill_args(const ug_optimizer *opt, int param_index, ug_optim_args *args);
 void ug_optim_step_done(ug_optimizer *opt);
 ug_model *ug_optimizer_model(const ug_optimizer *opt);
 
@@ -137,5 +117,7 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
 
 /* model.c */
 int ug_model_param_index(const ug_model *model, const ug_tensor *param);
+/* Frees the parameters from index count on (a failed layer's). */
+void ug_model_truncate(ug_model *model, int count);
 
 #endif

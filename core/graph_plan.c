@@ -39,28 +39,32 @@ static void count_uses(ug_graph *g)
 /* Bias add + activation: an activation whose input is a binary op's result
  * read by nothing else becomes that binary op's fused post-op. relu,
  * sigmoid and tanh gradients read the output, so training graphs fuse them
- * too; gelu's reads its input, so it fuses only where nothing else does. */
+ * too; gelu's reads its input, so it fuses only where nothing else does.
+ * Any unary op whose formula reads only x can be a post-op. */
+static bool fusable_activation(ug_unary_kind op)
+{
+    return op != UG_UNARY_COPY && op != UG_UNARY_SCALE_SHIFT && op != UG_UNARY_FILL &&
+           op != UG_UNARY_CLAMP;
+}
+
 static void fuse_activations(ug_graph *g)
 {
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *act = g->nodes[i];
-        if (act->dead || act->kind != NODE_UNARY)
-            continue;
-        ug_unary_kind op = act->p.unary.op;
-        if (op != UG_UNARY_RELU && op != UG_UNARY_SIGMOID && op != UG_UNARY_TANH && op != UG_UNARY_GELU)
+        if (act->dead || act->op.def != &ug_op_unary || !fusable_activation(act->op.p.unary.op))
             continue;
         ug_value *x = act->in[0];
         graph_node *producer = x->producer;
         if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer ||
-            producer->kind != NODE_BINARY || producer->p.binary.post != UG_UNARY_COPY)
+            producer->op.def != &ug_op_binary || producer->op.p.binary.post != UG_UNARY_COPY)
             continue;
         bool referenced = false; /* an alias of x counts as a use of x already */
         for (int k = 0; k < g->value_count && !referenced; k++)
             referenced = g->values[k]->alias_of == x;
         if (referenced)
             continue;
-        producer->p.binary.post = op;
+        producer->op.p.binary.post = act->op.p.unary.op;
         producer->out = act->out;
         act->out->producer = producer;
         x->producer = NULL;
@@ -153,8 +157,11 @@ static ug_status plan_arena(ug_graph *g)
         graph_node *n = g->nodes[i];
         if (n->dead)
             continue;
-        ug_value *outs[3] = {n->out, n->scratch[0], n->scratch[1]};
-        for (int k = 0; k < 3; k++) {
+        ug_value *outs[UG_OP_MAX_OUTPUTS] = {n->out};
+        for (int k = 0; k < n->nscratch; k++)
+            outs[k + 1] = n->scratch[k];
+        int nout = 1 + n->nscratch;
+        for (int k = 0; k < nout; k++) {
             if (!is_planned(outs[k]))
                 continue;
             outs[k]->arena_offset = arena_take(&a, value_bytes(outs[k]));
@@ -163,7 +170,7 @@ static ug_status plan_arena(ug_graph *g)
                 outs[k]->last_use = outs[k]->keep ? INT_MAX : i;
         }
         /* Values whose last reader is this node are free for later nodes. */
-        for (int k = 0; k < n->nin + 3; k++) {
+        for (int k = 0; k < n->nin + nout; k++) {
             ug_value *v = k < n->nin ? base_of(n->in[k]) : outs[k - n->nin];
             if (!is_planned(v) || v->last_use != i)
                 continue;
@@ -216,8 +223,8 @@ static ug_status allocate(ug_graph *g)
 
 ug_status ug_graph_plan(ug_graph *g)
 {
+    mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
     fuse_activations(g);
-    mark_gradients(g);
     count_uses(g);
     for (int i = 0; i < g->value_count; i++)
         if (g->values[i]->keep)

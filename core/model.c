@@ -50,6 +50,12 @@ void ug_model_free(ug_model *m)
     free(m);
 }
 
+void ug_model_truncate(ug_model *m, int count)
+{
+    while (m->count > count)
+        ug_tensor_free(m->params[--m->count].tensor);
+}
+
 ug_device *ug_model_device(const ug_model *m) { return m ? m->device : NULL; }
 int ug_model_param_count(const ug_model *m) { return m ? m->count : 0; }
 

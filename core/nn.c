@@ -34,10 +34,17 @@ ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_f
     float bound = in_features > 0 ? 1.0f / sqrtf((float)in_features) : 0.0f;
     int64_t wshape[2] = {out_features, in_features};
     ug_value *w = NULL, *b = NULL, *xw = NULL;
-    UG_TRY(named_param(g, name, "weight", 2, wshape, UG_INIT_UNIFORM, bound, &w));
-    UG_TRY(named_param(g, name, "bias", 1, &out_features, UG_INIT_UNIFORM, bound, &b));
-    UG_TRY(ug_g_matmul(g, x, w, false, true, &xw));
-    return ug_g_add(g, xw, b, out);
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_status st = named_param(g, name, "weight", 2, wshape, UG_INIT_UNIFORM, bound, &w);
+    if (st == UG_OK)
+        st = named_param(g, name, "bias", 1, &out_features, UG_INIT_UNIFORM, bound, &b);
+    if (st == UG_OK)
+        st = ug_g_matmul(g, x, w, false, true, &xw);
+    if (st == UG_OK)
+        st = ug_g_add(g, xw, b, out);
+    if (st != UG_OK)
+        ug_graph_rollback(g, mark);
+    return st;
 }
 
 ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out)
@@ -47,9 +54,15 @@ ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps,
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_layernorm: x must have at least one axis and out not be NULL");
     int64_t cols = x->shape[x->ndim - 1];
     ug_value *gamma = NULL, *beta = NULL;
-    UG_TRY(named_param(g, name, "weight", 1, &cols, UG_INIT_CONSTANT, 1.0f, &gamma));
-    UG_TRY(named_param(g, name, "bias", 1, &cols, UG_INIT_CONSTANT, 0.0f, &beta));
-    return ug_g_layernorm(g, x, gamma, beta, eps, out);
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_status st = named_param(g, name, "weight", 1, &cols, UG_INIT_CONSTANT, 1.0f, &gamma);
+    if (st == UG_OK)
+        st = named_param(g, name, "bias", 1, &cols, UG_INIT_CONSTANT, 0.0f, &beta);
+    if (st == UG_OK)
+        st = ug_g_layernorm(g, x, gamma, beta, eps, out);
+    if (st != UG_OK)
+        ug_graph_rollback(g, mark);
+    return st;
 }
 
 ug_status ug_nn_flatten(ug_graph *g, ug_value *x, ug_value **out)

@@ -1,44 +1,14 @@
-/* Elementwise operations: broadcasting, unary and binary maps, casts,
- * transpose, fill and random numbers. */
-#include <stdio.h>
+/* The elementwise ops, each defined once (inference, launch, gradient) and
+ * wrapped for eager use (ops.h) and graphs (graph.h): unary and binary maps
+ * with broadcasting, casts, expand, fill, transpose, random numbers and
+ * dropout. The formulas are kernels/common/elementwise.h's. */
+#include <math.h>
 #include <string.h>
 
-#include "core/exec.h"
+#include "core/graph_internal.h"
 #include "unigrad/ops.h"
 
-ug_status ug_kernel_failed(ug_status status, const char *op, const ug_device *device)
-{
-    return ug_prefix_error(status, "%s on %s", op, device->info.id);
-}
-
-static ug_status unsupported(const char *op, const ug_device *device)
-{
-    return ug_set_error(UG_ERR_UNSUPPORTED, "%s: the %s backend of %s does not implement it", op,
-                        device->backend->name, device->info.id);
-}
-
-ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
-                             const char *op, int *ndim, int64_t *out)
-{
-    int n = a_ndim > b_ndim ? a_ndim : b_ndim;
-    for (int i = 0; i < n; i++) {
-        int ia = a_ndim - n + i, ib = b_ndim - n + i;
-        int64_t da = ia >= 0 ? a_shape[ia] : 1;
-        int64_t db = ib >= 0 ? b_shape[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            char sa[96], sb[96];
-            return ug_set_error(UG_ERR_SHAPE,
-                                "%s: shapes %s and %s do not broadcast: axis %d has sizes %lld and "
-                                "%lld (each pair must be equal or 1)",
-                                op, ug_format_shape(a_ndim, a_shape, sa, sizeof sa),
-                                ug_format_shape(b_ndim, b_shape, sb, sizeof sb), i, (long long)da,
-                                (long long)db);
-        }
-        out[i] = da == 1 ? db : da;
-    }
-    *ndim = n;
-    return UG_OK;
-}
+/* ---- launching ---- */
 
 /* Strides (in elements) of t read with ndim axes: 0 along its size-1 axes. */
 static void broadcast_strides(const ug_tensor *t, int ndim, int64_t *strides)
@@ -83,15 +53,12 @@ static int collapse(int ndim, int64_t *shape, int64_t *s1, int64_t *s2)
     return n;
 }
 
-ug_status ug_exec_binary(ug_binary_kind op, ug_unary_kind post, float alpha, ug_tensor *y,
-                         const ug_tensor *a, const ug_tensor *b)
+ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind post, float alpha,
+                           ug_tensor *y, const ug_tensor *a, const ug_tensor *b)
 {
-    ug_device *d = ug_dev(y);
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    if (!d->backend->binary)
-        return unsupported("binary op", d);
-    ug_binary_args args = {.op = op, .post = post, .alpha = alpha};
+    ug_binary_args args = {.op = kind, .post = post, .alpha = alpha};
     args.y = ug_kview_of(y);
     args.a = ug_kview_of(a);
     args.b = ug_kview_of(b);
@@ -99,152 +66,281 @@ ug_status ug_exec_binary(ug_binary_kind op, ug_unary_kind post, float alpha, ug_
     memcpy(shape, y->shape, sizeof shape);
     broadcast_strides(a, y->ndim, args.a_strides);
     broadcast_strides(b, y->ndim, args.b_strides);
-    int64_t sa[UG_MAX_DIMS], sb[UG_MAX_DIMS];
-    memcpy(sa, args.a_strides, sizeof sa);
-    memcpy(sb, args.b_strides, sizeof sb);
-    args.ndim = collapse(y->ndim, shape, sa, sb);
+    args.ndim = collapse(y->ndim, shape, args.a_strides, args.b_strides);
     memcpy(args.shape, shape, sizeof shape);
-    memcpy(args.a_strides, sa, sizeof sa);
-    memcpy(args.b_strides, sb, sizeof sb);
-    ug_status st = d->backend->binary(d->bdev, &args);
-    return st == UG_OK ? st : ug_kernel_failed(st, "binary op", d);
+    return ug_dispatch(ug_dev(y), UG_KERNEL_BINARY, op, y->dtype, &args);
 }
 
-static ug_status launch_unary(ug_unary_kind op, float alpha, float beta, ug_tensor *y,
-                              const ug_tensor *x, int ndim, int64_t *shape, int64_t *strides)
+static ug_status launch_strided_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
+                                      ug_tensor *y, const ug_tensor *x, int ndim, int64_t *shape,
+                                      int64_t *strides)
 {
-    ug_device *d = ug_dev(y);
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    if (!d->backend->unary)
-        return unsupported("unary op", d);
-    ug_unary_args args = {.op = op, .alpha = alpha, .beta = beta};
+    ug_unary_args args = {.op = kind, .alpha = alpha, .beta = beta};
     args.y = ug_kview_of(y);
     args.x = x ? ug_kview_of(x) : ug_kview_of(y);
     args.ndim = collapse(ndim, shape, strides, NULL);
     memcpy(args.shape, shape, sizeof args.shape);
     memcpy(args.x_strides, strides, sizeof args.x_strides);
-    ug_status st = d->backend->unary(d->bdev, &args);
-    return st == UG_OK ? st : ug_kernel_failed(st, "unary op", d);
+    return ug_dispatch(ug_dev(y), UG_KERNEL_UNARY, op, x ? x->dtype : y->dtype, &args);
 }
 
-ug_status ug_exec_unary(ug_unary_kind op, float alpha, float beta, ug_tensor *y, const ug_tensor *x)
+ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
+                          ug_tensor *y, const ug_tensor *x)
 {
     int64_t shape[UG_MAX_DIMS] = {ug_tensor_numel(y)};
     int64_t strides[UG_MAX_DIMS] = {1};
-    return launch_unary(op, alpha, beta, y, x, 1, shape, strides);
+    return launch_strided_unary(op, kind, alpha, beta, y, x, 1, shape, strides);
 }
 
-ug_status ug_exec_expand(ug_tensor *y, const ug_tensor *x, float alpha)
+ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
+                           uint64_t offset, ug_tensor *y)
 {
-    int64_t shape[UG_MAX_DIMS], strides[UG_MAX_DIMS];
-    memcpy(shape, y->shape, sizeof shape);
-    broadcast_strides(x, y->ndim, strides);
-    return launch_unary(UG_UNARY_SCALE_SHIFT, alpha, 0.0f, y, x, y->ndim, shape, strides);
+    int64_t n = ug_tensor_numel(y);
+    if (n == 0)
+        return UG_OK;
+    ug_random_args args = {.normal = normal, .p0 = p0, .p1 = p1, .seed = seed, .offset = offset,
+                           .y = ug_kview_of(y), .n = n};
+    return ug_dispatch(ug_dev(y), UG_KERNEL_RANDOM, op, y->dtype, &args);
 }
 
-ug_status ug_exec_transpose(ug_tensor *y, const ug_tensor *x)
+/* ---- unary ---- */
+
+static ug_status unary_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
-    int n = x->ndim;
-    int64_t shape[UG_MAX_DIMS] = {0}, contiguous[UG_MAX_DIMS] = {0}, strides[UG_MAX_DIMS] = {0};
-    int64_t stride = 1;
-    for (int i = n - 1; i >= 0; i--) {
-        contiguous[i] = stride;
-        stride *= x->shape[i];
+    (void)nin;
+    (void)nout;
+    UG_TRY(ug_infer_float(op, &in[0], "x"));
+    if ((unsigned)op->p.unary.op >= UG_UNARY_COUNT)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %d is not a unary op", op->name,
+                            (int)op->p.unary.op);
+    out[0] = in[0];
+    return UG_OK;
+}
+
+static ug_status unary_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    return ug_launch_unary(op->name, op->p.unary.op, op->p.unary.alpha, op->p.unary.beta, out[0],
+                           in[0]);
+}
+
+/* The gradient of each unary op, as PyTorch defines it. */
+static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *x = n->in[0], *y = n->out, *gx = NULL, *t = NULL;
+    switch (n->op.p.unary.op) {
+    case UG_UNARY_NEG: UG_TRY(ug_g_neg(g, gy, &gx)); break;
+    case UG_UNARY_ABS: UG_TRY(ug_g_binary(g, UG_BINARY_ABS_GRAD, 0, gy, x, &gx)); break;
+    case UG_UNARY_EXP: UG_TRY(ug_g_mul(g, gy, y, &gx)); break;
+    case UG_UNARY_LOG: UG_TRY(ug_g_div(g, gy, x, &gx)); break;
+    case UG_UNARY_SQRT: UG_TRY(ug_g_binary(g, UG_BINARY_SQRT_GRAD, 0, gy, y, &gx)); break;
+    /* relu'(x) = [y > 0]: reading y lets the forward fuse the bias add. */
+    case UG_UNARY_RELU: UG_TRY(ug_g_binary(g, UG_BINARY_RELU_GRAD, 0, gy, y, &gx)); break;
+    case UG_UNARY_SIGMOID: UG_TRY(ug_g_binary(g, UG_BINARY_SIGMOID_GRAD, 0, gy, y, &gx)); break;
+    case UG_UNARY_TANH: UG_TRY(ug_g_binary(g, UG_BINARY_TANH_GRAD, 0, gy, y, &gx)); break;
+    case UG_UNARY_GELU: UG_TRY(ug_g_binary(g, UG_BINARY_GELU_GRAD, 0, gy, x, &gx)); break;
+    case UG_UNARY_SCALE_SHIFT: UG_TRY(ug_g_scale_shift(g, gy, n->op.p.unary.alpha, 0.0f, &gx)); break;
+    case UG_UNARY_SQUARE:
+        UG_TRY(ug_g_mul(g, gy, x, &t));
+        UG_TRY(ug_g_scale_shift(g, t, 2.0f, 0.0f, &gx));
+        break;
+    default:
+        return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op.name);
     }
-    memcpy(shape, x->shape, sizeof shape);
-    memcpy(strides, contiguous, sizeof strides);
-    shape[n - 2] = x->shape[n - 1];
-    shape[n - 1] = x->shape[n - 2];
-    strides[n - 2] = contiguous[n - 1];
-    strides[n - 1] = contiguous[n - 2];
-    return launch_unary(UG_UNARY_COPY, 1.0f, 0.0f, y, x, n, shape, strides);
+    return ug_grad_give(g, x, gx);
 }
 
-/* ---- public binary ops ---- */
+const ug_op_def ug_op_unary = {"unary op", unary_infer, unary_launch, unary_backward};
 
-static ug_status binary_op(const char *name, ug_binary_kind op, const ug_tensor *a,
-                           const ug_tensor *b, ug_tensor **out)
+static ug_op unary_op(const char *name, ug_unary_kind kind, float alpha, float beta)
 {
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
-    *out = NULL;
-    UG_TRY(ug_check_tensor(a, name, "a"));
-    UG_TRY(ug_check_tensor(b, name, "b"));
-    UG_TRY(ug_check_same_device(a, b, name));
-    UG_TRY(ug_check_float(a, name, "a"));
-    if (a->dtype != b->dtype)
-        return ug_set_error(UG_ERR_DTYPE, "%s: a is %s and b is %s; cast one with ug_cast", name,
-                            ug_dtype_name(a->dtype), ug_dtype_name(b->dtype));
-    int ndim = 0;
-    int64_t shape[UG_MAX_DIMS];
-    UG_TRY(ug_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, name, &ndim, shape));
-    UG_TRY(ug_tensor_new(ug_dev(a), a->dtype, ndim, shape, name, out));
-    ug_status st = ug_exec_binary(op, UG_UNARY_COPY, 0.0f, *out, a, b);
-    if (st != UG_OK) {
-        ug_tensor_free(*out);
-        *out = NULL;
+    return (ug_op){.def = &ug_op_unary, .name = name, .p.unary = {kind, alpha, beta}};
+}
+
+static ug_status eager_unary(const char *name, ug_unary_kind kind, float alpha, float beta,
+                             const ug_tensor *x, ug_tensor **out)
+{
+    ug_op op = unary_op(name, kind, alpha, beta);
+    return ug_op_eager(&op, 1, &x, out);
+}
+
+ug_status ug_g_unary(ug_graph *g, ug_unary_kind kind, float alpha, float beta, ug_value *x,
+                     ug_value **out)
+{
+    ug_op op = unary_op("graph unary op", kind, alpha, beta);
+    return ug_op_graph(g, &op, 1, &x, out);
+}
+
+#define UG_UNARY_WRAPPERS(NAME, KIND)                                                  \
+    ug_status ug_##NAME(const ug_tensor *x, ug_tensor **out)                           \
+    {                                                                                  \
+        return eager_unary(#NAME, KIND, 0, 0, x, out);                                 \
+    }                                                                                  \
+    ug_status ug_g_##NAME(ug_graph *g, ug_value *x, ug_value **out)                    \
+    {                                                                                  \
+        ug_op op = unary_op("graph " #NAME, KIND, 0, 0);                               \
+        return ug_op_graph(g, &op, 1, &x, out);                                        \
     }
-    return st;
-}
-
-ug_status ug_add(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
-{
-    return binary_op("add", UG_BINARY_ADD, a, b, out);
-}
-ug_status ug_sub(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
-{
-    return binary_op("sub", UG_BINARY_SUB, a, b, out);
-}
-ug_status ug_mul(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
-{
-    return binary_op("mul", UG_BINARY_MUL, a, b, out);
-}
-ug_status ug_div(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
-{
-    return binary_op("div", UG_BINARY_DIV, a, b, out);
-}
-ug_status ug_maximum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
-{
-    return binary_op("maximum", UG_BINARY_MAXIMUM, a, b, out);
-}
-ug_status ug_minimum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
-{
-    return binary_op("minimum", UG_BINARY_MINIMUM, a, b, out);
-}
-
-/* ---- public unary ops ---- */
-
-static ug_status unary_op(const char *name, ug_unary_kind op, float alpha, float beta,
-                          const ug_tensor *x, ug_tensor **out)
-{
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
-    *out = NULL;
-    UG_TRY(ug_check_tensor(x, name, "x"));
-    UG_TRY(ug_check_float(x, name, "x"));
-    UG_TRY(ug_tensor_new(ug_dev(x), x->dtype, x->ndim, x->shape, name, out));
-    ug_status st = ug_exec_unary(op, alpha, beta, *out, x);
-    if (st != UG_OK) {
-        ug_tensor_free(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
-ug_status ug_neg(const ug_tensor *x, ug_tensor **out) { return unary_op("neg", UG_UNARY_NEG, 0, 0, x, out); }
-ug_status ug_abs(const ug_tensor *x, ug_tensor **out) { return unary_op("abs", UG_UNARY_ABS, 0, 0, x, out); }
-ug_status ug_exp(const ug_tensor *x, ug_tensor **out) { return unary_op("exp", UG_UNARY_EXP, 0, 0, x, out); }
-ug_status ug_log(const ug_tensor *x, ug_tensor **out) { return unary_op("log", UG_UNARY_LOG, 0, 0, x, out); }
-ug_status ug_sqrt(const ug_tensor *x, ug_tensor **out) { return unary_op("sqrt", UG_UNARY_SQRT, 0, 0, x, out); }
-ug_status ug_relu(const ug_tensor *x, ug_tensor **out) { return unary_op("relu", UG_UNARY_RELU, 0, 0, x, out); }
-ug_status ug_sigmoid(const ug_tensor *x, ug_tensor **out) { return unary_op("sigmoid", UG_UNARY_SIGMOID, 0, 0, x, out); }
-ug_status ug_tanh(const ug_tensor *x, ug_tensor **out) { return unary_op("tanh", UG_UNARY_TANH, 0, 0, x, out); }
-ug_status ug_gelu(const ug_tensor *x, ug_tensor **out) { return unary_op("gelu", UG_UNARY_GELU, 0, 0, x, out); }
+UG_UNARY_WRAPPERS(neg, UG_UNARY_NEG)
+UG_UNARY_WRAPPERS(abs, UG_UNARY_ABS)
+UG_UNARY_WRAPPERS(exp, UG_UNARY_EXP)
+UG_UNARY_WRAPPERS(log, UG_UNARY_LOG)
+UG_UNARY_WRAPPERS(sqrt, UG_UNARY_SQRT)
+UG_UNARY_WRAPPERS(relu, UG_UNARY_RELU)
+UG_UNARY_WRAPPERS(sigmoid, UG_UNARY_SIGMOID)
+UG_UNARY_WRAPPERS(tanh, UG_UNARY_TANH)
+UG_UNARY_WRAPPERS(gelu, UG_UNARY_GELU)
 
 ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out)
 {
-    return unary_op("scale_shift", UG_UNARY_SCALE_SHIFT, scale, shift, x, out);
+    return eager_unary("scale_shift", UG_UNARY_SCALE_SHIFT, scale, shift, x, out);
+}
+
+ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out)
+{
+    ug_op op = unary_op("graph scale_shift", UG_UNARY_SCALE_SHIFT, scale, shift);
+    return ug_op_graph(g, &op, 1, &x, out);
+}
+
+/* ---- binary ---- */
+
+static ug_status binary_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    (void)nout;
+    UG_TRY(ug_infer_float(op, &in[0], "a"));
+    UG_TRY(ug_infer_same_dtype(op, &in[0], &in[1]));
+    if ((unsigned)op->p.binary.op >= UG_BINARY_COUNT)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %d is not a binary op", op->name,
+                            (int)op->p.binary.op);
+    out[0].dtype = in[0].dtype;
+    return ug_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, op->name,
+                              &out[0].ndim, out[0].shape);
+}
+
+static ug_status binary_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    return ug_launch_binary(op->name, op->p.binary.op, op->p.binary.post, op->p.binary.alpha,
+                            out[0], in[0], in[1]);
+}
+
+static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *a = n->in[0], *b = n->in[1], *ga = NULL, *gb = NULL, *t = NULL;
+    switch (n->op.p.binary.op) {
+    case UG_BINARY_ADD:
+        UG_TRY(ug_grad_give(g, a, gy));
+        return ug_grad_give(g, b, gy);
+    case UG_BINARY_SUB:
+        UG_TRY(ug_grad_give(g, a, gy));
+        if (!ug_grad_needed(b))
+            return UG_OK;
+        UG_TRY(ug_g_neg(g, gy, &gb));
+        return ug_grad_give(g, b, gb);
+    case UG_BINARY_MUL:
+        if (ug_grad_needed(a)) {
+            UG_TRY(ug_g_mul(g, gy, b, &ga));
+            UG_TRY(ug_grad_give(g, a, ga));
+        }
+        if (ug_grad_needed(b)) {
+            UG_TRY(ug_g_mul(g, gy, a, &gb));
+            UG_TRY(ug_grad_give(g, b, gb));
+        }
+        return UG_OK;
+    case UG_BINARY_DIV: /* d(a/b)/db = -(a/b)/b */
+        UG_TRY(ug_g_div(g, gy, b, &ga));
+        UG_TRY(ug_grad_give(g, a, ga));
+        if (!ug_grad_needed(b))
+            return UG_OK;
+        UG_TRY(ug_g_mul(g, ga, n->out, &t));
+        UG_TRY(ug_g_neg(g, t, &gb));
+        return ug_grad_give(g, b, gb);
+    case UG_BINARY_MAXIMUM: {
+        /* As PyTorch: ties split the gradient evenly. share_a = (ge(a,b) - ge(b,a) + 1) / 2 */
+        ug_value *ge_ab = NULL, *ge_ba = NULL, *diff = NULL, *share = NULL;
+        UG_TRY(ug_g_binary(g, UG_BINARY_GE_MASK, 0, a, b, &ge_ab));
+        UG_TRY(ug_g_binary(g, UG_BINARY_GE_MASK, 0, b, a, &ge_ba));
+        UG_TRY(ug_g_sub(g, ge_ab, ge_ba, &diff));
+        UG_TRY(ug_g_scale_shift(g, diff, 0.5f, 0.5f, &share));
+        UG_TRY(ug_g_mul(g, gy, share, &ga));
+        UG_TRY(ug_grad_give(g, a, ga));
+        UG_TRY(ug_g_sub(g, gy, ga, &gb));
+        return ug_grad_give(g, b, gb);
+    }
+    case UG_BINARY_DROPOUT:
+        UG_TRY(ug_g_binary(g, UG_BINARY_DROPOUT, n->op.p.binary.alpha, gy, b, &ga));
+        return ug_grad_give(g, a, ga);
+    default:
+        return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op.name);
+    }
+}
+
+const ug_op_def ug_op_binary = {"binary op", binary_infer, binary_launch, binary_backward};
+
+static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)
+{
+    return (ug_op){.def = &ug_op_binary, .name = name,
+                   .p.binary = {.op = kind, .post = UG_UNARY_COPY, .alpha = alpha}};
+}
+
+ug_status ug_g_binary(ug_graph *g, ug_binary_kind kind, float alpha, ug_value *a, ug_value *b,
+                      ug_value **out)
+{
+    ug_op op = binary_op("graph binary op", kind, alpha);
+    ug_value *in[2] = {a, b};
+    return ug_op_graph(g, &op, 2, in, out);
+}
+
+#define UG_BINARY_WRAPPERS(NAME, KIND)                                                 \
+    ug_status ug_##NAME(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)       \
+    {                                                                                  \
+        ug_op op = binary_op(#NAME, KIND, 0);                                          \
+        const ug_tensor *in[2] = {a, b};                                               \
+        return ug_op_eager(&op, 2, in, out);                                           \
+    }                                                                                  \
+    ug_status ug_g_##NAME(ug_graph *g, ug_value *a, ug_value *b, ug_value **out)       \
+    {                                                                                  \
+        ug_op op = binary_op("graph " #NAME, KIND, 0);                                 \
+        ug_value *in[2] = {a, b};                                                      \
+        return ug_op_graph(g, &op, 2, in, out);                                        \
+    }
+UG_BINARY_WRAPPERS(add, UG_BINARY_ADD)
+UG_BINARY_WRAPPERS(sub, UG_BINARY_SUB)
+UG_BINARY_WRAPPERS(mul, UG_BINARY_MUL)
+UG_BINARY_WRAPPERS(div, UG_BINARY_DIV)
+UG_BINARY_WRAPPERS(maximum, UG_BINARY_MAXIMUM)
+UG_BINARY_WRAPPERS(minimum, UG_BINARY_MINIMUM)
+
+/* ---- cast ---- */
+
+static ug_status cast_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    (void)nout;
+    ug_dtype to = op->p.cast.dtype;
+    if (to != UG_F32 && to != UG_F16 && to != in[0].dtype)
+        return ug_set_error(UG_ERR_DTYPE,
+                            "%s: %s to %s is not supported: casts go to f32 or f16 (from f32, f16, "
+                            "i32 or u8)",
+                            op->name, ug_dtype_name(in[0].dtype),
+                            ug_dtype_size(to) ? ug_dtype_name(to) : "an invalid dtype");
+    out[0] = in[0];
+    out[0].dtype = to;
+    return UG_OK;
+}
+
+static ug_status cast_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    return ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], in[0]);
+}
+
+const ug_op_def ug_op_cast = {"cast", cast_infer, cast_launch, NULL};
+
+ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
+{
+    ug_op op = {.def = &ug_op_cast, .name = "cast", .p.cast.dtype = dtype};
+    return ug_op_eager(&op, 1, &x, out);
 }
 
 ug_status ug_clone(const ug_tensor *x, ug_tensor **out)
@@ -262,92 +358,247 @@ ug_status ug_clone(const ug_tensor *x, ug_tensor **out)
     return st;
 }
 
+/* ---- expand and fill (graph-internal: broadcasts and constants) ---- */
+
+static ug_status expand_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nout;
+    out[0].dtype = nin ? in[0].dtype : UG_F32;
+    out[0].ndim = op->p.expand.ndim;
+    memcpy(out[0].shape, op->p.expand.shape, sizeof out[0].shape);
+    if (!nin)
+        return UG_OK;
+    int ndim;
+    int64_t shape[UG_MAX_DIMS];
+    UG_TRY(ug_broadcast_shape(in[0].ndim, in[0].shape, out[0].ndim, out[0].shape, op->name, &ndim,
+                              shape));
+    if (ndim != out[0].ndim || memcmp(shape, out[0].shape, sizeof(int64_t) * (size_t)ndim))
+        return ug_set_error(UG_ERR_SHAPE, "%s: the input does not broadcast to the target shape",
+                            op->name);
+    return UG_OK;
+}
+
+static ug_status expand_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    int64_t shape[UG_MAX_DIMS], strides[UG_MAX_DIMS];
+    memcpy(shape, out[0]->shape, sizeof shape);
+    broadcast_strides(in[0], out[0]->ndim, strides);
+    return launch_strided_unary(op->name, UG_UNARY_SCALE_SHIFT, op->p.expand.alpha, 0.0f, out[0],
+                                in[0], out[0]->ndim, shape, strides);
+}
+
+static ug_status expand_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *gx = gy;
+    if (n->op.p.expand.alpha != 1.0f)
+        UG_TRY(ug_g_scale_shift(g, gy, n->op.p.expand.alpha, 0.0f, &gx));
+    return ug_grad_give(g, n->in[0], gx);
+}
+
+const ug_op_def ug_op_expand = {"expand", expand_infer, expand_launch, expand_backward};
+
+static ug_op shaped_op(const ug_op_def *def, const char *name, float alpha, int ndim,
+                       const int64_t *shape)
+{
+    ug_op op = {.def = def, .name = name, .p.expand = {.alpha = alpha, .ndim = ndim}};
+    if (ndim > 0 && ndim <= UG_MAX_DIMS)
+        memcpy(op.p.expand.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return op;
+}
+
+ug_status ug_g_expand(ug_graph *g, ug_value *x, float alpha, int ndim, const int64_t *shape,
+                      ug_value **out)
+{
+    ug_op op = shaped_op(&ug_op_expand, "graph expand", alpha, ndim, shape);
+    return ug_op_graph(g, &op, 1, &x, out);
+}
+
+static ug_status fill_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    (void)in;
+    return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, op->p.expand.alpha, out[0], NULL);
+}
+
+/* Constants have no inputs, hence no gradient to give. */
+static ug_status no_gradient(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    (void)g;
+    (void)n;
+    (void)gy;
+    return UG_OK;
+}
+
+const ug_op_def ug_op_fill = {"fill", expand_infer, fill_launch, no_gradient};
+
+ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out)
+{
+    ug_op op = shaped_op(&ug_op_fill, "graph fill", value, ndim, shape);
+    return ug_op_graph(g, &op, 0, NULL, out);
+}
+
 ug_status ug_fill(ug_tensor *x, float value)
 {
     UG_TRY(ug_check_tensor(x, "fill", "x"));
-    UG_TRY(ug_check_float(x, "fill", "x"));
-    return ug_exec_unary(UG_UNARY_FILL, 0.0f, value, x, NULL);
+    ug_op op = shaped_op(&ug_op_fill, "fill", value, x->ndim, x->shape);
+    ug_meta m = ug_meta_of_tensor(x);
+    UG_TRY(ug_infer_float(&op, &m, "x"));
+    return ug_op_fill.launch(&op, &x, NULL);
 }
 
-ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
+/* ---- transpose ---- */
+
+static ug_status transpose_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
+                                 int *nout)
 {
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "cast: out is NULL");
-    *out = NULL;
-    UG_TRY(ug_check_tensor(x, "cast", "x"));
-    if (dtype != UG_F32 && dtype != UG_F16 && dtype != x->dtype)
-        return ug_set_error(UG_ERR_DTYPE,
-                            "cast: %s to %s is not supported: casts go to f32 or f16 (from f32, f16, "
-                            "i32 or u8)",
-                            ug_dtype_name(x->dtype), ug_dtype_size(dtype) ? ug_dtype_name(dtype) : "an invalid dtype");
-    UG_TRY(ug_tensor_new(ug_dev(x), dtype, x->ndim, x->shape, "cast", out));
-    ug_status st = ug_exec_unary(UG_UNARY_COPY, 1.0f, 0.0f, *out, x);
-    if (st != UG_OK) {
-        ug_tensor_free(*out);
-        *out = NULL;
+    (void)nin;
+    (void)nout;
+    if (in[0].ndim < 2) {
+        char s[96];
+        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; it needs at least two axes", op->name,
+                            ug_format_shape(in[0].ndim, in[0].shape, s, sizeof s));
     }
-    return st;
+    out[0] = in[0];
+    out[0].shape[in[0].ndim - 2] = in[0].shape[in[0].ndim - 1];
+    out[0].shape[in[0].ndim - 1] = in[0].shape[in[0].ndim - 2];
+    return UG_OK;
 }
+
+static ug_status transpose_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    const ug_tensor *x = in[0];
+    int n = x->ndim;
+    int64_t shape[UG_MAX_DIMS] = {0}, strides[UG_MAX_DIMS] = {0};
+    int64_t stride = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        strides[i] = stride;
+        stride *= x->shape[i];
+    }
+    memcpy(shape, out[0]->shape, sizeof shape);
+    int64_t last = strides[n - 1];
+    strides[n - 1] = strides[n - 2];
+    strides[n - 2] = last;
+    return launch_strided_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], x, n, shape, strides);
+}
+
+static ug_status transpose_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *gx = NULL;
+    UG_TRY(ug_g_transpose(g, gy, &gx));
+    return ug_grad_give(g, n->in[0], gx);
+}
+
+const ug_op_def ug_op_transpose = {"transpose", transpose_infer, transpose_launch,
+                                   transpose_backward};
 
 ug_status ug_transpose(const ug_tensor *x, ug_tensor **out)
 {
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "transpose: out is NULL");
-    *out = NULL;
-    UG_TRY(ug_check_tensor(x, "transpose", "x"));
-    if (x->ndim < 2) {
-        char s[96];
-        return ug_set_error(UG_ERR_SHAPE, "transpose: x is %s; it needs at least two axes",
-                            ug_format_shape(x->ndim, x->shape, s, sizeof s));
-    }
-    int64_t shape[UG_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 2] = x->shape[x->ndim - 1];
-    shape[x->ndim - 1] = x->shape[x->ndim - 2];
-    UG_TRY(ug_tensor_new(ug_dev(x), x->dtype, x->ndim, shape, "transpose", out));
-    ug_status st = ug_exec_transpose(*out, x);
-    if (st != UG_OK) {
-        ug_tensor_free(*out);
-        *out = NULL;
-    }
-    return st;
+    ug_op op = {.def = &ug_op_transpose, .name = "transpose"};
+    return ug_op_eager(&op, 1, &x, out);
 }
 
-/* ---- random ---- */
-
-ug_status ug_exec_random(bool normal, float p0, float p1, uint64_t seed, uint64_t offset,
-                         ug_tensor *y)
+ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out)
 {
-    ug_device *d = ug_dev(y);
-    int64_t n = ug_tensor_numel(y);
-    if (n == 0)
-        return UG_OK;
-    if (!d->backend->random)
-        return unsupported("random", d);
-    ug_random_args args = {.normal = normal, .p0 = p0, .p1 = p1, .seed = seed, .offset = offset,
-                           .y = ug_kview_of(y), .n = n};
-    ug_status st = d->backend->random(d->bdev, &args);
-    return st == UG_OK ? st : ug_kernel_failed(st, "random", d);
+    ug_op op = {.def = &ug_op_transpose, .name = "graph transpose"};
+    return ug_op_graph(g, &op, 1, &x, out);
 }
 
-static ug_status random_op(const char *name, bool normal, float p0, float p1, ug_tensor *x,
-                           uint64_t seed, uint64_t offset)
+/* ---- random numbers and dropout ---- */
+
+static ug_status random_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    (void)in;
+    return ug_launch_random(op->name, op->p.random.normal, op->p.random.p0, op->p.random.p1,
+                            op->p.random.seed, op->p.random.offset, out[0]);
+}
+
+const ug_op_def ug_op_random = {"random", expand_infer, random_launch, NULL};
+
+static ug_status random_into(const char *name, bool normal, float p0, float p1, ug_tensor *x,
+                             uint64_t seed, uint64_t offset)
 {
     UG_TRY(ug_check_tensor(x, name, "x"));
-    UG_TRY(ug_check_float(x, name, "x"));
+    ug_op op = {.def = &ug_op_random, .name = name,
+                .p.random = {.normal = normal, .p0 = p0, .p1 = p1, .seed = seed, .offset = offset}};
+    ug_meta m = ug_meta_of_tensor(x);
+    UG_TRY(ug_infer_float(&op, &m, "x"));
     if (!(p0 == p0) || !(p1 == p1) || (normal ? p1 < 0 : p1 < p0))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             normal ? "%s: stddev %g must be >= 0 (mean %g)" : "%s: high %g is below low %g",
                             name, (double)p1, (double)p0);
-    return ug_exec_random(normal, p0, p1, seed, offset, x);
+    return ug_op_random.launch(&op, &x, NULL);
 }
 
 ug_status ug_random_uniform(ug_tensor *x, uint64_t seed, uint64_t offset, float low, float high)
 {
-    return random_op("random_uniform", false, low, high, x, seed, offset);
+    return random_into("random_uniform", false, low, high, x, seed, offset);
 }
 
 ug_status ug_random_normal(ug_tensor *x, uint64_t seed, uint64_t offset, float mean, float stddev)
 {
-    return random_op("random_normal", true, mean, stddev, x, seed, offset);
+    return random_into("random_normal", true, mean, stddev, x, seed, offset);
+}
+
+/* Masks use their own Philox key, the graph's seed mixed with a tag
+ * (splitmix64's finaliser): with the seed itself as key, a graph seeded
+ * like its model (both default to 0) would draw run r's first mask from the
+ * very counters that initialised parameter r (r * 2^40 + i), so dropout
+ * would drop exactly the units whose initial weights were low. */
+static uint64_t dropout_key(uint64_t seed)
+{
+    uint64_t z = (seed ^ 0x6a09e667f3bcc909ull) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The mask has x's shape and dtype (x is its input for that alone). Each
+ * run draws fresh masks: counters advance by run and by mask. */
+static ug_status dropout_mask_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
+                                    int *nout)
+{
+    (void)nin;
+    (void)nout;
+    UG_TRY(ug_infer_float(op, &in[0], "x"));
+    out[0] = in[0];
+    return UG_OK;
+}
+
+static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
+                                     const ug_tensor *const *in)
+{
+    (void)in;
+    const ug_graph *g = op->p.dropout.graph;
+    uint64_t offset = (g->runs << 40) + (op->p.dropout.stream << 32);
+    return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(g->seed), offset, out[0]);
+}
+
+const ug_op_def ug_op_dropout_mask = {"dropout mask", dropout_mask_infer, dropout_mask_launch,
+                                      no_gradient};
+
+ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
+{
+    const char *name = "graph dropout";
+    UG_TRY(ug_graph_check_open(g, name));
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+    if (!(p >= 0.0f && p < 1.0f))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: p = %g must be in [0, 1)", name, (double)p);
+    ug_op mask_op = {.def = &ug_op_dropout_mask, .name = name,
+                     .p.dropout = {.graph = g, .stream = g->dropout_streams}};
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *mask = NULL;
+    ug_status st = ug_op_graph(g, &mask_op, 1, &x, &mask);
+    if (st == UG_OK && (!g->training || p == 0.0f)) { /* eval mode: the identity */
+        ug_graph_rollback(g, mark);
+        *out = x;
+        return UG_OK;
+    }
+    if (st == UG_OK)
+        st = ug_g_binary(g, UG_BINARY_DROPOUT, p, x, mask, out);
+    if (st != UG_OK) {
+        ug_graph_rollback(g, mark);
+        return st;
+    }
+    g->dropout_streams++;
+    return UG_OK;
 }

@@ -1,23 +1,20 @@
-/* Matrix products of the last two axes, 2-D and batched. */
+/* Matrix products of the last two axes, 2-D and batched: defined once and
+ * wrapped for eager use and graphs. */
 #include <string.h>
 
-#include "core/exec.h"
+#include "core/graph_internal.h"
 #include "unigrad/ops.h"
 
 static int64_t rows_of(const ug_tensor *t) { return t->shape[t->ndim - 2]; }
 static int64_t cols_of(const ug_tensor *t) { return t->shape[t->ndim - 1]; }
 static int64_t matrix_count(const ug_tensor *t) { return ug_shape_numel(t->ndim - 2, t->shape); }
 
-ug_status ug_exec_matmul(ug_tensor *c, const ug_tensor *a, const ug_tensor *b, bool trans_a,
-                         bool trans_b, float alpha, float beta)
+static ug_status gemm(const char *op, ug_tensor *c, const ug_tensor *a, const ug_tensor *b,
+                      bool trans_a, bool trans_b)
 {
-    ug_device *d = ug_dev(c);
     if (ug_tensor_numel(c) == 0)
         return UG_OK;
-    if (!d->backend->gemm)
-        return ug_set_error(UG_ERR_UNSUPPORTED, "matmul: the %s backend does not implement GEMM",
-                            d->backend->name);
-    ug_gemm_args g = {.trans_a = trans_a, .trans_b = trans_b, .alpha = alpha, .beta = beta};
+    ug_gemm_args g = {.trans_a = trans_a, .trans_b = trans_b, .alpha = 1.0f, .beta = 0.0f};
     g.a = ug_kview_of(a);
     g.b = ug_kview_of(b);
     g.c = ug_kview_of(c);
@@ -36,84 +33,109 @@ ug_status ug_exec_matmul(ug_tensor *c, const ug_tensor *a, const ug_tensor *b, b
         g.m *= g.batch;
         g.batch = 1;
     }
-    ug_status st = d->backend->gemm(d->bdev, &g);
-    return st == UG_OK ? st : ug_kernel_failed(st, "matmul", d);
+    return ug_dispatch(ug_dev(c), UG_KERNEL_GEMM, op, a->dtype, &g);
 }
 
-static ug_status check_matmul(const ug_tensor *a, const ug_tensor *b, bool ta, bool tb, int *ndim,
-                              int64_t *shape)
+/* f16 is a storage type: its product runs in f32 through three scratch
+ * results (a, b and c in f32), which graphs plan like any value. */
+static ug_status matmul_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
+    (void)nin;
+    const ug_meta *a = &in[0], *b = &in[1];
+    bool ta = op->p.matmul.ta, tb = op->p.matmul.tb;
+    UG_TRY(ug_infer_float(op, a, "a"));
+    UG_TRY(ug_infer_same_dtype(op, a, b));
     char sa[96], sb[96];
     ug_format_shape(a->ndim, a->shape, sa, sizeof sa);
     ug_format_shape(b->ndim, b->shape, sb, sizeof sb);
     if (a->ndim < 2 || b->ndim < 2)
-        return ug_set_error(UG_ERR_SHAPE, "matmul: a is %s, b is %s; both need at least two axes", sa, sb);
-    int64_t m = ta ? cols_of(a) : rows_of(a), ka = ta ? rows_of(a) : cols_of(a);
-    int64_t kb = tb ? cols_of(b) : rows_of(b), n = tb ? rows_of(b) : cols_of(b);
+        return ug_set_error(UG_ERR_SHAPE, "%s: a is %s, b is %s; both need at least two axes",
+                            op->name, sa, sb);
+    int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
+    int64_t br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    int64_t m = ta ? ac : ar, ka = ta ? ar : ac, kb = tb ? bc : br, n = tb ? br : bc;
     if (ka != kb) {
         const char *hint = "";
-        if (!tb && ka == cols_of(b))
+        if (!tb && ka == bc)
             hint = " (did you mean transpose_b?)";
-        else if (!ta && rows_of(a) == kb)
+        else if (!ta && ar == kb)
             hint = " (did you mean transpose_a?)";
-        else if (tb && ka == rows_of(b))
+        else if (tb && ka == br)
             hint = " (did you mean transpose_b = false?)";
-        return ug_set_error(UG_ERR_SHAPE, "matmul: inner dimensions differ: a is %s%s, b is %s%s%s", sa,
-                            ta ? " (transposed)" : "", sb, tb ? " (transposed)" : "", hint);
+        return ug_set_error(UG_ERR_SHAPE, "%s: inner dimensions differ: a is %s%s, b is %s%s%s",
+                            op->name, sa, ta ? " (transposed)" : "", sb,
+                            tb ? " (transposed)" : "", hint);
     }
-    const ug_tensor *batched = a->ndim >= b->ndim ? a : b;
     if (a->ndim > 2 && b->ndim > 2 &&
-        (a->ndim != b->ndim || memcmp(a->shape, b->shape, (size_t)(a->ndim - 2) * sizeof *a->shape) != 0))
+        (a->ndim != b->ndim || memcmp(a->shape, b->shape, (size_t)(a->ndim - 2) * sizeof *a->shape)))
         return ug_set_error(UG_ERR_SHAPE,
-                            "matmul: batch axes differ: a is %s, b is %s (batch axes must be equal, "
+                            "%s: batch axes differ: a is %s, b is %s (batch axes must be equal, "
                             "or one operand 2-D)",
-                            sa, sb);
-    *ndim = batched->ndim;
-    memcpy(shape, batched->shape, sizeof(int64_t) * (size_t)(batched->ndim - 2));
-    shape[*ndim - 2] = m;
-    shape[*ndim - 1] = n;
+                            op->name, sa, sb);
+    const ug_meta *batched = a->ndim >= b->ndim ? a : b;
+    out[0] = *batched;
+    out[0].dtype = a->dtype;
+    out[0].shape[out[0].ndim - 2] = m;
+    out[0].shape[out[0].ndim - 1] = n;
+    if (a->dtype == UG_F32)
+        return UG_OK;
+    out[1] = *a;
+    out[2] = *b;
+    out[3] = out[0];
+    for (int k = 1; k < 4; k++)
+        out[k].dtype = UG_F32;
+    *nout = 4;
     return UG_OK;
 }
+
+static ug_status matmul_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    bool ta = op->p.matmul.ta, tb = op->p.matmul.tb;
+    if (in[0]->dtype == UG_F32)
+        return gemm(op->name, out[0], in[0], in[1], ta, tb);
+    UG_TRY(ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[1], in[0]));
+    UG_TRY(ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[2], in[1]));
+    UG_TRY(gemm(op->name, out[3], out[1], out[2], ta, tb));
+    return ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], out[3]);
+}
+
+/* Gradients of C = op(A) op(B); the products broadcast a 2-D operand over
+ * the batch, and ug_grad_give sums that batch back. */
+static ug_status matmul_backward(ug_graph *g, graph_node *n, ug_value *gc)
+{
+    ug_value *a = n->in[0], *b = n->in[1], *ga = NULL, *gb = NULL;
+    bool ta = n->op.p.matmul.ta, tb = n->op.p.matmul.tb;
+    if (ug_grad_needed(a)) {
+        if (!ta)
+            UG_TRY(ug_g_matmul(g, gc, b, false, !tb, &ga));   /* dC op(B)^T */
+        else
+            UG_TRY(ug_g_matmul(g, b, gc, tb, true, &ga));      /* op(B) dC^T */
+        UG_TRY(ug_grad_give(g, a, ga));
+    }
+    if (ug_grad_needed(b)) {
+        if (!tb)
+            UG_TRY(ug_g_matmul(g, a, gc, !ta, false, &gb));    /* op(A)^T dC */
+        else
+            UG_TRY(ug_g_matmul(g, gc, a, true, ta, &gb));      /* dC^T op(A) */
+        UG_TRY(ug_grad_give(g, b, gb));
+    }
+    return UG_OK;
+}
+
+const ug_op_def ug_op_matmul = {"matmul", matmul_infer, matmul_launch, matmul_backward};
 
 ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a, bool transpose_b,
                     ug_tensor **out)
 {
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "matmul: out is NULL");
-    *out = NULL;
-    UG_TRY(ug_check_tensor(a, "matmul", "a"));
-    UG_TRY(ug_check_tensor(b, "matmul", "b"));
-    UG_TRY(ug_check_same_device(a, b, "matmul"));
-    UG_TRY(ug_check_float(a, "matmul", "a"));
-    if (a->dtype != b->dtype)
-        return ug_set_error(UG_ERR_DTYPE, "matmul: a is %s and b is %s; cast one with ug_cast",
-                            ug_dtype_name(a->dtype), ug_dtype_name(b->dtype));
-    int ndim = 0;
-    int64_t shape[UG_MAX_DIMS];
-    UG_TRY(check_matmul(a, b, transpose_a, transpose_b, &ndim, shape));
-    UG_TRY(ug_tensor_new(ug_dev(a), a->dtype, ndim, shape, "matmul", out));
-    ug_status st;
-    if (a->dtype == UG_F32) {
-        st = ug_exec_matmul(*out, a, b, transpose_a, transpose_b, 1.0f, 0.0f);
-    } else {
-        /* f16 is a storage type: the product runs in f32 on every device. */
-        ug_tensor *a32 = NULL, *b32 = NULL, *c32 = NULL;
-        st = ug_cast(a, UG_F32, &a32);
-        if (st == UG_OK)
-            st = ug_cast(b, UG_F32, &b32);
-        if (st == UG_OK)
-            st = ug_tensor_new(ug_dev(a), UG_F32, ndim, shape, "matmul", &c32);
-        if (st == UG_OK)
-            st = ug_exec_matmul(c32, a32, b32, transpose_a, transpose_b, 1.0f, 0.0f);
-        if (st == UG_OK)
-            st = ug_exec_unary(UG_UNARY_COPY, 1.0f, 0.0f, *out, c32);
-        ug_tensor_free(a32);
-        ug_tensor_free(b32);
-        ug_tensor_free(c32);
-    }
-    if (st != UG_OK) {
-        ug_tensor_free(*out);
-        *out = NULL;
-    }
-    return st;
+    ug_op op = {.def = &ug_op_matmul, .name = "matmul", .p.matmul = {transpose_a, transpose_b}};
+    const ug_tensor *in[2] = {a, b};
+    return ug_op_eager(&op, 2, in, out);
+}
+
+ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, bool transpose_b,
+                      ug_value **out)
+{
+    ug_op op = {.def = &ug_op_matmul, .name = "graph matmul", .p.matmul = {transpose_a, transpose_b}};
+    ug_value *in[2] = {a, b};
+    return ug_op_graph(g, &op, 2, in, out);
 }

@@ -162,7 +162,7 @@ static float lr_at(const ug_optimizer_config *c, int64_t step)
 
 float ug_optimizer_current_lr(const ug_optimizer *opt) { return opt ? lr_at(&opt->config, opt->steps) : 0.0f; }
 
-void ug_optim_fill_args(const ug_optimizer *opt, int param_index, ug_optim_args *args)
+static void fill_args(const ug_optimizer *opt, int param_index, ug_optim_args *args)
 {
     const ug_optimizer_config *c = &opt->config;
     int64_t t = opt->steps + 1;
@@ -186,6 +186,25 @@ void ug_optim_fill_args(const ug_optimizer *opt, int param_index, ug_optim_args 
 }
 
 void ug_optim_step_done(ug_optimizer *opt) { opt->steps++; }
+
+/* One parameter's update: in param, grad (and the clipping scale); the
+ * parameter is updated in place, so the node has no result. */
+static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    (void)out;
+    ug_optim_args args = {0};
+    fill_args(op->p.optim.graph->optimizer, op->p.optim.param_index, &args);
+    args.param = ug_kview_of(in[0]);
+    args.grad = ug_kview_of(in[1]);
+    if (in[2])
+        args.grad_scale = ug_kview_of(in[2]);
+    args.n = ug_tensor_numel(in[0]);
+    if (args.n == 0)
+        return UG_OK;
+    return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
+}
+
+const ug_op_def ug_op_optimizer = {"optimizer update", NULL, optimizer_launch, NULL};
 
 /* scale = min(1, max_norm / (||g||_2 + 1e-6)) over every gradient, as
  * torch.nn.utils.clip_grad_norm_, computed on the device so the step needs
@@ -230,8 +249,9 @@ ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt)
                                 p->name);
         graph_node *n;
         ug_value *in[3] = {p, p->grad, scale};
-        UG_TRY(ug_graph_add_node(g, NODE_OPTIM, NULL, scale ? 3 : 2, in, &n));
-        n->p.optim.param_index = index;
+        ug_op op = {.def = &ug_op_optimizer, .name = "optimizer update",
+                    .p.optim = {.graph = g, .param_index = index}};
+        UG_TRY(ug_graph_add_node(g, &op, NULL, scale ? 3 : 2, in, &n));
     }
     return UG_OK;
 }

@@ -398,12 +398,8 @@ ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args)
         args->op >= UG_BINARY_COUNT)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu binary: bad op %d or ndim %d",
                             (int)args->op, args->ndim);
-    if (args->post != UG_UNARY_COPY && args->post != UG_UNARY_RELU &&
-        args->post != UG_UNARY_GELU && args->post != UG_UNARY_SIGMOID &&
-        args->post != UG_UNARY_TANH)
-        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
-                            "cpu binary: fused activation %d is not one of copy, relu, gelu, "
-                            "sigmoid, tanh",
+    if ((unsigned)args->post >= UG_UNARY_COUNT)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu binary: fused activation %d is not a unary op",
                             (int)args->post);
     if (!float_dtype(args->y.dtype) || args->a.dtype != args->y.dtype ||
         args->b.dtype != args->y.dtype)

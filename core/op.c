@@ -1,0 +1,210 @@
+/* Running op definitions eagerly and adding them to graphs, and the one
+ * point every kernel call passes through. */
+#include <stdint.h>
+#include <string.h>
+
+#include "core/graph_internal.h"
+
+static const char *op_name(const ug_op *op) { return op->name ? op->name : op->def->family; }
+
+ug_meta ug_meta_of_tensor(const ug_tensor *t)
+{
+    ug_meta m = {.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(m.shape, t->shape, sizeof m.shape);
+    return m;
+}
+
+ug_status ug_checked_numel(int ndim, const int64_t *shape, size_t elem_bytes, const char *op,
+                           int64_t *numel)
+{
+    if (ndim < 0 || ndim > UG_MAX_DIMS)
+        return ug_set_error(UG_ERR_SHAPE, "%s: %d axes is outside 0..%d", op, ndim, UG_MAX_DIMS);
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return ug_set_error(UG_ERR_SHAPE, "%s: axis %d has negative size %lld", op, i,
+                                (long long)shape[i]);
+        empty |= shape[i] == 0;
+    }
+    /* A zero anywhere makes the count 0, whatever the other sizes. */
+    int64_t n = empty ? 0 : 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim && !empty && !overflow; i++)
+        overflow = __builtin_mul_overflow(n, shape[i], &n);
+    int64_t bytes;
+    if (overflow || __builtin_mul_overflow(n, (int64_t)(elem_bytes ? elem_bytes : 1), &bytes)) {
+        char s[160];
+        return ug_set_error(UG_ERR_SHAPE,
+                            "%s: shape %s has more elements than a tensor can address (2^63 bytes)",
+                            op, ug_format_shape(ndim, shape, s, sizeof s));
+    }
+    *numel = n;
+    return UG_OK;
+}
+
+ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg)
+{
+    if (m->dtype != UG_F32 && m->dtype != UG_F16)
+        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op takes f32 or f16 (cast with ug_cast)",
+                            op_name(op), arg, ug_dtype_name(m->dtype));
+    return UG_OK;
+}
+
+ug_status ug_infer_same_dtype(const ug_op *op, const ug_meta *a, const ug_meta *b)
+{
+    if (a->dtype != b->dtype)
+        return ug_set_error(UG_ERR_DTYPE, "%s: a is %s and b is %s; cast one with ug_cast",
+                            op_name(op), ug_dtype_name(a->dtype), ug_dtype_name(b->dtype));
+    return UG_OK;
+}
+
+ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
+                             const char *op, int *ndim, int64_t *out)
+{
+    int n = a_ndim > b_ndim ? a_ndim : b_ndim;
+    for (int i = 0; i < n; i++) {
+        int ia = a_ndim - n + i, ib = b_ndim - n + i;
+        int64_t da = ia >= 0 ? a_shape[ia] : 1;
+        int64_t db = ib >= 0 ? b_shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char sa[96], sb[96];
+            return ug_set_error(UG_ERR_SHAPE,
+                                "%s: shapes %s and %s do not broadcast: axis %d has sizes %lld and "
+                                "%lld (each pair must be equal or 1)",
+                                op, ug_format_shape(a_ndim, a_shape, sa, sizeof sa),
+                                ug_format_shape(b_ndim, b_shape, sb, sizeof sb), i, (long long)da,
+                                (long long)db);
+        }
+        out[i] = da == 1 ? db : da;
+    }
+    *ndim = n;
+    return UG_OK;
+}
+
+static ug_status infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    *nout = 1;
+    UG_TRY(op->def->infer(op, nin, in, out, nout));
+    for (int k = 0; k < *nout; k++) {
+        int64_t numel;
+        UG_TRY(ug_checked_numel(out[k].ndim, out[k].shape, ug_dtype_size(out[k].dtype), op_name(op),
+                                &numel));
+    }
+    return UG_OK;
+}
+
+ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_tensor **out)
+{
+    const char *name = op_name(op);
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+    *out = NULL;
+    static const char *const arg_names[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
+    ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
+    for (int i = 0; i < nin; i++) {
+        UG_TRY(ug_check_tensor(in[i], name, nin == 1 ? "x" : arg_names[i]));
+        if (i > 0)
+            UG_TRY(ug_check_same_device(in[0], in[i], name));
+        metas[i] = ug_meta_of_tensor(in[i]);
+    }
+    int nout = 1;
+    UG_TRY(infer(op, nin, metas, results, &nout));
+    ug_tensor *made[UG_OP_MAX_OUTPUTS] = {NULL};
+    ug_status st = UG_OK;
+    for (int k = 0; k < nout && st == UG_OK; k++)
+        st = ug_tensor_new(ug_dev(in[0]), results[k].dtype, results[k].ndim, results[k].shape, name,
+                           &made[k]);
+    if (st == UG_OK)
+        st = op->def->launch(op, made, in);
+    for (int k = 1; k < nout; k++) /* scratch and saved values live only for the call */
+        ug_tensor_free(made[k]);
+    if (st != UG_OK) {
+        ug_tensor_free(made[0]);
+        return st;
+    }
+    *out = made[0];
+    return UG_OK;
+}
+
+ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in, ug_value **out)
+{
+    const char *name = op_name(op);
+    UG_TRY(ug_graph_check_open(g, name));
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+    *out = NULL;
+    ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
+    for (int i = 0; i < nin; i++) {
+        if (!in[i])
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", name, i);
+        if (in[i]->graph != g)
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: input %d belongs to another graph",
+                                name, i);
+        metas[i] = (ug_meta){.dtype = in[i]->dtype, .ndim = in[i]->ndim};
+        memcpy(metas[i].shape, in[i]->shape, sizeof metas[i].shape);
+    }
+    int nout = 1;
+    UG_TRY(infer(op, nin, metas, results, &nout));
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *values[UG_OP_MAX_OUTPUTS] = {NULL};
+    ug_status st = UG_OK;
+    for (int k = 0; k < nout && st == UG_OK; k++)
+        st = ug_graph_new_value(g, VALUE_TEMP, results[k].dtype, results[k].ndim, results[k].shape,
+                                &values[k]);
+    graph_node *n = NULL;
+    if (st == UG_OK)
+        st = ug_graph_add_node(g, op, values[0], nin, in, &n);
+    if (st != UG_OK) {
+        ug_graph_rollback(g, mark);
+        return st;
+    }
+    for (int k = 1; k < nout; k++) {
+        n->scratch[k - 1] = values[k];
+        values[k]->producer = n;
+    }
+    n->nscratch = nout - 1;
+    *out = values[0];
+    return UG_OK;
+}
+
+static const char *const family_names[] = {
+    [UG_KERNEL_UNARY] = "unary",         [UG_KERNEL_BINARY] = "binary",
+    [UG_KERNEL_REDUCE] = "reduce",       [UG_KERNEL_GEMM] = "gemm",
+    [UG_KERNEL_SOFTMAX] = "softmax",     [UG_KERNEL_RANDOM] = "random",
+    [UG_KERNEL_CROSS_ENTROPY] = "cross_entropy", [UG_KERNEL_LAYERNORM] = "layernorm",
+    [UG_KERNEL_OPTIMIZER] = "optimizer",
+};
+
+ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_dtype dtype,
+                      const void *args)
+{
+    const ug_backend *b = d->backend;
+    ug_status st = UG_ERR_UNSUPPORTED;
+    bool present = true;
+    switch (family) {
+#define UG_CALL_(FAMILY, SLOT, TYPE)                                  \
+    case FAMILY:                                                      \
+        present = b->SLOT != NULL;                                    \
+        if (present)                                                  \
+            st = b->SLOT(d->bdev, (const TYPE *)args);                \
+        break;
+        UG_CALL_(UG_KERNEL_UNARY, unary, ug_unary_args)
+        UG_CALL_(UG_KERNEL_BINARY, binary, ug_binary_args)
+        UG_CALL_(UG_KERNEL_REDUCE, reduce, ug_reduce_args)
+        UG_CALL_(UG_KERNEL_GEMM, gemm, ug_gemm_args)
+        UG_CALL_(UG_KERNEL_SOFTMAX, softmax, ug_softmax_args)
+        UG_CALL_(UG_KERNEL_RANDOM, random, ug_random_args)
+        UG_CALL_(UG_KERNEL_CROSS_ENTROPY, cross_entropy, ug_xent_args)
+        UG_CALL_(UG_KERNEL_LAYERNORM, layernorm, ug_layernorm_args)
+        UG_CALL_(UG_KERNEL_OPTIMIZER, optimizer, ug_optim_args)
+#undef UG_CALL_
+    }
+    if (!present)
+        return ug_set_error(UG_ERR_UNSUPPORTED,
+                            "%s (%s) on %s: the %s backend has no %s kernel; run it on another "
+                            "device (ug-devices lists them)",
+                            op, ug_dtype_name(dtype), d->info.id, b->name, family_names[family]);
+    if (st != UG_OK)
+        return ug_prefix_error(st, "%s (%s) on %s", op, ug_dtype_name(dtype), d->info.id);
+    return UG_OK;
+}

@@ -1,0 +1,125 @@
+/* One definition per op, and the one point where kernels are dispatched.
+ *
+ * An op is defined once (a ug_op_def in core/ops_<family>.c): how it infers
+ * the shape and dtype of its result from its inputs' (with every check and
+ * overflow-checked element counts), how it launches its kernels into
+ * tensors that exist, and how it adds its gradient to a graph. The eager
+ * functions of ops.h run a definition on tensors (ug_op_eager) and the graph
+ * functions of graph.h add it as a node (ug_op_graph), so the two cannot
+ * disagree: they share one inference and one launch.
+ *
+ * Every kernel call goes through ug_dispatch: the only place that turns a
+ * missing backend entry into UG_ERR_UNSUPPORTED, names the failing op and
+ * device, and where timing and device routing attach. */
+#ifndef UG_CORE_OP_H
+#define UG_CORE_OP_H
+
+#include "core/internal.h"
+#include "unigrad/graph.h"
+
+/* What inference sees of an operand: a tensor's or a graph value's. */
+typedef struct ug_meta {
+    ug_dtype dtype;
+    int ndim;
+    int64_t shape[UG_MAX_DIMS];
+} ug_meta;
+
+/* An op's results: out[0] is the result; out[1..] are values it saves for
+ * its backward (layernorm's mean and rstd) or scratch (f16 matmul's f32
+ * copies), which eager calls free and graphs plan like any value. */
+enum { UG_OP_MAX_INPUTS = 6, UG_OP_MAX_OUTPUTS = 4 };
+
+typedef struct ug_op ug_op;
+typedef struct graph_node graph_node;
+
+typedef struct ug_op_def {
+    const char *family;  /* names the op in messages when the instance does not */
+    /* Checks the inputs and writes the metas of the results; *nout >= 1. */
+    ug_status (*infer)(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
+    /* Queues the kernels; every tensor exists with its inferred meta. */
+    ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
+    /* Adds to the graph the gradients of n's inputs given gy, the gradient
+     * of its result (see ug_grad_give); NULL: not differentiable. */
+    ug_status (*backward)(ug_graph *g, graph_node *n, ug_value *gy);
+} ug_op_def;
+
+struct ug_op {
+    const ug_op_def *def;
+    const char *name; /* "add", "graph matmul": messages start with it */
+    union {
+        struct { ug_unary_kind op; float alpha, beta; } unary;
+        struct { ug_binary_kind op; ug_unary_kind post; float alpha; } binary;
+        struct { ug_dtype dtype; } cast;
+        struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; } expand; /* also fill */
+        struct { bool ta, tb; } matmul;
+        struct { ug_reduce_kind op; int axis; bool all, keepdim; } reduce;
+        struct { bool log; } softmax;
+        struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
+        struct { const ug_graph *graph; uint64_t stream; } dropout;
+        struct { float smoothing; } xent;
+        struct { float eps; } layernorm;
+        struct { const ug_graph *graph; int param_index; } optim;
+    } p;
+};
+
+/* ---- running a definition ---- */
+
+/* Runs op eagerly on tensors of one device: a new result in *out. */
+ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_tensor **out);
+/* Adds op to g: a new node whose result is *out. On failure the graph is
+ * left exactly as it was. */
+ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                      ug_value **out);
+/* Element count of a shape, or UG_ERR_SHAPE when a size is negative or the
+ * count (times elem_bytes) passes INT64_MAX. */
+ug_status ug_checked_numel(int ndim, const int64_t *shape, size_t elem_bytes, const char *op,
+                           int64_t *numel);
+ug_meta ug_meta_of_tensor(const ug_tensor *t);
+
+/* Shared inference pieces. */
+ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg);
+ug_status ug_infer_same_dtype(const ug_op *op, const ug_meta *a, const ug_meta *b);
+ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
+                             const char *op, int *ndim, int64_t *out);
+
+/* ---- the dispatch point ---- */
+
+typedef enum ug_kernel_family {
+    UG_KERNEL_UNARY,
+    UG_KERNEL_BINARY,
+    UG_KERNEL_REDUCE,
+    UG_KERNEL_GEMM,
+    UG_KERNEL_SOFTMAX,
+    UG_KERNEL_RANDOM,
+    UG_KERNEL_CROSS_ENTROPY,
+    UG_KERNEL_LAYERNORM,
+    UG_KERNEL_OPTIMIZER
+} ug_kernel_family;
+
+/* Calls the device's kernel of family with args (the family's ug_*_args).
+ * op names the caller and dtype its main operand in messages. */
+ug_status ug_dispatch(ug_device *device, ug_kernel_family family, const char *op, ug_dtype dtype,
+                      const void *args);
+
+/* ---- launch helpers shared by the definitions (arguments valid) ---- */
+
+/* y = post(a op b) with broadcasting; y has the broadcast shape. */
+ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind post, float alpha,
+                           ug_tensor *y, const ug_tensor *a, const ug_tensor *b);
+/* y = f(x), same element count, contiguous. */
+ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
+                          ug_tensor *y, const ug_tensor *x);
+/* x [outer, len, inner] reduced over len into y. */
+ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
+                           int64_t outer, int64_t len, int64_t inner);
+ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
+                           uint64_t offset, ug_tensor *y);
+
+/* ---- the definitions ---- */
+
+extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
+    ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
+    ug_op_dropout_mask, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
+    ug_op_layernorm_grad, ug_op_optimizer;
+
+#endif
