@@ -58,6 +58,10 @@ void ug_storage_release(ug_storage *storage);
 
 /* Tensors (tensor.c) */
 int64_t ug_shape_numel(int ndim, const int64_t *shape);
+/* Element count of a shape, or UG_ERR_SHAPE when ndim is out of range, a
+ * size is negative, or the count (times elem_bytes) passes INT64_MAX. */
+ug_status ug_checked_numel(int ndim, const int64_t *shape, size_t elem_bytes, const char *op,
+                           int64_t *numel);
 /* "[2,3]" into buf. */
 const char *ug_format_shape(int ndim, const int64_t *shape, char *buf, size_t len);
 /* Checks a reshape of from_shape to shape (one size may be -1) and writes

@@ -14,34 +14,6 @@ ug_meta ug_meta_of_tensor(const ug_tensor *t)
     return m;
 }
 
-ug_status ug_checked_numel(int ndim, const int64_t *shape, size_t elem_bytes, const char *op,
-                           int64_t *numel)
-{
-    if (ndim < 0 || ndim > UG_MAX_DIMS)
-        return ug_set_error(UG_ERR_SHAPE, "%s: %d axes is outside 0..%d", op, ndim, UG_MAX_DIMS);
-    bool empty = false;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return ug_set_error(UG_ERR_SHAPE, "%s: axis %d has negative size %lld", op, i,
-                                (long long)shape[i]);
-        empty |= shape[i] == 0;
-    }
-    /* A zero anywhere makes the count 0, whatever the other sizes. */
-    int64_t n = empty ? 0 : 1;
-    bool overflow = false;
-    for (int i = 0; i < ndim && !empty && !overflow; i++)
-        overflow = __builtin_mul_overflow(n, shape[i], &n);
-    int64_t bytes;
-    if (overflow || __builtin_mul_overflow(n, (int64_t)(elem_bytes ? elem_bytes : 1), &bytes)) {
-        char s[160];
-        return ug_set_error(UG_ERR_SHAPE,
-                            "%s: shape %s has more elements than a tensor can address (2^63 bytes)",
-                            op, ug_format_shape(ndim, shape, s, sizeof s));
-    }
-    *numel = n;
-    return UG_OK;
-}
-
 ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg)
 {
     if (m->dtype != UG_F32 && m->dtype != UG_F16)

@@ -70,10 +70,6 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
  * left exactly as it was. */
 ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                       ug_value **out);
-/* Element count of a shape, or UG_ERR_SHAPE when a size is negative or the
- * count (times elem_bytes) passes INT64_MAX. */
-ug_status ug_checked_numel(int ndim, const int64_t *shape, size_t elem_bytes, const char *op,
-                           int64_t *numel);
 ug_meta ug_meta_of_tensor(const ug_tensor *t);
 
 /* Shared inference pieces. */

@@ -49,22 +49,40 @@ ug_status ug_check_float(const ug_tensor *tensor, const char *op, const char *ar
     return UG_OK;
 }
 
-static ug_status check_shape(int ndim, const int64_t *shape, const char *op)
+ug_status ug_checked_numel(int ndim, const int64_t *shape, size_t elem_bytes, const char *op,
+                           int64_t *numel)
 {
     if (ndim < 0 || ndim > UG_MAX_DIMS)
-        return ug_set_error(UG_ERR_SHAPE, "%s: ndim %d is outside 0..%d", op, ndim, UG_MAX_DIMS);
-    if (ndim > 0 && !shape)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shape is NULL", op);
-    int64_t numel = 1;
+        return ug_set_error(UG_ERR_SHAPE, "%s: %d axes is outside 0..%d", op, ndim, UG_MAX_DIMS);
+    bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return ug_set_error(UG_ERR_SHAPE, "%s: dimension %d has negative size %lld", op, i,
+            return ug_set_error(UG_ERR_SHAPE, "%s: axis %d has negative size %lld", op, i,
                                 (long long)shape[i]);
-        if (shape[i] > 0 && numel > INT64_MAX / 16 / shape[i])
-            return ug_set_error(UG_ERR_SHAPE, "%s: shape has more elements than fit in memory", op);
-        numel *= shape[i];
+        empty |= shape[i] == 0;
     }
+    /* A zero anywhere makes the count 0, whatever the other sizes. */
+    int64_t n = empty ? 0 : 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim && !empty && !overflow; i++)
+        overflow = __builtin_mul_overflow(n, shape[i], &n);
+    int64_t bytes;
+    if (overflow || __builtin_mul_overflow(n, (int64_t)(elem_bytes ? elem_bytes : 1), &bytes)) {
+        char s[160];
+        return ug_set_error(UG_ERR_SHAPE,
+                            "%s: shape %s has more elements than a tensor can address (2^63 bytes)",
+                            op, ug_format_shape(ndim, shape, s, sizeof s));
+    }
+    *numel = n;
     return UG_OK;
+}
+
+static ug_status check_shape(int ndim, const int64_t *shape, ug_dtype dtype, const char *op)
+{
+    if (ndim > 0 && ndim <= UG_MAX_DIMS && !shape)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shape is NULL", op);
+    int64_t numel;
+    return ug_checked_numel(ndim, shape, ug_dtype_size(dtype), op, &numel);
 }
 
 ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64_t *shape,
@@ -77,7 +95,7 @@ ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: device is NULL", op);
     if (ug_dtype_size(dtype) == 0)
         return ug_set_error(UG_ERR_DTYPE, "%s: dtype %d is not a ug_dtype", op, (int)dtype);
-    UG_TRY(check_shape(ndim, shape, op));
+    UG_TRY(check_shape(ndim, shape, dtype, op));
     ug_tensor *t = calloc(1, sizeof *t);
     if (!t)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -340,8 +358,10 @@ ug_status ug_resolve_reshape(int from_ndim, const int64_t *from_shape, int ndim,
         } else if (shape[i] < 0) {
             return ug_set_error(UG_ERR_SHAPE, "%s: size %lld at axis %d is negative", op,
                                 (long long)shape[i], i);
-        } else {
-            known *= shape[i];
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+            char to[96];
+            return ug_set_error(UG_ERR_SHAPE, "%s: %s has more elements than a tensor can address",
+                                op, ug_format_shape(ndim, shape, to, sizeof to));
         }
     }
     int64_t numel = ug_shape_numel(from_ndim, from_shape);

@@ -1,0 +1,160 @@
+/* One definition per op: eager and graph versions share one inference and
+ * one launch, so they accept the same dtypes and give the same numbers;
+ * element counts that overflow are refused; and a graph or layer call that
+ * fails leaves the graph and the model as they were. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "harness.h"
+#include "reference.h"
+#include "train_support.h"
+
+/* 4 * (2^62 + 1) wraps to 4 in 64-bit arithmetic. */
+static const int64_t WRAPS_TO_4 = ((int64_t)1 << 62) + 1;
+
+TS_TEST(reshape_overflow)
+{
+    int64_t four = 4;
+    ug_tensor *t = th_tensor(dev, UG_F32, 1, &four, ((double[]){1, 2, 3, 4}));
+    REQUIRE(t);
+    ug_tensor *view = NULL;
+    int64_t wrapping[2] = {4, WRAPS_TO_4};
+    if (CHECK_STATUS(ug_tensor_reshape(t, 2, wrapping, &view), UG_ERR_SHAPE))
+        CHECK_ERROR_HAS("ug_tensor_reshape", "more elements");
+    CHECK(view == NULL);
+    int64_t inferred[3] = {4, WRAPS_TO_4, -1};
+    CHECK_STATUS(ug_tensor_reshape(t, 3, inferred, &view), UG_ERR_SHAPE);
+    ug_tensor *huge = NULL;
+    int64_t too_big[2] = {(int64_t)1 << 62, 8};
+    CHECK_STATUS(ug_tensor_create(dev, UG_F32, 2, too_big, &huge), UG_ERR_SHAPE);
+}
+
+TS_TEST(graph_input_overflow)
+{
+    ug_graph *g = ts_graph(ts_model(dev, 0));
+    REQUIRE(g);
+    ug_value *x = NULL;
+    int64_t wrapping[2] = {4, WRAPS_TO_4};
+    if (CHECK_STATUS(ug_graph_input(g, "x", UG_F32, 2, wrapping, &x), UG_ERR_SHAPE))
+        CHECK_ERROR_HAS("more elements");
+    int64_t bytes_overflow[2] = {(int64_t)1 << 61, 8}; /* 2^64 elements of 4 bytes */
+    CHECK_STATUS(ug_graph_input(g, "x", UG_F32, 2, bytes_overflow, &x), UG_ERR_SHAPE);
+    CHECK(x == NULL);
+    /* A reshape inside a graph is checked the same way. */
+    int64_t four = 4;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 1, &four, &x));
+    ug_value *r = NULL;
+    CHECK_STATUS(ug_g_reshape(g, x, 2, wrapping, &r), UG_ERR_SHAPE);
+}
+
+TS_TEST(layernorm_checks_dtypes)
+{
+    ug_graph *g = ts_graph(ts_model(dev, 0));
+    REQUIRE(g);
+    int64_t xs[2] = {2, 3}, cols = 3;
+    ug_value *x = NULL, *gamma = NULL, *beta = NULL, *y = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &x));
+    REQUIRE_OK(ug_graph_input(g, "gamma", UG_U8, 1, &cols, &gamma));
+    REQUIRE_OK(ug_graph_input(g, "beta", UG_F32, 1, &cols, &beta));
+    if (CHECK_STATUS(ug_g_layernorm(g, x, gamma, beta, 1e-5f, &y), UG_ERR_DTYPE))
+        CHECK_ERROR_HAS("gamma", "u8");
+    CHECK(y == NULL);
+}
+
+/* A linear layer on an input whose dtype differs from its f32 weights
+ * fails after creating them: they must not stay in the model, and the
+ * same name must then work with a proper input. */
+TS_TEST(failed_layer_leaves_nothing)
+{
+    ug_model *m = ts_model(dev, 0);
+    ug_graph *g = ts_graph(m);
+    REQUIRE(g);
+    int64_t xs[2] = {2, 3};
+    ug_value *x16 = NULL, *x = NULL, *h = NULL, *loss = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x16", UG_F16, 2, xs, &x16));
+    CHECK_STATUS(ug_nn_linear(g, "fc", x16, 4, &h), UG_ERR_DTYPE);
+    CHECK_EQ_I64(ug_model_param_count(m), 0);
+    ug_tensor *w = NULL;
+    CHECK_STATUS(ug_model_find_param(m, "fc.weight", &w), UG_ERR_INVALID_ARGUMENT);
+
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &x));
+    REQUIRE_OK(ug_nn_linear(g, "fc", x, 4, &h));
+    CHECK_EQ_I64(ug_model_param_count(m), 2);
+    REQUIRE_OK(ug_g_mean(g, h, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    REQUIRE_OK(ug_graph_compile(g));
+    ug_tensor *xt = ts_tensor_f32(dev, 2, xs, ((float[]){1, 2, 3, 4, 5, 6}));
+    REQUIRE(xt);
+    REQUIRE_OK(ug_graph_bind(g, x, xt));
+    CHECK_OK(ug_graph_run(g));
+}
+
+/* The graph versions take f16 wherever the eager ones do, and give the
+ * same bits: one inference, one launch. */
+TS_TEST(graph_matches_eager_in_f16)
+{
+    ug_graph *g = ts_graph(ts_model(dev, 0));
+    REQUIRE(g);
+    int64_t as[2] = {3, 4}, bs[2] = {4, 2};
+    double *av = th_random_values(12, -2, 2), *bv = th_random_values(8, -2, 2);
+    th_round_to(UG_F16, av, 12);
+    th_round_to(UG_F16, bv, 8);
+    ug_tensor *a = th_tensor(dev, UG_F16, 2, as, av), *b = th_tensor(dev, UG_F16, 2, bs, bv);
+    REQUIRE(a && b);
+    ug_value *va = NULL, *vb = NULL, *r = NULL, *p = NULL, *s = NULL;
+    REQUIRE_OK(ug_graph_input(g, "a", UG_F16, 2, as, &va));
+    REQUIRE_OK(ug_graph_input(g, "b", UG_F16, 2, bs, &vb));
+    REQUIRE_OK(ug_g_relu(g, va, &r));
+    REQUIRE_OK(ug_g_matmul(g, r, vb, false, false, &p));
+    REQUIRE_OK(ug_g_softmax(g, p, &s));
+    REQUIRE_OK(ug_graph_keep(g, s));
+    REQUIRE_OK(ug_graph_compile(g));
+    REQUIRE_OK(ug_graph_bind(g, va, a));
+    REQUIRE_OK(ug_graph_bind(g, vb, b));
+    REQUIRE_OK(ug_graph_run(g));
+    uint16_t from_graph[6];
+    REQUIRE_OK(ug_graph_read(g, s, from_graph, sizeof from_graph));
+
+    ug_tensor *er = NULL, *ep = NULL, *es = NULL;
+    REQUIRE_OK(ug_relu(a, &er));
+    th_track(er);
+    REQUIRE_OK(ug_matmul(er, b, false, false, &ep));
+    th_track(ep);
+    REQUIRE_OK(ug_softmax(ep, &es));
+    th_track(es);
+    uint16_t *eager = th_download_raw(es);
+    REQUIRE(eager);
+    th_compare_bits("graph vs eager softmax(relu(a) b) in f16", from_graph, eager, 6, 2);
+
+    /* And against the double reference. */
+    double ref[6];
+    for (int i = 0; i < 3; i++) {
+        double row[2] = {0, 0}, m = -1e300, sum = 0;
+        for (int j = 0; j < 2; j++) {
+            for (int k = 0; k < 4; k++)
+                row[j] += (av[i * 4 + k] > 0 ? av[i * 4 + k] : 0) * bv[k * 2 + j];
+            m = row[j] > m ? row[j] : m;
+        }
+        for (int j = 0; j < 2; j++)
+            sum += exp(row[j] - m);
+        for (int j = 0; j < 2; j++)
+            ref[i * 2 + j] = exp(row[j] - m) / sum;
+    }
+    double got[6];
+    for (int i = 0; i < 6; i++)
+        got[i] = ref_f16_value(from_graph[i]);
+    th_compare("f16 graph vs double reference", got, ref, 6, 1e-5);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(reshape_overflow),
+        TH_DEVICE_TEST(graph_input_overflow),
+        TH_DEVICE_TEST(layernorm_checks_dtypes),
+        TH_DEVICE_TEST(failed_layer_leaves_nothing),
+        TH_DEVICE_TEST(graph_matches_eager_in_f16),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
