@@ -24,8 +24,8 @@ typedef struct ug_idx {
 /* Reads and validates everything (magic, element type, dimension count,
  * sizes against the file length, overflow). A bad file gives UG_ERR_IO or
  * UG_ERR_FORMAT with the path, the byte offset and what was expected. */
-ug_status ug_idx_read(const char *path, ug_idx **out);
-void ug_idx_free(ug_idx *idx);
+UG_API ug_status ug_idx_read(const char *path, ug_idx **out);
+UG_API void ug_idx_free(ug_idx *idx);
 
 /* Samples and integer labels on the host. Each sample is flattened to
  * features = prod(shape[1:]) values, stored as f32. */
@@ -34,22 +34,22 @@ typedef struct ug_dataset ug_dataset;
 /* images [n, ...] (u8 or f32) and labels [n] (u8 or i32). Images are stored
  * as scale * value + shift (e.g. 1/255 and 0 maps bytes to [0, 1]). The
  * counts must agree. */
-ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, float scale,
+UG_API ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, float scale,
                               float shift, ug_dataset **out);
 /* From host arrays (copied): features f32 values per sample, labels i32. */
-ug_status ug_dataset_from_arrays(int64_t count, int64_t features, const float *x,
+UG_API ug_status ug_dataset_from_arrays(int64_t count, int64_t features, const float *x,
                                  const int32_t *labels, ug_dataset **out);
-void ug_dataset_free(ug_dataset *dataset);
-int64_t ug_dataset_count(const ug_dataset *dataset);
-int64_t ug_dataset_features(const ug_dataset *dataset);
+UG_API void ug_dataset_free(ug_dataset *dataset);
+UG_API int64_t ug_dataset_count(const ug_dataset *dataset);
+UG_API int64_t ug_dataset_features(const ug_dataset *dataset);
 /* Number of classes: the largest label plus one. */
-int32_t ug_dataset_classes(const ug_dataset *dataset);
+UG_API int32_t ug_dataset_classes(const ug_dataset *dataset);
 /* Mean and standard deviation over every stored value (in double). */
-ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, double *stddev);
+UG_API ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, double *stddev);
 /* value = scale * value + shift for every stored value: e.g. standardising
  * a test set with the training set's statistics. Loaders read the data set
  * from their threads: transform it before creating any loader on it. */
-ug_status ug_dataset_transform(ug_dataset *dataset, float scale, float shift);
+UG_API ug_status ug_dataset_transform(ug_dataset *dataset, float scale, float shift);
 
 typedef struct ug_loader_config {
     int64_t batch_size;
@@ -61,7 +61,7 @@ typedef struct ug_loader_config {
 } ug_loader_config;
 
 /* Defaults: batch 64, shuffle, seed 0, keep last, 1 thread, 2 ahead. */
-ug_loader_config ug_loader_default_config(void);
+UG_API ug_loader_config ug_loader_default_config(void);
 
 typedef struct ug_loader ug_loader;
 
@@ -77,15 +77,15 @@ typedef struct ug_batch {
 
 /* Background threads assemble batches into pinned host buffers and upload
  * them while the caller computes. The data set must outlive the loader. */
-ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
+UG_API ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
                            const ug_loader_config *config, ug_loader **out);
-void ug_loader_free(ug_loader *loader);
+UG_API void ug_loader_free(ug_loader *loader);
 /* Batches per epoch. */
-int64_t ug_loader_batches(const ug_loader *loader);
+UG_API int64_t ug_loader_batches(const ug_loader *loader);
 /* Starts epoch number epoch (its order is fixed by seed and epoch). */
-ug_status ug_loader_start_epoch(ug_loader *loader, int64_t epoch);
+UG_API ug_status ug_loader_start_epoch(ug_loader *loader, int64_t epoch);
 /* Next batch, or *done = true at the end of the epoch. */
-ug_status ug_loader_next(ug_loader *loader, ug_batch *batch, bool *done);
+UG_API ug_status ug_loader_next(ug_loader *loader, ug_batch *batch, bool *done);
 
 #ifdef __cplusplus
 }

@@ -29,27 +29,27 @@ typedef struct ug_device_info {
 } ug_device_info;
 
 /* Backends this build knows of, in registry order. */
-int ug_backend_count(void);
+UG_API int ug_backend_count(void);
 /* Name, number of devices and, when there are none, the one-line reason. */
-ug_status ug_backend_query(int backend, const char **name, int *device_count,
+UG_API ug_status ug_backend_query(int backend, const char **name, int *device_count,
                            const char **reason);
 
 /* Every device of every backend. */
-int ug_device_count(void);
-ug_status ug_device_info_at(int index, ug_device_info *info);
+UG_API int ug_device_count(void);
+UG_API ug_status ug_device_info_at(int index, ug_device_info *info);
 
 /* Opens "cpu", "opencl", "opencl:N", "hip", "hip:N", "cuda:N" or "auto"
  * (a GPU if there is one, else cpu; UG_DEVICE overrides "auto" and NULL).
  * Opening the same device twice returns the same handle; each open needs a
  * ug_device_close. */
-ug_status ug_device_open(const char *name, ug_device **device);
-void ug_device_close(ug_device *device);
+UG_API ug_status ug_device_open(const char *name, ug_device **device);
+UG_API void ug_device_close(ug_device *device);
 
-ug_status ug_device_get_info(const ug_device *device, ug_device_info *info);
+UG_API ug_status ug_device_get_info(const ug_device *device, ug_device_info *info);
 /* The device's id, e.g. "opencl:0". */
-const char *ug_device_name(const ug_device *device);
+UG_API const char *ug_device_name(const ug_device *device);
 /* Waits until all work queued on the device has finished. */
-ug_status ug_device_synchronize(ug_device *device);
+UG_API ug_status ug_device_synchronize(ug_device *device);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 #ifndef UNIGRAD_DTYPE_H
 #define UNIGRAD_DTYPE_H
 
+#include "unigrad/export.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -18,13 +20,13 @@ typedef enum ug_dtype {
 #define UG_DTYPE_COUNT 4
 
 /* Bytes per element; 0 for a value outside the enum. */
-size_t ug_dtype_size(ug_dtype dtype);
+UG_API size_t ug_dtype_size(ug_dtype dtype);
 /* "f32", "f16", "i32", "u8", or "invalid". */
-const char *ug_dtype_name(ug_dtype dtype);
+UG_API const char *ug_dtype_name(ug_dtype dtype);
 
 /* IEEE 754 binary16 conversions on the host (round to nearest even). */
-unsigned short ug_f32_to_f16(float value);
-float ug_f16_to_f32(unsigned short value);
+UG_API unsigned short ug_f32_to_f16(float value);
+UG_API float ug_f16_to_f32(unsigned short value);
 
 #ifdef __cplusplus
 }

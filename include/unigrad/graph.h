@@ -37,90 +37,90 @@ typedef struct ug_optimizer ug_optimizer;
 /* ---- models: named parameters on one device, shared by graphs ---- */
 
 /* seed fixes every parameter's initial values on every device. */
-ug_status ug_model_create(ug_device *device, uint64_t seed, ug_model **out);
-void ug_model_free(ug_model *model);
-ug_device *ug_model_device(const ug_model *model);
-int ug_model_param_count(const ug_model *model);
+UG_API ug_status ug_model_create(ug_device *device, uint64_t seed, ug_model **out);
+UG_API void ug_model_free(ug_model *model);
+UG_API ug_device *ug_model_device(const ug_model *model);
+UG_API int ug_model_param_count(const ug_model *model);
 /* The i-th parameter in creation order: its name ("fc1.weight") and tensor. */
-ug_status ug_model_param_at(const ug_model *model, int index, const char **name, ug_tensor **tensor);
-ug_status ug_model_find_param(const ug_model *model, const char *name, ug_tensor **tensor);
+UG_API ug_status ug_model_param_at(const ug_model *model, int index, const char **name, ug_tensor **tensor);
+UG_API ug_status ug_model_find_param(const ug_model *model, const char *name, ug_tensor **tensor);
 /* Host access by name; bytes must match the parameter's size (f32). */
-ug_status ug_model_read_param(const ug_model *model, const char *name, float *data, size_t bytes);
-ug_status ug_model_write_param(ug_model *model, const char *name, const float *data, size_t bytes);
+UG_API ug_status ug_model_read_param(const ug_model *model, const char *name, float *data, size_t bytes);
+UG_API ug_status ug_model_write_param(ug_model *model, const char *name, const float *data, size_t bytes);
 /* Finds or creates an f32 parameter. A new one is filled by init (uniform
  * in [-bound, bound] from the model's seed, or constant bound). */
 typedef enum ug_init { UG_INIT_UNIFORM = 0, UG_INIT_CONSTANT } ug_init;
-ug_status ug_model_param(ug_model *model, const char *name, int ndim, const int64_t *shape,
+UG_API ug_status ug_model_param(ug_model *model, const char *name, int ndim, const int64_t *shape,
                          ug_init init, float bound, ug_tensor **out);
 
 /* ---- graphs ---- */
 
-ug_status ug_graph_create(ug_model *model, ug_graph **out);
-void ug_graph_free(ug_graph *graph);
-ug_model *ug_graph_model(const ug_graph *graph);
+UG_API ug_status ug_graph_create(ug_model *model, ug_graph **out);
+UG_API void ug_graph_free(ug_graph *graph);
+UG_API ug_model *ug_graph_model(const ug_graph *graph);
 
 /* Training mode (default) enables dropout; eval mode makes it the identity.
  * Takes effect at ug_graph_compile. */
-ug_status ug_graph_set_training(ug_graph *graph, bool training);
+UG_API ug_status ug_graph_set_training(ug_graph *graph, bool training);
 /* Seed of dropout masks; step i draws fresh counters. */
-ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
+UG_API ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
 
 /* A value bound to a caller's tensor at run time (ug_graph_bind). */
-ug_status ug_graph_input(ug_graph *graph, const char *name, ug_dtype dtype, int ndim,
+UG_API ug_status ug_graph_input(ug_graph *graph, const char *name, ug_dtype dtype, int ndim,
                          const int64_t *shape, ug_value **out);
 /* A model parameter as a value (its gradient is derived by backward). */
-ug_status ug_graph_param(ug_graph *graph, ug_tensor *param, ug_value **out);
+UG_API ug_status ug_graph_param(ug_graph *graph, ug_tensor *param, ug_value **out);
 
-int ug_value_ndim(const ug_value *value);
-int64_t ug_value_dim(const ug_value *value, int axis);
-ug_dtype ug_value_dtype(const ug_value *value);
+UG_API int ug_value_ndim(const ug_value *value);
+UG_API int64_t ug_value_dim(const ug_value *value, int axis);
+UG_API ug_dtype ug_value_dtype(const ug_value *value);
 
 /* Ops; each adds a node and returns its result value. Shapes follow the
  * eager ops of ops.h (broadcasting included). */
-ug_status ug_g_add(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-ug_status ug_g_sub(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-ug_status ug_g_mul(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-ug_status ug_g_div(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-ug_status ug_g_maximum(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-ug_status ug_g_neg(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_abs(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_exp(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_log(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_sqrt(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_relu(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_sigmoid(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_tanh(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_gelu(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out);
-ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, bool transpose_b,
+UG_API ug_status ug_g_add(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_sub(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_mul(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_div(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_maximum(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_neg(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_abs(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_exp(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_log(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_sqrt(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_relu(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_sigmoid(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_tanh(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_gelu(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out);
+UG_API ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, bool transpose_b,
                       ug_value **out);
-ug_status ug_g_sum(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
-ug_status ug_g_mean(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
+UG_API ug_status ug_g_sum(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
+UG_API ug_status ug_g_mean(ug_graph *g, ug_value *x, int axis, bool all, ug_value **out);
 /* i32 index of the first maximum along axis (not differentiable). */
-ug_status ug_g_argmax(ug_graph *g, ug_value *x, int axis, ug_value **out);
-ug_status ug_g_softmax(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);
-ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
+UG_API ug_status ug_g_argmax(ug_graph *g, ug_value *x, int axis, ug_value **out);
+UG_API ug_status ug_g_softmax(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
 /* Dropout with probability p in training mode; identity in eval mode. */
-ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out);
+UG_API ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out);
 /* LayerNorm over the last axis with learned gamma [cols] and beta [cols]. */
-ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
+UG_API ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
                          ug_value **out);
 /* Mean cross-entropy of logits [rows, classes] against i32 labels [rows],
  * with label smoothing in [0, 1): log-softmax and NLL in one op. */
-ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
+UG_API ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out);
 /* Mean squared error: mean((a - b)^2). */
-ug_status ug_g_mse(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_mse(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 
 /* Derives the gradient of the scalar loss with respect to every parameter
  * the loss depends on. */
-ug_status ug_graph_backward(ug_graph *graph, ug_value *loss);
+UG_API ug_status ug_graph_backward(ug_graph *graph, ug_value *loss);
 /* Appends the optimizer's update of every parameter with a gradient. */
-ug_status ug_graph_set_optimizer(ug_graph *graph, ug_optimizer *optimizer);
+UG_API ug_status ug_graph_set_optimizer(ug_graph *graph, ug_optimizer *optimizer);
 /* Fuses, orders and plans memory; allocates everything the graph needs. */
-ug_status ug_graph_compile(ug_graph *graph);
+UG_API ug_status ug_graph_compile(ug_graph *graph);
 
 typedef struct ug_graph_memory_info {
     uint64_t activation_bytes;  /* one arena for every intermediate value */
@@ -131,20 +131,20 @@ typedef struct ug_graph_memory_info {
 } ug_graph_memory_info;
 /* Valid after ug_graph_compile: the device bytes one run needs beyond the
  * parameters and optimizer state, so a program can tell if a batch fits. */
-ug_status ug_graph_memory(const ug_graph *graph, ug_graph_memory_info *info);
+UG_API ug_status ug_graph_memory(const ug_graph *graph, ug_graph_memory_info *info);
 
 /* Points an input at a tensor of its exact shape and dtype for the next runs. */
-ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
+UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
 /* One step: forward, backward and the optimizer update, queued without
  * waiting. */
-ug_status ug_graph_run(ug_graph *graph);
+UG_API ug_status ug_graph_run(ug_graph *graph);
 /* Copies a value of the last run to the host (waits for the device). Only
  * values marked with ug_graph_keep (and the loss) stay readable. */
-ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, size_t bytes);
+UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, size_t bytes);
 /* Keeps a value readable after a run (call before compile). */
-ug_status ug_graph_keep(ug_graph *graph, ug_value *value);
+UG_API ug_status ug_graph_keep(ug_graph *graph, ug_value *value);
 /* The gradient of a parameter value after a run (valid once backward ran). */
-ug_status ug_graph_grad(ug_graph *graph, ug_value *param, ug_value **grad);
+UG_API ug_status ug_graph_grad(ug_graph *graph, ug_value *param, ug_value **grad);
 
 #ifdef __cplusplus
 }

@@ -23,20 +23,20 @@ typedef struct ug_memory_stats {
     uint64_t limit;             /* bytes the pool may hold; 0: the device's size */
 } ug_memory_stats;
 
-ug_status ug_memory_get_stats(ug_device *device, ug_memory_stats *stats);
-ug_status ug_memory_reset_peak(ug_device *device);
+UG_API ug_status ug_memory_get_stats(ug_device *device, ug_memory_stats *stats);
+UG_API ug_status ug_memory_reset_peak(ug_device *device);
 /* Returns every cached block to the runtime. */
-ug_status ug_memory_release_cache(ug_device *device);
+UG_API ug_status ug_memory_release_cache(ug_device *device);
 /* Bytes in use plus cached may not pass this (0: the device's reported
  * size). UG_MEMORY_LIMIT (e.g. "512M", "2G") sets it when a device opens. */
-ug_status ug_memory_set_limit(ug_device *device, uint64_t bytes);
+UG_API ug_status ug_memory_set_limit(ug_device *device, uint64_t bytes);
 /* Parses "123", "64K", "512M", "2G" (powers of 1024). */
-ug_status ug_memory_parse_size(const char *text, uint64_t *bytes);
+UG_API ug_status ug_memory_parse_size(const char *text, uint64_t *bytes);
 
 /* Page-locked host memory for faster transfers where the backend offers it,
  * ordinary memory elsewhere. */
-ug_status ug_host_alloc(ug_device *device, size_t bytes, void **ptr);
-void ug_host_free(ug_device *device, void *ptr);
+UG_API ug_status ug_host_alloc(ug_device *device, size_t bytes, void **ptr);
+UG_API void ug_host_free(ug_device *device, void *ptr);
 
 #ifdef __cplusplus
 }

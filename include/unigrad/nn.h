@@ -13,12 +13,12 @@ extern "C" {
  * "<name>.bias", initialised as PyTorch's nn.Linear: Kaiming-uniform
  * weights (bound 1/sqrt(in)) and uniform bias in [-1/sqrt(in), 1/sqrt(in)].
  * x is [rows, in]. */
-ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_features,
+UG_API ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_features,
                        ug_value **out);
 /* LayerNorm over the last axis: "<name>.weight" (ones), "<name>.bias" (zeros). */
-ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out);
+UG_API ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out);
 /* [rows, d1, d2, ...] to [rows, d1*d2*...]. */
-ug_status ug_nn_flatten(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_nn_flatten(ug_graph *g, ug_value *x, ug_value **out);
 
 #ifdef __cplusplus
 }

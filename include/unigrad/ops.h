@@ -14,35 +14,35 @@ extern "C" {
 #endif
 
 /* Elementwise binary with NumPy broadcasting; both operands have one dtype. */
-ug_status ug_add(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
-ug_status ug_sub(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
-ug_status ug_mul(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
-ug_status ug_div(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
-ug_status ug_maximum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
-ug_status ug_minimum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+UG_API ug_status ug_add(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+UG_API ug_status ug_sub(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+UG_API ug_status ug_mul(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+UG_API ug_status ug_div(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+UG_API ug_status ug_maximum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+UG_API ug_status ug_minimum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
 
 /* Elementwise unary. gelu is the exact (erf) form. */
-ug_status ug_neg(const ug_tensor *x, ug_tensor **out);
-ug_status ug_abs(const ug_tensor *x, ug_tensor **out);
-ug_status ug_exp(const ug_tensor *x, ug_tensor **out);
-ug_status ug_log(const ug_tensor *x, ug_tensor **out);
-ug_status ug_sqrt(const ug_tensor *x, ug_tensor **out);
-ug_status ug_relu(const ug_tensor *x, ug_tensor **out);
-ug_status ug_sigmoid(const ug_tensor *x, ug_tensor **out);
-ug_status ug_tanh(const ug_tensor *x, ug_tensor **out);
-ug_status ug_gelu(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_neg(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_abs(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_exp(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_log(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_sqrt(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_relu(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_sigmoid(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_tanh(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_gelu(const ug_tensor *x, ug_tensor **out);
 /* scale * x + shift */
-ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out);
+UG_API ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out);
 
 /* Writes value into every element of x (f32 or f16), in place. */
-ug_status ug_fill(ug_tensor *x, float value);
+UG_API ug_status ug_fill(ug_tensor *x, float value);
 
 /* Counter-based (Philox 4x32-10) random numbers, in place into an f32 or f16
  * tensor. Element i takes counter offset + i, so every device draws the same
  * numbers for the same seed and offset. */
-ug_status ug_random_uniform(ug_tensor *x, uint64_t seed, uint64_t offset,
+UG_API ug_status ug_random_uniform(ug_tensor *x, uint64_t seed, uint64_t offset,
                             float low, float high);
-ug_status ug_random_normal(ug_tensor *x, uint64_t seed, uint64_t offset,
+UG_API ug_status ug_random_normal(ug_tensor *x, uint64_t seed, uint64_t offset,
                            float mean, float stddev);
 
 typedef enum ug_reduce_op {
@@ -56,34 +56,34 @@ typedef enum ug_reduce_op {
 /* Reduces over one axis (negative counts from the end), or over every
  * element when all is true (a scalar result). keepdim keeps the reduced axis
  * as size 1. Sums accumulate in f32 with pairwise/tree order. */
-ug_status ug_reduce(const ug_tensor *x, ug_reduce_op op, int axis, bool all,
+UG_API ug_status ug_reduce(const ug_tensor *x, ug_reduce_op op, int axis, bool all,
                     bool keepdim, ug_tensor **out);
-ug_status ug_sum(const ug_tensor *x, int axis, ug_tensor **out);
-ug_status ug_sum_all(const ug_tensor *x, ug_tensor **out);
-ug_status ug_mean(const ug_tensor *x, int axis, ug_tensor **out);
-ug_status ug_mean_all(const ug_tensor *x, ug_tensor **out);
-ug_status ug_max(const ug_tensor *x, int axis, ug_tensor **out);
-ug_status ug_argmax(const ug_tensor *x, int axis, ug_tensor **out);
+UG_API ug_status ug_sum(const ug_tensor *x, int axis, ug_tensor **out);
+UG_API ug_status ug_sum_all(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_mean(const ug_tensor *x, int axis, ug_tensor **out);
+UG_API ug_status ug_mean_all(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_max(const ug_tensor *x, int axis, ug_tensor **out);
+UG_API ug_status ug_argmax(const ug_tensor *x, int axis, ug_tensor **out);
 
 /* Matrix product of the last two axes, optionally transposed: a is [..,M,K]
  * (or [..,K,M] with transpose_a), b is [..,K,N] (or [..,N,K]). Batched when
  * either has more than two axes; a 2-D operand is shared by every batch. f32
  * and f16 (f16 computed through f32). */
-ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a,
+UG_API ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a,
                     bool transpose_b, ug_tensor **out);
 
 /* Softmax and log-softmax over the last axis. */
-ug_status ug_softmax(const ug_tensor *x, ug_tensor **out);
-ug_status ug_log_softmax(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_softmax(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_log_softmax(const ug_tensor *x, ug_tensor **out);
 
 /* Swaps the last two axes (a contiguous copy). */
-ug_status ug_transpose(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_transpose(const ug_tensor *x, ug_tensor **out);
 
 /* Casts: f32<->f16, and i32/u8 to f32 or f16. */
-ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out);
+UG_API ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out);
 
 /* A contiguous copy on the same device. */
-ug_status ug_clone(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_clone(const ug_tensor *x, ug_tensor **out);
 
 #ifdef __cplusplus
 }

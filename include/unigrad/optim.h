@@ -48,21 +48,21 @@ typedef struct ug_optimizer_config {
 /* PyTorch's defaults: SGD lr 1e-3 (PyTorch requires one; pick yours),
  * momentum 0; Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0;
  * AdamW the same with weight decay 1e-2. Constant schedule, no clipping. */
-ug_optimizer_config ug_optimizer_defaults(ug_optim_type type);
+UG_API ug_optimizer_config ug_optimizer_defaults(ug_optim_type type);
 
-ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config,
+UG_API ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config,
                               ug_optimizer **out);
-void ug_optimizer_free(ug_optimizer *optimizer);
+UG_API void ug_optimizer_free(ug_optimizer *optimizer);
 /* Updates done so far, and the learning rate the next one will use. */
-int64_t ug_optimizer_steps(const ug_optimizer *optimizer);
-float ug_optimizer_current_lr(const ug_optimizer *optimizer);
+UG_API int64_t ug_optimizer_steps(const ug_optimizer *optimizer);
+UG_API float ug_optimizer_current_lr(const ug_optimizer *optimizer);
 
 /* State for checkpoints: number of state tensors per parameter (SGD with
  * momentum 1, Adam 2) and access to them; and the step counter. */
-int ug_optimizer_state_count(const ug_optimizer *optimizer);
-ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_index, int slot,
+UG_API int ug_optimizer_state_count(const ug_optimizer *optimizer);
+UG_API ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_index, int slot,
                              ug_tensor **tensor);
-ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
+UG_API ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
 
 #ifdef __cplusplus
 }

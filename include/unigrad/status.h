@@ -2,6 +2,8 @@
 #ifndef UNIGRAD_STATUS_H
 #define UNIGRAD_STATUS_H
 
+#include "unigrad/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,13 +25,13 @@ typedef enum ug_status {
 
 /* The message of the last failed call on this thread ("" if none). The
  * pointer stays valid until the next failing call on the same thread. */
-const char *ug_last_error(void);
+UG_API const char *ug_last_error(void);
 
 /* A constant name for a status, e.g. "UG_ERR_SHAPE". */
-const char *ug_status_name(ug_status status);
+UG_API const char *ug_status_name(ug_status status);
 
 /* Forget the last error on this thread. */
-void ug_clear_error(void);
+UG_API void ug_clear_error(void);
 
 #ifdef __cplusplus
 }
