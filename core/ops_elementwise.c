@@ -140,6 +140,7 @@ static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     case UG_UNARY_SIGMOID: UG_TRY(ug_g_binary(g, UG_BINARY_SIGMOID_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_TANH: UG_TRY(ug_g_binary(g, UG_BINARY_TANH_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_GELU: UG_TRY(ug_g_binary(g, UG_BINARY_GELU_GRAD, 0, gy, x, &gx)); break;
+    case UG_UNARY_SILU: UG_TRY(ug_g_binary(g, UG_BINARY_SILU_GRAD, 0, gy, x, &gx)); break;
     case UG_UNARY_SCALE_SHIFT: UG_TRY(ug_g_scale_shift(g, gy, n->op.p.unary.alpha, 0.0f, &gx)); break;
     case UG_UNARY_SQUARE:
         UG_TRY(ug_g_mul(g, gy, x, &t));
@@ -191,6 +192,7 @@ UG_UNARY_WRAPPERS(relu, UG_UNARY_RELU)
 UG_UNARY_WRAPPERS(sigmoid, UG_UNARY_SIGMOID)
 UG_UNARY_WRAPPERS(tanh, UG_UNARY_TANH)
 UG_UNARY_WRAPPERS(gelu, UG_UNARY_GELU)
+UG_UNARY_WRAPPERS(silu, UG_UNARY_SILU)
 
 ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out)
 {

@@ -7,7 +7,7 @@
 const char *const ref_binary_names[REF_BINARY_COUNT] = {
     "add", "sub", "mul", "div", "maximum", "minimum"};
 const char *const ref_unary_names[REF_UNARY_COUNT] = {
-    "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu"};
+    "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu", "silu"};
 
 int64_t ref_numel(int ndim, const int64_t *shape)
 {
@@ -90,6 +90,7 @@ double ref_unary_scalar(ref_unary_op op, double x)
     case REF_SIGMOID: return 1.0 / (1.0 + exp(-x));
     case REF_TANH: return tanh(x);
     case REF_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); /* exact form */
+    case REF_SILU: return x / (1.0 + exp(-x));
     default: return NAN;
     }
 }

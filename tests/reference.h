@@ -25,7 +25,7 @@ void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, in
 
 typedef enum ref_unary_op {
     REF_NEG, REF_ABS, REF_EXP, REF_LOG, REF_SQRT, REF_RELU, REF_SIGMOID, REF_TANH,
-    REF_GELU, REF_UNARY_COUNT
+    REF_GELU, REF_SILU, REF_UNARY_COUNT
 } ref_unary_op;
 extern const char *const ref_unary_names[REF_UNARY_COUNT];
 double ref_unary_scalar(ref_unary_op op, double x);

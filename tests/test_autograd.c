@@ -119,6 +119,7 @@ static ug_status unary_op(ug_graph *g, int code, ug_value *x, ug_value **out)
     case REF_SIGMOID: return ug_g_sigmoid(g, x, out);
     case REF_TANH: return ug_g_tanh(g, x, out);
     case REF_GELU: return ug_g_gelu(g, x, out);
+    case REF_SILU: return ug_g_silu(g, x, out);
     default: return UG_ERR_UNSUPPORTED;
     }
 }
@@ -427,6 +428,7 @@ static const gc_case elementwise_cases[] = {
     UN("sigmoid", REF_SIGMOID, P(SHAPE2(3, 4), GC_WIDE)),
     UN("tanh", REF_TANH, P(SHAPE2(3, 4), GC_WIDE)),
     UN("gelu", REF_GELU, P(SHAPE2(3, 4), GC_WIDE)),
+    UN("silu", REF_SILU, P(SHAPE2(3, 4), GC_WIDE)),
     {.name = "scale_shift", .count = 1, .op = {P(SHAPE2(3, 4), GC_ANY)}, .build = build_scale_shift,
      .ref = ref_scale_shift_case, .f0 = 1.5f, .f1 = -0.25f},
     {.name = "x*x (one operand twice)", .count = 1, .op = {P(SHAPE2(3, 4), GC_ANY)},

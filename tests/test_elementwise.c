@@ -13,7 +13,8 @@ static const binary_fn binary_fns[REF_BINARY_COUNT] = {ug_add, ug_sub, ug_mul,
                                                        ug_div, ug_maximum, ug_minimum};
 static const unary_fn unary_fns[REF_UNARY_COUNT] = {ug_neg,  ug_abs,     ug_exp,
                                                     ug_log,  ug_sqrt,    ug_relu,
-                                                    ug_sigmoid, ug_tanh, ug_gelu};
+                                                    ug_sigmoid, ug_tanh, ug_gelu,
+                                                    ug_silu};
 static const int64_t odd_sizes[] = {1, 3, 17, 1000, 4097, 65537};
 #define N_ODD_SIZES (int)(sizeof odd_sizes / sizeof odd_sizes[0])
 static const ug_dtype float_dtypes[] = {UG_F32, UG_F16};
@@ -250,7 +251,7 @@ static void unary_range(ref_unary_op op, double *lo, double *hi)
     case REF_EXP: *lo = -10; *hi = 10; break;
     case REF_LOG: *lo = 1e-3; *hi = 100; break;
     case REF_SQRT: *lo = 0; *hi = 100; break;
-    case REF_TANH: case REF_SIGMOID: *lo = -60; *hi = 60; break;
+    case REF_TANH: case REF_SIGMOID: case REF_SILU: *lo = -60; *hi = 60; break;
     case REF_GELU: *lo = -6; *hi = 6; break;
     default: *lo = -10; *hi = 10; break;
     }

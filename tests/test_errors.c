@@ -48,6 +48,7 @@ static const struct {
 } unary_ops[] = {{ug_neg, "neg"},         {ug_abs, "abs"},   {ug_exp, "exp"},
                  {ug_log, "log"},         {ug_sqrt, "sqrt"}, {ug_relu, "relu"},
                  {ug_sigmoid, "sigmoid"}, {ug_tanh, "tanh"}, {ug_gelu, "gelu"},
+                 {ug_silu, "silu"},
                  {ug_softmax, "softmax"}, {ug_log_softmax, "log_softmax"},
                  {ug_transpose, "transpose"}, {ug_clone, "clone"}};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

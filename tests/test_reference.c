@@ -125,6 +125,8 @@ static void test_reference_unary(ug_device *dev)
     /* Known values: gelu(1) = Phi(1) = 0.8413447460685429; sigmoid(0) = 0.5. */
     CHECK(fabs(ref_unary_scalar(REF_GELU, 1.0) - 0.8413447460685429) < 1e-15);
     CHECK(fabs(ref_unary_scalar(REF_GELU, -2.0) - (-2.0 * 0.022750131948179195)) < 1e-15);
+    /* silu(1) = 1 / (1 + 1/e) = 0.7310585786300049. */
+    CHECK(fabs(ref_unary_scalar(REF_SILU, 1.0) - 0.7310585786300049) < 1e-15);
     CHECK(ref_unary_scalar(REF_SIGMOID, 0.0) == 0.5);
     CHECK(ref_unary_scalar(REF_RELU, -3.0) == 0.0 && ref_unary_scalar(REF_RELU, 3.0) == 3.0);
     CHECK(ref_unary_scalar(REF_ABS, -3.5) == 3.5 && ref_unary_scalar(REF_NEG, 2.0) == -2.0);

@@ -31,6 +31,8 @@ UG_API ug_status ug_relu(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_sigmoid(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_tanh(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_gelu(const ug_tensor *x, ug_tensor **out);
+/* x * sigmoid(x) (SiLU, also called swish). */
+UG_API ug_status ug_silu(const ug_tensor *x, ug_tensor **out);
 /* scale * x + shift */
 UG_API ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out);
 

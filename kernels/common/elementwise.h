@@ -52,6 +52,8 @@
     X(TANH, ug_tanhf(x))                                                       \
     /* the exact (erf) form */                                                 \
     X(GELU, 0.5f * x * (1.0f + ug_erff(x * UG_SQRT1_2_F)))                     \
+    /* x sigmoid(x), PyTorch's SiLU (swish) */                                 \
+    X(SILU, x * ug_math_sigmoid(x))                                            \
     X(SCALE_SHIFT, alpha * x + beta)                                           \
     X(FILL, beta)                                                              \
     X(SQUARE, x * x)                                                           \
@@ -77,6 +79,8 @@
     X(TANH_GRAD, a * (1.0f - b * b))                                           \
     /* b = x */                                                                \
     X(GELU_GRAD, a * ug_math_gelu_grad(b))                                          \
+    /* b = x */                                                                \
+    X(SILU_GRAD, a * ug_math_silu_grad(b))                                     \
     /* b = x */                                                                \
     X(ABS_GRAD, a * (float)((b > 0.0f) - (b < 0.0f)))                          \
     /* b = sqrt(x) */                                                          \
@@ -106,6 +110,13 @@ UG_MATH_FN float ug_math_gelu_grad(float x)
     const float cdf = 0.5f * (1.0f + ug_erff(x * UG_SQRT1_2_F));
     const float pdf = UG_INV_SQRT_2PI_F * ug_expf(-0.5f * x * x);
     return cdf + x * pdf;
+}
+
+/* d/dx [x s(x)] = s(x) (1 + x (1 - s(x))) */
+UG_MATH_FN float ug_math_silu_grad(float x)
+{
+    const float s = ug_math_sigmoid(x);
+    return s * (1.0f + x * (1.0f - s));
 }
 
 /* One op chosen at run time: the GPU kernels switch on a launch-uniform op,
