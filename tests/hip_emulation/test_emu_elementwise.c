@@ -65,6 +65,7 @@ static const ref_unary_op g_ref_unary[UG_UNARY_COUNT] = {
     [UG_UNARY_NEG] = REF_NEG,   [UG_UNARY_ABS] = REF_ABS,         [UG_UNARY_EXP] = REF_EXP,
     [UG_UNARY_LOG] = REF_LOG,   [UG_UNARY_SQRT] = REF_SQRT,       [UG_UNARY_RELU] = REF_RELU,
     [UG_UNARY_SIGMOID] = REF_SIGMOID, [UG_UNARY_TANH] = REF_TANH, [UG_UNARY_GELU] = REF_GELU,
+    [UG_UNARY_SILU] = REF_SILU,
 };
 
 /* backend.h's definition; the suite's reference where it has the op. */
@@ -89,7 +90,7 @@ static void unary_range(ug_unary_kind op, double *lo, double *hi)
     *hi = 10;
     if (op == UG_UNARY_LOG) *lo = 1e-3, *hi = 100;
     if (op == UG_UNARY_SQRT) *lo = 0, *hi = 100;
-    if (op == UG_UNARY_TANH || op == UG_UNARY_SIGMOID) *lo = -60, *hi = 60;
+    if (op == UG_UNARY_TANH || op == UG_UNARY_SIGMOID || op == UG_UNARY_SILU) *lo = -60, *hi = 60;
     if (op == UG_UNARY_GELU) *lo = -6, *hi = 6;
 }
 
@@ -452,6 +453,10 @@ static double binary_ref(ug_binary_kind op, double a, double b, double alpha)
     case UG_BINARY_TANH_GRAD: return a * (1 - b * b);
     case UG_BINARY_GELU_GRAD:
         return a * (0.5 * (1 + erf(b / sqrt(2.0))) + b * exp(-0.5 * b * b) / sqrt(2 * pi));
+    case UG_BINARY_SILU_GRAD: {
+        double s = 1 / (1 + exp(-b));
+        return a * s * (1 + b * (1 - s));
+    }
     case UG_BINARY_ABS_GRAD: return a * ((b > 0) - (b < 0));
     case UG_BINARY_SQRT_GRAD: return 0.5 * a / b;
     case UG_BINARY_GE_MASK: return a >= b ? 1.0 : 0.0;
