@@ -189,6 +189,30 @@ typedef struct ug_optim_args {
     float bias_correction1, bias_correction2;
 } ug_optim_args;
 
+/* The signature of each memory and kernel entry, so a backend declares its
+ * functions by type ("ug_alloc_fn ocl_alloc;") and every signature is
+ * written once. */
+typedef ug_status ug_alloc_fn(ug_bdev *dev, size_t bytes, ug_mem *out);
+typedef void ug_release_fn(ug_bdev *dev, ug_mem mem);
+typedef ug_status ug_write_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
+                              size_t bytes, bool blocking);
+typedef ug_status ug_read_fn(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
+                             size_t bytes, bool blocking);
+typedef ug_status ug_copy_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
+                             size_t src_offset_bytes, size_t bytes);
+typedef ug_status ug_synchronize_fn(ug_bdev *dev);
+typedef void *ug_host_alloc_fn(ug_bdev *dev, size_t bytes);
+typedef void ug_host_free_fn(ug_bdev *dev, void *ptr);
+typedef ug_status ug_unary_fn(ug_bdev *dev, const ug_unary_args *args);
+typedef ug_status ug_binary_fn(ug_bdev *dev, const ug_binary_args *args);
+typedef ug_status ug_reduce_fn(ug_bdev *dev, const ug_reduce_args *args);
+typedef ug_status ug_gemm_fn(ug_bdev *dev, const ug_gemm_args *args);
+typedef ug_status ug_softmax_fn(ug_bdev *dev, const ug_softmax_args *args);
+typedef ug_status ug_random_fn(ug_bdev *dev, const ug_random_args *args);
+typedef ug_status ug_xent_fn(ug_bdev *dev, const ug_xent_args *args);
+typedef ug_status ug_layernorm_fn(ug_bdev *dev, const ug_layernorm_args *args);
+typedef ug_status ug_optim_fn(ug_bdev *dev, const ug_optim_args *args);
+
 typedef struct ug_backend {
     const char *name;       /* "cpu", "opencl", "hip", "cuda" */
     int interface_version;  /* UG_BACKEND_INTERFACE_VERSION */
@@ -204,28 +228,25 @@ typedef struct ug_backend {
     /* Releases process-wide state (platform lists, loaded libraries). */
     void (*shutdown)(void);
 
-    ug_status (*alloc)(ug_bdev *dev, size_t bytes, ug_mem *out);
-    void (*release)(ug_bdev *dev, ug_mem mem);
-    ug_status (*write)(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes,
-                       const void *src, size_t bytes, bool blocking);
-    ug_status (*read)(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
-                      size_t bytes, bool blocking);
-    ug_status (*copy)(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
-                      size_t src_offset_bytes, size_t bytes);
-    ug_status (*synchronize)(ug_bdev *dev);
+    ug_alloc_fn *alloc;
+    ug_release_fn *release;
+    ug_write_fn *write;
+    ug_read_fn *read;
+    ug_copy_fn *copy;
+    ug_synchronize_fn *synchronize;
     /* Optional: page-locked host memory. */
-    void *(*host_alloc)(ug_bdev *dev, size_t bytes);
-    void (*host_free)(ug_bdev *dev, void *ptr);
+    ug_host_alloc_fn *host_alloc;
+    ug_host_free_fn *host_free;
 
-    ug_status (*unary)(ug_bdev *dev, const ug_unary_args *args);
-    ug_status (*binary)(ug_bdev *dev, const ug_binary_args *args);
-    ug_status (*reduce)(ug_bdev *dev, const ug_reduce_args *args);
-    ug_status (*gemm)(ug_bdev *dev, const ug_gemm_args *args);
-    ug_status (*softmax)(ug_bdev *dev, const ug_softmax_args *args);
-    ug_status (*random)(ug_bdev *dev, const ug_random_args *args);
-    ug_status (*cross_entropy)(ug_bdev *dev, const ug_xent_args *args);
-    ug_status (*layernorm)(ug_bdev *dev, const ug_layernorm_args *args);
-    ug_status (*optimizer)(ug_bdev *dev, const ug_optim_args *args);
+    ug_unary_fn *unary;
+    ug_binary_fn *binary;
+    ug_reduce_fn *reduce;
+    ug_gemm_fn *gemm;
+    ug_softmax_fn *softmax;
+    ug_random_fn *random;
+    ug_xent_fn *cross_entropy;
+    ug_layernorm_fn *layernorm;
+    ug_optim_fn *optimizer;
 } ug_backend;
 
 /* Built-in backends: each returns its table (filled even when the runtime is

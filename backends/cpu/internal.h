@@ -44,14 +44,14 @@ void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, fl
 /* Writes n contiguous f32 values as dtype (f32 or f16). */
 void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in);
 
-ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args);
-ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args);
-ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args);
-ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args);
-ug_status ug_cpu_softmax(ug_bdev *dev, const ug_softmax_args *args);
-ug_status ug_cpu_random(ug_bdev *dev, const ug_random_args *args);
-ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args);
-ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args);
-ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args);
+ug_unary_fn ug_cpu_unary;
+ug_binary_fn ug_cpu_binary;
+ug_reduce_fn ug_cpu_reduce;
+ug_gemm_fn ug_cpu_gemm;
+ug_softmax_fn ug_cpu_softmax;
+ug_random_fn ug_cpu_random;
+ug_xent_fn ug_cpu_cross_entropy;
+ug_layernorm_fn ug_cpu_layernorm;
+ug_optim_fn ug_cpu_optimizer;
 
 #endif

@@ -67,15 +67,15 @@ static inline unsigned ug_hip_blocks(int64_t n, int block)
 }
 
 /* Kernel families (kernels/hip/ *.hip): each launches on dev->stream. */
-ug_status ug_hip_unary(ug_bdev *dev, const ug_unary_args *a);
-ug_status ug_hip_binary(ug_bdev *dev, const ug_binary_args *a);
-ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a);
-ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a);
-ug_status ug_hip_softmax(ug_bdev *dev, const ug_softmax_args *a);
-ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a);
-ug_status ug_hip_layernorm(ug_bdev *dev, const ug_layernorm_args *a);
-ug_status ug_hip_random(ug_bdev *dev, const ug_random_args *a);
-ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a);
+ug_unary_fn ug_hip_unary;
+ug_binary_fn ug_hip_binary;
+ug_reduce_fn ug_hip_reduce;
+ug_gemm_fn ug_hip_gemm_own;
+ug_softmax_fn ug_hip_softmax;
+ug_xent_fn ug_hip_cross_entropy;
+ug_layernorm_fn ug_hip_layernorm;
+ug_random_fn ug_hip_random;
+ug_optim_fn ug_hip_optimizer;
 /* A kernel whose attributes tell whether the module has code for the
  * current device. */
 const void *ug_hip_probe_kernel(void);
@@ -86,19 +86,16 @@ void ug_hip_blas_open(ug_bdev *dev);
 void ug_hip_blas_close(ug_bdev *dev);
 /* "rocBLAS", "cuBLAS", "own (UG_GEMM=own)", "own (no librocblas)" ... */
 const char *ug_hip_blas_path(const ug_bdev *dev);
-ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a);
+ug_gemm_fn ug_hip_gemm;
 
 /* memory.cpp */
-ug_status ug_hip_alloc(ug_bdev *dev, size_t bytes, ug_mem *out);
-void ug_hip_release(ug_bdev *dev, ug_mem mem);
-ug_status ug_hip_write(ug_bdev *dev, ug_mem dst, size_t dst_off, const void *src,
-                       size_t bytes, bool blocking);
-ug_status ug_hip_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_off,
-                      size_t bytes, bool blocking);
-ug_status ug_hip_copy(ug_bdev *dev, ug_mem dst, size_t dst_off, ug_mem src,
-                      size_t src_off, size_t bytes);
-ug_status ug_hip_synchronize(ug_bdev *dev);
-void *ug_hip_host_alloc(ug_bdev *dev, size_t bytes);
-void ug_hip_host_free(ug_bdev *dev, void *ptr);
+ug_alloc_fn ug_hip_alloc;
+ug_release_fn ug_hip_release;
+ug_write_fn ug_hip_write;
+ug_read_fn ug_hip_read;
+ug_copy_fn ug_hip_copy;
+ug_synchronize_fn ug_hip_synchronize;
+ug_host_alloc_fn ug_hip_host_alloc;
+ug_host_free_fn ug_hip_host_free;
 
 #endif

@@ -110,17 +110,14 @@ ug_status ocl_status_of(cl_int err);
 ug_status ocl_device_string(cl_device_id device, cl_device_info what, char *out, size_t len);
 
 /* memory.c */
-ug_status ocl_alloc(ug_bdev *dev, size_t bytes, ug_mem *out);
-void ocl_release(ug_bdev *dev, ug_mem mem);
-ug_status ocl_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
-                    size_t bytes, bool blocking);
-ug_status ocl_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
-                   size_t bytes, bool blocking);
-ug_status ocl_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
-                   size_t src_offset_bytes, size_t bytes);
-ug_status ocl_synchronize(ug_bdev *dev);
-void *ocl_host_alloc(ug_bdev *dev, size_t bytes);
-void ocl_host_free(ug_bdev *dev, void *ptr);
+ug_alloc_fn ocl_alloc;
+ug_release_fn ocl_release;
+ug_write_fn ocl_write;
+ug_read_fn ocl_read;
+ug_copy_fn ocl_copy;
+ug_synchronize_fn ocl_synchronize;
+ug_host_alloc_fn ocl_host_alloc;
+ug_host_free_fn ocl_host_free;
 /* Unmaps and releases every pinned buffer still held (device_close). */
 void ocl_pins_release_all(ug_bdev *dev);
 
@@ -154,17 +151,17 @@ ug_status ocl_launch_1d(ug_bdev *dev, const ocl_kernel *kernel, size_t n, const 
                         cl_uint nargs);
 
 /* One entry per kernel family, each in the file of its name. */
-ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *args);
-ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *args);
-ug_status ocl_random(ug_bdev *dev, const ug_random_args *args);
-ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *args);
-ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *args);
-ug_status ocl_softmax(ug_bdev *dev, const ug_softmax_args *args);
-ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *args);
-ug_status ocl_layernorm(ug_bdev *dev, const ug_layernorm_args *args);
+ug_unary_fn ocl_unary;
+ug_binary_fn ocl_binary;
+ug_random_fn ocl_random;
+ug_optim_fn ocl_optimizer;
+ug_reduce_fn ocl_reduce;
+ug_softmax_fn ocl_softmax;
+ug_xent_fn ocl_cross_entropy;
+ug_layernorm_fn ocl_layernorm;
 
 /* gemm.c */
-ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *args);
+ug_gemm_fn ocl_gemm;
 /* Installs CLBlast parameters that suit the device (POCL only for now). */
 void ocl_gemm_tune(ug_bdev *dev);
 /* Drops CLBlast's compiled programs, which hold our context. */
