@@ -71,19 +71,39 @@ static void registry_shutdown(void)
     ug_modules_unload();
 }
 
+/* Every backend, in registry order: built in (its table) or a run-time
+ * module (libunigrad-<name>.so), and its rank when "auto" looks for a GPU
+ * (1 first; 0: never picked as a GPU). Adding a backend is a line here. */
+static const struct {
+    const char *name;
+    const ug_backend *(*builtin)(const ug_backend_host *host); /* NULL: a module */
+    const char *not_built;                                      /* built in, but left out */
+    int auto_rank;
+} backends[] = {
+    {"cpu", ug_cpu_backend, NULL, 0},
+#ifdef UG_HAVE_OPENCL
+    {"opencl", ug_opencl_backend, NULL, 3},
+#else
+    {"opencl", NULL, "not built: OpenCL or CLBlast was missing at configure time", 3},
+#endif
+    {"hip", NULL, NULL, 1},
+    {"cuda", NULL, NULL, 2},
+};
+enum { BACKEND_COUNT = sizeof backends / sizeof backends[0] };
+_Static_assert((int)BACKEND_COUNT <= (int)UG_MAX_BACKENDS, "raise UG_MAX_BACKENDS");
+
 static void registry_init(void)
 {
-    add_backend("cpu", ug_cpu_backend(&host_api), "");
-#ifdef UG_HAVE_OPENCL
-    add_backend("opencl", ug_opencl_backend(&host_api), "");
-#else
-    add_backend("opencl", NULL, "not built: OpenCL or CLBlast was missing at configure time");
-#endif
-    static const char *module_backends[] = {"hip", "cuda"};
-    for (size_t i = 0; i < sizeof module_backends / sizeof *module_backends; i++) {
-        char why[UG_REASON_LEN];
-        const ug_backend *b = ug_module_load(module_backends[i], &host_api, why, sizeof why);
-        add_backend(module_backends[i], b, why);
+    for (int i = 0; i < BACKEND_COUNT; i++) {
+        char why[UG_REASON_LEN] = "";
+        const ug_backend *b = NULL;
+        if (backends[i].builtin)
+            b = backends[i].builtin(&host_api);
+        else if (backends[i].not_built)
+            snprintf(why, sizeof why, "%s", backends[i].not_built);
+        else
+            b = ug_module_load(backends[i].name, &host_api, why, sizeof why);
+        add_backend(backends[i].name, b, why);
     }
     atexit(registry_shutdown);
 }
@@ -164,14 +184,14 @@ static void list_devices(char *buf, size_t len)
     }
 }
 
-/* "auto": the first GPU, preferring the vendor runtimes over OpenCL. */
+/* "auto": the first GPU by the backends' auto_rank (the vendor runtimes
+ * before OpenCL), else the CPU. The registry is in backends[] order. */
 static bool pick_auto(int *backend, int *index)
 {
-    static const char *preference[] = {"hip", "cuda", "opencl"};
-    for (size_t p = 0; p < sizeof preference / sizeof *preference; p++) {
+    for (int rank = 1; rank <= BACKEND_COUNT; rank++) {
         for (int i = 0; i < registry_size; i++) {
             registry_entry *e = &registry[i];
-            if (strcmp(e->name, preference[p]) != 0)
+            if (backends[i].auto_rank != rank)
                 continue;
             for (int d = 0; d < e->device_count; d++) {
                 ug_device_info info;
