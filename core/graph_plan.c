@@ -69,7 +69,26 @@ static void fuse_activations(ug_graph *g)
         act->out->producer = producer;
         x->producer = NULL;
         act->dead = true;
-        g->memory.fused++;
+    }
+}
+
+/* Eval mode (ug_graph_set_training(g, false), applied here): dropout is the
+ * identity, so its masks are not drawn and each dropout (forward, and its
+ * backward if any) becomes a copy of its input. */
+static void apply_eval_mode(ug_graph *g)
+{
+    if (g->training)
+        return;
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *n = g->nodes[i];
+        if (n->op.def == &ug_op_dropout_mask) {
+            n->dead = true;
+            n->out->producer = NULL;
+        } else if (n->op.def == &ug_op_binary && n->op.p.binary.op == UG_BINARY_DROPOUT) {
+            n->op = (ug_op){.def = &ug_op_unary, .name = "dropout (eval mode)",
+                            .p.unary = {.op = UG_UNARY_COPY, .alpha = 1.0f}};
+            n->nin = 1;
+        }
     }
 }
 
@@ -205,8 +224,10 @@ ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base)
 
 static ug_status allocate(ug_graph *g)
 {
-    if (g->memory.activation_bytes)
-        UG_TRY(ug_pool_alloc(g->device, g->memory.activation_bytes, "a graph's activations", &g->arena));
+    /* Even when every planned value is empty (a batch of 0 rows), values
+     * need storage to point into. */
+    size_t arena_bytes = g->memory.activation_bytes ? g->memory.activation_bytes : ARENA_ALIGN;
+    UG_TRY(ug_pool_alloc(g->device, arena_bytes, "a graph's activations", &g->arena));
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
         if (v->kind == VALUE_TEMP && (v->producer || v->uses)) {
@@ -221,8 +242,25 @@ static ug_status allocate(ug_graph *g)
     return ug_graph_refresh_aliases(g, NULL);
 }
 
+/* Gives back what a compile allocated, so a failed one can be retried. */
+static void release_plan(ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_TEMP || v->kind == VALUE_GRAD || v->kind == VALUE_ALIAS) {
+            ug_tensor_free(v->tensor);
+            v->tensor = NULL;
+        }
+    }
+    ug_storage_release(g->arena);
+    g->arena = NULL;
+    memset(&g->memory, 0, sizeof g->memory);
+}
+
 ug_status ug_graph_plan(ug_graph *g)
 {
+    release_plan(g);
+    apply_eval_mode(g);
     mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
     fuse_activations(g);
     count_uses(g);
@@ -230,9 +268,14 @@ ug_status ug_graph_plan(ug_graph *g)
         if (g->values[i]->keep)
             g->values[i]->last_use = INT_MAX;
     UG_TRY(plan_arena(g));
-    for (int i = 0; i < g->node_count; i++)
+    for (int i = 0; i < g->node_count; i++) {
         g->memory.nodes += !g->nodes[i]->dead;
-    return allocate(g);
+        g->memory.fused += g->nodes[i]->dead && g->nodes[i]->op.def == &ug_op_unary;
+    }
+    ug_status st = allocate(g);
+    if (st != UG_OK)
+        release_plan(g);
+    return st;
 }
 
 ug_status ug_graph_compile(ug_graph *g)

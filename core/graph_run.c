@@ -74,6 +74,11 @@ ug_status ug_graph_read(ug_graph *g, ug_value *value, void *data, size_t bytes)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_read: the value belongs to another graph");
     ug_value *base = value->kind == VALUE_ALIAS ? value->alias_of : value;
     bool readable = base->keep || base->kind != VALUE_TEMP;
+    if (g->compiled && readable && g->runs == 0)
+        return ug_set_error(UG_ERR_STATE,
+                            "ug_graph_read: '%s' has no value yet: run the graph (ug_graph_run) "
+                            "first",
+                            base->name[0] ? base->name : "the value");
     if (!g->compiled || !value->tensor || !readable)
         return ug_set_error(UG_ERR_STATE,
                             "ug_graph_read: value %d is not readable: mark it with ug_graph_keep before "

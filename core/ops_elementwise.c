@@ -590,7 +590,7 @@ ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_value *mask = NULL;
     ug_status st = ug_op_graph(g, &mask_op, 1, &x, &mask);
-    if (st == UG_OK && (!g->training || p == 0.0f)) { /* eval mode: the identity */
+    if (st == UG_OK && p == 0.0f) {
         ug_graph_rollback(g, mark);
         *out = x;
         return UG_OK;

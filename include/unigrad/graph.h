@@ -103,7 +103,8 @@ UG_API ug_status ug_g_softmax(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
-/* Dropout with probability p in training mode; identity in eval mode. */
+/* Dropout with probability p in training mode; identity in eval mode (the
+ * mode the graph has when it is compiled). */
 UG_API ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out);
 /* LayerNorm over the last axis with learned gamma [cols] and beta [cols]. */
 UG_API ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
