@@ -155,6 +155,23 @@ done:
     return st;
 }
 
+ug_status ug_dataset_require_classes(const ug_dataset *ds, int32_t classes)
+{
+    const char *op = "ug_dataset_require_classes";
+    if (!ds)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: dataset is NULL", op);
+    if (classes <= 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: classes is %d; it must be positive", op,
+                            (int)classes);
+    for (int64_t i = 0; i < ds->count; i++)
+        if (ds->labels[i] >= classes)
+            return ug_set_error(UG_ERR_FORMAT,
+                                "%s: sample %lld has label %d, outside the %d classes 0..%d (a "
+                                "damaged labels file, or the wrong data set?)",
+                                op, (long long)i, (int)ds->labels[i], (int)classes, (int)classes - 1);
+    return UG_OK;
+}
+
 ug_status ug_dataset_from_arrays(int64_t count, int64_t features, const float *x,
                                  const int32_t *labels, ug_dataset **out)
 {

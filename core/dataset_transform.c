@@ -13,8 +13,15 @@ ug_status ug_dataset_stats(const ug_dataset *ds, double *mean, double *stddev)
         return ug_set_error(UG_ERR_SHAPE, "ug_dataset_stats: the data set is empty");
     /* Two passes in double: exact enough for 47M values, unlike a running sum of squares. */
     double sum = 0.0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(ds->x[i]))
+            return ug_set_error(UG_ERR_FORMAT,
+                                "ug_dataset_stats: sample %lld, feature %lld is %g; the data must "
+                                "be finite",
+                                (long long)(i / (size_t)ds->features),
+                                (long long)(i % (size_t)ds->features), (double)ds->x[i]);
         sum += ds->x[i];
+    }
     double m = sum / (double)n, squares = 0.0;
     for (size_t i = 0; i < n; i++)
         squares += ((double)ds->x[i] - m) * ((double)ds->x[i] - m);

@@ -20,6 +20,7 @@ ug_status ug_graph_create(ug_model *model, ug_graph **out)
     g->model = model;
     g->device = ug_model_device(model);
     g->training = true;
+    g->check_mode = UG_CHECK_LOSS_AND_GRADS;
     *out = g;
     return UG_OK;
 }
@@ -38,6 +39,7 @@ void ug_graph_free(ug_graph *g)
         free(g->nodes[i]);
     free(g->values);
     free(g->nodes);
+    ug_graph_free_checks(g);
     ug_storage_release(g->arena);
     free(g);
 }
@@ -57,6 +59,16 @@ ug_status ug_graph_set_training(ug_graph *g, bool training)
 {
     UG_TRY(ug_graph_check_open(g, "ug_graph_set_training"));
     g->training = training;
+    return UG_OK;
+}
+
+ug_status ug_graph_set_checks(ug_graph *g, ug_check_mode mode)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_graph_set_checks"));
+    if ((unsigned)mode > UG_CHECK_EVERY_NODE)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_set_checks: %d is not a ug_check_mode",
+                            (int)mode);
+    g->check_mode = mode;
     return UG_OK;
 }
 

@@ -48,6 +48,14 @@ struct graph_node {
     int nscratch;
 };
 
+/* A checked value (ug_graph_set_checks): its flag is flags[index]. */
+typedef struct graph_check {
+    ug_value *value;
+    ug_value *flag;           /* bound to flags[index] while compiled */
+    int node;                 /* the producing node's index, before checks were added */
+    const char *role;         /* "the loss", "the gradient of", "logits of", "" */
+} graph_check;
+
 struct ug_graph {
     ug_model *model;
     ug_device *device;
@@ -66,6 +74,12 @@ struct ug_graph {
     ug_value *grad_scale;     /* global-norm clipping factor, or NULL */
     ug_storage *arena;
     ug_graph_memory_info memory;
+    ug_check_mode check_mode;
+    graph_check *checks;
+    int check_count;
+    bool checks_added;        /* the check nodes are in (once, even if compile is retried) */
+    ug_tensor *flags;         /* f32 [check_count], 0 while every checked value is finite */
+    uint64_t checked_runs;    /* runs when the flags were last cleared */
 };
 
 /* graph.c */
@@ -111,6 +125,15 @@ ug_model *ug_optimizer_model(const ug_optimizer *opt);
 ug_status ug_graph_plan(ug_graph *g);
 /* Re-creates the views of reshaped values (of base, or of all when NULL). */
 ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base);
+
+/* graph_check.c */
+/* Adds the check nodes (once, even if compile is retried). */
+ug_status ug_graph_add_checks(ug_graph *g);
+/* Allocates the flags (cleared) and binds the checks to them; release gives
+ * them back. */
+ug_status ug_graph_alloc_checks(ug_graph *g);
+void ug_graph_release_checks(ug_graph *g);
+void ug_graph_free_checks(ug_graph *g);
 
 /* graph_run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);

@@ -239,6 +239,7 @@ static ug_status allocate(ug_graph *g)
             g->memory.gradient_bytes += ug_tensor_nbytes(v->tensor);
         }
     }
+    UG_TRY(ug_graph_alloc_checks(g));
     return ug_graph_refresh_aliases(g, NULL);
 }
 
@@ -254,6 +255,7 @@ static void release_plan(ug_graph *g)
     }
     ug_storage_release(g->arena);
     g->arena = NULL;
+    ug_graph_release_checks(g);
     memset(&g->memory, 0, sizeof g->memory);
 }
 
@@ -262,6 +264,7 @@ ug_status ug_graph_plan(ug_graph *g)
     release_plan(g);
     apply_eval_mode(g);
     mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
+    UG_TRY(ug_graph_add_checks(g)); /* before fusion: a checked value must exist */
     fuse_activations(g);
     count_uses(g);
     for (int i = 0; i < g->value_count; i++)

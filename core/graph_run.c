@@ -84,5 +84,6 @@ ug_status ug_graph_read(ug_graph *g, ug_value *value, void *data, size_t bytes)
                             "ug_graph_read: value %d is not readable: mark it with ug_graph_keep before "
                             "ug_graph_compile, and run the graph",
                             value->id);
-    return ug_tensor_download(value->tensor, data, bytes);
+    UG_TRY(ug_tensor_download(value->tensor, data, bytes));
+    return ug_graph_check(g);
 }

@@ -57,6 +57,7 @@ const char *ug_status_name(ug_status status)
     case UG_ERR_FORMAT: return "UG_ERR_FORMAT";
     case UG_ERR_COMPILE: return "UG_ERR_COMPILE";
     case UG_ERR_STATE: return "UG_ERR_STATE";
+    case UG_ERR_NUMERIC: return "UG_ERR_NUMERIC";
     }
     return "UG_ERR_UNKNOWN";
 }

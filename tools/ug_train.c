@@ -46,6 +46,7 @@ static void usage(FILE *to)
             "  --label-smoothing S  default 0\n"
             "  --clip X             clip gradients to global norm X\n"
             "  --seed N             default 0\n"
+            "  --classes N          classes the labels must fall in, default 10\n"
             "  --data DIR           folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
             "  --train-images F --train-labels F --test-images F --test-labels F\n"
             "  --csv FILE           log loss per step and loss/accuracy per epoch\n"
@@ -133,6 +134,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(arg, "--label-smoothing") && num >= 0 && num < 1) o->model.label_smoothing = (float)num;
         else if (!strcmp(arg, "--clip") && num >= 0) o->max_grad_norm = (float)num;
         else if (!strcmp(arg, "--seed") && num >= 0 && num == floor(num)) o->seed = (uint64_t)num;
+        else if (!strcmp(arg, "--classes") && num >= 1 && num <= 1e6 && num == floor(num)) o->model.classes = (int64_t)num;
         else {
             fprintf(stderr, "ug-train: bad option or value: %s %s (see --help)\n", arg, val);
             return 2;
@@ -226,7 +228,7 @@ static ug_status evaluate(ug_loader *loader, mlp_graph *full, mlp_graph *rest, d
 int main(int argc, char **argv)
 {
     options o = {.device = NULL, .data_dir = "/usr/share/datasets/fashion-mnist", .epochs = 10, .batch = 64,
-                 .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
+                 .model.classes = 10, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
     o.model.hidden_count = 1;
     o.model.hidden[0] = 500;
     int rc = parse_args(argc, argv, &o);
@@ -246,6 +248,12 @@ int main(int argc, char **argv)
         ug_dataset_free(train);
         return fail("loading the test set");
     }
+    if (ug_dataset_require_classes(train, (int32_t)o.model.classes) != UG_OK ||
+        ug_dataset_require_classes(test, (int32_t)o.model.classes) != UG_OK) {
+        ug_dataset_free(train);
+        ug_dataset_free(test);
+        return fail("checking the labels (--classes sets their number)");
+    }
     /* Standardise with the training set's statistics, as torchvision's Normalize. */
     double mean = 0.0, stddev = 1.0;
     if (o.standardize && (ug_dataset_stats(train, &mean, &stddev) != UG_OK || stddev <= 0.0 ||
@@ -256,7 +264,6 @@ int main(int argc, char **argv)
         return fail("standardising the data");
     }
     o.model.inputs = ug_dataset_features(train);
-    o.model.classes = ug_dataset_classes(train);
     if (ug_dataset_features(test) != o.model.inputs) {
         fprintf(stderr, "ug-train: the test images have %lld features, the training images %lld\n",
                 (long long)ug_dataset_features(test), (long long)o.model.inputs);

@@ -44,6 +44,9 @@ UG_API int64_t ug_dataset_count(const ug_dataset *dataset);
 UG_API int64_t ug_dataset_features(const ug_dataset *dataset);
 /* Number of classes: the largest label plus one. */
 UG_API int32_t ug_dataset_classes(const ug_dataset *dataset);
+/* UG_ERR_FORMAT naming the first sample whose label is not below classes
+ * (the class count a model was built for). */
+UG_API ug_status ug_dataset_require_classes(const ug_dataset *dataset, int32_t classes);
 /* Mean and standard deviation over every stored value (in double). */
 UG_API ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, double *stddev);
 /* value = scale * value + shift for every stored value: e.g. standardising

@@ -62,6 +62,28 @@ UG_API ug_model *ug_graph_model(const ug_graph *graph);
 /* Training mode (default) enables dropout; eval mode makes it the identity.
  * Takes effect at ug_graph_compile. */
 UG_API ug_status ug_graph_set_training(ug_graph *graph, bool training);
+/* Numeric checks, PyTorch's anomaly detection. The graph adds, on the
+ * device, a flag per checked value that turns NaN once the value holds a
+ * NaN or an infinity (or elements whose sum passes f32's range); no step
+ * waits for it. ug_graph_read (which waits anyway) and ug_graph_check then
+ * return UG_ERR_NUMERIC naming the first checked value, in step order, that
+ * went non-finite in a run since the last report.
+ *   UG_CHECK_LOSS_AND_GRADS (default): the loss, every parameter gradient
+ *     and the logits of each cross-entropy (so a label outside the classes
+ *     is told apart from non-finite logits); a few small kernels per step.
+ *   UG_CHECK_EVERY_NODE: every value a node computes, to find the op where
+ *     a NaN first appears (a reduction per node: for debugging).
+ * Takes effect at ug_graph_compile. */
+typedef enum ug_check_mode {
+    UG_CHECK_NONE = 0,
+    UG_CHECK_LOSS_AND_GRADS,
+    UG_CHECK_EVERY_NODE
+} ug_check_mode;
+UG_API ug_status ug_graph_set_checks(ug_graph *graph, ug_check_mode mode);
+/* Waits for the device; UG_ERR_NUMERIC when a checked value of a run since
+ * the last report held NaN or infinity (the flags are then cleared). */
+UG_API ug_status ug_graph_check(ug_graph *graph);
+
 /* Seed of dropout masks; step i draws fresh counters. */
 UG_API ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
 
@@ -141,7 +163,8 @@ UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor
  * waiting. */
 UG_API ug_status ug_graph_run(ug_graph *graph);
 /* Copies a value of the last run to the host (waits for the device). Only
- * values marked with ug_graph_keep (and the loss) stay readable. */
+ * values marked with ug_graph_keep (and the loss) stay readable. The data
+ * is copied even when the numeric checks then report UG_ERR_NUMERIC. */
 UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, size_t bytes);
 /* Keeps a value readable after a run (call before compile). */
 UG_API ug_status ug_graph_keep(ug_graph *graph, ug_value *value);

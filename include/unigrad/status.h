@@ -20,7 +20,8 @@ typedef enum ug_status {
     UG_ERR_IO,               /* a file could not be opened, read or written */
     UG_ERR_FORMAT,           /* a file's contents are not what was expected */
     UG_ERR_COMPILE,          /* a kernel failed to build; the message holds the log */
-    UG_ERR_STATE             /* the call is not valid in the object's current state */
+    UG_ERR_STATE,            /* the call is not valid in the object's current state */
+    UG_ERR_NUMERIC           /* a computation produced NaN or infinity (graph checks) */
 } ug_status;
 
 /* The message of the last failed call on this thread ("" if none). The

@@ -1,0 +1,171 @@
+/* Numeric faults are reported, not trained on: a NaN in the inputs, a
+ * label outside the classes, and an op that makes a NaN are named by the
+ * graph's checks; data sets refuse labels and values that cannot be right. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "harness.h"
+#include "train_support.h"
+
+enum { ROWS = 8, FEATURES = 6, CLASSES = 4 };
+
+typedef struct classifier {
+    ug_graph *g;
+    ug_value *x, *y, *loss;
+} classifier;
+
+/* linear -> relu -> linear -> cross-entropy, with SGD. */
+static bool build_classifier(ug_device *dev, ug_check_mode mode, classifier *c)
+{
+    ug_model *m = ts_model(dev, 7);
+    c->g = ts_graph(m);
+    if (!c->g)
+        return false;
+    int64_t xs[2] = {ROWS, FEATURES}, ys = ROWS;
+    ug_value *h = NULL, *logits = NULL;
+    ug_optimizer *opt = NULL;
+    ug_status st = ug_graph_input(c->g, "x", UG_F32, 2, xs, &c->x);
+    if (st == UG_OK) st = ug_graph_input(c->g, "y", UG_I32, 1, &ys, &c->y);
+    if (st == UG_OK) st = ug_nn_linear(c->g, "fc1", c->x, 5, &h);
+    if (st == UG_OK) st = ug_g_relu(c->g, h, &h);
+    if (st == UG_OK) st = ug_nn_linear(c->g, "fc2", h, CLASSES, &logits);
+    if (st == UG_OK) st = ug_g_cross_entropy(c->g, logits, c->y, 0.0f, &c->loss);
+    if (st == UG_OK) st = ug_graph_backward(c->g, c->loss);
+    if (st == UG_OK) {
+        ug_optimizer_config oc = ug_optimizer_defaults(UG_SGD);
+        oc.lr = 0.1f;
+        opt = ts_optimizer(m, &oc);
+    }
+    if (st == UG_OK && opt) st = ug_graph_set_optimizer(c->g, opt);
+    if (st == UG_OK) st = ug_graph_set_checks(c->g, mode);
+    if (st == UG_OK) st = ug_graph_compile(c->g);
+    if (st != UG_OK)
+        th_fail(TH_LOC, "building the classifier: %s", ug_last_error());
+    return st == UG_OK && opt;
+}
+
+/* Binds inputs (one NaN pixel at nan_at >= 0, one label replaced when
+ * bad_label >= 0) and runs steps; returns the status of reading the loss. */
+static ug_status train(ug_device *dev, classifier *c, int nan_at, int32_t bad_label, int steps,
+                       float *loss)
+{
+    float x[ROWS * FEATURES];
+    int32_t y[ROWS];
+    for (int i = 0; i < ROWS * FEATURES; i++)
+        x[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+    for (int i = 0; i < ROWS; i++)
+        y[i] = i % CLASSES;
+    if (nan_at >= 0)
+        x[nan_at] = NAN;
+    if (bad_label >= 0)
+        y[3] = bad_label;
+    int64_t xs[2] = {ROWS, FEATURES};
+    ug_tensor *xt = ts_tensor_f32(dev, 2, xs, x), *yt = ts_tensor_i32(dev, ROWS, y);
+    if (!xt || !yt)
+        return UG_ERR_INVALID_ARGUMENT;
+    ug_status st = ug_graph_bind(c->g, c->x, xt);
+    if (st == UG_OK)
+        st = ug_graph_bind(c->g, c->y, yt);
+    for (int s = 0; s < steps && st == UG_OK; s++)
+        st = ug_graph_run(c->g);
+    if (st != UG_OK)
+        return st;
+    return ug_graph_read(c->g, c->loss, loss, sizeof *loss);
+}
+
+TS_TEST(clean_training_passes_checks)
+{
+    classifier c;
+    REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, &c));
+    float loss;
+    CHECK_OK(train(dev, &c, -1, -1, 5, &loss));
+    CHECK(isfinite(loss));
+    CHECK_OK(ug_graph_check(c.g));
+}
+
+TS_TEST(nan_input_is_reported)
+{
+    classifier c;
+    REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, &c));
+    float loss = 0;
+    if (CHECK_STATUS(train(dev, &c, 13, -1, 3, &loss), UG_ERR_NUMERIC))
+        CHECK_ERROR_HAS("NaN or infinity", "the logits of cross_entropy", "runs 1..3");
+    CHECK(isnan(loss)); /* the value is still copied */
+    /* Reported once: the flags start again. */
+    CHECK_OK(ug_graph_check(c.g));
+}
+
+TS_TEST(bad_label_is_reported)
+{
+    classifier c;
+    REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, &c));
+    float loss = 0;
+    if (CHECK_STATUS(train(dev, &c, -1, 255, 1, &loss), UG_ERR_NUMERIC))
+        CHECK_ERROR_HAS("label is outside [0, 4)");
+}
+
+TS_TEST(checks_off_stay_silent)
+{
+    classifier c;
+    REQUIRE(build_classifier(dev, UG_CHECK_NONE, &c));
+    float loss = 0;
+    CHECK_OK(train(dev, &c, 13, -1, 2, &loss));
+    CHECK(isnan(loss));
+}
+
+/* Every node checked: the first op that makes a NaN is named. */
+TS_TEST(every_node_names_the_op)
+{
+    ug_graph *g = ts_graph(ts_model(dev, 8));
+    REQUIRE(g);
+    int64_t n = 16;
+    ug_value *x = NULL, *e = NULL, *l = NULL, *s = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 1, &n, &x));
+    REQUIRE_OK(ug_g_exp(g, x, &e));
+    REQUIRE_OK(ug_g_log(g, x, &l)); /* log of a negative number */
+    REQUIRE_OK(ug_g_add(g, e, l, &s));
+    REQUIRE_OK(ug_graph_keep(g, s));
+    REQUIRE_OK(ug_graph_set_checks(g, UG_CHECK_EVERY_NODE));
+    REQUIRE_OK(ug_graph_compile(g));
+    float host[16];
+    for (int i = 0; i < 16; i++)
+        host[i] = (float)i + 1.0f;
+    host[9] = -2.0f;
+    ug_tensor *t = ts_tensor_f32(dev, 1, &n, host);
+    REQUIRE(t);
+    REQUIRE_OK(ug_graph_bind(g, x, t));
+    REQUIRE_OK(ug_graph_run(g));
+    float out[16];
+    if (CHECK_STATUS(ug_graph_read(g, s, out, sizeof out), UG_ERR_NUMERIC))
+        CHECK_ERROR_HAS("graph log", "f32 [16]");
+}
+
+TS_TEST(dataset_checks)
+{
+    (void)dev;
+    float x[3 * 2] = {0, 1, 2, NAN, 4, 5};
+    int32_t y[3] = {0, 9, 1};
+    ug_dataset *ds = NULL;
+    REQUIRE_OK(ug_dataset_from_arrays(3, 2, x, y, &ds));
+    if (CHECK_STATUS(ug_dataset_require_classes(ds, 4), UG_ERR_FORMAT))
+        CHECK_ERROR_HAS("sample 1", "label 9", "0..3");
+    CHECK_OK(ug_dataset_require_classes(ds, 10));
+    double mean, stddev;
+    if (CHECK_STATUS(ug_dataset_stats(ds, &mean, &stddev), UG_ERR_FORMAT))
+        CHECK_ERROR_HAS("sample 1, feature 1", "nan");
+    ug_dataset_free(ds);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(clean_training_passes_checks),
+        TH_DEVICE_TEST(nan_input_is_reported),
+        TH_DEVICE_TEST(bad_label_is_reported),
+        TH_DEVICE_TEST(checks_off_stay_silent),
+        TH_DEVICE_TEST(every_node_names_the_op),
+        TH_DEVICE_TEST(dataset_checks),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
