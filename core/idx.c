@@ -115,6 +115,22 @@ static const char *truncated_note(reader *r)
     return errnum == Z_BUF_ERROR ? " (the gzip stream itself is cut short)" : "";
 }
 
+#define IDX_DEFAULT_MAX_BYTES ((uint64_t)512 << 20)
+static _Atomic uint64_t max_bytes_set; /* 0: not set by the program */
+
+void ug_idx_set_max_bytes(uint64_t bytes) { max_bytes_set = bytes; }
+
+uint64_t ug_idx_max_bytes(void)
+{
+    uint64_t set = max_bytes_set, env = 0;
+    if (set)
+        return set;
+    const char *text = getenv("UG_IDX_MAX_BYTES");
+    if (text && *text && ug_memory_parse_size(text, &env) == UG_OK && env > 0)
+        return env;
+    return IDX_DEFAULT_MAX_BYTES;
+}
+
 static uint32_t be32(const unsigned char *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -254,6 +270,14 @@ static ug_status parse(reader *r, ug_idx *idx, size_t *elem_size, size_t *header
         bytes *= d;
         idx->shape[i] = d;
     }
+    uint64_t held = type->size < 4 && type->dtype == UG_I32 ? bytes / type->size * 4 : bytes;
+    if (held > ug_idx_max_bytes())
+        return ug_set_error(UG_ERR_FORMAT,
+                            "%s: the header declares %llu bytes of data, above the limit of %llu "
+                            "for IDX arrays; if the file is right, raise the limit with "
+                            "UG_IDX_MAX_BYTES or ug_idx_set_max_bytes",
+                            r->path, (unsigned long long)held,
+                            (unsigned long long)ug_idx_max_bytes());
     idx->ndim = ndim;
     idx->dtype = type->dtype;
     *elem_size = type->size;

@@ -329,9 +329,9 @@ ug_status ug_tensor_slice(const ug_tensor *t, int64_t start, int64_t count, ug_t
         return ug_set_error(UG_ERR_SHAPE, "ug_tensor_slice: a scalar has no axis to slice");
     if (start < 0 || count < 0 || start > t->shape[0] || count > t->shape[0] - start)
         return ug_set_error(UG_ERR_SHAPE,
-                            "ug_tensor_slice: rows [%lld, %lld) are outside the first axis of %s "
-                            "(size %lld)",
-                            (long long)start, (long long)(start + count),
+                            "ug_tensor_slice: %lld rows from row %lld are outside the first axis "
+                            "of %s (size %lld)",
+                            (long long)count, (long long)start,
                             ug_format_shape(t->ndim, t->shape, dims, sizeof dims), (long long)t->shape[0]);
     int64_t shape[UG_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);

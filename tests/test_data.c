@@ -145,6 +145,35 @@ static bool write_32_idx(const char *path, unsigned char type, int ndim, const u
 
 /* ---- the IDX reader ---- */
 
+/* A header declaring more than the limit is refused before any allocation;
+ * an honest, well-compressed file too (16 MiB of zeros under an 8 MiB
+ * limit), and it reads once the limit is raised. */
+static void test_idx_size_limit(ug_device *dev)
+{
+    (void)dev;
+    CHECK_EQ_I64(ug_idx_max_bytes(), (int64_t)512 << 20);
+    const char *big = temp_path("declares-1g.idx");
+    uint32_t gig[3] = {1024, 1024, 1024};
+    bytes header = idx_bytes(0x08, 3, gig, (const uint8_t *)"", 0);
+    REQUIRE(write_file(big, header.p, header.len, false));
+    ug_idx *idx = NULL;
+    if (CHECK_STATUS(ug_idx_read(big, &idx), UG_ERR_FORMAT))
+        CHECK_ERROR_HAS("declares 1073741824 bytes", "limit of 536870912", "UG_IDX_MAX_BYTES");
+
+    const char *honest = temp_path("zeros-16m.idx.gz");
+    uint32_t dims[2] = {4096, 4096};
+    uint8_t *zeros = th_alloc((size_t)4096 * 4096);
+    REQUIRE(write_u8_idx(honest, 2, dims, zeros, true));
+    ug_idx_set_max_bytes((uint64_t)8 << 20);
+    CHECK_STATUS(ug_idx_read(honest, &idx), UG_ERR_FORMAT);
+    ug_idx_set_max_bytes((uint64_t)16 << 20);
+    if (CHECK_STATUS(ug_idx_read(honest, &idx), UG_OK)) {
+        CHECK_EQ_I64(idx->shape[0], 4096);
+        ug_idx_free(idx);
+    }
+    ug_idx_set_max_bytes(0); /* back to the default */
+}
+
 static void test_idx_round_trip(ug_device *dev)
 {
     (void)dev;
@@ -985,6 +1014,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_HOST_TEST(idx_round_trip),
         TH_HOST_TEST(idx_errors),
+        TH_HOST_TEST(idx_size_limit),
         TH_HOST_TEST(dataset_from_idx_errors),
         TH_HOST_TEST(fashion_mnist_files),
         TH_DEVICE_TEST(loader_arguments),

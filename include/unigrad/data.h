@@ -25,6 +25,12 @@ typedef struct ug_idx {
  * sizes against the file length, overflow). A bad file gives UG_ERR_IO or
  * UG_ERR_FORMAT with the path, the byte offset and what was expected. */
 UG_API ug_status ug_idx_read(const char *path, ug_idx **out);
+/* The largest array (in bytes, as held in memory) ug_idx_read accepts;
+ * larger ones are refused from the header, before anything is allocated.
+ * Default 512 MiB, or UG_IDX_MAX_BYTES ("4G") when set; 0 restores that.
+ * Process-wide. */
+UG_API void ug_idx_set_max_bytes(uint64_t bytes);
+UG_API uint64_t ug_idx_max_bytes(void);
 UG_API void ug_idx_free(ug_idx *idx);
 
 /* Samples and integer labels on the host. Each sample is flattened to
