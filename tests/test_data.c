@@ -340,12 +340,12 @@ static void test_idx_errors(ug_device *dev)
     b = idx_bytes(0x0C, 2, huge2, ten, 16);
     expect_bad("size overflow i32", "overflow2.idx", b.p, b.len, false, UG_ERR_FORMAT,
                "overflow", "byte offset 8");
-    /* Sizes that fit but claim far more data than the file holds: no huge
-     * allocation, a truncation message. */
-    uint32_t big[2] = {0x10000u, 0x10000u};
+    /* Sizes within the limit that claim far more data than the file holds:
+     * no allocation of the claimed size, a truncation message. */
+    uint32_t big[2] = {0x2000u, 0x2000u};
     b = idx_bytes(0x0D, 2, big, ten, 16);
     expect_bad("sizes past the data", "big.idx", b.p, b.len, false, UG_ERR_FORMAT,
-               "expected 17179869184 bytes of data after the 12-byte header, found 16",
+               "expected 268435456 bytes of data after the 12-byte header, found 16",
                "byte offset 28");
     uint32_t zero[2] = {3, 0};
     b = idx_bytes(0x08, 2, zero, ten, 0);
