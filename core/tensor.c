@@ -257,8 +257,23 @@ ug_status ug_tensor_copy(ug_tensor *dst, const ug_tensor *src)
         return UG_OK;
     ug_device *dd = ug_dev(dst), *sd = ug_dev(src);
     if (dd == sd) {
-        ug_status st = dd->backend->copy(dd->bdev, dst->storage->mem, byte_offset(dst), src->storage->mem,
-                                         byte_offset(src), bytes);
+        size_t d0 = byte_offset(dst), s0 = byte_offset(src);
+        if (dst->storage == src->storage && d0 == s0)
+            return UG_OK;
+        if (dst->storage == src->storage && d0 < s0 + bytes && s0 < d0 + bytes) {
+            /* Overlapping views of one buffer copy like memmove on every
+             * backend (OpenCL refuses overlapping copies): through a
+             * temporary. */
+            ug_tensor *tmp = NULL;
+            UG_TRY(ug_tensor_new(dd, src->dtype, src->ndim, src->shape, "ug_tensor_copy (overlapping views)",
+                                 &tmp));
+            ug_status st = ug_tensor_copy(tmp, src);
+            if (st == UG_OK)
+                st = ug_tensor_copy(dst, tmp);
+            ug_tensor_free(tmp);
+            return st;
+        }
+        ug_status st = dd->backend->copy(dd->bdev, dst->storage->mem, d0, src->storage->mem, s0, bytes);
         return st == UG_OK ? st : ug_prefix_error(st, "ug_tensor_copy on %s", dd->info.id);
     }
     /* Across devices (and backends) the data goes through host memory;

@@ -633,6 +633,35 @@ static void test_fill_guarded(ug_device *dev)
     }
 }
 
+/* Copies between overlapping views of one buffer behave like memmove on
+ * every device, in both directions; a copy onto itself is a no-op. */
+static void test_overlapping_copy(ug_device *dev)
+{
+    int64_t n = 10;
+    double v[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (int forward = 0; forward < 2; forward++) {
+        th_context(forward ? "dst after src" : "dst before src");
+        ug_tensor *t = th_tensor(dev, UG_F32, 1, &n, v);
+        REQUIRE(t);
+        ug_tensor *a = NULL, *b = NULL;
+        REQUIRE_OK(ug_tensor_slice(t, 0, 7, &a));
+        th_track(a);
+        REQUIRE_OK(ug_tensor_slice(t, 3, 7, &b));
+        th_track(b);
+        REQUIRE_OK(forward ? ug_tensor_copy(b, a) : ug_tensor_copy(a, b));
+        REQUIRE_OK(ug_tensor_copy(a, a));
+        double *got = th_download(t);
+        REQUIRE(got);
+        double want[10];
+        memcpy(want, v, sizeof want);
+        if (forward)
+            memmove(want + 3, want, 7 * sizeof *want);
+        else
+            memmove(want, want + 3, 7 * sizeof *want);
+        th_compare("overlapping copy", got, want, 10, 0.0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -654,6 +683,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(upload_into_guarded_view),
         TH_DEVICE_TEST(clone_view),
         TH_DEVICE_TEST(fill_guarded),
+        TH_DEVICE_TEST(overlapping_copy),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
