@@ -9,12 +9,16 @@
 #include "unigrad/data.h"
 
 struct ug_dataset {
+    int refs;          /* the program's handle plus loaders (atomic) */
     int64_t count;     /* samples */
     int64_t features;  /* f32 values per sample */
     float *x;          /* count * features, row-major */
     int32_t *labels;   /* count, each in [0, classes) */
     int32_t classes;   /* largest label + 1 */
 };
+
+/* Loaders keep their data set: ug_dataset_free drops a reference. */
+void ug_dataset_retain(const ug_dataset *dataset);
 
 /* ug_idx_read that also reports the size of one element in the file (a
  * converted i8 or i16 array reads as i32 but sat in 1 or 2 bytes) and the

@@ -53,6 +53,7 @@ static ug_status alloc_dataset(int64_t count, int64_t features, const char *op, 
                             (long long)count, (long long)features);
     ug_dataset *ds = calloc(1, sizeof *ds);
     if (ds) {
+        ds->refs = 1;
         ds->x = malloc((size_t)count * (size_t)features * sizeof(float));
         ds->labels = malloc((size_t)count * sizeof(int32_t));
     }
@@ -195,9 +196,14 @@ ug_status ug_dataset_from_arrays(int64_t count, int64_t features, const float *x
     return UG_OK;
 }
 
+void ug_dataset_retain(const ug_dataset *ds)
+{
+    __atomic_add_fetch(&((ug_dataset *)ds)->refs, 1, __ATOMIC_RELAXED);
+}
+
 void ug_dataset_free(ug_dataset *ds)
 {
-    if (!ds)
+    if (!ds || __atomic_sub_fetch(&ds->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     free(ds->x);
     free(ds->labels);

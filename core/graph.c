@@ -17,6 +17,7 @@ ug_status ug_graph_create(ug_model *model, ug_graph **out)
     ug_graph *g = calloc(1, sizeof *g);
     if (!g)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_create: out of host memory");
+    ug_model_retain(model);
     g->model = model;
     g->device = ug_model_device(model);
     g->training = true;
@@ -40,6 +41,8 @@ void ug_graph_free(ug_graph *g)
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
+    ug_optimizer_free(g->optimizer);
+    ug_model_free(g->model);
     ug_storage_release(g->arena);
     free(g);
 }
@@ -283,6 +286,7 @@ ug_status ug_graph_set_optimizer(ug_graph *g, ug_optimizer *opt)
         g->grad_scale = NULL;
         return st;
     }
+    ug_optimizer_retain(opt);
     g->optimizer = opt;
     return UG_OK;
 }

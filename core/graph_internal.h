@@ -140,6 +140,10 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
 
 /* model.c */
 int ug_model_param_index(const ug_model *model, const ug_tensor *param);
+/* Graphs and optimizers keep their model: ug_model_free drops a reference. */
+void ug_model_retain(ug_model *model);
+/* Graphs keep their optimizer the same way. */
+void ug_optimizer_retain(ug_optimizer *opt);
 /* Frees the parameters from index count on (a failed layer's). */
 void ug_model_truncate(ug_model *model, int count);
 

@@ -30,7 +30,8 @@
  *   alone: the same order on every platform and for any batch size, thread
  *   count or prefetch depth.
  * - The loader reads the data set in place (no copy of a 190 MB training
- *   set), so the data set must outlive the loader.
+ *   set) and holds a reference to it (and to the device), so the program
+ *   may free them in any order.
  * - A worker's error is stored with its message (error messages are
  *   thread-local) in the slot of its batch, and the consumer reports it when
  *   that batch is due. */
@@ -63,6 +64,7 @@ typedef struct slot {
 } slot;
 
 struct ug_loader {
+    ug_loader *next_live;      /* in the list of loaders not yet freed */
     const ug_dataset *dataset;
     ug_device *device;
     ug_loader_config config;
@@ -225,6 +227,47 @@ static void stop_workers(ug_loader *l, int started)
         pthread_join(l->threads[i], NULL);
 }
 
+/* Loaders the program has not freed. A program may return from main with
+ * one mid-epoch: before the device registry releases the devices at exit,
+ * every live loader's workers are stopped, so none uploads into a device
+ * that is going away. (This handler is registered after the registry's,
+ * by the first loader, so it runs first.) */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static ug_loader *live_loaders;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+
+static void stop_live_loaders(void)
+{
+    pthread_mutex_lock(&live_lock);
+    for (ug_loader *l = live_loaders; l; l = l->next_live) {
+        stop_workers(l, l->nthreads);
+        l->nthreads = 0;
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void register_exit_stop(void) { atexit(stop_live_loaders); }
+
+static void live_add(ug_loader *l)
+{
+    pthread_once(&live_once, register_exit_stop);
+    pthread_mutex_lock(&live_lock);
+    l->next_live = live_loaders;
+    live_loaders = l;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void live_remove(ug_loader *l)
+{
+    pthread_mutex_lock(&live_lock);
+    for (ug_loader **p = &live_loaders; *p; p = &(*p)->next_live)
+        if (*p == l) {
+            *p = l->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
 /* Frees everything except the threads (stopped before) and the sync
  * objects. Host buffers go before the tensors: the tensors' storage keeps
  * the device open, and ug_host_free needs it. */
@@ -307,8 +350,10 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->work, NULL);
     pthread_cond_init(&l->ready, NULL);
-    /* The loader keeps the device open for its host buffers. */
+    /* The loader keeps the device open for its host buffers, and the data
+     * set it reads in place. */
     ug_device_retain(device);
+    ug_dataset_retain(dataset);
 
     ug_status st = UG_OK;
     l->perm = malloc((size_t)n * sizeof *l->perm);
@@ -336,6 +381,7 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
         ug_loader_free(l);
         return st;
     }
+    live_add(l);
     *out = l;
     return UG_OK;
 }
@@ -344,6 +390,7 @@ void ug_loader_free(ug_loader *l)
 {
     if (!l)
         return;
+    live_remove(l);
     stop_workers(l, l->nthreads);
     free_slots(l);
     free(l->perm);
@@ -352,6 +399,7 @@ void ug_loader_free(ug_loader *l)
     pthread_cond_destroy(&l->ready);
     pthread_mutex_destroy(&l->lock);
     ug_device_close(l->device);
+    ug_dataset_free((ug_dataset *)l->dataset);
     free(l);
 }
 

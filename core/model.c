@@ -12,6 +12,7 @@ typedef struct model_param {
 } model_param;
 
 struct ug_model {
+    int refs;                  /* the program's handle plus graphs and optimizers (atomic) */
     ug_device *device;
     uint64_t seed;
     model_param *params;
@@ -33,15 +34,18 @@ ug_status ug_model_create(ug_device *device, uint64_t seed, ug_model **out)
     if (!m)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_model_create: out of host memory");
     ug_device_retain(device);
+    m->refs = 1;
     m->device = device;
     m->seed = seed;
     *out = m;
     return UG_OK;
 }
 
+void ug_model_retain(ug_model *m) { __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED); }
+
 void ug_model_free(ug_model *m)
 {
-    if (!m)
+    if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     for (int i = 0; i < m->count; i++)
         ug_tensor_free(m->params[i].tensor);

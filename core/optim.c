@@ -8,6 +8,7 @@
 #include "unigrad/ops.h"
 
 struct ug_optimizer {
+    int refs;                /* the program's handle plus graphs (atomic) */
     ug_model *model;
     ug_optimizer_config config;
     int slots;               /* state tensors per parameter */
@@ -80,13 +81,15 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
     ug_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
+    ug_model_retain(model);
+    opt->refs = 1;
     opt->model = model;
     opt->config = *config;
     opt->params = params;
     opt->slots = config->type == UG_SGD ? (config->momentum > 0.0f ? 1 : 0) : 2;
     opt->state = calloc((size_t)(params * opt->slots) + 1, sizeof *opt->state);
     if (!opt->state) {
-        free(opt);
+        ug_optimizer_free(opt);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
     }
     for (int i = 0; i < params; i++) {
@@ -107,13 +110,16 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
     return UG_OK;
 }
 
+void ug_optimizer_retain(ug_optimizer *opt) { __atomic_add_fetch(&opt->refs, 1, __ATOMIC_RELAXED); }
+
 void ug_optimizer_free(ug_optimizer *opt)
 {
-    if (!opt)
+    if (!opt || __atomic_sub_fetch(&opt->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     for (int i = 0; i < opt->params * opt->slots; i++)
         ug_tensor_free(opt->state[i]);
     free(opt->state);
+    ug_model_free(opt->model);
     free(opt);
 }
 

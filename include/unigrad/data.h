@@ -86,6 +86,9 @@ typedef struct ug_batch {
 
 /* Background threads assemble batches into pinned host buffers and upload
  * them while the caller computes. The data set must outlive the loader. */
+/* The loader keeps the data set (read in place) and the device alive, so
+ * the program may free them first. A program may also return from main with
+ * a loader mid-epoch: its workers are stopped at exit before the devices go. */
 UG_API ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
                            const ug_loader_config *config, ug_loader **out);
 UG_API void ug_loader_free(ug_loader *loader);

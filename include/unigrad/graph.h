@@ -55,6 +55,9 @@ UG_API ug_status ug_model_param(ug_model *model, const char *name, int ndim, con
 
 /* ---- graphs ---- */
 
+/* Lifetimes: a graph keeps its model (and, once set, its optimizer) alive,
+ * so the program may free them in any order; the model goes with the last
+ * graph or optimizer that holds it. Every free function accepts NULL. */
 UG_API ug_status ug_graph_create(ug_model *model, ug_graph **out);
 UG_API void ug_graph_free(ug_graph *graph);
 UG_API ug_model *ug_graph_model(const ug_graph *graph);
