@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/data_internal.h"
 #include "core/internal.h"
 
@@ -51,11 +52,11 @@ static ug_status alloc_dataset(int64_t count, int64_t features, const char *op, 
         return ug_set_error(UG_ERR_OUT_OF_MEMORY,
                             "%s: %lld samples of %lld features do not fit in memory", op,
                             (long long)count, (long long)features);
-    ug_dataset *ds = calloc(1, sizeof *ds);
+    ug_dataset *ds = ug_calloc(1, sizeof *ds);
     if (ds) {
         ds->refs = 1;
-        ds->x = malloc((size_t)count * (size_t)features * sizeof(float));
-        ds->labels = malloc((size_t)count * sizeof(int32_t));
+        ds->x = ug_malloc((size_t)count * (size_t)features * sizeof(float));
+        ds->labels = ug_malloc((size_t)count * sizeof(int32_t));
     }
     if (!ds || !ds->x || !ds->labels) {
         ug_dataset_free(ds);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/internal.h"
 #include "core/module.h"
 
@@ -41,7 +42,7 @@ static void add_backend(const char *name, const ug_backend *backend, const char 
         e->device_count = 0;
     if (e->device_count > 0) {
         e->reason[0] = '\0';
-        e->devices = calloc((size_t)e->device_count, sizeof *e->devices);
+        e->devices = ug_calloc((size_t)e->device_count, sizeof *e->devices);
         if (!e->devices) {
             e->device_count = 0;
             snprintf(e->reason, sizeof e->reason, "out of host memory listing devices");
@@ -270,7 +271,7 @@ static ug_status open_entry(int b, int index, ug_device **out)
         *out = dev;
         return UG_OK;
     }
-    dev = calloc(1, sizeof *dev);
+    dev = ug_calloc(1, sizeof *dev);
     if (!dev)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_device_open: out of host memory");
     dev->backend = e->backend;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/graph_internal.h"
 
 ug_status ug_graph_create(ug_model *model, ug_graph **out)
@@ -14,7 +15,7 @@ ug_status ug_graph_create(ug_model *model, ug_graph **out)
     *out = NULL;
     if (!model)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_create: model is NULL");
-    ug_graph *g = calloc(1, sizeof *g);
+    ug_graph *g = ug_calloc(1, sizeof *g);
     if (!g)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_create: out of host memory");
     ug_model_retain(model);
@@ -90,13 +91,13 @@ ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int n
     UG_TRY(ug_checked_numel(ndim, shape, ug_dtype_size(dtype), "graph", &numel));
     if (g->value_count == g->value_capacity) {
         int capacity = g->value_capacity ? g->value_capacity * 2 : 64;
-        ug_value **grown = realloc(g->values, (size_t)capacity * sizeof *grown);
+        ug_value **grown = ug_realloc(g->values, (size_t)capacity * sizeof *grown);
         if (!grown)
             return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
         g->values = grown;
         g->value_capacity = capacity;
     }
-    ug_value *v = calloc(1, sizeof *v);
+    ug_value *v = ug_calloc(1, sizeof *v);
     if (!v)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
     v->graph = g;
@@ -117,13 +118,13 @@ ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin
 {
     if (g->node_count == g->node_capacity) {
         int capacity = g->node_capacity ? g->node_capacity * 2 : 64;
-        graph_node **grown = realloc(g->nodes, (size_t)capacity * sizeof *grown);
+        graph_node **grown = ug_realloc(g->nodes, (size_t)capacity * sizeof *grown);
         if (!grown)
             return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
         g->nodes = grown;
         g->node_capacity = capacity;
     }
-    graph_node *n = calloc(1, sizeof *n);
+    graph_node *n = ug_calloc(1, sizeof *n);
     if (!n)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
     n->op = *op;

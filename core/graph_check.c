@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/graph_internal.h"
 #include "unigrad/ops.h"
 
@@ -30,7 +31,7 @@ static ug_status want_check(ug_graph *g, ug_value *v, const char *role)
     for (int i = 0; i < g->check_count; i++)
         if (g->checks[i].value == v)
             return UG_OK;
-    graph_check *grown = realloc(g->checks, (size_t)(g->check_count + 1) * sizeof *grown);
+    graph_check *grown = ug_realloc(g->checks, (size_t)(g->check_count + 1) * sizeof *grown);
     if (!grown)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
     g->checks = grown;
@@ -102,14 +103,14 @@ ug_status ug_graph_add_checks(ug_graph *g)
     /* Each check's nodes go right after its value's producer, before the
      * arena can give that value's memory to another. */
     int original = g->node_count;
-    int *first = malloc((size_t)g->check_count * sizeof *first);
+    int *first = ug_malloc((size_t)g->check_count * sizeof *first);
     graph_node **order = NULL;
     ug_status st = first ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
     for (int c = 0; c < g->check_count && st == UG_OK; c++) {
         first[c] = g->node_count;
         st = append_check_nodes(g, &g->checks[c], c);
     }
-    if (st == UG_OK && !(order = malloc((size_t)g->node_count * sizeof *order)))
+    if (st == UG_OK && !(order = ug_malloc((size_t)g->node_count * sizeof *order)))
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
     if (st == UG_OK) {
         int k = 0, c = 0;
@@ -196,7 +197,7 @@ ug_status ug_graph_check(ug_graph *g)
         return ug_set_error(UG_ERR_STATE, "ug_graph_check: compile the graph first");
     if (!g->flags || g->runs == g->checked_runs)
         return UG_OK;
-    float *flags = malloc((size_t)g->check_count * sizeof *flags);
+    float *flags = ug_malloc((size_t)g->check_count * sizeof *flags);
     if (!flags)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_check: out of host memory");
     ug_status st = ug_tensor_download(g->flags, flags, (size_t)g->check_count * sizeof *flags);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/graph_internal.h"
 
 enum { ARENA_ALIGN = 256 }; /* keeps every value aligned for vector loads and DMA */
@@ -156,7 +157,7 @@ static bool arena_give(arena_plan *a, size_t offset, size_t size)
     }
     if (a->count == a->capacity) {
         int capacity = a->capacity ? a->capacity * 2 : 32;
-        free_block *grown = realloc(a->blocks, (size_t)capacity * sizeof *grown);
+        free_block *grown = ug_realloc(a->blocks, (size_t)capacity * sizeof *grown);
         if (!grown)
             return false;
         a->blocks = grown;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/fault.h"
 #include "core/data_internal.h"
 #include "core/internal.h"
 
@@ -140,7 +141,7 @@ static uint32_t be32(const unsigned char *p)
 static ug_status read_data(reader *r, size_t header, size_t expected, unsigned char **out)
 {
     size_t cap = expected < (1u << 20) ? expected : (1u << 20);
-    unsigned char *buf = malloc(cap ? cap : 1);
+    unsigned char *buf = ug_malloc(cap ? cap : 1);
     if (!buf)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu bytes of data",
                             r->path, cap);
@@ -158,7 +159,7 @@ static ug_status read_data(reader *r, size_t header, size_t expected, unsigned c
         if (cap == expected)
             break;
         size_t grown = cap <= expected / 2 ? cap * 2 : expected;
-        unsigned char *g = realloc(buf, grown);
+        unsigned char *g = ug_realloc(buf, grown);
         if (!g) {
             free(buf);
             return ug_set_error(UG_ERR_OUT_OF_MEMORY,
@@ -294,7 +295,7 @@ static ug_status parse(reader *r, ug_idx *idx, size_t *elem_size, size_t *header
             memcpy(raw + 4 * i, &v, 4);
         }
     } else if (type->code == 0x09 || type->code == 0x0B) {
-        int32_t *wide = malloc(numel * sizeof *wide);
+        int32_t *wide = ug_malloc(numel * sizeof *wide);
         if (!wide) {
             free(raw);
             return ug_set_error(UG_ERR_OUT_OF_MEMORY,
@@ -335,7 +336,7 @@ ug_status ug_idx_read_ex(const char *path, ug_idx **out, size_t *file_elem_size,
                             path);
     }
     gzbuffer(gz, 1u << 17); /* fewer, larger reads for 30 MB data sets */
-    ug_idx *idx = calloc(1, sizeof *idx);
+    ug_idx *idx = ug_calloc(1, sizeof *idx);
     if (!idx) {
         gzclose_r(gz);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/data_internal.h"
 #include "core/internal.h"
 
@@ -293,7 +294,7 @@ static ug_status make_slot(ug_loader *l, slot *s)
     size_t xb = (size_t)l->rows * (size_t)features * sizeof(float);
     UG_TRY(ug_host_alloc(l->device, xb, (void **)&s->host_x));
     UG_TRY(ug_host_alloc(l->device, (size_t)l->rows * sizeof(int32_t), (void **)&s->host_y));
-    s->ids = malloc((size_t)l->rows * sizeof *s->ids);
+    s->ids = ug_malloc((size_t)l->rows * sizeof *s->ids);
     if (!s->ids)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_loader_create: out of host memory");
     int64_t xs[2] = {l->rows, features}, ys[1] = {l->rows};
@@ -331,7 +332,7 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: prefetch %d is outside 0..%d", op,
                             c.prefetch, LOADER_MAX_PREFETCH);
 
-    ug_loader *l = calloc(1, sizeof *l);
+    ug_loader *l = ug_calloc(1, sizeof *l);
     if (!l)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     int64_t n = dataset->count;
@@ -356,9 +357,9 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     ug_dataset_retain(dataset);
 
     ug_status st = UG_OK;
-    l->perm = malloc((size_t)n * sizeof *l->perm);
-    l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
-    l->threads = calloc((size_t)l->nthreads, sizeof *l->threads);
+    l->perm = ug_malloc((size_t)n * sizeof *l->perm);
+    l->slots = ug_calloc((size_t)l->nslots, sizeof *l->slots);
+    l->threads = ug_calloc((size_t)l->nthreads, sizeof *l->threads);
     if (!l->perm || !l->slots || !l->threads)
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     for (int i = 0; st == UG_OK && i < l->nslots; i++)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/graph_internal.h"
 #include "unigrad/ops.h"
 
@@ -30,7 +31,7 @@ ug_status ug_model_create(ug_device *device, uint64_t seed, ug_model **out)
     *out = NULL;
     if (!device)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_create: device is NULL");
-    ug_model *m = calloc(1, sizeof *m);
+    ug_model *m = ug_calloc(1, sizeof *m);
     if (!m)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_model_create: out of host memory");
     ug_device_retain(device);
@@ -154,7 +155,7 @@ ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t 
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_param: init %d is not a ug_init", (int)init);
     if (m->count == m->capacity) {
         int capacity = m->capacity ? m->capacity * 2 : 16;
-        model_param *grown = realloc(m->params, (size_t)capacity * sizeof *grown);
+        model_param *grown = ug_realloc(m->params, (size_t)capacity * sizeof *grown);
         if (!grown)
             return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_model_param: out of host memory");
         m->params = grown;

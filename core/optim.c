@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/graph_internal.h"
 #include "unigrad/ops.h"
 
@@ -78,7 +79,7 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
     if (params == 0)
         return ug_set_error(UG_ERR_STATE,
                             "ug_optimizer_create: the model has no parameters yet; build a graph with its layers first");
-    ug_optimizer *opt = calloc(1, sizeof *opt);
+    ug_optimizer *opt = ug_calloc(1, sizeof *opt);
     if (!opt)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
     ug_model_retain(model);
@@ -87,7 +88,7 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
     opt->config = *config;
     opt->params = params;
     opt->slots = config->type == UG_SGD ? (config->momentum > 0.0f ? 1 : 0) : 2;
-    opt->state = calloc((size_t)(params * opt->slots) + 1, sizeof *opt->state);
+    opt->state = ug_calloc((size_t)(params * opt->slots) + 1, sizeof *opt->state);
     if (!opt->state) {
         ug_optimizer_free(opt);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
@@ -116,7 +117,7 @@ void ug_optimizer_free(ug_optimizer *opt)
 {
     if (!opt || __atomic_sub_fetch(&opt->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (int i = 0; i < opt->params * opt->slots; i++)
+    for (int i = 0; opt->state && i < opt->params * opt->slots; i++)
         ug_tensor_free(opt->state[i]);
     free(opt->state);
     ug_model_free(opt->model);

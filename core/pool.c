@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/internal.h"
 
 typedef struct cached_block {
@@ -75,7 +76,7 @@ bad:
 
 ug_status ug_pool_create(ug_device *device, ug_pool **out)
 {
-    ug_pool *pool = calloc(1, sizeof *pool);
+    ug_pool *pool = ug_calloc(1, sizeof *pool);
     if (!pool)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory creating the pool",
                             device->info.id);
@@ -168,7 +169,7 @@ static bool take_cached(ug_pool *pool, size_t block, ug_mem *mem)
 ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug_storage **out)
 {
     ug_pool *pool = device->pool;
-    ug_storage *storage = calloc(1, sizeof *storage);
+    ug_storage *storage = ug_calloc(1, sizeof *storage);
     if (!storage)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory for a tensor handle");
     size_t block = size_class(bytes);
@@ -176,7 +177,9 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
     ug_mem mem = NULL;
 
     pthread_mutex_lock(&pool->lock);
-    if (block > device->info.max_allocation && device->info.max_allocation) {
+    if (ug_fault_hit(UG_FAULT_DEVICE_ALLOC)) {
+        st = out_of_memory(device, pool, bytes, purpose, "the allocation failed (injected by a test)");
+    } else if (block > device->info.max_allocation && device->info.max_allocation) {
         char max[64];
         human(device->info.max_allocation, max, sizeof max);
         char cause[160];
@@ -242,7 +245,7 @@ void ug_storage_release(ug_storage *storage)
     bool kept = false;
     if (pool->cache_count == pool->cache_capacity) {
         size_t capacity = pool->cache_capacity ? pool->cache_capacity * 2 : 64;
-        cached_block *grown = realloc(pool->cache, capacity * sizeof *grown);
+        cached_block *grown = ug_realloc(pool->cache, capacity * sizeof *grown);
         if (grown) {
             pool->cache = grown;
             pool->cache_capacity = capacity;
@@ -312,7 +315,7 @@ ug_status ug_host_alloc(ug_device *device, size_t bytes, void **ptr)
     if (!ptr)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_host_alloc: ptr is NULL");
     void *p = device->backend->host_alloc ? device->backend->host_alloc(device->bdev, bytes)
-                                          : malloc(bytes ? bytes : 1);
+                                          : ug_malloc(bytes ? bytes : 1);
     if (!p)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY,
                             "ug_host_alloc: could not allocate %zu bytes of host memory for %s",

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/internal.h"
 
 int64_t ug_shape_numel(int ndim, const int64_t *shape)
@@ -96,7 +97,7 @@ ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64
     if (ug_dtype_size(dtype) == 0)
         return ug_set_error(UG_ERR_DTYPE, "%s: dtype %d is not a ug_dtype", op, (int)dtype);
     UG_TRY(check_shape(ndim, shape, dtype, op));
-    ug_tensor *t = calloc(1, sizeof *t);
+    ug_tensor *t = ug_calloc(1, sizeof *t);
     if (!t)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     t->dtype = dtype;
@@ -302,7 +303,7 @@ ug_status ug_tensor_to_device(const ug_tensor *src, ug_device *device, ug_tensor
 ug_status ug_tensor_over_storage(ug_storage *storage, ug_dtype dtype, int ndim,
                                  const int64_t *shape, int64_t offset, ug_tensor **out)
 {
-    ug_tensor *t = calloc(1, sizeof *t);
+    ug_tensor *t = ug_calloc(1, sizeof *t);
     if (!t)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory for a tensor handle");
     t->storage = storage;
@@ -319,7 +320,7 @@ ug_status ug_tensor_over_storage(ug_storage *storage, ug_dtype dtype, int ndim,
 static ug_status make_view(const ug_tensor *t, int ndim, const int64_t *shape, int64_t offset,
                            ug_tensor **out)
 {
-    ug_tensor *v = calloc(1, sizeof *v);
+    ug_tensor *v = ug_calloc(1, sizeof *v);
     if (!v)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory for a view");
     *v = *t;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "backends/cpu/internal.h"
 
 enum { UG_CPU_ALIGN = 64 };
@@ -148,7 +149,7 @@ static ug_status cpu_device_open(int index, ug_bdev **out)
     ug_status st = ug_cpu_thread_budget(&threads, true);
     if (st != UG_OK)
         return st;
-    ug_bdev *dev = calloc(1, sizeof *dev);
+    ug_bdev *dev = ug_calloc(1, sizeof *dev);
     if (!dev)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory opening the device");
     st = ug_cpu_pool_create(threads, &dev->pool);

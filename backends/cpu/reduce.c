@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/fault.h"
 #include "backends/cpu/internal.h"
 
 enum { RED_W = 64, LEAF = 1024, LEAF_ROWS = 32, BLOCK_ELEMS = 65536, LANES = 16 };
@@ -377,9 +378,9 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
     j.nblk = (j.len + j.brows - 1) / j.brows;
     int64_t pairs = j.outer * j.tiles, units = pairs * j.nblk;
     if (j.nblk > 1) {
-        j.part = malloc((size_t)units * (size_t)j.tw * sizeof *j.part);
+        j.part = ug_malloc((size_t)units * (size_t)j.tw * sizeof *j.part);
         if (j.op == UG_RKERNEL_ARGMAX)
-            j.pidx = malloc((size_t)units * (size_t)j.tw * sizeof *j.pidx);
+            j.pidx = ug_malloc((size_t)units * (size_t)j.tw * sizeof *j.pidx);
         if (!j.part || (j.op == UG_RKERNEL_ARGMAX && !j.pidx)) {
             free(j.part);
             free(j.pidx);

@@ -10,6 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #endif
+#include "core/fault.h"
 #include "backends/cpu/threads.h"
 
 #include <errno.h>
@@ -136,11 +137,11 @@ static void free_pool(ug_cpu_pool *pool)
 ug_status ug_cpu_pool_create(int threads, ug_cpu_pool **out)
 {
     *out = NULL;
-    ug_cpu_pool *pool = calloc(1, sizeof *pool);
+    ug_cpu_pool *pool = ug_calloc(1, sizeof *pool);
     int nworkers = threads > 1 ? threads - 1 : 0;
     if (!pool)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the thread pool");
-    pool->workers = calloc((size_t)(nworkers ? nworkers : 1), sizeof *pool->workers);
+    pool->workers = ug_calloc((size_t)(nworkers ? nworkers : 1), sizeof *pool->workers);
     if (!pool->workers) {
         free(pool);
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the thread pool");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "backends/opencl/internal.h"
 
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
@@ -47,7 +48,7 @@ static void discover_locked(void)
                  "no OpenCL platform (clGetPlatformIDs found none: is an ICD installed?)");
         return;
     }
-    cl_platform_id *plats = calloc(nplat, sizeof *plats);
+    cl_platform_id *plats = ug_calloc(nplat, sizeof *plats);
     if (!plats) {
         snprintf(g_reason, sizeof g_reason, "out of host memory listing OpenCL platforms");
         return;
@@ -82,8 +83,8 @@ static void discover_locked(void)
         free(plats);
         return;
     }
-    g_devs = calloc(total, sizeof *g_devs);
-    cl_device_id *ids = calloc(total, sizeof *ids);
+    g_devs = ug_calloc(total, sizeof *g_devs);
+    cl_device_id *ids = ug_calloc(total, sizeof *ids);
     if (!g_devs || !ids) {
         free(g_devs);
         free(ids);
@@ -168,7 +169,7 @@ ug_status ocl_device_string(cl_device_id device, cl_device_info what, char *out,
     cl_int err = clGetDeviceInfo(device, what, 0, NULL, &size);
     if (err != CL_SUCCESS)
         return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
-    char *buf = malloc(size + 1);
+    char *buf = ug_malloc(size + 1);
     if (!buf)
         return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     err = clGetDeviceInfo(device, what, size, buf, NULL);
@@ -248,7 +249,7 @@ static ug_status ocl_device_info(int index, ug_device_info *info)
     err = clGetDeviceInfo(ref.device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_size);
     if (err != CL_SUCCESS)
         return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", err);
-    char *ext = malloc(ext_size + 1);
+    char *ext = ug_malloc(ext_size + 1);
     if (!ext)
         return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     err = clGetDeviceInfo(ref.device, CL_DEVICE_EXTENSIONS, ext_size, ext, NULL);
@@ -292,7 +293,7 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     ug_status st = devref_at(index, &ref);
     if (st != UG_OK)
         return st;
-    ug_bdev *dev = calloc(1, sizeof *dev);
+    ug_bdev *dev = ug_calloc(1, sizeof *dev);
     if (!dev)
         return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     dev->index = index;

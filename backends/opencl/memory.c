@@ -5,6 +5,7 @@
  * thread launches kernels, and no lock is taken here. */
 #include <stdlib.h>
 
+#include "core/fault.h"
 #include "backends/opencl/internal.h"
 
 ug_status ocl_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)
@@ -113,7 +114,7 @@ void *ocl_host_alloc(ug_bdev *dev, size_t bytes)
     pthread_mutex_lock(&dev->pin_lock);
     if (dev->pin_count == dev->pin_cap) {
         size_t cap = dev->pin_cap ? dev->pin_cap * 2 : 16;
-        ocl_pin *pins = realloc(dev->pins, cap * sizeof *pins);
+        ocl_pin *pins = ug_realloc(dev->pins, cap * sizeof *pins);
         if (!pins) {
             pthread_mutex_unlock(&dev->pin_lock);
             clEnqueueUnmapMemObject(dev->queue, mem, ptr, 0, NULL, NULL);
