@@ -28,8 +28,10 @@
 #include "unigrad/dtype.h"
 #include "unigrad/status.h"
 
-/* ug_unary_kind and ug_binary_kind, with the formulas of every op. */
+/* ug_unary_kind and ug_binary_kind, with the formulas of every op; Philox
+ * and the random transforms. */
 #include "kernels/common/elementwise.h"
+#include "kernels/common/random.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -137,7 +139,9 @@ typedef struct ug_softmax_args {
  * counter c = offset + i as (c low 32, c high 32, 0, 0) and draws words
  * r0, r1 of the output. uniform: low + (high-low) * (r0 >> 8) * 2^-24.
  * normal: u1 = ((r0 >> 8) + 1) * 2^-24, u2 = (r1 >> 8) * 2^-24,
- * mean + std * sqrt(-2 ln u1) * cos(2 pi u2). y is f32 or f16. */
+ * mean + std * sqrt(-2 ln u1) * cos(2 pi u2), all computed as
+ * kernels/common/random.h does (ug_random_value), so every device draws
+ * the same bits. y is f32 or f16. */
 typedef struct ug_random_args {
     bool normal;
     float p0, p1;          /* low, high or mean, stddev */
@@ -261,11 +265,6 @@ typedef const ug_backend *(*ug_module_entry_fn)(int host_version,
                                                  const char **reason);
 #define UG_MODULE_ENTRY_SYMBOL "ug_backend_module_entry"
 
-/* Philox 4x32-10, shared by every backend's random kernel and the tests. */
-#define UG_PHILOX_M0 0xD2511F53u
-#define UG_PHILOX_M1 0xCD9E8D57u
-#define UG_PHILOX_W0 0x9E3779B9u
-#define UG_PHILOX_W1 0xBB67AE85u
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,9 @@
-/* Uniform and normal random numbers from Philox 4x32-10: element i uses
- * counter offset + i, so any split across threads gives the same values. */
-#include <math.h>
-
+/* Uniform and normal random numbers (kernels/common/random.h): element i
+ * uses counter offset + i, so any split across threads gives the same
+ * values. */
 #include "backends/cpu/internal.h"
-#include "backends/cpu/philox.h"
 
 enum { RBLK = 512 };
-
-#define UG_TWO_PI 6.28318530717958647692f
 
 typedef struct rand_job {
     const ug_random_args *args;
@@ -22,17 +18,9 @@ static void random_range(void *vjob, int64_t begin, int64_t end)
     for (int64_t b0 = begin; b0 < end; b0 += RBLK) {
         int64_t n = end - b0 < RBLK ? end - b0 : RBLK;
         float *out = a->y.dtype == UG_F32 ? (float *)j->y + b0 : buf;
-        for (int64_t i = 0; i < n; i++) {
-            ug_philox4 r = ug_philox_draw(a->seed, a->offset + (uint64_t)(b0 + i));
-            if (a->normal) {
-                float u1 = (float)((r.v[0] >> 8) + 1u) * 0x1p-24f; /* (0, 1]: log is finite */
-                float u2 = (float)(r.v[1] >> 8) * 0x1p-24f;
-                out[i] = a->p0 + a->p1 * sqrtf(-2.0f * logf(u1)) * cosf(UG_TWO_PI * u2);
-            } else {
-                /* Scaling by 2^-24 first is exact and cannot overflow. */
-                out[i] = a->p0 + (a->p1 - a->p0) * ((float)(r.v[0] >> 8) * 0x1p-24f);
-            }
-        }
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ug_random_value(a->seed, a->offset + (uint64_t)(b0 + i), a->normal, a->p0,
+                                     a->p1);
         if (a->y.dtype != UG_F32)
             ug_cpu_store(j->y + b0 * 2, a->y.dtype, n, out);
     }
