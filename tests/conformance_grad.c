@@ -33,7 +33,7 @@ void cf_check_grad(ug_device *dev, const cf_grad_case *c)
     for (int i = 0; i < c->count; i++) {
         const cf_shape *s = &c->p[i].shape;
         const int64_t n = cf_numel(s);
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "p%d", i);
         ug_tensor *t = NULL;
         REQUIRE_OK(ug_model_param(m, name, s->ndim, s->d, UG_INIT_CONSTANT, 0.0f, &t));
