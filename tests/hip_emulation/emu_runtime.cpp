@@ -20,17 +20,18 @@
  *
  * Switching. A fiber is made once (makecontext, entered with setcontext)
  * and then lives for the whole process, waiting between blocks in
- * fiber_main's loop; every later switch is sigsetjmp/siglongjmp without the
- * signal mask, which needs no system call (swapcontext makes two, and they
- * were most of the emulator's run time). This is the scheme of QEMU's
- * coroutines. _FORTIFY_SOURCE is switched off for this file: its longjmp
- * check takes a jump to another stack for a jump into a dead frame.
+ * fiber_main's loop; every later switch is the compiler's
+ * __builtin_setjmp/__builtin_longjmp (GCC and clang), which saves only the
+ * frame, stack pointer and resume address and makes no system call
+ * (swapcontext makes two per switch, which was most of the emulator's run
+ * time; sigsetjmp/siglongjmp would also do, but AddressSanitizer intercepts
+ * them with a system call and a stack clean-up each). Every jump lands in a
+ * frame that is still live, and no instrumented frame is left behind, except
+ * a waiting fiber's when it is made anew; its stack's shadow is cleared then.
  * AddressSanitizer builds print "ASan doesn't fully support makecontext/
  * swapcontext" once: every switch here is announced to it
  * (__sanitizer_start/finish_switch_fiber), which is the supported way. */
-#undef _FORTIFY_SOURCE
 #include <pthread.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -55,10 +56,16 @@
 #endif
 #endif
 #ifdef UG_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* Continues at the __builtin_setjmp that filled env (emu_jump.cpp: not
+ * instrumented, and in a file of its own because __builtin_longjmp may not
+ * be called where __builtin_setjmp is). */
+void ug_emu_jump(void **env);
 
 namespace {
 
@@ -69,7 +76,7 @@ const size_t kGuardBytes = 4096;
 const unsigned kMaxBlockThreads = 1024;
 
 struct Fiber {
-    sigjmp_buf env;       /* where it waits: at a barrier, or for its next block */
+    void *env[5];         /* where it waits (__builtin_setjmp): at a barrier, or for its next block */
     char *stack;          /* lowest usable address */
     dim3 tid;
     bool done;
@@ -78,7 +85,7 @@ struct Fiber {
 };
 
 struct Scheduler {
-    sigjmp_buf home;      /* the launching code, between fibers */
+    void *home[5];        /* the launching code, between fibers */
     ucontext_t boot;      /* a new fiber's first context */
     Fiber *fibers = nullptr;
     unsigned capacity = 0;
@@ -145,12 +152,12 @@ void finish_switch(void *save, const void **bottom_old, size_t *size_old)
 
 /* From the running fiber back to the launching code; returns when the
  * scheduler resumes it (the next phase, or the next block). */
-void yield_to_home()
+__attribute__((noinline)) void yield_to_home()
 {
     Fiber *const f = g_sched.current;
-    if (sigsetjmp(f->env, 0) == 0) {
+    if (__builtin_setjmp(f->env) == 0) {
         start_switch(&f->asan_fake_stack, g_sched.home_bottom, g_sched.home_size);
-        siglongjmp(g_sched.home, 1);
+        ug_emu_jump(g_sched.home);
     }
     finish_switch(f->asan_fake_stack, &g_sched.home_bottom, &g_sched.home_size);
 }
@@ -198,17 +205,21 @@ void reserve_fibers(unsigned n)
 }
 
 /* Runs fiber f until it waits at a barrier or its GPU thread finishes. */
-void resume(Fiber *f)
+__attribute__((noinline)) void resume(Fiber *f)
 {
     g_sched.current = f;
     threadIdx = f->tid;
-    if (sigsetjmp(g_sched.home, 0) == 0) {
+    if (__builtin_setjmp(g_sched.home) == 0) {
         start_switch(&g_sched.home_fake_stack, f->stack, kStackBytes);
         if (f->started)
-            siglongjmp(f->env, 1);
-        /* Its first entry (a system call or two, once per fiber). */
+            ug_emu_jump(f->env);
+        /* Its first entry (a system call or two, once per fiber), on a stack
+         * whose old frames, if any, are abandoned. */
         f->started = true;
         f->asan_fake_stack = nullptr;
+#ifdef UG_EMU_ASAN
+        __asan_unpoison_memory_region(f->stack, kStackBytes);
+#endif
         /* Cleared first: g++ 12 warns that getcontext reads it otherwise. */
         memset(&g_sched.boot, 0, sizeof g_sched.boot);
         if (getcontext(&g_sched.boot) != 0)
