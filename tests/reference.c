@@ -40,16 +40,15 @@ double ref_binary_scalar(ref_binary_op op, double a, double b)
     case REF_SUB: return a - b;
     case REF_MUL: return a * b;
     case REF_DIV: return a / b;
-    case REF_MAXIMUM: return a > b ? a : b;
-    case REF_MINIMUM: return a < b ? a : b;
+    /* NaN on either side gives NaN, as torch.maximum/minimum. */
+    case REF_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    case REF_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
     default: return NAN;
     }
 }
 
-/* Offset of the element at output index idx within an operand of shape s
- * (n dims, right-aligned to the output's nout dims, size-1 axes repeat). */
-static int64_t broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
-                                const int64_t *s)
+int64_t ref_broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
+                             const int64_t *s)
 {
     int64_t off = 0, stride = 1;
     for (int i = nout - 1; i >= 0; i--) {
@@ -74,8 +73,8 @@ void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, in
         return;
     int64_t n = ref_numel(nout, sout);
     for (int64_t i = 0; i < n; i++)
-        out[i] = ref_binary_scalar(op, a[broadcast_offset(nout, sout, i, na, sa)],
-                                   b[broadcast_offset(nout, sout, i, nb, sb)]);
+        out[i] = ref_binary_scalar(op, a[ref_broadcast_offset(nout, sout, i, na, sa)],
+                                   b[ref_broadcast_offset(nout, sout, i, nb, sb)]);
 }
 
 double ref_unary_scalar(ref_unary_op op, double x)
@@ -86,7 +85,7 @@ double ref_unary_scalar(ref_unary_op op, double x)
     case REF_EXP: return exp(x);
     case REF_LOG: return log(x);
     case REF_SQRT: return sqrt(x);
-    case REF_RELU: return x > 0 ? x : 0.0;
+    case REF_RELU: return x < 0 ? 0.0 : x; /* NaN stays NaN, as torch.relu */
     case REF_SIGMOID: return 1.0 / (1.0 + exp(-x));
     case REF_TANH: return tanh(x);
     case REF_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); /* exact form */
@@ -128,7 +127,9 @@ void ref_reduce(ref_reduce_op op, int ndim, const int64_t *shape, const double *
             for (int64_t l = 0; l < len; l++) {
                 double v = p[l * inner];
                 acc += op == REF_RSUMSQ ? v * v : v;
-                if (l == 0 || v > best) { /* strictly greater: ties keep the first */
+                /* Strictly greater: ties keep the first. A NaN is the
+                 * maximum and the first NaN its index, as torch.max/argmax. */
+                if (l == 0 || v > best || (isnan(v) && !isnan(best))) {
                     best = v;
                     best_i = l;
                 }
@@ -318,4 +319,46 @@ double ref_random_normal(uint64_t seed, uint64_t index, double mean, double stdd
     double u2 = ldexp((double)(r1 >> 8), -24);
     const double two_pi = 6.283185307179586476925286766559;
     return mean + stddev * sqrt(-2.0 * log(u1)) * cos(two_pi * u2);
+}
+
+void ref_layernorm(const double *x, const double *gamma, const double *beta, double *y,
+                   int64_t rows, int64_t cols, double eps)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols;
+        double mean = 0.0, var = 0.0;
+        for (int64_t j = 0; j < cols; j++)
+            mean += xr[j];
+        mean /= (double)cols;
+        for (int64_t j = 0; j < cols; j++)
+            var += (xr[j] - mean) * (xr[j] - mean);
+        var /= (double)cols;
+        double rstd = 1.0 / sqrt(var + eps);
+        for (int64_t j = 0; j < cols; j++)
+            y[r * cols + j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+    }
+}
+
+void ref_cross_entropy(const double *x, const double *labels, double *loss, int64_t rows,
+                       int64_t cols, double smoothing)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols;
+        if (!(labels[r] >= 0 && labels[r] < (double)cols)) {
+            loss[r] = NAN;
+            continue;
+        }
+        int64_t label = (int64_t)labels[r];
+        double mx = xr[0], sum = 0.0, total = 0.0;
+        for (int64_t j = 1; j < cols; j++)
+            mx = xr[j] > mx ? xr[j] : mx;
+        for (int64_t j = 0; j < cols; j++)
+            sum += exp(xr[j] - mx);
+        double lse = mx + log(sum);
+        for (int64_t j = 0; j < cols; j++) {
+            double t = (1.0 - smoothing) * (j == label ? 1.0 : 0.0) + smoothing / (double)cols;
+            total -= t * (xr[j] - lse);
+        }
+        loss[r] = total;
+    }
 }

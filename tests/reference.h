@@ -14,10 +14,16 @@ int64_t ref_numel(int ndim, const int64_t *shape);
 bool ref_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb,
                          int *nout, int64_t *sout);
 
+/* Element of an operand of shape s (n dims, right-aligned to the output's
+ * nout dims sout, size-1 axes repeated) read at output index idx. */
+int64_t ref_broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
+                             const int64_t *s);
+
 typedef enum ref_binary_op {
     REF_ADD, REF_SUB, REF_MUL, REF_DIV, REF_MAXIMUM, REF_MINIMUM, REF_BINARY_COUNT
 } ref_binary_op;
 extern const char *const ref_binary_names[REF_BINARY_COUNT];
+/* maximum and minimum give NaN when either side is NaN. */
 double ref_binary_scalar(ref_binary_op op, double a, double b);
 /* out has the broadcast shape of a and b. */
 void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, int nb,
@@ -28,6 +34,7 @@ typedef enum ref_unary_op {
     REF_GELU, REF_SILU, REF_UNARY_COUNT
 } ref_unary_op;
 extern const char *const ref_unary_names[REF_UNARY_COUNT];
+/* relu(NaN) is NaN. */
 double ref_unary_scalar(ref_unary_op op, double x);
 void ref_unary(ref_unary_op op, const double *x, double *y, int64_t n);
 void ref_scale_shift(const double *x, double *y, int64_t n, double scale, double shift);
@@ -36,8 +43,9 @@ typedef enum ref_reduce_op {
     REF_RSUM, REF_RMEAN, REF_RMAX, REF_RARGMAX, REF_RSUMSQ
 } ref_reduce_op;
 /* Reduces x (shape) over axis (already non-negative), or over everything
- * when all. argmax gives the first index of the maximum. out holds
- * numel/len values. */
+ * when all. argmax gives the first index of the maximum; a NaN counts as
+ * the maximum (max NaN, argmax its first index). out holds numel/len
+ * values. */
 void ref_reduce(ref_reduce_op op, int ndim, const int64_t *shape, const double *x, int axis,
                 bool all, double *out);
 
@@ -50,6 +58,17 @@ bool ref_matmul(int na, const int64_t *sa, const double *a, int nb, const int64_
 
 /* Softmax (or log-softmax) of each of rows rows of cols elements. */
 void ref_softmax(const double *x, double *y, int64_t rows, int64_t cols, bool log);
+
+/* LayerNorm over the last axis (biased variance, as torch.nn.LayerNorm):
+ * y = (x - mean) / sqrt(var + eps) * gamma + beta, rows of cols elements. */
+void ref_layernorm(const double *x, const double *gamma, const double *beta, double *y,
+                   int64_t rows, int64_t cols, double eps);
+
+/* Per-row cross-entropy -sum_c t_c log_softmax(x)_c with the target
+ * t = (1-s) onehot(label) + s/cols (torch's label_smoothing s); a label
+ * outside [0, cols) gives NaN. labels hold integers. */
+void ref_cross_entropy(const double *x, const double *labels, double *loss, int64_t rows,
+                       int64_t cols, double smoothing);
 
 /* Swaps the last two axes of an ndim >= 2 tensor. */
 void ref_transpose(int ndim, const int64_t *shape, const double *x, double *y);

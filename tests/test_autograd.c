@@ -342,46 +342,21 @@ static void ref_add_act_case(const gc_case *c, const double *const *v, double *o
     ref_unary((ref_unary_op)c->code, out, out, ref_numel(nout, sout));
 }
 
-/* y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, with
- * the biased variance (as torch.nn.LayerNorm). */
+/* LayerNorm over the last axis (reference.c). */
 static void ref_layernorm_case(const gc_case *c, const double *const *v, double *out)
 {
     int64_t cols = c->op[0].shape[c->op[0].ndim - 1], rows = operand_numel(c, 0) / cols;
-    for (int64_t r = 0; r < rows; r++) {
-        const double *x = v[0] + r * cols;
-        double mean = 0.0, var = 0.0;
-        for (int64_t j = 0; j < cols; j++)
-            mean += x[j];
-        mean /= (double)cols;
-        for (int64_t j = 0; j < cols; j++)
-            var += (x[j] - mean) * (x[j] - mean);
-        var /= (double)cols;
-        double rstd = 1.0 / sqrt(var + (double)c->f0);
-        for (int64_t j = 0; j < cols; j++)
-            out[r * cols + j] = (x[j] - mean) * rstd * v[1][j] + v[2][j];
-    }
+    ref_layernorm(v[0], v[1], v[2], out, rows, cols, (double)c->f0);
 }
 
-/* Mean over rows of -sum_c t_c log_softmax(x)_c with t = (1-s) onehot + s/C
- * (torch.nn.functional.cross_entropy with label_smoothing s). */
+/* Mean over rows of the cross-entropy with label smoothing (reference.c). */
 static void ref_xent_case(const gc_case *c, const double *const *v, double *out)
 {
     int64_t rows = c->op[0].shape[0], cols = c->op[0].shape[1];
-    double s = c->f0, total = 0.0;
-    for (int64_t r = 0; r < rows; r++) {
-        const double *x = v[0] + r * cols;
-        double mx = x[0], sum = 0.0;
-        for (int64_t j = 1; j < cols; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        for (int64_t j = 0; j < cols; j++)
-            sum += exp(x[j] - mx);
-        double lse = mx + log(sum);
-        int64_t label = (int64_t)v[1][r];
-        for (int64_t j = 0; j < cols; j++) {
-            double t = (1.0 - s) * (j == label ? 1.0 : 0.0) + s / (double)cols;
-            total -= t * (x[j] - lse);
-        }
-    }
+    double *loss = th_alloc((size_t)rows * sizeof *loss), total = 0.0;
+    ref_cross_entropy(v[0], v[1], loss, rows, cols, (double)c->f0);
+    for (int64_t r = 0; r < rows; r++)
+        total += loss[r];
     out[0] = total / (double)rows;
 }
 

@@ -117,6 +117,9 @@ static void test_reference_broadcast(ug_device *dev)
     CHECK(r2[0] == 1 && r2[5] == 30 && r2[11] == 3000 && r2[12] == 4 && r2[23] == 6000);
     CHECK(ref_binary_scalar(REF_MAXIMUM, -1, 2) == 2 && ref_binary_scalar(REF_MINIMUM, -1, 2) == -1);
     CHECK(ref_binary_scalar(REF_DIV, 1, 4) == 0.25);
+    /* NaN on either side of maximum/minimum gives NaN (torch.maximum). */
+    CHECK(isnan(ref_binary_scalar(REF_MAXIMUM, NAN, 1)) && isnan(ref_binary_scalar(REF_MAXIMUM, 1, NAN)));
+    CHECK(isnan(ref_binary_scalar(REF_MINIMUM, NAN, 1)) && isnan(ref_binary_scalar(REF_MINIMUM, 1, NAN)));
 }
 
 static void test_reference_unary(ug_device *dev)
@@ -129,6 +132,7 @@ static void test_reference_unary(ug_device *dev)
     CHECK(fabs(ref_unary_scalar(REF_SILU, 1.0) - 0.7310585786300049) < 1e-15);
     CHECK(ref_unary_scalar(REF_SIGMOID, 0.0) == 0.5);
     CHECK(ref_unary_scalar(REF_RELU, -3.0) == 0.0 && ref_unary_scalar(REF_RELU, 3.0) == 3.0);
+    CHECK(isnan(ref_unary_scalar(REF_RELU, NAN))); /* as torch.relu */
     CHECK(ref_unary_scalar(REF_ABS, -3.5) == 3.5 && ref_unary_scalar(REF_NEG, 2.0) == -2.0);
     CHECK(isinf(ref_unary_scalar(REF_LOG, 0.0)) && isnan(ref_unary_scalar(REF_SQRT, -1.0)));
     double x[] = {1, 2}, y[2];
@@ -155,6 +159,31 @@ static void test_reference_reduce(ug_device *dev)
     CHECK(r[0] == 23.0 / 6.0);
     ref_reduce(REF_RSUMSQ, 2, shape, x, 1, false, r);
     CHECK(r[0] == 51 && r[1] == 102);
+    /* A NaN is the maximum; argmax gives the first NaN (torch.max/argmax). */
+    double y[] = {1, NAN, 9, NAN, 2, 3};
+    ref_reduce(REF_RMAX, 2, shape, y, 1, false, r);
+    CHECK(isnan(r[0]) && isnan(r[1]));
+    ref_reduce(REF_RARGMAX, 2, shape, y, 1, false, r);
+    CHECK(r[0] == 1 && r[1] == 0);
+    ref_reduce(REF_RARGMAX, 2, shape, y, 0, true, r);
+    CHECK(r[0] == 1);
+}
+
+static void test_reference_layernorm_xent(ug_device *dev)
+{
+    (void)dev;
+    /* Row [1, 3]: mean 2, variance 1, normalised [-1, 1]. */
+    double x[] = {1, 3}, gamma[] = {2, 3}, beta[] = {0.5, -1}, y[2];
+    ref_layernorm(x, gamma, beta, y, 1, 2, 0.0);
+    CHECK(y[0] == -1.5 && y[1] == 2.0);
+    /* Two equal logits: log 2; smoothing 0.5 of 2 classes gives the same. */
+    double logits[] = {0, 0, 0, 0, 0, 0}, labels[] = {1, 0, 2}, loss[3];
+    ref_cross_entropy(logits, labels, loss, 3, 2, 0.0);
+    CHECK(fabs(loss[0] - log(2.0)) < 1e-15 && fabs(loss[1] - log(2.0)) < 1e-15 && isnan(loss[2]));
+    double big[] = {0, 10}, one[] = {0}, l2[1];
+    ref_cross_entropy(big, one, l2, 1, 2, 0.2); /* 0.9 * -log p0 + 0.1 * -log p1 */
+    double lse = 10 + log(1 + exp(-10.0));
+    CHECK(fabs(l2[0] - (0.9 * lse + 0.1 * (lse - 10))) < 1e-12);
 }
 
 static void test_reference_matmul(ug_device *dev)
@@ -219,6 +248,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(reference_reduce),
         TH_HOST_TEST(reference_matmul),
         TH_HOST_TEST(reference_softmax_transpose),
+        TH_HOST_TEST(reference_layernorm_xent),
         TH_HOST_TEST(nmse_definition),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

@@ -18,15 +18,28 @@
  * barrier that not every thread of the block reaches (undefined behaviour on
  * a GPU) fails the launch, as does a configuration beyond CUDA's limits.
  *
+ * Switching. A fiber is made once (makecontext, entered with setcontext)
+ * and then lives for the whole process, waiting between blocks in
+ * fiber_main's loop; every later switch is the compiler's
+ * __builtin_setjmp/__builtin_longjmp (GCC and clang), which saves only the
+ * frame, stack pointer and resume address and makes no system call
+ * (swapcontext makes two per switch, which was most of the emulator's run
+ * time; sigsetjmp/siglongjmp would also do, but AddressSanitizer intercepts
+ * them with a system call and a stack clean-up each). Every jump lands in a
+ * frame that is still live, and no instrumented frame is left behind, except
+ * a waiting fiber's when it is made anew; its stack's shadow is cleared then.
  * AddressSanitizer builds print "ASan doesn't fully support makecontext/
  * swapcontext" once: every switch here is announced to it
  * (__sanitizer_start/finish_switch_fiber), which is the supported way. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "cuda_fp16.h"
@@ -43,10 +56,16 @@
 #endif
 #endif
 #ifdef UG_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* Continues at the __builtin_setjmp that filled env (emu_jump.cpp: not
+ * instrumented, and in a file of its own because __builtin_longjmp may not
+ * be called where __builtin_setjmp is). */
+void ug_emu_jump(void **env);
 
 namespace {
 
@@ -57,17 +76,20 @@ const size_t kGuardBytes = 4096;
 const unsigned kMaxBlockThreads = 1024;
 
 struct Fiber {
-    ucontext_t ctx;
+    void *env[5];         /* where it waits (__builtin_setjmp): at a barrier, or for its next block */
     char *stack;          /* lowest usable address */
     dim3 tid;
-    bool done, started;
+    bool done;
+    bool started;         /* made and entered once: later resumed at env */
     void *asan_fake_stack;
 };
 
 struct Scheduler {
-    ucontext_t home;      /* the launching code, between fibers */
+    void *home[5];        /* the launching code, between fibers */
+    ucontext_t boot;      /* a new fiber's first context */
     Fiber *fibers = nullptr;
     unsigned capacity = 0;
+    pthread_t owner;      /* the OS thread the started fibers were entered from */
     Fiber *current = nullptr;
     void (*body)(void *) = nullptr;
     void *ctx = nullptr;
@@ -90,6 +112,12 @@ struct Machine {
     ug_emu_stats stats = {};
 };
 Machine g_machine;
+
+/* The library's threads (the data loader's workers upload batches) may call
+ * into the runtime at once, as they may into CUDA's: every call, a whole
+ * launch included, holds this lock (recursive: a call may make another). */
+std::recursive_mutex g_lock;
+#define EMU_LOCKED std::lock_guard<std::recursive_mutex> emu_locked_(g_lock)
 
 cudaError_t record(cudaError_t e)
 {
@@ -122,19 +150,39 @@ void finish_switch(void *save, const void **bottom_old, size_t *size_old)
     abort();
 }
 
-void fiber_main()
+/* From the running fiber back to the launching code; returns when the
+ * scheduler resumes it (the next phase, or the next block). */
+__attribute__((noinline)) void yield_to_home()
+{
+    Fiber *const f = g_sched.current;
+    if (__builtin_setjmp(f->env) == 0) {
+        start_switch(&f->asan_fake_stack, g_sched.home_bottom, g_sched.home_size);
+        ug_emu_jump(g_sched.home);
+    }
+    finish_switch(f->asan_fake_stack, &g_sched.home_bottom, &g_sched.home_size);
+}
+
+/* A fiber's whole life: one GPU thread per resumption from its block's
+ * start, then it waits for the next block. */
+[[noreturn]] void fiber_main()
 {
     /* First entry: learn the launching stack, to switch back to it. */
     finish_switch(nullptr, &g_sched.home_bottom, &g_sched.home_size);
-    g_sched.body(g_sched.ctx);
-    g_sched.current->done = true;
-    start_switch(nullptr, g_sched.home_bottom, g_sched.home_size); /* this stack dies */
-    swapcontext(&g_sched.current->ctx, &g_sched.home);
-    die("a finished GPU thread was resumed");
+    for (;;) {
+        g_sched.body(g_sched.ctx);
+        g_sched.current->done = true;
+        yield_to_home();
+    }
 }
 
 void reserve_fibers(unsigned n)
 {
+    /* Fibers entered from another OS thread are left where they wait and
+     * made anew: a parked frame belongs to the thread that ran it. */
+    if (g_sched.capacity > 0 && !pthread_equal(g_sched.owner, pthread_self()))
+        for (unsigned i = 0; i < g_sched.capacity; i++)
+            g_sched.fibers[i].started = false;
+    g_sched.owner = pthread_self();
     if (n <= g_sched.capacity)
         return;
     /* Grown once to the largest block seen and kept: mapping stacks per
@@ -143,7 +191,7 @@ void reserve_fibers(unsigned n)
     for (unsigned i = 0; i < n; i++) {
         if (i < g_sched.capacity) {
             fibers[i].stack = g_sched.fibers[i].stack;
-            continue; /* the contexts are not copied: a context points into itself */
+            continue; /* made anew: a waiting fiber's env points into the old array's frame */
         }
         void *m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -156,12 +204,33 @@ void reserve_fibers(unsigned n)
     g_sched.capacity = n;
 }
 
-void resume(Fiber *f)
+/* Runs fiber f until it waits at a barrier or its GPU thread finishes. */
+__attribute__((noinline)) void resume(Fiber *f)
 {
     g_sched.current = f;
     threadIdx = f->tid;
-    start_switch(&g_sched.home_fake_stack, f->stack, kStackBytes);
-    swapcontext(&g_sched.home, &f->ctx);
+    if (__builtin_setjmp(g_sched.home) == 0) {
+        start_switch(&g_sched.home_fake_stack, f->stack, kStackBytes);
+        if (f->started)
+            ug_emu_jump(f->env);
+        /* Its first entry (a system call or two, once per fiber), on a stack
+         * whose old frames, if any, are abandoned. */
+        f->started = true;
+        f->asan_fake_stack = nullptr;
+#ifdef UG_EMU_ASAN
+        __asan_unpoison_memory_region(f->stack, kStackBytes);
+#endif
+        /* Cleared first: g++ 12 warns that getcontext reads it otherwise. */
+        memset(&g_sched.boot, 0, sizeof g_sched.boot);
+        if (getcontext(&g_sched.boot) != 0)
+            die("getcontext failed");
+        g_sched.boot.uc_stack.ss_sp = f->stack;
+        g_sched.boot.uc_stack.ss_size = kStackBytes;
+        g_sched.boot.uc_link = nullptr;
+        makecontext(&g_sched.boot, fiber_main, 0);
+        setcontext(&g_sched.boot);
+        die("setcontext failed");
+    }
     finish_switch(g_sched.home_fake_stack, nullptr, nullptr);
     g_sched.current = nullptr;
 }
@@ -174,22 +243,8 @@ dim3 thread_of(unsigned i, dim3 block)
 Fiber *prepare(unsigned i, dim3 block)
 {
     Fiber *f = &g_sched.fibers[i];
-    /* getcontext once per fiber (it is a system call); later blocks reuse
-     * the context its last switch saved. */
-    if (!f->started) {
-        /* Cleared first: g++ 12 warns that getcontext reads it otherwise. */
-        memset(&f->ctx, 0, sizeof f->ctx);
-        if (getcontext(&f->ctx) != 0)
-            die("getcontext failed");
-        f->started = true;
-    }
-    f->ctx.uc_stack.ss_sp = f->stack;
-    f->ctx.uc_stack.ss_size = kStackBytes;
-    f->ctx.uc_link = nullptr;
-    makecontext(&f->ctx, fiber_main, 0);
     f->tid = thread_of(i, block);
     f->done = false;
-    f->asan_fake_stack = nullptr;
     return f;
 }
 
@@ -201,7 +256,7 @@ bool run_block(dim3 block, uint64_t seq)
     reserve_fibers(n);
     /* Thread 0 first. If it never waits at a barrier, no thread of the
      * block may (each barrier must be reached by all), so the others run as
-     * plain calls: a fiber switch costs a system call, and the element-wise
+     * plain calls: cheaper than fibers, and the element-wise
      * kernels have no barrier at all. */
     Fiber *first = prepare(0, block);
     resume(first);
@@ -223,6 +278,7 @@ bool run_block(dim3 block, uint64_t seq)
          * and between neighbouring blocks, so every phase of a kernel runs
          * in both orders when the grid has two blocks or more. */
         const bool down = (phase + seq) % 2 != 0;
+        (down ? g_machine.stats.phases_decreasing : g_machine.stats.phases_increasing)++;
         unsigned waiting = phase == 0 ? 1 : 0; /* thread 0 has run phase 0 */
         for (unsigned k = 0; k < n; k++) {
             Fiber *f = &g_sched.fibers[down ? n - 1 - k : k];
@@ -269,17 +325,15 @@ void __syncthreads(void)
         g_sched.direct_barrier = true; /* divergent: thread 0 saw no barrier */
         return;
     }
-    Fiber *f = g_sched.current;
-    if (!f)
+    if (!g_sched.current)
         die("__syncthreads called outside a kernel");
-    start_switch(&f->asan_fake_stack, g_sched.home_bottom, g_sched.home_size);
-    swapcontext(&f->ctx, &g_sched.home);
-    finish_switch(f->asan_fake_stack, &g_sched.home_bottom, &g_sched.home_size);
+    yield_to_home();
 }
 
 void ug_emu_launch_grid(void (*body)(void *), void *ctx, dim3 grid, dim3 block, size_t shared,
                         cudaStream_t stream)
 {
+    EMU_LOCKED;
     if (g_sched.current || g_sched.direct)
         die("a kernel launched a kernel (not emulated)");
     g_machine.stats.launches++;
@@ -333,6 +387,7 @@ const char *cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
 
 cudaError_t cudaGetLastError(void)
 {
+    EMU_LOCKED;
     const cudaError_t e = g_machine.last_error;
     g_machine.last_error = cudaSuccess;
     return e;
@@ -340,12 +395,14 @@ cudaError_t cudaGetLastError(void)
 
 cudaError_t cudaGetDeviceCount(int *count)
 {
+    EMU_LOCKED;
     *count = g_machine.devices;
     return record(g_machine.devices > 0 ? cudaSuccess : cudaErrorNoDevice);
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
 {
+    EMU_LOCKED;
     if (device < 0 || device >= g_machine.devices)
         return record(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
@@ -360,6 +417,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
 
 cudaError_t cudaSetDevice(int device)
 {
+    EMU_LOCKED;
     if (device < 0 || device >= g_machine.devices)
         return record(cudaErrorInvalidDevice);
     g_machine.current_device = device;
@@ -380,6 +438,7 @@ cudaError_t cudaRuntimeGetVersion(int *version)
 
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
 {
+    EMU_LOCKED;
     if (!func)
         return record(cudaErrorInvalidValue);
     attr->maxThreadsPerBlock = (int)kMaxBlockThreads;
@@ -388,6 +447,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
+    EMU_LOCKED;
     if (bytes > g_machine.memory - g_machine.used)
         return record(cudaErrorMemoryAllocation);
     /* Exactly the bytes asked for, so AddressSanitizer (sanitizer builds)
@@ -406,6 +466,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 
 cudaError_t cudaFree(void *ptr)
 {
+    EMU_LOCKED;
     if (!ptr)
         return cudaSuccess;
     auto it = g_machine.device_allocs.find((const char *)ptr);
@@ -419,6 +480,7 @@ cudaError_t cudaFree(void *ptr)
 
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
 {
+    EMU_LOCKED;
     if (flags != cudaHostAllocDefault)
         return record(cudaErrorInvalidValue);
     void *p = malloc(bytes ? bytes : 1);
@@ -431,6 +493,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
 
 cudaError_t cudaFreeHost(void *ptr)
 {
+    EMU_LOCKED;
     if (g_machine.host_allocs.erase(ptr) == 0)
         return record(cudaErrorInvalidValue);
     free(ptr);
@@ -440,6 +503,7 @@ cudaError_t cudaFreeHost(void *ptr)
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream)
 {
+    EMU_LOCKED;
     /* The device side of a copy must lie inside one allocation: an offset
      * bug in the module's transfers fails here rather than corrupting. */
     const bool dst_dev = kind != cudaMemcpyDeviceToHost, src_dev = kind != cudaMemcpyHostToDevice;
@@ -453,6 +517,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
 {
+    EMU_LOCKED;
     if (flags != cudaStreamNonBlocking && flags != 0)
         return record(cudaErrorInvalidValue);
     /* A distinct handle that is never dereferenced. */
@@ -463,16 +528,19 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
+    EMU_LOCKED;
     return record(g_machine.streams.erase(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
+    EMU_LOCKED;
     return record(stream_ok(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 extern "C" void ug_emu_configure(int devices, int sm_count, size_t memory_bytes)
 {
+    EMU_LOCKED;
     g_machine.devices = devices;
     g_machine.sm_count = sm_count;
     g_machine.memory = memory_bytes;
@@ -480,12 +548,47 @@ extern "C" void ug_emu_configure(int devices, int sm_count, size_t memory_bytes)
 
 extern "C" void ug_emu_get_stats(ug_emu_stats *stats)
 {
+    EMU_LOCKED;
     *stats = g_machine.stats;
     stats->live_allocations = (int64_t)g_machine.device_allocs.size();
     stats->live_host_allocations = (int64_t)g_machine.host_allocs.size();
     stats->live_streams = (int64_t)g_machine.streams.size();
     stats->live_bytes = g_machine.used;
 }
+
+namespace {
+
+/* At exit, as LeakSanitizer does: by then the library has closed every
+ * device (core/device.c, at exit), so the module must have returned every
+ * device allocation, pinned buffer and stream to the runtime, and no launch
+ * may have failed unnoticed. Otherwise the process fails (status 1), which
+ * fails whichever test ran on the emulated device. Declared after
+ * g_machine, so it runs first. UG_EMU_EXIT_CHECK=0 turns it off for a
+ * process that leaves objects open on purpose (as detect_leaks=0 does for
+ * LeakSanitizer). */
+struct ExitCheck {
+    ~ExitCheck()
+    {
+        const char *check = getenv("UG_EMU_EXIT_CHECK");
+        if (check && strcmp(check, "0") == 0)
+            return;
+        ug_emu_stats s;
+        ug_emu_get_stats(&s);
+        if (s.live_allocations == 0 && s.live_host_allocations == 0 && s.live_streams == 0 &&
+            s.failed_launches == 0)
+            return;
+        fflush(stdout);
+        fprintf(stderr,
+                "CUDA emulator: at exit %lld device allocations (%zu bytes), %lld pinned host "
+                "allocations and %lld streams are still live, and %llu launches failed\n",
+                (long long)s.live_allocations, s.live_bytes, (long long)s.live_host_allocations,
+                (long long)s.live_streams, (unsigned long long)s.failed_launches);
+        fflush(stderr);
+        _exit(1);
+    }
+} g_exit_check;
+
+} // namespace
 
 extern "C" uint16_t ug_emu_f32_to_f16(float value)
 {

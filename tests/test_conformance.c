@@ -1,0 +1,412 @@
+/* Backend conformance, in the manner of ggml's test-backend-ops: every
+ * public eager op of ops.h, in every dtype it takes, on every device, over
+ * one set of shapes (contiguous, broadcast scalar/row/column operands,
+ * guarded views at odd offsets, odd sizes 1, 7, 257 and 1000+, empty
+ * tensors, NaN and inf where the op defines the result), against the
+ * double-precision references of reference.c; and the gradient of every
+ * differentiable graph op through graph.h against its analytic derivative.
+ *
+ * The elementwise ops are tables below: one line per op gives its name,
+ * eager function, graph function, the op and its derivative in double and
+ * its input range, and the runners drive each line through every dtype,
+ * shape and special value, and through a graph for the gradient. Adding a
+ * unary op is one line in CF_UNARY_OPS. The other ops are tables in
+ * conformance_ops.c (eager) and conformance_grad.c (gradients).
+ *
+ * Tolerances are the suite's (harness.h): NMSE TH_TOL_F32 / TH_TOL_F16
+ * against the reference rounded to the output's dtype, exact where the
+ * result is exact (max, argmax, transposes, casts, random uniform), and
+ * CF_TOL_GRAD for gradients (a few f32 operations each). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "train_support.h"
+
+static const ug_dtype float_dtypes[] = {UG_F32, UG_F16};
+
+/* ---- shared helpers (conformance.h) ---- */
+
+int64_t cf_numel(const cf_shape *s) { return ref_numel(s->ndim, s->d); }
+
+const char *cf_shape_str(const cf_shape *s, char *buf, size_t len)
+{
+    return th_shape_str(s->ndim, s->d, buf, len);
+}
+
+double *cf_values(int64_t n, double lo, double hi, double away)
+{
+    double *v = th_random_values(n, lo, hi);
+    for (int64_t i = 0; away > 0 && i < n; i++)
+        if (fabs(v[i]) < away)
+            v[i] = copysign(away + fabs(v[i]), v[i]);
+    return v;
+}
+
+ug_tensor *cf_input(ug_device *dev, ug_dtype dtype, const cf_shape *s, double *v, bool guarded,
+                    th_guard **guard)
+{
+    th_round_to(dtype, v, cf_numel(s));
+    *guard = NULL;
+    if (guarded)
+        return th_guarded(dev, dtype, s->ndim, s->d, v, guard);
+    return th_tensor(dev, dtype, s->ndim, s->d, v);
+}
+
+bool cf_check_result(ug_status status, ug_tensor *out, ug_dtype dtype, const cf_shape *s,
+                     const double *want, double tol, const char *what)
+{
+    th_track(out);
+    if (!CHECK_STATUS(status, UG_OK))
+        return false;
+    if (!th_check_tensor(out, dtype, s->ndim, s->d))
+        return false;
+    return th_compare(what, th_download(out), want, cf_numel(s), tol);
+}
+
+/* ---- the elementwise op tables ---- */
+
+static double sigmoid(double x) { return ref_unary_scalar(REF_SIGMOID, x); }
+/* The standard normal distribution's density and cumulative function. */
+static double normal_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846); }
+static double normal_cdf(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))); }
+
+/* scale_shift with fixed parameters, as a unary op. */
+static ug_status scale_shift(const ug_tensor *x, ug_tensor **out)
+{
+    return ug_scale_shift(x, 1.5f, -0.25f, out);
+}
+static ug_status g_scale_shift(ug_graph *g, ug_value *x, ug_value **out)
+{
+    return ug_g_scale_shift(g, x, 1.5f, -0.25f, out);
+}
+
+/* Unary ops: name, eager function, graph function, y = f(x) in double, its
+ * derivative f'(x) in double, and the input range [lo, hi] (the op's
+ * domain, wide enough to saturate; away from a kink or pole only as far as
+ * random values are). Adding a unary op is one line here. gelu stops at -3:
+ * below, 1 + erf(x / sqrt 2) cancels in f32 (the form the backends and
+ * PyTorch compute), a relative error of 1e-3 at -4 on results under 1e-4;
+ * its tail is checked by the special values. */
+#define CF_UNARY_OPS(X)                                                                        \
+    X(neg, ug_neg, ug_g_neg, ref_unary_scalar(REF_NEG, x), -1.0, -10, 10)                      \
+    X(abs, ug_abs, ug_g_abs, ref_unary_scalar(REF_ABS, x), x > 0 ? 1.0 : -1.0, -10, 10)        \
+    X(exp, ug_exp, ug_g_exp, ref_unary_scalar(REF_EXP, x), exp(x), -10, 10)                    \
+    X(log, ug_log, ug_g_log, ref_unary_scalar(REF_LOG, x), 1.0 / x, 1e-3, 100)                 \
+    X(sqrt, ug_sqrt, ug_g_sqrt, ref_unary_scalar(REF_SQRT, x), 0.5 / sqrt(x), 1e-2, 100)       \
+    X(relu, ug_relu, ug_g_relu, ref_unary_scalar(REF_RELU, x), x > 0 ? 1.0 : 0.0, -10, 10)     \
+    X(sigmoid, ug_sigmoid, ug_g_sigmoid, sigmoid(x), sigmoid(x) * (1.0 - sigmoid(x)), -60, 60) \
+    X(tanh, ug_tanh, ug_g_tanh, ref_unary_scalar(REF_TANH, x), 1.0 - tanh(x) * tanh(x), -60,   \
+      60)                                                                                      \
+    X(gelu, ug_gelu, ug_g_gelu, ref_unary_scalar(REF_GELU, x),                                 \
+      normal_cdf(x) + x * normal_pdf(x), -3, 6)                                                \
+    X(silu, ug_silu, ug_g_silu, x * sigmoid(x), sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))),   \
+      -20, 20)                                                                                 \
+    X(scale_shift, scale_shift, g_scale_shift, 1.5 * x - 0.25, 1.5, -10, 10)
+
+/* Binary ops: name, eager function, graph function (NULL: graph.h has
+ * none), y = f(a, b) and its partial derivatives in double, the range of a,
+ * the range of b and how far b keeps from zero. */
+#define CF_BINARY_OPS(X)                                                                       \
+    X(add, ug_add, ug_g_add, ref_binary_scalar(REF_ADD, a, b), 1.0, 1.0, -10, 10, -10, 10, 0)  \
+    X(sub, ug_sub, ug_g_sub, ref_binary_scalar(REF_SUB, a, b), 1.0, -1.0, -10, 10, -10, 10, 0) \
+    X(mul, ug_mul, ug_g_mul, ref_binary_scalar(REF_MUL, a, b), b, a, -10, 10, -10, 10, 0)      \
+    X(div, ug_div, ug_g_div, ref_binary_scalar(REF_DIV, a, b), 1.0 / b, -a / (b * b), -10, 10, \
+      -4, 4, 0.5)                                                                              \
+    X(maximum, ug_maximum, ug_g_maximum, ref_binary_scalar(REF_MAXIMUM, a, b),                 \
+      a > b ? 1.0 : 0.0, b > a ? 1.0 : 0.0, -10, 10, -10, 10, 0)                               \
+    X(minimum, ug_minimum, NULL, ref_binary_scalar(REF_MINIMUM, a, b), a < b ? 1.0 : 0.0,      \
+      b < a ? 1.0 : 0.0, -10, 10, -10, 10, 0)
+
+typedef struct cf_unary {
+    const char *name;
+    ug_status (*eager)(const ug_tensor *x, ug_tensor **out);
+    ug_status (*graph)(ug_graph *g, ug_value *x, ug_value **out);
+    double (*f)(double x);
+    double (*df)(double x);
+    double lo, hi;
+} cf_unary;
+
+typedef struct cf_binary {
+    const char *name;
+    ug_status (*eager)(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+    ug_status (*graph)(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+    double (*f)(double a, double b);
+    double (*dfa)(double a, double b);
+    double (*dfb)(double a, double b);
+    double alo, ahi, blo, bhi, baway;
+} cf_binary;
+
+#define CF_UNARY_FNS(name, eager, graph, f, df, lo, hi)                      \
+    static double name##_f(double x) { return f; }                          \
+    static double name##_df(double x) { return (void)x, df; }
+#define CF_UNARY_ROW(name, eager, graph, f, df, lo, hi) \
+    {#name, eager, graph, name##_f, name##_df, lo, hi},
+CF_UNARY_OPS(CF_UNARY_FNS)
+static const cf_unary unary_ops[] = {CF_UNARY_OPS(CF_UNARY_ROW)};
+
+#define CF_BINARY_FNS(name, eager, graph, f, dfa, dfb, alo, ahi, blo, bhi, baway) \
+    static double name##_f(double a, double b) { return f; }                       \
+    static double name##_dfa(double a, double b) { return (void)a, (void)b, dfa; } \
+    static double name##_dfb(double a, double b) { return (void)a, (void)b, dfb; }
+#define CF_BINARY_ROW(name, eager, graph, f, dfa, dfb, alo, ahi, blo, bhi, baway) \
+    {#name, eager, graph, name##_f, name##_dfa, name##_dfb, alo, ahi, blo, bhi, baway},
+CF_BINARY_OPS(CF_BINARY_FNS)
+static const cf_binary binary_ops[] = {CF_BINARY_OPS(CF_BINARY_ROW)};
+
+/* ---- elementwise ops, eager ---- */
+
+/* Shapes every unary op runs on; guarded: the input is a view at an odd
+ * offset inside sentinels. */
+static const struct {
+    cf_shape s;
+    bool guarded;
+} unary_shapes[] = {
+    {{1, {1}}, false},    {{1, {7}}, true},        {{1, {257}}, false},
+    {{1, {1031}}, true},  {{0, {0}}, false},       {{1, {0}}, false},
+    {{2, {3, 0}}, false}, {{2, {7, 33}}, true},    {{3, {2, 3, 5}}, false},
+};
+
+/* Inputs whose results IEEE arithmetic fixes: NaN in gives NaN out, and
+ * infinities, zeros, overflow and tiny values give what the double
+ * formula gives. An infinite input whose formula is NaN (gelu(-inf) is
+ * -inf * 0) is a convention, not a fact, and is left out. */
+static const double unary_specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 50.0, -50.0,
+                                        12.0, 100.0, -1.0, 1e-30, -1e-30};
+
+static bool check_unary(ug_device *dev, const cf_unary *op, ug_dtype dt, const cf_shape *s,
+                        double *x, bool guarded)
+{
+    char buf[64];
+    th_context("%s %s %s%s", op->name, ug_dtype_name(dt), cf_shape_str(s, buf, sizeof buf),
+               guarded ? ", guarded view" : "");
+    const int before = th_failures();
+    const int64_t n = cf_numel(s);
+    th_guard *g = NULL;
+    ug_tensor *tx = cf_input(dev, dt, s, x, guarded, &g);
+    if (!tx)
+        return false;
+    double *want = th_alloc((size_t)(n ? n : 1) * sizeof *want);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = op->f(x[i]);
+    th_round_to(dt, want, n);
+    ug_tensor *out = NULL;
+    ug_status st = op->eager(tx, &out);
+    cf_check_result(st, out, dt, s, want, th_tol(dt), op->name);
+    th_guard_check(g);
+    return th_failures() == before;
+}
+
+static void test_unary_ops(ug_device *dev)
+{
+    for (int o = 0; o < CF_COUNT(unary_ops); o++) {
+        const cf_unary *op = &unary_ops[o];
+        for (int k = 0; k < CF_COUNT(float_dtypes); k++) {
+            for (int c = 0; c < CF_COUNT(unary_shapes); c++) {
+                const cf_shape *s = &unary_shapes[c].s;
+                double *x = cf_values(cf_numel(s), op->lo, op->hi, 0);
+                if (!check_unary(dev, op, float_dtypes[k], s, x, unary_shapes[c].guarded))
+                    return;
+            }
+            cf_shape s = {1, {0}};
+            double x[CF_COUNT(unary_specials)];
+            for (int i = 0; i < CF_COUNT(unary_specials); i++)
+                if (!isinf(unary_specials[i]) || !isnan(op->f(unary_specials[i])))
+                    x[s.d[0]++] = unary_specials[i];
+            if (!check_unary(dev, op, float_dtypes[k], &s, x, false))
+                return;
+        }
+    }
+}
+
+/* Operand shapes of the binary ops: equal, broadcast rows, columns and
+ * scalars (ndim 0 and size 1), both sides broadcast, empty. */
+static const struct {
+    cf_shape a, b;
+    bool guarded;
+} binary_shapes[] = {
+    {{1, {1}}, {1, {1}}, false},
+    {{1, {7}}, {1, {7}}, true},
+    {{1, {257}}, {1, {257}}, false},
+    {{1, {1031}}, {1, {1031}}, true},
+    {{2, {7, 33}}, {1, {33}}, false},       /* row */
+    {{2, {7, 33}}, {2, {7, 1}}, true},      /* column */
+    {{1, {33}}, {2, {7, 33}}, false},
+    {{0, {0}}, {2, {7, 33}}, false},        /* scalar a */
+    {{2, {7, 33}}, {0, {0}}, true},         /* scalar b */
+    {{1, {1}}, {1, {257}}, false},
+    {{3, {2, 1, 5}}, {2, {3, 1}}, true},    /* both broadcast */
+    {{2, {33, 1}}, {2, {1, 31}}, false},    /* outer product */
+    {{1, {0}}, {1, {0}}, false},
+    {{2, {3, 0}}, {1, {0}}, false},
+    {{2, {0, 4}}, {1, {4}}, false},
+};
+
+/* Pairs whose results IEEE arithmetic fixes (overflow included: 3e38 is
+ * inf in f16 already, 6e4 + 6e4 overflows f16 only). */
+static const double binary_specials[][2] = {
+    {NAN, 1}, {1, NAN}, {NAN, NAN}, {INFINITY, 1}, {INFINITY, -INFINITY}, {-INFINITY, 2},
+    {1, INFINITY}, {-INFINITY, -INFINITY}, {1, 0}, {-1, 0}, {1, -0.0}, {0, 0}, {INFINITY, 0},
+    {3e38, 3e38}, {-3e38, 3e38}, {6e4, 6e4}, {-0.0, 0}, {5, -2},
+};
+
+static bool check_binary(ug_device *dev, const cf_binary *op, ug_dtype dt, const cf_shape *sa,
+                         double *a, const cf_shape *sb, double *b, bool guarded)
+{
+    char b1[64], b2[64];
+    th_context("%s %s %s x %s%s", op->name, ug_dtype_name(dt), cf_shape_str(sa, b1, sizeof b1),
+               cf_shape_str(sb, b2, sizeof b2), guarded ? ", guarded views" : "");
+    const int before = th_failures();
+    th_guard *ga = NULL, *gb = NULL;
+    ug_tensor *ta = cf_input(dev, dt, sa, a, guarded, &ga);
+    ug_tensor *tb = cf_input(dev, dt, sb, b, guarded, &gb);
+    if (!ta || !tb)
+        return false;
+    cf_shape so;
+    if (!ref_broadcast_shape(sa->ndim, sa->d, sb->ndim, sb->d, &so.ndim, so.d)) {
+        th_fail(TH_LOC, "test bug: the shapes do not broadcast");
+        return false;
+    }
+    const int64_t n = cf_numel(&so);
+    double *want = th_alloc((size_t)(n ? n : 1) * sizeof *want);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = op->f(a[ref_broadcast_offset(so.ndim, so.d, i, sa->ndim, sa->d)],
+                        b[ref_broadcast_offset(so.ndim, so.d, i, sb->ndim, sb->d)]);
+    th_round_to(dt, want, n);
+    ug_tensor *out = NULL;
+    ug_status st = op->eager(ta, tb, &out);
+    cf_check_result(st, out, dt, &so, want, th_tol(dt), op->name);
+    th_guard_check(ga);
+    th_guard_check(gb);
+    return th_failures() == before;
+}
+
+static void test_binary_ops(ug_device *dev)
+{
+    for (int o = 0; o < CF_COUNT(binary_ops); o++) {
+        const cf_binary *op = &binary_ops[o];
+        for (int k = 0; k < CF_COUNT(float_dtypes); k++) {
+            for (int c = 0; c < CF_COUNT(binary_shapes); c++) {
+                const cf_shape *sa = &binary_shapes[c].a, *sb = &binary_shapes[c].b;
+                double *a = cf_values(cf_numel(sa), op->alo, op->ahi, 0);
+                double *b = cf_values(cf_numel(sb), op->blo, op->bhi, op->baway);
+                if (!check_binary(dev, op, float_dtypes[k], sa, a, sb, b, binary_shapes[c].guarded))
+                    return;
+            }
+            cf_shape s = {1, {CF_COUNT(binary_specials)}};
+            double a[CF_COUNT(binary_specials)], b[CF_COUNT(binary_specials)];
+            for (int i = 0; i < CF_COUNT(binary_specials); i++) {
+                a[i] = binary_specials[i][0];
+                b[i] = binary_specials[i][1];
+            }
+            if (!check_binary(dev, op, float_dtypes[k], &s, a, &s, b, false))
+                return;
+        }
+    }
+}
+
+/* ---- elementwise ops, gradients ---- */
+
+static ug_status build_unary(cf_graph *cg, const cf_grad_case *c, ug_value *const *p, ug_value **y)
+{
+    return ((const cf_unary *)c->row)->graph(cg->g, p[0], y);
+}
+
+static void ref_unary_grad(const cf_grad_case *c, const double *const *p, const double *w,
+                           const float *y_dev, double *y, double *const *grad)
+{
+    (void)y_dev;
+    const cf_unary *op = c->row;
+    for (int64_t i = 0; i < cf_numel(&c->p[0].shape); i++) {
+        y[i] = op->f(p[0][i]);
+        grad[0][i] = w[i] * op->df(p[0][i]);
+    }
+}
+
+static ug_status build_binary(cf_graph *cg, const cf_grad_case *c, ug_value *const *p, ug_value **y)
+{
+    return ((const cf_binary *)c->row)->graph(cg->g, p[0], p[1], y);
+}
+
+/* A broadcast operand's gradient sums the contributions of every output
+ * element that read it. */
+static void ref_binary_grad(const cf_grad_case *c, const double *const *p, const double *w,
+                            const float *y_dev, double *y, double *const *grad)
+{
+    (void)y_dev;
+    const cf_binary *op = c->row;
+    const cf_shape *sa = &c->p[0].shape, *sb = &c->p[1].shape;
+    cf_shape so;
+    ref_broadcast_shape(sa->ndim, sa->d, sb->ndim, sb->d, &so.ndim, so.d);
+    memset(grad[0], 0, (size_t)cf_numel(sa) * sizeof(double));
+    memset(grad[1], 0, (size_t)cf_numel(sb) * sizeof(double));
+    for (int64_t i = 0; i < cf_numel(&so); i++) {
+        const int64_t ia = ref_broadcast_offset(so.ndim, so.d, i, sa->ndim, sa->d);
+        const int64_t ib = ref_broadcast_offset(so.ndim, so.d, i, sb->ndim, sb->d);
+        y[i] = op->f(p[0][ia], p[1][ib]);
+        grad[0][ia] += w[i] * op->dfa(p[0][ia], p[1][ib]);
+        grad[1][ib] += w[i] * op->dfb(p[0][ia], p[1][ib]);
+    }
+}
+
+void cf_elementwise_grad_cases(ug_device *dev)
+{
+    static const cf_shape x_shape = {2, {7, 33}};
+    for (int o = 0; o < CF_COUNT(unary_ops); o++) {
+        const cf_unary *op = &unary_ops[o];
+        if (!op->graph)
+            continue;
+        const cf_grad_case c = {.name = op->name, .count = 1,
+                                .p = {{x_shape, op->lo, op->hi, 0}},
+                                .build = build_unary, .ref = ref_unary_grad, .row = op};
+        cf_check_grad(dev, &c);
+        ts_cleanup();
+    }
+    /* Equal shapes, then either operand broadcast (a row, a column, a single
+     * element): its gradient sums over the axes it was repeated along. */
+    static const cf_shape pairs[][2] = {
+        {{2, {7, 33}}, {2, {7, 33}}}, {{2, {7, 33}}, {1, {33}}}, {{2, {7, 33}}, {2, {7, 1}}},
+        {{2, {7, 33}}, {1, {1}}},     {{1, {33}}, {2, {7, 33}}}, {{2, {7, 1}}, {2, {1, 33}}},
+    };
+    for (int o = 0; o < CF_COUNT(binary_ops); o++) {
+        const cf_binary *op = &binary_ops[o];
+        if (!op->graph)
+            continue;
+        for (int s = 0; s < CF_COUNT(pairs); s++) {
+            char name[64], b1[32], b2[32];
+            snprintf(name, sizeof name, "%s %s x %s", op->name,
+                     cf_shape_str(&pairs[s][0], b1, sizeof b1), cf_shape_str(&pairs[s][1], b2, sizeof b2));
+            const cf_grad_case c = {.name = name, .count = 2,
+                                    .p = {{pairs[s][0], op->alo, op->ahi, 0},
+                                          {pairs[s][1], op->blo, op->bhi, op->baway}},
+                                    .build = build_binary, .ref = ref_binary_grad, .row = op};
+            cf_check_grad(dev, &c);
+            ts_cleanup();
+        }
+    }
+}
+
+TS_TEST(elementwise_grads) { cf_elementwise_grad_cases(dev); }
+TS_TEST(graph_op_grads) { cf_graph_op_grad_cases(dev); }
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(unary_ops),
+        TH_DEVICE_TEST(binary_ops),
+        TH_DEVICE_TEST(reduce_ops),
+        TH_DEVICE_TEST(reduce_special),
+        TH_DEVICE_TEST(reduce_wrappers),
+        TH_DEVICE_TEST(matmul_ops),
+        TH_DEVICE_TEST(softmax_ops),
+        TH_DEVICE_TEST(transpose_ops),
+        TH_DEVICE_TEST(cast_ops),
+        TH_DEVICE_TEST(fill_ops),
+        TH_DEVICE_TEST(clone_ops),
+        TH_DEVICE_TEST(random_ops),
+        TH_DEVICE_TEST(elementwise_grads),
+        TH_DEVICE_TEST(graph_op_grads),
+    };
+    return th_main(argc, argv, tests, CF_COUNT(tests));
+}
