@@ -253,6 +253,24 @@ typedef struct ug_backend {
     ug_optim_fn *optimizer;
 } ug_backend;
 
+/* The table of a backend whose entries are all named <prefix>_<entry>
+ * (ug_cpu_alloc, ocl_unary, ...): one line per backend, and every backend
+ * names its functions alike. A backend leaving entries NULL lists its own. */
+#define UG_BACKEND_TABLE(NAME, prefix)                                                   \
+    {                                                                                    \
+        .name = NAME, .interface_version = UG_BACKEND_INTERFACE_VERSION,                 \
+        .device_count = prefix##_device_count, .device_info = prefix##_device_info,      \
+        .device_open = prefix##_device_open, .device_close = prefix##_device_close,      \
+        .shutdown = prefix##_shutdown, .alloc = prefix##_alloc,                          \
+        .release = prefix##_release, .write = prefix##_write, .read = prefix##_read,     \
+        .copy = prefix##_copy, .synchronize = prefix##_synchronize,                      \
+        .host_alloc = prefix##_host_alloc, .host_free = prefix##_host_free,              \
+        .unary = prefix##_unary, .binary = prefix##_binary, .reduce = prefix##_reduce,   \
+        .gemm = prefix##_gemm, .softmax = prefix##_softmax, .random = prefix##_random,   \
+        .cross_entropy = prefix##_cross_entropy, .layernorm = prefix##_layernorm,        \
+        .optimizer = prefix##_optimizer,                                                 \
+    }
+
 /* Built-in backends: each returns its table (filled even when the runtime is
  * absent: device_count then reports the reason). */
 const ug_backend *ug_cpu_backend(const ug_backend_host *host);

@@ -72,7 +72,7 @@ void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in)
 
 /* ---- device ---- */
 
-static int cpu_device_count(char *reason, size_t reason_len)
+static int ug_cpu_device_count(char *reason, size_t reason_len)
 {
     if (reason && reason_len)
         reason[0] = '\0';
@@ -111,7 +111,7 @@ static bool cpuinfo_field(const char *key, char *out, size_t len)
     return found;
 }
 
-static ug_status cpu_device_info(int index, ug_device_info *info)
+static ug_status ug_cpu_device_info(int index, ug_device_info *info)
 {
     if (index != 0)
         return UG_CPU_ERROR(UG_ERR_DEVICE, "cpu: there is one CPU device (index 0), not %d", index);
@@ -140,7 +140,7 @@ static ug_status cpu_device_info(int index, ug_device_info *info)
     return UG_OK;
 }
 
-static ug_status cpu_device_open(int index, ug_bdev **out)
+static ug_status ug_cpu_device_open(int index, ug_bdev **out)
 {
     *out = NULL;
     if (index != 0)
@@ -165,7 +165,7 @@ static ug_status cpu_device_open(int index, ug_bdev **out)
     return UG_OK;
 }
 
-static void cpu_device_close(ug_bdev *dev)
+static void ug_cpu_device_close(ug_bdev *dev)
 {
     if (!dev)
         return;
@@ -173,11 +173,11 @@ static void cpu_device_close(ug_bdev *dev)
     free(dev);
 }
 
-static void cpu_shutdown(void) {}
+static void ug_cpu_shutdown(void) {}
 
 /* ---- memory ---- */
 
-static ug_status cpu_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)
+static ug_status ug_cpu_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)
 {
     (void)dev;
     *out = NULL;
@@ -196,13 +196,13 @@ static ug_status cpu_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)
     return UG_OK;
 }
 
-static void cpu_release(ug_bdev *dev, ug_mem mem)
+static void ug_cpu_release(ug_bdev *dev, ug_mem mem)
 {
     (void)dev;
     free(mem);
 }
 
-static ug_status cpu_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
+static ug_status ug_cpu_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
                            size_t bytes, bool blocking)
 {
     (void)dev;
@@ -212,7 +212,7 @@ static ug_status cpu_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, co
     return UG_OK;
 }
 
-static ug_status cpu_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
+static ug_status ug_cpu_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
                           size_t bytes, bool blocking)
 {
     (void)dev;
@@ -222,7 +222,7 @@ static ug_status cpu_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset
     return UG_OK;
 }
 
-static ug_status cpu_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
+static ug_status ug_cpu_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
                           size_t src_offset_bytes, size_t bytes)
 {
     (void)dev;
@@ -232,52 +232,27 @@ static ug_status cpu_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_
     return UG_OK;
 }
 
-static ug_status cpu_synchronize(ug_bdev *dev)
+static ug_status ug_cpu_synchronize(ug_bdev *dev)
 {
     (void)dev;
     return UG_OK;
 }
 
-static void *cpu_host_alloc(ug_bdev *dev, size_t bytes)
+static void *ug_cpu_host_alloc(ug_bdev *dev, size_t bytes)
 {
     ug_mem p = NULL;
-    if (cpu_alloc(dev, bytes, &p) != UG_OK)
+    if (ug_cpu_alloc(dev, bytes, &p) != UG_OK)
         return NULL;
     return p;
 }
 
-static void cpu_host_free(ug_bdev *dev, void *ptr)
+static void ug_cpu_host_free(ug_bdev *dev, void *ptr)
 {
     (void)dev;
     free(ptr);
 }
 
-static const ug_backend cpu_backend = {
-    .name = "cpu",
-    .interface_version = UG_BACKEND_INTERFACE_VERSION,
-    .device_count = cpu_device_count,
-    .device_info = cpu_device_info,
-    .device_open = cpu_device_open,
-    .device_close = cpu_device_close,
-    .shutdown = cpu_shutdown,
-    .alloc = cpu_alloc,
-    .release = cpu_release,
-    .write = cpu_write,
-    .read = cpu_read,
-    .copy = cpu_copy,
-    .synchronize = cpu_synchronize,
-    .host_alloc = cpu_host_alloc,
-    .host_free = cpu_host_free,
-    .unary = ug_cpu_unary,
-    .binary = ug_cpu_binary,
-    .reduce = ug_cpu_reduce,
-    .gemm = ug_cpu_gemm,
-    .softmax = ug_cpu_softmax,
-    .random = ug_cpu_random,
-    .cross_entropy = ug_cpu_cross_entropy,
-    .layernorm = ug_cpu_layernorm,
-    .optimizer = ug_cpu_optimizer,
-};
+static const ug_backend cpu_backend = UG_BACKEND_TABLE("cpu", ug_cpu);
 
 const ug_backend *ug_cpu_backend(const ug_backend_host *host)
 {

@@ -227,7 +227,7 @@ static void discover(void)
     ug_hip_blas_load();
 }
 
-static int hip_device_count(char *reason, size_t reason_len)
+static int ug_hip_device_count(char *reason, size_t reason_len)
 {
     pthread_mutex_lock(&g_lock);
     if (!g_discovered) {
@@ -241,9 +241,9 @@ static int hip_device_count(char *reason, size_t reason_len)
     return n;
 }
 
-static ug_status hip_device_info(int index, ug_device_info *info)
+static ug_status ug_hip_device_info(int index, ug_device_info *info)
 {
-    if (index < 0 || index >= hip_device_count(NULL, 0))
+    if (index < 0 || index >= ug_hip_device_count(NULL, 0))
         return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: no device %d", UG_HIP_BACKEND,
                                       index);
     pthread_mutex_lock(&g_lock);
@@ -255,9 +255,9 @@ static ug_status hip_device_info(int index, ug_device_info *info)
     return UG_OK;
 }
 
-static ug_status hip_device_open(int index, ug_bdev **out)
+static ug_status ug_hip_device_open(int index, ug_bdev **out)
 {
-    if (index < 0 || index >= hip_device_count(NULL, 0))
+    if (index < 0 || index >= ug_hip_device_count(NULL, 0))
         return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: no device %d", UG_HIP_BACKEND,
                                       index);
     ug_bdev *dev = (ug_bdev *)calloc(1, sizeof *dev);
@@ -286,7 +286,7 @@ static ug_status hip_device_open(int index, ug_bdev **out)
     return UG_OK;
 }
 
-static void hip_device_close(ug_bdev *dev)
+static void ug_hip_device_close(ug_bdev *dev)
 {
     if (!dev)
         return;
@@ -308,7 +308,7 @@ static void hip_device_close(ug_bdev *dev)
 /* Forgets discovery. The runtime and the vendor BLAS stay loaded (other
  * code in the process may use them, and see gemm.cpp). Devices must be
  * closed first. */
-static void hip_shutdown(void)
+static void ug_hip_shutdown(void)
 {
     pthread_mutex_lock(&g_lock);
     g_discovered = false;
@@ -317,32 +317,7 @@ static void hip_shutdown(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-static const ug_backend g_backend = {
-    .name = UG_HIP_BACKEND,
-    .interface_version = UG_BACKEND_INTERFACE_VERSION,
-    .device_count = hip_device_count,
-    .device_info = hip_device_info,
-    .device_open = hip_device_open,
-    .device_close = hip_device_close,
-    .shutdown = hip_shutdown,
-    .alloc = ug_hip_alloc,
-    .release = ug_hip_release,
-    .write = ug_hip_write,
-    .read = ug_hip_read,
-    .copy = ug_hip_copy,
-    .synchronize = ug_hip_synchronize,
-    .host_alloc = ug_hip_host_alloc,
-    .host_free = ug_hip_host_free,
-    .unary = ug_hip_unary,
-    .binary = ug_hip_binary,
-    .reduce = ug_hip_reduce,
-    .gemm = ug_hip_gemm,
-    .softmax = ug_hip_softmax,
-    .random = ug_hip_random,
-    .cross_entropy = ug_hip_cross_entropy,
-    .layernorm = ug_hip_layernorm,
-    .optimizer = ug_hip_optimizer,
-};
+static const ug_backend g_backend = UG_BACKEND_TABLE(UG_HIP_BACKEND, ug_hip);
 
 /* The one exported symbol (the module is built with hidden visibility). */
 extern "C" __attribute__((visibility("default"))) const ug_backend *

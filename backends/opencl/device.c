@@ -370,32 +370,7 @@ static void ocl_shutdown(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-static const ug_backend g_backend = {
-    .name = "opencl",
-    .interface_version = UG_BACKEND_INTERFACE_VERSION,
-    .device_count = ocl_device_count,
-    .device_info = ocl_device_info,
-    .device_open = ocl_device_open,
-    .device_close = ocl_device_close,
-    .shutdown = ocl_shutdown,
-    .alloc = ocl_alloc,
-    .release = ocl_release,
-    .write = ocl_write,
-    .read = ocl_read,
-    .copy = ocl_copy,
-    .synchronize = ocl_synchronize,
-    .host_alloc = ocl_host_alloc,
-    .host_free = ocl_host_free,
-    .unary = ocl_unary,
-    .binary = ocl_binary,
-    .reduce = ocl_reduce,
-    .gemm = ocl_gemm,
-    .softmax = ocl_softmax,
-    .random = ocl_random,
-    .cross_entropy = ocl_cross_entropy,
-    .layernorm = ocl_layernorm,
-    .optimizer = ocl_optimizer,
-};
+static const ug_backend g_backend = UG_BACKEND_TABLE("opencl", ocl);
 
 const ug_backend *ug_opencl_backend(const ug_backend_host *host)
 {
