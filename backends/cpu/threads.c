@@ -75,8 +75,38 @@ ug_status ug_cpu_thread_budget(int *threads, bool report)
     return UG_OK;
 }
 
+/* Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6), requested
+ * process-wide by ug_set_flush_denormal and taken up by each pool thread
+ * before its next task. */
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define UG_DENORMAL_BITS 0x8040u
+static atomic_int flush_denormal;
+
+static void apply_flush_denormal(void)
+{
+    unsigned csr = _mm_getcsr();
+    unsigned want = atomic_load_explicit(&flush_denormal, memory_order_relaxed)
+                        ? csr | UG_DENORMAL_BITS
+                        : csr & ~UG_DENORMAL_BITS;
+    if (want != csr)
+        _mm_setcsr(want);
+}
+
+bool ug_set_flush_denormal(bool enabled)
+{
+    atomic_store(&flush_denormal, enabled ? 1 : 0);
+    apply_flush_denormal();
+    return true;
+}
+#else
+static void apply_flush_denormal(void) {}
+bool ug_set_flush_denormal(bool enabled) { return !enabled; }
+#endif
+
 static void run_tasks(pool_job *job)
 {
+    apply_flush_denormal();
     for (;;) {
         long long t = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         if (t >= job->ntasks)

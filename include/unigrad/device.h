@@ -51,6 +51,13 @@ UG_API const char *ug_device_name(const ug_device *device);
 /* Waits until all work queued on the device has finished. */
 UG_API ug_status ug_device_synchronize(ug_device *device);
 
+/* Denormal (subnormal) floats flushed to zero on the CPU, as PyTorch's
+ * torch.set_flush_denormal: x86 computes with them up to 100 times slower,
+ * and training values can drift into their range. Applies to the calling
+ * thread and the CPU backend's own threads (not OpenBLAS's). Returns false,
+ * changing nothing, where the processor has no such mode. */
+UG_API bool ug_set_flush_denormal(bool enabled);
+
 #ifdef __cplusplus
 }
 #endif
