@@ -42,6 +42,9 @@ void ug_graph_free(ug_graph *g)
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
+    for (int i = 0; i < g->accumulated_count; i++)
+        ug_tensor_free(g->accumulated[i]);
+    free(g->accumulated);
     ug_optimizer_free(g->optimizer);
     ug_model_free(g->model);
     ug_storage_release(g->arena);
@@ -128,6 +131,7 @@ ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin
     if (!n)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
     n->op = *op;
+    n->phase = g->building;
     n->out = out;
     n->nin = nin;
     for (int i = 0; i < nin; i++)
@@ -258,7 +262,9 @@ ug_status ug_graph_backward(ug_graph *g, ug_value *loss)
     if (ug_shape_numel(loss->ndim, loss->shape) != 1 || loss->dtype != UG_F32)
         return ug_set_error(UG_ERR_SHAPE, "ug_graph_backward: the loss must be one f32 element");
     ug_graph_mark mark = ug_graph_mark_now(g);
+    g->building = PHASE_BACKWARD;
     ug_status st = ug_autograd_derive(g, loss);
+    g->building = PHASE_FORWARD;
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
         return st;
@@ -281,7 +287,9 @@ ug_status ug_graph_set_optimizer(ug_graph *g, ug_optimizer *opt)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "ug_graph_set_optimizer: the optimizer belongs to another model");
     ug_graph_mark mark = ug_graph_mark_now(g);
+    g->building = PHASE_UPDATE;
     ug_status st = ug_optim_append(g, opt);
+    g->building = PHASE_FORWARD;
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
         g->grad_scale = NULL;

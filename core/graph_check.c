@@ -108,8 +108,10 @@ ug_status ug_graph_add_checks(ug_graph *g)
     ug_status st = first ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
     for (int c = 0; c < g->check_count && st == UG_OK; c++) {
         first[c] = g->node_count;
+        g->building = g->checks[c].value->producer->phase;
         st = append_check_nodes(g, &g->checks[c], c);
     }
+    g->building = PHASE_FORWARD;
     if (st == UG_OK && !(order = ug_malloc((size_t)g->node_count * sizeof *order)))
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
     if (st == UG_OK) {

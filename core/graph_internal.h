@@ -38,8 +38,12 @@ struct ug_value {
 };
 
 /* One op of the step: its definition and parameters, inputs and results. */
+/* Which part of a step a node belongs to (ug_graph_run_forward, ...). */
+typedef enum graph_phase { PHASE_FORWARD, PHASE_BACKWARD, PHASE_UPDATE } graph_phase;
+
 struct graph_node {
     ug_op op;
+    graph_phase phase;
     bool dead;                /* removed by fusion */
     ug_value *out;
     ug_value *in[UG_OP_MAX_INPUTS];
@@ -79,6 +83,12 @@ struct ug_graph {
     int check_count;
     bool checks_added;        /* the check nodes are in (once, even if compile is retried) */
     ug_tensor *flags;         /* f32 [check_count], 0 while every checked value is finite */
+    graph_phase building;     /* the phase of nodes being added */
+    /* Gradient accumulation (ug_graph_run_backward / ug_graph_run_update):
+     * per parameter with a gradient, the sum of the micro-batches'. */
+    ug_tensor **accumulated;
+    int accumulated_count;    /* parameters with a gradient */
+    int micro_batches;        /* summed since the last update */
     uint64_t checked_runs;    /* runs when the flags were last cleared */
 };
 

@@ -42,27 +42,133 @@ ug_status ug_graph_bind(ug_graph *g, ug_value *input, const ug_tensor *tensor)
     return ug_graph_refresh_aliases(g, input);
 }
 
-ug_status ug_graph_run(ug_graph *g)
+static ug_status check_runnable(ug_graph *g, const char *op)
 {
     if (!g)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_run: graph is NULL");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: graph is NULL", op);
     if (!g->compiled)
-        return ug_set_error(UG_ERR_STATE, "ug_graph_run: compile the graph first (ug_graph_compile)");
+        return ug_set_error(UG_ERR_STATE, "%s: compile the graph first (ug_graph_compile)", op);
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
         if (v->kind == VALUE_INPUT && !v->tensor && v->uses > 0)
-            return ug_set_error(UG_ERR_STATE, "ug_graph_run: input '%s' is not bound (ug_graph_bind)", v->name);
+            return ug_set_error(UG_ERR_STATE, "%s: input '%s' is not bound (ug_graph_bind)", op, v->name);
     }
+    return UG_OK;
+}
+
+/* Replays the live nodes of the phases in mask (bit per graph_phase). */
+static ug_status run_phases(ug_graph *g, unsigned mask, const char *op)
+{
     for (int i = 0; i < g->node_count; i++) {
-        if (g->nodes[i]->dead)
+        graph_node *n = g->nodes[i];
+        if (n->dead || !(mask & (1u << n->phase)))
             continue;
-        ug_status st = ug_graph_exec_node(g, g->nodes[i]);
+        ug_status st = ug_graph_exec_node(g, n);
         if (st != UG_OK)
-            return ug_prefix_error(st, "ug_graph_run (node %d)", i);
+            return ug_prefix_error(st, "%s (node %d)", op, i);
     }
-    g->runs++;
+    if (mask & (1u << PHASE_FORWARD))
+        g->runs++; /* fresh dropout masks for the next forward */
+    return UG_OK;
+}
+
+enum { FORWARD = 1u << PHASE_FORWARD, BACKWARD = 1u << PHASE_BACKWARD, UPDATE = 1u << PHASE_UPDATE };
+
+static ug_status no_pending_micro_batches(const ug_graph *g, const char *op)
+{
+    if (g->micro_batches)
+        return ug_set_error(UG_ERR_STATE,
+                            "%s: the gradients of %d micro-batches are accumulated; apply them "
+                            "with ug_graph_run_update first",
+                            op, g->micro_batches);
+    return UG_OK;
+}
+
+ug_status ug_graph_run(ug_graph *g)
+{
+    UG_TRY(check_runnable(g, "ug_graph_run"));
+    UG_TRY(no_pending_micro_batches(g, "ug_graph_run"));
+    UG_TRY(run_phases(g, FORWARD | BACKWARD | UPDATE, "ug_graph_run"));
     if (g->optimizer)
         ug_optim_step_done(g->optimizer);
+    return UG_OK;
+}
+
+ug_status ug_graph_run_forward(ug_graph *g)
+{
+    UG_TRY(check_runnable(g, "ug_graph_run_forward"));
+    return run_phases(g, FORWARD, "ug_graph_run_forward");
+}
+
+/* A parameter value's gradient buffer (NULL for other values). */
+static ug_tensor *gradient(const ug_value *v)
+{
+    const ug_value *grad = v->grad && v->grad->kind == VALUE_ALIAS ? v->grad->alias_of : v->grad;
+    return v->kind == VALUE_PARAM && grad ? grad->tensor : NULL;
+}
+
+static ug_status make_accumulators(ug_graph *g)
+{
+    int count = 0;
+    for (int i = 0; i < g->value_count; i++)
+        count += gradient(g->values[i]) != NULL;
+    g->accumulated = calloc((size_t)count + 1, sizeof *g->accumulated);
+    if (!g->accumulated)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_run_backward: out of host memory");
+    for (int i = 0; i < g->value_count; i++) {
+        ug_tensor *grad = gradient(g->values[i]);
+        if (!grad)
+            continue;
+        UG_TRY(ug_tensor_new(g->device, grad->dtype, grad->ndim, grad->shape, "a gradient accumulator",
+                             &g->accumulated[g->accumulated_count]));
+        g->accumulated_count++;
+    }
+    return UG_OK;
+}
+
+ug_status ug_graph_run_backward(ug_graph *g)
+{
+    const char *op = "ug_graph_run_backward";
+    UG_TRY(check_runnable(g, op));
+    if (!g->has_backward)
+        return ug_set_error(UG_ERR_STATE, "%s: the graph has no backward pass (ug_graph_backward)", op);
+    if (!g->accumulated)
+        UG_TRY(make_accumulators(g));
+    UG_TRY(run_phases(g, FORWARD | BACKWARD, op));
+    for (int i = 0, k = 0; i < g->value_count; i++) {
+        ug_tensor *grad = gradient(g->values[i]);
+        if (!grad)
+            continue;
+        ug_tensor *acc = g->accumulated[k++];
+        UG_TRY(g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD, UG_UNARY_COPY, 0.0f, acc, acc, grad)
+                                : ug_tensor_copy(acc, grad));
+    }
+    g->micro_batches++;
+    return UG_OK;
+}
+
+ug_status ug_graph_run_update(ug_graph *g)
+{
+    const char *op = "ug_graph_run_update";
+    UG_TRY(check_runnable(g, op));
+    if (!g->optimizer)
+        return ug_set_error(UG_ERR_STATE, "%s: the graph has no optimizer (ug_graph_set_optimizer)", op);
+    if (!g->micro_batches)
+        return ug_set_error(UG_ERR_STATE,
+                            "%s: no gradient is accumulated; run ug_graph_run_backward on each "
+                            "micro-batch first",
+                            op);
+    /* The update sees the mean of the micro-batches' gradients, as one batch
+     * of all their rows would give (the loss is a mean over rows). */
+    float mean = 1.0f / (float)g->micro_batches;
+    for (int i = 0, k = 0; i < g->value_count; i++) {
+        ug_tensor *grad = gradient(g->values[i]);
+        if (grad)
+            UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, mean, 0.0f, grad, g->accumulated[k++]));
+    }
+    UG_TRY(run_phases(g, UPDATE, op));
+    g->micro_batches = 0;
+    ug_optim_step_done(g->optimizer);
     return UG_OK;
 }
 

@@ -165,6 +165,21 @@ UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor
 /* One step: forward, backward and the optimizer update, queued without
  * waiting. */
 UG_API ug_status ug_graph_run(ug_graph *graph);
+/* The step in parts, none waiting for the device:
+ *   ug_graph_run_forward: the forward pass only (evaluation); values kept
+ *     with ug_graph_keep are readable after it.
+ *   ug_graph_run_backward: forward and backward, adding this batch's
+ *     gradients to the ones accumulated since the last update (PyTorch's
+ *     loss.backward()); gradient accumulation over micro-batches stays on
+ *     the device.
+ *   ug_graph_run_update: the optimizer update (clipping included) with the
+ *     mean of the accumulated gradients, which equals the gradient of one
+ *     batch of all the micro-batches' rows; then the accumulation restarts.
+ * ug_graph_run refuses while micro-batches are accumulated, and
+ * ug_graph_run_update without any. */
+UG_API ug_status ug_graph_run_forward(ug_graph *graph);
+UG_API ug_status ug_graph_run_backward(ug_graph *graph);
+UG_API ug_status ug_graph_run_update(ug_graph *graph);
 /* Copies a value of the last run to the host (waits for the device). Only
  * values marked with ug_graph_keep (and the loss) stay readable. The data
  * is copied even when the numeric checks then report UG_ERR_NUMERIC. */
