@@ -61,6 +61,31 @@ void ug_model_truncate(ug_model *m, int count)
         ug_tensor_free(m->params[--m->count].tensor);
 }
 
+ug_status ug_model_copy(const ug_model *m, ug_device *device, ug_model **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_copy: out is NULL");
+    *out = NULL;
+    if (!m || !device)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_copy: %s is NULL", m ? "device" : "model");
+    ug_model *copy = NULL;
+    UG_TRY(ug_model_create(device, m->seed, &copy));
+    ug_status st = UG_OK;
+    for (int i = 0; i < m->count && st == UG_OK; i++) {
+        const ug_tensor *src = m->params[i].tensor;
+        ug_tensor *dst = NULL;
+        st = ug_model_param(copy, m->params[i].name, src->ndim, src->shape, UG_INIT_CONSTANT, 0.0f, &dst);
+        if (st == UG_OK)
+            st = ug_tensor_copy(dst, src);
+    }
+    if (st != UG_OK) {
+        ug_model_free(copy);
+        return ug_prefix_error(st, "ug_model_copy to %s", ug_device_name(device));
+    }
+    *out = copy;
+    return UG_OK;
+}
+
 ug_device *ug_model_device(const ug_model *m) { return m ? m->device : NULL; }
 int ug_model_param_count(const ug_model *m) { return m ? m->count : 0; }
 

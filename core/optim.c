@@ -124,6 +124,33 @@ void ug_optimizer_free(ug_optimizer *opt)
     free(opt);
 }
 
+ug_status ug_optimizer_copy(const ug_optimizer *opt, ug_model *model, ug_optimizer **out)
+{
+    const char *op = "ug_optimizer_copy";
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    *out = NULL;
+    if (!opt || !model)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "model" : "optimizer");
+    if (ug_model_param_count(model) != opt->params)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: the model has %d parameters, the optimizer's %d; copy the model with "
+                            "ug_model_copy",
+                            op, ug_model_param_count(model), opt->params);
+    ug_optimizer *copy = NULL;
+    UG_TRY(ug_optimizer_create(model, &opt->config, &copy));
+    ug_status st = UG_OK;
+    for (int i = 0; i < opt->params * opt->slots && st == UG_OK; i++)
+        st = ug_tensor_copy(copy->state[i], opt->state[i]);
+    if (st != UG_OK) {
+        ug_optimizer_free(copy);
+        return ug_prefix_error(st, "%s", op);
+    }
+    copy->steps = opt->steps;
+    *out = copy;
+    return UG_OK;
+}
+
 ug_model *ug_optimizer_model(const ug_optimizer *opt) { return opt->model; }
 int64_t ug_optimizer_steps(const ug_optimizer *opt) { return opt ? opt->steps : 0; }
 int ug_optimizer_state_count(const ug_optimizer *opt) { return opt ? opt->slots : 0; }

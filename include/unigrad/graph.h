@@ -40,6 +40,10 @@ typedef struct ug_optimizer ug_optimizer;
 UG_API ug_status ug_model_create(ug_device *device, uint64_t seed, ug_model **out);
 UG_API void ug_model_free(ug_model *model);
 UG_API ug_device *ug_model_device(const ug_model *model);
+/* A copy of the model on device (any backend): the same parameters by
+ * name, shape and value. Build the new graphs on it; ug_optimizer_copy moves
+ * the optimizer's state, so training continues there as it would have. */
+UG_API ug_status ug_model_copy(const ug_model *model, ug_device *device, ug_model **out);
 UG_API int ug_model_param_count(const ug_model *model);
 /* The i-th parameter in creation order: its name ("fc1.weight") and tensor. */
 UG_API ug_status ug_model_param_at(const ug_model *model, int index, const char **name, ug_tensor **tensor);

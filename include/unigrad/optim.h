@@ -63,6 +63,10 @@ UG_API int ug_optimizer_state_count(const ug_optimizer *optimizer);
 UG_API ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_index, int slot,
                              ug_tensor **tensor);
 UG_API ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
+/* The optimizer with its state and step count, for model (a ug_model_copy
+ * of the optimizer's model, on any device). */
+UG_API ug_status ug_optimizer_copy(const ug_optimizer *optimizer, ug_model *model,
+                                   ug_optimizer **out);
 
 #ifdef __cplusplus
 }
