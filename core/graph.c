@@ -7,6 +7,7 @@
 
 #include "core/fault.h"
 #include "core/graph_internal.h"
+#include "unigrad/ops.h"
 
 ug_status ug_graph_create(ug_model *model, ug_graph **out)
 {
@@ -311,6 +312,48 @@ ug_status ug_graph_grad(ug_graph *g, ug_value *param, ug_value **grad)
                             "ug_graph_grad: '%s' has no gradient (call ug_graph_backward; does the loss depend on it?)",
                             param->name);
     *grad = param->grad;
+    return UG_OK;
+}
+
+ug_status ug_graph_accumulate(ug_graph *g, ug_value *value, float scale, ug_value **sum)
+{
+    const char *op = "ug_graph_accumulate";
+    UG_TRY(start_op(g, op, sum));
+    UG_TRY(check_value(g, value, op, "value"));
+    if (value->dtype != UG_F32)
+        return ug_set_error(UG_ERR_DTYPE, "%s: value is %s; sums are kept in f32", op,
+                            ug_dtype_name(value->dtype));
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    const ug_value *base = value->kind == VALUE_ALIAS ? value->alias_of : value;
+    graph_phase before = g->building;
+    g->building = base->producer ? base->producer->phase : PHASE_FORWARD;
+    ug_value *scaled = NULL, *acc = NULL;
+    graph_node *n = NULL;
+    ug_op add = {.def = &ug_op_binary, .name = op, .p.binary = {.op = UG_BINARY_ADD, .post = UG_UNARY_COPY}};
+    ug_status st = ug_g_scale_shift(g, value, scale, 0.0f, &scaled);
+    if (st == UG_OK)
+        st = ug_graph_new_value(g, VALUE_SUM, UG_F32, value->ndim, value->shape, &acc);
+    if (st == UG_OK) {
+        ug_value *in[2] = {acc, scaled};
+        st = ug_graph_add_node(g, &add, acc, 2, in, &n);
+    }
+    g->building = before;
+    if (st != UG_OK) {
+        ug_graph_rollback(g, mark);
+        return st;
+    }
+    snprintf(acc->name, sizeof acc->name, "sum of %.50s", value->name[0] ? value->name : "a value");
+    *sum = acc;
+    return UG_OK;
+}
+
+ug_status ug_graph_clear_sums(ug_graph *g)
+{
+    if (!g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_clear_sums: graph is NULL");
+    for (int i = 0; i < g->value_count; i++)
+        if (g->values[i]->kind == VALUE_SUM && g->values[i]->tensor)
+            UG_TRY(ug_fill(g->values[i]->tensor, 0.0f));
     return UG_OK;
 }
 

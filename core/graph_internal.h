@@ -13,7 +13,8 @@ typedef enum value_kind {
     VALUE_PARAM,     /* a model parameter */
     VALUE_GRAD,      /* a parameter's gradient: its own buffer, readable after a run */
     VALUE_TEMP,      /* planned into the arena */
-    VALUE_ALIAS      /* a reshape: a view of another value */
+    VALUE_ALIAS,     /* a reshape: a view of another value */
+    VALUE_SUM        /* ug_graph_accumulate: its own buffer, kept across runs */
 } value_kind;
 
 

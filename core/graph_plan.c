@@ -6,6 +6,7 @@
 
 #include "core/fault.h"
 #include "core/graph_internal.h"
+#include "unigrad/ops.h"
 
 enum { ARENA_ALIGN = 256 }; /* keeps every value aligned for vector loads and DMA */
 
@@ -235,6 +236,9 @@ static ug_status allocate(ug_graph *g)
             size_t elem = ug_dtype_size(v->dtype);
             UG_TRY(ug_tensor_over_storage(g->arena, v->dtype, v->ndim, v->shape,
                                           (int64_t)(v->arena_offset / elem), &v->tensor));
+        } else if (v->kind == VALUE_SUM) {
+            UG_TRY(ug_tensor_new(g->device, v->dtype, v->ndim, v->shape, "a graph's running sum", &v->tensor));
+            UG_TRY(ug_fill(v->tensor, 0.0f));
         } else if (v->kind == VALUE_GRAD) {
             UG_TRY(ug_tensor_new(g->device, v->dtype, v->ndim, v->shape, "a parameter gradient", &v->tensor));
             g->memory.gradient_bytes += ug_tensor_nbytes(v->tensor);
@@ -249,7 +253,8 @@ static void release_plan(ug_graph *g)
 {
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
-        if (v->kind == VALUE_TEMP || v->kind == VALUE_GRAD || v->kind == VALUE_ALIAS) {
+        if (v->kind == VALUE_TEMP || v->kind == VALUE_GRAD || v->kind == VALUE_ALIAS ||
+            v->kind == VALUE_SUM) {
             ug_tensor_free(v->tensor);
             v->tensor = NULL;
         }

@@ -153,11 +153,57 @@ TS_TEST(phases_refuse_misuse)
     CHECK_EQ_I64(after.cache_hits, before.cache_hits);
 }
 
+/* Running sums on the device: three forward runs add 16 x loss each; the
+ * sum reads back as the weighted total, and clears to 0. */
+TS_TEST(running_sums)
+{
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_SGD);
+    net n;
+    REQUIRE(build(dev, MICRO, &oc, &n)); /* for its model */
+    ts_free_graph(n.g);
+    n.g = ts_graph(n.m);
+    REQUIRE(n.g);
+    int64_t xs[2] = {MICRO, FEATURES}, ys = MICRO;
+    ug_value *h = NULL, *logits = NULL, *sum = NULL;
+    REQUIRE_OK(ug_graph_input(n.g, "x", UG_F32, 2, xs, &n.x));
+    REQUIRE_OK(ug_graph_input(n.g, "y", UG_I32, 1, &ys, &n.y));
+    REQUIRE_OK(ug_nn_linear(n.g, "fc1", n.x, 32, &h));
+    REQUIRE_OK(ug_nn_linear(n.g, "fc2", h, CLASSES, &logits));
+    REQUIRE_OK(ug_g_cross_entropy(n.g, logits, n.y, 0.0f, &n.loss));
+    REQUIRE_OK(ug_graph_accumulate(n.g, n.loss, (float)MICRO, &sum));
+    REQUIRE_OK(ug_graph_keep(n.g, n.loss));
+    REQUIRE_OK(ug_graph_compile(n.g));
+    double want = 0;
+    for (int run = 0; run < 3; run++) {
+        float x[MICRO * FEATURES];
+        int32_t y[MICRO];
+        for (int i = 0; i < MICRO * FEATURES; i++)
+            x[i] = sinf((float)(i + 31 * run));
+        for (int i = 0; i < MICRO; i++)
+            y[i] = (i + run) % CLASSES;
+        ug_tensor *xt = ts_tensor_f32(dev, 2, xs, x), *yt = ts_tensor_i32(dev, MICRO, y);
+        REQUIRE(xt && yt);
+        REQUIRE_OK(ug_graph_bind(n.g, n.x, xt));
+        REQUIRE_OK(ug_graph_bind(n.g, n.y, yt));
+        REQUIRE_OK(ug_graph_run_forward(n.g));
+        float loss;
+        REQUIRE_OK(ug_graph_read(n.g, n.loss, &loss, sizeof loss));
+        want += (double)MICRO * loss;
+    }
+    float got = 0;
+    REQUIRE_OK(ug_graph_read(n.g, sum, &got, sizeof got));
+    CHECK_MSG(fabs(got - want) <= 1e-5 * fabs(want), "sum %.7g, expected %.7g", (double)got, want);
+    REQUIRE_OK(ug_graph_clear_sums(n.g));
+    REQUIRE_OK(ug_graph_read(n.g, sum, &got, sizeof got));
+    CHECK(got == 0.0f);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(accumulation_matches_one_batch),
         TH_DEVICE_TEST(phases_refuse_misuse),
+        TH_DEVICE_TEST(running_sums),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

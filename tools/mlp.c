@@ -44,6 +44,9 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, bool tr
     }
     if (st == UG_OK)
         st = ug_g_cross_entropy(g, logits, out->y, c->label_smoothing, &out->loss);
+    /* The sum of the per-sample losses over the runs, on the device. */
+    if (st == UG_OK)
+        st = ug_graph_accumulate(g, out->loss, (float)batch, &out->loss_sum);
     if (st == UG_OK && training)
         st = ug_graph_backward(g, out->loss);
     if (st == UG_OK && !training) {

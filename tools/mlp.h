@@ -21,6 +21,7 @@ typedef struct mlp_graph {
     ug_graph *graph;
     ug_value *x, *y;          /* inputs: f32 [batch, inputs], i32 [batch] */
     ug_value *loss;           /* mean cross-entropy */
+    ug_value *loss_sum;       /* loss x rows summed over the runs (ug_graph_accumulate) */
     ug_value *prediction;     /* i32 [batch]: argmax of the logits (eval graphs) */
     int64_t batch;
 } mlp_graph;

@@ -365,14 +365,24 @@ int main(int argc, char **argv)
                 bar.last_time = t;
             }
         }
-        if (ug_device_synchronize(dev) != UG_OK) { fail("finishing the epoch"); goto done; }
+        /* The epoch's mean loss over its samples, summed on the device. */
+        float sum_full = 0, sum_rest = 0;
+        if (ug_graph_read(step.graph, step.loss_sum, &sum_full, sizeof sum_full) != UG_OK ||
+            (step_rest.graph &&
+             ug_graph_read(step_rest.graph, step_rest.loss_sum, &sum_rest, sizeof sum_rest) != UG_OK) ||
+            ug_graph_clear_sums(step.graph) != UG_OK ||
+            (step_rest.graph && ug_graph_clear_sums(step_rest.graph) != UG_OK)) {
+            fail("reading the epoch's loss");
+            goto done;
+        }
+        double train_loss = samples ? ((double)sum_full + sum_rest) / (double)samples : 0.0;
         double train_seconds = now() - bar.start;
         if (!o.quiet)
             show_progress(&bar, epoch, o.epochs, step_index, steps, samples, loss, true);
         double accuracy = 0, test_loss = 0;
         if (evaluate(test_loader, &eval, &eval_rest, &accuracy, &test_loss) != UG_OK) { fail("evaluating"); goto done; }
         printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", epoch,
-               (double)loss, test_loss, 100.0 * accuracy, train_seconds, (double)samples / train_seconds);
+               train_loss, test_loss, 100.0 * accuracy, train_seconds, (double)samples / train_seconds);
         fflush(stdout);
         if (csv)
             fprintf(csv, "epoch,%d,%lld,%.6f,%.6f,%.3f\n", epoch, (long long)step_index, test_loss, accuracy, train_seconds);

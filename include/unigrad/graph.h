@@ -188,6 +188,14 @@ UG_API ug_status ug_graph_run_update(ug_graph *graph);
  * values marked with ug_graph_keep (and the loss) stay readable. The data
  * is copied even when the numeric checks then report UG_ERR_NUMERIC. */
 UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, size_t bytes);
+/* A running sum on the device: every run that computes value adds
+ * scale * value into *sum (value's shape, f32), kept across runs until
+ * ug_graph_clear_sums; read it with ug_graph_read. For example the mean
+ * training loss of an epoch: accumulate the batch-mean loss with scale =
+ * rows and divide the sum by the epoch's samples, with one read per epoch
+ * instead of one wait per step. */
+UG_API ug_status ug_graph_accumulate(ug_graph *graph, ug_value *value, float scale, ug_value **sum);
+UG_API ug_status ug_graph_clear_sums(ug_graph *graph);
 /* Keeps a value readable after a run (call before compile). */
 UG_API ug_status ug_graph_keep(ug_graph *graph, ug_value *value);
 /* The gradient of a parameter value after a run (valid once backward ran). */
