@@ -172,24 +172,39 @@ ug_status ug_graph_run_update(ug_graph *g)
     return UG_OK;
 }
 
-ug_status ug_graph_read(ug_graph *g, ug_value *value, void *data, size_t bytes)
+/* The value's tensor, when the value can be read after the runs so far. */
+static ug_status readable_tensor(ug_graph *g, ug_value *value, const char *op, ug_tensor **out)
 {
     if (!g || !value)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_read: NULL argument");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
     if (value->graph != g)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_read: the value belongs to another graph");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the value belongs to another graph", op);
     ug_value *base = value->kind == VALUE_ALIAS ? value->alias_of : value;
     bool readable = base->keep || base->kind != VALUE_TEMP;
     if (g->compiled && readable && g->runs == 0)
         return ug_set_error(UG_ERR_STATE,
-                            "ug_graph_read: '%s' has no value yet: run the graph (ug_graph_run) "
-                            "first",
+                            "%s: '%s' has no value yet: run the graph (ug_graph_run) first", op,
                             base->name[0] ? base->name : "the value");
     if (!g->compiled || !value->tensor || !readable)
         return ug_set_error(UG_ERR_STATE,
-                            "ug_graph_read: value %d is not readable: mark it with ug_graph_keep before "
+                            "%s: value %d is not readable: mark it with ug_graph_keep before "
                             "ug_graph_compile, and run the graph",
-                            value->id);
-    UG_TRY(ug_tensor_download(value->tensor, data, bytes));
+                            op, value->id);
+    *out = value->tensor;
+    return UG_OK;
+}
+
+ug_status ug_graph_read(ug_graph *g, ug_value *value, void *data, size_t bytes)
+{
+    ug_tensor *t = NULL;
+    UG_TRY(readable_tensor(g, value, "ug_graph_read", &t));
+    UG_TRY(ug_tensor_download(t, data, bytes));
     return ug_graph_check(g);
+}
+
+ug_status ug_graph_copy_value(ug_graph *g, ug_value *value, ug_tensor *dst)
+{
+    ug_tensor *t = NULL;
+    UG_TRY(readable_tensor(g, value, "ug_graph_copy_value", &t));
+    return ug_tensor_copy(dst, t);
 }

@@ -193,6 +193,14 @@ TS_TEST(running_sums)
     float got = 0;
     REQUIRE_OK(ug_graph_read(n.g, sum, &got, sizeof got));
     CHECK_MSG(fabs(got - want) <= 1e-5 * fabs(want), "sum %.7g, expected %.7g", (double)got, want);
+    /* The same sum copied on the device into a tensor of the caller's. */
+    ug_tensor *copy = NULL;
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 0, NULL, &copy));
+    th_track(copy);
+    REQUIRE_OK(ug_graph_copy_value(n.g, sum, copy));
+    float copied = 0;
+    REQUIRE_OK(ug_tensor_download(copy, &copied, sizeof copied));
+    CHECK(copied == got);
     REQUIRE_OK(ug_graph_clear_sums(n.g));
     REQUIRE_OK(ug_graph_read(n.g, sum, &got, sizeof got));
     CHECK(got == 0.0f);

@@ -24,6 +24,7 @@ typedef struct options {
     uint64_t seed;
     mlp_config model;
     float max_grad_norm;
+    int accumulate;
     bool quiet;
     bool standardize;
 } options;
@@ -45,6 +46,8 @@ static void usage(FILE *to)
             "  --dropout P          dropout after each hidden layer, default 0\n"
             "  --label-smoothing S  default 0\n"
             "  --clip X             clip gradients to global norm X\n"
+            "  --accumulate N       one optimizer step per N batches (their gradients summed on\n"
+            "                       the device: a batch N times the size); default 1\n"
             "  --seed N             default 0\n"
             "  --classes N          classes the labels must fall in, default 10\n"
             "  --data DIR           folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
@@ -53,6 +56,34 @@ static void usage(FILE *to)
             "  --no-standardize     keep pixel values in [0, 1] instead of standardising them\n"
             "                       with the training set's mean and standard deviation\n"
             "  --quiet              no progress bar\n");
+}
+
+#define TRY(call)                      \
+    do {                               \
+        ug_status try_ = (call);       \
+        if (try_ != UG_OK)             \
+            return try_;               \
+    } while (0)
+
+/* One batch on graph m. With accumulation, the full-size batches add their
+ * gradients on the device and every accumulate-th one makes the update; a
+ * partial last batch (its own graph) first applies what is pending, then
+ * makes a step of its own. */
+static ug_status train_on(mlp_graph *m, mlp_graph *full, int accumulate, int *pending)
+{
+    if (accumulate <= 1)
+        return ug_graph_run(m->graph);
+    if (m != full) {
+        if (*pending)
+            TRY(ug_graph_run_update(full->graph));
+        *pending = 0;
+        return ug_graph_run(m->graph);
+    }
+    TRY(ug_graph_run_backward(m->graph));
+    if (++*pending < accumulate)
+        return UG_OK;
+    *pending = 0;
+    return ug_graph_run_update(m->graph);
 }
 
 static double now(void)
@@ -133,6 +164,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(arg, "--dropout") && num >= 0 && num < 1) o->model.dropout = (float)num;
         else if (!strcmp(arg, "--label-smoothing") && num >= 0 && num < 1) o->model.label_smoothing = (float)num;
         else if (!strcmp(arg, "--clip") && num >= 0) o->max_grad_norm = (float)num;
+        else if (!strcmp(arg, "--accumulate") && num >= 1 && num <= 1e6 && num == floor(num)) o->accumulate = (int)num;
         else if (!strcmp(arg, "--seed") && num >= 0 && num == floor(num)) o->seed = (uint64_t)num;
         else if (!strcmp(arg, "--classes") && num >= 1 && num <= 1e6 && num == floor(num)) o->model.classes = (int64_t)num;
         else {
@@ -228,7 +260,7 @@ static ug_status evaluate(ug_loader *loader, mlp_graph *full, mlp_graph *rest, d
 int main(int argc, char **argv)
 {
     options o = {.device = NULL, .data_dir = "/usr/share/datasets/fashion-mnist", .epochs = 10, .batch = 64,
-                 .model.classes = 10, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
+                 .model.classes = 10, .accumulate = 1, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
     o.model.hidden_count = 1;
     o.model.hidden[0] = 500;
     int rc = parse_args(argc, argv, &o);
@@ -334,6 +366,7 @@ int main(int argc, char **argv)
 
     progress bar = {.tty = !o.quiet && isatty(STDOUT_FILENO)};
     int64_t steps = ug_loader_batches(train_loader);
+    int pending = 0; /* batches accumulated on the step graph */
     for (int epoch = 1; epoch <= o.epochs; epoch++) {
         bar.start = now();
         bar.last_printed = 0;
@@ -348,7 +381,7 @@ int main(int argc, char **argv)
                 break;
             mlp_graph *m = b.count == o.batch ? &step : &step_rest;
             if (ug_graph_bind(m->graph, m->x, b.x) != UG_OK || ug_graph_bind(m->graph, m->y, b.y) != UG_OK ||
-                ug_graph_run(m->graph) != UG_OK) { fail("training step"); goto done; }
+                train_on(m, &step, o.accumulate, &pending) != UG_OK) { fail("training step"); goto done; }
             step_index++;
             samples += b.count;
             /* Reading the loss waits for the device, so it happens only when shown or logged. */
@@ -365,6 +398,8 @@ int main(int argc, char **argv)
                 bar.last_time = t;
             }
         }
+        if (pending && ug_graph_run_update(step.graph) != UG_OK) { fail("training step"); goto done; }
+        pending = 0;
         /* The epoch's mean loss over its samples, summed on the device. */
         float sum_full = 0, sum_rest = 0;
         if (ug_graph_read(step.graph, step.loss_sum, &sum_full, sizeof sum_full) != UG_OK ||

@@ -196,6 +196,9 @@ UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, siz
  * instead of one wait per step. */
 UG_API ug_status ug_graph_accumulate(ug_graph *graph, ug_value *value, float scale, ug_value **sum);
 UG_API ug_status ug_graph_clear_sums(ug_graph *graph);
+/* Copies a readable value into dst (its dtype and element count, on any
+ * device), queued like an op: on the graph's device nothing waits. */
+UG_API ug_status ug_graph_copy_value(ug_graph *graph, ug_value *value, ug_tensor *dst);
 /* Keeps a value readable after a run (call before compile). */
 UG_API ug_status ug_graph_keep(ug_graph *graph, ug_value *value);
 /* The gradient of a parameter value after a run (valid once backward ran). */
