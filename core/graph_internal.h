@@ -1,6 +1,7 @@
 /* The training graph's internal representation, shared by graph.c (building),
- * autograd.c (backward), optim.c (update nodes), graph_plan.c (fusion and
- * memory plan) and graph_run.c (replay). */
+ * the op definitions (ops_*.c), autograd.c (backward), optim.c (update
+ * nodes), graph_check.c (numeric checks), graph_plan.c (fusion and memory
+ * plan) and graph_run.c (replay and phases). */
 #ifndef UG_CORE_GRAPH_INTERNAL_H
 #define UG_CORE_GRAPH_INTERNAL_H
 
