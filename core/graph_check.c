@@ -77,7 +77,8 @@ static ug_status append_check_nodes(ug_graph *g, graph_check *c, int index)
         ug_op cast = {.def = &ug_op_cast, .name = "graph check", .p.cast.dtype = UG_F32};
         UG_TRY(ug_g_unary(g, UG_UNARY_SCALE_SHIFT, 0.0f, 0.0f, c->value, &nonfinite));
         UG_TRY(ug_g_reduce_axes(g, nonfinite, UG_RKERNEL_SUM, 0, true, false, &nonfinite));
-        UG_TRY(ug_op_graph(g, &cast, 1, &nonfinite, &nonfinite));
+        ug_value *sum = nonfinite;
+        UG_TRY(ug_op_graph(g, &cast, 1, &sum, &nonfinite));
     }
     UG_TRY(ug_graph_new_value(g, VALUE_INPUT, UG_F32, 0, NULL, &flag));
     snprintf(flag->name, sizeof flag->name, "check flag %d", index);
@@ -103,6 +104,7 @@ ug_status ug_graph_add_checks(ug_graph *g)
     /* Each check's nodes go right after its value's producer, before the
      * arena can give that value's memory to another. */
     int original = g->node_count;
+    ug_graph_mark mark = ug_graph_mark_now(g);
     int *first = ug_malloc((size_t)g->check_count * sizeof *first);
     graph_node **order = NULL;
     ug_status st = first ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
@@ -129,6 +131,10 @@ ug_status ug_graph_add_checks(ug_graph *g)
     }
     free(order);
     free(first);
+    if (st != UG_OK) { /* take back every check node: the next compile starts over */
+        ug_graph_rollback(g, mark);
+        g->check_count = 0;
+    }
     return st;
 }
 

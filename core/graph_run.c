@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/graph_internal.h"
 
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
@@ -112,18 +113,27 @@ static ug_status make_accumulators(ug_graph *g)
     int count = 0;
     for (int i = 0; i < g->value_count; i++)
         count += gradient(g->values[i]) != NULL;
-    g->accumulated = calloc((size_t)count + 1, sizeof *g->accumulated);
+    g->accumulated = ug_calloc((size_t)count + 1, sizeof *g->accumulated);
     if (!g->accumulated)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_run_backward: out of host memory");
-    for (int i = 0; i < g->value_count; i++) {
+    ug_status st = UG_OK;
+    for (int i = 0; i < g->value_count && st == UG_OK; i++) {
         ug_tensor *grad = gradient(g->values[i]);
         if (!grad)
             continue;
-        UG_TRY(ug_tensor_new(g->device, grad->dtype, grad->ndim, grad->shape, "a gradient accumulator",
-                             &g->accumulated[g->accumulated_count]));
-        g->accumulated_count++;
+        st = ug_tensor_new(g->device, grad->dtype, grad->ndim, grad->shape, "a gradient accumulator",
+                           &g->accumulated[g->accumulated_count]);
+        if (st == UG_OK)
+            g->accumulated_count++;
     }
-    return UG_OK;
+    if (st != UG_OK) { /* all or nothing: the next call tries again */
+        for (int i = 0; i < g->accumulated_count; i++)
+            ug_tensor_free(g->accumulated[i]);
+        free(g->accumulated);
+        g->accumulated = NULL;
+        g->accumulated_count = 0;
+    }
+    return st;
 }
 
 ug_status ug_graph_run_backward(ug_graph *g)
@@ -135,13 +145,18 @@ ug_status ug_graph_run_backward(ug_graph *g)
     if (!g->accumulated)
         UG_TRY(make_accumulators(g));
     UG_TRY(run_phases(g, FORWARD | BACKWARD, op));
-    for (int i = 0, k = 0; i < g->value_count; i++) {
+    ug_status st = UG_OK;
+    for (int i = 0, k = 0; i < g->value_count && st == UG_OK; i++) {
         ug_tensor *grad = gradient(g->values[i]);
         if (!grad)
             continue;
         ug_tensor *acc = g->accumulated[k++];
-        UG_TRY(g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD, UG_UNARY_COPY, 0.0f, acc, acc, grad)
-                                : ug_tensor_copy(acc, grad));
+        st = g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD, UG_UNARY_COPY, 0.0f, acc, acc, grad)
+                              : ug_tensor_copy(acc, grad);
+    }
+    if (st != UG_OK) { /* some accumulators hold this batch and some not: start over */
+        g->micro_batches = 0;
+        return ug_prefix_error(st, "%s: the accumulated gradients were discarded", op);
     }
     g->micro_batches++;
     return UG_OK;
@@ -151,8 +166,6 @@ ug_status ug_graph_run_update(ug_graph *g)
 {
     const char *op = "ug_graph_run_update";
     UG_TRY(check_runnable(g, op));
-    if (!g->optimizer)
-        return ug_set_error(UG_ERR_STATE, "%s: the graph has no optimizer (ug_graph_set_optimizer)", op);
     if (!g->micro_batches)
         return ug_set_error(UG_ERR_STATE,
                             "%s: no gradient is accumulated; run ug_graph_run_backward on each "
@@ -166,8 +179,10 @@ ug_status ug_graph_run_update(ug_graph *g)
         if (grad)
             UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, mean, 0.0f, grad, g->accumulated[k++]));
     }
-    UG_TRY(run_phases(g, UPDATE, op));
     g->micro_batches = 0;
+    if (!g->optimizer) /* the mean stays in the gradients, for ug_graph_grad */
+        return UG_OK;
+    UG_TRY(run_phases(g, UPDATE, op));
     ug_optim_step_done(g->optimizer);
     return UG_OK;
 }

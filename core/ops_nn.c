@@ -47,8 +47,8 @@ static ug_xent_args xent_args(const ug_op *op, const ug_tensor *logits, const ug
 static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     ug_xent_args args = xent_args(op, in[0], in[1]);
-    if (args.rows == 0)
-        return UG_OK;
+    if (args.rows == 0) /* an empty batch: loss 0, like a sum over no rows */
+        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, out[0], NULL);
     args.loss = ug_kview_of(out[1]);
     UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args));
     return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1);
@@ -183,6 +183,8 @@ static ug_status layernorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
     ug_value *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     ug_value *mean = n->scratch[0], *rstd = n->scratch[1];
     int64_t cols = x->shape[x->ndim - 1];
+    if (cols == 0)
+        return UG_OK; /* no elements, and gamma and beta have none: nothing to give */
     int64_t rows = ug_shape_numel(x->ndim, x->shape) / cols;
     int64_t flat[2] = {rows, cols}, column[2] = {rows, 1};
     if (ug_grad_needed(x)) {

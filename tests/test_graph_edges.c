@@ -141,6 +141,57 @@ TS_TEST(training_mode_at_compile)
     CHECK_MSG(grad[0] == (float)sum, "d loss / d w is %g, expected %g (no dropout)", grad[0], sum);
 }
 
+/* A layer norm over an empty last axis differentiates (nothing to give). */
+TS_TEST(layernorm_of_nothing)
+{
+    ug_graph *g = ts_graph(ts_model(dev, 5));
+    REQUIRE(g);
+    int64_t xs[2] = {4, 0};
+    ug_value *x = NULL, *y = NULL, *w = NULL, *h = NULL, *loss = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &x));
+    REQUIRE_OK(ug_nn_layernorm(g, "ln", x, 1e-5f, &y));
+    REQUIRE_OK(ug_g_sum(g, y, 0, true, &h));
+    ug_tensor *wt = NULL;
+    int64_t one = 1;
+    REQUIRE_OK(ug_model_param(ug_graph_model(g), "w", 1, &one, UG_INIT_CONSTANT, 2.0f, &wt));
+    REQUIRE_OK(ug_graph_param(g, wt, &w));
+    REQUIRE_OK(ug_g_mul(g, h, w, &loss));
+    REQUIRE_OK(ug_g_sum(g, loss, 0, true, &loss));
+    CHECK_OK(ug_graph_backward(g, loss));
+}
+
+/* Gradients accumulated without an optimizer: ug_graph_run_update leaves
+ * their mean readable and lets full runs go on. */
+TS_TEST(accumulate_without_optimizer)
+{
+    ug_model *m = ts_model(dev, 6);
+    ug_graph *g = ts_graph(m);
+    REQUIRE(g);
+    int64_t n = 3, one = 1;
+    ug_value *x = NULL, *w = NULL, *xw = NULL, *loss = NULL, *gw = NULL;
+    ug_tensor *wt = NULL;
+    REQUIRE_OK(ug_model_param(m, "w", 1, &one, UG_INIT_CONSTANT, 1.0f, &wt));
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 1, &n, &x));
+    REQUIRE_OK(ug_graph_param(g, wt, &w));
+    REQUIRE_OK(ug_g_mul(g, x, w, &xw));
+    REQUIRE_OK(ug_g_sum(g, xw, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    REQUIRE_OK(ug_graph_compile(g));
+    REQUIRE_OK(ug_graph_grad(g, w, &gw));
+    float a[3] = {1, 2, 3}, b[3] = {4, 5, 6};
+    ug_tensor *ta = ts_tensor_f32(dev, 1, &n, a), *tb = ts_tensor_f32(dev, 1, &n, b);
+    REQUIRE(ta && tb);
+    REQUIRE_OK(ug_graph_bind(g, x, ta));
+    REQUIRE_OK(ug_graph_run_backward(g));
+    REQUIRE_OK(ug_graph_bind(g, x, tb));
+    REQUIRE_OK(ug_graph_run_backward(g));
+    REQUIRE_OK(ug_graph_run_update(g));
+    float got = 0;
+    REQUIRE_OK(ug_graph_read(g, gw, &got, sizeof got));
+    CHECK_MSG(got == 10.5f, "mean gradient %g, expected (6 + 15) / 2", (double)got);
+    CHECK_OK(ug_graph_run(g));
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -148,6 +199,8 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(compile_after_failed_compile),
         TH_DEVICE_TEST(read_before_run),
         TH_DEVICE_TEST(training_mode_at_compile),
+        TH_DEVICE_TEST(layernorm_of_nothing),
+        TH_DEVICE_TEST(accumulate_without_optimizer),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

@@ -141,6 +141,28 @@ TS_TEST(every_node_names_the_op)
         CHECK_ERROR_HAS("graph log", "f32 [16]");
 }
 
+/* Every node checked in an f16 graph: its checks compile and pass. */
+TS_TEST(every_node_in_f16)
+{
+    ug_graph *g = ts_graph(ts_model(dev, 9));
+    REQUIRE(g);
+    int64_t n = 8;
+    ug_value *x = NULL, *r = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F16, 1, &n, &x));
+    REQUIRE_OK(ug_g_relu(g, x, &r));
+    REQUIRE_OK(ug_graph_keep(g, r));
+    REQUIRE_OK(ug_graph_set_checks(g, UG_CHECK_EVERY_NODE));
+    REQUIRE_OK(ug_graph_compile(g));
+    ug_tensor *t = NULL;
+    REQUIRE_OK(ug_tensor_create(dev, UG_F16, 1, &n, &t));
+    th_track(t);
+    REQUIRE_OK(ug_fill(t, -1.5f));
+    REQUIRE_OK(ug_graph_bind(g, x, t));
+    REQUIRE_OK(ug_graph_run(g));
+    uint16_t out[8];
+    CHECK_OK(ug_graph_read(g, r, out, sizeof out));
+}
+
 TS_TEST(dataset_checks)
 {
     (void)dev;
@@ -165,6 +187,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(bad_label_is_reported),
         TH_DEVICE_TEST(checks_off_stay_silent),
         TH_DEVICE_TEST(every_node_names_the_op),
+        TH_DEVICE_TEST(every_node_in_f16),
         TH_DEVICE_TEST(dataset_checks),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

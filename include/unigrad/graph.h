@@ -179,6 +179,9 @@ UG_API ug_status ug_graph_run(ug_graph *graph);
  *   ug_graph_run_update: the optimizer update (clipping included) with the
  *     mean of the accumulated gradients, which equals the gradient of one
  *     batch of all the micro-batches' rows; then the accumulation restarts.
+ *     Without an optimizer it leaves that mean in the gradients
+ *     (ug_graph_grad) and restarts. Ops added after ug_graph_backward run
+ *     with the forward pass.
  * ug_graph_run refuses while micro-batches are accumulated, and
  * ug_graph_run_update without any. */
 UG_API ug_status ug_graph_run_forward(ug_graph *graph);
