@@ -58,8 +58,9 @@ ug_status ug_graph_check_open(const ug_graph *g, const char *op)
 {
     if (!g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: graph is NULL", op);
-    if (g->compiled)
-        return ug_set_error(UG_ERR_STATE, "%s: the graph is compiled; build a new graph to change it", op);
+    if (g->compiled || g->planned)
+        return ug_set_error(UG_ERR_STATE, "%s: the graph is %s; build a new graph to change it", op,
+                            g->compiled ? "compiled" : "planned (ug_graph_memory)");
     return UG_OK;
 }
 

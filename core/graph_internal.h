@@ -67,6 +67,7 @@ struct ug_graph {
     ug_device *device;
     bool training;
     bool compiled;
+    bool planned;             /* the plan is made (ug_graph_memory or compile): no more ops */
     bool has_backward;
     uint64_t seed;
     uint64_t runs;

@@ -241,7 +241,6 @@ static ug_status allocate(ug_graph *g)
             UG_TRY(ug_fill(v->tensor, 0.0f));
         } else if (v->kind == VALUE_GRAD) {
             UG_TRY(ug_tensor_new(g->device, v->dtype, v->ndim, v->shape, "a parameter gradient", &v->tensor));
-            g->memory.gradient_bytes += ug_tensor_nbytes(v->tensor);
         }
     }
     UG_TRY(ug_graph_alloc_checks(g));
@@ -265,7 +264,9 @@ static void release_plan(ug_graph *g)
     memset(&g->memory, 0, sizeof g->memory);
 }
 
-ug_status ug_graph_plan(ug_graph *g)
+/* Everything but the allocation: fusion, checks, liveness, the arena's
+ * layout and the byte counts. */
+static ug_status plan_graph(ug_graph *g)
 {
     release_plan(g);
     apply_eval_mode(g);
@@ -281,6 +282,19 @@ ug_status ug_graph_plan(ug_graph *g)
         g->memory.nodes += !g->nodes[i]->dead;
         g->memory.fused += g->nodes[i]->dead && g->nodes[i]->op.def == &ug_op_unary;
     }
+    for (int i = 0; i < g->value_count; i++) {
+        const ug_value *v = g->values[i];
+        if (v->kind == VALUE_GRAD)
+            g->memory.gradient_bytes +=
+                (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
+    }
+    g->planned = true;
+    return UG_OK;
+}
+
+ug_status ug_graph_plan(ug_graph *g)
+{
+    UG_TRY(plan_graph(g));
     ug_status st = allocate(g);
     if (st != UG_OK)
         release_plan(g);
@@ -289,7 +303,10 @@ ug_status ug_graph_plan(ug_graph *g)
 
 ug_status ug_graph_compile(ug_graph *g)
 {
-    UG_TRY(ug_graph_check_open(g, "ug_graph_compile"));
+    if (!g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_compile: graph is NULL");
+    if (g->compiled)
+        return ug_set_error(UG_ERR_STATE, "ug_graph_compile: the graph is compiled already");
     ug_status st = ug_graph_plan(g);
     if (st != UG_OK)
         return ug_prefix_error(st, "ug_graph_compile");
@@ -297,12 +314,15 @@ ug_status ug_graph_compile(ug_graph *g)
     return UG_OK;
 }
 
-ug_status ug_graph_memory(const ug_graph *g, ug_graph_memory_info *info)
+ug_status ug_graph_memory(ug_graph *g, ug_graph_memory_info *info)
 {
     if (!g || !info)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_memory: NULL argument");
-    if (!g->compiled)
-        return ug_set_error(UG_ERR_STATE, "ug_graph_memory: compile the graph first");
+    if (!g->compiled && !g->planned) {
+        ug_status st = plan_graph(g);
+        if (st != UG_OK)
+            return ug_prefix_error(st, "ug_graph_memory");
+    }
     *info = g->memory;
     return UG_OK;
 }

@@ -192,6 +192,36 @@ TS_TEST(accumulate_without_optimizer)
     CHECK_OK(ug_graph_run(g));
 }
 
+/* The plan before compile: no device memory is taken, the graph takes no
+ * more ops, and compile allocates exactly what the plan said. */
+TS_TEST(plan_before_compile)
+{
+    ug_model *m = ts_model(dev, 2);
+    REQUIRE(m);
+    ug_value *x = NULL;
+    ug_graph *g = small_training_graph(dev, m, &x);
+    REQUIRE(g);
+    ug_memory_stats before = th_stats(dev);
+    ug_graph_memory_info plan;
+    REQUIRE_OK(ug_graph_memory(g, &plan));
+    ug_memory_stats after = th_stats(dev);
+    CHECK_EQ_I64(after.bytes_in_use, before.bytes_in_use);
+    CHECK_EQ_I64(after.allocations + after.cache_hits, before.allocations + before.cache_hits);
+    CHECK(plan.activation_bytes > 0 && plan.gradient_bytes > 0 && plan.nodes > 0);
+    ug_value *y = NULL;
+    CHECK_STATUS(ug_g_relu(g, x, &y), UG_ERR_STATE);
+    REQUIRE_OK(ug_graph_compile(g));
+    ug_graph_memory_info compiled;
+    REQUIRE_OK(ug_graph_memory(g, &compiled));
+    CHECK(memcmp(&compiled, &plan, sizeof plan) == 0);
+    /* The arena and the gradients are what compile took from the pool. */
+    uint64_t taken = th_stats(dev).bytes_in_use - before.bytes_in_use;
+    CHECK_MSG(taken >= plan.activation_bytes + plan.gradient_bytes &&
+                  taken <= (plan.activation_bytes + plan.gradient_bytes) * 5 / 4 + 4096,
+              "compile took %llu bytes for a plan of %llu + %llu", (unsigned long long)taken,
+              (unsigned long long)plan.activation_bytes, (unsigned long long)plan.gradient_bytes);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -201,6 +231,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(training_mode_at_compile),
         TH_DEVICE_TEST(layernorm_of_nothing),
         TH_DEVICE_TEST(accumulate_without_optimizer),
+        TH_DEVICE_TEST(plan_before_compile),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

@@ -160,9 +160,11 @@ typedef struct ug_graph_memory_info {
     int nodes;                  /* kernels one run launches (after fusion) */
     int fused;                  /* nodes removed by fusion */
 } ug_graph_memory_info;
-/* Valid after ug_graph_compile: the device bytes one run needs beyond the
- * parameters and optimizer state, so a program can tell if a batch fits. */
-UG_API ug_status ug_graph_memory(const ug_graph *graph, ug_graph_memory_info *info);
+/* The device bytes one run needs beyond the parameters and optimizer state,
+ * so a program can tell if a batch fits. Before ug_graph_compile it plans
+ * the graph without allocating anything (the graph takes no more ops, only
+ * compile); after, it reports what compile allocated. */
+UG_API ug_status ug_graph_memory(ug_graph *graph, ug_graph_memory_info *info);
 
 /* Points an input at a tensor of its exact shape and dtype for the next runs. */
 UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
