@@ -50,7 +50,7 @@ ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad)
 
 bool ug_grad_needed(const ug_value *v)
 {
-    return (v->kind == VALUE_ALIAS ? v->alias_of : v)->needs_grad;
+    return ug_value_base(v)->needs_grad;
 }
 
 /* A value needs a gradient when a parameter reaches it; nodes are in

@@ -167,7 +167,7 @@ void ug_graph_rollback(ug_graph *g, ug_graph_mark mark)
     ug_model_truncate(g->model, mark.params);
 }
 
-static ug_status check_value(ug_graph *g, const ug_value *v, const char *op, const char *arg)
+ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg)
 {
     if (!v)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, arg);
@@ -239,26 +239,26 @@ int64_t ug_value_dim(const ug_value *v, int axis)
 ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out)
 {
     UG_TRY(start_op(g, "graph reshape", out));
-    UG_TRY(check_value(g, x, "graph reshape", "x"));
+    UG_TRY(ug_graph_check_value(g, x, "graph reshape", "x"));
     int64_t resolved[UG_MAX_DIMS];
     UG_TRY(ug_resolve_reshape(x->ndim, x->shape, ndim, shape, "graph reshape", resolved));
     UG_TRY(ug_graph_new_value(g, VALUE_ALIAS, x->dtype, ndim, resolved, out));
-    (*out)->alias_of = x->kind == VALUE_ALIAS ? x->alias_of : x;
+    (*out)->alias_of = ug_value_base(x);
     return UG_OK;
 }
 
 ug_status ug_graph_keep(ug_graph *g, ug_value *v)
 {
     UG_TRY(ug_graph_check_open(g, "ug_graph_keep"));
-    UG_TRY(check_value(g, v, "ug_graph_keep", "value"));
-    (v->kind == VALUE_ALIAS ? v->alias_of : v)->keep = true;
+    UG_TRY(ug_graph_check_value(g, v, "ug_graph_keep", "value"));
+    ug_value_base(v)->keep = true;
     return UG_OK;
 }
 
 ug_status ug_graph_backward(ug_graph *g, ug_value *loss)
 {
     UG_TRY(ug_graph_check_open(g, "ug_graph_backward"));
-    UG_TRY(check_value(g, loss, "ug_graph_backward", "loss"));
+    UG_TRY(ug_graph_check_value(g, loss, "ug_graph_backward", "loss"));
     if (g->has_backward)
         return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the graph already has a backward pass");
     if (ug_shape_numel(loss->ndim, loss->shape) != 1 || loss->dtype != UG_F32)
@@ -320,12 +320,12 @@ ug_status ug_graph_accumulate(ug_graph *g, ug_value *value, float scale, ug_valu
 {
     const char *op = "ug_graph_accumulate";
     UG_TRY(start_op(g, op, sum));
-    UG_TRY(check_value(g, value, op, "value"));
+    UG_TRY(ug_graph_check_value(g, value, op, "value"));
     if (value->dtype != UG_F32)
         return ug_set_error(UG_ERR_DTYPE, "%s: value is %s; sums are kept in f32", op,
                             ug_dtype_name(value->dtype));
     ug_graph_mark mark = ug_graph_mark_now(g);
-    const ug_value *base = value->kind == VALUE_ALIAS ? value->alias_of : value;
+    const ug_value *base = ug_value_base(value);
     graph_phase before = g->building;
     g->building = base->producer ? base->producer->phase : PHASE_FORWARD;
     ug_value *scaled = NULL, *acc = NULL;

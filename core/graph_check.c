@@ -13,8 +13,6 @@
 #include "core/graph_internal.h"
 #include "unigrad/ops.h"
 
-static ug_value *base_of(ug_value *v) { return v && v->kind == VALUE_ALIAS ? v->alias_of : v; }
-
 static int node_index(const ug_graph *g, const graph_node *n)
 {
     for (int i = 0; i < g->node_count; i++)
@@ -23,9 +21,9 @@ static int node_index(const ug_graph *g, const graph_node *n)
     return -1;
 }
 
-static ug_status want_check(ug_graph *g, ug_value *v, const char *role)
+static ug_status want_check(ug_graph *g, ug_value *v, check_role role)
 {
-    v = base_of(v);
+    v = ug_value_base(v);
     if (!v || (v->dtype != UG_F32 && v->dtype != UG_F16) || !v->producer)
         return UG_OK;
     for (int i = 0; i < g->check_count; i++)
@@ -45,17 +43,17 @@ static ug_status collect_checks(ug_graph *g)
         for (int i = 0; i < g->node_count; i++) {
             graph_node *n = g->nodes[i];
             if (!n->dead && n->op.def != &ug_op_dropout_mask && n->op.def != &ug_op_fill)
-                UG_TRY(want_check(g, n->out, ""));
+                UG_TRY(want_check(g, n->out, CHECK_NODE));
         }
     } else if (g->check_mode == UG_CHECK_LOSS_AND_GRADS) {
         for (int i = 0; i < g->node_count; i++)
             if (!g->nodes[i]->dead && g->nodes[i]->op.def == &ug_op_cross_entropy)
-                UG_TRY(want_check(g, g->nodes[i]->in[0], "the logits of "));
+                UG_TRY(want_check(g, g->nodes[i]->in[0], CHECK_LOGITS));
         if (g->loss)
-            UG_TRY(want_check(g, g->loss, "the loss"));
+            UG_TRY(want_check(g, g->loss, CHECK_LOSS));
         for (int i = 0; i < g->value_count; i++)
             if (g->values[i]->kind == VALUE_PARAM && g->values[i]->grad)
-                UG_TRY(want_check(g, g->values[i]->grad, "the gradient of "));
+                UG_TRY(want_check(g, g->values[i]->grad, CHECK_GRADIENT));
     }
     return UG_OK;
 }
@@ -180,16 +178,16 @@ static const char *value_label(const graph_check *c, char *buf, size_t len)
     ug_format_shape(v->ndim, v->shape, shape, sizeof shape);
     const graph_node *n = v->producer;
     const char *op = n ? (n->op.name ? n->op.name : n->op.def->family) : "an input";
-    if (c->role[0] && strcmp(c->role, "the gradient of ") == 0) {
+    if (c->role == CHECK_GRADIENT) {
         const char *param = "a parameter";
         for (int i = 0; i < v->graph->value_count; i++)
-            if (v->graph->values[i]->kind == VALUE_PARAM && base_of(v->graph->values[i]->grad) == v)
+            if (v->graph->values[i]->kind == VALUE_PARAM && ug_value_base(v->graph->values[i]->grad) == v)
                 param = v->graph->values[i]->name;
         snprintf(buf, len, "the gradient of %s (%s %s)", param, ug_dtype_name(v->dtype), shape);
-    } else if (c->role[0]) {
-        snprintf(buf, len, "%s%s(%s %s, computed by %s)", c->role,
-                 strcmp(c->role, "the loss") == 0 ? " " : "cross_entropy ", ug_dtype_name(v->dtype),
-                 shape, op);
+    } else if (c->role != CHECK_NODE) {
+        snprintf(buf, len, "%s (%s %s, computed by %s)",
+                 c->role == CHECK_LOSS ? "the loss" : "the logits of cross_entropy",
+                 ug_dtype_name(v->dtype), shape, op);
     } else {
         snprintf(buf, len, "the result of node %d, %s (%s %s)", c->node, op, ug_dtype_name(v->dtype),
                  shape);
@@ -213,7 +211,7 @@ ug_status ug_graph_check(ug_graph *g)
     for (int i = 0; i < g->check_count && st == UG_OK && bad < 0; i++) {
         if (flags[i] != 0.0f)
             bad = i;
-        else if (strcmp(g->checks[i].role, "the logits of ") == 0)
+        else if (g->checks[i].role == CHECK_LOGITS)
             logits_ok = i;
     }
     free(flags);
@@ -227,7 +225,7 @@ ug_status ug_graph_check(ug_graph *g)
     const graph_check *c = &g->checks[bad];
     char what[256];
     value_label(c, what, sizeof what);
-    if (strcmp(c->role, "the loss") == 0 && logits_ok >= 0) {
+    if (c->role == CHECK_LOSS && logits_ok >= 0) {
         const ug_value *logits = g->checks[logits_ok].value;
         return ug_set_error(UG_ERR_NUMERIC,
                             "the loss became NaN in runs %llu..%llu while the logits of "

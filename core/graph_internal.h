@@ -55,11 +55,12 @@ struct graph_node {
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
+typedef enum check_role { CHECK_NODE, CHECK_LOSS, CHECK_GRADIENT, CHECK_LOGITS } check_role;
 typedef struct graph_check {
     ug_value *value;
     ug_value *flag;           /* bound to flags[index] while compiled */
     int node;                 /* the producing node's index, before checks were added */
-    const char *role;         /* "the loss", "the gradient of", "logits of", "" */
+    check_role role;
 } graph_check;
 
 struct ug_graph {
@@ -95,6 +96,12 @@ struct ug_graph {
     uint64_t checked_runs;    /* runs when the flags were last cleared */
 };
 
+/* The value a reshape views (the value itself otherwise). */
+static inline ug_value *ug_value_base(const ug_value *v)
+{
+    return v && v->kind == VALUE_ALIAS ? v->alias_of : (ug_value *)v;
+}
+
 /* graph.c */
 ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int ndim,
                              const int64_t *shape, ug_value **out);
@@ -120,6 +127,8 @@ ug_status ug_g_expand(ug_graph *g, ug_value *x, float alpha, int ndim, const int
                       ug_value **out);
 ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
 ug_status ug_graph_check_open(const ug_graph *g, const char *op);
+/* A value given to op as arg: not NULL, of this graph. */
+ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg);
 
 /* autograd.c */
 ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);

@@ -10,8 +10,6 @@
 
 enum { ARENA_ALIGN = 256 }; /* keeps every value aligned for vector loads and DMA */
 
-static ug_value *base_of(ug_value *v) { return v && v->kind == VALUE_ALIAS ? v->alias_of : v; }
-
 static size_t value_bytes(const ug_value *v)
 {
     size_t bytes = (size_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
@@ -29,7 +27,7 @@ static void count_uses(ug_graph *g)
         if (n->dead)
             continue;
         for (int k = 0; k < n->nin; k++) {
-            ug_value *v = base_of(n->in[k]);
+            ug_value *v = ug_value_base(n->in[k]);
             if (v) {
                 v->uses++;
                 v->last_use = i;
@@ -99,7 +97,7 @@ static void mark_gradients(ug_graph *g)
 {
     for (int i = 0; i < g->value_count; i++) {
         ug_value *p = g->values[i];
-        ug_value *grad = p->kind == VALUE_PARAM ? base_of(p->grad) : NULL;
+        ug_value *grad = p->kind == VALUE_PARAM ? ug_value_base(p->grad) : NULL;
         if (grad && grad->kind == VALUE_TEMP)
             grad->kind = VALUE_GRAD;
     }
@@ -192,7 +190,7 @@ static ug_status plan_arena(ug_graph *g)
         }
         /* Values whose last reader is this node are free for later nodes. */
         for (int k = 0; k < n->nin + nout; k++) {
-            ug_value *v = k < n->nin ? base_of(n->in[k]) : outs[k - n->nin];
+            ug_value *v = k < n->nin ? ug_value_base(n->in[k]) : outs[k - n->nin];
             if (!is_planned(v) || v->last_use != i)
                 continue;
             v->last_use = -3; /* freed; not again */

@@ -104,7 +104,7 @@ ug_status ug_graph_run_forward(ug_graph *g)
 /* A parameter value's gradient buffer (NULL for other values). */
 static ug_tensor *gradient(const ug_value *v)
 {
-    const ug_value *grad = v->grad && v->grad->kind == VALUE_ALIAS ? v->grad->alias_of : v->grad;
+    const ug_value *grad = ug_value_base(v->grad);
     return v->kind == VALUE_PARAM && grad ? grad->tensor : NULL;
 }
 
@@ -194,7 +194,7 @@ static ug_status readable_tensor(ug_graph *g, ug_value *value, const char *op, u
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
     if (value->graph != g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the value belongs to another graph", op);
-    ug_value *base = value->kind == VALUE_ALIAS ? value->alias_of : value;
+    ug_value *base = ug_value_base(value);
     bool readable = base->keep || base->kind != VALUE_TEMP;
     if (g->compiled && readable && g->runs == 0)
         return ug_set_error(UG_ERR_STATE,

@@ -7,6 +7,9 @@
 
 static const char *op_name(const ug_op *op) { return op->name ? op->name : op->def->family; }
 
+/* How messages name the inputs of an op. */
+static const char *const arg_names[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
+
 ug_meta ug_meta_of_tensor(const ug_tensor *t)
 {
     ug_meta m = {.dtype = t->dtype, .ndim = t->ndim};
@@ -71,7 +74,6 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
     *out = NULL;
-    static const char *const arg_names[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
     ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
     for (int i = 0; i < nin; i++) {
         UG_TRY(ug_check_tensor(in[i], name, nin == 1 ? "x" : arg_names[i]));
@@ -107,11 +109,7 @@ ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in
     *out = NULL;
     ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
     for (int i = 0; i < nin; i++) {
-        if (!in[i])
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", name, i);
-        if (in[i]->graph != g)
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: input %d belongs to another graph",
-                                name, i);
+        UG_TRY(ug_graph_check_value(g, in[i], name, nin == 1 ? "x" : arg_names[i]));
         metas[i] = (ug_meta){.dtype = in[i]->dtype, .ndim = in[i]->ndim};
         memcpy(metas[i].shape, in[i]->shape, sizeof metas[i].shape);
     }

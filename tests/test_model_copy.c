@@ -58,31 +58,31 @@ static bool train(ug_device *dev, net *n, int first, int steps)
     return true;
 }
 
+/* A model on the CPU trained for steps with Adam (tracked). */
+static ug_model *trained_on_cpu(ug_device *cpu, const ug_optimizer_config *oc, int steps,
+                                ug_optimizer **opt)
+{
+    ug_model *m = ts_model(cpu, 21);
+    net n = {0};
+    if (!m || !build(m, NULL, &n) || !(*opt = ts_optimizer(m, oc)))
+        return NULL;
+    if (ug_graph_set_optimizer(n.g, *opt) != UG_OK || ug_graph_compile(n.g) != UG_OK) {
+        th_fail(TH_LOC, "compiling: %s", ug_last_error());
+        return NULL;
+    }
+    return train(cpu, &n, 0, steps) ? m : NULL;
+}
+
 TS_TEST(model_moves_between_devices)
 {
     ug_device *cpu = th_device(0);
     ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
     oc.lr = 1e-2f;
-
-    /* 10 steps on the CPU. */
-    ug_model *ref = ts_model(cpu, 21);
-    net r = {0};
-    REQUIRE(ref && build(ref, NULL, &r));
-    ug_optimizer *ref_opt = ts_optimizer(ref, &oc);
-    REQUIRE(ref_opt);
-    REQUIRE_OK(ug_graph_set_optimizer(r.g, ref_opt));
-    REQUIRE_OK(ug_graph_compile(r.g));
-    REQUIRE(train(cpu, &r, 0, 10));
-
-    /* 5 on the CPU, then 5 on dev. */
-    ug_model *src = ts_model(cpu, 21);
-    net a = {0};
-    REQUIRE(src && build(src, NULL, &a));
-    ug_optimizer *src_opt = ts_optimizer(src, &oc);
-    REQUIRE(src_opt);
-    REQUIRE_OK(ug_graph_set_optimizer(a.g, src_opt));
-    REQUIRE_OK(ug_graph_compile(a.g));
-    REQUIRE(train(cpu, &a, 0, 5));
+    ug_optimizer *ref_opt = NULL, *src_opt = NULL;
+    ug_model *ref = trained_on_cpu(cpu, &oc, 10, &ref_opt);
+    /* 5 steps on the CPU, then 5 on dev. */
+    ug_model *src = trained_on_cpu(cpu, &oc, 5, &src_opt);
+    REQUIRE(ref && src);
     ug_model *moved = NULL;
     REQUIRE_OK(ug_model_copy(src, dev, &moved));
     ug_optimizer *moved_opt = NULL;

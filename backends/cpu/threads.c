@@ -20,6 +20,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h> /* the MXCSR register */
+#endif
 
 #include "backends/cpu/internal.h"
 
@@ -79,7 +82,6 @@ ug_status ug_cpu_thread_budget(int *threads, bool report)
  * process-wide by ug_set_flush_denormal and taken up by each pool thread
  * before its next task. */
 #if defined(__SSE__) || defined(__x86_64__)
-#include <xmmintrin.h>
 #define UG_DENORMAL_BITS 0x8040u
 static atomic_int flush_denormal;
 
