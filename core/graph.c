@@ -66,7 +66,8 @@ ug_status ug_graph_check_open(const ug_graph *g, const char *op)
 
 ug_status ug_graph_set_training(ug_graph *g, bool training)
 {
-    UG_TRY(ug_graph_check_open(g, "ug_graph_set_training"));
+    if (!g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_set_training: graph is NULL");
     g->training = training;
     return UG_OK;
 }
@@ -233,7 +234,10 @@ int64_t ug_value_dim(const ug_value *v, int axis)
         return -1;
     if (axis < 0)
         axis += v->ndim;
-    return axis >= 0 && axis < v->ndim ? v->shape[axis] : -1;
+    if (axis < 0 || axis >= v->ndim)
+        return -1;
+    /* After a run with fewer rows, the sizes that run had. */
+    return v->graph->compiled && v->tensor ? v->tensor->shape[axis] : v->shape[axis];
 }
 
 ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out)
@@ -316,9 +320,9 @@ ug_status ug_graph_grad(ug_graph *g, ug_value *param, ug_value **grad)
     return UG_OK;
 }
 
-ug_status ug_graph_accumulate(ug_graph *g, ug_value *value, float scale, ug_value **sum)
+static ug_status accumulate(ug_graph *g, ug_value *value, float scale, bool per_row, const char *op,
+                            ug_value **sum)
 {
-    const char *op = "ug_graph_accumulate";
     UG_TRY(start_op(g, op, sum));
     UG_TRY(ug_graph_check_value(g, value, op, "value"));
     if (value->dtype != UG_F32)
@@ -332,6 +336,8 @@ ug_status ug_graph_accumulate(ug_graph *g, ug_value *value, float scale, ug_valu
     graph_node *n = NULL;
     ug_op add = {.def = &ug_op_binary, .name = op, .p.binary = {.op = UG_BINARY_ADD, .post = UG_UNARY_COPY}};
     ug_status st = ug_g_scale_shift(g, value, scale, 0.0f, &scaled);
+    if (st == UG_OK && per_row)
+        scaled->producer->per_row_scale = scale;
     if (st == UG_OK)
         st = ug_graph_new_value(g, VALUE_SUM, UG_F32, value->ndim, value->shape, &acc);
     if (st == UG_OK) {
@@ -346,6 +352,16 @@ ug_status ug_graph_accumulate(ug_graph *g, ug_value *value, float scale, ug_valu
     snprintf(acc->name, sizeof acc->name, "sum of %.50s", value->name[0] ? value->name : "a value");
     *sum = acc;
     return UG_OK;
+}
+
+ug_status ug_graph_accumulate(ug_graph *g, ug_value *value, float scale, ug_value **sum)
+{
+    return accumulate(g, value, scale, false, "ug_graph_accumulate", sum);
+}
+
+ug_status ug_graph_accumulate_rows(ug_graph *g, ug_value *value, ug_value **sum)
+{
+    return accumulate(g, value, 1.0f, true, "ug_graph_accumulate_rows", sum);
 }
 
 ug_status ug_graph_clear_sums(ug_graph *g)

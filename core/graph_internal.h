@@ -52,6 +52,7 @@ struct graph_node {
     int nin;
     ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
     int nscratch;
+    float per_row_scale;      /* a scale_shift whose alpha is this times the run's rows */
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
@@ -93,6 +94,11 @@ struct ug_graph {
     ug_tensor **accumulated;
     int accumulated_count;    /* parameters with a gradient */
     int micro_batches;        /* summed since the last update */
+    int64_t accumulated_rows; /* their rows: the update divides by it */
+    /* Inputs may be bound with fewer rows than declared: every value's
+     * tensor then takes the shape its op infers from the rows bound. */
+    bool shapes_fitted;       /* the tensors' shapes follow the inputs bound now */
+    int64_t rows;             /* the run's rows: the first input's leading size */
     uint64_t checked_runs;    /* runs when the flags were last cleared */
 };
 
@@ -122,9 +128,11 @@ ug_status ug_g_unary(ug_graph *g, ug_unary_kind op, float alpha, float beta, ug_
                      ug_value **out);
 ug_status ug_g_reduce_axes(ug_graph *g, ug_value *x, ug_reduce_kind op, int axis, bool all,
                            bool keepdim, ug_value **out);
-/* alpha * x broadcast to shape. */
-ug_status ug_g_expand(ug_graph *g, ug_value *x, float alpha, int ndim, const int64_t *shape,
-                      ug_value **out);
+/* x broadcast to like's shape; with mean, divided by the elements each of
+ * x's spreads over (a mean's gradient). */
+ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out);
+/* Sets an expand's target to shape (like's shape for the rows bound now). */
+void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_numel);
 ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
 ug_status ug_graph_check_open(const ug_graph *g, const char *op);
 /* A value given to op as arg: not NULL, of this graph. */
@@ -156,6 +164,12 @@ ug_status ug_graph_add_checks(ug_graph *g);
 ug_status ug_graph_alloc_checks(ug_graph *g);
 void ug_graph_release_checks(ug_graph *g);
 void ug_graph_free_checks(ug_graph *g);
+
+/* graph_rows.c */
+/* Before a run: the tensors' shapes for the rows bound (when they changed). */
+ug_status ug_graph_fit_rows(ug_graph *g);
+/* The reshapes of base follow its tensor's shape. */
+ug_status ug_graph_fit_aliases(ug_graph *g, const ug_value *base);
 
 /* graph_run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);

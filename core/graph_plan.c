@@ -72,26 +72,6 @@ static void fuse_activations(ug_graph *g)
     }
 }
 
-/* Eval mode (ug_graph_set_training(g, false), applied here): dropout is the
- * identity, so its masks are not drawn and each dropout (forward, and its
- * backward if any) becomes a copy of its input. */
-static void apply_eval_mode(ug_graph *g)
-{
-    if (g->training)
-        return;
-    for (int i = 0; i < g->node_count; i++) {
-        graph_node *n = g->nodes[i];
-        if (n->op.def == &ug_op_dropout_mask) {
-            n->dead = true;
-            n->out->producer = NULL;
-        } else if (n->op.def == &ug_op_binary && n->op.p.binary.op == UG_BINARY_DROPOUT) {
-            n->op = (ug_op){.def = &ug_op_unary, .name = "dropout (eval mode)",
-                            .p.unary = {.op = UG_UNARY_COPY, .alpha = 1.0f}};
-            n->nin = 1;
-        }
-    }
-}
-
 /* A parameter's gradient gets its own buffer, readable after the run. */
 static void mark_gradients(ug_graph *g)
 {
@@ -267,7 +247,6 @@ static void release_plan(ug_graph *g)
 static ug_status plan_graph(ug_graph *g)
 {
     release_plan(g);
-    apply_eval_mode(g);
     mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
     UG_TRY(ug_graph_add_checks(g)); /* before fusion: a checked value must exist */
     fuse_activations(g);
@@ -293,6 +272,7 @@ static ug_status plan_graph(ug_graph *g)
 ug_status ug_graph_plan(ug_graph *g)
 {
     UG_TRY(plan_graph(g));
+    g->shapes_fitted = false; /* the tensors have the planned shapes */
     ug_status st = allocate(g);
     if (st != UG_OK)
         release_plan(g);

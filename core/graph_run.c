@@ -18,29 +18,47 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
     return n->op.def->launch(&n->op, out, in);
 }
 
+/* A tensor bound to input: its dtype and shape, with 1 to the declared
+ * rows (the leading size). */
+static ug_status check_binding(const ug_value *input, const ug_tensor *tensor)
+{
+    char want[96], have[96];
+    bool same_dtype = tensor->dtype == input->dtype;
+    bool fits = same_dtype && tensor->ndim == input->ndim;
+    for (int i = 0; fits && i < input->ndim; i++)
+        fits = i == 0 ? tensor->shape[0] == input->shape[0] ||
+                            (tensor->shape[0] >= 1 && tensor->shape[0] <= input->shape[0])
+                      : tensor->shape[i] == input->shape[i];
+    if (fits)
+        return UG_OK;
+    return ug_set_error(same_dtype ? UG_ERR_SHAPE : UG_ERR_DTYPE,
+                        "ug_graph_bind: input '%s' is %s %s, the tensor is %s %s (a tensor may have "
+                        "fewer rows, from 1, but the same other sizes and dtype)",
+                        input->name, ug_dtype_name(input->dtype),
+                        ug_format_shape(input->ndim, input->shape, want, sizeof want),
+                        ug_dtype_name(tensor->dtype), ug_format_shape(tensor->ndim, tensor->shape, have, sizeof have));
+}
+
 ug_status ug_graph_bind(ug_graph *g, ug_value *input, const ug_tensor *tensor)
 {
     if (!g || !input || !tensor)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_bind: NULL argument");
     if (input->graph != g || input->kind != VALUE_INPUT)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_bind: the value is not an input of this graph");
-    char want[96], have[96];
-    bool same_dtype = tensor->dtype == input->dtype;
-    if (!same_dtype || tensor->ndim != input->ndim ||
-        memcmp(tensor->shape, input->shape, sizeof(int64_t) * (size_t)input->ndim) != 0)
-        return ug_set_error(same_dtype ? UG_ERR_SHAPE : UG_ERR_DTYPE,
-                            "ug_graph_bind: input '%s' is %s %s, the tensor is %s %s", input->name,
-                            ug_dtype_name(input->dtype), ug_format_shape(input->ndim, input->shape, want, sizeof want),
-                            ug_dtype_name(tensor->dtype), ug_format_shape(tensor->ndim, tensor->shape, have, sizeof have));
+    UG_TRY(check_binding(input, tensor));
     if (ug_dev(tensor) != g->device)
         return ug_set_error(UG_ERR_DEVICE, "ug_graph_bind: input '%s' is on %s, the tensor on %s", input->name,
                             g->device->info.id, ug_dev(tensor)->info.id);
     /* The graph holds its own handle so the storage outlives the caller's. */
     ug_tensor *view = NULL;
     UG_TRY(ug_tensor_over_storage(tensor->storage, tensor->dtype, tensor->ndim, tensor->shape, tensor->offset, &view));
+    int64_t rows_before = input->tensor && input->ndim ? input->tensor->shape[0] : -1;
     ug_tensor_free(input->tensor);
     input->tensor = view;
-    return ug_graph_refresh_aliases(g, input);
+    if (!input->ndim || rows_before != view->shape[0])
+        g->shapes_fitted = false;
+    UG_TRY(ug_graph_refresh_aliases(g, input));
+    return ug_graph_fit_aliases(g, input);
 }
 
 static ug_status check_runnable(ug_graph *g, const char *op)
@@ -54,7 +72,8 @@ static ug_status check_runnable(ug_graph *g, const char *op)
         if (v->kind == VALUE_INPUT && !v->tensor && v->uses > 0)
             return ug_set_error(UG_ERR_STATE, "%s: input '%s' is not bound (ug_graph_bind)", op, v->name);
     }
-    return UG_OK;
+    ug_status st = ug_graph_fit_rows(g);
+    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
 }
 
 /* Replays the live nodes of the phases in mask (bit per graph_phase). */
@@ -151,14 +170,17 @@ ug_status ug_graph_run_backward(ug_graph *g)
         if (!grad)
             continue;
         ug_tensor *acc = g->accumulated[k++];
-        st = g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD, UG_UNARY_COPY, 0.0f, acc, acc, grad)
-                              : ug_tensor_copy(acc, grad);
+        float rows = (float)g->rows;
+        st = g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD_SCALED, UG_UNARY_COPY, rows, acc, acc, grad)
+                              : ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, rows, 0.0f, acc, grad);
     }
     if (st != UG_OK) { /* some accumulators hold this batch and some not: start over */
         g->micro_batches = 0;
+        g->accumulated_rows = 0;
         return ug_prefix_error(st, "%s: the accumulated gradients were discarded", op);
     }
     g->micro_batches++;
+    g->accumulated_rows += g->rows;
     return UG_OK;
 }
 
@@ -171,15 +193,17 @@ ug_status ug_graph_run_update(ug_graph *g)
                             "%s: no gradient is accumulated; run ug_graph_run_backward on each "
                             "micro-batch first",
                             op);
-    /* The update sees the mean of the micro-batches' gradients, as one batch
-     * of all their rows would give (the loss is a mean over rows). */
-    float mean = 1.0f / (float)g->micro_batches;
+    /* The update sees the micro-batches' gradients weighted by their rows,
+     * as one batch of all their rows would give (the loss is a mean over
+     * rows). */
+    float mean = 1.0f / (float)g->accumulated_rows;
     for (int i = 0, k = 0; i < g->value_count; i++) {
         ug_tensor *grad = gradient(g->values[i]);
         if (grad)
             UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, mean, 0.0f, grad, g->accumulated[k++]));
     }
     g->micro_batches = 0;
+    g->accumulated_rows = 0;
     if (!g->optimizer) /* the mean stays in the gradients, for ug_graph_grad */
         return UG_OK;
     UG_TRY(run_phases(g, UPDATE, op));

@@ -56,7 +56,7 @@ ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, con
     return UG_OK;
 }
 
-static ug_status infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     *nout = 1;
     UG_TRY(op->def->infer(op, nin, in, out, nout));
@@ -82,7 +82,7 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
         metas[i] = ug_meta_of_tensor(in[i]);
     }
     int nout = 1;
-    UG_TRY(infer(op, nin, metas, results, &nout));
+    UG_TRY(ug_op_infer(op, nin, metas, results, &nout));
     ug_tensor *made[UG_OP_MAX_OUTPUTS] = {NULL};
     ug_status st = UG_OK;
     for (int k = 0; k < nout && st == UG_OK; k++)
@@ -114,7 +114,7 @@ ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in
         memcpy(metas[i].shape, in[i]->shape, sizeof metas[i].shape);
     }
     int nout = 1;
-    UG_TRY(infer(op, nin, metas, results, &nout));
+    UG_TRY(ug_op_infer(op, nin, metas, results, &nout));
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_value *values[UG_OP_MAX_OUTPUTS] = {NULL};
     ug_status st = UG_OK;

@@ -50,12 +50,15 @@ struct ug_op {
         struct { ug_unary_kind op; float alpha, beta; } unary;
         struct { ug_binary_kind op; ug_unary_kind post; float alpha; } binary;
         struct { ug_dtype dtype; } cast;
-        struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; } expand; /* also fill */
+        /* also fill. A graph's expand follows like's shape when rows change
+         * (ug_graph_bind), and with mean its alpha is 1 / the elements
+         * each input element spreads over. */
+        struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
         struct { bool ta, tb; } matmul;
         struct { ug_reduce_kind op; int axis; bool all, keepdim; } reduce;
         struct { bool log; } softmax;
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
-        struct { const ug_graph *graph; uint64_t stream; } dropout;
+        struct { const ug_graph *graph; uint64_t stream; float p; } dropout;
         struct { float smoothing; } xent;
         struct { float eps; } layernorm;
         struct { const ug_graph *graph; int param_index; } optim;
@@ -71,6 +74,8 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
 ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                       ug_value **out);
 ug_meta ug_meta_of_tensor(const ug_tensor *t);
+/* The definition's inference with its checks; *nout results. */
+ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
 
 /* Shared inference pieces. */
 ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg);
@@ -115,7 +120,7 @@ ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint
 
 extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
     ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
-    ug_op_dropout_mask, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
+    ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
     ug_op_layernorm_grad, ug_op_optimizer;
 
 #endif

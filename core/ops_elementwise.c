@@ -270,9 +270,6 @@ static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
         UG_TRY(ug_g_sub(g, gy, ga, &gb));
         return ug_grad_give(g, b, gb);
     }
-    case UG_BINARY_DROPOUT:
-        UG_TRY(ug_g_binary(g, UG_BINARY_DROPOUT, n->op.p.binary.alpha, gy, b, &ga));
-        return ug_grad_give(g, a, ga);
     default:
         return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op.name);
     }
@@ -313,6 +310,7 @@ UG_BINARY_WRAPPERS(mul, UG_BINARY_MUL)
 UG_BINARY_WRAPPERS(div, UG_BINARY_DIV)
 UG_BINARY_WRAPPERS(maximum, UG_BINARY_MAXIMUM)
 UG_BINARY_WRAPPERS(minimum, UG_BINARY_MINIMUM)
+UG_BINARY_WRAPPERS(equal, UG_BINARY_EQUAL)
 
 /* ---- cast ---- */
 
@@ -343,6 +341,12 @@ ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
 {
     ug_op op = {.def = &ug_op_cast, .name = "cast", .p.cast.dtype = dtype};
     return ug_op_eager(&op, 1, &x, out);
+}
+
+ug_status ug_g_cast(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **out)
+{
+    ug_op op = {.def = &ug_op_cast, .name = "graph cast", .p.cast.dtype = dtype};
+    return ug_op_graph(g, &op, 1, &x, out);
 }
 
 ug_status ug_clone(const ug_tensor *x, ug_tensor **out)
@@ -408,10 +412,18 @@ static ug_op shaped_op(const ug_op_def *def, const char *name, float alpha, int 
     return op;
 }
 
-ug_status ug_g_expand(ug_graph *g, ug_value *x, float alpha, int ndim, const int64_t *shape,
-                      ug_value **out)
+void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_numel)
 {
-    ug_op op = shaped_op(&ug_op_expand, "graph expand", alpha, ndim, shape);
+    op->p.expand.ndim = ndim;
+    memcpy(op->p.expand.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    int64_t numel = ug_shape_numel(ndim, shape);
+    op->p.expand.alpha = op->p.expand.mean && numel > 0 ? (float)input_numel / (float)numel : 1.0f;
+}
+
+ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out)
+{
+    ug_op op = {.def = &ug_op_expand, .name = "graph expand", .p.expand = {.like = like, .mean = mean}};
+    ug_expand_follow(&op, like->ndim, like->shape, ug_shape_numel(x->ndim, x->shape));
     return ug_op_graph(g, &op, 1, &x, out);
 }
 
@@ -570,12 +582,45 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
 {
     (void)in;
     const ug_graph *g = op->p.dropout.graph;
+    if (!g->training)
+        return UG_OK; /* eval mode: the mask is not read */
     uint64_t offset = (g->runs << 40) + (op->p.dropout.stream << 32);
     return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(g->seed), offset, out[0]);
 }
 
 const ug_op_def ug_op_dropout_mask = {"dropout mask", dropout_mask_infer, dropout_mask_launch,
                                       no_gradient};
+
+/* x masked and scaled by 1 / (1 - p) in training mode, x itself in eval
+ * mode: the graph's mode is read at each run (ug_graph_set_training). */
+static ug_status dropout_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    (void)nout;
+    UG_TRY(ug_infer_float(op, &in[0], "x"));
+    UG_TRY(ug_infer_same_dtype(op, &in[0], &in[1]));
+    if (in[0].ndim != in[1].ndim || memcmp(in[0].shape, in[1].shape, sizeof(int64_t) * (size_t)in[0].ndim))
+        return ug_set_error(UG_ERR_SHAPE, "%s: the mask's shape is not x's", op->name);
+    out[0] = in[0];
+    return UG_OK;
+}
+
+static ug_status dropout_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    if (!op->p.dropout.graph->training)
+        return ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], in[0]);
+    return ug_launch_binary(op->name, UG_BINARY_DROPOUT, UG_UNARY_COPY, op->p.dropout.p, out[0], in[0], in[1]);
+}
+
+/* The same mask (and mode) applied to the gradient. */
+static ug_status dropout_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *in[2] = {gy, n->in[1]}, *gx = NULL;
+    UG_TRY(ug_op_graph(g, &n->op, 2, in, &gx));
+    return ug_grad_give(g, n->in[0], gx);
+}
+
+const ug_op_def ug_op_dropout = {"dropout", dropout_infer, dropout_launch, dropout_backward};
 
 ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
 {
@@ -585,18 +630,20 @@ ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
     if (!(p >= 0.0f && p < 1.0f))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: p = %g must be in [0, 1)", name, (double)p);
-    ug_op mask_op = {.def = &ug_op_dropout_mask, .name = name,
-                     .p.dropout = {.graph = g, .stream = g->dropout_streams}};
-    ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_value *mask = NULL;
-    ug_status st = ug_op_graph(g, &mask_op, 1, &x, &mask);
-    if (st == UG_OK && p == 0.0f) {
-        ug_graph_rollback(g, mark);
+    if (p == 0.0f) {
+        UG_TRY(ug_graph_check_value(g, x, name, "x"));
         *out = x;
         return UG_OK;
     }
-    if (st == UG_OK)
-        st = ug_g_binary(g, UG_BINARY_DROPOUT, p, x, mask, out);
+    ug_op op = {.def = &ug_op_dropout_mask, .name = name,
+                .p.dropout = {.graph = g, .stream = g->dropout_streams, .p = p}};
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *in[2] = {x, NULL};
+    ug_status st = ug_op_graph(g, &op, 1, &x, &in[1]);
+    if (st == UG_OK) {
+        op.def = &ug_op_dropout;
+        st = ug_op_graph(g, &op, 2, in, out);
+    }
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
         return st;

@@ -78,12 +78,8 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
 static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
     ug_value *x = n->in[0], *kept = gy, *gx = NULL;
-    int64_t outer, len, inner;
-    reduce_extent(&n->op, x->ndim, x->shape, &outer, &len, &inner);
-    float scale = 1.0f;
-    if (n->op.p.reduce.op == UG_RKERNEL_MEAN)
-        scale = 1.0f / (float)len;
-    else if (n->op.p.reduce.op != UG_RKERNEL_SUM)
+    bool mean = n->op.p.reduce.op == UG_RKERNEL_MEAN;
+    if (!mean && n->op.p.reduce.op != UG_RKERNEL_SUM)
         return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: max/argmax reductions have no gradient here");
     /* Put the reduced axes back as size 1 so the expand broadcasts along them. */
     int a = n->op.p.reduce.axis < 0 ? n->op.p.reduce.axis + x->ndim : n->op.p.reduce.axis;
@@ -91,7 +87,7 @@ static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
     for (int i = 0; i < x->ndim; i++)
         shape[i] = n->op.p.reduce.all || i == a ? 1 : x->shape[i];
     UG_TRY(ug_g_reshape(g, gy, x->ndim, shape, &kept));
-    UG_TRY(ug_g_expand(g, kept, scale, x->ndim, x->shape, &gx));
+    UG_TRY(ug_g_expand(g, kept, x, mean, &gx));
     return ug_grad_give(g, x, gx);
 }
 

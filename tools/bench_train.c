@@ -246,7 +246,7 @@ int bench_train_mlp(int argc, char **argv)
             lc.drop_last = true; /* one compiled graph; the partial batch would need another */
             ug_status st = ug_device_open(ids[d], &ds.device);
             if (st == UG_OK) st = ug_model_create(ds.device, 0, &model);
-            if (st == UG_OK) st = mlp_build(model, &cfg, batch, true, &ds.step);
+            if (st == UG_OK) st = mlp_build(model, &cfg, batch, &ds.step);
             if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
             if (st == UG_OK) st = mlp_finish(&ds.step, opt);
             if (st == UG_OK) st = ug_loader_create(data, ds.device, &lc, &loader);

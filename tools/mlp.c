@@ -15,7 +15,7 @@ static ug_status activate(ug_graph *g, mlp_activation a, ug_value *x, ug_value *
     }
 }
 
-ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, bool training, mlp_graph *out)
+ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_graph *out)
 {
     memset(out, 0, sizeof *out);
     out->batch = batch;
@@ -26,9 +26,7 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, bool tr
     out->graph = g;
     int64_t xshape[2] = {batch, c->inputs};
     ug_value *h = NULL, *logits = NULL;
-    st = ug_graph_set_training(g, training);
-    if (st == UG_OK)
-        st = ug_graph_input(g, "images", UG_F32, 2, xshape, &out->x);
+    st = ug_graph_input(g, "images", UG_F32, 2, xshape, &out->x);
     if (st == UG_OK)
         st = ug_graph_input(g, "labels", UG_I32, 1, &batch, &out->y);
     h = out->x;
@@ -44,21 +42,17 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, bool tr
     }
     if (st == UG_OK)
         st = ug_g_cross_entropy(g, logits, out->y, c->label_smoothing, &out->loss);
-    /* The sum of the per-sample losses over the runs, on the device. */
+    /* The epoch's sums of the samples' losses and correct predictions. */
+    ug_value *pred = NULL, *pred_f32 = NULL, *labels_f32 = NULL, *hits = NULL, *correct = NULL;
+    if (st == UG_OK) st = ug_graph_accumulate_rows(g, out->loss, &out->loss_sum);
+    if (st == UG_OK) st = ug_g_argmax(g, logits, -1, &pred);
+    if (st == UG_OK) st = ug_g_cast(g, pred, UG_F32, &pred_f32);
+    if (st == UG_OK) st = ug_g_cast(g, out->y, UG_F32, &labels_f32);
+    if (st == UG_OK) st = ug_g_equal(g, pred_f32, labels_f32, &hits);
+    if (st == UG_OK) st = ug_g_sum(g, hits, 0, true, &correct);
+    if (st == UG_OK) st = ug_graph_accumulate(g, correct, 1.0f, &out->correct_sum);
     if (st == UG_OK)
-        st = ug_graph_accumulate(g, out->loss, (float)batch, &out->loss_sum);
-    if (st == UG_OK && training)
         st = ug_graph_backward(g, out->loss);
-    if (st == UG_OK && !training) {
-        /* The predicted class, kept for reading back after each run. */
-        ug_value *pred = NULL;
-        st = ug_g_argmax(g, logits, -1, &pred);
-        if (st == UG_OK)
-            st = ug_graph_keep(g, pred);
-        if (st == UG_OK)
-            st = ug_graph_keep(g, out->loss);
-        out->prediction = pred;
-    }
     if (st != UG_OK) {
         ug_graph_free(g);
         out->graph = NULL;
@@ -68,12 +62,8 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, bool tr
 
 ug_status mlp_finish(mlp_graph *mlp, ug_optimizer *optimizer)
 {
-    if (optimizer) {
-        ug_status st = ug_graph_set_optimizer(mlp->graph, optimizer);
-        if (st != UG_OK)
-            return st;
-    }
-    return ug_graph_compile(mlp->graph);
+    ug_status st = ug_graph_set_optimizer(mlp->graph, optimizer);
+    return st == UG_OK ? ug_graph_compile(mlp->graph) : st;
 }
 
 void mlp_free(mlp_graph *mlp)

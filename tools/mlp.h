@@ -21,16 +21,17 @@ typedef struct mlp_graph {
     ug_graph *graph;
     ug_value *x, *y;          /* inputs: f32 [batch, inputs], i32 [batch] */
     ug_value *loss;           /* mean cross-entropy */
-    ug_value *loss_sum;       /* loss x rows summed over the runs (ug_graph_accumulate) */
-    ug_value *prediction;     /* i32 [batch]: argmax of the logits (eval graphs) */
+    /* Summed on the device over the runs until ug_graph_clear_sums: */
+    ug_value *loss_sum;       /* loss x rows: the sum of the samples' losses */
+    ug_value *correct_sum;    /* samples whose largest logit is at the label */
     int64_t batch;
 } mlp_graph;
 
-/* Builds the graph for one batch size; parameters are created in the model
- * on first use ("fc1.weight", ...). A training graph gets its backward pass;
- * call mlp_finish to attach the optimizer (NULL for eval) and compile. */
-ug_status mlp_build(ug_model *model, const mlp_config *config, int64_t batch, bool training,
-                    mlp_graph *out);
+/* Builds the training graph (with its backward pass) for batches of up to
+ * batch rows; parameters are created in the model on first use
+ * ("fc1.weight", ...). Evaluation runs the same graph forward in eval
+ * mode. Call mlp_finish to attach the optimizer and compile. */
+ug_status mlp_build(ug_model *model, const mlp_config *config, int64_t batch, mlp_graph *out);
 ug_status mlp_finish(mlp_graph *mlp, ug_optimizer *optimizer);
 void mlp_free(mlp_graph *mlp);
 

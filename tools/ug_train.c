@@ -65,25 +65,30 @@ static void usage(FILE *to)
             return try_;               \
     } while (0)
 
-/* One batch on graph m. With accumulation, the full-size batches add their
- * gradients on the device and every accumulate-th one makes the update; a
- * partial last batch (its own graph) first applies what is pending, then
- * makes a step of its own. */
-static ug_status train_on(mlp_graph *m, mlp_graph *full, int accumulate, int *pending)
+/* One batch. With accumulation, batches add their gradients on the device
+ * and every accumulate-th one makes the update (the epoch's last makes one
+ * with what is pending, see the epoch loop). */
+static ug_status train_on(ug_graph *g, int accumulate, int *pending)
 {
     if (accumulate <= 1)
-        return ug_graph_run(m->graph);
-    if (m != full) {
-        if (*pending)
-            TRY(ug_graph_run_update(full->graph));
-        *pending = 0;
-        return ug_graph_run(m->graph);
-    }
-    TRY(ug_graph_run_backward(m->graph));
+        return ug_graph_run(g);
+    TRY(ug_graph_run_backward(g));
     if (++*pending < accumulate)
         return UG_OK;
     *pending = 0;
-    return ug_graph_run_update(m->graph);
+    return ug_graph_run_update(g);
+}
+
+/* The epoch's mean loss and accuracy from the graph's sums (one wait),
+ * which then restart. */
+static ug_status read_sums(mlp_graph *m, int64_t samples, double *mean_loss, double *accuracy)
+{
+    float loss_sum = 0, correct = 0;
+    TRY(ug_graph_read(m->graph, m->loss_sum, &loss_sum, sizeof loss_sum));
+    TRY(ug_graph_read(m->graph, m->correct_sum, &correct, sizeof correct));
+    *mean_loss = samples ? (double)loss_sum / (double)samples : 0.0;
+    *accuracy = samples ? (double)correct / (double)samples : 0.0;
+    return ug_graph_clear_sums(m->graph);
 }
 
 static double now(void)
@@ -217,44 +222,26 @@ static void show_progress(progress *p, int epoch, int epochs, int64_t step, int6
     fflush(stdout);
 }
 
-/* Runs the eval graphs over a data set; returns accuracy and mean loss. */
-static ug_status evaluate(ug_loader *loader, mlp_graph *full, mlp_graph *rest, double *accuracy,
-                          double *mean_loss)
+/* The training graph forward in eval mode over a data set. */
+static ug_status evaluate(ug_loader *loader, mlp_graph *m, double *accuracy, double *mean_loss)
 {
-    int64_t correct = 0, seen = 0;
-    double loss_sum = 0.0;
-    int32_t *pred = malloc((size_t)full->batch * sizeof *pred);
-    int32_t *labels = malloc((size_t)full->batch * sizeof *labels);
-    if (!pred || !labels) {
-        free(pred);
-        free(labels);
-        fprintf(stderr, "ug-train: out of host memory\n");
-        return UG_ERR_OUT_OF_MEMORY;
-    }
+    int64_t seen = 0;
+    TRY(ug_graph_set_training(m->graph, false));
     ug_status st = ug_loader_start_epoch(loader, 0);
     for (bool done = false; st == UG_OK;) {
         ug_batch b;
         st = ug_loader_next(loader, &b, &done);
         if (st != UG_OK || done)
             break;
-        mlp_graph *m = b.count == full->batch ? full : rest;
-        float loss = 0;
         st = ug_graph_bind(m->graph, m->x, b.x);
         if (st == UG_OK) st = ug_graph_bind(m->graph, m->y, b.y);
-        if (st == UG_OK) st = ug_graph_run(m->graph);
-        if (st == UG_OK) st = ug_graph_read(m->graph, m->prediction, pred, (size_t)b.count * sizeof *pred);
-        if (st == UG_OK) st = ug_graph_read(m->graph, m->loss, &loss, sizeof loss);
-        if (st == UG_OK) st = ug_tensor_download(b.y, labels, (size_t)b.count * sizeof *labels);
-        for (int64_t i = 0; st == UG_OK && i < b.count; i++)
-            correct += pred[i] == labels[i];
-        loss_sum += (double)loss * (double)b.count;
+        if (st == UG_OK) st = ug_graph_run_forward(m->graph);
         seen += b.count;
     }
-    free(pred);
-    free(labels);
-    *accuracy = seen ? (double)correct / (double)seen : 0.0;
-    *mean_loss = seen ? loss_sum / (double)seen : 0.0;
-    return st;
+    if (st == UG_OK)
+        st = read_sums(m, seen, mean_loss, accuracy);
+    ug_status back = ug_graph_set_training(m->graph, true);
+    return st != UG_OK ? st : back;
 }
 
 int main(int argc, char **argv)
@@ -316,13 +303,12 @@ int main(int argc, char **argv)
     ug_model *model = NULL;
     ug_optimizer *opt = NULL;
     ug_loader *train_loader = NULL, *test_loader = NULL;
-    mlp_graph step = {0}, step_rest = {0}, eval = {0}, eval_rest = {0};
+    mlp_graph step = {0};
     FILE *csv = NULL;
-    int64_t train_rest = ug_dataset_count(train) % o.batch, test_rest = ug_dataset_count(test) % o.batch;
     rc = 1;
 
     if (ug_model_create(dev, o.seed, &model) != UG_OK) { fail("creating the model"); goto done; }
-    if (mlp_build(model, &o.model, o.batch, true, &step) != UG_OK) { fail("building the training graph"); goto done; }
+    if (mlp_build(model, &o.model, o.batch, &step) != UG_OK) { fail("building the training graph"); goto done; }
     ug_optimizer_config oc = ug_optimizer_defaults(o.optimizer);
     oc.lr = o.lr;
     if (o.weight_decay >= 0.0f)
@@ -332,15 +318,6 @@ int main(int argc, char **argv)
     oc.max_grad_norm = o.max_grad_norm;
     if (ug_optimizer_create(model, &oc, &opt) != UG_OK) { fail("creating the optimizer"); goto done; }
     if (mlp_finish(&step, opt) != UG_OK) { fail("compiling the training graph"); goto done; }
-    /* A partial last batch gets a graph of its own that shares the model and optimizer. */
-    if (train_rest && (mlp_build(model, &o.model, train_rest, true, &step_rest) != UG_OK ||
-                       mlp_finish(&step_rest, opt) != UG_OK)) { fail("building the last-batch graph"); goto done; }
-    if (mlp_build(model, &o.model, o.batch, false, &eval) != UG_OK || mlp_finish(&eval, NULL) != UG_OK) {
-        fail("building the evaluation graph");
-        goto done;
-    }
-    if (test_rest && (mlp_build(model, &o.model, test_rest, false, &eval_rest) != UG_OK ||
-                      mlp_finish(&eval_rest, NULL) != UG_OK)) { fail("building the evaluation graph"); goto done; }
     if (ug_loader_create(train, dev, &lc, &train_loader) != UG_OK ||
         ug_loader_create(test, dev, &eval_lc, &test_loader) != UG_OK) { fail("creating the data loaders"); goto done; }
     if (o.csv && !(csv = fopen(o.csv, "w"))) {
@@ -379,16 +356,15 @@ int main(int argc, char **argv)
             if (ug_loader_next(train_loader, &b, &finished) != UG_OK) { fail("loading a batch"); goto done; }
             if (finished)
                 break;
-            mlp_graph *m = b.count == o.batch ? &step : &step_rest;
-            if (ug_graph_bind(m->graph, m->x, b.x) != UG_OK || ug_graph_bind(m->graph, m->y, b.y) != UG_OK ||
-                train_on(m, &step, o.accumulate, &pending) != UG_OK) { fail("training step"); goto done; }
+            if (ug_graph_bind(step.graph, step.x, b.x) != UG_OK || ug_graph_bind(step.graph, step.y, b.y) != UG_OK ||
+                train_on(step.graph, o.accumulate, &pending) != UG_OK) { fail("training step"); goto done; }
             step_index++;
             samples += b.count;
             /* Reading the loss waits for the device, so it happens only when shown or logged. */
             double t = now();
             bool show = !o.quiet && (bar.tty ? t - bar.last_time > 0.25 : step_index - bar.last_printed >= steps / 4);
             if (csv || show || step_index == steps) {
-                if (ug_graph_read(m->graph, m->loss, &loss, sizeof loss) != UG_OK) { fail("reading the loss"); goto done; }
+                if (ug_graph_read(step.graph, step.loss, &loss, sizeof loss) != UG_OK) { fail("reading the loss"); goto done; }
             }
             if (csv)
                 fprintf(csv, "step,%d,%lld,%.6f,,\n", epoch, (long long)step_index, (double)loss);
@@ -400,24 +376,16 @@ int main(int argc, char **argv)
         }
         if (pending && ug_graph_run_update(step.graph) != UG_OK) { fail("training step"); goto done; }
         pending = 0;
-        /* The epoch's mean loss over its samples, summed on the device. */
-        float sum_full = 0, sum_rest = 0;
-        if (ug_graph_read(step.graph, step.loss_sum, &sum_full, sizeof sum_full) != UG_OK ||
-            (step_rest.graph &&
-             ug_graph_read(step_rest.graph, step_rest.loss_sum, &sum_rest, sizeof sum_rest) != UG_OK) ||
-            ug_graph_clear_sums(step.graph) != UG_OK ||
-            (step_rest.graph && ug_graph_clear_sums(step_rest.graph) != UG_OK)) {
-            fail("reading the epoch's loss");
-            goto done;
-        }
-        double train_loss = samples ? ((double)sum_full + sum_rest) / (double)samples : 0.0;
+        double train_loss = 0, train_accuracy = 0;
+        if (read_sums(&step, samples, &train_loss, &train_accuracy) != UG_OK) { fail("reading the epoch's loss"); goto done; }
         double train_seconds = now() - bar.start;
         if (!o.quiet)
             show_progress(&bar, epoch, o.epochs, step_index, steps, samples, loss, true);
         double accuracy = 0, test_loss = 0;
-        if (evaluate(test_loader, &eval, &eval_rest, &accuracy, &test_loss) != UG_OK) { fail("evaluating"); goto done; }
-        printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", epoch,
-               train_loss, test_loss, 100.0 * accuracy, train_seconds, (double)samples / train_seconds);
+        if (evaluate(test_loader, &step, &accuracy, &test_loss) != UG_OK) { fail("evaluating"); goto done; }
+        printf("epoch %d: train loss %.4f (accuracy %.2f%%), test loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n",
+               epoch, train_loss, 100.0 * train_accuracy, test_loss, 100.0 * accuracy, train_seconds,
+               (double)samples / train_seconds);
         fflush(stdout);
         if (csv)
             fprintf(csv, "epoch,%d,%lld,%.6f,%.6f,%.3f\n", epoch, (long long)step_index, test_loss, accuracy, train_seconds);
@@ -431,9 +399,6 @@ done:
     ug_loader_free(train_loader);
     ug_loader_free(test_loader);
     mlp_free(&step);
-    mlp_free(&step_rest);
-    mlp_free(&eval);
-    mlp_free(&eval_rest);
     ug_optimizer_free(opt);
     ug_model_free(model);
     ug_device_close(dev);

@@ -66,8 +66,9 @@ UG_API ug_status ug_graph_create(ug_model *model, ug_graph **out);
 UG_API void ug_graph_free(ug_graph *graph);
 UG_API ug_model *ug_graph_model(const ug_graph *graph);
 
-/* Training mode (default) enables dropout; eval mode makes it the identity.
- * Takes effect at ug_graph_compile. */
+/* Training mode (default) enables dropout; eval mode makes it the identity
+ * (PyTorch's model.train() and model.eval()). It may change between runs
+ * of a compiled graph: evaluate with ug_graph_run_forward in eval mode. */
 UG_API ug_status ug_graph_set_training(ug_graph *graph, bool training);
 /* Numeric checks, PyTorch's anomaly detection. The graph adds, on the
  * device, a flag per checked value that turns NaN once the value holds a
@@ -94,13 +95,17 @@ UG_API ug_status ug_graph_check(ug_graph *graph);
 /* Seed of dropout masks; step i draws fresh counters. */
 UG_API ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
 
-/* A value bound to a caller's tensor at run time (ug_graph_bind). */
+/* A value bound to a caller's tensor at run time (ug_graph_bind). The
+ * shape is the largest the graph plans for: a tensor with fewer rows (the
+ * leading size, from 1) may be bound, see ug_graph_bind. */
 UG_API ug_status ug_graph_input(ug_graph *graph, const char *name, ug_dtype dtype, int ndim,
                          const int64_t *shape, ug_value **out);
 /* A model parameter as a value (its gradient is derived by backward). */
 UG_API ug_status ug_graph_param(ug_graph *graph, ug_tensor *param, ug_value **out);
 
 UG_API int ug_value_ndim(const ug_value *value);
+/* The size along axis: as planned while the graph is built; once it is
+ * compiled, the size of the last run (fewer rows when fewer are bound). */
 UG_API int64_t ug_value_dim(const ug_value *value, int axis);
 UG_API ug_dtype ug_value_dtype(const ug_value *value);
 
@@ -111,6 +116,11 @@ UG_API ug_status ug_g_sub(ug_graph *g, ug_value *a, ug_value *b, ug_value **out)
 UG_API ug_status ug_g_mul(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 UG_API ug_status ug_g_div(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 UG_API ug_status ug_g_maximum(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+/* 1 where a == b, else 0 (not differentiable); with ug_g_cast and ug_g_sum
+ * it counts correct predictions on the device. */
+UG_API ug_status ug_g_equal(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+/* To f32 or f16, from f32, f16, i32 or u8 (not differentiable). */
+UG_API ug_status ug_g_cast(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **out);
 UG_API ug_status ug_g_neg(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_abs(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_exp(ug_graph *g, ug_value *x, ug_value **out);
@@ -133,7 +143,7 @@ UG_API ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
 /* Dropout with probability p in training mode; identity in eval mode (the
- * mode the graph has when it is compiled). */
+ * mode of each run). */
 UG_API ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out);
 /* LayerNorm over the last axis with learned gamma [cols] and beta [cols]. */
 UG_API ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
@@ -166,7 +176,12 @@ typedef struct ug_graph_memory_info {
  * compile); after, it reports what compile allocated. */
 UG_API ug_status ug_graph_memory(ug_graph *graph, ug_graph_memory_info *info);
 
-/* Points an input at a tensor of its exact shape and dtype for the next runs. */
+/* Points an input at a tensor for the next runs: the input's dtype and
+ * shape, or fewer rows (the leading size, 1 to the declared). The graph
+ * then runs on the rows bound, in the same plan and memory: every op's
+ * shape follows, and means and losses divide by the actual rows (the
+ * partial last batch of an epoch, evaluation in chunks). Bind every
+ * batch-sized input with the same rows. */
 UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
 /* One step: forward, backward and the optimizer update, queued without
  * waiting. */
@@ -179,8 +194,9 @@ UG_API ug_status ug_graph_run(ug_graph *graph);
  *     loss.backward()); gradient accumulation over micro-batches stays on
  *     the device.
  *   ug_graph_run_update: the optimizer update (clipping included) with the
- *     mean of the accumulated gradients, which equals the gradient of one
- *     batch of all the micro-batches' rows; then the accumulation restarts.
+ *     accumulated gradients weighted by each micro-batch's rows, which
+ *     equals the gradient of one batch of all their rows (the loss being a
+ *     mean over rows); then the accumulation restarts.
  *     Without an optimizer it leaves that mean in the gradients
  *     (ug_graph_grad) and restarts. Ops added after ug_graph_backward run
  *     with the forward pass.
@@ -200,6 +216,10 @@ UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, siz
  * rows and divide the sum by the epoch's samples, with one read per epoch
  * instead of one wait per step. */
 UG_API ug_status ug_graph_accumulate(ug_graph *graph, ug_value *value, float scale, ug_value **sum);
+/* The same with scale = each run's rows (the first input's leading size):
+ * for a mean over the batch such as the loss, the sum over the samples,
+ * whatever the rows of each batch. */
+UG_API ug_status ug_graph_accumulate_rows(ug_graph *graph, ug_value *value, ug_value **sum);
 UG_API ug_status ug_graph_clear_sums(ug_graph *graph);
 /* Copies a readable value into dst (its dtype and element count, on any
  * device), queued like an op: on the graph's device nothing waits. */

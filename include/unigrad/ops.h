@@ -20,6 +20,8 @@ UG_API ug_status ug_mul(const ug_tensor *a, const ug_tensor *b, ug_tensor **out)
 UG_API ug_status ug_div(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
 UG_API ug_status ug_maximum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
 UG_API ug_status ug_minimum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+/* 1 where a == b, else 0. */
+UG_API ug_status ug_equal(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
 
 /* Elementwise unary. gelu is the exact (erf) form. */
 UG_API ug_status ug_neg(const ug_tensor *x, ug_tensor **out);

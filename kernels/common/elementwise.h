@@ -86,6 +86,8 @@
     /* b = sqrt(x) */                                                          \
     X(SQRT_GRAD, 0.5f * a / b)                                                 \
     X(GE_MASK, a >= b ? 1.0f : 0.0f)                                           \
+    X(EQUAL, a == b ? 1.0f : 0.0f)                                             \
+    X(ADD_SCALED, a + alpha * b)                                               \
     /* b uniform in [0, 1), alpha the drop probability */                      \
     X(DROPOUT, b >= alpha ? a / (1.0f - alpha) : 0.0f)
 

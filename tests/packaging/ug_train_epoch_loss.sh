@@ -18,7 +18,7 @@ failed=0
 for epoch in 1 2; do
     want=$(awk -F, -v e="$epoch" '$1 == "step" && $2 == e { rows = ($3 <= 2) ? 4 : 2; s += rows * $4; n += rows }
         END { printf "%.6f", s / n }' "$dir/log.csv")
-    got=$(printf '%s\n' "$out" | sed -n "s/^epoch $epoch: train loss \([0-9.]*\),.*/\1/p")
+    got=$(printf '%s\n' "$out" | sed -n "s/^epoch $epoch: train loss \([0-9.]*\)[ ,].*/\1/p")
     if awk -v w="$want" -v g="$got" 'BEGIN { d = w - g; exit !(g != "" && d < 6e-5 && d > -6e-5) }'; then
         echo "ok epoch $epoch: train loss $got, weighted mean of the steps $want"
     else
