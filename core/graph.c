@@ -203,19 +203,20 @@ ug_status ug_graph_input(ug_graph *g, const char *name, ug_dtype dtype, int ndim
 
 ug_status ug_graph_param(ug_graph *g, ug_tensor *param, ug_value **out)
 {
-    UG_TRY(start_op(g, "ug_graph_param", out));
-    if (!param)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_param: param is NULL");
-    int index = ug_model_param_index(g->model, param);
-    if (index < 0)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "ug_graph_param: the tensor is not a parameter of the graph's model "
-                            "(create it with ug_model_param)");
+    if (!g || !param || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_param: NULL argument");
+    /* A parameter the graph uses is found even once compiled (for ug_graph_grad). */
     for (int i = 0; i < g->value_count; i++)
         if (g->values[i]->kind == VALUE_PARAM && g->values[i]->param == param) {
             *out = g->values[i];
             return UG_OK;
         }
+    UG_TRY(start_op(g, "ug_graph_param", out));
+    int index = ug_model_param_index(g->model, param);
+    if (index < 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "ug_graph_param: the tensor is not a parameter of the graph's model "
+                            "(create it with ug_model_param)");
     UG_TRY(ug_graph_new_value(g, VALUE_PARAM, param->dtype, param->ndim, param->shape, out));
     const char *name = NULL;
     ug_model_param_at(g->model, index, &name, NULL);

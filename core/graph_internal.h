@@ -53,6 +53,7 @@ struct graph_node {
     ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
     int nscratch;
     float per_row_scale;      /* a scale_shift whose alpha is this times the run's rows */
+    int segment;              /* a checkpointed segment (ug_graph_checkpoint), 0 if none */
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
@@ -100,6 +101,9 @@ struct ug_graph {
     bool shapes_fitted;       /* the tensors' shapes follow the inputs bound now */
     int64_t rows;             /* the run's rows: the first input's leading size */
     uint64_t checked_runs;    /* runs when the flags were last cleared */
+    int segments;             /* checkpointed segments marked */
+    bool recompute_added;     /* their recompute nodes are in (once, even if compile is retried) */
+    int recomputed;           /* nodes added to recompute them */
 };
 
 /* The value a reshape views (the value itself otherwise). */
@@ -149,6 +153,8 @@ bool ug_grad_needed(const ug_value *v);
 /* optim.c */
 ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt);
 void ug_optim_step_done(ug_optimizer *opt);
+/* State tensors per parameter (shaped like it). */
+int ug_optim_slots(const ug_optimizer *opt);
 ug_model *ug_optimizer_model(const ug_optimizer *opt);
 
 /* graph_plan.c */
@@ -164,6 +170,10 @@ ug_status ug_graph_add_checks(ug_graph *g);
 ug_status ug_graph_alloc_checks(ug_graph *g);
 void ug_graph_release_checks(ug_graph *g);
 void ug_graph_free_checks(ug_graph *g);
+
+/* graph_checkpoint.c */
+/* Inserts the recompute nodes of the checkpointed segments (once). */
+ug_status ug_graph_add_recompute(ug_graph *g);
 
 /* graph_rows.c */
 /* Before a run: the tensors' shapes for the rows bound (when they changed). */

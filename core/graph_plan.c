@@ -242,6 +242,37 @@ static void release_plan(ug_graph *g)
     memset(&g->memory, 0, sizeof g->memory);
 }
 
+static uint64_t block_bytes(const ug_value *v)
+{
+    return ug_pool_block_bytes((size_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype));
+}
+
+/* What the graph holds on the device, as the pool counts it. */
+static void count_device_bytes(ug_graph *g)
+{
+    ug_graph_memory_info *m = &g->memory;
+    int slots = g->optimizer ? ug_optim_slots(g->optimizer) : 0;
+    uint64_t sums = 0, gradients = 0;
+    for (int i = 0; i < g->value_count; i++) {
+        const ug_value *v = g->values[i];
+        if (v->kind == VALUE_GRAD) {
+            m->gradient_bytes += (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
+            gradients += block_bytes(v);
+        } else if (v->kind == VALUE_PARAM) {
+            m->parameter_bytes += block_bytes(v);
+            if (v->grad)
+                m->optimizer_bytes += (uint64_t)slots * block_bytes(v);
+        } else if (v->kind == VALUE_SUM) {
+            sums += block_bytes(v);
+        }
+    }
+    if (g->check_count)
+        sums += ug_pool_block_bytes((size_t)g->check_count * sizeof(float));
+    size_t arena = m->activation_bytes ? (size_t)m->activation_bytes : ARENA_ALIGN;
+    m->accumulator_bytes = gradients; /* one per gradient */
+    m->total_bytes = ug_pool_block_bytes(arena) + gradients + m->parameter_bytes + m->optimizer_bytes + sums;
+}
+
 /* Everything but the allocation: fusion, checks, liveness, the arena's
  * layout and the byte counts. */
 static ug_status plan_graph(ug_graph *g)
@@ -250,21 +281,18 @@ static ug_status plan_graph(ug_graph *g)
     mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
     UG_TRY(ug_graph_add_checks(g)); /* before fusion: a checked value must exist */
     fuse_activations(g);
+    UG_TRY(ug_graph_add_recompute(g)); /* after fusion: the copies are of fused nodes */
     count_uses(g);
     for (int i = 0; i < g->value_count; i++)
         if (g->values[i]->keep)
             g->values[i]->last_use = INT_MAX;
     UG_TRY(plan_arena(g));
+    g->memory.recomputed = g->recomputed;
     for (int i = 0; i < g->node_count; i++) {
         g->memory.nodes += !g->nodes[i]->dead;
         g->memory.fused += g->nodes[i]->dead && g->nodes[i]->op.def == &ug_op_unary;
     }
-    for (int i = 0; i < g->value_count; i++) {
-        const ug_value *v = g->values[i];
-        if (v->kind == VALUE_GRAD)
-            g->memory.gradient_bytes +=
-                (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
-    }
+    count_device_bytes(g);
     g->planned = true;
     return UG_OK;
 }

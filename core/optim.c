@@ -221,6 +221,8 @@ static void fill_args(const ug_optimizer *opt, int param_index, ug_optim_args *a
 
 void ug_optim_step_done(ug_optimizer *opt) { opt->steps++; }
 
+int ug_optim_slots(const ug_optimizer *opt) { return opt->slots; }
+
 /* One parameter's update: in param, grad (and the clipping scale); the
  * parameter is updated in place, so the node has no result. */
 static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)

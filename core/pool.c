@@ -27,7 +27,7 @@ struct ug_pool {
 
 /* Classes step by a quarter of the power of two below the size, so at most
  * 25% of a block is slack while similar sizes still share blocks. */
-static size_t size_class(size_t bytes)
+size_t ug_pool_block_bytes(size_t bytes)
 {
     const size_t minimum = 512;
     if (bytes <= minimum)
@@ -172,7 +172,7 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
     ug_storage *storage = ug_calloc(1, sizeof *storage);
     if (!storage)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory for a tensor handle");
-    size_t block = size_class(bytes);
+    size_t block = ug_pool_block_bytes(bytes);
     ug_status st = UG_OK;
     ug_mem mem = NULL;
 

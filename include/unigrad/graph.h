@@ -100,7 +100,8 @@ UG_API ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
  * leading size, from 1) may be bound, see ug_graph_bind. */
 UG_API ug_status ug_graph_input(ug_graph *graph, const char *name, ug_dtype dtype, int ndim,
                          const int64_t *shape, ug_value **out);
-/* A model parameter as a value (its gradient is derived by backward). */
+/* A model parameter as a value (its gradient is derived by backward). One
+ * the graph uses already is found even after compile. */
 UG_API ug_status ug_graph_param(ug_graph *graph, ug_tensor *param, ug_value **out);
 
 UG_API int ug_value_ndim(const ug_value *value);
@@ -155,6 +156,19 @@ UG_API ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *lab
 /* Mean squared error: mean((a - b)^2). */
 UG_API ug_status ug_g_mse(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 
+/* Activation checkpointing (torch.utils.checkpoint): the ops that lie
+ * between from and to (they read from, through any path, and to depends
+ * on them) form a segment whose results are not kept for the backward
+ * pass; backward recomputes them. Mark each layer (its input and output)
+ * of a deep network: segments that feed one another form a chain, and a
+ * chain of n segments holds about log2(n) of their outputs at once,
+ * recomputing about log2(n) / 2 forward passes of it (the halving scheme
+ * of Chen et al. 2016). The gradients are bitwise those of the graph
+ * without checkpoints (dropout masks included); ug_graph_memory shows the
+ * activation bytes saved. Segments may not overlap; mark them before
+ * ug_graph_backward. */
+UG_API ug_status ug_graph_checkpoint(ug_graph *graph, ug_value *from, ug_value *to);
+
 /* Derives the gradient of the scalar loss with respect to every parameter
  * the loss depends on. */
 UG_API ug_status ug_graph_backward(ug_graph *graph, ug_value *loss);
@@ -166,14 +180,23 @@ UG_API ug_status ug_graph_compile(ug_graph *graph);
 typedef struct ug_graph_memory_info {
     uint64_t activation_bytes;  /* one arena for every intermediate value */
     uint64_t gradient_bytes;    /* parameter gradients */
+    uint64_t parameter_bytes;   /* the model's parameters the graph uses */
+    uint64_t optimizer_bytes;   /* the optimizer's state for them */
+    /* Everything above plus running sums and check flags, as the memory
+     * pool holds it (in its block sizes): the device memory training with
+     * this graph takes. */
+    uint64_t total_bytes;
+    uint64_t accumulator_bytes; /* taken by the first ug_graph_run_backward */
     uint64_t unplanned_bytes;   /* if every value had its own buffer */
     int nodes;                  /* kernels one run launches (after fusion) */
     int fused;                  /* nodes removed by fusion */
+    int recomputed;             /* kernels added to recompute checkpointed activations */
 } ug_graph_memory_info;
-/* The device bytes one run needs beyond the parameters and optimizer state,
- * so a program can tell if a batch fits. Before ug_graph_compile it plans
- * the graph without allocating anything (the graph takes no more ops, only
- * compile); after, it reports what compile allocated. */
+/* The device bytes the graph needs, so a program can tell whether a batch
+ * fits before anything is allocated. Before ug_graph_compile it plans the
+ * graph without allocating anything (the graph takes no more ops, only
+ * compile); after, it reports what compile allocated. Parameters exist
+ * once created, and the optimizer's state once it is. */
 UG_API ug_status ug_graph_memory(ug_graph *graph, ug_graph_memory_info *info);
 
 /* Points an input at a tensor for the next runs: the input's dtype and
