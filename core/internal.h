@@ -53,6 +53,8 @@ void ug_pool_destroy(ug_device *device);
 /* Takes a block of at least bytes; purpose names the request in errors. */
 ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose,
                         ug_storage **out);
+/* "1048576 bytes (1.0 MiB)" into buf. */
+void ug_format_bytes(uint64_t bytes, char *buf, size_t len);
 /* The bytes of the block the pool gives for a request of bytes. */
 size_t ug_pool_block_bytes(size_t bytes);
 void ug_storage_retain(ug_storage *storage);

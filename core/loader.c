@@ -307,6 +307,18 @@ static ug_status make_slot(ug_loader *l, slot *s)
     return UG_OK;
 }
 
+uint64_t ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_config *config)
+{
+    ug_loader_config c = config ? *config : ug_loader_default_config();
+    if (!dataset || c.batch_size < 1 || c.prefetch < 0)
+        return 0;
+    int64_t rows = c.batch_size < dataset->count ? c.batch_size : dataset->count;
+    int slots = (c.prefetch ? c.prefetch : 2) + 1;
+    size_t x = ug_pool_block_bytes((size_t)rows * (size_t)dataset->features * sizeof(float));
+    size_t y = ug_pool_block_bytes((size_t)rows * sizeof(int32_t));
+    return (uint64_t)slots * (x + y);
+}
+
 ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
                            const ug_loader_config *config, ug_loader **out)
 {

@@ -118,7 +118,7 @@ static uint64_t effective_limit(const ug_device *device, const ug_pool *pool)
     return pool->stats.limit ? pool->stats.limit : device->info.global_memory;
 }
 
-static void human(uint64_t bytes, char *buf, size_t len)
+void ug_format_bytes(uint64_t bytes, char *buf, size_t len)
 {
     const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;
@@ -137,10 +137,10 @@ static ug_status out_of_memory(ug_device *device, ug_pool *pool, size_t bytes,
                                const char *purpose, const char *cause)
 {
     char asked[64], used[64], cached[64], limit[64];
-    human(bytes, asked, sizeof asked);
-    human(pool->stats.bytes_in_use, used, sizeof used);
-    human(pool->stats.bytes_cached, cached, sizeof cached);
-    human(effective_limit(device, pool), limit, sizeof limit);
+    ug_format_bytes(bytes, asked, sizeof asked);
+    ug_format_bytes(pool->stats.bytes_in_use, used, sizeof used);
+    ug_format_bytes(pool->stats.bytes_cached, cached, sizeof cached);
+    ug_format_bytes(effective_limit(device, pool), limit, sizeof limit);
     pool->stats.out_of_memory++;
     const char *limit_kind = pool->stats.limit
                                  ? (pool->limit_from_env ? "limit (UG_MEMORY_LIMIT)" : "limit")
@@ -181,7 +181,7 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
         st = out_of_memory(device, pool, bytes, purpose, "the allocation failed (injected by a test)");
     } else if (block > device->info.max_allocation && device->info.max_allocation) {
         char max[64];
-        human(device->info.max_allocation, max, sizeof max);
+        ug_format_bytes(device->info.max_allocation, max, sizeof max);
         char cause[160];
         snprintf(cause, sizeof cause, "the largest single buffer %s allows is %s",
                  device->info.id, max);

@@ -241,6 +241,46 @@ static void test_memory_limit(ug_device *dev)
     }
 }
 
+/* A plan of one MiB per row (a failure past 1000 rows). */
+static ug_status mib_per_row(void *context, int64_t rows, uint64_t *bytes)
+{
+    ++*(int *)context;
+    if (rows > 1000)
+        return UG_ERR_SHAPE;
+    *bytes = (uint64_t)rows * MiB;
+    return UG_OK;
+}
+
+/* The largest power of two whose plan, plus the headroom, fits the limit
+ * beside what is in use. */
+static void test_fit_batch(ug_device *dev)
+{
+    uint64_t old_limit = th_stats(dev).limit;
+    REQUIRE_OK(ug_memory_set_limit(dev, th_stats(dev).bytes_in_use + 20 * MiB));
+    int64_t batch = 0;
+    uint64_t bytes = 0, next = 0;
+    int calls = 0;
+    CHECK_OK(ug_memory_fit_batch(dev, mib_per_row, &calls, 0.05, 1 << 20, &batch, &bytes, &next));
+    CHECK_EQ_I64(batch, 16); /* 16.8 MiB fits in 20; 32 x 1.05 does not */
+    CHECK_EQ_I64(bytes, 16 * MiB);
+    CHECK_EQ_I64(next, 32 * MiB);
+    CHECK_OK(ug_memory_fit_batch(dev, mib_per_row, &calls, 0.5, 1 << 20, &batch, &bytes, &next));
+    CHECK_EQ_I64(batch, 8); /* 24 MiB with half kept free does not fit */
+    CHECK_OK(ug_memory_fit_batch(dev, mib_per_row, &calls, 0.0, 10, &batch, &bytes, &next));
+    CHECK_EQ_I64(batch, 8); /* max_batch 10: the next power would pass it */
+    CHECK_EQ_I64(next, 0);
+    REQUIRE_OK(ug_memory_set_limit(dev, th_stats(dev).bytes_in_use + MiB / 2));
+    if (CHECK_STATUS(ug_memory_fit_batch(dev, mib_per_row, &calls, 0.0, 64, &batch, &bytes, &next),
+                     UG_ERR_OUT_OF_MEMORY))
+        CHECK_ERROR_HAS("a batch of 1 needs", "UG_MEMORY_LIMIT");
+    REQUIRE_OK(ug_memory_set_limit(dev, UINT64_C(1) << 50));
+    CHECK_STATUS(ug_memory_fit_batch(dev, mib_per_row, &calls, 0.0, 1 << 20, &batch, &bytes, &next), UG_ERR_SHAPE);
+    CHECK_STATUS(ug_memory_fit_batch(dev, mib_per_row, &calls, -1.0, 64, &batch, &bytes, &next),
+                 UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_memory_fit_batch(dev, NULL, &calls, 0.0, 64, &batch, &bytes, &next), UG_ERR_INVALID_ARGUMENT);
+    CHECK_OK(ug_memory_set_limit(dev, old_limit));
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -249,6 +289,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(peak),
         TH_DEVICE_TEST(views_share_storage),
         TH_DEVICE_TEST(memory_limit),
+        TH_DEVICE_TEST(fit_batch),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

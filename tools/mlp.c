@@ -34,11 +34,14 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_gra
         char name[16];
         snprintf(name, sizeof name, "fc%d", i + 1);
         bool last = i == c->hidden_count;
+        ug_value *layer_input = h;
         st = ug_nn_linear(g, name, h, last ? c->classes : c->hidden[i], last ? &logits : &h);
         if (st == UG_OK && !last)
             st = activate(g, c->activation, h, &h);
         if (st == UG_OK && !last && c->dropout > 0.0f)
             st = ug_g_dropout(g, h, c->dropout, &h);
+        if (st == UG_OK && !last && c->checkpoint)
+            st = ug_graph_checkpoint(g, layer_input, h);
     }
     if (st == UG_OK)
         st = ug_g_cross_entropy(g, logits, out->y, c->label_smoothing, &out->loss);
@@ -76,8 +79,17 @@ bool mlp_parse_hidden(const char *text, mlp_config *c)
 {
     c->hidden_count = 0;
     const char *p = text;
+    char *end = NULL;
+    long long count = strtoll(p, &end, 10);
+    if (end != p && *end == 'x') { /* "16x1024" */
+        long long width = strtoll(end + 1, &end, 10);
+        if (*end || count < 1 || count > MLP_MAX_HIDDEN || width < 1)
+            return false;
+        for (int i = 0; i < count; i++)
+            c->hidden[c->hidden_count++] = width;
+        return true;
+    }
     while (*p) {
-        char *end = NULL;
         long long v = strtoll(p, &end, 10);
         if (end == p || v <= 0 || c->hidden_count == MLP_MAX_HIDDEN)
             return false;
@@ -88,5 +100,5 @@ bool mlp_parse_hidden(const char *text, mlp_config *c)
         else if (*p)
             return false;
     }
-    return true;
+    return c->hidden_count > 0;
 }

@@ -4,7 +4,7 @@
 
 #include "unigrad/unigrad.h"
 
-enum { MLP_MAX_HIDDEN = 8 };
+enum { MLP_MAX_HIDDEN = 32 };
 
 typedef enum mlp_activation { MLP_RELU = 0, MLP_GELU, MLP_TANH, MLP_SIGMOID } mlp_activation;
 
@@ -15,6 +15,7 @@ typedef struct mlp_config {
     mlp_activation activation;
     float dropout;
     float label_smoothing;
+    bool checkpoint;          /* each hidden layer a checkpointed segment */
 } mlp_config;
 
 typedef struct mlp_graph {
@@ -35,7 +36,8 @@ ug_status mlp_build(ug_model *model, const mlp_config *config, int64_t batch, ml
 ug_status mlp_finish(mlp_graph *mlp, ug_optimizer *optimizer);
 void mlp_free(mlp_graph *mlp);
 
-/* Parses "500" or "256,128" into config->hidden. */
+/* Parses "500", "256,128" or "16x1024" (16 layers of 1024) into
+ * config->hidden. */
 bool mlp_parse_hidden(const char *text, mlp_config *config);
 
 #endif

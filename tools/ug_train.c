@@ -36,7 +36,9 @@ static void usage(FILE *to)
             "Trains an MLP on IDX data (default: Fashion-MNIST from /usr/share/datasets/fashion-mnist).\n"
             "  --device NAME        cpu, opencl:N, hip:N, cuda:N or auto (default; UG_DEVICE overrides)\n"
             "  --epochs N           default 10\n"
-            "  --batch-size N       default 64\n"
+            "  --batch-size N       default 64; auto: the largest power of two whose plan (model,\n"
+            "                       optimizer, activations, loaders) fits the device's memory\n"
+            "                       limit (UG_MEMORY_LIMIT, else its size), 5%% kept free\n"
             "  --lr X               learning rate, default 1e-3\n"
             "  --optimizer NAME     adam (default), adamw or sgd\n"
             "  --momentum X         SGD momentum, default 0.9\n"
@@ -46,6 +48,8 @@ static void usage(FILE *to)
             "  --dropout P          dropout after each hidden layer, default 0\n"
             "  --label-smoothing S  default 0\n"
             "  --clip X             clip gradients to global norm X\n"
+            "  --checkpoint-activations  recompute each hidden layer's activations in backward\n"
+            "                       instead of keeping them (less memory, more compute)\n"
             "  --accumulate N       one optimizer step per N batches (their gradients summed on\n"
             "                       the device: a batch N times the size); default 1\n"
             "  --seed N             default 0\n"
@@ -91,6 +95,36 @@ static ug_status read_sums(mlp_graph *m, int64_t samples, double *mean_loss, dou
     return ug_graph_clear_sums(m->graph);
 }
 
+typedef struct batch_planner {
+    ug_model *model;
+    const mlp_config *config;
+    ug_optimizer *optimizer;
+    const ug_dataset *train, *test;
+    ug_loader_config loader;
+    bool accumulate;
+} batch_planner;
+
+/* What training with batches of rows would add to the device's memory:
+ * the graph's plan (no allocation) beyond the model and optimizer already
+ * there, and both loaders' slots. */
+static ug_status plan_batch(void *context, int64_t rows, uint64_t *bytes)
+{
+    batch_planner *p = context;
+    mlp_graph m;
+    ug_graph_memory_info mem;
+    TRY(mlp_build(p->model, p->config, rows, &m));
+    ug_status st = ug_graph_set_optimizer(m.graph, p->optimizer);
+    if (st == UG_OK)
+        st = ug_graph_memory(m.graph, &mem);
+    mlp_free(&m);
+    TRY(st);
+    ug_loader_config lc = p->loader;
+    lc.batch_size = rows;
+    *bytes = mem.total_bytes - mem.parameter_bytes - mem.optimizer_bytes + (p->accumulate ? mem.accumulator_bytes : 0) +
+             ug_loader_device_bytes(p->train, &lc) + ug_loader_device_bytes(p->test, &lc);
+    return UG_OK;
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -122,6 +156,15 @@ static int parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(arg, "--quiet")) {
             o->quiet = true;
+            continue;
+        }
+        if (!strcmp(arg, "--checkpoint-activations")) {
+            o->model.checkpoint = true;
+            continue;
+        }
+        if (i + 1 < argc && !strcmp(arg, "--batch-size") && !strcmp(argv[i + 1], "auto")) {
+            o->batch = 0;
+            i++;
             continue;
         }
         if (!strcmp(arg, "--no-standardize")) {
@@ -296,10 +339,7 @@ int main(int argc, char **argv)
     ug_device_get_info(dev, &info);
 
     ug_loader_config lc = ug_loader_default_config();
-    lc.batch_size = o.batch;
     lc.seed = o.seed;
-    ug_loader_config eval_lc = lc;
-    eval_lc.shuffle = false;
     ug_model *model = NULL;
     ug_optimizer *opt = NULL;
     ug_loader *train_loader = NULL, *test_loader = NULL;
@@ -308,7 +348,8 @@ int main(int argc, char **argv)
     rc = 1;
 
     if (ug_model_create(dev, o.seed, &model) != UG_OK) { fail("creating the model"); goto done; }
-    if (mlp_build(model, &o.model, o.batch, &step) != UG_OK) { fail("building the training graph"); goto done; }
+    /* The parameters (made by the first graph built) come before the optimizer. */
+    if (mlp_build(model, &o.model, o.batch ? o.batch : 1, &step) != UG_OK) { fail("building the training graph"); goto done; }
     ug_optimizer_config oc = ug_optimizer_defaults(o.optimizer);
     oc.lr = o.lr;
     if (o.weight_decay >= 0.0f)
@@ -317,6 +358,24 @@ int main(int argc, char **argv)
         oc.momentum = o.momentum;
     oc.max_grad_norm = o.max_grad_norm;
     if (ug_optimizer_create(model, &oc, &opt) != UG_OK) { fail("creating the optimizer"); goto done; }
+    if (o.batch == 0) {
+        batch_planner planner = {model, &o.model, opt, train, test, lc, o.accumulate > 1};
+        uint64_t need = 0, next = 0;
+        ug_memory_stats ms;
+        mlp_free(&step);
+        if (ug_memory_fit_batch(dev, plan_batch, &planner, 0.05, ug_dataset_count(train), &o.batch, &need, &next) != UG_OK ||
+            ug_memory_get_stats(dev, &ms) != UG_OK) { fail("choosing the batch size"); goto done; }
+        printf("batch size auto: %lld: the plan needs %.2f MiB (+5%% kept free) beside %.2f MiB in use, limit %.2f MiB",
+               (long long)o.batch, (double)need / 1048576.0, (double)ms.bytes_in_use / 1048576.0,
+               (double)(ms.limit ? ms.limit : info.global_memory) / 1048576.0);
+        if (next)
+            printf("; %lld would need %.2f MiB", (long long)(2 * o.batch), (double)next / 1048576.0);
+        printf("\n");
+        if (mlp_build(model, &o.model, o.batch, &step) != UG_OK) { fail("building the training graph"); goto done; }
+    }
+    lc.batch_size = o.batch;
+    ug_loader_config eval_lc = lc;
+    eval_lc.shuffle = false;
     if (mlp_finish(&step, opt) != UG_OK) { fail("compiling the training graph"); goto done; }
     if (ug_loader_create(train, dev, &lc, &train_loader) != UG_OK ||
         ug_loader_create(test, dev, &eval_lc, &test_loader) != UG_OK) { fail("creating the data loaders"); goto done; }
@@ -329,7 +388,7 @@ int main(int argc, char **argv)
 
     ug_graph_memory_info mem;
     ug_graph_memory(step.graph, &mem);
-    char hidden[128] = "";
+    char hidden[MLP_MAX_HIDDEN * 21] = "";
     for (int i = 0, used = 0; i < o.model.hidden_count; i++)
         used += snprintf(hidden + used, sizeof hidden - (size_t)used, "%s%lld", i ? "-" : "", (long long)o.model.hidden[i]);
     printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
@@ -337,8 +396,10 @@ int main(int argc, char **argv)
            (long long)o.model.inputs, hidden, (long long)o.model.classes,
            o.optimizer == UG_SGD ? "SGD" : o.optimizer == UG_ADAM ? "Adam" : "AdamW", (double)o.lr, (long long)o.batch,
            o.epochs, (unsigned long long)o.seed, (long long)ug_dataset_count(train), (long long)ug_dataset_count(test));
-    printf("step plan: %d kernels (%d fused away), %.2f MiB of activations, %.2f MiB of gradients\n", mem.nodes,
-           mem.fused, (double)mem.activation_bytes / 1048576.0, (double)mem.gradient_bytes / 1048576.0);
+    printf("step plan: %d kernels (%d fused away, %d recomputing checkpointed activations), %.2f MiB of activations, "
+           "%.2f MiB of gradients, %.2f MiB in all\n", mem.nodes, mem.fused, mem.recomputed,
+           (double)mem.activation_bytes / 1048576.0, (double)mem.gradient_bytes / 1048576.0,
+           (double)mem.total_bytes / 1048576.0);
     fflush(stdout);
 
     progress bar = {.tty = !o.quiet && isatty(STDOUT_FILENO)};

@@ -33,6 +33,21 @@ UG_API ug_status ug_memory_set_limit(ug_device *device, uint64_t bytes);
 /* Parses "123", "64K", "512M", "2G" (powers of 1024). */
 UG_API ug_status ug_memory_parse_size(const char *text, uint64_t *bytes);
 
+/* Choosing a batch size without an out-of-memory trial. bytes_of says
+ * what a batch of rows would take on the device beyond the memory in use
+ * now, from plans that allocate nothing (ug_graph_memory before compile,
+ * ug_loader_device_bytes). The call picks the largest power of two up to
+ * max_batch whose bytes, plus headroom times them (kept free for what
+ * no plan sees: the runtime's own buffers, fragmentation), fit in the
+ * limit (ug_memory_set_limit, UG_MEMORY_LIMIT, else the device's size)
+ * less the bytes in use. *next_bytes:
+ * what twice the batch would take (0 at max_batch). UG_ERR_OUT_OF_MEMORY
+ * when not even one row fits. */
+typedef ug_status (*ug_batch_bytes_fn)(void *context, int64_t batch, uint64_t *bytes);
+UG_API ug_status ug_memory_fit_batch(ug_device *device, ug_batch_bytes_fn bytes_of, void *context,
+                                     double headroom, int64_t max_batch, int64_t *batch,
+                                     uint64_t *bytes, uint64_t *next_bytes);
+
 /* Page-locked host memory for faster transfers where the backend offers it,
  * ordinary memory elsewhere. */
 UG_API ug_status ug_host_alloc(ug_device *device, size_t bytes, void **ptr);
