@@ -1,13 +1,18 @@
-/* ug-bench train-mlp: the training step of ug-train's default model
- * (MLP 784-500-10, Adam) per device and batch size, beside the same step's
+/* ug-bench train-mlp: the training step of ug-train's model (MLP 784-500-10
+ * by default, Adam) per device and batch size, beside the same step's
  * matrix products run alone through OpenBLAS on the host in the same run;
  * then a full epoch with the prefetching loader against the sum of its
- * steps, which shows whether data loading hides behind compute.
+ * steps, which shows whether data loading hides behind compute; then the
+ * same step with gradient accumulation (4 micro-batches) and with every
+ * hidden layer checkpointed: step time and memory beside the plain step.
  *
  * The step is timed on the batches of a whole epoch (copied onto the device
- * beforehand), as training runs: a few batches trained on thousands of times
- * drive values into the denormal range, which x86 computes slowly, and the
- * figure would grow with --seconds. */
+ * beforehand), as training runs. Denormals are flushed to zero on the CPU
+ * backend's threads (ug_set_flush_denormal) unless --keep-denormals: Adam's
+ * moments of parameters whose gradient is always 0 (the weights of blank
+ * border pixels) decay into the denormal range after some hundred steps,
+ * which x86 computes slowly, so without flushing the figure grows with
+ * --seconds as training goes on. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +25,15 @@ enum { MAX_DEVICES = 16, FEATURES = 784, HIDDEN = 500, CLASSES = 10, SYNTHETIC_S
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: ug-bench train-mlp [--device NAME] [--batch N]... [--seconds S] [--no-epoch]\n"
-            "                          [--flush-denormal] [--csv FILE]\n"
-            "Times ug-train's default training step (MLP 784-500-10, Adam) at batch 64 and 128 on\n"
-            "changing batches beside the step's matrix products alone through OpenBLAS, and one\n"
-            "epoch with the prefetching loader (Fashion-MNIST when installed, else random data of\n"
-            "its size). --flush-denormal flushes denormals to zero (ug_set_flush_denormal).\n");
+            "usage: ug-bench train-mlp [--device NAME] [--batch N]... [--hidden LIST] [--seconds S]\n"
+            "                          [--no-epoch] [--no-modes] [--keep-denormals] [--csv FILE]\n"
+            "Times ug-train's training step (MLP 784-500-10 by default, Adam; --hidden as ug-train's,\n"
+            "e.g. 16x1024) at batch 64 and 128 on changing batches beside the step's matrix products\n"
+            "alone through OpenBLAS (default model only), one epoch with the prefetching loader\n"
+            "(Fashion-MNIST when installed, else random data of its size), and the step with\n"
+            "gradient accumulation over 4 micro-batches and with activation checkpointing (time\n"
+            "and memory: the plan's and the pool's measured peak). Denormals are flushed to zero\n"
+            "on the CPU backend's threads unless --keep-denormals.\n");
 }
 
 typedef struct host_products {
@@ -74,22 +82,36 @@ static bool alloc_products(host_products *p, int64_t batch)
     return true;
 }
 
+enum { MICRO_BATCHES = 4 };
+
 typedef struct device_step {
     ug_device *device;
     mlp_graph step;
     ug_tensor **x, **y;       /* an epoch's batches */
+    ug_tensor **micro_x, **micro_y; /* each split in MICRO_BATCHES */
     int64_t batches, next;
     uint64_t batch_bytes;
+    bool accumulate;          /* step = MICRO_BATCHES micro-batches and one update */
 } device_step;
+
+static bool train_on(mlp_graph *m, ug_tensor *x, ug_tensor *y, ug_status (*run)(ug_graph *))
+{
+    return ug_graph_bind(m->graph, m->x, x) == UG_OK && ug_graph_bind(m->graph, m->y, y) == UG_OK &&
+           run(m->graph) == UG_OK;
+}
 
 /* One step on the next of the batches. */
 static bool run_step(void *ctx)
 {
     device_step *s = ctx;
     int64_t i = s->next++ % s->batches;
-    return ug_graph_bind(s->step.graph, s->step.x, s->x[i]) == UG_OK &&
-           ug_graph_bind(s->step.graph, s->step.y, s->y[i]) == UG_OK &&
-           ug_graph_run(s->step.graph) == UG_OK;
+    if (!s->accumulate)
+        return train_on(&s->step, s->x[i], s->y[i], ug_graph_run);
+    for (int k = 0; k < MICRO_BATCHES; k++)
+        if (!train_on(&s->step, s->micro_x[i * MICRO_BATCHES + k], s->micro_y[i * MICRO_BATCHES + k],
+                      ug_graph_run_backward))
+            return false;
+    return ug_graph_run_update(s->step.graph) == UG_OK;
 }
 
 /* An epoch's batches, copied onto the device once. */
@@ -116,14 +138,37 @@ static ug_status fill_batches(device_step *s, ug_loader *loader)
     return st;
 }
 
+/* Views of each batch in MICRO_BATCHES parts. */
+static ug_status split_batches(device_step *s, int64_t batch)
+{
+    int64_t rows = batch / MICRO_BATCHES, count = s->batches * MICRO_BATCHES;
+    s->micro_x = calloc((size_t)count + 1, sizeof *s->micro_x);
+    s->micro_y = calloc((size_t)count + 1, sizeof *s->micro_y);
+    if (!s->micro_x || !s->micro_y)
+        return UG_ERR_OUT_OF_MEMORY;
+    ug_status st = UG_OK;
+    for (int64_t i = 0; i < count && st == UG_OK; i++) {
+        st = ug_tensor_slice(s->x[i / MICRO_BATCHES], (i % MICRO_BATCHES) * rows, rows, &s->micro_x[i]);
+        if (st == UG_OK)
+            st = ug_tensor_slice(s->y[i / MICRO_BATCHES], (i % MICRO_BATCHES) * rows, rows, &s->micro_y[i]);
+    }
+    return st;
+}
+
 static void free_batches(device_step *s)
 {
     for (int64_t i = 0; s->x && i < s->batches; i++) {
         ug_tensor_free(s->x[i]);
         ug_tensor_free(s->y[i]);
     }
+    for (int64_t i = 0; s->micro_x && i < s->batches * MICRO_BATCHES; i++) {
+        ug_tensor_free(s->micro_x[i]);
+        ug_tensor_free(s->micro_y[i]);
+    }
     free(s->x);
     free(s->y);
+    free(s->micro_x);
+    free(s->micro_y);
 }
 static bool sync_step(void *ctx) { return ug_device_synchronize(((device_step *)ctx)->device) == UG_OK; }
 
@@ -174,32 +219,92 @@ static ug_status run_epoch(ug_loader *loader, mlp_graph *step, double *seconds, 
     return st;
 }
 
+#define TRY(call)                      \
+    do {                               \
+        ug_status try_ = (call);       \
+        if (try_ != UG_OK)             \
+            return try_;               \
+    } while (0)
+
+typedef enum step_mode { MODE_PLAIN, MODE_ACCUMULATE, MODE_CHECKPOINT, MODE_COUNT } step_mode;
+static const char *const mode_names[MODE_COUNT] = {"plain", "accumulate 4", "checkpoint"};
+
+typedef struct mode_result {
+    double step_s;
+    uint64_t activation_bytes, plan_bytes; /* the plan: activations, and all it holds */
+    uint64_t peak_bytes;                   /* the pool's peak beyond what was in use before */
+} mode_result;
+
+/* Builds the model for mode on ds's device, times its step on ds's
+ * batches, and measures its memory. The model, optimizer and graph stay
+ * for the caller (free_mode). */
+static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batch, step_mode mode, double target,
+                           ug_model **model, ug_optimizer **opt, mode_result *r)
+{
+    mlp_config cfg = *base;
+    cfg.checkpoint = mode == MODE_CHECKPOINT;
+    ds->accumulate = mode == MODE_ACCUMULATE;
+    ug_memory_stats before, after;
+    TRY(ug_memory_get_stats(ds->device, &before));
+    TRY(ug_memory_reset_peak(ds->device));
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    TRY(ug_model_create(ds->device, 0, model));
+    TRY(mlp_build(*model, &cfg, ds->accumulate ? batch / MICRO_BATCHES : batch, &ds->step));
+    TRY(ug_optimizer_create(*model, &oc, opt));
+    TRY(mlp_finish(&ds->step, *opt));
+    long reps = 0;
+    ds->next = 0;
+    if (!bench_time(run_step, sync_step, ds, 3, target, &r->step_s, &reps))
+        return UG_ERR_BACKEND;
+    ug_graph_memory_info mem;
+    TRY(ug_graph_memory(ds->step.graph, &mem));
+    TRY(ug_memory_get_stats(ds->device, &after));
+    r->activation_bytes = mem.activation_bytes;
+    r->plan_bytes = mem.total_bytes + (ds->accumulate ? mem.accumulator_bytes : 0);
+    r->peak_bytes = after.peak_bytes_in_use - before.bytes_in_use;
+    return UG_OK;
+}
+
+static void free_mode(device_step *ds, ug_model *model, ug_optimizer *opt)
+{
+    mlp_free(&ds->step);
+    ug_optimizer_free(opt);
+    ug_model_free(model);
+}
+
 int bench_train_mlp(int argc, char **argv)
 {
     const char *only = NULL, *csv_path = NULL;
     int64_t batches[8];
     int batch_count = 0;
     double target = 1.0;
-    bool epoch = true;
+    bool epoch = true, modes = true, flush = true;
+    mlp_config cfg = {.inputs = FEATURES, .classes = CLASSES, .hidden_count = 1, .hidden = {HIDDEN}};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--no-epoch")) {
             epoch = false;
-        } else if (!strcmp(argv[i], "--flush-denormal")) {
-            if (!ug_set_flush_denormal(true))
-                fprintf(stderr, "ug-bench train-mlp: this processor cannot flush denormals\n");
+        } else if (!strcmp(argv[i], "--no-modes")) {
+            modes = false;
+        } else if (!strcmp(argv[i], "--keep-denormals")) {
+            flush = false;
         } else if (i + 1 < argc && !strcmp(argv[i], "--device")) {
             only = argv[++i];
         } else if (i + 1 < argc && !strcmp(argv[i], "--csv")) {
             csv_path = argv[++i];
         } else if (i + 1 < argc && !strcmp(argv[i], "--seconds")) {
             target = atof(argv[++i]);
+        } else if (i + 1 < argc && !strcmp(argv[i], "--hidden")) {
+            if (!mlp_parse_hidden(argv[++i], &cfg)) {
+                fprintf(stderr, "ug-bench train-mlp: --hidden takes sizes such as 500, 256,128 or 16x1024\n");
+                return 2;
+            }
         } else if (i + 1 < argc && !strcmp(argv[i], "--batch") && batch_count < 8) {
             batches[batch_count] = atoll(argv[++i]);
-            if (batches[batch_count++] < 1) {
-                fprintf(stderr, "ug-bench train-mlp: --batch takes a positive size\n");
+            if (batches[batch_count++] < MICRO_BATCHES) {
+                fprintf(stderr, "ug-bench train-mlp: --batch takes a size of at least %d\n", MICRO_BATCHES);
                 return 2;
             }
         } else {
@@ -211,6 +316,9 @@ int bench_train_mlp(int argc, char **argv)
         batches[batch_count++] = 64;
         batches[batch_count++] = 128;
     }
+    if (flush && !ug_set_flush_denormal(true))
+        fprintf(stderr, "ug-bench train-mlp: this processor cannot flush denormals\n");
+    bool default_model = cfg.hidden_count == 1 && cfg.hidden[0] == HIDDEN;
     static char ids[MAX_DEVICES][32];
     int device_count = bench_device_ids(only, ids, MAX_DEVICES);
     if (device_count < 0)
@@ -225,74 +333,81 @@ int bench_train_mlp(int argc, char **argv)
     if (!data)
         return bench_fail("loading the data set");
     if (csv)
-        fprintf(csv, "device,batch,step_ms,blas_products_ms,step_over_products,samples_per_s,epoch_s,sum_of_steps_s,"
-                     "epoch_over_steps,peak_mib\n");
-    printf("%-10s %5s %9s %12s %7s %11s %8s %9s %7s %8s\n", "device", "batch", "step ms", "BLAS prod ms", "ratio",
-           "samples/s", "epoch s", "steps s", "ratio", "peak MiB");
+        fprintf(csv, "device,batch,mode,step_ms,over_plain,blas_products_ms,step_over_products,samples_per_s,epoch_s,"
+                     "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib\n");
+    printf("%-10s %5s %-12s %9s %6s %12s %7s %9s %8s %8s %6s %8s %8s %8s\n", "device", "batch", "step", "step ms",
+           "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
+           "peak MiB");
     int rc = 0;
-    mlp_config cfg = {.inputs = FEATURES, .classes = CLASSES, .hidden_count = 1, .hidden = {HIDDEN}};
     for (int d = 0; d < device_count && !rc; d++) {
         for (int bi = 0; bi < batch_count && !rc; bi++) {
             int64_t batch = batches[bi];
             device_step ds = {0};
-            ug_model *model = NULL;
-            ug_optimizer *opt = NULL;
             ug_loader *loader = NULL;
             host_products hp;
-            bool have_products = alloc_products(&hp, batch);
-            ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+            bool have_products = default_model && alloc_products(&hp, batch);
             ug_loader_config lc = ug_loader_default_config();
             lc.batch_size = batch;
-            lc.drop_last = true; /* one compiled graph; the partial batch would need another */
+            lc.drop_last = true; /* full batches: the micro-batches split them evenly */
             ug_status st = ug_device_open(ids[d], &ds.device);
-            if (st == UG_OK) st = ug_model_create(ds.device, 0, &model);
-            if (st == UG_OK) st = mlp_build(model, &cfg, batch, &ds.step);
-            if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
-            if (st == UG_OK) st = mlp_finish(&ds.step, opt);
             if (st == UG_OK) st = ug_loader_create(data, ds.device, &lc, &loader);
             if (st == UG_OK) st = fill_batches(&ds, loader);
-            if (st == UG_OK) st = ug_memory_reset_peak(ds.device);
-            double step_s = 0, blas_s = 0, epoch_s = 0;
-            long reps = 0;
+            if (st == UG_OK && modes) st = split_batches(&ds, batch);
+            mode_result results[MODE_COUNT] = {{0}};
+            double blas_s = 0, epoch_s = 0;
             int64_t epoch_steps = 0;
-            if (st == UG_OK && !bench_time(run_step, sync_step, &ds, 3, target, &step_s, &reps))
-                st = UG_ERR_BACKEND;
-            if (st == UG_OK && have_products)
+            for (int mode = 0; mode < (modes ? MODE_COUNT : 1) && st == UG_OK; mode++) {
+                ug_model *model = NULL;
+                ug_optimizer *opt = NULL;
+                st = time_mode(&ds, &cfg, batch, (step_mode)mode, target, &model, &opt, &results[mode]);
+                if (st == UG_OK && mode == MODE_PLAIN && epoch)
+                    st = run_epoch(loader, &ds.step, &epoch_s, &epoch_steps);
+                free_mode(&ds, model, opt);
+            }
+            if (st == UG_OK && have_products) {
+                long reps = 0;
                 (void)bench_time(run_products, NULL, &hp, 3, target, &blas_s, &reps);
-            if (st == UG_OK && epoch)
-                st = run_epoch(loader, &ds.step, &epoch_s, &epoch_steps);
-            ug_memory_stats mem = {0};
-            if (st == UG_OK) st = ug_memory_get_stats(ds.device, &mem);
-            if (st != UG_OK) {
+            }
+            if (st != UG_OK)
                 rc = bench_fail(ids[d]);
-            } else {
-                double steps_s = (double)epoch_steps * step_s;
-                /* The step's memory, without the epoch of batches held for timing. */
-                double peak_mib = (double)(mem.peak_bytes_in_use - ds.batch_bytes) / 1048576.0;
-                printf("%-10s %5lld %9.3f %12.3f %7.2f %11.0f", ids[d], (long long)batch, step_s * 1e3, blas_s * 1e3,
-                       blas_s > 0 ? step_s / blas_s : 0.0, (double)batch / step_s);
-                if (epoch)
-                    printf(" %8.2f %9.2f %7.2f", epoch_s, steps_s, steps_s > 0 ? epoch_s / steps_s : 0.0);
+            for (int mode = 0; mode < (modes ? MODE_COUNT : 1) && !rc; mode++) {
+                const mode_result *r = &results[mode];
+                double steps_s = (double)epoch_steps * r->step_s, over_plain = r->step_s / results[0].step_s;
+                double mib = 1.0 / 1048576.0;
+                bool first = mode == MODE_PLAIN;
+                printf("%-10s %5lld %-12s %9.3f %6.2f", ids[d], (long long)batch, mode_names[mode], r->step_s * 1e3,
+                       over_plain);
+                if (first && blas_s > 0)
+                    printf(" %12.3f %7.2f", blas_s * 1e3, r->step_s / blas_s);
                 else
-                    printf(" %8s %9s %7s", "-", "-", "-");
-                printf(" %8.1f\n", peak_mib);
+                    printf(" %12s %7s", "-", "-");
+                printf(" %9.0f", (double)batch / r->step_s);
+                if (first && epoch)
+                    printf(" %8.2f %8.2f %6.2f", epoch_s, steps_s, steps_s > 0 ? epoch_s / steps_s : 0.0);
+                else
+                    printf(" %8s %8s %6s", "-", "-", "-");
+                printf(" %8.1f %8.1f %8.1f\n", (double)r->activation_bytes * mib, (double)r->plan_bytes * mib,
+                       (double)r->peak_bytes * mib);
                 if (csv)
-                    fprintf(csv, "%s,%lld,%.4f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f\n", ids[d], (long long)batch,
-                            step_s * 1e3, blas_s * 1e3, blas_s > 0 ? step_s / blas_s : 0.0, (double)batch / step_s,
-                            epoch_s, steps_s, steps_s > 0 ? epoch_s / steps_s : 0.0,
-                            peak_mib);
+                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f\n", ids[d],
+                            (long long)batch, mode_names[mode], r->step_s * 1e3, over_plain,
+                            first ? blas_s * 1e3 : 0.0, first && blas_s > 0 ? r->step_s / blas_s : 0.0,
+                            (double)batch / r->step_s, first ? epoch_s : 0.0, first ? steps_s : 0.0,
+                            first && steps_s > 0 ? epoch_s / steps_s : 0.0, (double)r->activation_bytes * mib,
+                            (double)r->plan_bytes * mib, (double)r->peak_bytes * mib);
             }
             fflush(stdout);
             ug_loader_free(loader);
             free_batches(&ds);
-            mlp_free(&ds.step);
-            ug_optimizer_free(opt);
-            ug_model_free(model);
             ug_device_close(ds.device);
             if (have_products)
                 free_products(&hp);
         }
     }
+    printf("step: plain, %d micro-batches of batch/%d accumulated per update, or every hidden layer checkpointed; "
+           "denormals %s\n", MICRO_BATCHES, MICRO_BATCHES, flush ? "flushed to zero" : "kept");
+    printf("memory: the plan's activations and total (model, optimizer, gradients, activations), and the pool's "
+           "measured peak during the steps\n");
     if (epoch)
         printf("epoch: %s, drop_last; ratio = epoch time / (steps x step time)\n",
                real ? "Fashion-MNIST training set" : "60000 random samples (Fashion-MNIST not installed)");
