@@ -100,8 +100,6 @@ typedef struct recompute {
     int *transient;            /* ids held only until the next segment is copied */
     int transient_count;
     int *parent;               /* per segment: the one segment feeding it, 0 none, -1 several */
-    int *chain;                /* per segment: scratch for make_segment_held */
-    bool *halving;
     graph_node **order;        /* the new node list */
     int count, capacity;
     rewire *rewires;
@@ -227,51 +225,58 @@ static bool segment_inputs_held(const recompute *r, int s)
     return true;
 }
 
-
-
 /* Makes the results of segment s held: recomputes the chain of segments
  * leading to it from the nearest one held, holding the halving points. */
 static ug_status make_segment_held(recompute *r, int s)
 {
     ug_graph *g = r->g;
-    /* chain[0] = s, chain[1] its parent, ... back to a segment whose inputs are held. */
-    int *chain = r->chain, length = 1;
+    /* chain[0] = s, chain[1] its parent, ... back to a segment whose inputs
+     * are held (or fed by several segments). */
+    int *chain = ug_calloc((size_t)g->segments + 1, sizeof *chain);
+    bool *halving = ug_calloc((size_t)g->segments + 1, sizeof *halving);
+    if (!chain || !halving) {
+        free(chain);
+        free(halving);
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
+    }
+    int length = 1;
     chain[0] = s;
-    while (!segment_inputs_held(r, chain[length - 1]) && r->parent[chain[length - 1]] > 0)
+    while (!segment_inputs_held(r, chain[length - 1]) && r->parent[chain[length - 1]] > 0 && length <= g->segments)
         chain[length] = r->parent[chain[length - 1]], length++;
     /* A segment fed by several segments: each is made held first. */
     int first = chain[length - 1];
-    for (int i = 0; i < g->node_count; i++) {
+    ug_status st = UG_OK;
+    for (int i = 0; i < g->node_count && st == UG_OK; i++) {
         graph_node *n = g->nodes[i];
         if (n->dead || n->segment != first)
             continue;
-        for (int k = 0; k < n->nin; k++) {
+        for (int k = 0; k < n->nin && st == UG_OK; k++) {
             int from = segment_of(r, n->in[k]);
             if (from && from != first && !r->held[ug_value_base(n->in[k])->id])
-                UG_TRY(make_segment_held(r, from));
+                st = make_segment_held(r, from);
         }
     }
     /* In forward order, position q is chain[length - 1 - q]; the last is
      * s. Halving points: from the held start (-1) halfway to s, again and
      * again. */
     int low = -1, high = length - 1;
-    for (int q = 0; q < length; q++)
-        r->halving[q] = false;
     while (high - low > 1) {
         low = (low + high) / 2;
-        r->halving[low] = true;
+        halving[low] = true;
     }
-    for (int q = 0; q < length; q++) {
+    for (int q = 0; q < length && st == UG_OK; q++) {
         int before = r->transient_count;
-        hold_mode mode = q == length - 1 ? HOLD_ALL : r->halving[q] ? HOLD_OUTPUTS : HOLD_FOR_NEXT;
-        UG_TRY(copy_segment(r, chain[length - 1 - q], mode));
+        hold_mode mode = q == length - 1 ? HOLD_ALL : halving[q] ? HOLD_OUTPUTS : HOLD_FOR_NEXT;
+        st = copy_segment(r, chain[length - 1 - q], mode);
         /* The previous segment's outputs on the way are not held any more. */
         for (int t = 0; t < before; t++)
             r->held[r->transient[t]] = NULL;
         memmove(r->transient, r->transient + before, (size_t)(r->transient_count - before) * sizeof *r->transient);
         r->transient_count -= before;
     }
-    return UG_OK;
+    free(chain);
+    free(halving);
+    return st;
 }
 
 /* Inserts the copies and points backward's reads at them. */
@@ -347,12 +352,9 @@ ug_status ug_graph_add_recompute(ug_graph *g)
     r.local = ug_calloc(values, sizeof *r.local);
     r.transient = ug_calloc(values, sizeof *r.transient);
     r.parent = ug_calloc(segments, sizeof *r.parent);
-    r.chain = ug_calloc(segments, sizeof *r.chain);
-    r.halving = ug_calloc(segments, sizeof *r.halving);
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_status st = UG_OK;
-    if (!r.segment_of || !r.forward_output || !r.held || !r.local || !r.transient || !r.parent || !r.chain ||
-        !r.halving)
+    if (!r.segment_of || !r.forward_output || !r.held || !r.local || !r.transient || !r.parent)
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
     if (st == UG_OK) {
         map_segments(&r);
@@ -381,7 +383,5 @@ ug_status ug_graph_add_recompute(ug_graph *g)
     free(r.local);
     free(r.transient);
     free(r.parent);
-    free(r.chain);
-    free(r.halving);
     return st;
 }

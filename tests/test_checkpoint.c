@@ -122,6 +122,50 @@ TS_TEST(gradients_bitwise_identical)
     compare_gradients(dev, FIRST_THREE_AS_ONE, "one segment over three layers");
 }
 
+/* Two branch segments feeding a third (a segment fed by several): x ->
+ * a = tanh(l1 x), b = sigmoid(l2 x), c = a * b -> head. */
+static bool build_diamond(ug_model *m, bool checkpointed, net *n)
+{
+    n->g = ts_graph(m);
+    if (!n->g)
+        return false;
+    int64_t rows = ROWS;
+    ug_value *flat = NULL, *a = NULL, *b = NULL, *c = NULL, *logits = NULL;
+    ug_status st = ug_graph_input(n->g, "x", UG_F32, 3, (int64_t[]){ROWS, 4, 6}, &n->x);
+    if (st == UG_OK) st = ug_graph_input(n->g, "y", UG_I32, 1, &rows, &n->y);
+    if (st == UG_OK) st = ug_g_reshape(n->g, n->x, 2, (int64_t[]){ROWS, WIDTH}, &flat);
+    if (st == UG_OK) st = ug_nn_linear(n->g, "l1", flat, WIDTH, &a);
+    if (st == UG_OK) st = ug_g_tanh(n->g, a, &a);
+    if (st == UG_OK && checkpointed) st = ug_graph_checkpoint(n->g, flat, a);
+    if (st == UG_OK) st = ug_nn_linear(n->g, "l2", flat, WIDTH, &b);
+    if (st == UG_OK) st = ug_g_sigmoid(n->g, b, &b);
+    if (st == UG_OK && checkpointed) st = ug_graph_checkpoint(n->g, flat, b);
+    if (st == UG_OK) st = ug_g_mul(n->g, a, b, &c);
+    if (st == UG_OK) st = ug_g_gelu(n->g, c, &c);
+    if (st == UG_OK && checkpointed) st = ug_graph_checkpoint(n->g, a, c);
+    if (st == UG_OK) st = ug_nn_linear(n->g, "head", c, CLASSES, &logits);
+    if (st == UG_OK) st = ug_g_cross_entropy(n->g, logits, n->y, 0.0f, &n->loss);
+    if (st == UG_OK) st = ug_graph_backward(n->g, n->loss);
+    if (st == UG_OK) st = ug_graph_compile(n->g);
+    if (st != UG_OK)
+        th_fail(TH_LOC, "building the diamond: %s", ug_last_error());
+    return st == UG_OK;
+}
+
+TS_TEST(segments_fed_by_several)
+{
+    ug_model *m = ts_model(dev, 6);
+    net plain, checked;
+    REQUIRE(m && build_diamond(m, false, &plain) && build_diamond(m, true, &checked));
+    ug_graph_memory_info info;
+    REQUIRE_OK(ug_graph_memory(checked.g, &info));
+    CHECK(info.recomputed > 0);
+    REQUIRE(bind_batch(dev, &plain, ROWS, 2) && bind_batch(dev, &checked, ROWS, 2));
+    REQUIRE_OK(ug_graph_run(plain.g));
+    REQUIRE_OK(ug_graph_run(checked.g));
+    expect_same_gradients(m, &plain, &checked, "diamond");
+}
+
 /* Five Adam steps with and without checkpoints from the same start. */
 TS_TEST(training_bitwise_identical)
 {
@@ -236,6 +280,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(gradients_bitwise_identical),
         TH_DEVICE_TEST(training_bitwise_identical),
+        TH_DEVICE_TEST(segments_fed_by_several),
         TH_DEVICE_TEST(memory_follows_the_plan),
         TH_DEVICE_TEST(misuse_refused),
     };
