@@ -96,6 +96,7 @@ struct ug_graph {
     int accumulated_count;    /* parameters with a gradient */
     int micro_batches;        /* summed since the last update */
     int64_t accumulated_rows; /* their rows: the update divides by it */
+    int64_t accumulation_step; /* the optimizer's steps at the first of them */
     /* Inputs may be bound with fewer rows than declared: every value's
      * tensor then takes the shape its op infers from the rows bound. */
     bool shapes_fitted;       /* the tensors' shapes follow the inputs bound now */

@@ -155,6 +155,23 @@ static ug_status make_accumulators(ug_graph *g)
     return st;
 }
 
+/* Micro-batches accumulated before the optimizer stepped elsewhere (another
+ * graph of the model) hold gradients of parameter values that are gone:
+ * they are discarded, with an error. */
+static ug_status same_parameters(ug_graph *g, const char *op)
+{
+    if (!g->micro_batches || !g->optimizer || ug_optimizer_steps(g->optimizer) == g->accumulation_step)
+        return UG_OK;
+    int count = g->micro_batches;
+    g->micro_batches = 0;
+    g->accumulated_rows = 0;
+    return ug_set_error(UG_ERR_STATE,
+                        "%s: the optimizer made a step (through another graph) after the first of %d "
+                        "accumulated micro-batches; their gradients are of the parameters before it and "
+                        "were discarded. Finish an accumulation with ug_graph_run_update first",
+                        op, count);
+}
+
 ug_status ug_graph_run_backward(ug_graph *g)
 {
     const char *op = "ug_graph_run_backward";
@@ -163,6 +180,7 @@ ug_status ug_graph_run_backward(ug_graph *g)
         return ug_set_error(UG_ERR_STATE, "%s: the graph has no backward pass (ug_graph_backward)", op);
     if (!g->accumulated)
         UG_TRY(make_accumulators(g));
+    UG_TRY(same_parameters(g, op));
     UG_TRY(run_phases(g, FORWARD | BACKWARD, op));
     ug_status st = UG_OK;
     for (int i = 0, k = 0; i < g->value_count && st == UG_OK; i++) {
@@ -179,7 +197,8 @@ ug_status ug_graph_run_backward(ug_graph *g)
         g->accumulated_rows = 0;
         return ug_prefix_error(st, "%s: the accumulated gradients were discarded", op);
     }
-    g->micro_batches++;
+    if (!g->micro_batches++ && g->optimizer)
+        g->accumulation_step = ug_optimizer_steps(g->optimizer);
     g->accumulated_rows += g->rows;
     return UG_OK;
 }
@@ -190,9 +209,10 @@ ug_status ug_graph_run_update(ug_graph *g)
     UG_TRY(check_runnable(g, op));
     if (!g->micro_batches)
         return ug_set_error(UG_ERR_STATE,
-                            "%s: no gradient is accumulated; run ug_graph_run_backward on each "
-                            "micro-batch first",
+                            "%s: no gradient is accumulated in this graph; run ug_graph_run_backward "
+                            "on each micro-batch first (each graph accumulates its own)",
                             op);
+    UG_TRY(same_parameters(g, op));
     /* The update sees the micro-batches' gradients weighted by their rows,
      * as one batch of all their rows would give (the loss is a mean over
      * rows). */

@@ -13,13 +13,15 @@ enum { ROWS = 64, MICRO = 16, FEATURES = 20, CLASSES = 5, STEPS = 20 };
 
 typedef struct net {
     ug_model *m;
+    ug_optimizer *opt;
     ug_graph *g;
     ug_value *x, *y, *loss;
 } net;
 
-static bool build(ug_device *dev, int64_t batch, const ug_optimizer_config *oc, net *n)
+/* The layers and backward on n->m, then n->opt (made by make when NULL,
+ * once the layers have made the parameters), then compile. */
+static bool finish(net *n, int64_t batch, const ug_optimizer_config *make)
 {
-    n->m = ts_model(dev, 11);
     n->g = ts_graph(n->m);
     if (!n->g)
         return false;
@@ -32,12 +34,25 @@ static bool build(ug_device *dev, int64_t batch, const ug_optimizer_config *oc, 
     if (st == UG_OK) st = ug_nn_linear(n->g, "fc2", h, CLASSES, &logits);
     if (st == UG_OK) st = ug_g_cross_entropy(n->g, logits, n->y, 0.0f, &n->loss);
     if (st == UG_OK) st = ug_graph_backward(n->g, n->loss);
-    ug_optimizer *opt = st == UG_OK ? ts_optimizer(n->m, oc) : NULL;
-    if (st == UG_OK && opt) st = ug_graph_set_optimizer(n->g, opt);
+    if (st == UG_OK && !n->opt) n->opt = ts_optimizer(n->m, make);
+    if (st == UG_OK && n->opt) st = ug_graph_set_optimizer(n->g, n->opt);
     if (st == UG_OK) st = ug_graph_compile(n->g);
     if (st != UG_OK)
         th_fail(TH_LOC, "building: %s", ug_last_error());
-    return st == UG_OK && opt;
+    return st == UG_OK && n->opt;
+}
+
+static bool build(ug_device *dev, int64_t batch, const ug_optimizer_config *oc, net *n)
+{
+    *n = (net){.m = ts_model(dev, 11)};
+    return n->m && finish(n, batch, oc);
+}
+
+/* A second graph of the same model and optimizer. */
+static bool build_on(ug_model *m, ug_optimizer *opt, int64_t batch, net *n)
+{
+    *n = (net){.m = m, .opt = opt};
+    return finish(n, batch, NULL);
 }
 
 /* |a - b| <= tol * max |a| over the arrays. */
@@ -139,6 +154,23 @@ TS_TEST(phases_refuse_misuse)
         CHECK_ERROR_HAS("1 micro-batches are accumulated");
     CHECK_OK(ug_graph_run_update(n.g));
     CHECK_OK(ug_graph_run(n.g));
+    /* Another graph of the model steps the optimizer while micro-batches are
+     * accumulated here: they are of old parameters. */
+    net other;
+    REQUIRE(build_on(n.m, n.opt, MICRO, &other));
+    REQUIRE_OK(ug_graph_bind(other.g, other.x, xt));
+    REQUIRE_OK(ug_graph_bind(other.g, other.y, yt));
+    CHECK_OK(ug_graph_run_backward(n.g));
+    CHECK_OK(ug_graph_run(other.g));
+    if (CHECK_STATUS(ug_graph_run_update(n.g), UG_ERR_STATE))
+        CHECK_ERROR_HAS("another graph", "discarded");
+    if (CHECK_STATUS(ug_graph_run_update(n.g), UG_ERR_STATE))
+        CHECK_ERROR_HAS("no gradient is accumulated");
+    CHECK_OK(ug_graph_run_backward(n.g));
+    CHECK_OK(ug_graph_run(other.g));
+    CHECK_STATUS(ug_graph_run_backward(n.g), UG_ERR_STATE);
+    CHECK_OK(ug_graph_run_backward(n.g));
+    CHECK_OK(ug_graph_run_update(n.g));
     /* No allocation in any phase after the first of each. */
     ug_memory_stats before = th_stats(dev);
     for (int i = 0; i < 5; i++) {
