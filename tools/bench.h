@@ -20,8 +20,9 @@ int bench_train_mlp(int argc, char **argv);
 /* Monotonic seconds. */
 double bench_now(void);
 
-/* Times fn(ctx) as the mean over enough repetitions to take about
- * target_seconds (at least one), after warmup calls. sync (may be NULL)
+/* Times fn(ctx) over enough repetitions to take about target_seconds, in
+ * five parts after warmup calls and a calibration: the median part's time
+ * per call. sync (may be NULL)
  * waits for queued work: it runs before and after every timed batch, so
  * asynchronous devices are timed to completion. fn and sync return false on
  * a library error (the message is in ug_last_error). *seconds is per call. */

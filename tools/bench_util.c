@@ -46,18 +46,28 @@ bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int w
             break;
         n *= 2;
     }
-    long timed = n;
-    if (elapsed < target_seconds) {
-        double per_call = elapsed / (double)n;
-        timed = (long)(target_seconds / (per_call > 1e-9 ? per_call : 1e-9));
-        if (timed < 1)
-            timed = 1;
-        elapsed = timed_batch(fn, sync, ctx, timed);
-        if (elapsed < 0.0)
+    /* The rest of the target in CHUNKS timed parts; the median part's time
+     * per call, so a burst of load from elsewhere on a shared machine moves
+     * the figure less than a mean would. */
+    enum { CHUNKS = 5 };
+    double per_call = elapsed / (double)n;
+    long chunk = (long)(target_seconds / CHUNKS / (per_call > 1e-9 ? per_call : 1e-9));
+    if (chunk < 1)
+        chunk = 1;
+    double parts[CHUNKS];
+    for (int c = 0; c < CHUNKS; c++) {
+        double t = timed_batch(fn, sync, ctx, chunk);
+        if (t < 0.0)
             return false;
+        parts[c] = t / (double)chunk;
+        for (int k = c; k > 0 && parts[k] < parts[k - 1]; k--) { /* insertion sort */
+            double swap = parts[k];
+            parts[k] = parts[k - 1];
+            parts[k - 1] = swap;
+        }
     }
-    *seconds = elapsed / (double)timed;
-    *reps = timed;
+    *seconds = parts[CHUNKS / 2];
+    *reps = chunk * CHUNKS;
     return true;
 }
 
