@@ -55,17 +55,6 @@ static bool build_on(ug_model *m, ug_optimizer *opt, int64_t batch, net *n)
     return finish(n, batch, NULL);
 }
 
-/* |a - b| <= tol * max |a| over the arrays. */
-static double max_rel(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        scale = fmax(scale, fabs((double)a[i]));
-    }
-    return scale > 0 ? diff / scale : diff;
-}
-
 static void compare(ug_device *dev, const char *name, ug_optimizer_config oc)
 {
     th_context("%s", name);
@@ -112,7 +101,7 @@ static void compare(ug_device *dev, const char *name, ug_optimizer_config oc)
     int64_t nb = 0, ns = 0;
     float *pb = ts_model_params(big.m, &nb), *ps = ts_model_params(small.m, &ns);
     REQUIRE(pb && ps && nb == ns);
-    double rel = max_rel(pb, ps, nb);
+    double rel = ts_max_rel(pb, ps, nb);
     CHECK_MSG(rel <= 1e-6, "parameters differ by %.3g relative after %d steps", rel, STEPS);
     (void)allocations;
 }

@@ -51,13 +51,7 @@ static bool build(ug_model *m, marking mark, bool optimizer, net *n)
     if (st == UG_OK) st = ug_nn_linear(n->g, "head", h, CLASSES, &logits);
     if (st == UG_OK) st = ug_g_cross_entropy(n->g, logits, n->y, 0.0f, &n->loss);
     if (st == UG_OK) st = ug_graph_backward(n->g, n->loss);
-    if (st == UG_OK && optimizer) {
-        ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
-        oc.lr = 1e-2f;
-        ug_optimizer *opt = ts_optimizer(m, &oc);
-        st = opt ? ug_graph_set_optimizer(n->g, opt) : UG_ERR_OUT_OF_MEMORY;
-    }
-    if (st == UG_OK) st = ug_graph_compile(n->g);
+    if (st == UG_OK) st = ts_compile(n->g, m, optimizer, 1e-2f);
     if (st != UG_OK)
         th_fail(TH_LOC, "building (marking %d): %s", (int)mark, ug_last_error());
     return st == UG_OK;

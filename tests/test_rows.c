@@ -56,13 +56,7 @@ static bool build(ug_device *dev, ug_model *m, int64_t rows, float dropout, bool
     if (st == UG_OK) st = ug_model_find_param(m, "fc2.weight", &w2);
     if (st == UG_OK) st = ug_graph_param(n->g, w1, &n->w1);
     if (st == UG_OK) st = ug_graph_param(n->g, w2, &n->w2);
-    if (st == UG_OK && optimizer) {
-        ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
-        oc.lr = 1e-2f;
-        ug_optimizer *opt = ts_optimizer(m, &oc);
-        st = opt ? ug_graph_set_optimizer(n->g, opt) : UG_ERR_OUT_OF_MEMORY;
-    }
-    if (st == UG_OK) st = ug_graph_compile(n->g);
+    if (st == UG_OK) st = ts_compile(n->g, m, optimizer, 1e-2f);
     if (st != UG_OK)
         th_fail(TH_LOC, "building for %lld rows: %s", (long long)rows, ug_last_error());
     (void)dev;
@@ -91,24 +85,13 @@ static bool bind(net *n, const batch *b)
     return ug_graph_bind(n->g, n->x, b->x) == UG_OK && ug_graph_bind(n->g, n->y, b->y) == UG_OK;
 }
 
-/* Largest |a - b| relative to the largest |b|. */
-static double max_rel(const float *a, const float *b, int64_t count)
-{
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < count; i++) {
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        scale = fmax(scale, fabs((double)b[i]));
-    }
-    return scale > 0 ? diff / scale : diff;
-}
-
 static void expect_same(ug_graph *ga, ug_value *va, ug_graph *gb, ug_value *vb, const char *what, int64_t rows)
 {
     float *a = ts_read(ga, va), *b = ts_read(gb, vb);
     if (!a || !b)
         return;
     int64_t count = ts_value_numel(vb);
-    double rel = max_rel(a, b, count);
+    double rel = ts_max_rel(a, b, count);
     CHECK_MSG(rel <= 1e-6, "%s with %lld rows differs by %.3g relative from a graph planned for them",
               what, (long long)rows, rel);
 }
@@ -214,7 +197,7 @@ TS_TEST(uneven_micro_batches_match_one_batch)
     int64_t na = 0, nb = 0;
     float *pa = ts_model_params(ma, &na), *pb = ts_model_params(mb, &nb);
     REQUIRE(pa && pb && na == nb);
-    double rel = max_rel(pb, pa, na);
+    double rel = ts_max_rel(pb, pa, na);
     CHECK_MSG(rel <= 1e-6, "parameters differ by %.3g relative after 5 steps", rel);
 }
 
@@ -236,7 +219,7 @@ TS_TEST(eval_mode_between_runs)
     REQUIRE_OK(ug_graph_run_forward(with.g));
     float *a = ts_read(with.g, with.logits), *c = ts_read(without.g, without.logits);
     REQUIRE(a && c);
-    CHECK_MSG(max_rel(a, c, 17 * CLASSES) > 1e-3, "training mode did not drop anything");
+    CHECK_MSG(ts_max_rel(a, c, 17 * CLASSES) > 1e-3, "training mode did not drop anything");
 }
 
 /* ug_graph_accumulate_rows adds loss x rows for batches of any rows. */

@@ -171,3 +171,28 @@ bool ts_close(double a, double b, double rel, double abs_tol)
     double scale = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
     return fabs(a - b) <= rel * scale + abs_tol;
 }
+
+double ts_max_rel(const float *a, const float *b, int64_t count)
+{
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < count; i++) {
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+ug_status ts_compile(ug_graph *graph, ug_model *model, bool adam, float lr)
+{
+    if (adam) {
+        ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+        oc.lr = lr;
+        ug_optimizer *opt = ts_optimizer(model, &oc);
+        if (!opt)
+            return UG_ERR_OUT_OF_MEMORY;
+        ug_status st = ug_graph_set_optimizer(graph, opt);
+        if (st != UG_OK)
+            return st;
+    }
+    return ug_graph_compile(graph);
+}

@@ -58,6 +58,12 @@ int64_t ts_value_numel(const ug_value *value);
 #define ts_model_params(model, count) ts_model_params_at(TH_LOC, model, count)
 float *ts_model_params_at(const char *file, int line, const ug_model *model, int64_t *count);
 
+/* The largest |a - b| over the arrays, relative to the largest |b|. */
+double ts_max_rel(const float *a, const float *b, int64_t count);
+/* Attaches a tracked Adam optimizer with lr to graph (when adam) and
+ * compiles it. */
+ug_status ts_compile(ug_graph *graph, ug_model *model, bool adam, float lr);
+
 /* |a - b| <= rel * max(|a|, |b|) + abs_tol */
 bool ts_close(double a, double b, double rel, double abs_tol);
 

@@ -219,13 +219,6 @@ static ug_status run_epoch(ug_loader *loader, mlp_graph *step, double *seconds, 
     return st;
 }
 
-#define TRY(call)                      \
-    do {                               \
-        ug_status try_ = (call);       \
-        if (try_ != UG_OK)             \
-            return try_;               \
-    } while (0)
-
 typedef enum step_mode { MODE_PLAIN, MODE_ACCUMULATE, MODE_CHECKPOINT, MODE_COUNT } step_mode;
 static const char *const mode_names[MODE_COUNT] = {"plain", "accumulate 4", "checkpoint"};
 

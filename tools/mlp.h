@@ -6,6 +6,15 @@
 
 enum { MLP_MAX_HIDDEN = 32 };
 
+/* Returns a failed call's status from the calling function (the message
+ * stays in ug_last_error). */
+#define TRY(call)                      \
+    do {                               \
+        ug_status try_ = (call);       \
+        if (try_ != UG_OK)             \
+            return try_;               \
+    } while (0)
+
 typedef enum mlp_activation { MLP_RELU = 0, MLP_GELU, MLP_TANH, MLP_SIGMOID } mlp_activation;
 
 typedef struct mlp_config {

@@ -62,13 +62,6 @@ static void usage(FILE *to)
             "  --quiet              no progress bar\n");
 }
 
-#define TRY(call)                      \
-    do {                               \
-        ug_status try_ = (call);       \
-        if (try_ != UG_OK)             \
-            return try_;               \
-    } while (0)
-
 /* One batch. With accumulation, batches add their gradients on the device
  * and every accumulate-th one makes the update (the epoch's last makes one
  * with what is pending, see the epoch loop). */
