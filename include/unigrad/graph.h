@@ -234,14 +234,14 @@ UG_API ug_status ug_graph_run_update(ug_graph *graph);
 UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, size_t bytes);
 /* A running sum on the device: every run that computes value adds
  * scale * value into *sum (value's shape, f32), kept across runs until
- * ug_graph_clear_sums; read it with ug_graph_read. For example the mean
- * training loss of an epoch: accumulate the batch-mean loss with scale =
- * rows and divide the sum by the epoch's samples, with one read per epoch
- * instead of one wait per step. */
+ * ug_graph_clear_sums; read it with ug_graph_read: one read per epoch
+ * instead of one wait per step (for example the count of correct
+ * predictions). */
 UG_API ug_status ug_graph_accumulate(ug_graph *graph, ug_value *value, float scale, ug_value **sum);
 /* The same with scale = each run's rows (the first input's leading size):
  * for a mean over the batch such as the loss, the sum over the samples,
- * whatever the rows of each batch. */
+ * whatever the rows of each batch; divided by the epoch's samples it is
+ * the epoch's mean loss. */
 UG_API ug_status ug_graph_accumulate_rows(ug_graph *graph, ug_value *value, ug_value **sum);
 UG_API ug_status ug_graph_clear_sums(ug_graph *graph);
 /* Copies a readable value into dst (its dtype and element count, on any
