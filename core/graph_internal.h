@@ -160,7 +160,8 @@ ug_model *ug_optimizer_model(const ug_optimizer *opt);
 
 /* graph_plan.c */
 ug_status ug_graph_plan(ug_graph *g);
-/* Re-creates the views of reshaped values (of base, or of all when NULL). */
+/* Re-creates the views of reshaped values (of base, or of all when NULL),
+ * shaped for the rows their base has now. */
 ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base);
 
 /* graph_check.c */
@@ -179,8 +180,8 @@ ug_status ug_graph_add_recompute(ug_graph *g);
 /* graph_rows.c */
 /* Before a run: the tensors' shapes for the rows bound (when they changed). */
 ug_status ug_graph_fit_rows(ug_graph *g);
-/* The reshapes of base follow its tensor's shape. */
-ug_status ug_graph_fit_aliases(ug_graph *g, const ug_value *base);
+/* A reshape follows its base's tensor shape (fewer rows bound). */
+ug_status ug_graph_fit_alias(ug_value *alias);
 
 /* graph_run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);

@@ -190,8 +190,9 @@ static ug_status alias_tensor(ug_value *v)
     v->tensor = NULL;
     if (!base->tensor)
         return UG_OK; /* an input not bound yet */
-    return ug_tensor_over_storage(base->tensor->storage, v->dtype, v->ndim, v->shape, base->tensor->offset,
-                                  &v->tensor);
+    UG_TRY(ug_tensor_over_storage(base->tensor->storage, v->dtype, v->ndim, v->shape, base->tensor->offset,
+                                  &v->tensor));
+    return ug_graph_fit_alias(v); /* a base bound with fewer rows */
 }
 
 ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base)

@@ -21,7 +21,7 @@ static const char *value_name(const ug_value *v) { return v->name[0] ? v->name :
 
 /* A reshape follows its base: the one axis of the base whose size changed
  * is found in the reshaped value by its planned size and changed alike. */
-static ug_status fit_alias(ug_value *v)
+ug_status ug_graph_fit_alias(ug_value *v)
 {
     const ug_value *base = v->alias_of;
     if (!v->tensor || !base->tensor)
@@ -48,11 +48,11 @@ static ug_status fit_alias(ug_value *v)
                         ug_format_shape(base->ndim, base->tensor->shape, now, sizeof now));
 }
 
-ug_status ug_graph_fit_aliases(ug_graph *g, const ug_value *base)
+static ug_status fit_aliases_of(ug_graph *g, const ug_value *base)
 {
     for (int i = 0; i < g->value_count; i++)
         if (g->values[i]->kind == VALUE_ALIAS && g->values[i]->alias_of == base)
-            UG_TRY(fit_alias(g->values[i]));
+            UG_TRY(ug_graph_fit_alias(g->values[i]));
     return UG_OK;
 }
 
@@ -99,7 +99,7 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
     for (int k = 0; k < nout && k <= n->nscratch; k++) {
         UG_TRY(fit_result(results[k], &out[k], &op));
         if (results[k])
-            UG_TRY(ug_graph_fit_aliases(g, results[k]));
+            UG_TRY(fit_aliases_of(g, results[k]));
     }
     return UG_OK;
 }
@@ -108,17 +108,14 @@ ug_status ug_graph_fit_rows(ug_graph *g)
 {
     if (g->shapes_fitted)
         return UG_OK;
+    /* The inputs' reshapes followed them at ug_graph_bind. */
     g->rows = 1;
-    bool found = false;
     for (int i = 0; i < g->value_count; i++) {
-        ug_value *v = g->values[i];
-        if (v->kind != VALUE_INPUT || !v->tensor)
-            continue;
-        if (!found && v->ndim > 0 && v->uses > 0) {
+        const ug_value *v = g->values[i];
+        if (v->kind == VALUE_INPUT && v->tensor && v->ndim > 0 && v->uses > 0) {
             g->rows = v->tensor->shape[0];
-            found = true;
+            break;
         }
-        UG_TRY(ug_graph_fit_aliases(g, v));
     }
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];

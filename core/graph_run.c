@@ -57,8 +57,7 @@ ug_status ug_graph_bind(ug_graph *g, ug_value *input, const ug_tensor *tensor)
     input->tensor = view;
     if (!input->ndim || rows_before != view->shape[0])
         g->shapes_fitted = false;
-    UG_TRY(ug_graph_refresh_aliases(g, input));
-    return ug_graph_fit_aliases(g, input);
+    return ug_graph_refresh_aliases(g, input);
 }
 
 static ug_status check_runnable(ug_graph *g, const char *op)

@@ -307,16 +307,43 @@ static ug_status make_slot(ug_loader *l, slot *s)
     return UG_OK;
 }
 
-uint64_t ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_config *config)
+/* config (or the defaults) with its zeros resolved, checked. */
+static ug_status resolve_config(const ug_loader_config *config, const char *op, ug_loader_config *c)
 {
-    ug_loader_config c = config ? *config : ug_loader_default_config();
-    if (!dataset || c.batch_size < 1 || c.prefetch < 0)
-        return 0;
-    int64_t rows = c.batch_size < dataset->count ? c.batch_size : dataset->count;
-    int slots = (c.prefetch ? c.prefetch : 2) + 1;
-    size_t x = ug_pool_block_bytes((size_t)rows * (size_t)dataset->features * sizeof(float));
-    size_t y = ug_pool_block_bytes((size_t)rows * sizeof(int32_t));
-    return (uint64_t)slots * (x + y);
+    *c = config ? *config : ug_loader_default_config();
+    if (c->threads == 0)
+        c->threads = 1;
+    if (c->prefetch == 0)
+        c->prefetch = 2;
+    if (c->batch_size < 1)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: batch_size %lld must be at least 1", op,
+                            (long long)c->batch_size);
+    if (c->threads < 0 || c->threads > LOADER_MAX_THREADS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: threads %d is outside 0..%d", op,
+                            c->threads, LOADER_MAX_THREADS);
+    if (c->prefetch < 0 || c->prefetch > LOADER_MAX_PREFETCH)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: prefetch %d is outside 0..%d", op,
+                            c->prefetch, LOADER_MAX_PREFETCH);
+    return UG_OK;
+}
+
+static int64_t batch_rows(const ug_dataset *dataset, const ug_loader_config *c)
+{
+    return c->batch_size < dataset->count ? c->batch_size : dataset->count;
+}
+
+ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_config *config, uint64_t *bytes)
+{
+    const char *op = "ug_loader_device_bytes";
+    if (!dataset || !bytes)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, dataset ? "bytes" : "dataset");
+    ug_loader_config c;
+    UG_TRY(resolve_config(config, op, &c));
+    size_t rows = (size_t)batch_rows(dataset, &c);
+    size_t x = ug_pool_block_bytes(rows * (size_t)dataset->features * sizeof(float));
+    size_t y = ug_pool_block_bytes(rows * sizeof(int32_t));
+    *bytes = (uint64_t)(c.prefetch + 1) * (x + y); /* the slots of ug_loader_create */
+    return UG_OK;
 }
 
 ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
@@ -329,20 +356,8 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     if (!dataset || !device)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op,
                             dataset ? "device" : "dataset");
-    ug_loader_config c = config ? *config : ug_loader_default_config();
-    if (c.threads == 0)
-        c.threads = 1;
-    if (c.prefetch == 0)
-        c.prefetch = 2;
-    if (c.batch_size < 1)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: batch_size %lld must be at least 1", op,
-                            (long long)c.batch_size);
-    if (c.threads < 0 || c.threads > LOADER_MAX_THREADS)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: threads %d is outside 0..%d", op,
-                            c.threads, LOADER_MAX_THREADS);
-    if (c.prefetch < 0 || c.prefetch > LOADER_MAX_PREFETCH)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: prefetch %d is outside 0..%d", op,
-                            c.prefetch, LOADER_MAX_PREFETCH);
+    ug_loader_config c;
+    UG_TRY(resolve_config(config, op, &c));
 
     ug_loader *l = ug_calloc(1, sizeof *l);
     if (!l)
@@ -351,7 +366,7 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     l->dataset = dataset;
     l->device = device;
     l->config = c;
-    l->rows = c.batch_size < n ? c.batch_size : n;
+    l->rows = batch_rows(dataset, &c);
     l->full_batches = n / c.batch_size;
     int64_t rest = n % c.batch_size;
     l->partial = c.drop_last ? 0 : rest;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 const char *const ref_binary_names[REF_BINARY_COUNT] = {
-    "add", "sub", "mul", "div", "maximum", "minimum"};
+    "add", "sub", "mul", "div", "maximum", "minimum", "equal"};
 const char *const ref_unary_names[REF_UNARY_COUNT] = {
     "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu", "silu"};
 
@@ -43,6 +43,7 @@ double ref_binary_scalar(ref_binary_op op, double a, double b)
     /* NaN on either side gives NaN, as torch.maximum/minimum. */
     case REF_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
     case REF_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case REF_EQUAL: return a == b ? 1.0 : 0.0;
     default: return NAN;
     }
 }

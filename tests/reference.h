@@ -20,10 +20,10 @@ int64_t ref_broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
                              const int64_t *s);
 
 typedef enum ref_binary_op {
-    REF_ADD, REF_SUB, REF_MUL, REF_DIV, REF_MAXIMUM, REF_MINIMUM, REF_BINARY_COUNT
+    REF_ADD, REF_SUB, REF_MUL, REF_DIV, REF_MAXIMUM, REF_MINIMUM, REF_EQUAL, REF_BINARY_COUNT
 } ref_binary_op;
 extern const char *const ref_binary_names[REF_BINARY_COUNT];
-/* maximum and minimum give NaN when either side is NaN. */
+/* maximum and minimum give NaN when either side is NaN; equal gives 1 or 0. */
 double ref_binary_scalar(ref_binary_op op, double a, double b);
 /* out has the broadcast shape of a and b. */
 void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, int nb,

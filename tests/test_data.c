@@ -835,6 +835,35 @@ static void test_loader_worker_error(ug_device *dev)
     ug_loader_free(l);
 }
 
+/* The planned device bytes of a loader are what creating it takes from
+ * the pool. */
+static void test_loader_device_bytes(ug_device *dev)
+{
+    test_data d;
+    REQUIRE(make_data(&d, 5, 300));
+    static const struct { int64_t batch; int prefetch; } configs[] = {{2, 1}, {3, 0}, {64, 4}};
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+        th_context("batch %lld, prefetch %d", (long long)configs[i].batch, configs[i].prefetch);
+        ug_loader_config c = ug_loader_default_config();
+        c.batch_size = configs[i].batch;
+        c.prefetch = configs[i].prefetch;
+        uint64_t planned = 0;
+        REQUIRE_OK(ug_loader_device_bytes(d.ds, &c, &planned));
+        uint64_t before = th_stats(dev).bytes_in_use;
+        ug_loader *l = NULL;
+        REQUIRE_OK(ug_loader_create(d.ds, dev, &c, &l));
+        CHECK_EQ_I64(th_stats(dev).bytes_in_use - before, planned);
+        ug_loader_free(l);
+    }
+    uint64_t bytes = 0;
+    ug_loader_config bad = ug_loader_default_config();
+    bad.batch_size = 0;
+    if (CHECK_STATUS(ug_loader_device_bytes(d.ds, &bad, &bytes), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("ug_loader_device_bytes", "batch_size");
+    CHECK_STATUS(ug_loader_device_bytes(NULL, NULL, &bytes), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_loader_device_bytes(d.ds, NULL, NULL), UG_ERR_INVALID_ARGUMENT);
+}
+
 static void test_loader_arguments(ug_device *dev)
 {
     test_data d;
@@ -1018,6 +1047,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(dataset_from_idx_errors),
         TH_HOST_TEST(fashion_mnist_files),
         TH_DEVICE_TEST(loader_arguments),
+        TH_DEVICE_TEST(loader_device_bytes),
         TH_DEVICE_TEST(loader_orders),
         TH_DEVICE_TEST(loader_steady_state),
         TH_DEVICE_TEST(loader_restart),

@@ -9,8 +9,8 @@
 
 typedef ug_status (*binary_fn)(const ug_tensor *, const ug_tensor *, ug_tensor **);
 typedef ug_status (*unary_fn)(const ug_tensor *, ug_tensor **);
-static const binary_fn binary_fns[REF_BINARY_COUNT] = {ug_add, ug_sub, ug_mul,
-                                                       ug_div, ug_maximum, ug_minimum};
+static const binary_fn binary_fns[REF_BINARY_COUNT] = {ug_add,     ug_sub,     ug_mul,  ug_div,
+                                                       ug_maximum, ug_minimum, ug_equal};
 static const unary_fn unary_fns[REF_UNARY_COUNT] = {ug_neg,  ug_abs,     ug_exp,
                                                     ug_log,  ug_sqrt,    ug_relu,
                                                     ug_sigmoid, ug_tanh, ug_gelu,
@@ -243,6 +243,25 @@ static void test_binary_special_values(ug_device *dev)
     }
 }
 
+/* equal on small integers, where ties are common, with broadcasting. */
+static void test_equal_with_ties(ug_device *dev)
+{
+    static const int64_t shapes[][2][2] = {{{1000, 1}, {1000, 1}}, {{7, 1}, {1, 5}}};
+    for (int k = 0; k < 2; k++) {
+        for (int s = 0; s < 2; s++) {
+            const int64_t *sa = shapes[s][0], *sb = shapes[s][1];
+            double *a = th_random_values(ref_numel(2, sa), 0, 4);
+            double *b = th_random_values(ref_numel(2, sb), 0, 4);
+            for (int64_t i = 0; i < ref_numel(2, sa); i++)
+                a[i] = floor(a[i]);
+            for (int64_t i = 0; i < ref_numel(2, sb); i++)
+                b[i] = floor(b[i]);
+            if (!check_binary(dev, REF_EQUAL, float_dtypes[k], 2, sa, a, 2, sb, b, false))
+                return;
+        }
+    }
+}
+
 /* Input range per unary op: its domain, wide enough to reach saturation
  * (tanh and sigmoid of +-60 must be +-1 and 0/1, not NaN). */
 static void unary_range(ref_unary_op op, double *lo, double *hi)
@@ -376,6 +395,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(binary_broadcast),
         TH_DEVICE_TEST(binary_zero_size),
         TH_DEVICE_TEST(binary_special_values),
+        TH_DEVICE_TEST(equal_with_ties),
         TH_DEVICE_TEST(unary_sizes),
         TH_DEVICE_TEST(unary_shapes),
         TH_DEVICE_TEST(unary_special_values),

@@ -113,8 +113,11 @@ static ug_status plan_batch(void *context, int64_t rows, uint64_t *bytes)
     TRY(st);
     ug_loader_config lc = p->loader;
     lc.batch_size = rows;
+    uint64_t train_slots = 0, test_slots = 0;
+    TRY(ug_loader_device_bytes(p->train, &lc, &train_slots));
+    TRY(ug_loader_device_bytes(p->test, &lc, &test_slots));
     *bytes = mem.total_bytes - mem.parameter_bytes - mem.optimizer_bytes + (p->accumulate ? mem.accumulator_bytes : 0) +
-             ug_loader_device_bytes(p->train, &lc) + ug_loader_device_bytes(p->test, &lc);
+             train_slots + test_slots;
     return UG_OK;
 }
 

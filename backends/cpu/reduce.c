@@ -67,6 +67,16 @@ static float lanes_sum(const float *p, int64_t n, bool sq)
     return acc[0];
 }
 
+/* n elements of row from c0 as f32: in place for f32, else converted
+ * (2-byte dtypes) into buf. */
+static const float *leaf(const red_job *j, const char *row, int64_t c0, int64_t n, float *buf)
+{
+    if (j->xt == UG_F32)
+        return (const float *)row + c0;
+    ug_cpu_load(row + c0 * 2, j->xt, 1, n, buf);
+    return buf;
+}
+
 static float row_sum(const red_job *j, const char *row, int64_t l0, int64_t l1)
 {
     int64_t n = l1 - l0;
@@ -75,11 +85,7 @@ static float row_sum(const red_job *j, const char *row, int64_t l0, int64_t l1)
         return row_sum(j, row, l0, mid) + row_sum(j, row, mid, l1);
     }
     float buf[LEAF];
-    const float *p = buf;
-    if (j->xt == UG_F32)
-        p = (const float *)row + l0;
-    else
-        ug_cpu_load(row + l0 * 2, j->xt, 1, n, buf);
+    const float *p = leaf(j, row, l0, n, buf);
     return lanes_sum(p, n, j->op == UG_RKERNEL_SUMSQ);
 }
 
@@ -92,11 +98,7 @@ static float row_max(const red_job *j, const char *row, int64_t l0, int64_t l1)
     float buf[LEAF];
     for (int64_t c0 = l0; c0 < l1; c0 += LEAF) {
         int64_t n = l1 - c0 < LEAF ? l1 - c0 : LEAF;
-        const float *p = buf;
-        if (j->xt == UG_F32)
-            p = (const float *)row + c0;
-        else
-            ug_cpu_load(row + c0 * 2, j->xt, 1, n, buf);
+        const float *p = leaf(j, row, c0, n, buf);
         int64_t i = 0;
         for (; i + LANES <= n; i += LANES)
             for (int k = 0; k < LANES; k++) {
@@ -121,11 +123,7 @@ static float row_argmax(const red_job *j, const char *row, int64_t l0, int64_t l
     float buf[LEAF];
     for (int64_t c0 = l0; c0 < l1; c0 += LEAF) {
         int64_t n = l1 - c0 < LEAF ? l1 - c0 : LEAF;
-        const float *p = buf;
-        if (j->xt == UG_F32)
-            p = (const float *)row + c0;
-        else
-            ug_cpu_load(row + c0 * 2, j->xt, 1, n, buf);
+        const float *p = leaf(j, row, c0, n, buf);
         for (int64_t i = 0; i < n; i++) {
             if (p[i] != p[i]) {
                 *idx = c0 + i;

@@ -94,7 +94,8 @@ UG_API ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
 UG_API void ug_loader_free(ug_loader *loader);
 /* The device bytes a loader of dataset with config would take (its
  * prefetch + 1 batches), without creating it: for planning a batch size. */
-UG_API uint64_t ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_config *config);
+UG_API ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_config *config,
+                                        uint64_t *bytes);
 /* Batches per epoch. */
 UG_API int64_t ug_loader_batches(const ug_loader *loader);
 /* Starts epoch number epoch (its order is fixed by seed and epoch). */
