@@ -21,13 +21,22 @@ int bench_train_mlp(int argc, char **argv);
 double bench_now(void);
 
 /* Times fn(ctx) over enough repetitions to take about target_seconds, in
- * five parts after warmup calls and a calibration: the median part's time
- * per call. sync (may be NULL)
+ * parts of about 0.04 s (at least five) after warmup calls and a
+ * calibration: the median part's time per call. sync (may be NULL)
  * waits for queued work: it runs before and after every timed batch, so
  * asynchronous devices are timed to completion. fn and sync return false on
  * a library error (the message is in ug_last_error). *seconds is per call. */
 bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int warmup,
                 double target_seconds, double *seconds, long *reps);
+
+/* The CPU device's thread budget (UG_NUM_THREADS, else the CPUs allowed). */
+int bench_cpu_threads(void);
+
+/* bench_time for OpenBLAS called directly on the host, threaded with the CPU
+ * device's budget: the library keeps OpenBLAS single-threaded inside its own
+ * pool, so the baseline gets the same cores to itself, then gives them back. */
+bool bench_time_host_blas(bool (*fn)(void *ctx), void *ctx, int warmup, double target_seconds,
+                          double *seconds, long *reps);
 
 /* Every device id this run should cover: the one named (validated by
  * opening it) or all of them. Returns the count, or -1 with the error printed. */

@@ -191,7 +191,7 @@ int bench_gemm(int argc, char **argv)
     int shape_count = 0;
     int status = 0;
     printf("%s, %d thread(s); timing each product for ~%.2f s\n",
-           openblas_get_config(), openblas_get_num_threads(), target);
+           openblas_get_config(), bench_cpu_threads(), target);
     for (size_t i = 0; i < SHAPE_COUNT; i++) {
         const gemm_shape *s = &all_shapes[i];
         if (quick && s->large)
@@ -229,7 +229,7 @@ int bench_gemm(int argc, char **argv)
             long reps = 0;
             /* OpenBLAS is timed right before each device row, not once up
              * front, so both see the same machine load and clock. */
-            (void)bench_time(run_cblas, NULL, h, 2, target, &h->cblas_seconds, &h->cblas_reps);
+            (void)bench_time_host_blas(run_cblas, h, 2, target, &h->cblas_seconds, &h->cblas_reps);
             bool ok = ug_tensor_from_host(device, UG_F32, 2, a_shape, h->a, &dc.a) == UG_OK &&
                       ug_tensor_from_host(device, UG_F32, 2, b_shape, h->b, &dc.b) == UG_OK;
             if (!ok)

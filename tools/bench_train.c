@@ -359,7 +359,7 @@ int bench_train_mlp(int argc, char **argv)
             }
             if (st == UG_OK && have_products) {
                 long reps = 0;
-                (void)bench_time(run_products, NULL, &hp, 3, target, &blas_s, &reps);
+                (void)bench_time_host_blas(run_products, &hp, 3, target, &blas_s, &reps);
             }
             if (st != UG_OK)
                 rc = bench_fail(ids[d]);

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cblas.h>
+
 #include "bench.h"
 
 double bench_now(void)
@@ -46,28 +48,32 @@ bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int w
             break;
         n *= 2;
     }
-    /* The rest of the target in CHUNKS timed parts; the median part's time
-     * per call, so a burst of load from elsewhere on a shared machine moves
-     * the figure less than a mean would. */
-    enum { CHUNKS = 5 };
+    /* The rest of the target in parts of a fixed length, and the median
+     * part's time per call. Fixed-length parts make a short and a long run
+     * estimate the same figure (a long run only takes more parts), and the
+     * median keeps a burst of load elsewhere on a shared machine out of it. */
+    enum { MIN_PARTS = 5, MAX_PARTS = 255 };
+    const double part_seconds = 0.04;
+    long parts = (long)(target_seconds / part_seconds);
+    parts = parts < MIN_PARTS ? MIN_PARTS : parts > MAX_PARTS ? MAX_PARTS : parts;
     double per_call = elapsed / (double)n;
-    long chunk = (long)(target_seconds / CHUNKS / (per_call > 1e-9 ? per_call : 1e-9));
+    long chunk = (long)(target_seconds / (double)parts / (per_call > 1e-9 ? per_call : 1e-9));
     if (chunk < 1)
         chunk = 1;
-    double parts[CHUNKS];
-    for (int c = 0; c < CHUNKS; c++) {
+    double part_times[MAX_PARTS];
+    for (long c = 0; c < parts; c++) {
         double t = timed_batch(fn, sync, ctx, chunk);
         if (t < 0.0)
             return false;
-        parts[c] = t / (double)chunk;
-        for (int k = c; k > 0 && parts[k] < parts[k - 1]; k--) { /* insertion sort */
-            double swap = parts[k];
-            parts[k] = parts[k - 1];
-            parts[k - 1] = swap;
+        part_times[c] = t / (double)chunk;
+        for (long k = c; k > 0 && part_times[k] < part_times[k - 1]; k--) { /* insertion sort */
+            double swap = part_times[k];
+            part_times[k] = part_times[k - 1];
+            part_times[k - 1] = swap;
         }
     }
-    *seconds = parts[CHUNKS / 2];
-    *reps = chunk * CHUNKS;
+    *seconds = part_times[parts / 2];
+    *reps = chunk * parts;
     return true;
 }
 
@@ -99,4 +105,24 @@ int bench_device_ids(const char *only, char ids[][32], int max_ids)
         snprintf(ids[n++], 32, "%s", info.id);
     }
     return n;
+}
+
+int bench_cpu_threads(void)
+{
+    for (int i = 0; i < ug_device_count(); i++) {
+        ug_device_info info;
+        if (ug_device_info_at(i, &info) == UG_OK && strcmp(info.backend, "cpu") == 0)
+            return info.compute_units > 0 ? (int)info.compute_units : 1;
+    }
+    return 1;
+}
+
+bool bench_time_host_blas(bool (*fn)(void *ctx), void *ctx, int warmup, double target_seconds,
+                          double *seconds, long *reps)
+{
+    int before = openblas_get_num_threads();
+    openblas_set_num_threads(bench_cpu_threads());
+    bool ok = bench_time(fn, NULL, ctx, warmup, target_seconds, seconds, reps);
+    openblas_set_num_threads(before);
+    return ok;
 }

@@ -158,9 +158,9 @@ static ug_status ug_cpu_device_open(int index, ug_bdev **out)
         return st;
     }
     dev->threads = threads;
-    /* Same budget for BLAS: our pool sleeps while a GEMM runs, so the
-     * cores are shared, never oversubscribed. */
-    openblas_set_num_threads(threads);
+    /* GEMM tiles run on our pool (gemm.c), each a single-threaded BLAS
+     * call, so OpenBLAS starts no threads of its own. */
+    openblas_set_num_threads(1);
     *out = dev;
     return UG_OK;
 }

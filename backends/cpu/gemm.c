@@ -1,11 +1,13 @@
 /* GEMM through OpenBLAS's cblas_sgemm, called in place on the buffers (no
- * copies), once per batch entry. OpenBLAS threads each call with the budget
- * set at device_open while our pool sleeps. */
+ * copies). OpenBLAS runs single-threaded inside our pool's tasks, each on a
+ * tile of C, so one thread budget covers every op: OpenBLAS's own threads
+ * would spin beside ours between calls and oversubscribe the cores. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* cpu_set_t in OpenBLAS's cblas.h */
 #endif
 #include <cblas.h>
 #include <limits.h>
+#include <stdbool.h>
 
 #include "backends/cpu/internal.h"
 
@@ -44,9 +46,45 @@ static void scale_c(float *c, int64_t m, int64_t n, int64_t ldc, float beta)
     }
 }
 
+/* Smallest tile, in multiply-adds, worth a thread of its own. */
+#define UG_CPU_GEMM_MIN_TILE_WORK (64 * 64 * 64)
+
+typedef struct gemm_job {
+    const ug_gemm_args *g;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb, ldc;
+    bool split_rows;     /* tiles are rows of C (else columns) */
+    int64_t tile, tiles; /* tile length, tiles per batch entry */
+} gemm_job;
+
+static void gemm_range(void *ctx, int64_t begin, int64_t end)
+{
+    const gemm_job *j = ctx;
+    const ug_gemm_args *g = j->g;
+    for (int64_t u = begin; u < end; u++) {
+        int64_t b = u / j->tiles, start = u % j->tiles * j->tile;
+        const float *a = j->a + b * g->stride_a, *bm = j->b + b * g->stride_b;
+        float *c = j->c + b * g->stride_c;
+        int64_t m = g->m, n = g->n;
+        if (j->split_rows) {
+            m = g->m - start < j->tile ? g->m - start : j->tile;
+            a += g->trans_a ? start : start * j->lda; /* A is k x m when transposed */
+            c += start * j->ldc;
+        } else {
+            n = g->n - start < j->tile ? g->n - start : j->tile;
+            bm += g->trans_b ? start * j->ldb : start; /* B is n x k when transposed */
+            c += start;
+        }
+        cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                    g->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
+                    (blasint)g->k, g->alpha, a, (blasint)j->lda, bm, (blasint)j->ldb, g->beta, c,
+                    (blasint)j->ldc);
+    }
+}
+
 ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
 {
-    (void)dev;
     const ug_gemm_args *g = args;
     if (g->a.dtype != UG_F32 || g->b.dtype != UG_F32 || g->c.dtype != UG_F32)
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu gemm: only f32 is supported (got %s, %s -> %s)",
@@ -80,13 +118,23 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
         st = fix_ld("ldb", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, &ldb);
     if (st != UG_OK)
         return st;
-    const float *a = (const float *)ug_cpu_ptr(g->a);
-    const float *bm = (const float *)ug_cpu_ptr(g->b);
-    for (int64_t b = 0; b < g->batch; b++)
-        cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                    g->trans_b ? CblasTrans : CblasNoTrans, (blasint)g->m, (blasint)g->n,
-                    (blasint)g->k, g->alpha, a + b * g->stride_a, (blasint)lda,
-                    bm + b * g->stride_b, (blasint)ldb, g->beta, c + b * g->stride_c,
-                    (blasint)ldc);
+    gemm_job job = {.g = g, .a = (const float *)ug_cpu_ptr(g->a),
+                    .b = (const float *)ug_cpu_ptr(g->b), .c = c,
+                    .lda = lda, .ldb = ldb, .ldc = ldc};
+    /* Split C's longer side so every thread has a tile even for one GEMM,
+     * in multiples of 16 (whole SIMD panels), and only while a tile keeps
+     * enough work to pay for its packing. */
+    job.split_rows = g->m >= g->n;
+    int64_t side = job.split_rows ? g->m : g->n;
+    int64_t work = g->m * g->n * g->k, parts = 1;
+    if (g->batch < dev->threads) {
+        parts = dev->threads;
+        while (parts > 1 && (work / parts < UG_CPU_GEMM_MIN_TILE_WORK || side / parts < 16))
+            parts--;
+    }
+    job.tile = (side + parts - 1) / parts;
+    job.tile = (job.tile + 15) / 16 * 16;
+    job.tiles = (side + job.tile - 1) / job.tile;
+    ug_cpu_parallel_for(dev->pool, g->batch * job.tiles, 1, gemm_range, &job);
     return UG_OK;
 }

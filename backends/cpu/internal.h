@@ -11,7 +11,7 @@
 
 struct ug_bdev {
     ug_cpu_pool *pool;
-    int threads; /* budget: pool workers + the caller, also OpenBLAS's */
+    int threads; /* budget: pool workers + the caller */
 };
 
 /* Set once by ug_cpu_backend; never NULL afterwards (a no-op stand-in is

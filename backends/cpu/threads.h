@@ -1,6 +1,6 @@
-/* A small fixed pthread pool with a blocking parallel-for. Workers sleep on a
- * condition variable between jobs, so the pool costs nothing while OpenBLAS
- * (which gets the same thread budget) runs. */
+/* A small fixed pthread pool with a blocking parallel-for: every op of the
+ * CPU backend, GEMM tiles included, runs on it. Workers sleep on a
+ * condition variable between jobs. */
 #ifndef UG_CPU_THREADS_H
 #define UG_CPU_THREADS_H
 
