@@ -39,7 +39,7 @@ extern "C" {
 
 /* A module built with another op list (kernels/common/elementwise.h) is
  * refused like one built with another interface. */
-#define UG_BACKEND_INTERFACE_VERSION (2 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
+#define UG_BACKEND_INTERFACE_VERSION (3 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -171,6 +171,57 @@ typedef struct ug_layernorm_args {
     float eps;
 } ug_layernorm_args;
 
+/* The window geometry of a 2-D convolution or pooling over NCHW images:
+ * planes = n * c images of h x w, a kh x kw window moved by stride (sh, sw)
+ * over the image padded by (ph, pw), its taps dilation (dh, dw) apart, giving
+ * oh x ow outputs (PyTorch's rule, computed by the core). */
+typedef struct ug_window2d {
+    int64_t n, c, h, w, oh, ow;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+} ug_window2d;
+
+/* im2col (to_image false): col [n, c*kh*kw, oh*ow] from image [n, c, h, w];
+ * row (ci*kh + ky)*kw + kx, column oy*ow + ox holds the tap's pixel or 0 in
+ * the padding. col2im (to_image true): image = the sum, for each pixel, of
+ * the col entries that read it (overwritten, not accumulated). f32. */
+typedef struct ug_im2col_args {
+    bool to_image;
+    ug_kview image, col;
+    ug_window2d win;
+} ug_im2col_args;
+
+typedef enum ug_pool_kind {
+    UG_POOL_MAX = 0, /* index[i] = the first maximum's h*w offset in its plane */
+    UG_POOL_AVG      /* padding counted in the divisor (count_include_pad) */
+} ug_pool_kind;
+
+/* Forward (backward false): y [n, c, oh, ow] from x (index i32, MAX only).
+ * Backward: dx [n, c, h, w] from dy (and index for MAX), overwritten. NaN
+ * counts as the maximum, as in PyTorch. f32. dilation is 1. */
+typedef struct ug_pool_args {
+    ug_pool_kind kind;
+    bool backward;
+    ug_kview x, y, index, dy, dx;
+    ug_window2d win;
+} ug_pool_args;
+
+/* Batch normalisation of x [n, c, inner] per channel (inner = h*w, or 1).
+ * Forward, training: mean and rstd = 1/sqrt(var + eps) from the batch
+ * (biased var) are written to mean/rstd [c]; when update_running, running
+ * stats move by momentum toward the batch's (unbiased var). Forward, eval:
+ * mean/rstd are written from the running stats, which stay. Both:
+ * y = (x - mean) * rstd * weight + bias.
+ * Backward: dweight = sum dy * xhat, dbias = sum dy, and dx: in training
+ * rstd * weight * (dy - mean(dy) - xhat * mean(dy * xhat)), in eval
+ * dy * rstd * weight. All f32. */
+typedef struct ug_batchnorm_args {
+    bool backward, training, update_running;
+    ug_kview x, y, weight, bias, mean, rstd, running_mean, running_var;
+    ug_kview dy, dx, dweight, dbias;
+    int64_t n, c, inner;
+    float eps, momentum;
+} ug_batchnorm_args;
+
 typedef enum ug_optim_kind {
     UG_OPTIM_SGD = 0,   /* PyTorch SGD: momentum, dampening, nesterov, weight decay */
     UG_OPTIM_ADAM,      /* PyTorch Adam: L2 weight decay added to the gradient */
@@ -216,6 +267,9 @@ typedef ug_status ug_random_fn(ug_bdev *dev, const ug_random_args *args);
 typedef ug_status ug_xent_fn(ug_bdev *dev, const ug_xent_args *args);
 typedef ug_status ug_layernorm_fn(ug_bdev *dev, const ug_layernorm_args *args);
 typedef ug_status ug_optim_fn(ug_bdev *dev, const ug_optim_args *args);
+typedef ug_status ug_im2col_fn(ug_bdev *dev, const ug_im2col_args *args);
+typedef ug_status ug_pool_fn(ug_bdev *dev, const ug_pool_args *args);
+typedef ug_status ug_batchnorm_fn(ug_bdev *dev, const ug_batchnorm_args *args);
 
 typedef struct ug_backend {
     const char *name;       /* "cpu", "opencl", "hip", "cuda" */
@@ -251,6 +305,9 @@ typedef struct ug_backend {
     ug_xent_fn *cross_entropy;
     ug_layernorm_fn *layernorm;
     ug_optim_fn *optimizer;
+    ug_im2col_fn *im2col;
+    ug_pool_fn *pool2d;
+    ug_batchnorm_fn *batchnorm;
 } ug_backend;
 
 /* The table of a backend whose entries are all named <prefix>_<entry>
@@ -268,7 +325,8 @@ typedef struct ug_backend {
         .unary = prefix##_unary, .binary = prefix##_binary, .reduce = prefix##_reduce,   \
         .gemm = prefix##_gemm, .softmax = prefix##_softmax, .random = prefix##_random,   \
         .cross_entropy = prefix##_cross_entropy, .layernorm = prefix##_layernorm,        \
-        .optimizer = prefix##_optimizer,                                                 \
+        .optimizer = prefix##_optimizer, .im2col = prefix##_im2col,                      \
+        .pool2d = prefix##_pool2d, .batchnorm = prefix##_batchnorm,                      \
     }
 
 /* Built-in backends: each returns its table (filled even when the runtime is

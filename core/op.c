@@ -142,7 +142,8 @@ static const char *const family_names[] = {
     [UG_KERNEL_REDUCE] = "reduce",       [UG_KERNEL_GEMM] = "gemm",
     [UG_KERNEL_SOFTMAX] = "softmax",     [UG_KERNEL_RANDOM] = "random",
     [UG_KERNEL_CROSS_ENTROPY] = "cross_entropy", [UG_KERNEL_LAYERNORM] = "layernorm",
-    [UG_KERNEL_OPTIMIZER] = "optimizer",
+    [UG_KERNEL_OPTIMIZER] = "optimizer", [UG_KERNEL_IM2COL] = "im2col",
+    [UG_KERNEL_POOL] = "pool",           [UG_KERNEL_BATCHNORM] = "batchnorm",
 };
 
 ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_dtype dtype,
@@ -167,6 +168,9 @@ ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_
         UG_CALL_(UG_KERNEL_CROSS_ENTROPY, cross_entropy, ug_xent_args)
         UG_CALL_(UG_KERNEL_LAYERNORM, layernorm, ug_layernorm_args)
         UG_CALL_(UG_KERNEL_OPTIMIZER, optimizer, ug_optim_args)
+        UG_CALL_(UG_KERNEL_IM2COL, im2col, ug_im2col_args)
+        UG_CALL_(UG_KERNEL_POOL, pool2d, ug_pool_args)
+        UG_CALL_(UG_KERNEL_BATCHNORM, batchnorm, ug_batchnorm_args)
 #undef UG_CALL_
     }
     if (!present)

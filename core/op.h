@@ -62,6 +62,12 @@ struct ug_op {
         struct { float smoothing; } xent;
         struct { float eps; } layernorm;
         struct { const ug_graph *graph; int param_index; } optim;
+        /* a gradient op's win also holds the forward's image and kernel size */
+        struct { ug_window2d win; int groups; bool bias; } conv;
+        struct { ug_pool_kind kind; ug_window2d win; } pool;
+        /* training is the graph's mode when graph is set; recomputed copies
+         * (checkpointing) leave the running statistics alone */
+        struct { const ug_graph *graph; bool training, update_running; float momentum, eps; } batchnorm;
     } p;
 };
 
@@ -94,7 +100,10 @@ typedef enum ug_kernel_family {
     UG_KERNEL_RANDOM,
     UG_KERNEL_CROSS_ENTROPY,
     UG_KERNEL_LAYERNORM,
-    UG_KERNEL_OPTIMIZER
+    UG_KERNEL_OPTIMIZER,
+    UG_KERNEL_IM2COL,
+    UG_KERNEL_POOL,
+    UG_KERNEL_BATCHNORM
 } ug_kernel_family;
 
 /* Calls the device's kernel of family with args (the family's ug_*_args).
@@ -121,6 +130,7 @@ ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint
 extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
     ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
     ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
-    ug_op_layernorm_grad, ug_op_optimizer;
+    ug_op_layernorm_grad, ug_op_optimizer, ug_op_conv2d, ug_op_conv2d_dx, ug_op_conv2d_dw,
+    ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
 
 #endif

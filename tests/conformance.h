@@ -1,7 +1,8 @@
 /* Shared by the files of the conformance suite (test_conformance.c: the
  * op tables and the elementwise ops; conformance_ops.c: reductions, matmul,
  * softmax, layout, casts, fill, clone, random; conformance_grad.c: gradients
- * of graph ops): shapes, inputs and the gradient runner. */
+ * of graph ops; conformance_conv.c and conformance_conv_grad.c: conv.h,
+ * eager and in graphs): shapes, inputs and the gradient runner. */
 #ifndef UG_TESTS_CONFORMANCE_H
 #define UG_TESTS_CONFORMANCE_H
 
@@ -78,6 +79,9 @@ struct cf_grad_case {
     bool ta, tb;                    /* matmul */
     float f0;                       /* eps, smoothing, dropout p */
     cf_shape to;                    /* reshape target */
+    /* Fixed values of a parameter (numel of its shape), used instead of
+     * random ones where they matter (ties in a max pool). */
+    const double *values[CF_MAX_PARAMS];
 };
 
 /* Builds the case as a model whose parameters are p, loss = sum(y * w)
@@ -104,5 +108,15 @@ void test_cast_ops(ug_device *dev);
 void test_fill_ops(ug_device *dev);
 void test_clone_ops(ug_device *dev);
 void test_random_ops(ug_device *dev);
+/* conv.h, eager (conformance_conv.c) */
+void test_conv2d_ops(ug_device *dev);
+void test_pool_ops(ug_device *dev);
+void test_global_avg_pool_ops(ug_device *dev);
+void test_batch_norm_ops(ug_device *dev);
+/* conv.h and nn.h in graphs (conformance_conv_grad.c) */
+void test_conv_grads(ug_device *dev);
+void test_batch_norm_running_stats(ug_device *dev);
+void test_batch_norm_1d_momentum_rows(ug_device *dev);
+void test_nn_conv2d_layer(ug_device *dev);
 
 #endif

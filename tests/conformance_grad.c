@@ -37,7 +37,12 @@ void cf_check_grad(ug_device *dev, const cf_grad_case *c)
         snprintf(name, sizeof name, "p%d", i);
         ug_tensor *t = NULL;
         REQUIRE_OK(ug_model_param(m, name, s->ndim, s->d, UG_INIT_CONSTANT, 0.0f, &t));
-        host[i] = cf_values(n, c->p[i].lo, c->p[i].hi, c->p[i].away);
+        if (c->values[i]) {
+            host[i] = th_alloc((size_t)n * sizeof *host[i]);
+            memcpy(host[i], c->values[i], (size_t)n * sizeof *host[i]);
+        } else {
+            host[i] = cf_values(n, c->p[i].lo, c->p[i].hi, c->p[i].away);
+        }
         float *f = th_alloc((size_t)n * sizeof *f);
         for (int64_t k = 0; k < n; k++) {
             f[k] = (float)host[i][k];

@@ -90,4 +90,57 @@ double ref_random_uniform(uint64_t seed, uint64_t index, double low, double high
  * mean + std sqrt(-2 ln u1) cos(2 pi u2). */
 double ref_random_normal(uint64_t seed, uint64_t index, double mean, double stddev);
 
+/* ---- convolutional networks (reference_conv.c), NCHW, as PyTorch ---- */
+
+/* floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1 */
+int64_t ref_conv_out(int64_t in, int kernel, int stride, int padding, int dilation);
+
+/* x [n, c, h, w], weight [oc, c / groups, kh, kw], bias [oc]: every field
+ * explicit (no defaults). */
+typedef struct ref_conv_geom {
+    int64_t n, c, h, w, oc;
+    int kh, kw, stride[2], padding[2], dilation[2], groups;
+} ref_conv_geom;
+/* y [n, oc, oh, ow] (oh, ow from ref_conv_out); bias may be NULL. */
+void ref_conv2d(const ref_conv_geom *p, const double *x, const double *weight, const double *bias,
+                double *y);
+/* The gradients of sum(y * dy): dx [n, c, h, w], dweight, dbias [oc]; any
+ * may be NULL. */
+void ref_conv2d_backward(const ref_conv_geom *p, const double *x, const double *weight,
+                         const double *dy, double *dx, double *dweight, double *dbias);
+
+/* Pooling over x [n, c, h, w] (planes = n * c), windows kernel moved by
+ * stride over the image padded by padding (explicit, stride >= 1). */
+typedef struct ref_pool_geom {
+    int64_t planes, h, w;
+    int kernel[2], stride[2], padding[2];
+} ref_pool_geom;
+/* The maximum of each window's pixels (padding ignored); a NaN is the
+ * maximum. index (may be NULL) receives, per output, the offset in its
+ * plane (y * w + x) of the first maximum in row-major window order (the
+ * first NaN when there is one). */
+void ref_max_pool2d(const ref_pool_geom *p, const double *x, double *y, int64_t *index);
+/* dx = each output's dy added at its first maximum. */
+void ref_max_pool2d_backward(const ref_pool_geom *p, const double *x, const double *dy, double *dx);
+/* count_include_pad: the sum of the window's pixels divided by the window's
+ * size clipped to the padded image. */
+void ref_avg_pool2d(const ref_pool_geom *p, const double *x, double *y);
+void ref_avg_pool2d_backward(const ref_pool_geom *p, const double *dy, double *dx);
+
+/* Batch normalisation of x [n, c, inner] per channel (inner = h * w, or 1
+ * for [n, c]). training: the batch's mean and biased variance normalise,
+ * and running_mean/running_var (may be NULL) become (1 - momentum) running
+ * + momentum batch, the variance unbiased (n inner - 1); otherwise the
+ * running statistics normalise. y = (x - mean) / sqrt(var + eps) weight +
+ * bias. */
+void ref_batch_norm(const double *x, int64_t n, int64_t c, int64_t inner, const double *weight,
+                    const double *bias, double *running_mean, double *running_var, bool training,
+                    double momentum, double eps, double *y);
+/* The gradients of sum(y * dy) (running statistics as given, not updated):
+ * dx, dweight, dbias [c]; any may be NULL. */
+void ref_batch_norm_backward(const double *x, int64_t n, int64_t c, int64_t inner,
+                             const double *weight, const double *running_mean,
+                             const double *running_var, bool training, double eps,
+                             const double *dy, double *dx, double *dweight, double *dbias);
+
 #endif

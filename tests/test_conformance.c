@@ -407,6 +407,14 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(random_ops),
         TH_DEVICE_TEST(elementwise_grads),
         TH_DEVICE_TEST(graph_op_grads),
+        TH_DEVICE_TEST(conv2d_ops),
+        TH_DEVICE_TEST(pool_ops),
+        TH_DEVICE_TEST(global_avg_pool_ops),
+        TH_DEVICE_TEST(batch_norm_ops),
+        TH_DEVICE_TEST(conv_grads),
+        TH_DEVICE_TEST(batch_norm_running_stats),
+        TH_DEVICE_TEST(batch_norm_1d_momentum_rows),
+        TH_DEVICE_TEST(nn_conv2d_layer),
     };
     return th_main(argc, argv, tests, CF_COUNT(tests));
 }

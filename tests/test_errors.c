@@ -454,6 +454,195 @@ static void test_error_is_thread_local(ug_device *dev)
               "another thread's error shows here: \"%s\"", ug_last_error());
 }
 
+/* ---- conv.h: each bad argument fails with a status (want, or alt where
+ * either reading is fair), leaves *out NULL and says what is wrong in a
+ * message naming the op; nothing crashes. ---- */
+
+static void conv_error_at(const char *file, int line, const char *text, ug_status got, bool out_null,
+                          const char *op, ug_status want, ug_status alt)
+{
+    const char *m = ug_last_error();
+    if (got != want && got != alt)
+        th_fail(file, line, "%s returned %s (\"%s\"), expected %s%s%s", text, ug_status_name(got), m,
+                ug_status_name(want), alt != want ? " or " : "", alt != want ? ug_status_name(alt) : "");
+    if (got != UG_OK && !out_null)
+        th_fail(file, line, "%s failed but set *out", text);
+    if (got != UG_OK && !th_contains(m, op))
+        th_fail(file, line, "%s: the message should name %s: \"%s\"", text, op, m);
+}
+#define CHECK_G_CONV_ERROR(expr, out, op, want, alt)                                             \
+    do {                                                                                         \
+        ug_clear_error();                                                                        \
+        (out) = NULL;                                                                            \
+        ug_status cs_ = (expr);                                                                  \
+        conv_error_at(TH_LOC, #expr, cs_, (out) == NULL, op, want, alt);                         \
+    } while (0)
+/* The eager form frees a result that should not exist. */
+#define CHECK_CONV_ERROR(expr, out, op, want, alt)                                               \
+    do {                                                                                         \
+        CHECK_G_CONV_ERROR(expr, out, op, want, alt);                                            \
+        th_track(out);                                                                           \
+    } while (0)
+
+static ug_tensor *filled(ug_device *dev, ug_dtype dtype, int ndim, const int64_t *shape)
+{
+    ug_tensor *t = NULL;
+    if (!CHECK_STATUS(ug_tensor_create(dev, dtype, ndim, shape, &t), UG_OK))
+        return NULL;
+    th_track(t);
+    if (dtype == UG_F32 || dtype == UG_F16)
+        CHECK_OK(ug_fill(t, 0.5f));
+    return t;
+}
+
+static void test_conv_errors(ug_device *dev)
+{
+    const ug_status SH = UG_ERR_SHAPE, IA = UG_ERR_INVALID_ARGUMENT;
+    ug_tensor *x = filled(dev, UG_F32, 4, (int64_t[]){2, 6, 5, 5});
+    ug_tensor *x3 = filled(dev, UG_F32, 3, (int64_t[]){6, 5, 5});
+    ug_tensor *x5 = filled(dev, UG_F32, 4, (int64_t[]){2, 5, 5, 5});
+    ug_tensor *tiny = filled(dev, UG_F32, 4, (int64_t[]){1, 6, 2, 2});
+    ug_tensor *xh = filled(dev, UG_F16, 4, (int64_t[]){2, 6, 5, 5});
+    ug_tensor *xi = filled(dev, UG_I32, 4, (int64_t[]){2, 6, 5, 5});
+    ug_tensor *w = filled(dev, UG_F32, 4, (int64_t[]){4, 6, 3, 3});
+    ug_tensor *w_g2 = filled(dev, UG_F32, 4, (int64_t[]){4, 3, 3, 3});
+    ug_tensor *w_bad = filled(dev, UG_F32, 4, (int64_t[]){4, 5, 3, 3});
+    ug_tensor *w_oc = filled(dev, UG_F32, 4, (int64_t[]){5, 3, 3, 3}); /* 5 outputs in 2 groups */
+    ug_tensor *w3 = filled(dev, UG_F32, 3, (int64_t[]){4, 6, 3});
+    ug_tensor *w5 = filled(dev, UG_F32, 4, (int64_t[]){4, 6, 5, 5});
+    ug_tensor *wh = filled(dev, UG_F16, 4, (int64_t[]){4, 6, 3, 3});
+    ug_tensor *b = filled(dev, UG_F32, 1, (int64_t[]){4});
+    ug_tensor *b5 = filled(dev, UG_F32, 1, (int64_t[]){5});
+    ug_tensor *c6 = filled(dev, UG_F32, 1, (int64_t[]){6});
+    ug_tensor *c6b = filled(dev, UG_F32, 1, (int64_t[]){6});
+    ug_tensor *c6m = filled(dev, UG_F32, 1, (int64_t[]){6});
+    ug_tensor *c6v = filled(dev, UG_F32, 1, (int64_t[]){6});
+    ug_tensor *c5 = filled(dev, UG_F32, 1, (int64_t[]){5});
+    ug_tensor *c6h = filled(dev, UG_F16, 1, (int64_t[]){6});
+    ug_tensor *row = filled(dev, UG_F32, 1, (int64_t[]){6});
+    REQUIRE(x && x3 && x5 && tiny && xh && xi && w && w_g2 && w_bad && w_oc && w3 && w5 && wh && b && b5);
+    REQUIRE(c6 && c6b && c6m && c6v && c5 && c6h && row);
+    ug_tensor *out = NULL;
+    const ug_conv2d_params g2 = {{1, 1}, {1, 1}, {1, 1}, 2}, g4 = {{1, 1}, {1, 1}, {1, 1}, 4};
+    const ug_conv2d_params neg_stride = {{-1, 1}, {0, 0}, {1, 1}, 1};
+    const ug_conv2d_params neg_pad = {{1, 1}, {-1, 0}, {1, 1}, 1};
+    const ug_conv2d_params neg_groups = {{1, 1}, {0, 0}, {1, 1}, -2};
+    const ug_conv2d_params dil3 = {{1, 1}, {0, 0}, {3, 3}, 1};
+
+    th_context("conv2d");
+    CHECK_CONV_ERROR(ug_conv2d(x3, w, b, NULL, &out), out, "conv2d", SH, SH);     /* x not 4-D */
+    CHECK_CONV_ERROR(ug_conv2d(x, w3, b, NULL, &out), out, "conv2d", SH, SH);     /* weight not 4-D */
+    CHECK_CONV_ERROR(ug_conv2d(x, w_bad, b, NULL, &out), out, "conv2d", SH, SH);  /* 5 != 6 channels */
+    CHECK_CONV_ERROR(ug_conv2d(x, w, b, &g2, &out), out, "conv2d", SH, SH);       /* 6 != 6 / 2 per group */
+    CHECK_CONV_ERROR(ug_conv2d(x5, w_g2, b, &g2, &out), out, "conv2d", IA, SH);   /* 5 channels, 2 groups */
+    CHECK_CONV_ERROR(ug_conv2d(x, w_oc, b5, &g2, &out), out, "conv2d", IA, SH);   /* 5 outputs, 2 groups */
+    CHECK_CONV_ERROR(ug_conv2d(x, w, b, &g4, &out), out, "conv2d", IA, SH);       /* 6 channels, 4 groups */
+    CHECK_CONV_ERROR(ug_conv2d(x, w, b5, NULL, &out), out, "conv2d", SH, SH);     /* bias [5] for 4 */
+    CHECK_CONV_ERROR(ug_conv2d(x, w, w, NULL, &out), out, "conv2d", SH, SH);      /* bias not 1-D */
+    CHECK_CONV_ERROR(ug_conv2d(tiny, w, b, NULL, &out), out, "conv2d", SH, IA);   /* 2x2 < 3x3 */
+    CHECK_CONV_ERROR(ug_conv2d(x, w5, b, &dil3, &out), out, "conv2d", SH, IA);    /* span 13 > 5 */
+    CHECK_CONV_ERROR(ug_conv2d(x, w, b, &neg_stride, &out), out, "conv2d", IA, IA);
+    CHECK_CONV_ERROR(ug_conv2d(x, w, b, &neg_pad, &out), out, "conv2d", IA, IA);
+    CHECK_CONV_ERROR(ug_conv2d(x, w, b, &neg_groups, &out), out, "conv2d", IA, IA);
+    CHECK_CONV_ERROR(ug_conv2d(xh, wh, NULL, NULL, &out), out, "conv2d", UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_conv2d(xi, w, NULL, NULL, &out), out, "conv2d", UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_conv2d(x, wh, NULL, NULL, &out), out, "conv2d", UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_conv2d(NULL, w, b, NULL, &out), out, "conv2d", IA, IA);
+    CHECK_CONV_ERROR(ug_conv2d(x, NULL, b, NULL, &out), out, "conv2d", IA, IA);
+    CHECK_STATUS(ug_conv2d(x, w, b, NULL, NULL), IA);
+
+    th_context("pooling");
+    const ug_pool2d_params k3p2 = {{3, 3}, {1, 1}, {2, 2}}, k2p2 = {{2, 2}, {2, 2}, {2, 0}};
+    const ug_pool2d_params k0 = {{0, 3}, {1, 1}, {0, 0}}, big = {{3, 3}, {1, 1}, {0, 0}};
+    const ug_pool2d_params neg_s = {{2, 2}, {-1, 1}, {0, 0}}, ok = {{2, 2}, {2, 2}, {0, 0}};
+    CHECK_CONV_ERROR(ug_max_pool2d(x, &k3p2, &out), out, "max_pool2d", IA, SH); /* padding 2 > 3/2 */
+    CHECK_CONV_ERROR(ug_avg_pool2d(x, &k2p2, &out), out, "avg_pool2d", IA, SH); /* padding 2 > 2/2 */
+    CHECK_CONV_ERROR(ug_max_pool2d(x, &k0, &out), out, "max_pool2d", IA, SH);   /* kernel 0 */
+    CHECK_CONV_ERROR(ug_avg_pool2d(tiny, &big, &out), out, "avg_pool2d", SH, IA); /* 2x2 < 3x3 */
+    CHECK_CONV_ERROR(ug_max_pool2d(x, &neg_s, &out), out, "max_pool2d", IA, IA);
+    CHECK_CONV_ERROR(ug_max_pool2d(x3, &ok, &out), out, "max_pool2d", SH, SH);
+    CHECK_CONV_ERROR(ug_avg_pool2d(x3, &ok, &out), out, "avg_pool2d", SH, SH);
+    CHECK_CONV_ERROR(ug_max_pool2d(xh, &ok, &out), out, "max_pool2d", UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_avg_pool2d(xi, &ok, &out), out, "avg_pool2d", UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_max_pool2d(x, NULL, &out), out, "max_pool2d", IA, IA);
+    CHECK_CONV_ERROR(ug_global_avg_pool2d(x3, &out), out, "global_avg_pool2d", SH, SH);
+    CHECK_CONV_ERROR(ug_global_avg_pool2d(xh, &out), out, "global_avg_pool2d", UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_global_avg_pool2d(NULL, &out), out, "global_avg_pool2d", IA, IA);
+
+    th_context("batch_norm");
+    CHECK_CONV_ERROR(ug_batch_norm(row, c6, c6b, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_CONV_ERROR(ug_batch_norm(x, c5, c6b, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_CONV_ERROR(ug_batch_norm(x, c6, c5, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_CONV_ERROR(ug_batch_norm(x, c6, c6b, c5, c6v, false, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_CONV_ERROR(ug_batch_norm(x, c6, c6b, c6m, c5, false, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_CONV_ERROR(ug_batch_norm(xh, c6h, c6h, c6h, c6h, true, 0.1f, 1e-5f, &out), out, "batch_norm",
+                     UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_batch_norm(x, c6h, c6b, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm",
+                     UG_ERR_DTYPE, UG_ERR_DTYPE);
+    CHECK_CONV_ERROR(ug_batch_norm(NULL, c6, c6b, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm", IA, IA);
+    /* The failed calls left the running statistics alone. */
+    double *m = th_download(c6m), *v = th_download(c6v);
+    REQUIRE(m && v);
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(m[i] == 0.5 && v[i] == 0.5, "a failed batch_norm changed the running statistics");
+}
+
+/* The graph versions refuse the same shapes when the op is added. */
+static void conv_graph_errors(ug_device *dev, ug_model *model, ug_graph *g)
+{
+    const ug_status SH = UG_ERR_SHAPE, IA = UG_ERR_INVALID_ARGUMENT;
+    ug_value *x = NULL, *x3 = NULL, *x1 = NULL, *w_bad = NULL, *w = NULL, *out = NULL;
+    ug_tensor *tw = NULL, *tb = NULL, *tm = NULL, *tv = NULL, *t5 = NULL;
+    ug_value *vb = NULL, *vm = NULL, *vv = NULL, *v5 = NULL;
+    (void)dev;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 4, (int64_t[]){2, 6, 5, 5}, &x));
+    REQUIRE_OK(ug_graph_input(g, "x3", UG_F32, 3, (int64_t[]){6, 5, 5}, &x3));
+    REQUIRE_OK(ug_graph_input(g, "x1", UG_F32, 1, (int64_t[]){6}, &x1));
+    REQUIRE_OK(ug_graph_input(g, "w_bad", UG_F32, 4, (int64_t[]){4, 5, 3, 3}, &w_bad));
+    REQUIRE_OK(ug_graph_input(g, "w", UG_F32, 4, (int64_t[]){4, 6, 3, 3}, &w));
+    REQUIRE_OK(ug_model_param(model, "bn.weight", 1, (int64_t[]){6}, UG_INIT_CONSTANT, 1.0f, &tw));
+    REQUIRE_OK(ug_model_param(model, "bn.bias", 1, (int64_t[]){6}, UG_INIT_CONSTANT, 0.0f, &tb));
+    REQUIRE_OK(ug_model_param(model, "bn.running_mean", 1, (int64_t[]){6}, UG_INIT_CONSTANT, 0.0f, &tm));
+    REQUIRE_OK(ug_model_param(model, "bn.running_var", 1, (int64_t[]){6}, UG_INIT_CONSTANT, 1.0f, &tv));
+    REQUIRE_OK(ug_model_param(model, "five", 1, (int64_t[]){5}, UG_INIT_CONSTANT, 1.0f, &t5));
+    REQUIRE_OK(ug_graph_param(g, tb, &vb));
+    REQUIRE_OK(ug_graph_param(g, tm, &vm));
+    REQUIRE_OK(ug_graph_param(g, tv, &vv));
+    REQUIRE_OK(ug_graph_param(g, t5, &v5));
+    ug_value *vw = NULL;
+    REQUIRE_OK(ug_graph_param(g, tw, &vw));
+    const ug_conv2d_params g4 = {{1, 1}, {1, 1}, {1, 1}, 4};
+    const ug_pool2d_params k3p2 = {{3, 3}, {1, 1}, {2, 2}}, ok = {{2, 2}, {2, 2}, {0, 0}};
+    th_context("graph ops");
+    CHECK_G_CONV_ERROR(ug_g_conv2d(g, x3, w, NULL, NULL, &out), out, "conv2d", SH, SH);
+    CHECK_G_CONV_ERROR(ug_g_conv2d(g, x, w_bad, NULL, NULL, &out), out, "conv2d", SH, SH);
+    CHECK_G_CONV_ERROR(ug_g_conv2d(g, x, w, NULL, &g4, &out), out, "conv2d", IA, SH);
+    CHECK_G_CONV_ERROR(ug_g_max_pool2d(g, x, &k3p2, &out), out, "max_pool2d", IA, SH);
+    CHECK_G_CONV_ERROR(ug_g_avg_pool2d(g, x3, &ok, &out), out, "avg_pool2d", SH, SH);
+    CHECK_G_CONV_ERROR(ug_g_global_avg_pool2d(g, x3, &out), out, "global_avg_pool2d", SH, SH);
+    CHECK_G_CONV_ERROR(ug_g_batch_norm(g, x1, vw, vb, vm, vv, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_G_CONV_ERROR(ug_g_batch_norm(g, x, v5, vb, vm, vv, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_G_CONV_ERROR(ug_g_batch_norm(g, x, vw, vb, v5, vv, 0.1f, 1e-5f, &out), out, "batch_norm", SH, SH);
+    CHECK_G_CONV_ERROR(ug_nn_conv2d(g, "c", x3, 4, 3, 3, NULL, &out), out, "conv2d", SH, SH);
+    CHECK_G_CONV_ERROR(ug_nn_conv2d(g, "c2", x, 4, 3, 3, &g4, &out), out, "conv2d", IA, SH);
+    CHECK_G_CONV_ERROR(ug_nn_batch_norm(g, "b", x1, &out), out, "batch_norm", SH, IA);
+    /* The graph still works after the refusals. */
+    CHECK_OK(ug_g_conv2d(g, x, w, NULL, NULL, &out));
+}
+
+static void test_conv_graph_errors(ug_device *dev)
+{
+    ug_model *model = NULL;
+    ug_graph *g = NULL;
+    REQUIRE_OK(ug_model_create(dev, 1, &model));
+    if (ug_graph_create(model, &g) == UG_OK)
+        conv_graph_errors(dev, model, g);
+    else
+        th_fail(TH_LOC, "ug_graph_create: %s", ug_last_error());
+    ug_graph_free(g);
+    ug_model_free(model);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -468,6 +657,8 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(reduce_axis_out_of_range),
         TH_DEVICE_TEST(error_state),
         TH_HOST_TEST(error_is_thread_local),
+        TH_DEVICE_TEST(conv_errors),
+        TH_DEVICE_TEST(conv_graph_errors),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

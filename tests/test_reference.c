@@ -227,6 +227,211 @@ static void test_reference_softmax_transpose(ug_device *dev)
     CHECK(memcmp(u, want, sizeof want) == 0);
 }
 
+/* ---- convolutional ops: hand-computed answers ---- */
+
+static void test_reference_conv_known(ug_device *dev)
+{
+    (void)dev;
+    CHECK(ref_conv_out(7, 3, 1, 0, 1) == 5 && ref_conv_out(7, 3, 2, 1, 1) == 4);
+    CHECK(ref_conv_out(5, 3, 1, 0, 2) == 1 && ref_conv_out(9, 5, 2, 2, 1) == 5);
+    CHECK(ref_conv_out(2, 3, 1, 0, 1) < 1 && ref_conv_out(1, 1, 1, 0, 1) == 1);
+    /* x = 1..9 in 3x3, w = [[1, 0], [0, -1]]: x[i][j] - x[i+1][j+1] = -4, + 0.5. */
+    double x[9], w[] = {1, 0, 0, -1}, bias[] = {0.5}, y[4];
+    for (int i = 0; i < 9; i++)
+        x[i] = i + 1;
+    ref_conv_geom p = {1, 1, 3, 3, 1, 2, 2, {1, 1}, {0, 0}, {1, 1}, 1};
+    ref_conv2d(&p, x, w, bias, y);
+    CHECK(y[0] == -3.5 && y[1] == -3.5 && y[2] == -3.5 && y[3] == -3.5);
+    /* Padding 1, stride 2: outputs at the corners read the zero border. */
+    p.padding[0] = p.padding[1] = 1;
+    p.stride[0] = p.stride[1] = 2;
+    ref_conv2d(&p, x, w, NULL, y);
+    CHECK(y[0] == -1 && y[1] == -3 && y[2] == -7 && y[3] == -4);
+    /* Groups: 2 channels [2, 3], weights [10, 100]: groups 2 keeps them
+     * apart, groups 1 with one output channel sums them. */
+    double x2[] = {2, 3}, w2[] = {10, 100}, y2[2];
+    ref_conv_geom g2 = {1, 2, 1, 1, 2, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2};
+    ref_conv2d(&g2, x2, w2, NULL, y2);
+    CHECK(y2[0] == 20 && y2[1] == 300);
+    ref_conv_geom g1 = {1, 2, 1, 1, 1, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1};
+    ref_conv2d(&g1, x2, w2, NULL, y2);
+    CHECK(y2[0] == 320);
+    /* Dilation 2 along the width: taps 2 apart. */
+    double x3[] = {1, 2, 3, 4, 5}, w3[] = {1, 1}, y3[3];
+    ref_conv_geom d = {1, 1, 1, 5, 1, 1, 2, {1, 1}, {0, 0}, {1, 2}, 1};
+    ref_conv2d(&d, x3, w3, NULL, y3);
+    CHECK(y3[0] == 4 && y3[1] == 6 && y3[2] == 8);
+
+    /* Max pool: ties go to the first, a NaN wins, padding never does. */
+    ref_pool_geom mp = {1, 1, 4, {1, 2}, {1, 1}, {0, 0}};
+    double t[] = {3, 3, 1, 3}, ty[3];
+    int64_t idx[3];
+    ref_max_pool2d(&mp, t, ty, idx);
+    CHECK(ty[0] == 3 && ty[1] == 3 && ty[2] == 3 && idx[0] == 0 && idx[1] == 1 && idx[2] == 3);
+    double nx[] = {1, NAN, 5, 7};
+    ref_max_pool2d(&mp, nx, ty, idx);
+    CHECK(isnan(ty[0]) && isnan(ty[1]) && ty[2] == 7 && idx[0] == 1 && idx[1] == 1 && idx[2] == 3);
+    double tdx[4], tdy[] = {1, 10, 100};
+    ref_max_pool2d_backward(&mp, t, tdy, tdx);
+    CHECK(tdx[0] == 1 && tdx[1] == 10 && tdx[2] == 0 && tdx[3] == 100);
+    ref_pool_geom pp = {1, 1, 3, {1, 3}, {1, 1}, {0, 1}};
+    double neg[] = {-5, -6, -7};
+    ref_max_pool2d(&pp, neg, ty, idx);
+    CHECK(ty[0] == -5 && ty[1] == -5 && ty[2] == -6 && idx[2] == 1);
+    /* Avg pool counts the padding: [1, 2, 3] padded by 1, windows of 3. */
+    double a[] = {1, 2, 3};
+    ref_avg_pool2d(&pp, a, ty);
+    CHECK(ty[0] == 1 && ty[1] == 2 && fabs(ty[2] - 5.0 / 3.0) < 1e-15);
+    ref_pool_geom ps = {1, 1, 3, {1, 2}, {1, 2}, {0, 1}};
+    ref_avg_pool2d(&ps, a, ty);
+    CHECK(ty[0] == 0.5 && ty[1] == 2.5);
+    double ady[] = {2, 4}, adx[3];
+    ref_avg_pool2d_backward(&ps, ady, adx);
+    CHECK(adx[0] == 1 && adx[1] == 2 && adx[2] == 2);
+
+    /* Batch norm of [1, 3] (one channel, two rows): mean 2, biased variance
+     * 1, unbiased 2: running mean 0.1 * 2, running var 0.9 + 0.1 * 2. */
+    double bx[] = {1, 3}, one[] = {1}, zero[] = {0}, rm[] = {0}, rv[] = {1}, by[2];
+    ref_batch_norm(bx, 2, 1, 1, one, zero, rm, rv, true, 0.1, 0.0, by);
+    CHECK(by[0] == -1 && by[1] == 1);
+    CHECK(fabs(rm[0] - 0.2) < 1e-15 && fabs(rv[0] - 1.1) < 1e-15);
+    /* Eval: (x - 1) / sqrt(3 + 1) * 4 + 0.5 with the running statistics. */
+    double em[] = {1}, ev[] = {3}, ew[] = {4}, eb[] = {0.5};
+    ref_batch_norm(bx, 2, 1, 1, ew, eb, em, ev, false, 0.1, 1.0, by);
+    CHECK(by[0] == 0.5 && by[1] == 4.5 && em[0] == 1 && ev[0] == 3);
+}
+
+/* ---- convolutional ops: gradients against central differences of the
+ * forward references ---- */
+
+typedef struct fd_op {
+    int kind; /* 0 conv2d, 1 max pool, 2 avg pool, 3 batch norm training, 4 eval */
+    ref_conv_geom conv;
+    ref_pool_geom pool;
+    int64_t n, c, inner;
+    double *p[3]; /* x, weight, bias */
+    int64_t count[3];
+    double rm[8], rv[8];
+    const double *dy;
+    int64_t ny;
+} fd_op;
+
+/* sum(y * dy) */
+static double fd_objective(const fd_op *op)
+{
+    double *y = th_alloc((size_t)op->ny * sizeof *y), total = 0.0;
+    switch (op->kind) {
+    case 0: ref_conv2d(&op->conv, op->p[0], op->p[1], op->p[2], y); break;
+    case 1: ref_max_pool2d(&op->pool, op->p[0], y, NULL); break;
+    case 2: ref_avg_pool2d(&op->pool, op->p[0], y); break;
+    default: {
+        double rm[8], rv[8];
+        memcpy(rm, op->rm, sizeof rm);
+        memcpy(rv, op->rv, sizeof rv);
+        ref_batch_norm(op->p[0], op->n, op->c, op->inner, op->p[1], op->p[2], rm, rv,
+                       op->kind == 3, 0.1, 1e-5, y);
+    }
+    }
+    for (int64_t i = 0; i < op->ny; i++)
+        total += y[i] * op->dy[i];
+    return total;
+}
+
+static void fd_compare(fd_op *op, double *const *analytic, const char *name)
+{
+    const double h = 1e-5;
+    for (int k = 0; k < 3; k++) {
+        if (!op->p[k] || !analytic[k])
+            continue;
+        double worst = 0.0, scale = 0.0;
+        for (int64_t i = 0; i < op->count[k]; i++) {
+            const double keep = op->p[k][i];
+            op->p[k][i] = keep + h;
+            const double up = fd_objective(op);
+            op->p[k][i] = keep - h;
+            const double down = fd_objective(op);
+            op->p[k][i] = keep;
+            worst = fmax(worst, fabs((up - down) / (2 * h) - analytic[k][i]));
+            scale = fmax(scale, fabs(analytic[k][i]));
+        }
+        CHECK_MSG(scale > 0 && worst <= 1e-6 * scale, "%s, operand %d: finite differences differ by %.3g (largest %.3g)",
+                  name, k, worst, scale);
+    }
+}
+
+static void test_reference_conv_gradients(ug_device *dev)
+{
+    (void)dev;
+    static const ref_conv_geom convs[] = {
+        {2, 3, 5, 6, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1},
+        {1, 4, 7, 5, 6, 3, 2, {2, 1}, {2, 0}, {1, 2}, 2},
+        {2, 3, 6, 6, 3, 3, 3, {1, 2}, {1, 1}, {2, 1}, 3},
+    };
+    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
+        th_context("conv case %zu", i);
+        fd_op op = {.kind = 0, .conv = convs[i]};
+        const ref_conv_geom *p = &op.conv;
+        const int64_t oh = ref_conv_out(p->h, p->kh, p->stride[0], p->padding[0], p->dilation[0]);
+        const int64_t ow = ref_conv_out(p->w, p->kw, p->stride[1], p->padding[1], p->dilation[1]);
+        op.count[0] = p->n * p->c * p->h * p->w;
+        op.count[1] = p->oc * (p->c / p->groups) * p->kh * p->kw;
+        op.count[2] = p->oc;
+        op.ny = p->n * p->oc * oh * ow;
+        for (int k = 0; k < 3; k++)
+            op.p[k] = th_random_values(op.count[k], -1, 1);
+        op.dy = th_random_values(op.ny, -1, 1);
+        double *g[3];
+        for (int k = 0; k < 3; k++)
+            g[k] = th_alloc((size_t)op.count[k] * sizeof(double));
+        ref_conv2d_backward(p, op.p[0], op.p[1], op.dy, g[0], g[1], g[2]);
+        fd_compare(&op, g, "conv2d");
+    }
+    static const ref_pool_geom pools[] = {
+        {3, 5, 7, {3, 3}, {2, 2}, {1, 1}},
+        {2, 6, 5, {2, 3}, {1, 2}, {1, 0}},
+    };
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        for (int kind = 1; kind <= 2; kind++) {
+            th_context("%s pool case %zu", kind == 1 ? "max" : "avg", i);
+            fd_op op = {.kind = kind, .pool = pools[i]};
+            const ref_pool_geom *p = &op.pool;
+            op.count[0] = p->planes * p->h * p->w;
+            op.ny = p->planes * ref_conv_out(p->h, p->kernel[0], p->stride[0], p->padding[0], 1) *
+                    ref_conv_out(p->w, p->kernel[1], p->stride[1], p->padding[1], 1);
+            op.p[0] = th_random_values(op.count[0], -1, 1);
+            op.dy = th_random_values(op.ny, -1, 1);
+            double *g[3] = {th_alloc((size_t)op.count[0] * sizeof(double)), NULL, NULL};
+            if (kind == 1)
+                ref_max_pool2d_backward(p, op.p[0], op.dy, g[0]);
+            else
+                ref_avg_pool2d_backward(p, op.dy, g[0]);
+            fd_compare(&op, g, kind == 1 ? "max_pool2d" : "avg_pool2d");
+        }
+    }
+    for (int kind = 3; kind <= 4; kind++) {
+        for (int shape = 0; shape < 2; shape++) {
+            th_context("batch norm %s, inner %d", kind == 3 ? "training" : "eval", shape ? 6 : 1);
+            fd_op op = {.kind = kind, .n = 4, .c = 3, .inner = shape ? 6 : 1};
+            op.count[0] = op.ny = op.n * op.c * op.inner;
+            op.count[1] = op.count[2] = op.c;
+            op.p[0] = th_random_values(op.count[0], -2, 2);
+            op.p[1] = th_random_values(op.c, 0.5, 1.5);
+            op.p[2] = th_random_values(op.c, -1, 1);
+            for (int ch = 0; ch < 3; ch++) {
+                op.rm[ch] = th_uniform(-0.5, 0.5);
+                op.rv[ch] = th_uniform(0.5, 2);
+            }
+            op.dy = th_random_values(op.ny, -1, 1);
+            double *g[3];
+            for (int k = 0; k < 3; k++)
+                g[k] = th_alloc((size_t)op.count[k] * sizeof(double));
+            ref_batch_norm_backward(op.p[0], op.n, op.c, op.inner, op.p[1], op.rm, op.rv,
+                                    kind == 3, 1e-5, op.dy, g[0], g[1], g[2]);
+            fd_compare(&op, g, "batch_norm");
+        }
+    }
+}
+
 /* The comparison itself: NMSE, NaN/inf positions. */
 static void test_nmse_definition(ug_device *dev)
 {
@@ -249,6 +454,8 @@ int main(int argc, char **argv)
         TH_HOST_TEST(reference_matmul),
         TH_HOST_TEST(reference_softmax_transpose),
         TH_HOST_TEST(reference_layernorm_xent),
+        TH_HOST_TEST(reference_conv_known),
+        TH_HOST_TEST(reference_conv_gradients),
         TH_HOST_TEST(nmse_definition),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

@@ -1,4 +1,5 @@
-/* Building the MLP graph. */
+/* Building the models' graphs. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,63 @@ static ug_status activate(ug_graph *g, mlp_activation a, ug_value *x, ug_value *
     }
 }
 
+/* The hidden layers of the MLP: x [batch, inputs] to the logits. */
+static ug_status dense_body(ug_graph *g, const mlp_config *c, ug_value *x, ug_value **logits)
+{
+    ug_value *h = x;
+    for (int i = 0; i <= c->hidden_count; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "fc%d", i + 1);
+        bool last = i == c->hidden_count;
+        ug_value *layer_input = h;
+        TRY(ug_nn_linear(g, name, h, last ? c->classes : c->hidden[i], last ? logits : &h));
+        if (last)
+            break;
+        TRY(activate(g, c->activation, h, &h));
+        if (c->dropout > 0.0f)
+            TRY(ug_g_dropout(g, h, c->dropout, &h));
+        if (c->checkpoint)
+            TRY(ug_graph_checkpoint(g, layer_input, h));
+    }
+    return UG_OK;
+}
+
+/* conv (3x3, padding 1) + batch norm + ReLU + max-pool 2. */
+static ug_status conv_block(ug_graph *g, int index, int64_t channels, ug_value *x, ug_value **out)
+{
+    char conv[16], norm[16];
+    snprintf(conv, sizeof conv, "conv%d", index);
+    snprintf(norm, sizeof norm, "bn%d", index);
+    const ug_conv2d_params same = {.padding = {1, 1}};
+    const ug_pool2d_params halve = {.kernel = {2, 2}};
+    ug_value *h = NULL;
+    TRY(ug_nn_conv2d(g, conv, x, channels, 3, 3, &same, &h));
+    TRY(ug_nn_batch_norm(g, norm, h, &h));
+    TRY(ug_g_relu(g, h, &h));
+    return ug_g_max_pool2d(g, h, &halve, out);
+}
+
+static ug_status conv_body(ug_graph *g, const mlp_config *c, ug_value *x, ug_value **logits)
+{
+    /* A non-square count fails in the reshape, with the sizes in its message. */
+    int64_t side = (int64_t)llround(sqrt((double)c->inputs));
+    int64_t batch = ug_value_dim(x, 0), image[4] = {batch, 1, side, side};
+    ug_value *h = NULL, *block_input = NULL;
+    TRY(ug_g_reshape(g, x, 4, image, &h));
+    for (int i = 0; i < 2; i++) {
+        block_input = h;
+        TRY(conv_block(g, i + 1, i ? 64 : 32, h, &h));
+        if (c->checkpoint)
+            TRY(ug_graph_checkpoint(g, block_input, h));
+    }
+    TRY(ug_nn_flatten(g, h, &h));
+    TRY(ug_nn_linear(g, "fc1", h, 128, &h));
+    TRY(ug_g_relu(g, h, &h));
+    if (c->dropout > 0.0f)
+        TRY(ug_g_dropout(g, h, c->dropout, &h));
+    return ug_nn_linear(g, "fc2", h, c->classes, logits);
+}
+
 ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_graph *out)
 {
     memset(out, 0, sizeof *out);
@@ -25,24 +83,12 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_gra
         return st;
     out->graph = g;
     int64_t xshape[2] = {batch, c->inputs};
-    ug_value *h = NULL, *logits = NULL;
+    ug_value *logits = NULL;
     st = ug_graph_input(g, "images", UG_F32, 2, xshape, &out->x);
     if (st == UG_OK)
         st = ug_graph_input(g, "labels", UG_I32, 1, &batch, &out->y);
-    h = out->x;
-    for (int i = 0; i <= c->hidden_count && st == UG_OK; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "fc%d", i + 1);
-        bool last = i == c->hidden_count;
-        ug_value *layer_input = h;
-        st = ug_nn_linear(g, name, h, last ? c->classes : c->hidden[i], last ? &logits : &h);
-        if (st == UG_OK && !last)
-            st = activate(g, c->activation, h, &h);
-        if (st == UG_OK && !last && c->dropout > 0.0f)
-            st = ug_g_dropout(g, h, c->dropout, &h);
-        if (st == UG_OK && !last && c->checkpoint)
-            st = ug_graph_checkpoint(g, layer_input, h);
-    }
+    if (st == UG_OK)
+        st = (c->cnn ? conv_body : dense_body)(g, c, out->x, &logits);
     if (st == UG_OK)
         st = ug_g_cross_entropy(g, logits, out->y, c->label_smoothing, &out->loss);
     /* The epoch's sums of the samples' losses and correct predictions. */

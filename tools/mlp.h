@@ -1,4 +1,5 @@
-/* The multilayer perceptron that ug-train trains and ug-bench times. */
+/* The models that ug-train trains and ug-bench times: the multilayer
+ * perceptron and the small convolutional network. */
 #ifndef UG_TOOLS_MLP_H
 #define UG_TOOLS_MLP_H
 
@@ -19,6 +20,11 @@ typedef enum mlp_activation { MLP_RELU = 0, MLP_GELU, MLP_TANH, MLP_SIGMOID } ml
 
 typedef struct mlp_config {
     int64_t inputs, classes;
+    /* The convolutional network instead of the hidden layers, on square
+     * one-channel images of inputs pixels: conv 32 (3x3, padding 1) + batch
+     * norm + ReLU + max-pool 2, conv 64 (the same), flatten, linear 128 +
+     * ReLU + dropout, linear classes. */
+    bool cnn;
     int hidden_count;
     int64_t hidden[MLP_MAX_HIDDEN];
     mlp_activation activation;

@@ -20,6 +20,7 @@ typedef struct options {
     int epochs;
     int64_t batch;
     float lr, weight_decay, momentum;
+    float dropout; /* -1 until given: the model's default */
     ug_optim_type optimizer;
     uint64_t seed;
     mlp_config model;
@@ -43,12 +44,15 @@ static void usage(FILE *to)
             "  --optimizer NAME     adam (default), adamw or sgd\n"
             "  --momentum X         SGD momentum, default 0.9\n"
             "  --weight-decay X     default 0 (adamw: 1e-2)\n"
-            "  --hidden LIST        hidden sizes, e.g. 500 (default) or 256,128\n"
+            "  --model NAME         mlp (default) or cnn: conv 32 and conv 64 (3x3, batch norm,\n"
+            "                       ReLU, max-pool 2), linear 128, dropout 0.25, linear\n"
+            "  --hidden LIST        the MLP's hidden sizes, e.g. 500 (default) or 256,128\n"
             "  --activation NAME    relu (default), gelu, tanh or sigmoid\n"
-            "  --dropout P          dropout after each hidden layer, default 0\n"
+            "  --dropout P          dropout after each hidden layer, default 0 (cnn: 0.25)\n"
             "  --label-smoothing S  default 0\n"
             "  --clip X             clip gradients to global norm X\n"
-            "  --checkpoint-activations  recompute each hidden layer's activations in backward\n"
+            "  --checkpoint-activations  recompute each hidden layer's (cnn: conv block's)\n"
+            "                       activations in backward\n"
             "                       instead of keeping them (less memory, more compute)\n"
             "  --accumulate N       one optimizer step per N batches (their gradients summed on\n"
             "                       the device: a batch N times the size); default 1\n"
@@ -181,6 +185,13 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(arg, "--test-images")) o->test_images = val;
         else if (!strcmp(arg, "--test-labels")) o->test_labels = val;
         else if (!strcmp(arg, "--csv")) o->csv = val;
+        else if (!strcmp(arg, "--model")) {
+            if (strcmp(val, "mlp") && strcmp(val, "cnn")) {
+                fprintf(stderr, "ug-train: --model '%s': mlp or cnn\n", val);
+                return 2;
+            }
+            o->model.cnn = !strcmp(val, "cnn");
+        }
         else if (!strcmp(arg, "--optimizer")) {
             if (!strcmp(val, "adam")) o->optimizer = UG_ADAM;
             else if (!strcmp(val, "adamw")) o->optimizer = UG_ADAMW;
@@ -205,7 +216,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(arg, "--lr") && num > 0) o->lr = (float)num;
         else if (!strcmp(arg, "--momentum") && num >= 0) o->momentum = (float)num;
         else if (!strcmp(arg, "--weight-decay") && num >= 0) o->weight_decay = (float)num;
-        else if (!strcmp(arg, "--dropout") && num >= 0 && num < 1) o->model.dropout = (float)num;
+        else if (!strcmp(arg, "--dropout") && num >= 0 && num < 1) o->dropout = (float)num;
         else if (!strcmp(arg, "--label-smoothing") && num >= 0 && num < 1) o->model.label_smoothing = (float)num;
         else if (!strcmp(arg, "--clip") && num >= 0) o->max_grad_norm = (float)num;
         else if (!strcmp(arg, "--accumulate") && num >= 1 && num <= 1e6 && num == floor(num)) o->accumulate = (int)num;
@@ -286,12 +297,13 @@ static ug_status evaluate(ug_loader *loader, mlp_graph *m, double *accuracy, dou
 int main(int argc, char **argv)
 {
     options o = {.device = NULL, .data_dir = "/usr/share/datasets/fashion-mnist", .epochs = 10, .batch = 64,
-                 .model.classes = 10, .accumulate = 1, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
+                 .model.classes = 10, .accumulate = 1, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .dropout = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
     o.model.hidden_count = 1;
     o.model.hidden[0] = 500;
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc;
+    o.model.dropout = o.dropout >= 0.0f ? o.dropout : o.model.cnn ? 0.25f : 0.0f;
 
     char p1[4096], p2[4096], p3[4096], p4[4096];
     const char *train_images = data_path(o.train_images, o.data_dir, "train-images-idx3-ubyte", p1, sizeof p1);
@@ -384,12 +396,18 @@ int main(int argc, char **argv)
 
     ug_graph_memory_info mem;
     ug_graph_memory(step.graph, &mem);
-    char hidden[MLP_MAX_HIDDEN * 21] = "";
-    for (int i = 0, used = 0; i < o.model.hidden_count; i++)
-        used += snprintf(hidden + used, sizeof hidden - (size_t)used, "%s%lld", i ? "-" : "", (long long)o.model.hidden[i]);
+    char shape[MLP_MAX_HIDDEN * 21] = "";
+    if (o.model.cnn)
+        snprintf(shape, sizeof shape, "CNN %lld-conv32-conv64-128-%lld", (long long)o.model.inputs,
+                 (long long)o.model.classes);
+    else
+        for (int i = 0, used = snprintf(shape, sizeof shape, "MLP %lld", (long long)o.model.inputs);
+             i <= o.model.hidden_count; i++)
+            used += snprintf(shape + used, sizeof shape - (size_t)used, "-%lld",
+                             (long long)(i < o.model.hidden_count ? o.model.hidden[i] : o.model.classes));
     printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
-    printf("model MLP %lld-%s-%lld, %s lr %g, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
-           (long long)o.model.inputs, hidden, (long long)o.model.classes,
+    printf("model %s, dropout %g, %s lr %g, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
+           shape, (double)o.model.dropout,
            o.optimizer == UG_SGD ? "SGD" : o.optimizer == UG_ADAM ? "Adam" : "AdamW", (double)o.lr, (long long)o.batch,
            o.epochs, (unsigned long long)o.seed, (long long)ug_dataset_count(train), (long long)ug_dataset_count(test));
     printf("step plan: %d kernels (%d fused away, %d recomputing checkpointed activations), %.2f MiB of activations, "

@@ -53,5 +53,8 @@ ug_random_fn ug_cpu_random;
 ug_xent_fn ug_cpu_cross_entropy;
 ug_layernorm_fn ug_cpu_layernorm;
 ug_optim_fn ug_cpu_optimizer;
+ug_im2col_fn ug_cpu_im2col;
+ug_pool_fn ug_cpu_pool2d;
+ug_batchnorm_fn ug_cpu_batchnorm;
 
 #endif

@@ -76,6 +76,9 @@ ug_xent_fn ug_hip_cross_entropy;
 ug_layernorm_fn ug_hip_layernorm;
 ug_random_fn ug_hip_random;
 ug_optim_fn ug_hip_optimizer;
+ug_im2col_fn ug_hip_im2col;
+ug_pool_fn ug_hip_pool2d;
+ug_batchnorm_fn ug_hip_batchnorm;
 /* A kernel whose attributes tell whether the module has code for the
  * current device. */
 const void *ug_hip_probe_kernel(void);

@@ -36,6 +36,14 @@ typedef enum ocl_family {
     OCL_LAYERNORM_BWD,
     OCL_OPTIM_SGD,
     OCL_OPTIM_ADAM,
+    OCL_IM2COL,
+    OCL_COL2IM,
+    OCL_MAXPOOL_FWD,
+    OCL_MAXPOOL_BWD,
+    OCL_AVGPOOL_FWD,
+    OCL_AVGPOOL_BWD,
+    OCL_BATCHNORM_FWD,
+    OCL_BATCHNORM_BWD,
     OCL_FAMILY_COUNT
 } ocl_family;
 
@@ -155,6 +163,9 @@ ug_unary_fn ocl_unary;
 ug_binary_fn ocl_binary;
 ug_random_fn ocl_random;
 ug_optim_fn ocl_optimizer;
+ug_im2col_fn ocl_im2col;
+ug_pool_fn ocl_pool2d;
+ug_batchnorm_fn ocl_batchnorm;
 ug_reduce_fn ocl_reduce;
 ug_softmax_fn ocl_softmax;
 ug_xent_fn ocl_cross_entropy;

@@ -54,6 +54,14 @@ static const struct {
     [OCL_LAYERNORM_BWD] = {"layernorm_bwd", 0, 0},
     [OCL_OPTIM_SGD] = {"optim_sgd", 0, 0},
     [OCL_OPTIM_ADAM] = {"optim_adam", 0, 0},
+    [OCL_IM2COL] = {"im2col", 0, 0},
+    [OCL_COL2IM] = {"col2im", 0, 0},
+    [OCL_MAXPOOL_FWD] = {"maxpool_fwd", 0, 0},
+    [OCL_MAXPOOL_BWD] = {"maxpool_bwd", 0, 0},
+    [OCL_AVGPOOL_FWD] = {"avgpool_fwd", 0, 0},
+    [OCL_AVGPOOL_BWD] = {"avgpool_bwd", 0, 0},
+    [OCL_BATCHNORM_FWD] = {"batchnorm_fwd", 0, 0},
+    [OCL_BATCHNORM_BWD] = {"batchnorm_bwd", 0, 0},
 };
 
 static void kernel_name(int family, int in, int out, char *buf, size_t len)

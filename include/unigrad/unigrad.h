@@ -9,6 +9,7 @@
 #include "unigrad/tensor.h"
 #include "unigrad/ops.h"
 #include "unigrad/graph.h"
+#include "unigrad/conv.h"
 #include "unigrad/nn.h"
 #include "unigrad/optim.h"
 #include "unigrad/data.h"

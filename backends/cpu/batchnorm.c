@@ -1,0 +1,99 @@
+/* Batch normalisation on the CPU backend, parallel over channels. A
+ * channel's values are n runs of `inner` contiguous floats; its sums are
+ * accumulated in double, so a large batch keeps its statistics exact to f32. */
+#include <math.h>
+
+#include "backends/cpu/internal.h"
+
+typedef struct bn_job {
+    const ug_batchnorm_args *a;
+} bn_job;
+
+#define BN_F32(view) ((float *)ug_cpu_ptr(view))
+
+static void bn_forward(void *ctx, int64_t begin, int64_t end)
+{
+    const ug_batchnorm_args *a = ((const bn_job *)ctx)->a;
+    const float *x = BN_F32(a->x);
+    float *y = BN_F32(a->y);
+    const int64_t count = a->n * a->inner;
+    for (int64_t c = begin; c < end; c++) {
+        float mean, rstd;
+        if (a->training) {
+            double sum = 0.0, sq = 0.0;
+            for (int64_t n = 0; n < a->n; n++) {
+                const float *p = x + (n * a->c + c) * a->inner;
+                for (int64_t i = 0; i < a->inner; i++)
+                    sum += p[i];
+            }
+            const double m = sum / (double)count;
+            for (int64_t n = 0; n < a->n; n++) { /* two passes: no cancellation */
+                const float *p = x + (n * a->c + c) * a->inner;
+                for (int64_t i = 0; i < a->inner; i++)
+                    sq += ((double)p[i] - m) * ((double)p[i] - m);
+            }
+            mean = (float)m;
+            rstd = (float)(1.0 / sqrt(sq / (double)count + (double)a->eps));
+            if (a->update_running) {
+                float *rm = BN_F32(a->running_mean), *rv = BN_F32(a->running_var);
+                const float mom = a->momentum;
+                rm[c] = (1.0f - mom) * rm[c] + mom * mean;
+                rv[c] = (1.0f - mom) * rv[c] + mom * (float)(sq / (double)(count - 1));
+            }
+        } else {
+            mean = BN_F32(a->running_mean)[c];
+            rstd = 1.0f / sqrtf(BN_F32(a->running_var)[c] + a->eps);
+        }
+        BN_F32(a->mean)[c] = mean;
+        BN_F32(a->rstd)[c] = rstd;
+        const float scale = rstd * BN_F32(a->weight)[c];
+        const float shift = BN_F32(a->bias)[c] - mean * scale;
+        for (int64_t n = 0; n < a->n; n++) {
+            const float *p = x + (n * a->c + c) * a->inner;
+            float *q = y + (n * a->c + c) * a->inner;
+            UG_CPU_IVDEP
+            for (int64_t i = 0; i < a->inner; i++)
+                q[i] = p[i] * scale + shift;
+        }
+    }
+}
+
+static void bn_backward(void *ctx, int64_t begin, int64_t end)
+{
+    const ug_batchnorm_args *a = ((const bn_job *)ctx)->a;
+    const float *x = BN_F32(a->x), *dy = BN_F32(a->dy);
+    float *dx = BN_F32(a->dx);
+    const int64_t count = a->n * a->inner;
+    for (int64_t c = begin; c < end; c++) {
+        const float mean = BN_F32(a->mean)[c], rstd = BN_F32(a->rstd)[c];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int64_t n = 0; n < a->n; n++) {
+            const int64_t at = (n * a->c + c) * a->inner;
+            for (int64_t i = 0; i < a->inner; i++) {
+                sum_dy += dy[at + i];
+                sum_dy_xhat += (double)dy[at + i] * ((x[at + i] - mean) * rstd);
+            }
+        }
+        BN_F32(a->dweight)[c] = (float)sum_dy_xhat;
+        BN_F32(a->dbias)[c] = (float)sum_dy;
+        const float k = rstd * BN_F32(a->weight)[c];
+        /* training: dx = k (dy - mean(dy) - xhat mean(dy xhat)); eval: k dy */
+        const float mean_dy = a->training ? (float)(sum_dy / (double)count) : 0.0f;
+        const float mean_dy_xhat = a->training ? (float)(sum_dy_xhat / (double)count) : 0.0f;
+        for (int64_t n = 0; n < a->n; n++) {
+            const int64_t at = (n * a->c + c) * a->inner;
+            for (int64_t i = 0; i < a->inner; i++) {
+                const float xhat = (x[at + i] - mean) * rstd;
+                dx[at + i] = k * (dy[at + i] - mean_dy - xhat * mean_dy_xhat);
+            }
+        }
+    }
+}
+
+ug_status ug_cpu_batchnorm(ug_bdev *dev, const ug_batchnorm_args *args)
+{
+    bn_job j = {args};
+    int64_t grain = UG_CPU_MIN_PARALLEL / (args->n * args->inner + 1) + 1;
+    ug_cpu_parallel_for(dev->pool, args->c, grain, args->backward ? bn_backward : bn_forward, &j);
+    return UG_OK;
+}

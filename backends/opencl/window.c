@@ -1,0 +1,132 @@
+/* Launching the convolution family: im2col / col2im, pooling (one item per
+ * result element) and batch normalisation (one work-group per channel). */
+#include "backends/opencl/internal.h"
+
+#define OCL_VIEW(name, view)                     \
+    cl_mem name = (cl_mem)(view).mem;            \
+    cl_ulong name##_off = (cl_ulong)(view).offset
+
+/* The geometry arguments, in UG_WINDOW_PARAMS order. */
+typedef struct ocl_window {
+    cl_long n, c, h, w, oh, ow;
+    cl_int kh, kw, sh, sw, ph, pw, dh, dw;
+} ocl_window;
+
+static ocl_window window_of(const ug_window2d *w)
+{
+    return (ocl_window){w->n, w->c, w->h, w->w, w->oh, w->ow, w->kh, w->kw,
+                        w->sh, w->sw, w->ph, w->pw, w->dh, w->dw};
+}
+
+enum { WINDOW_ARGS = 14 };
+
+static void window_args(const ocl_window *g, ocl_arg *out)
+{
+    const ocl_arg args[WINDOW_ARGS] = {OCL_ARG(g->n),  OCL_ARG(g->c),  OCL_ARG(g->h),  OCL_ARG(g->w),
+                                       OCL_ARG(g->oh), OCL_ARG(g->ow), OCL_ARG(g->kh), OCL_ARG(g->kw),
+                                       OCL_ARG(g->sh), OCL_ARG(g->sw), OCL_ARG(g->ph), OCL_ARG(g->pw),
+                                       OCL_ARG(g->dh), OCL_ARG(g->dw)};
+    for (int i = 0; i < WINDOW_ARGS; i++)
+        out[i] = args[i];
+}
+
+/* Runs family over count items with the buffer arguments first. */
+static ug_status launch_window(ug_bdev *dev, ocl_family family, int64_t count,
+                               const ocl_window *g, const ocl_arg *buffers, cl_uint nbuffers)
+{
+    if (count <= 0)
+        return UG_OK;
+    ocl_arg args[8 + WINDOW_ARGS];
+    for (cl_uint i = 0; i < nbuffers; i++)
+        args[i] = buffers[i];
+    window_args(g, args + nbuffers);
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, family, UG_F32, UG_F32, &k);
+    return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)count, args, nbuffers + WINDOW_ARGS);
+}
+
+ug_status ocl_im2col(ug_bdev *dev, const ug_im2col_args *a)
+{
+    const ug_window2d *w = &a->win;
+    ocl_window g = window_of(w);
+    OCL_VIEW(image, a->image);
+    OCL_VIEW(col, a->col);
+    if (a->to_image) {
+        ocl_arg buffers[] = {OCL_ARG(image), OCL_ARG(image_off), OCL_ARG(col), OCL_ARG(col_off)};
+        return launch_window(dev, OCL_COL2IM, w->n * w->c * w->h * w->w, &g, buffers, 4);
+    }
+    ocl_arg buffers[] = {OCL_ARG(col), OCL_ARG(col_off), OCL_ARG(image), OCL_ARG(image_off)};
+    return launch_window(dev, OCL_IM2COL, w->n * w->c * w->kh * w->kw * w->oh * w->ow, &g,
+                         buffers, 4);
+}
+
+ug_status ocl_pool2d(ug_bdev *dev, const ug_pool_args *a)
+{
+    const ug_window2d *w = &a->win;
+    ocl_window g = window_of(w);
+    const int64_t outputs = w->n * w->c * w->oh * w->ow, inputs = w->n * w->c * w->h * w->w;
+    OCL_VIEW(index, a->index);
+    if (a->backward) {
+        OCL_VIEW(dx, a->dx);
+        OCL_VIEW(dy, a->dy);
+        if (a->kind == UG_POOL_MAX) {
+            ocl_arg buffers[] = {OCL_ARG(dx), OCL_ARG(dx_off), OCL_ARG(dy), OCL_ARG(dy_off),
+                                 OCL_ARG(index), OCL_ARG(index_off)};
+            return launch_window(dev, OCL_MAXPOOL_BWD, inputs, &g, buffers, 6);
+        }
+        ocl_arg buffers[] = {OCL_ARG(dx), OCL_ARG(dx_off), OCL_ARG(dy), OCL_ARG(dy_off)};
+        return launch_window(dev, OCL_AVGPOOL_BWD, inputs, &g, buffers, 4);
+    }
+    OCL_VIEW(y, a->y);
+    OCL_VIEW(x, a->x);
+    if (a->kind == UG_POOL_MAX) {
+        ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(index), OCL_ARG(index_off),
+                             OCL_ARG(x), OCL_ARG(x_off)};
+        return launch_window(dev, OCL_MAXPOOL_FWD, outputs, &g, buffers, 6);
+    }
+    ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(x), OCL_ARG(x_off)};
+    return launch_window(dev, OCL_AVGPOOL_FWD, outputs, &g, buffers, 4);
+}
+
+ug_status ocl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
+{
+    if (a->c <= 0)
+        return UG_OK;
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, a->backward ? OCL_BATCHNORM_BWD : OCL_BATCHNORM_FWD, UG_F32,
+                                  UG_F32, &k);
+    if (st != UG_OK)
+        return st;
+    size_t local = k->wg, global = (size_t)a->c * local;
+    cl_long n = a->n, c = a->c, inner = a->inner;
+    cl_int training = a->training;
+    OCL_VIEW(x, a->x);
+    OCL_VIEW(weight, a->weight);
+    OCL_VIEW(mean, a->mean);
+    OCL_VIEW(rstd, a->rstd);
+    if (a->backward) {
+        OCL_VIEW(dx, a->dx);
+        OCL_VIEW(dy, a->dy);
+        OCL_VIEW(dweight, a->dweight);
+        OCL_VIEW(dbias, a->dbias);
+        ocl_arg args[] = {OCL_ARG(dx),      OCL_ARG(dx_off),      OCL_ARG(dy),    OCL_ARG(dy_off),
+                          OCL_ARG(x),       OCL_ARG(x_off),       OCL_ARG(mean),  OCL_ARG(mean_off),
+                          OCL_ARG(rstd),    OCL_ARG(rstd_off),    OCL_ARG(weight), OCL_ARG(weight_off),
+                          OCL_ARG(dweight), OCL_ARG(dweight_off), OCL_ARG(dbias), OCL_ARG(dbias_off),
+                          OCL_ARG(n),       OCL_ARG(c),           OCL_ARG(inner), OCL_ARG(training)};
+        return ocl_launch(dev, k, 1, &global, &local, args, 20);
+    }
+    OCL_VIEW(y, a->y);
+    OCL_VIEW(bias, a->bias);
+    OCL_VIEW(rmean, a->running_mean);
+    OCL_VIEW(rvar, a->running_var);
+    cl_float eps = a->eps, momentum = a->momentum;
+    cl_int update = a->update_running;
+    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(y_off),     OCL_ARG(x),      OCL_ARG(x_off),
+                      OCL_ARG(weight), OCL_ARG(weight_off), OCL_ARG(bias), OCL_ARG(bias_off),
+                      OCL_ARG(mean),  OCL_ARG(mean_off),  OCL_ARG(rstd),   OCL_ARG(rstd_off),
+                      OCL_ARG(rmean), OCL_ARG(rmean_off), OCL_ARG(rvar),   OCL_ARG(rvar_off),
+                      OCL_ARG(n),     OCL_ARG(c),         OCL_ARG(inner),  OCL_ARG(eps),
+                      OCL_ARG(momentum), OCL_ARG(training), OCL_ARG(update)};
+    return ocl_launch(dev, k, 1, &global, &local, args, 23);
+}

@@ -1,0 +1,661 @@
+/* The ops of convolutional networks over NCHW tensors: conv2d (im2col and
+ * the device's GEMM), max and average pooling, global average pooling and
+ * batch normalisation, eager and in graphs, each defined once with its
+ * gradient. f32. */
+#include <string.h>
+
+#include "core/graph_internal.h"
+#include "unigrad/conv.h"
+#include "unigrad/ops.h"
+
+int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int dilation)
+{
+    if (stride < 1 || dilation < 1 || kernel < 1 || padding < 0)
+        return -1;
+    int64_t span = (int64_t)dilation * (kernel - 1) + 1;
+    int64_t room = in + 2 * (int64_t)padding - span;
+    return room < 0 ? 0 : room / stride + 1;
+}
+
+static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
+{
+    if (m->dtype != UG_F32)
+        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op computes in f32 (cast it with ug_cast)",
+                            op->name, arg, ug_dtype_name(m->dtype));
+    return UG_OK;
+}
+
+static ug_status need_images(const ug_op *op, const ug_meta *x)
+{
+    UG_TRY(need_f32(op, x, "x"));
+    if (x->ndim != 4) {
+        char s[96];
+        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected images [N, C, H, W]", op->name,
+                            ug_format_shape(x->ndim, x->shape, s, sizeof s));
+    }
+    return UG_OK;
+}
+
+/* The window's output size, or an error naming the axis when it has none. */
+static ug_status window_outputs(const ug_op *op, ug_window2d *win)
+{
+    win->oh = ug_conv_output_size(win->h, win->kh, win->sh, win->ph, win->dh);
+    win->ow = ug_conv_output_size(win->w, win->kw, win->sw, win->pw, win->dw);
+    if (win->oh < 1 || win->ow < 1)
+        return ug_set_error(UG_ERR_SHAPE,
+                            "%s: the %dx%d window (dilation %dx%d) does not fit the %lldx%lld image "
+                            "padded by %dx%d: no output; pad more or use a smaller kernel",
+                            op->name, win->kh, win->kw, win->dh, win->dw, (long long)win->h,
+                            (long long)win->w, win->ph, win->pw);
+    return UG_OK;
+}
+
+static void take_image(ug_window2d *win, const int64_t *shape)
+{
+    win->n = shape[0];
+    win->c = shape[1];
+    win->h = shape[2];
+    win->w = shape[3];
+}
+
+static ug_kview view_at(ug_kview v, int64_t offset)
+{
+    v.offset += offset;
+    return v;
+}
+
+static ug_status launch_im2col(const char *op, bool to_image, const ug_tensor *image,
+                               const ug_tensor *col, const ug_window2d *win)
+{
+    if (ug_tensor_numel(image) == 0 || ug_tensor_numel(col) == 0)
+        return UG_OK;
+    ug_im2col_args args = {.to_image = to_image, .image = ug_kview_of(image),
+                           .col = ug_kview_of(col), .win = *win};
+    return ug_dispatch(ug_dev(image), UG_KERNEL_IM2COL, op, UG_F32, &args);
+}
+
+/* ---- conv2d: in x [N, C, H, W], weight [OC, C/G, KH, KW], bias [OC] ---- */
+
+static int or_one(int v) { return v ? v : 1; }
+
+/* The op's window and groups from the public parameters (NULL: defaults). */
+static ug_op conv_op(const ug_op_def *def, const char *name, const ug_conv2d_params *p)
+{
+    ug_conv2d_params d = p ? *p : (ug_conv2d_params){0};
+    ug_op op = {.def = def, .name = name};
+    op.p.conv.win = (ug_window2d){.sh = or_one(d.stride[0]), .sw = or_one(d.stride[1]),
+                                  .ph = d.padding[0], .pw = d.padding[1],
+                                  .dh = or_one(d.dilation[0]), .dw = or_one(d.dilation[1])};
+    op.p.conv.groups = or_one(d.groups);
+    return op;
+}
+
+static ug_status conv_check_params(const ug_op *op)
+{
+    const ug_window2d *w = &op->p.conv.win;
+    if (w->sh < 1 || w->sw < 1 || w->dh < 1 || w->dw < 1 || w->ph < 0 || w->pw < 0 ||
+        op->p.conv.groups < 1)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: stride %dx%d, dilation %dx%d, padding %dx%d, groups %d: strides, "
+                            "dilations and groups must be positive and padding not negative",
+                            op->name, w->sh, w->sw, w->dh, w->dw, w->ph, w->pw, op->p.conv.groups);
+    return UG_OK;
+}
+
+static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    const ug_meta *x = &in[0], *wt = &in[1];
+    UG_TRY(need_images(op, x));
+    UG_TRY(need_f32(op, wt, "weight"));
+    UG_TRY(conv_check_params(op));
+    char sx[96], sw[96];
+    int groups = op->p.conv.groups;
+    if (wt->ndim != 4 || x->shape[1] % groups != 0 || wt->shape[0] % groups != 0 ||
+        wt->shape[1] * groups != x->shape[1] || wt->shape[2] < 1 || wt->shape[3] < 1)
+        return ug_set_error(UG_ERR_SHAPE,
+                            "%s: x is %s and weight %s with %d group(s); the weight must be "
+                            "[out, in / groups, KH, KW] with in and out divisible by groups",
+                            op->name, ug_format_shape(x->ndim, x->shape, sx, sizeof sx),
+                            ug_format_shape(wt->ndim, wt->shape, sw, sizeof sw), groups);
+    if (nin == 3) {
+        UG_TRY(need_f32(op, &in[2], "bias"));
+        if (in[2].ndim != 1 || in[2].shape[0] != wt->shape[0])
+            return ug_set_error(UG_ERR_SHAPE, "%s: bias is %s; expected [%lld] (one per output channel)",
+                                op->name, ug_format_shape(in[2].ndim, in[2].shape, sx, sizeof sx),
+                                (long long)wt->shape[0]);
+    }
+    ug_window2d win = op->p.conv.win;
+    take_image(&win, x->shape);
+    win.kh = (int)wt->shape[2];
+    win.kw = (int)wt->shape[3];
+    UG_TRY(window_outputs(op, &win));
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
+    /* im2col's columns, scratch of this op only */
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 3,
+                       .shape = {win.n, win.c * win.kh * win.kw, win.oh * win.ow}};
+    *nout = 2;
+    return UG_OK;
+}
+
+/* The window of a launch: the op's strides with the tensors' sizes. */
+static ug_window2d conv_window(const ug_op *op, const ug_tensor *x, const ug_tensor *w,
+                               const ug_tensor *y)
+{
+    ug_window2d win = op->p.conv.win;
+    take_image(&win, x->shape);
+    win.kh = (int)w->shape[2];
+    win.kw = (int)w->shape[3];
+    win.oh = y->shape[2];
+    win.ow = y->shape[3];
+    return win;
+}
+
+/* Per group, C[b] = op(A[b]) op(B[b]) over the batch of images. */
+typedef struct conv_gemm {
+    bool ta, tb;
+    int64_t m, n, k;
+    ug_kview a, b, c;
+    int64_t lda, ldb, ldc;
+    int64_t group_a, group_b, group_c;    /* elements between groups */
+    int64_t stride_a, stride_b, stride_c; /* elements between images */
+    float beta;
+} conv_gemm;
+
+static ug_status conv_gemm_run(const char *op, ug_device *dev, const conv_gemm *cg, int groups,
+                               int64_t images)
+{
+    for (int g = 0; g < groups; g++) {
+        ug_gemm_args args = {.trans_a = cg->ta, .trans_b = cg->tb, .m = cg->m, .n = cg->n, .k = cg->k,
+                             .alpha = 1.0f, .beta = cg->beta,
+                             .a = view_at(cg->a, g * cg->group_a),
+                             .b = view_at(cg->b, g * cg->group_b),
+                             .c = view_at(cg->c, g * cg->group_c),
+                             .lda = cg->lda, .ldb = cg->ldb, .ldc = cg->ldc,
+                             .stride_a = cg->stride_a, .stride_b = cg->stride_b,
+                             .stride_c = cg->stride_c, .batch = images};
+        UG_TRY(ug_dispatch(dev, UG_KERNEL_GEMM, op, UG_F32, &args));
+    }
+    return UG_OK;
+}
+
+static ug_status conv_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    const ug_tensor *x = in[0], *w = in[1], *bias = op->p.conv.bias ? in[2] : NULL;
+    ug_tensor *y = out[0], *col = out[1];
+    if (ug_tensor_numel(y) == 0)
+        return UG_OK;
+    ug_window2d win = conv_window(op, x, w, y);
+    int groups = op->p.conv.groups;
+    int64_t oc = w->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
+    int64_t cg_k = win.c / groups * taps, ocg = oc / groups;
+    UG_TRY(launch_im2col(op->name, false, x, col, &win));
+    if (bias) { /* y starts as the bias, and the products add to it */
+        ug_unary_args args = {.op = UG_UNARY_COPY, .y = ug_kview_of(y), .x = ug_kview_of(bias),
+                              .ndim = 3, .shape = {win.n, oc, ohw}, .x_strides = {0, 1, 0}};
+        UG_TRY(ug_dispatch(ug_dev(y), UG_KERNEL_UNARY, op->name, UG_F32, &args));
+    }
+    conv_gemm cg = {.m = ocg, .n = ohw, .k = cg_k,
+                    .a = ug_kview_of(w), .b = ug_kview_of(col), .c = ug_kview_of(y),
+                    .lda = cg_k, .ldb = ohw, .ldc = ohw,
+                    .group_a = ocg * cg_k, .group_b = cg_k * ohw, .group_c = ocg * ohw,
+                    .stride_a = 0, .stride_b = win.c * taps * ohw, .stride_c = oc * ohw,
+                    .beta = bias ? 1.0f : 0.0f};
+    return conv_gemm_run(op->name, ug_dev(y), &cg, groups, win.n);
+}
+
+/* dx: in gy [N, OC, OH, OW], weight; the image size is the op's. */
+static ug_status conv_dx_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    const ug_window2d *win = &op->p.conv.win;
+    const ug_meta *gy = &in[0], *wt = &in[1];
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {gy->shape[0], win->c, win->h, win->w}};
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 3,
+                       .shape = {gy->shape[0], win->c * wt->shape[2] * wt->shape[3],
+                                 gy->shape[2] * gy->shape[3]}};
+    *nout = 2;
+    return UG_OK;
+}
+
+static ug_status conv_dx_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    const ug_tensor *gy = in[0], *w = in[1];
+    ug_tensor *dx = out[0], *dcol = out[1];
+    if (ug_tensor_numel(dx) == 0)
+        return UG_OK;
+    ug_window2d win = conv_window(op, dx, w, gy);
+    int groups = op->p.conv.groups;
+    int64_t oc = w->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
+    int64_t cg_k = win.c / groups * taps, ocg = oc / groups;
+    /* dcol[n, g] = W[g]^T gy[n, g] */
+    conv_gemm cg = {.ta = true, .m = cg_k, .n = ohw, .k = ocg,
+                    .a = ug_kview_of(w), .b = ug_kview_of(gy), .c = ug_kview_of(dcol),
+                    .lda = cg_k, .ldb = ohw, .ldc = ohw,
+                    .group_a = ocg * cg_k, .group_b = ocg * ohw, .group_c = cg_k * ohw,
+                    .stride_a = 0, .stride_b = oc * ohw, .stride_c = win.c * taps * ohw};
+    UG_TRY(conv_gemm_run(op->name, ug_dev(dx), &cg, groups, win.n));
+    return launch_im2col(op->name, true, dx, dcol, &win);
+}
+
+const ug_op_def ug_op_conv2d_dx = {"conv2d input gradient", conv_dx_infer, conv_dx_launch, NULL};
+
+/* dweight: in gy, x; the kernel size is the op's. */
+static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    const ug_window2d *win = &op->p.conv.win;
+    const ug_meta *gy = &in[0], *x = &in[1];
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4,
+                       .shape = {gy->shape[1], x->shape[1] / op->p.conv.groups, win->kh, win->kw}};
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 3,
+                       .shape = {x->shape[0], x->shape[1] * win->kh * win->kw,
+                                 gy->shape[2] * gy->shape[3]}};
+    *nout = 2;
+    return UG_OK;
+}
+
+static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    const ug_tensor *gy = in[0], *x = in[1];
+    ug_tensor *dw = out[0], *col = out[1];
+    if (ug_tensor_numel(dw) == 0)
+        return UG_OK;
+    ug_window2d win = conv_window(op, x, dw, gy);
+    int groups = op->p.conv.groups;
+    int64_t oc = dw->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
+    int64_t cg_k = win.c / groups * taps, ocg = oc / groups;
+    if (win.n == 0)
+        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, dw, NULL);
+    UG_TRY(launch_im2col(op->name, false, x, col, &win));
+    /* dW[g] = sum over images of gy[n, g] col[n, g]^T, one image at a time
+     * so the sum accumulates in place (beta 1 after the first). */
+    for (int64_t n = 0; n < win.n; n++) {
+        conv_gemm cg = {.tb = true, .m = ocg, .n = cg_k, .k = ohw,
+                        .a = view_at(ug_kview_of(gy), n * oc * ohw),
+                        .b = view_at(ug_kview_of(col), n * win.c * taps * ohw),
+                        .c = ug_kview_of(dw), .lda = ohw, .ldb = ohw, .ldc = cg_k,
+                        .group_a = ocg * ohw, .group_b = cg_k * ohw, .group_c = ocg * cg_k,
+                        .beta = n ? 1.0f : 0.0f};
+        UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, groups, 1));
+    }
+    return UG_OK;
+}
+
+const ug_op_def ug_op_conv2d_dw = {"conv2d weight gradient", conv_dw_infer, conv_dw_launch, NULL};
+
+static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *x = n->in[0], *w = n->in[1], *bias = n->op.p.conv.bias ? n->in[2] : NULL;
+    ug_op op = n->op;
+    op.p.conv.win.c = x->shape[1];
+    op.p.conv.win.h = x->shape[2];
+    op.p.conv.win.w = x->shape[3];
+    op.p.conv.win.kh = (int)w->shape[2];
+    op.p.conv.win.kw = (int)w->shape[3];
+    if (ug_grad_needed(x)) {
+        op.def = &ug_op_conv2d_dx;
+        op.name = "conv2d input gradient";
+        ug_value *in[2] = {gy, w}, *dx = NULL;
+        UG_TRY(ug_op_graph(g, &op, 2, in, &dx));
+        UG_TRY(ug_grad_give(g, x, dx));
+    }
+    if (ug_grad_needed(w)) {
+        op.def = &ug_op_conv2d_dw;
+        op.name = "conv2d weight gradient";
+        ug_value *in[2] = {gy, x}, *dw = NULL;
+        UG_TRY(ug_op_graph(g, &op, 2, in, &dw));
+        UG_TRY(ug_grad_give(g, w, dw));
+    }
+    if (bias && ug_grad_needed(bias)) { /* the sum over images and positions */
+        int64_t flat[3] = {gy->shape[0], gy->shape[1], gy->shape[2] * gy->shape[3]};
+        ug_value *gy3 = NULL, *per_image = NULL, *db = NULL;
+        UG_TRY(ug_g_reshape(g, gy, 3, flat, &gy3));
+        UG_TRY(ug_g_reduce_axes(g, gy3, UG_RKERNEL_SUM, 2, false, false, &per_image));
+        UG_TRY(ug_g_reduce_axes(g, per_image, UG_RKERNEL_SUM, 0, false, false, &db));
+        UG_TRY(ug_grad_give(g, bias, db));
+    }
+    return UG_OK;
+}
+
+const ug_op_def ug_op_conv2d = {"conv2d", conv_infer, conv_launch, conv_backward};
+
+ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
+                    const ug_conv2d_params *params, ug_tensor **out)
+{
+    ug_op op = conv_op(&ug_op_conv2d, "conv2d", params);
+    op.p.conv.bias = bias != NULL;
+    const ug_tensor *in[3] = {x, weight, bias};
+    return ug_op_eager(&op, bias ? 3 : 2, in, out);
+}
+
+ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
+                      const ug_conv2d_params *params, ug_value **out)
+{
+    ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params);
+    op.p.conv.bias = bias != NULL;
+    ug_value *in[3] = {x, weight, bias};
+    return ug_op_graph(g, &op, bias ? 3 : 2, in, out);
+}
+
+/* ---- pooling: in x [N, C, H, W] ---- */
+
+static ug_op pool_op(const char *name, ug_pool_kind kind, const ug_pool2d_params *p)
+{
+    ug_pool2d_params d = p ? *p : (ug_pool2d_params){0};
+    ug_op op = {.def = &ug_op_pool, .name = name};
+    op.p.pool.kind = kind;
+    op.p.pool.win = (ug_window2d){.kh = d.kernel[0], .kw = d.kernel[1],
+                                  .sh = d.stride[0] ? d.stride[0] : d.kernel[0],
+                                  .sw = d.stride[1] ? d.stride[1] : d.kernel[1],
+                                  .ph = d.padding[0], .pw = d.padding[1], .dh = 1, .dw = 1};
+    return op;
+}
+
+static ug_status pool_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    UG_TRY(need_images(op, &in[0]));
+    ug_window2d win = op->p.pool.win;
+    if (win.kh < 1 || win.kw < 1 || win.sh < 1 || win.sw < 1 || win.ph < 0 || win.pw < 0 ||
+        2 * win.ph > win.kh || 2 * win.pw > win.kw)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: kernel %dx%d, stride %dx%d, padding %dx%d: the kernel and stride "
+                            "must be positive and the padding at most half the kernel",
+                            op->name, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw);
+    take_image(&win, in[0].shape);
+    UG_TRY(window_outputs(op, &win));
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, win.c, win.oh, win.ow}};
+    if (op->p.pool.kind == UG_POOL_MAX) { /* where each maximum was, for the gradient */
+        out[1] = out[0];
+        out[1].dtype = UG_I32;
+        *nout = 2;
+    }
+    return UG_OK;
+}
+
+static ug_status pool_run(const ug_op *op, const ug_tensor *image, const ug_tensor *pooled,
+                          ug_pool_args *args)
+{
+    if (ug_tensor_numel(image) == 0 || ug_tensor_numel(pooled) == 0)
+        return UG_OK;
+    args->kind = op->p.pool.kind;
+    args->win = op->p.pool.win;
+    take_image(&args->win, image->shape);
+    args->win.oh = pooled->shape[2];
+    args->win.ow = pooled->shape[3];
+    return ug_dispatch(ug_dev(image), UG_KERNEL_POOL, op->name, UG_F32, args);
+}
+
+static ug_status pool_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    ug_pool_args args = {.x = ug_kview_of(in[0]), .y = ug_kview_of(out[0])};
+    if (op->p.pool.kind == UG_POOL_MAX)
+        args.index = ug_kview_of(out[1]);
+    return pool_run(op, in[0], out[0], &args);
+}
+
+/* dx: in gy (and the max's index); the image size is the op's. */
+static ug_status pool_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
+                                 int *nout)
+{
+    (void)nin;
+    (void)nout;
+    const ug_window2d *win = &op->p.pool.win;
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4,
+                       .shape = {in[0].shape[0], in[0].shape[1], win->h, win->w}};
+    return UG_OK;
+}
+
+static ug_status pool_grad_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    ug_pool_args args = {.backward = true, .dy = ug_kview_of(in[0]), .dx = ug_kview_of(out[0])};
+    if (op->p.pool.kind == UG_POOL_MAX)
+        args.index = ug_kview_of(in[1]);
+    return pool_run(op, out[0], in[0], &args);
+}
+
+const ug_op_def ug_op_pool_grad = {"pool2d gradient", pool_grad_infer, pool_grad_launch, NULL};
+
+static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_op op = n->op;
+    op.def = &ug_op_pool_grad;
+    op.name = op.p.pool.kind == UG_POOL_MAX ? "max_pool2d gradient" : "avg_pool2d gradient";
+    op.p.pool.win.h = n->in[0]->shape[2];
+    op.p.pool.win.w = n->in[0]->shape[3];
+    ug_value *in[2] = {gy, n->nscratch ? n->scratch[0] : NULL}, *dx = NULL;
+    UG_TRY(ug_op_graph(g, &op, n->nscratch ? 2 : 1, in, &dx));
+    return ug_grad_give(g, n->in[0], dx);
+}
+
+const ug_op_def ug_op_pool = {"pool2d", pool_infer, pool_launch, pool_backward};
+
+ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
+{
+    ug_op op = pool_op("max_pool2d", UG_POOL_MAX, params);
+    return ug_op_eager(&op, 1, &x, out);
+}
+
+ug_status ug_avg_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
+{
+    ug_op op = pool_op("avg_pool2d", UG_POOL_AVG, params);
+    return ug_op_eager(&op, 1, &x, out);
+}
+
+ug_status ug_g_max_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
+{
+    ug_op op = pool_op("graph max_pool2d", UG_POOL_MAX, params);
+    return ug_op_graph(g, &op, 1, &x, out);
+}
+
+ug_status ug_g_avg_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
+{
+    ug_op op = pool_op("graph avg_pool2d", UG_POOL_AVG, params);
+    return ug_op_graph(g, &op, 1, &x, out);
+}
+
+/* Global average pooling is the mean over each plane: a reduction. */
+static ug_status global_pool_shapes(const char *name, ug_dtype dtype, int ndim, const int64_t *shape,
+                                    int64_t *planes, int64_t *pooled)
+{
+    if (dtype != UG_F32)
+        return ug_set_error(UG_ERR_DTYPE, "%s: x is %s; this op computes in f32 (cast it with ug_cast)",
+                            name, ug_dtype_name(dtype));
+    if (ndim != 4) {
+        char s[96];
+        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected images [N, C, H, W]", name,
+                            ug_format_shape(ndim, shape, s, sizeof s));
+    }
+    int64_t p[3] = {shape[0], shape[1], shape[2] * shape[3]}, q[4] = {shape[0], shape[1], 1, 1};
+    memcpy(planes, p, sizeof p);
+    memcpy(pooled, q, sizeof q);
+    return UG_OK;
+}
+
+ug_status ug_global_avg_pool2d(const ug_tensor *x, ug_tensor **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "global_avg_pool2d: out is NULL");
+    *out = NULL;
+    UG_TRY(ug_check_tensor(x, "global_avg_pool2d", "x"));
+    int64_t planes[3], pooled[4];
+    UG_TRY(global_pool_shapes("global_avg_pool2d", x->dtype, x->ndim, x->shape, planes, pooled));
+    ug_tensor *flat = NULL, *mean = NULL;
+    UG_TRY(ug_tensor_reshape(x, 3, planes, &flat));
+    ug_status st = ug_mean(flat, 2, &mean);
+    ug_tensor_free(flat);
+    if (st == UG_OK)
+        st = ug_tensor_reshape(mean, 4, pooled, out);
+    ug_tensor_free(mean);
+    return st;
+}
+
+ug_status ug_g_global_avg_pool2d(ug_graph *g, ug_value *x, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, "graph global_avg_pool2d"));
+    UG_TRY(ug_graph_check_value(g, x, "graph global_avg_pool2d", "x"));
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "graph global_avg_pool2d: out is NULL");
+    int64_t planes[3], pooled[4];
+    UG_TRY(global_pool_shapes("graph global_avg_pool2d", x->dtype, x->ndim, x->shape, planes, pooled));
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *flat = NULL, *mean = NULL;
+    ug_status st = ug_g_reshape(g, x, 3, planes, &flat);
+    if (st == UG_OK)
+        st = ug_g_mean(g, flat, 2, false, &mean);
+    if (st == UG_OK)
+        st = ug_g_reshape(g, mean, 4, pooled, out);
+    if (st != UG_OK)
+        ug_graph_rollback(g, mark);
+    return st;
+}
+
+/* ---- batch norm: in x [N, C, ...], weight, bias, running mean, running var ---- */
+
+static ug_status batchnorm_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
+                                 int *nout)
+{
+    (void)nin;
+    const ug_meta *x = &in[0];
+    static const char *const names[] = {"x", "weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 5; i++)
+        UG_TRY(need_f32(op, &in[i], names[i]));
+    char s[96];
+    if (x->ndim < 2)
+        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected [N, C] or [N, C, H, W]", op->name,
+                            ug_format_shape(x->ndim, x->shape, s, sizeof s));
+    int64_t c = x->shape[1];
+    for (int i = 1; i < 5; i++)
+        if (in[i].ndim != 1 || in[i].shape[0] != c)
+            return ug_set_error(UG_ERR_SHAPE, "%s: %s is %s; expected [%lld] (x's channels)", op->name,
+                                names[i], ug_format_shape(in[i].ndim, in[i].shape, s, sizeof s),
+                                (long long)c);
+    if (!(op->p.batchnorm.eps > 0.0f) || !(op->p.batchnorm.momentum >= 0.0f) ||
+        !(op->p.batchnorm.momentum <= 1.0f))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: eps %g must be positive and momentum %g in [0, 1]", op->name,
+                            (double)op->p.batchnorm.eps, (double)op->p.batchnorm.momentum);
+    out[0] = *x;
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {c}}; /* mean */
+    out[2] = out[1];                                               /* rstd */
+    *nout = 3;
+    return UG_OK;
+}
+
+static bool batchnorm_training(const ug_op *op)
+{
+    return op->p.batchnorm.graph ? op->p.batchnorm.graph->training : op->p.batchnorm.training;
+}
+
+static ug_batchnorm_args batchnorm_args(const ug_op *op, const ug_tensor *x)
+{
+    int64_t n = x->shape[0], c = x->shape[1];
+    return (ug_batchnorm_args){.training = batchnorm_training(op),
+                               .update_running = op->p.batchnorm.update_running,
+                               .x = ug_kview_of(x), .n = n, .c = c,
+                               .inner = n * c != 0 ? ug_tensor_numel(x) / (n * c) : 0,
+                               .eps = op->p.batchnorm.eps, .momentum = op->p.batchnorm.momentum};
+}
+
+static ug_status batchnorm_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    ug_batchnorm_args args = batchnorm_args(op, in[0]);
+    if (args.c == 0)
+        return UG_OK;
+    if (args.training && args.n * args.inner < 2)
+        return ug_set_error(UG_ERR_SHAPE,
+                            "%s: training needs more than one value per channel (x has %lld); "
+                            "use a larger batch or eval mode",
+                            op->name, (long long)(args.n * args.inner));
+    args.weight = ug_kview_of(in[1]);
+    args.bias = ug_kview_of(in[2]);
+    args.running_mean = ug_kview_of(in[3]);
+    args.running_var = ug_kview_of(in[4]);
+    args.y = ug_kview_of(out[0]);
+    args.mean = ug_kview_of(out[1]);
+    args.rstd = ug_kview_of(out[2]);
+    return ug_dispatch(ug_dev(in[0]), UG_KERNEL_BATCHNORM, op->name, UG_F32, &args);
+}
+
+/* in: gy, x, mean, rstd, weight; out: dx, dweight, dbias. */
+static ug_status batchnorm_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
+                                      int *nout)
+{
+    (void)op;
+    (void)nin;
+    out[0] = in[1];
+    out[1] = in[4];
+    out[2] = in[4];
+    *nout = 3;
+    return UG_OK;
+}
+
+static ug_status batchnorm_grad_launch(const ug_op *op, ug_tensor *const *out,
+                                       const ug_tensor *const *in)
+{
+    ug_batchnorm_args args = batchnorm_args(op, in[1]);
+    if (args.c == 0)
+        return UG_OK;
+    args.backward = true;
+    args.dy = ug_kview_of(in[0]);
+    args.mean = ug_kview_of(in[2]);
+    args.rstd = ug_kview_of(in[3]);
+    args.weight = ug_kview_of(in[4]);
+    args.dx = ug_kview_of(out[0]);
+    args.dweight = ug_kview_of(out[1]);
+    args.dbias = ug_kview_of(out[2]);
+    return ug_dispatch(ug_dev(in[1]), UG_KERNEL_BATCHNORM, op->name, UG_F32, &args);
+}
+
+const ug_op_def ug_op_batchnorm_grad = {"batch_norm gradient", batchnorm_grad_infer,
+                                        batchnorm_grad_launch, NULL};
+
+static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *x = n->in[0], *weight = n->in[1], *bias = n->in[2];
+    ug_op op = n->op;
+    op.def = &ug_op_batchnorm_grad;
+    op.name = "batch_norm gradient";
+    ug_value *in[5] = {gy, x, n->scratch[0], n->scratch[1], weight}, *dx = NULL;
+    UG_TRY(ug_op_graph(g, &op, 5, in, &dx));
+    graph_node *grad = dx->producer;
+    UG_TRY(ug_grad_give(g, x, dx));
+    UG_TRY(ug_grad_give(g, weight, grad->scratch[0]));
+    return ug_grad_give(g, bias, grad->scratch[1]);
+}
+
+const ug_op_def ug_op_batchnorm = {"batch_norm", batchnorm_infer, batchnorm_launch,
+                                   batchnorm_backward};
+
+ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
+                        ug_tensor *running_mean, ug_tensor *running_var, bool training,
+                        float momentum, float eps, ug_tensor **out)
+{
+    ug_op op = {.def = &ug_op_batchnorm, .name = "batch_norm",
+                .p.batchnorm = {.training = training, .update_running = training,
+                                .momentum = momentum, .eps = eps}};
+    const ug_tensor *in[5] = {x, weight, bias, running_mean, running_var};
+    return ug_op_eager(&op, 5, in, out);
+}
+
+ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
+                          ug_value *running_mean, ug_value *running_var, float momentum, float eps,
+                          ug_value **out)
+{
+    const char *name = "graph batch_norm";
+    UG_TRY(ug_graph_check_open(g, name));
+    ug_value *stats[2] = {running_mean, running_var};
+    for (int i = 0; i < 2; i++) {
+        UG_TRY(ug_graph_check_value(g, stats[i], name, i ? "running_var" : "running_mean"));
+        if (stats[i]->kind != VALUE_PARAM)
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                                "%s: %s must be a model parameter (ug_graph_param), which the op "
+                                "updates in place as model state",
+                                name, i ? "running_var" : "running_mean");
+    }
+    ug_op op = {.def = &ug_op_batchnorm, .name = name,
+                .p.batchnorm = {.graph = g, .update_running = true, .momentum = momentum,
+                                .eps = eps}};
+    ug_value *in[5] = {x, weight, bias, running_mean, running_var};
+    return ug_op_graph(g, &op, 5, in, out);
+}
