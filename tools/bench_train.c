@@ -1,5 +1,5 @@
-/* ug-bench train-mlp: the training step of ug-train's model (MLP 784-500-10
- * by default, Adam) per device and batch size, beside the same step's
+/* ug-bench train-mlp and train-cnn: the training step of ug-train's model
+ * (MLP 784-500-10 by default, or the CNN; Adam) per device and batch size, beside the same step's
  * matrix products run alone through OpenBLAS on the host in the same run;
  * then a full epoch with the prefetching loader against the sum of its
  * steps, which shows whether data loading hides behind compute; then the
@@ -22,62 +22,113 @@
 
 enum { MAX_DEVICES = 16, FEATURES = 784, HIDDEN = 500, CLASSES = 10, SYNTHETIC_SAMPLES = 60000 };
 
+static const char *command = "train-mlp";
+
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: ug-bench train-mlp [--device NAME] [--batch N]... [--hidden LIST] [--seconds S]\n"
-            "                          [--no-epoch] [--no-modes] [--keep-denormals] [--csv FILE]\n"
-            "Times ug-train's training step (MLP 784-500-10 by default, Adam; --hidden as ug-train's,\n"
-            "e.g. 16x1024) at batch 64 and 128 on changing batches beside the step's matrix products\n"
-            "alone through OpenBLAS (default model only), one epoch with the prefetching loader\n"
+            "usage: ug-bench train-mlp|train-cnn [--device NAME] [--batch N]... [--hidden LIST]\n"
+            "                          [--seconds S] [--no-epoch] [--no-modes] [--keep-denormals]\n"
+            "                          [--csv FILE]\n"
+            "Times ug-train's training step (train-mlp: MLP 784-500-10 by default, --hidden as\n"
+            "ug-train's, e.g. 16x1024; train-cnn: ug-train --model cnn; Adam) at batch 64 and 128\n"
+            "on changing batches beside the step's matrix products alone through OpenBLAS (for\n"
+            "the CNN its im2col products), one epoch with the prefetching loader\n"
             "(Fashion-MNIST when installed, else random data of its size), and the step with\n"
             "gradient accumulation over 4 micro-batches and with activation checkpointing (time\n"
             "and memory: the plan's and the pool's measured peak). Denormals are flushed to zero\n"
             "on the CPU backend's threads unless --keep-denormals.\n");
 }
 
+/* One matrix product of the step: C [m, n] = op(A) op(B). */
+typedef struct product {
+    int m, n, k;
+    bool ta, tb;
+    float *a, *b, *c;
+} product;
+
+enum { MAX_PRODUCTS = 3 * (MLP_MAX_HIDDEN + 1) };
+
 typedef struct host_products {
-    int64_t batch;
-    float *x, *w1, *h, *w2, *dy, *dw2, *dh, *dw1, *logits;
+    int count;
+    product p[MAX_PRODUCTS];
 } host_products;
 
-/* The products of one step: forward x W1^T, h W2^T; backward dW2 = dY^T h,
- * dH = dY W2, dW1 = dH^T x (no dX: x is data). */
 static bool run_products(void *ctx)
 {
-    host_products *p = ctx;
-    int b = (int)p->batch;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, HIDDEN, FEATURES, 1, p->x, FEATURES, p->w1, FEATURES, 0, p->h, HIDDEN);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, CLASSES, HIDDEN, 1, p->h, HIDDEN, p->w2, HIDDEN, 0, p->logits, CLASSES);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CLASSES, HIDDEN, b, 1, p->dy, CLASSES, p->h, HIDDEN, 0, p->dw2, HIDDEN);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, HIDDEN, CLASSES, 1, p->dy, CLASSES, p->w2, HIDDEN, 0, p->dh, HIDDEN);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, HIDDEN, FEATURES, b, 1, p->dh, HIDDEN, p->x, FEATURES, 0, p->dw1, FEATURES);
+    host_products *hp = ctx;
+    for (int i = 0; i < hp->count; i++) {
+        const product *p = &hp->p[i];
+        cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans,
+                    p->m, p->n, p->k, 1.0f, p->a, p->ta ? p->m : p->k, p->b, p->tb ? p->k : p->n, 0.0f,
+                    p->c, p->n);
+    }
     return true;
 }
 
-static void free_products(host_products *p)
+static void free_products(host_products *hp)
 {
-    float *all[] = {p->x, p->w1, p->h, p->w2, p->dy, p->dw2, p->dh, p->dw1, p->logits};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        free(all[i]);
+    for (int i = 0; i < hp->count; i++) {
+        free(hp->p[i].a);
+        free(hp->p[i].b);
+        free(hp->p[i].c);
+    }
+    hp->count = 0;
 }
 
-static bool alloc_products(host_products *p, int64_t batch)
+static void add_product(host_products *hp, int64_t m, int64_t n, int64_t k, bool ta, bool tb)
 {
-    memset(p, 0, sizeof *p);
-    p->batch = batch;
-    size_t b = (size_t)batch;
-    float **slots[] = {&p->x, &p->w1, &p->h, &p->w2, &p->dy, &p->dw2, &p->dh, &p->dw1, &p->logits};
-    size_t sizes[] = {b * FEATURES, HIDDEN * FEATURES, b * HIDDEN, CLASSES * HIDDEN, b * CLASSES,
-                      CLASSES * HIDDEN, b * HIDDEN, HIDDEN * FEATURES, b * CLASSES};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        *slots[i] = malloc(sizes[i] * sizeof(float));
-        if (!*slots[i]) {
-            free_products(p);
-            return false;
+    if (hp->count < MAX_PRODUCTS)
+        hp->p[hp->count++] = (product){(int)m, (int)n, (int)k, ta, tb, NULL, NULL, NULL};
+}
+
+/* A layer's products at rows r: forward x W^T, the weight gradient dY^T x
+ * and, unless its input is data, the input gradient dY W. */
+static void add_layer(host_products *hp, int64_t rows, int64_t in, int64_t out, bool input_grad)
+{
+    add_product(hp, rows, out, in, false, true);
+    add_product(hp, out, in, rows, true, false);
+    if (input_grad)
+        add_product(hp, rows, in, out, false, false);
+}
+
+/* A convolution's products as im2col makes them, each one GEMM over the
+ * whole batch (positions = batch x output pixels): forward W col, the
+ * weight gradient dY col^T and the input gradient W^T dY. */
+static void add_conv(host_products *hp, int64_t positions, int64_t taps_in, int64_t out, bool input_grad)
+{
+    add_product(hp, out, positions, taps_in, false, false);
+    add_product(hp, out, taps_in, positions, false, true);
+    if (input_grad)
+        add_product(hp, taps_in, positions, out, true, false);
+}
+
+/* The products of one training step of the model at batch rows. */
+static bool alloc_products(host_products *hp, const mlp_config *c, int64_t batch)
+{
+    memset(hp, 0, sizeof *hp);
+    if (c->cnn) { /* 28x28: conv 32 at 28x28, conv 64 at 14x14, then 7x7x64 features */
+        add_conv(hp, batch * 28 * 28, 1 * 9, 32, false);
+        add_conv(hp, batch * 14 * 14, 32 * 9, 64, true);
+        add_layer(hp, batch, 64 * 7 * 7, 128, true);
+        add_layer(hp, batch, 128, c->classes, true);
+    } else {
+        for (int i = 0; i <= c->hidden_count; i++)
+            add_layer(hp, batch, i ? c->hidden[i - 1] : c->inputs,
+                      i < c->hidden_count ? c->hidden[i] : c->classes, i > 0);
+    }
+    for (int i = 0; i < hp->count; i++) {
+        product *p = &hp->p[i];
+        size_t sizes[3] = {(size_t)p->m * p->k, (size_t)p->k * p->n, (size_t)p->m * p->n};
+        float **slots[3] = {&p->a, &p->b, &p->c};
+        for (int s = 0; s < 3; s++) {
+            if (!(*slots[s] = malloc(sizes[s] * sizeof(float)))) {
+                free_products(hp);
+                return false;
+            }
+            for (size_t k = 0; k < sizes[s]; k++)
+                (*slots[s])[k] = (float)((k * 2654435761u) % 1000) / 1000.0f - 0.5f;
         }
-        for (size_t k = 0; k < sizes[i]; k++)
-            (*slots[i])[k] = (float)((k * 2654435761u) % 1000) / 1000.0f - 0.5f;
     }
     return true;
 }
@@ -265,14 +316,16 @@ static void free_mode(device_step *ds, ug_model *model, ug_optimizer *opt)
     ug_model_free(model);
 }
 
-int bench_train_mlp(int argc, char **argv)
+static int bench_train(int argc, char **argv, bool cnn)
 {
     const char *only = NULL, *csv_path = NULL;
     int64_t batches[8];
     int batch_count = 0;
     double target = 1.0;
     bool epoch = true, modes = true, flush = true;
-    mlp_config cfg = {.inputs = FEATURES, .classes = CLASSES, .hidden_count = 1, .hidden = {HIDDEN}};
+    mlp_config cfg = {.inputs = FEATURES, .classes = CLASSES, .hidden_count = 1, .hidden = {HIDDEN},
+                      .cnn = cnn, .dropout = cnn ? 0.25f : 0.0f};
+    command = cnn ? "train-cnn" : "train-mlp";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -289,7 +342,7 @@ int bench_train_mlp(int argc, char **argv)
             csv_path = argv[++i];
         } else if (i + 1 < argc && !strcmp(argv[i], "--seconds")) {
             target = atof(argv[++i]);
-        } else if (i + 1 < argc && !strcmp(argv[i], "--hidden")) {
+        } else if (i + 1 < argc && !cnn && !strcmp(argv[i], "--hidden")) {
             if (!mlp_parse_hidden(argv[++i], &cfg)) {
                 fprintf(stderr, "ug-bench train-mlp: --hidden takes sizes such as 500, 256,128 or 16x1024\n");
                 return 2;
@@ -297,7 +350,7 @@ int bench_train_mlp(int argc, char **argv)
         } else if (i + 1 < argc && !strcmp(argv[i], "--batch") && batch_count < 8) {
             batches[batch_count] = atoll(argv[++i]);
             if (batches[batch_count++] < MICRO_BATCHES) {
-                fprintf(stderr, "ug-bench train-mlp: --batch takes a size of at least %d\n", MICRO_BATCHES);
+                fprintf(stderr, "ug-bench %s: --batch takes a size of at least %d\n", command, MICRO_BATCHES);
                 return 2;
             }
         } else {
@@ -310,8 +363,7 @@ int bench_train_mlp(int argc, char **argv)
         batches[batch_count++] = 128;
     }
     if (flush && !ug_set_flush_denormal(true))
-        fprintf(stderr, "ug-bench train-mlp: this processor cannot flush denormals\n");
-    bool default_model = cfg.hidden_count == 1 && cfg.hidden[0] == HIDDEN;
+        fprintf(stderr, "ug-bench %s: this processor cannot flush denormals\n", command);
     static char ids[MAX_DEVICES][32];
     int device_count = bench_device_ids(only, ids, MAX_DEVICES);
     if (device_count < 0)
@@ -338,7 +390,7 @@ int bench_train_mlp(int argc, char **argv)
             device_step ds = {0};
             ug_loader *loader = NULL;
             host_products hp;
-            bool have_products = default_model && alloc_products(&hp, batch);
+            bool have_products = alloc_products(&hp, &cfg, batch);
             ug_loader_config lc = ug_loader_default_config();
             lc.batch_size = batch;
             lc.drop_last = true; /* full batches: the micro-batches split them evenly */
@@ -397,8 +449,11 @@ int bench_train_mlp(int argc, char **argv)
                 free_products(&hp);
         }
     }
-    printf("step: plain, %d micro-batches of batch/%d accumulated per update, or every hidden layer checkpointed; "
-           "denormals %s\n", MICRO_BATCHES, MICRO_BATCHES, flush ? "flushed to zero" : "kept");
+    printf("step: plain, %d micro-batches of batch/%d accumulated per update, or every %s checkpointed; "
+           "denormals %s\n", MICRO_BATCHES, MICRO_BATCHES, cnn ? "conv block" : "hidden layer",
+           flush ? "flushed to zero" : "kept");
+    printf("BLAS prod: the step's matrix products alone through OpenBLAS on the host%s\n",
+           cnn ? " (each convolution's im2col products as one GEMM over the batch)" : "");
     printf("memory: the plan's activations and total (model, optimizer, gradients, activations), and the pool's "
            "measured peak during the steps\n");
     if (epoch)
@@ -409,3 +464,6 @@ int bench_train_mlp(int argc, char **argv)
         fclose(csv);
     return rc;
 }
+
+int bench_train_mlp(int argc, char **argv) { return bench_train(argc, argv, false); }
+int bench_train_cnn(int argc, char **argv) { return bench_train(argc, argv, true); }

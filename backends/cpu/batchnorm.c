@@ -5,6 +5,57 @@
 
 #include "backends/cpu/internal.h"
 
+/* Sums over a run in eight double lanes: independent additions the
+ * compiler vectorises (a single accumulator is one serial chain). */
+enum { LANES = 8 };
+
+static double lanes_total(const double *acc)
+{
+    double t = 0.0;
+    for (int l = 0; l < LANES; l++)
+        t += acc[l];
+    return t;
+}
+
+/* sum of p[i] - shift, and of its square. */
+static void run_sums(const float *p, int64_t n, double shift, double *sum, double *sq)
+{
+    double s[LANES] = {0}, q[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) {
+            const double d = (double)p[i + l] - shift;
+            s[l] += d;
+            q[l] += d * d;
+        }
+    for (; i < n; i++) {
+        const double d = (double)p[i] - shift;
+        s[0] += d;
+        q[0] += d * d;
+    }
+    *sum += lanes_total(s);
+    *sq += lanes_total(q);
+}
+
+/* sum of dy, and of dy * (x - mean) * rstd. */
+static void grad_sums(const float *dy, const float *x, int64_t n, float mean, float rstd,
+                      double *sum_dy, double *sum_dy_xhat)
+{
+    double s[LANES] = {0}, q[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) {
+            s[l] += dy[i + l];
+            q[l] += (double)dy[i + l] * ((x[i + l] - mean) * rstd);
+        }
+    for (; i < n; i++) {
+        s[0] += dy[i];
+        q[0] += (double)dy[i] * ((x[i] - mean) * rstd);
+    }
+    *sum_dy += lanes_total(s);
+    *sum_dy_xhat += lanes_total(q);
+}
+
 typedef struct bn_job {
     const ug_batchnorm_args *a;
 } bn_job;
@@ -20,18 +71,13 @@ static void bn_forward(void *ctx, int64_t begin, int64_t end)
     for (int64_t c = begin; c < end; c++) {
         float mean, rstd;
         if (a->training) {
-            double sum = 0.0, sq = 0.0;
-            for (int64_t n = 0; n < a->n; n++) {
-                const float *p = x + (n * a->c + c) * a->inner;
-                for (int64_t i = 0; i < a->inner; i++)
-                    sum += p[i];
-            }
+            double sum = 0.0, sq = 0.0, unused = 0.0;
+            for (int64_t n = 0; n < a->n; n++)
+                run_sums(x + (n * a->c + c) * a->inner, a->inner, 0.0, &sum, &unused);
             const double m = sum / (double)count;
-            for (int64_t n = 0; n < a->n; n++) { /* two passes: no cancellation */
-                const float *p = x + (n * a->c + c) * a->inner;
-                for (int64_t i = 0; i < a->inner; i++)
-                    sq += ((double)p[i] - m) * ((double)p[i] - m);
-            }
+            sum = 0.0;
+            for (int64_t n = 0; n < a->n; n++) /* two passes: no cancellation */
+                run_sums(x + (n * a->c + c) * a->inner, a->inner, m, &sum, &sq);
             mean = (float)m;
             rstd = (float)(1.0 / sqrt(sq / (double)count + (double)a->eps));
             if (a->update_running) {
@@ -69,10 +115,7 @@ static void bn_backward(void *ctx, int64_t begin, int64_t end)
         double sum_dy = 0.0, sum_dy_xhat = 0.0;
         for (int64_t n = 0; n < a->n; n++) {
             const int64_t at = (n * a->c + c) * a->inner;
-            for (int64_t i = 0; i < a->inner; i++) {
-                sum_dy += dy[at + i];
-                sum_dy_xhat += (double)dy[at + i] * ((x[at + i] - mean) * rstd);
-            }
+            grad_sums(dy + at, x + at, a->inner, mean, rstd, &sum_dy, &sum_dy_xhat);
         }
         BN_F32(a->dweight)[c] = (float)sum_dy_xhat;
         BN_F32(a->dbias)[c] = (float)sum_dy;
@@ -82,6 +125,7 @@ static void bn_backward(void *ctx, int64_t begin, int64_t end)
         const float mean_dy_xhat = a->training ? (float)(sum_dy_xhat / (double)count) : 0.0f;
         for (int64_t n = 0; n < a->n; n++) {
             const int64_t at = (n * a->c + c) * a->inner;
+            UG_CPU_IVDEP
             for (int64_t i = 0; i < a->inner; i++) {
                 const float xhat = (x[at + i] - mean) * rstd;
                 dx[at + i] = k * (dy[at + i] - mean_dy - xhat * mean_dy_xhat);

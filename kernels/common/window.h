@@ -12,6 +12,7 @@
 #define UG_GLOBAL global
 typedef long ug_i64;
 #else
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/common/elementwise.h" /* UG_MATH_FN */
@@ -79,13 +80,14 @@ UG_MATH_FN float ug_maxpool_window(const UG_GLOBAL float *img, ug_i64 oy, ug_i64
     UG_POOL_WINDOW(oy, ox)
     float best = -INFINITY;
     ug_i64 at = y0 * w + x0;
-    for (ug_i64 y = y0; y < y1 && best == best; y++) /* stop at the first NaN */
-        for (ug_i64 xx = x0; xx < x1 && best == best; xx++) {
+    /* Branch-free (maxima fall at random): a NaN is taken while best is
+     * not NaN, so the first NaN stays. */
+    for (ug_i64 y = y0; y < y1; y++)
+        for (ug_i64 xx = x0; xx < x1; xx++) {
             const float v = img[y * w + xx];
-            if (v > best || v != v) {
-                best = v;
-                at = y * w + xx;
-            }
+            const bool take = v > best || (v != v && best == best);
+            best = take ? v : best;
+            at = take ? y * w + xx : at;
         }
     *index = (int)at;
     return best;
