@@ -151,6 +151,7 @@ typedef struct pool_case {
 static const pool_case pool_cases[] = {
     {1, 3, 7, 9, K(2, 2, 0, 0, 0, 0), false, 0, false},  /* stride 0: the kernel's */
     {3, 5, 7, 9, K(2, 2, 2, 2, 0, 0), false, 0, true},
+    {2, 3, 8, 10, K(2, 2, 2, 2, 0, 0), true, 3, false}, /* the common 2x2 with ties and NaNs */
     {3, 5, 7, 9, K(3, 3, 2, 2, 1, 1), false, 0, false},
     {2, 3, 5, 5, K(3, 3, 1, 1, 1, 1), true, 0, false},
     {2, 3, 5, 5, K(2, 2, 1, 1, 0, 0), true, 1, true},

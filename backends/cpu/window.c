@@ -107,37 +107,136 @@ typedef struct pool_job {
     const ug_pool_args *args;
     const float *in;
     float *out;
-    const int *index_in;
-    int *index_out;
+    const int32_t *index_in;
+    int32_t *index_out;
 } pool_job;
 
-/* Whole planes per task, output by output: no index arithmetic per element
- * (a 64-bit division costs more than the pooling itself). The gradients
- * scatter each output's share into its window, in output order, which adds
- * to each pixel in the order the other backends' gathers do. */
+enum { CACHED_TAPS = 64 };
+
+/* The valid output columns of the taps kx < CACHED_TAPS, worked out once per
+ * task (each needs divisions that would cost more than the pooling). */
+typedef struct tap_ranges {
+    int64_t lo[CACHED_TAPS], hi[CACHED_TAPS];
+} tap_ranges;
+
+static void tap_ranges_init(tap_ranges *r, const ug_window2d *w)
+{
+    for (int kx = 0; kx < w->kw && kx < CACHED_TAPS; kx++)
+        valid_range(w->w, w->ow, w->sw, (int64_t)kx - w->pw, &r->lo[kx], &r->hi[kx]);
+}
+
+/* Takes v (at pixel i) when it beats *best: greater, or NaN over a number
+ * (not below or equal, and best not NaN).
+ * Selected by masks, not branches: the maxima fall at random, so a branch
+ * (what gcc makes of ?: here) mispredicts, and masks vectorise. */
+static inline void take_max(float v, int32_t i, float *best, int32_t *at)
+{
+    const float b = *best;
+    const int32_t take = -(int32_t)(!(v <= b) & (b == b));
+    int32_t vbits, bbits;
+    memcpy(&vbits, &v, sizeof v);
+    memcpy(&bbits, &b, sizeof b);
+    bbits = (vbits & take) | (bbits & ~take);
+    memcpy(best, &bbits, sizeof bbits);
+    *at = (i & take) | (*at & ~take);
+}
+
+/* best/at over ox in [lo, hi) against the pixels row[ox * stride], pixel
+ * index first + ox * stride. Inlined with a constant stride, it vectorises. */
+static inline void max_pool_taps(const float *row, int64_t stride, int32_t first, int64_t lo,
+                                 int64_t hi, float *restrict best, int32_t *restrict at)
+{
+    for (int64_t ox = lo; ox < hi; ox++)
+        take_max(row[ox * stride], first + (int32_t)(ox * stride), &best[ox], &at[ox]);
+}
+
+/* One output row of the common 2x2, stride 2, unpadded max pooling: the
+ * four taps of each output in one loop (a loop per tap is too short to pay
+ * for itself). */
+static void max_pool_row_2x2(const float *img, int64_t width, int64_t oy, int64_t ow,
+                             float *restrict best, int32_t *restrict at)
+{
+    const int32_t top = (int32_t)(2 * oy * width), below = top + (int32_t)width;
+    const float *r0 = img + top, *r1 = r0 + width;
+    for (int64_t ox = 0; ox < ow; ox++) {
+        const int32_t x = (int32_t)(2 * ox);
+        float b = r0[x];
+        int32_t i = top + x;
+        take_max(r0[x + 1], top + x + 1, &b, &i);
+        take_max(r1[x], below + x, &b, &i);
+        take_max(r1[x + 1], below + x + 1, &b, &i);
+        best[ox] = b;
+        at[ox] = i;
+    }
+}
+
+/* One output row of max pooling: each window row and tap adds its column
+ * range in a loop over ox with no per-element clipping, in the window's
+ * row-major order, so the first maximum stays (NaN wins). */
+static void max_pool_row(const float *img, const ug_window2d *w, const tap_ranges *ranges,
+                         int64_t oy, float *best, int32_t *at)
+{
+    const int64_t ys = oy * w->sh - w->ph, stride = w->sw;
+    const int64_t y0 = ys < 0 ? 0 : ys, y1 = ys + w->kh < w->h ? ys + w->kh : w->h;
+    for (int64_t ox = 0; ox < w->ow; ox++) { /* the window's first pixel, for all -inf */
+        const int64_t xs = ox * stride - w->pw;
+        best[ox] = -INFINITY;
+        at[ox] = (int32_t)(y0 * w->w + (xs < 0 ? 0 : xs));
+    }
+    for (int64_t y = y0; y < y1; y++)
+        for (int kx = 0; kx < w->kw; kx++) {
+            const int64_t shift = (int64_t)kx - w->pw;
+            int64_t lo, hi;
+            if (kx < CACHED_TAPS)
+                lo = ranges->lo[kx], hi = ranges->hi[kx];
+            else
+                valid_range(w->w, w->ow, w->sw, shift, &lo, &hi);
+            const float *row = img + y * w->w + shift;
+            const int32_t first = (int32_t)(y * w->w + shift);
+            if (stride == 1)
+                max_pool_taps(row, 1, first, lo, hi, best, at);
+            else if (stride == 2)
+                max_pool_taps(row, 2, first, lo, hi, best, at);
+            else
+                max_pool_taps(row, stride, first, lo, hi, best, at);
+        }
+}
+
+/* Whole planes per task. The gradients scatter each output's share into
+ * its window, in output order, which adds to each pixel in the order the
+ * other backends' gathers do. */
 static void pool_planes(void *ctx, int64_t begin, int64_t end)
 {
     const pool_job *j = ctx;
     const ug_pool_args *a = j->args;
     const ug_window2d *w = &a->win;
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
+    const bool two_by_two = w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 && w->ph == 0 &&
+                            w->pw == 0;
+    tap_ranges ranges;
+    if (a->kind == UG_POOL_MAX && !a->backward)
+        tap_ranges_init(&ranges, w);
 #define ARGS w->n, w->c, w->h, w->w, w->oh, w->ow, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, 1, 1
     for (int64_t plane = begin; plane < end; plane++) {
         if (!a->backward) {
             const float *img = j->in + plane * hw;
             float *y = j->out + plane * ohw;
-            int *index = a->kind == UG_POOL_MAX ? j->index_out + plane * ohw : NULL;
-            for (int64_t oy = 0, i = 0; oy < w->oh; oy++)
-                for (int64_t ox = 0; ox < w->ow; ox++, i++)
-                    y[i] = index ? ug_maxpool_window(img, oy, ox, &index[i], ARGS)
-                                 : ug_avgpool_window(img, oy, ox, ARGS);
+            for (int64_t oy = 0; oy < w->oh; oy++)
+                if (a->kind == UG_POOL_MAX && two_by_two)
+                    max_pool_row_2x2(img, w->w, oy, w->ow, y + oy * w->ow,
+                                     j->index_out + plane * ohw + oy * w->ow);
+                else if (a->kind == UG_POOL_MAX)
+                    max_pool_row(img, w, &ranges, oy, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
+                else
+                    for (int64_t ox = 0; ox < w->ow; ox++)
+                        y[oy * w->ow + ox] = ug_avgpool_window(img, oy, ox, ARGS);
             continue;
         }
         const float *dy = j->in + plane * ohw;
         float *dx = j->out + plane * hw;
         memset(dx, 0, (size_t)hw * sizeof *dx);
         if (a->kind == UG_POOL_MAX) {
-            const int *index = j->index_in + plane * ohw;
+            const int32_t *index = j->index_in + plane * ohw;
             for (int64_t i = 0; i < ohw; i++)
                 dx[index[i]] += dy[i];
             continue;
@@ -164,11 +263,11 @@ ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *args)
     if (args->backward) {
         j.in = (const float *)ug_cpu_ptr(args->dy);
         j.out = (float *)ug_cpu_ptr(args->dx);
-        j.index_in = args->kind == UG_POOL_MAX ? (const int *)ug_cpu_ptr(args->index) : NULL;
+        j.index_in = args->kind == UG_POOL_MAX ? (const int32_t *)ug_cpu_ptr(args->index) : NULL;
     } else {
         j.in = (const float *)ug_cpu_ptr(args->x);
         j.out = (float *)ug_cpu_ptr(args->y);
-        j.index_out = args->kind == UG_POOL_MAX ? (int *)ug_cpu_ptr(args->index) : NULL;
+        j.index_out = args->kind == UG_POOL_MAX ? (int32_t *)ug_cpu_ptr(args->index) : NULL;
     }
     int64_t per_plane = w->h * w->w + w->oh * w->ow * w->kh * w->kw;
     ug_cpu_parallel_for(dev->pool, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
