@@ -39,7 +39,7 @@ extern "C" {
 
 /* A module built with another op list (kernels/common/elementwise.h) is
  * refused like one built with another interface. */
-#define UG_BACKEND_INTERFACE_VERSION (3 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
+#define UG_BACKEND_INTERFACE_VERSION (4 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -116,9 +116,10 @@ typedef struct ug_reduce_args {
 /* Row-major C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] for b < batch,
  * where op(A) is M x K and op(B) is K x N. lda/ldb/ldc are row strides of the
  * stored matrices; stride_* are elements between batches (0 shares one
- * matrix). f32 only. */
+ * matrix). sum_batch: one C = alpha * sum over b of op(A[b]) op(B[b]) +
+ * beta * C (stride_c unused). f32 only. */
 typedef struct ug_gemm_args {
-    bool trans_a, trans_b;
+    bool trans_a, trans_b, sum_batch;
     int64_t m, n, k;
     float alpha, beta;
     ug_kview a, b, c;
@@ -126,6 +127,25 @@ typedef struct ug_gemm_args {
     int64_t stride_a, stride_b, stride_c;
     int64_t batch;
 } ug_gemm_args;
+
+/* A sum_batch GEMM as one GEMM per batch entry into the one C, beta 1 after
+ * the first, for backends whose BLAS has no such call. */
+static inline ug_status ug_gemm_sum_batch_by_loop(ug_bdev *dev, const ug_gemm_args *args,
+                                                  ug_status (*gemm)(ug_bdev *, const ug_gemm_args *))
+{
+    for (int64_t b = 0; b < args->batch; b++) {
+        ug_gemm_args one = *args;
+        one.sum_batch = false;
+        one.batch = 1;
+        one.a.offset += b * args->stride_a;
+        one.b.offset += b * args->stride_b;
+        one.beta = b ? 1.0f : args->beta;
+        ug_status st = gemm(dev, &one);
+        if (st != UG_OK)
+            return st;
+    }
+    return UG_OK;
+}
 
 /* Softmax or log-softmax of each of rows rows of cols elements. f32/f16,
  * same dtype in and out. */

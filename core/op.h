@@ -63,7 +63,7 @@ struct ug_op {
         struct { float eps; } layernorm;
         struct { const ug_graph *graph; int param_index; } optim;
         /* a gradient op's win also holds the forward's image and kernel size */
-        struct { ug_window2d win; int groups; bool bias; } conv;
+        struct { ug_window2d win; int groups; bool bias; int64_t chunk_bytes; } conv;
         struct { ug_pool_kind kind; ug_window2d win; } pool;
         /* training is the graph's mode when graph is set; recomputed copies
          * (checkpointing) leave the running statistics alone */

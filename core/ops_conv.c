@@ -64,25 +64,35 @@ static ug_kview view_at(ug_kview v, int64_t offset)
     return v;
 }
 
-static ug_status launch_im2col(const char *op, bool to_image, const ug_tensor *image,
-                               const ug_tensor *col, const ug_window2d *win)
+/* im2col of win.n images from image into col, or col2im back (to_image). */
+static ug_status launch_im2col(const char *op, ug_device *dev, bool to_image, ug_kview image,
+                               ug_kview col, const ug_window2d *win)
 {
-    if (ug_tensor_numel(image) == 0 || ug_tensor_numel(col) == 0)
+    if (win->n * win->c * win->h * win->w == 0 || win->oh * win->ow == 0)
         return UG_OK;
-    ug_im2col_args args = {.to_image = to_image, .image = ug_kview_of(image),
-                           .col = ug_kview_of(col), .win = *win};
-    return ug_dispatch(ug_dev(image), UG_KERNEL_IM2COL, op, UG_F32, &args);
+    ug_im2col_args args = {.to_image = to_image, .image = image, .col = col, .win = *win};
+    return ug_dispatch(dev, UG_KERNEL_IM2COL, op, UG_F32, &args);
 }
 
 /* ---- conv2d: in x [N, C, H, W], weight [OC, C/G, KH, KW], bias [OC] ---- */
 
 static int or_one(int v) { return v ? v : 1; }
 
-/* The op's window and groups from the public parameters (NULL: defaults). */
-static ug_op conv_op(const ug_op_def *def, const char *name, const ug_conv2d_params *p)
+/* On a CPU device a convolution runs in chunks of images whose im2col
+ * columns fit in cache: each chunk's columns are made and multiplied while
+ * they are still there, instead of the whole batch's going out to memory
+ * and back (the columns are kernel-size times the image). A GPU takes the
+ * whole batch at once, for parallelism. */
+#define UG_CONV_CPU_CHUNK_BYTES ((int64_t)1 << 20)
+
+/* The op's window and groups from the public parameters (NULL: defaults),
+ * for device (NULL: the whole batch at once). */
+static ug_op conv_op(const ug_op_def *def, const char *name, const ug_conv2d_params *p,
+                     const ug_device *device)
 {
     ug_conv2d_params d = p ? *p : (ug_conv2d_params){0};
     ug_op op = {.def = def, .name = name};
+    op.p.conv.chunk_bytes = device && !device->info.is_gpu ? UG_CONV_CPU_CHUNK_BYTES : 0;
     op.p.conv.win = (ug_window2d){.sh = or_one(d.stride[0]), .sw = or_one(d.stride[1]),
                                   .ph = d.padding[0], .pw = d.padding[1],
                                   .dh = or_one(d.dilation[0]), .dw = or_one(d.dilation[1])};
@@ -100,6 +110,24 @@ static ug_status conv_check_params(const ug_op *op)
                             "dilations and groups must be positive and padding not negative",
                             op->name, w->sh, w->sw, w->dh, w->dw, w->ph, w->pw, op->p.conv.groups);
     return UG_OK;
+}
+
+/* Images per chunk: as many as fit chunk_bytes of columns (at least one),
+ * or all of them. */
+static int64_t chunk_images(const ug_op *op, int64_t images, int64_t col_per_image)
+{
+    int64_t bytes = col_per_image * (int64_t)sizeof(float);
+    if (!op->p.conv.chunk_bytes || bytes == 0)
+        return images;
+    int64_t fit = op->p.conv.chunk_bytes / bytes;
+    return fit < 1 ? 1 : fit < images ? fit : images;
+}
+
+/* The im2col scratch of a chunk: [images, c * kh * kw, oh * ow]. */
+static ug_meta columns_meta(const ug_op *op, int64_t images, int64_t c, int64_t taps, int64_t ohw)
+{
+    return (ug_meta){.dtype = UG_F32, .ndim = 3,
+                     .shape = {chunk_images(op, images, c * taps * ohw), c * taps, ohw}};
 }
 
 static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
@@ -130,9 +158,7 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     win.kw = (int)wt->shape[3];
     UG_TRY(window_outputs(op, &win));
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
-    /* im2col's columns, scratch of this op only */
-    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 3,
-                       .shape = {win.n, win.c * win.kh * win.kw, win.oh * win.ow}};
+    out[1] = columns_meta(op, win.n, win.c, (int64_t)win.kh * win.kw, win.oh * win.ow);
     *nout = 2;
     return UG_OK;
 }
@@ -150,9 +176,10 @@ static ug_window2d conv_window(const ug_op *op, const ug_tensor *x, const ug_ten
     return win;
 }
 
-/* Per group, C[b] = op(A[b]) op(B[b]) over the batch of images. */
+/* Per group, C[b] = op(A[b]) op(B[b]) over the batch of images (or, with
+ * sum_batch, C = beta C + their sum). */
 typedef struct conv_gemm {
-    bool ta, tb;
+    bool ta, tb, sum_batch;
     int64_t m, n, k;
     ug_kview a, b, c;
     int64_t lda, ldb, ldc;
@@ -165,7 +192,8 @@ static ug_status conv_gemm_run(const char *op, ug_device *dev, const conv_gemm *
                                int64_t images)
 {
     for (int g = 0; g < groups; g++) {
-        ug_gemm_args args = {.trans_a = cg->ta, .trans_b = cg->tb, .m = cg->m, .n = cg->n, .k = cg->k,
+        ug_gemm_args args = {.trans_a = cg->ta, .trans_b = cg->tb, .sum_batch = cg->sum_batch,
+                             .m = cg->m, .n = cg->n, .k = cg->k,
                              .alpha = 1.0f, .beta = cg->beta,
                              .a = view_at(cg->a, g * cg->group_a),
                              .b = view_at(cg->b, g * cg->group_b),
@@ -178,6 +206,16 @@ static ug_status conv_gemm_run(const char *op, ug_device *dev, const conv_gemm *
     return UG_OK;
 }
 
+/* The chunk of images [first, first + count) of a window. */
+static ug_window2d chunk_window(const ug_window2d *win, int64_t count)
+{
+    ug_window2d part = *win;
+    part.n = count;
+    return part;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 static ug_status conv_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     const ug_tensor *x = in[0], *w = in[1], *bias = op->p.conv.bias ? in[2] : NULL;
@@ -187,20 +225,27 @@ static ug_status conv_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     ug_window2d win = conv_window(op, x, w, y);
     int groups = op->p.conv.groups;
     int64_t oc = w->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
-    int64_t cg_k = win.c / groups * taps, ocg = oc / groups;
-    UG_TRY(launch_im2col(op->name, false, x, col, &win));
-    if (bias) { /* y starts as the bias, and the products add to it */
-        ug_unary_args args = {.op = UG_UNARY_COPY, .y = ug_kview_of(y), .x = ug_kview_of(bias),
-                              .ndim = 3, .shape = {win.n, oc, ohw}, .x_strides = {0, 1, 0}};
-        UG_TRY(ug_dispatch(ug_dev(y), UG_KERNEL_UNARY, op->name, UG_F32, &args));
+    int64_t cg_k = win.c / groups * taps, ocg = oc / groups, chunk = col->shape[0];
+    for (int64_t first = 0; first < win.n; first += chunk) {
+        ug_window2d part = chunk_window(&win, min64(chunk, win.n - first));
+        ug_kview y_part = view_at(ug_kview_of(y), first * oc * ohw);
+        UG_TRY(launch_im2col(op->name, ug_dev(x), false,
+                             view_at(ug_kview_of(x), first * win.c * win.h * win.w),
+                             ug_kview_of(col), &part));
+        if (bias) { /* y starts as the bias, and the products add to it */
+            ug_unary_args args = {.op = UG_UNARY_COPY, .y = y_part, .x = ug_kview_of(bias),
+                                  .ndim = 3, .shape = {part.n, oc, ohw}, .x_strides = {0, 1, 0}};
+            UG_TRY(ug_dispatch(ug_dev(y), UG_KERNEL_UNARY, op->name, UG_F32, &args));
+        }
+        conv_gemm cg = {.m = ocg, .n = ohw, .k = cg_k,
+                        .a = ug_kview_of(w), .b = ug_kview_of(col), .c = y_part,
+                        .lda = cg_k, .ldb = ohw, .ldc = ohw,
+                        .group_a = ocg * cg_k, .group_b = cg_k * ohw, .group_c = ocg * ohw,
+                        .stride_a = 0, .stride_b = win.c * taps * ohw, .stride_c = oc * ohw,
+                        .beta = bias ? 1.0f : 0.0f};
+        UG_TRY(conv_gemm_run(op->name, ug_dev(y), &cg, groups, part.n));
     }
-    conv_gemm cg = {.m = ocg, .n = ohw, .k = cg_k,
-                    .a = ug_kview_of(w), .b = ug_kview_of(col), .c = ug_kview_of(y),
-                    .lda = cg_k, .ldb = ohw, .ldc = ohw,
-                    .group_a = ocg * cg_k, .group_b = cg_k * ohw, .group_c = ocg * ohw,
-                    .stride_a = 0, .stride_b = win.c * taps * ohw, .stride_c = oc * ohw,
-                    .beta = bias ? 1.0f : 0.0f};
-    return conv_gemm_run(op->name, ug_dev(y), &cg, groups, win.n);
+    return UG_OK;
 }
 
 /* dx: in gy [N, OC, OH, OW], weight; the image size is the op's. */
@@ -210,9 +255,8 @@ static ug_status conv_dx_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     const ug_window2d *win = &op->p.conv.win;
     const ug_meta *gy = &in[0], *wt = &in[1];
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {gy->shape[0], win->c, win->h, win->w}};
-    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 3,
-                       .shape = {gy->shape[0], win->c * wt->shape[2] * wt->shape[3],
-                                 gy->shape[2] * gy->shape[3]}};
+    out[1] = columns_meta(op, gy->shape[0], win->c, wt->shape[2] * wt->shape[3],
+                          gy->shape[2] * gy->shape[3]);
     *nout = 2;
     return UG_OK;
 }
@@ -226,15 +270,21 @@ static ug_status conv_dx_launch(const ug_op *op, ug_tensor *const *out, const ug
     ug_window2d win = conv_window(op, dx, w, gy);
     int groups = op->p.conv.groups;
     int64_t oc = w->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
-    int64_t cg_k = win.c / groups * taps, ocg = oc / groups;
-    /* dcol[n, g] = W[g]^T gy[n, g] */
-    conv_gemm cg = {.ta = true, .m = cg_k, .n = ohw, .k = ocg,
-                    .a = ug_kview_of(w), .b = ug_kview_of(gy), .c = ug_kview_of(dcol),
-                    .lda = cg_k, .ldb = ohw, .ldc = ohw,
-                    .group_a = ocg * cg_k, .group_b = ocg * ohw, .group_c = cg_k * ohw,
-                    .stride_a = 0, .stride_b = oc * ohw, .stride_c = win.c * taps * ohw};
-    UG_TRY(conv_gemm_run(op->name, ug_dev(dx), &cg, groups, win.n));
-    return launch_im2col(op->name, true, dx, dcol, &win);
+    int64_t cg_k = win.c / groups * taps, ocg = oc / groups, chunk = dcol->shape[0];
+    for (int64_t first = 0; first < win.n; first += chunk) {
+        ug_window2d part = chunk_window(&win, min64(chunk, win.n - first));
+        /* dcol[n, g] = W[g]^T gy[n, g] */
+        conv_gemm cg = {.ta = true, .m = cg_k, .n = ohw, .k = ocg,
+                        .a = ug_kview_of(w), .b = view_at(ug_kview_of(gy), first * oc * ohw),
+                        .c = ug_kview_of(dcol), .lda = cg_k, .ldb = ohw, .ldc = ohw,
+                        .group_a = ocg * cg_k, .group_b = ocg * ohw, .group_c = cg_k * ohw,
+                        .stride_a = 0, .stride_b = oc * ohw, .stride_c = win.c * taps * ohw};
+        UG_TRY(conv_gemm_run(op->name, ug_dev(dx), &cg, groups, part.n));
+        UG_TRY(launch_im2col(op->name, ug_dev(dx), true,
+                             view_at(ug_kview_of(dx), first * win.c * win.h * win.w),
+                             ug_kview_of(dcol), &part));
+    }
+    return UG_OK;
 }
 
 const ug_op_def ug_op_conv2d_dx = {"conv2d input gradient", conv_dx_infer, conv_dx_launch, NULL};
@@ -247,9 +297,8 @@ static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     const ug_meta *gy = &in[0], *x = &in[1];
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4,
                        .shape = {gy->shape[1], x->shape[1] / op->p.conv.groups, win->kh, win->kw}};
-    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 3,
-                       .shape = {x->shape[0], x->shape[1] * win->kh * win->kw,
-                                 gy->shape[2] * gy->shape[3]}};
+    out[1] = columns_meta(op, x->shape[0], x->shape[1], (int64_t)win->kh * win->kw,
+                          gy->shape[2] * gy->shape[3]);
     *nout = 2;
     return UG_OK;
 }
@@ -263,20 +312,22 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
     ug_window2d win = conv_window(op, x, dw, gy);
     int groups = op->p.conv.groups;
     int64_t oc = dw->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
-    int64_t cg_k = win.c / groups * taps, ocg = oc / groups;
+    int64_t cg_k = win.c / groups * taps, ocg = oc / groups, chunk = col->shape[0];
     if (win.n == 0)
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, dw, NULL);
-    UG_TRY(launch_im2col(op->name, false, x, col, &win));
-    /* dW[g] = sum over images of gy[n, g] col[n, g]^T, one image at a time
-     * so the sum accumulates in place (beta 1 after the first). */
-    for (int64_t n = 0; n < win.n; n++) {
-        conv_gemm cg = {.tb = true, .m = ocg, .n = cg_k, .k = ohw,
-                        .a = view_at(ug_kview_of(gy), n * oc * ohw),
-                        .b = view_at(ug_kview_of(col), n * win.c * taps * ohw),
+    for (int64_t first = 0; first < win.n; first += chunk) {
+        ug_window2d part = chunk_window(&win, min64(chunk, win.n - first));
+        UG_TRY(launch_im2col(op->name, ug_dev(x), false,
+                             view_at(ug_kview_of(x), first * win.c * win.h * win.w),
+                             ug_kview_of(col), &part));
+        /* dW[g] = the sum over images of gy[n, g] col[n, g]^T */
+        conv_gemm cg = {.tb = true, .sum_batch = true, .m = ocg, .n = cg_k, .k = ohw,
+                        .a = view_at(ug_kview_of(gy), first * oc * ohw), .b = ug_kview_of(col),
                         .c = ug_kview_of(dw), .lda = ohw, .ldb = ohw, .ldc = cg_k,
                         .group_a = ocg * ohw, .group_b = cg_k * ohw, .group_c = ocg * cg_k,
-                        .beta = n ? 1.0f : 0.0f};
-        UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, groups, 1));
+                        .stride_a = oc * ohw, .stride_b = win.c * taps * ohw,
+                        .beta = first ? 1.0f : 0.0f};
+        UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, groups, part.n));
     }
     return UG_OK;
 }
@@ -322,7 +373,7 @@ const ug_op_def ug_op_conv2d = {"conv2d", conv_infer, conv_launch, conv_backward
 ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                     const ug_conv2d_params *params, ug_tensor **out)
 {
-    ug_op op = conv_op(&ug_op_conv2d, "conv2d", params);
+    ug_op op = conv_op(&ug_op_conv2d, "conv2d", params, x ? ug_dev(x) : NULL);
     op.p.conv.bias = bias != NULL;
     const ug_tensor *in[3] = {x, weight, bias};
     return ug_op_eager(&op, bias ? 3 : 2, in, out);
@@ -331,7 +382,7 @@ ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor
 ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
                       const ug_conv2d_params *params, ug_value **out)
 {
-    ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params);
+    ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params, g ? g->device : NULL);
     op.p.conv.bias = bias != NULL;
     ug_value *in[3] = {x, weight, bias};
     return ug_op_graph(g, &op, bias ? 3 : 2, in, out);

@@ -59,6 +59,10 @@ static const conv_case conv_cases[] = {
     {3, 5, 3, 3, 7, 3, 3, P(1, 1, 0, 0, 1, 1, 1), false, true, false},   /* kernel = image */
     {2, 16, 17, 19, 33, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true, false}, /* larger */
     {2, 16, 17, 19, 36, 3, 3, P(2, 2, 1, 1, 1, 1, 4), false, true, true},  /* larger, groups 4 */
+    /* columns of about 0.9 and 0.3 MiB per image: CPU devices run these in
+     * chunks of 1 and of 3 images (the last one short) */
+    {3, 16, 40, 40, 8, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true, true},
+    {5, 16, 24, 24, 6, 3, 3, P(1, 1, 1, 1, 1, 1, 2), false, true, false},
 };
 
 /* params with PyTorch's defaults filled in. */

@@ -280,6 +280,7 @@ static void ref_chain_grad(const cf_grad_case *c, const double *const *p, const 
 static const conv_spec pad1 = {{{1, 1}, {1, 1}, {1, 1}, 1}};
 static const conv_spec stride2 = {{{2, 2}, {0, 0}, {1, 1}, 1}};
 static const conv_spec groups2 = {{{2, 2}, {1, 1}, {1, 1}, 2}};
+static const conv_spec groups2_pad1 = {{{1, 1}, {1, 1}, {1, 1}, 2}};
 static const conv_spec depthwise7 = {{{1, 1}, {1, 1}, {1, 1}, 7}};
 static const conv_spec dilation2 = {{{1, 1}, {2, 2}, {2, 2}, 1}};
 static const conv_spec pad2 = {{{1, 1}, {2, 2}, {1, 1}, 1}};
@@ -301,6 +302,9 @@ static const cf_grad_case conv_cases[] = {
     CONVB("conv2d x [2,5,8,7] w [3,5,3,3] stride 3,2 padding 0,1 (pixels no window reads)", S4(2, 5, 8, 7),
           S4(3, 5, 3, 3), 3, &stride32),
     CONVB("conv2d x [3,3,5,5] w [5,3,3,3] default params", S4(3, 3, 5, 5), S4(5, 3, 3, 3), 5, &defaults),
+    /* 0.3 MiB of columns per image: chunks of 3 images on CPU devices */
+    CONVB("conv2d x [5,16,24,24] w [6,8,3,3] groups 2 padding 1, in chunks", S4(5, 16, 24, 24),
+          S4(6, 8, 3, 3), 6, &groups2_pad1),
 };
 
 static const pool_spec max_k2 = {{{2, 2}, {0, 0}, {0, 0}}, false, 0};

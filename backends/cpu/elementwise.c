@@ -207,6 +207,11 @@ static void copy_piece(void *vjob, int64_t yi, const int64_t *off, int64_t n)
     char *dst = j->y + yi * (int64_t)es;
     if (sx == 1) {
         memmove(dst, src, (size_t)n * es);
+    } else if (sx == 0 && es == 4) { /* a broadcast (a bias over its positions) */
+        uint32_t v;
+        memcpy(&v, src, sizeof v);
+        for (int64_t i = 0; i < n; i++)
+            ((uint32_t *)dst)[i] = v;
     } else if (es == 4) {
         for (int64_t i = 0; i < n; i++)
             ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i * sx];

@@ -58,28 +58,34 @@ typedef struct gemm_job {
     int64_t tile, tiles; /* tile length, tiles per batch entry */
 } gemm_job;
 
+/* Task u: one tile of C[b] (b = u / tiles), or with sum_batch one tile of
+ * the one C, summed over every b in order (so no partial results meet). */
 static void gemm_range(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_job *j = ctx;
     const ug_gemm_args *g = j->g;
     for (int64_t u = begin; u < end; u++) {
-        int64_t b = u / j->tiles, start = u % j->tiles * j->tile;
-        const float *a = j->a + b * g->stride_a, *bm = j->b + b * g->stride_b;
-        float *c = j->c + b * g->stride_c;
-        int64_t m = g->m, n = g->n;
-        if (j->split_rows) {
-            m = g->m - start < j->tile ? g->m - start : j->tile;
-            a += g->trans_a ? start : start * j->lda; /* A is k x m when transposed */
-            c += start * j->ldc;
-        } else {
-            n = g->n - start < j->tile ? g->n - start : j->tile;
-            bm += g->trans_b ? start * j->ldb : start; /* B is n x k when transposed */
-            c += start;
+        const int64_t start = u % j->tiles * j->tile;
+        const int64_t first = g->sum_batch ? 0 : u / j->tiles;
+        const int64_t last = g->sum_batch ? g->batch : first + 1;
+        for (int64_t b = first; b < last; b++) {
+            const float *a = j->a + b * g->stride_a, *bm = j->b + b * g->stride_b;
+            float *c = j->c + (g->sum_batch ? 0 : b * g->stride_c);
+            int64_t m = g->m, n = g->n;
+            if (j->split_rows) {
+                m = g->m - start < j->tile ? g->m - start : j->tile;
+                a += g->trans_a ? start : start * j->lda; /* A is k x m when transposed */
+                c += start * j->ldc;
+            } else {
+                n = g->n - start < j->tile ? g->n - start : j->tile;
+                bm += g->trans_b ? start * j->ldb : start; /* B is n x k when transposed */
+                c += start;
+            }
+            cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                        g->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
+                        (blasint)g->k, g->alpha, a, (blasint)j->lda, bm, (blasint)j->ldb,
+                        b > first ? 1.0f : g->beta, c, (blasint)j->ldc);
         }
-        cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                    g->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
-                    (blasint)g->k, g->alpha, a, (blasint)j->lda, bm, (blasint)j->ldb, g->beta, c,
-                    (blasint)j->ldc);
     }
 }
 
@@ -107,7 +113,7 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
     if (st != UG_OK)
         return st;
     if (g->k == 0) {
-        for (int64_t b = 0; b < g->batch; b++)
+        for (int64_t b = 0; b < (g->sum_batch ? 1 : g->batch); b++)
             scale_c(c + b * g->stride_c, g->m, g->n, ldc, g->beta);
         return UG_OK;
     }
@@ -126,8 +132,8 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
      * enough work to pay for its packing. */
     job.split_rows = g->m >= g->n;
     int64_t side = job.split_rows ? g->m : g->n;
-    int64_t work = g->m * g->n * g->k, parts = 1;
-    if (g->batch < dev->threads) {
+    int64_t work = g->m * g->n * g->k * (g->sum_batch ? g->batch : 1), parts = 1;
+    if (g->sum_batch || g->batch < dev->threads) {
         parts = dev->threads;
         while (parts > 1 && (work / parts < UG_CPU_GEMM_MIN_TILE_WORK || side / parts < 16))
             parts--;
@@ -135,6 +141,6 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
     job.tile = (side + parts - 1) / parts;
     job.tile = (job.tile + 15) / 16 * 16;
     job.tiles = (side + job.tile - 1) / job.tile;
-    ug_cpu_parallel_for(dev->pool, g->batch * job.tiles, 1, gemm_range, &job);
+    ug_cpu_parallel_for(dev->pool, (g->sum_batch ? 1 : g->batch) * job.tiles, 1, gemm_range, &job);
     return UG_OK;
 }

@@ -20,44 +20,119 @@ static void valid_range(int64_t size, int64_t outs, int stride, int64_t shift, i
         *hi = *lo;
 }
 
+/* The valid output ranges of each tap along one axis, worked out once per
+ * task for the first CACHED_TAPS taps (each needs divisions, which would
+ * cost more than the copy or the pooling of a row). */
+enum { CACHED_TAPS = 64 };
+
+typedef struct tap_ranges {
+    int64_t size, outs;
+    int stride, pad, dilation;
+    int64_t lo[CACHED_TAPS], hi[CACHED_TAPS];
+} tap_ranges;
+
+static void tap_range(const tap_ranges *r, int tap, int64_t *lo, int64_t *hi)
+{
+    if (tap < CACHED_TAPS) {
+        *lo = r->lo[tap];
+        *hi = r->hi[tap];
+    } else {
+        valid_range(r->size, r->outs, r->stride, (int64_t)tap * r->dilation - r->pad, lo, hi);
+    }
+}
+
+static void tap_ranges_init(tap_ranges *r, int64_t size, int64_t outs, int stride, int pad,
+                            int dilation, int taps)
+{
+    *r = (tap_ranges){size, outs, stride, pad, dilation, {0}, {0}};
+    for (int t = 0; t < taps && t < CACHED_TAPS; t++)
+        valid_range(size, outs, stride, (int64_t)t * dilation - pad, &r->lo[t], &r->hi[t]);
+}
+
+/* Rows (y) and columns (x) of a window's taps. */
+static void window_ranges(const ug_window2d *w, tap_ranges *y, tap_ranges *x)
+{
+    tap_ranges_init(y, w->h, w->oh, w->sh, w->ph, w->dh, w->kh);
+    tap_ranges_init(x, w->w, w->ow, w->sw, w->pw, w->dw, w->kw);
+}
+
 typedef struct im2col_job {
     const ug_window2d *win;
     float *image, *col;
 } im2col_job;
 
-/* Rows of col: (n * c + ci) * taps + tap. */
+static void zero(float *p, int64_t n)
+{
+    if (n > 0)
+        memset(p, 0, (size_t)n * sizeof *p);
+}
+
+/* Rows of col: (n * c + ci) * taps + tap, each an oh x ow block of one
+ * tap's pixels. With stride 1 and ow == w (a "same" convolution) the
+ * block's inside rows follow each other in the image too, so they are one
+ * copy, after which only the columns the tap moved across an edge are
+ * zeroed; otherwise row by row. */
 static void im2col_rows(void *ctx, int64_t begin, int64_t end)
 {
     const im2col_job *j = ctx;
     const ug_window2d *w = j->win;
     const int64_t taps = (int64_t)w->kh * w->kw, ohw = w->oh * w->ow;
+    const bool runs = w->sh == 1 && w->sw == 1 && w->ow == w->w;
+    tap_ranges rows, cols;
+    window_ranges(w, &rows, &cols);
+    int64_t plane = begin / taps; /* then counted, not divided, row by row */
+    int ky = (int)(begin % taps / w->kw), kx = (int)(begin % w->kw);
     for (int64_t r = begin; r < end; r++) {
-        const int64_t plane = r / taps;
-        const int ky = (int)(r % taps / w->kw), kx = (int)(r % w->kw);
         const float *img = j->image + plane * w->h * w->w;
         float *out = j->col + r * ohw;
-        const int64_t xshift = (int64_t)kx * w->dw - w->pw;
-        int64_t lo, hi;
-        valid_range(w->w, w->ow, w->sw, xshift, &lo, &hi);
-        for (int64_t oy = 0; oy < w->oh; oy++) {
-            float *o = out + oy * w->ow;
-            const int64_t iy = oy * w->sh - w->ph + (int64_t)ky * w->dh;
-            if (iy < 0 || iy >= w->h) {
-                memset(o, 0, (size_t)w->ow * sizeof *o);
-                continue;
+        const int64_t xshift = (int64_t)kx * w->dw - w->pw, yshift = (int64_t)ky * w->dh - w->ph;
+        int64_t lo, hi, y0, y1;
+        tap_range(&cols, kx, &lo, &hi);
+        tap_range(&rows, ky, &y0, &y1);
+        zero(out, y0 * w->ow);
+        zero(out + y1 * w->ow, (w->oh - y1) * w->ow);
+        if (y1 <= y0 || hi <= lo) {
+            zero(out + y0 * w->ow, (y1 - y0) * w->ow);
+        } else if (runs) {
+            memcpy(out + y0 * w->ow + lo, img + (y0 + yshift) * w->w + lo + xshift,
+                   (size_t)((y1 - y0 - 1) * w->ow + hi - lo) * sizeof *out);
+            for (int64_t oy = y0; oy < y1; oy++) { /* a pixel or two a row */
+                float *o = out + oy * w->ow;
+                for (int64_t ox = 0; ox < lo; ox++)
+                    o[ox] = 0.0f;
+                for (int64_t ox = hi; ox < w->ow; ox++)
+                    o[ox] = 0.0f;
             }
-            const float *src = img + iy * w->w;
-            for (int64_t ox = 0; ox < lo; ox++)
-                o[ox] = 0.0f;
-            if (w->sw == 1)
-                memcpy(o + lo, src + lo + xshift, (size_t)(hi - lo) * sizeof *o);
-            else
-                for (int64_t ox = lo; ox < hi; ox++)
-                    o[ox] = src[ox * w->sw + xshift];
-            for (int64_t ox = hi; ox < w->ow; ox++)
-                o[ox] = 0.0f;
+        } else {
+            for (int64_t oy = y0; oy < y1; oy++) {
+                float *o = out + oy * w->ow;
+                const float *src = img + (oy * w->sh + yshift) * w->w + xshift;
+                zero(o, lo);
+                if (w->sw == 1)
+                    memcpy(o + lo, src + lo, (size_t)(hi - lo) * sizeof *o);
+                else
+                    for (int64_t ox = lo; ox < hi; ox++)
+                        o[ox] = src[ox * w->sw];
+                zero(o + hi, w->ow - hi);
+            }
+        }
+        if (++kx == w->kw) {
+            kx = 0;
+            if (++ky == w->kh) {
+                ky = 0;
+                plane++;
+            }
         }
     }
+}
+
+/* dst[ox * stride] += src[ox] over [lo, hi); inlined with a constant
+ * stride, it vectorises. */
+static inline void add_taps(float *restrict dst, const float *restrict src, int64_t stride,
+                            int64_t lo, int64_t hi)
+{
+    for (int64_t ox = lo; ox < hi; ox++)
+        dst[ox * stride] += src[ox];
 }
 
 /* Planes of the image: each sums its own taps' rows, so planes are
@@ -67,23 +142,24 @@ static void col2im_planes(void *ctx, int64_t begin, int64_t end)
     const im2col_job *j = ctx;
     const ug_window2d *w = j->win;
     const int64_t taps = (int64_t)w->kh * w->kw, ohw = w->oh * w->ow;
+    tap_ranges rows, cols;
+    window_ranges(w, &rows, &cols);
     for (int64_t plane = begin; plane < end; plane++) {
         float *img = j->image + plane * w->h * w->w;
-        memset(img, 0, (size_t)(w->h * w->w) * sizeof *img);
+        zero(img, w->h * w->w);
         for (int64_t tap = 0; tap < taps; tap++) {
             const int ky = (int)(tap / w->kw), kx = (int)(tap % w->kw);
             const float *in = j->col + (plane * taps + tap) * ohw;
-            const int64_t xshift = (int64_t)kx * w->dw - w->pw;
-            int64_t lo, hi;
-            valid_range(w->w, w->ow, w->sw, xshift, &lo, &hi);
-            for (int64_t oy = 0; oy < w->oh; oy++) {
-                const int64_t iy = oy * w->sh - w->ph + (int64_t)ky * w->dh;
-                if (iy < 0 || iy >= w->h)
-                    continue;
-                float *dst = img + iy * w->w;
-                const float *src = in + oy * w->ow;
-                for (int64_t ox = lo; ox < hi; ox++)
-                    dst[ox * w->sw + xshift] += src[ox];
+            const int64_t xshift = (int64_t)kx * w->dw - w->pw, yshift = (int64_t)ky * w->dh - w->ph;
+            int64_t lo, hi, y0, y1;
+            tap_range(&cols, kx, &lo, &hi);
+            tap_range(&rows, ky, &y0, &y1);
+            for (int64_t oy = y0; oy < y1; oy++) {
+                float *dst = img + (oy * w->sh + yshift) * w->w + xshift;
+                if (w->sw == 1)
+                    add_taps(dst, in + oy * w->ow, 1, lo, hi);
+                else
+                    add_taps(dst, in + oy * w->ow, w->sw, lo, hi);
             }
         }
     }
@@ -110,20 +186,6 @@ typedef struct pool_job {
     const int32_t *index_in;
     int32_t *index_out;
 } pool_job;
-
-enum { CACHED_TAPS = 64 };
-
-/* The valid output columns of the taps kx < CACHED_TAPS, worked out once per
- * task (each needs divisions that would cost more than the pooling). */
-typedef struct tap_ranges {
-    int64_t lo[CACHED_TAPS], hi[CACHED_TAPS];
-} tap_ranges;
-
-static void tap_ranges_init(tap_ranges *r, const ug_window2d *w)
-{
-    for (int kx = 0; kx < w->kw && kx < CACHED_TAPS; kx++)
-        valid_range(w->w, w->ow, w->sw, (int64_t)kx - w->pw, &r->lo[kx], &r->hi[kx]);
-}
 
 /* Takes v (at pixel i) when it beats *best: greater, or NaN over a number
  * (not below or equal, and best not NaN).
@@ -173,7 +235,7 @@ static void max_pool_row_2x2(const float *img, int64_t width, int64_t oy, int64_
 /* One output row of max pooling: each window row and tap adds its column
  * range in a loop over ox with no per-element clipping, in the window's
  * row-major order, so the first maximum stays (NaN wins). */
-static void max_pool_row(const float *img, const ug_window2d *w, const tap_ranges *ranges,
+static void max_pool_row(const float *img, const ug_window2d *w, const tap_ranges *cols,
                          int64_t oy, float *best, int32_t *at)
 {
     const int64_t ys = oy * w->sh - w->ph, stride = w->sw;
@@ -187,10 +249,7 @@ static void max_pool_row(const float *img, const ug_window2d *w, const tap_range
         for (int kx = 0; kx < w->kw; kx++) {
             const int64_t shift = (int64_t)kx - w->pw;
             int64_t lo, hi;
-            if (kx < CACHED_TAPS)
-                lo = ranges->lo[kx], hi = ranges->hi[kx];
-            else
-                valid_range(w->w, w->ow, w->sw, shift, &lo, &hi);
+            tap_range(cols, kx, &lo, &hi);
             const float *row = img + y * w->w + shift;
             const int32_t first = (int32_t)(y * w->w + shift);
             if (stride == 1)
@@ -213,9 +272,9 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
     const bool two_by_two = w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 && w->ph == 0 &&
                             w->pw == 0;
-    tap_ranges ranges;
+    tap_ranges rows, cols;
     if (a->kind == UG_POOL_MAX && !a->backward)
-        tap_ranges_init(&ranges, w);
+        window_ranges(w, &rows, &cols);
 #define ARGS w->n, w->c, w->h, w->w, w->oh, w->ow, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, 1, 1
     for (int64_t plane = begin; plane < end; plane++) {
         if (!a->backward) {
@@ -226,7 +285,7 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
                     max_pool_row_2x2(img, w->w, oy, w->ow, y + oy * w->ow,
                                      j->index_out + plane * ohw + oy * w->ow);
                 else if (a->kind == UG_POOL_MAX)
-                    max_pool_row(img, w, &ranges, oy, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
+                    max_pool_row(img, w, &cols, oy, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
                 else
                     for (int64_t ox = 0; ox < w->ow; ox++)
                         y[oy * w->ow + ox] = ug_avgpool_window(img, oy, ox, ARGS);

@@ -177,6 +177,8 @@ ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
+    if (a->sum_batch)
+        return ug_gemm_sum_batch_by_loop(dev, a, ug_hip_gemm);
     if (!dev->blas || forced_own() || !vendor_fits(a))
         return ug_hip_gemm_own(dev, a);
     ug_status st = ug_hip_enter(dev);

@@ -29,6 +29,8 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
+    if (a->sum_batch)
+        return ug_gemm_sum_batch_by_loop(dev, a, ocl_gemm);
     if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");
     cl_mem c = (cl_mem)a->c.mem;
