@@ -22,6 +22,7 @@ typedef struct options {
     float lr, weight_decay, momentum;
     float dropout; /* -1 until given: the model's default */
     ug_optim_type optimizer;
+    int schedule; /* ug_schedule, or -1 until given: the model's default */
     uint64_t seed;
     mlp_config model;
     float max_grad_norm;
@@ -42,6 +43,8 @@ static void usage(FILE *to)
             "                       limit (UG_MEMORY_LIMIT, else its size), 5%% kept free\n"
             "  --lr X               learning rate, default 1e-3\n"
             "  --optimizer NAME     adam (default), adamw or sgd\n"
+            "  --schedule NAME      learning rate: constant (mlp default) or cosine (cnn\n"
+            "                       default: decays to 0 over the run's updates)\n"
             "  --momentum X         SGD momentum, default 0.9\n"
             "  --weight-decay X     default 0 (adamw: 1e-2)\n"
             "  --model NAME         mlp (default) or cnn: conv 32 and conv 64 (3x3, batch norm,\n"
@@ -197,6 +200,10 @@ static int parse_args(int argc, char **argv, options *o)
             else if (!strcmp(val, "adamw")) o->optimizer = UG_ADAMW;
             else if (!strcmp(val, "sgd")) o->optimizer = UG_SGD;
             else { fprintf(stderr, "ug-train: unknown optimizer '%s' (adam, adamw, sgd)\n", val); return 2; }
+        } else if (!strcmp(arg, "--schedule")) {
+            if (!strcmp(val, "constant")) o->schedule = UG_SCHEDULE_CONSTANT;
+            else if (!strcmp(val, "cosine")) o->schedule = UG_SCHEDULE_COSINE;
+            else { fprintf(stderr, "ug-train: unknown schedule '%s' (constant, cosine)\n", val); return 2; }
         } else if (!strcmp(arg, "--activation")) {
             if (!strcmp(val, "relu")) o->model.activation = MLP_RELU;
             else if (!strcmp(val, "gelu")) o->model.activation = MLP_GELU;
@@ -294,16 +301,38 @@ static ug_status evaluate(ug_loader *loader, mlp_graph *m, double *accuracy, dou
     return st != UG_OK ? st : back;
 }
 
+/* The optimizer of the options; a cosine schedule decays over the whole
+ * run: epochs times the updates of an epoch (ceil(batches / accumulate)). */
+static ug_status make_optimizer(ug_model *model, const options *o, int64_t train_count,
+                                const ug_loader_config *lc, ug_optimizer **out)
+{
+    ug_optimizer_config oc = ug_optimizer_defaults(o->optimizer);
+    oc.lr = o->lr;
+    if (o->weight_decay >= 0.0f)
+        oc.weight_decay = o->weight_decay;
+    if (o->optimizer == UG_SGD)
+        oc.momentum = o->momentum;
+    oc.max_grad_norm = o->max_grad_norm;
+    oc.schedule = (ug_schedule)o->schedule;
+    if (o->batch > 0) {
+        int64_t batches = lc->drop_last ? train_count / o->batch : (train_count + o->batch - 1) / o->batch;
+        oc.total_steps = o->epochs * ((batches + o->accumulate - 1) / o->accumulate);
+    }
+    return ug_optimizer_create(model, &oc, out);
+}
+
 int main(int argc, char **argv)
 {
     options o = {.device = NULL, .data_dir = "/usr/share/datasets/fashion-mnist", .epochs = 10, .batch = 64,
-                 .model.classes = 10, .accumulate = 1, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .dropout = -1.0f, .optimizer = UG_ADAM, .seed = 0, .standardize = true};
+                 .model.classes = 10, .accumulate = 1, .lr = 1e-3f, .momentum = 0.9f, .weight_decay = -1.0f, .dropout = -1.0f, .optimizer = UG_ADAM, .schedule = -1, .seed = 0, .standardize = true};
     o.model.hidden_count = 1;
     o.model.hidden[0] = 500;
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc;
     o.model.dropout = o.dropout >= 0.0f ? o.dropout : o.model.cnn ? 0.25f : 0.0f;
+    if (o.schedule < 0)
+        o.schedule = o.model.cnn ? UG_SCHEDULE_COSINE : UG_SCHEDULE_CONSTANT;
 
     char p1[4096], p2[4096], p3[4096], p4[4096];
     const char *train_images = data_path(o.train_images, o.data_dir, "train-images-idx3-ubyte", p1, sizeof p1);
@@ -358,14 +387,7 @@ int main(int argc, char **argv)
     if (ug_model_create(dev, o.seed, &model) != UG_OK) { fail("creating the model"); goto done; }
     /* The parameters (made by the first graph built) come before the optimizer. */
     if (mlp_build(model, &o.model, o.batch ? o.batch : 1, &step) != UG_OK) { fail("building the training graph"); goto done; }
-    ug_optimizer_config oc = ug_optimizer_defaults(o.optimizer);
-    oc.lr = o.lr;
-    if (o.weight_decay >= 0.0f)
-        oc.weight_decay = o.weight_decay;
-    if (o.optimizer == UG_SGD)
-        oc.momentum = o.momentum;
-    oc.max_grad_norm = o.max_grad_norm;
-    if (ug_optimizer_create(model, &oc, &opt) != UG_OK) { fail("creating the optimizer"); goto done; }
+    if (make_optimizer(model, &o, ug_dataset_count(train), &lc, &opt) != UG_OK) { fail("creating the optimizer"); goto done; }
     if (o.batch == 0) {
         batch_planner planner = {model, &o.model, opt, train, test, lc, o.accumulate > 1};
         uint64_t need = 0, next = 0;
@@ -380,6 +402,9 @@ int main(int argc, char **argv)
             printf("; %lld would need %.2f MiB", (long long)(2 * o.batch), (double)next / 1048576.0);
         printf("\n");
         if (mlp_build(model, &o.model, o.batch, &step) != UG_OK) { fail("building the training graph"); goto done; }
+        ug_optimizer_free(opt); /* again, for the schedule's length in steps of this batch */
+        opt = NULL;
+        if (make_optimizer(model, &o, ug_dataset_count(train), &lc, &opt) != UG_OK) { fail("creating the optimizer"); goto done; }
     }
     lc.batch_size = o.batch;
     ug_loader_config eval_lc = lc;
@@ -406,9 +431,10 @@ int main(int argc, char **argv)
             used += snprintf(shape + used, sizeof shape - (size_t)used, "-%lld",
                              (long long)(i < o.model.hidden_count ? o.model.hidden[i] : o.model.classes));
     printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
-    printf("model %s, dropout %g, %s lr %g, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
+    printf("model %s, dropout %g, %s lr %g%s, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
            shape, (double)o.model.dropout,
-           o.optimizer == UG_SGD ? "SGD" : o.optimizer == UG_ADAM ? "Adam" : "AdamW", (double)o.lr, (long long)o.batch,
+           o.optimizer == UG_SGD ? "SGD" : o.optimizer == UG_ADAM ? "Adam" : "AdamW", (double)o.lr,
+           o.schedule == UG_SCHEDULE_COSINE ? " cosine" : "", (long long)o.batch,
            o.epochs, (unsigned long long)o.seed, (long long)ug_dataset_count(train), (long long)ug_dataset_count(test));
     printf("step plan: %d kernels (%d fused away, %d recomputing checkpointed activations), %.2f MiB of activations, "
            "%.2f MiB of gradients, %.2f MiB in all\n", mem.nodes, mem.fused, mem.recomputed,
