@@ -17,6 +17,7 @@ typedef struct bench_command {
 int bench_gemm(int argc, char **argv);
 int bench_train_mlp(int argc, char **argv);
 int bench_train_cnn(int argc, char **argv);
+int bench_conv(int argc, char **argv);
 
 /* Monotonic seconds. */
 double bench_now(void);

@@ -7,6 +7,7 @@ static const bench_command commands[] = {
     {"gemm", "GFLOP/s of ug_matmul on each device beside OpenBLAS on the host", bench_gemm},
     {"train-mlp", "ug-train's training step and epoch beside its matrix products in OpenBLAS", bench_train_mlp},
     {"train-cnn", "the same for ug-train --model cnn, beside its im2col products in OpenBLAS", bench_train_cnn},
+    {"conv", "ug-train --model cnn's convolutions beside oneDNN's and their im2col products in OpenBLAS", bench_conv},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
