@@ -39,7 +39,7 @@ extern "C" {
 
 /* A module built with another op list (kernels/common/elementwise.h) is
  * refused like one built with another interface. */
-#define UG_BACKEND_INTERFACE_VERSION (4 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
+#define UG_BACKEND_INTERFACE_VERSION (5 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -210,6 +210,29 @@ typedef struct ug_im2col_args {
     ug_window2d win;
 } ug_im2col_args;
 
+/* A convolution by a library with its own kernels (oneDNN on the CPU), an
+ * optional alternative to im2col + GEMM. Tensors are NCHW, the weight
+ * [oc, c / groups, kh, kw], all f32 and contiguous. FORWARD: y = conv(x, w)
+ * (+ bias when bias.mem is set). BACKWARD_DATA: dx from dy and w.
+ * BACKWARD_WEIGHTS: dw from x and dy (the bias gradient is the core's).
+ * Outputs are overwritten. workspace holds workspace_bytes, the amount
+ * conv_plan asked for. with_bias: the forward pass adds bias. */
+typedef enum ug_conv_pass {
+    UG_CONV_FORWARD = 0,
+    UG_CONV_BACKWARD_DATA,
+    UG_CONV_BACKWARD_WEIGHTS
+} ug_conv_pass;
+
+typedef struct ug_conv_args {
+    ug_conv_pass pass;
+    ug_kview x, w, bias, y, dx, dw, dy, workspace;
+    size_t workspace_bytes;
+    ug_window2d win;
+    int64_t oc;
+    int groups;
+    bool with_bias;
+} ug_conv_args;
+
 typedef enum ug_pool_kind {
     UG_POOL_MAX = 0, /* index[i] = the first maximum's h*w offset in its plane */
     UG_POOL_AVG      /* padding counted in the divisor (count_include_pad) */
@@ -290,6 +313,12 @@ typedef ug_status ug_optim_fn(ug_bdev *dev, const ug_optim_args *args);
 typedef ug_status ug_im2col_fn(ug_bdev *dev, const ug_im2col_args *args);
 typedef ug_status ug_pool_fn(ug_bdev *dev, const ug_pool_args *args);
 typedef ug_status ug_batchnorm_fn(ug_bdev *dev, const ug_batchnorm_args *args);
+/* Whether conv2d runs the convolution of args' pass and geometry (views
+ * unused), and the workspace it needs; false: the core uses im2col. The
+ * answer for the same geometry never changes. */
+typedef ug_status ug_conv_plan_fn(ug_bdev *dev, const ug_conv_args *args, bool *runs,
+                                  size_t *workspace_bytes);
+typedef ug_status ug_conv_fn(ug_bdev *dev, const ug_conv_args *args);
 
 typedef struct ug_backend {
     const char *name;       /* "cpu", "opencl", "hip", "cuda" */
@@ -328,6 +357,10 @@ typedef struct ug_backend {
     ug_im2col_fn *im2col;
     ug_pool_fn *pool2d;
     ug_batchnorm_fn *batchnorm;
+    /* Optional, a library's convolutions: UG_BACKEND_TABLE leaves them
+     * NULL and a backend with one sets them. */
+    ug_conv_plan_fn *conv_plan;
+    ug_conv_fn *conv2d;
 } ug_backend;
 
 /* The table of a backend whose entries are all named <prefix>_<entry>
@@ -347,6 +380,7 @@ typedef struct ug_backend {
         .cross_entropy = prefix##_cross_entropy, .layernorm = prefix##_layernorm,        \
         .optimizer = prefix##_optimizer, .im2col = prefix##_im2col,                      \
         .pool2d = prefix##_pool2d, .batchnorm = prefix##_batchnorm,                      \
+        .conv_plan = NULL, .conv2d = NULL,                                               \
     }
 
 /* Built-in backends: each returns its table (filled even when the runtime is

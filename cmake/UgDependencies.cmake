@@ -11,6 +11,27 @@ if(NOT OPENBLAS_FOUND)
 endif()
 list(APPEND UG_BACKEND_SUMMARY "cpu: in (OpenBLAS ${OPENBLAS_VERSION})")
 
+# oneDNN, optional: the CPU backend's convolution kernels, run on OpenMP.
+# Debian's package config also requires OpenCL (oneDNN's GPU runtime) and
+# stops the configure without it, so it is only asked for when OpenCL is
+# there.
+set(UG_HAVE_ONEDNN OFF)
+if(UG_WITH_ONEDNN)
+  find_package(OpenCL QUIET)
+  if(OpenCL_FOUND)
+    find_package(dnnl CONFIG QUIET)
+  endif()
+  find_package(OpenMP COMPONENTS C QUIET)
+  if(TARGET DNNL::dnnl AND TARGET OpenMP::OpenMP_C)
+    set(UG_HAVE_ONEDNN ON)
+    list(APPEND UG_BACKEND_SUMMARY "cpu convolutions: oneDNN ${dnnl_VERSION}")
+  else()
+    list(APPEND UG_BACKEND_SUMMARY "cpu convolutions: im2col + OpenBLAS (oneDNN not found: install libdnnl-dev)")
+  endif()
+else()
+  list(APPEND UG_BACKEND_SUMMARY "cpu convolutions: im2col + OpenBLAS (UG_WITH_ONEDNN=OFF)")
+endif()
+
 # zlib: the IDX reader reads gzip-compressed data sets (MNIST ships as .gz).
 find_package(ZLIB)
 if(NOT ZLIB_FOUND)

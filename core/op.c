@@ -144,6 +144,7 @@ static const char *const family_names[] = {
     [UG_KERNEL_CROSS_ENTROPY] = "cross_entropy", [UG_KERNEL_LAYERNORM] = "layernorm",
     [UG_KERNEL_OPTIMIZER] = "optimizer", [UG_KERNEL_IM2COL] = "im2col",
     [UG_KERNEL_POOL] = "pool",           [UG_KERNEL_BATCHNORM] = "batchnorm",
+    [UG_KERNEL_CONV] = "conv2d",
 };
 
 ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_dtype dtype,
@@ -171,6 +172,7 @@ ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_
         UG_CALL_(UG_KERNEL_IM2COL, im2col, ug_im2col_args)
         UG_CALL_(UG_KERNEL_POOL, pool2d, ug_pool_args)
         UG_CALL_(UG_KERNEL_BATCHNORM, batchnorm, ug_batchnorm_args)
+        UG_CALL_(UG_KERNEL_CONV, conv2d, ug_conv_args)
 #undef UG_CALL_
     }
     if (!present)

@@ -62,8 +62,10 @@ struct ug_op {
         struct { float smoothing; } xent;
         struct { float eps; } layernorm;
         struct { const ug_graph *graph; int param_index; } optim;
-        /* a gradient op's win also holds the forward's image and kernel size */
-        struct { ug_window2d win; int groups; bool bias; int64_t chunk_bytes; } conv;
+        /* a gradient op's win also holds the forward's image and kernel
+         * size; device (NULL: not known) says whether a library runs it and
+         * whether im2col goes in chunks */
+        struct { ug_window2d win; int groups; bool bias; ug_device *device; } conv;
         struct { ug_pool_kind kind; ug_window2d win; } pool;
         /* training is the graph's mode when graph is set; recomputed copies
          * (checkpointing) leave the running statistics alone */
@@ -103,7 +105,8 @@ typedef enum ug_kernel_family {
     UG_KERNEL_OPTIMIZER,
     UG_KERNEL_IM2COL,
     UG_KERNEL_POOL,
-    UG_KERNEL_BATCHNORM
+    UG_KERNEL_BATCHNORM,
+    UG_KERNEL_CONV
 } ug_kernel_family;
 
 /* Calls the device's kernel of family with args (the family's ug_*_args).

@@ -1,5 +1,6 @@
-/* The ops of convolutional networks over NCHW tensors: conv2d (im2col and
- * the device's GEMM), max and average pooling, global average pooling and
+/* The ops of convolutional networks over NCHW tensors: conv2d (the
+ * backend's convolution library where it has one that takes the shape,
+ * otherwise im2col and the device's GEMM), max and average pooling, global average pooling and
  * batch normalisation, eager and in graphs, each defined once with its
  * gradient. f32. */
 #include <string.h>
@@ -58,6 +59,8 @@ static void take_image(ug_window2d *win, const int64_t *shape)
     win->w = shape[3];
 }
 
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 static ug_kview view_at(ug_kview v, int64_t offset)
 {
     v.offset += offset;
@@ -88,11 +91,11 @@ static int or_one(int v) { return v ? v : 1; }
 /* The op's window and groups from the public parameters (NULL: defaults),
  * for device (NULL: the whole batch at once). */
 static ug_op conv_op(const ug_op_def *def, const char *name, const ug_conv2d_params *p,
-                     const ug_device *device)
+                     ug_device *device)
 {
     ug_conv2d_params d = p ? *p : (ug_conv2d_params){0};
     ug_op op = {.def = def, .name = name};
-    op.p.conv.chunk_bytes = device && !device->info.is_gpu ? UG_CONV_CPU_CHUNK_BYTES : 0;
+    op.p.conv.device = device;
     op.p.conv.win = (ug_window2d){.sh = or_one(d.stride[0]), .sw = or_one(d.stride[1]),
                                   .ph = d.padding[0], .pw = d.padding[1],
                                   .dh = or_one(d.dilation[0]), .dw = or_one(d.dilation[1])};
@@ -112,22 +115,92 @@ static ug_status conv_check_params(const ug_op *op)
     return UG_OK;
 }
 
-/* Images per chunk: as many as fit chunk_bytes of columns (at least one),
- * or all of them. */
+/* Images per chunk: on a CPU device as many as fit UG_CONV_CPU_CHUNK_BYTES
+ * of columns (at least one), otherwise all of them. */
 static int64_t chunk_images(const ug_op *op, int64_t images, int64_t col_per_image)
 {
     int64_t bytes = col_per_image * (int64_t)sizeof(float);
-    if (!op->p.conv.chunk_bytes || bytes == 0)
+    const ug_device *d = op->p.conv.device;
+    if (!d || d->info.is_gpu || bytes == 0)
         return images;
-    int64_t fit = op->p.conv.chunk_bytes / bytes;
+    int64_t fit = UG_CONV_CPU_CHUNK_BYTES / bytes;
     return fit < 1 ? 1 : fit < images ? fit : images;
 }
 
-/* The im2col scratch of a chunk: [images, c * kh * kw, oh * ow]. */
-static ug_meta columns_meta(const ug_op *op, int64_t images, int64_t c, int64_t taps, int64_t ohw)
+/* Elements of one image's im2col columns: [c * kh * kw, oh * ow]. */
+static int64_t image_columns(const ug_window2d *w)
 {
-    return (ug_meta){.dtype = UG_F32, .ndim = 3,
-                     .shape = {chunk_images(op, images, c * taps * ohw), c * taps, ohw}};
+    return w->c * w->kh * w->kw * w->oh * w->ow;
+}
+
+/* The library's pass of args (views unset) on the op's device: whether it
+ * runs it and with how much workspace. */
+static ug_status library_plan(const ug_op *op, ug_conv_args *args, bool *runs, size_t *bytes)
+{
+    *runs = false;
+    *bytes = 0;
+    ug_device *d = op->p.conv.device;
+    if (!d || !d->backend->conv_plan)
+        return UG_OK;
+    args->groups = op->p.conv.groups;
+    ug_status st = d->backend->conv_plan(d->bdev, args, runs, bytes);
+    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s on %s", op->name, d->info.id);
+}
+
+/* A pass's scratch (1-D): the im2col columns of a chunk of images, or the
+ * library's workspace when it runs the pass and needs more. */
+static ug_status conv_scratch(const ug_op *op, ug_conv_args *args, ug_meta *scratch)
+{
+    bool runs = false;
+    size_t bytes = 0;
+    UG_TRY(library_plan(op, args, &runs, &bytes));
+    int64_t per_image = image_columns(&args->win);
+    int64_t words = chunk_images(op, args->win.n, per_image) * per_image;
+    int64_t library_words = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
+    if (runs && library_words > words)
+        words = library_words;
+    *scratch = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {words > 0 ? words : 1}};
+    return UG_OK;
+}
+
+/* A pass's geometry, per group, and how it runs in its scratch: by the
+ * library when it takes the shape and the scratch holds its workspace,
+ * otherwise im2col in chunks of `chunk` images (the rows bound may be fewer
+ * than planned, and the library may answer otherwise for them). */
+typedef struct conv_pass {
+    ug_window2d win;
+    int groups;
+    int64_t oc, ohw, taps, cg_k, ocg, chunk;
+    bool library;
+} conv_pass;
+
+static ug_status plan_pass(const ug_op *op, ug_conv_args *args, const ug_tensor *scratch, conv_pass *p)
+{
+    bool runs = false;
+    size_t bytes = 0;
+    UG_TRY(library_plan(op, args, &runs, &bytes));
+    const ug_window2d *w = &args->win;
+    *p = (conv_pass){.win = *w, .groups = op->p.conv.groups, .oc = args->oc, .ohw = w->oh * w->ow,
+                     .taps = (int64_t)w->kh * w->kw};
+    p->cg_k = w->c / p->groups * p->taps;
+    p->ocg = p->oc / p->groups;
+    p->library = runs && bytes <= (size_t)ug_tensor_numel(scratch) * sizeof(float);
+    int64_t per_image = image_columns(w);
+    p->chunk = per_image ? min64(ug_tensor_numel(scratch) / per_image, w->n) : w->n;
+    if (!p->library && p->chunk < 1 && w->n > 0)
+        return ug_set_error(UG_ERR_STATE, "%s: its scratch holds %lld values, less than one image's "
+                            "%lld im2col columns", op->name, (long long)ug_tensor_numel(scratch),
+                            (long long)per_image);
+    return UG_OK;
+}
+
+/* Runs the pass in args (its views set) with the library, in workspace. */
+static ug_status library_run(const ug_op *op, ug_conv_args *args, const ug_tensor *workspace)
+{
+    args->groups = op->p.conv.groups;
+    args->workspace = ug_kview_of(workspace);
+    args->workspace_bytes = (size_t)ug_tensor_numel(workspace) * sizeof(float);
+    return ug_dispatch(ug_dev(workspace), UG_KERNEL_CONV, op->name, UG_F32, args);
 }
 
 static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
@@ -158,7 +231,8 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     win.kw = (int)wt->shape[3];
     UG_TRY(window_outputs(op, &win));
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
-    out[1] = columns_meta(op, win.n, win.c, (int64_t)win.kh * win.kw, win.oh * win.ow);
+    ug_conv_args args = {.pass = UG_CONV_FORWARD, .win = win, .oc = wt->shape[0], .with_bias = nin == 3};
+    UG_TRY(conv_scratch(op, &args, &out[1]));
     *nout = 2;
     return UG_OK;
 }
@@ -214,36 +288,38 @@ static ug_window2d chunk_window(const ug_window2d *win, int64_t count)
     return part;
 }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 static ug_status conv_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     const ug_tensor *x = in[0], *w = in[1], *bias = op->p.conv.bias ? in[2] : NULL;
     ug_tensor *y = out[0], *col = out[1];
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    ug_window2d win = conv_window(op, x, w, y);
-    int groups = op->p.conv.groups;
-    int64_t oc = w->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
-    int64_t cg_k = win.c / groups * taps, ocg = oc / groups, chunk = col->shape[0];
-    for (int64_t first = 0; first < win.n; first += chunk) {
-        ug_window2d part = chunk_window(&win, min64(chunk, win.n - first));
-        ug_kview y_part = view_at(ug_kview_of(y), first * oc * ohw);
-        UG_TRY(launch_im2col(op->name, ug_dev(x), false,
-                             view_at(ug_kview_of(x), first * win.c * win.h * win.w),
+    ug_conv_args args = {.pass = UG_CONV_FORWARD, .x = ug_kview_of(x), .w = ug_kview_of(w),
+                         .y = ug_kview_of(y), .win = conv_window(op, x, w, y), .oc = w->shape[0],
+                         .with_bias = bias != NULL};
+    if (bias)
+        args.bias = ug_kview_of(bias);
+    conv_pass p;
+    UG_TRY(plan_pass(op, &args, col, &p));
+    if (p.library)
+        return library_run(op, &args, col);
+    for (int64_t first = 0; first < p.win.n; first += p.chunk) {
+        ug_window2d part = chunk_window(&p.win, min64(p.chunk, p.win.n - first));
+        ug_kview y_part = view_at(args.y, first * p.oc * p.ohw);
+        UG_TRY(launch_im2col(op->name, ug_dev(x), false, view_at(args.x, first * p.win.c * p.win.h * p.win.w),
                              ug_kview_of(col), &part));
         if (bias) { /* y starts as the bias, and the products add to it */
-            ug_unary_args args = {.op = UG_UNARY_COPY, .y = y_part, .x = ug_kview_of(bias),
-                                  .ndim = 3, .shape = {part.n, oc, ohw}, .x_strides = {0, 1, 0}};
-            UG_TRY(ug_dispatch(ug_dev(y), UG_KERNEL_UNARY, op->name, UG_F32, &args));
+            ug_unary_args fill = {.op = UG_UNARY_COPY, .y = y_part, .x = args.bias,
+                                  .ndim = 3, .shape = {part.n, p.oc, p.ohw}, .x_strides = {0, 1, 0}};
+            UG_TRY(ug_dispatch(ug_dev(y), UG_KERNEL_UNARY, op->name, UG_F32, &fill));
         }
-        conv_gemm cg = {.m = ocg, .n = ohw, .k = cg_k,
-                        .a = ug_kview_of(w), .b = ug_kview_of(col), .c = y_part,
-                        .lda = cg_k, .ldb = ohw, .ldc = ohw,
-                        .group_a = ocg * cg_k, .group_b = cg_k * ohw, .group_c = ocg * ohw,
-                        .stride_a = 0, .stride_b = win.c * taps * ohw, .stride_c = oc * ohw,
+        conv_gemm cg = {.m = p.ocg, .n = p.ohw, .k = p.cg_k,
+                        .a = args.w, .b = ug_kview_of(col), .c = y_part,
+                        .lda = p.cg_k, .ldb = p.ohw, .ldc = p.ohw,
+                        .group_a = p.ocg * p.cg_k, .group_b = p.cg_k * p.ohw, .group_c = p.ocg * p.ohw,
+                        .stride_a = 0, .stride_b = p.win.c * p.taps * p.ohw, .stride_c = p.oc * p.ohw,
                         .beta = bias ? 1.0f : 0.0f};
-        UG_TRY(conv_gemm_run(op->name, ug_dev(y), &cg, groups, part.n));
+        UG_TRY(conv_gemm_run(op->name, ug_dev(y), &cg, p.groups, part.n));
     }
     return UG_OK;
 }
@@ -252,11 +328,14 @@ static ug_status conv_launch(const ug_op *op, ug_tensor *const *out, const ug_te
 static ug_status conv_dx_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     (void)nin;
-    const ug_window2d *win = &op->p.conv.win;
     const ug_meta *gy = &in[0], *wt = &in[1];
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {gy->shape[0], win->c, win->h, win->w}};
-    out[1] = columns_meta(op, gy->shape[0], win->c, wt->shape[2] * wt->shape[3],
-                          gy->shape[2] * gy->shape[3]);
+    ug_window2d win = op->p.conv.win;
+    win.n = gy->shape[0];
+    win.oh = gy->shape[2];
+    win.ow = gy->shape[3];
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, win.c, win.h, win.w}};
+    ug_conv_args args = {.pass = UG_CONV_BACKWARD_DATA, .win = win, .oc = wt->shape[0]};
+    UG_TRY(conv_scratch(op, &args, &out[1]));
     *nout = 2;
     return UG_OK;
 }
@@ -267,21 +346,22 @@ static ug_status conv_dx_launch(const ug_op *op, ug_tensor *const *out, const ug
     ug_tensor *dx = out[0], *dcol = out[1];
     if (ug_tensor_numel(dx) == 0)
         return UG_OK;
-    ug_window2d win = conv_window(op, dx, w, gy);
-    int groups = op->p.conv.groups;
-    int64_t oc = w->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
-    int64_t cg_k = win.c / groups * taps, ocg = oc / groups, chunk = dcol->shape[0];
-    for (int64_t first = 0; first < win.n; first += chunk) {
-        ug_window2d part = chunk_window(&win, min64(chunk, win.n - first));
+    ug_conv_args args = {.pass = UG_CONV_BACKWARD_DATA, .dx = ug_kview_of(dx), .w = ug_kview_of(w),
+                         .dy = ug_kview_of(gy), .win = conv_window(op, dx, w, gy), .oc = w->shape[0]};
+    conv_pass p;
+    UG_TRY(plan_pass(op, &args, dcol, &p));
+    if (p.library)
+        return library_run(op, &args, dcol);
+    for (int64_t first = 0; first < p.win.n; first += p.chunk) {
+        ug_window2d part = chunk_window(&p.win, min64(p.chunk, p.win.n - first));
         /* dcol[n, g] = W[g]^T gy[n, g] */
-        conv_gemm cg = {.ta = true, .m = cg_k, .n = ohw, .k = ocg,
-                        .a = ug_kview_of(w), .b = view_at(ug_kview_of(gy), first * oc * ohw),
-                        .c = ug_kview_of(dcol), .lda = cg_k, .ldb = ohw, .ldc = ohw,
-                        .group_a = ocg * cg_k, .group_b = ocg * ohw, .group_c = cg_k * ohw,
-                        .stride_a = 0, .stride_b = oc * ohw, .stride_c = win.c * taps * ohw};
-        UG_TRY(conv_gemm_run(op->name, ug_dev(dx), &cg, groups, part.n));
-        UG_TRY(launch_im2col(op->name, ug_dev(dx), true,
-                             view_at(ug_kview_of(dx), first * win.c * win.h * win.w),
+        conv_gemm cg = {.ta = true, .m = p.cg_k, .n = p.ohw, .k = p.ocg,
+                        .a = args.w, .b = view_at(args.dy, first * p.oc * p.ohw),
+                        .c = ug_kview_of(dcol), .lda = p.cg_k, .ldb = p.ohw, .ldc = p.ohw,
+                        .group_a = p.ocg * p.cg_k, .group_b = p.ocg * p.ohw, .group_c = p.cg_k * p.ohw,
+                        .stride_a = 0, .stride_b = p.oc * p.ohw, .stride_c = p.win.c * p.taps * p.ohw};
+        UG_TRY(conv_gemm_run(op->name, ug_dev(dx), &cg, p.groups, part.n));
+        UG_TRY(launch_im2col(op->name, ug_dev(dx), true, view_at(args.dx, first * p.win.c * p.win.h * p.win.w),
                              ug_kview_of(dcol), &part));
     }
     return UG_OK;
@@ -293,12 +373,15 @@ const ug_op_def ug_op_conv2d_dx = {"conv2d input gradient", conv_dx_infer, conv_
 static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     (void)nin;
-    const ug_window2d *win = &op->p.conv.win;
     const ug_meta *gy = &in[0], *x = &in[1];
+    ug_window2d win = op->p.conv.win;
+    take_image(&win, x->shape);
+    win.oh = gy->shape[2];
+    win.ow = gy->shape[3];
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4,
-                       .shape = {gy->shape[1], x->shape[1] / op->p.conv.groups, win->kh, win->kw}};
-    out[1] = columns_meta(op, x->shape[0], x->shape[1], (int64_t)win->kh * win->kw,
-                          gy->shape[2] * gy->shape[3]);
+                       .shape = {gy->shape[1], win.c / op->p.conv.groups, win.kh, win.kw}};
+    ug_conv_args args = {.pass = UG_CONV_BACKWARD_WEIGHTS, .win = win, .oc = gy->shape[1]};
+    UG_TRY(conv_scratch(op, &args, &out[1]));
     *nout = 2;
     return UG_OK;
 }
@@ -309,25 +392,26 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
     ug_tensor *dw = out[0], *col = out[1];
     if (ug_tensor_numel(dw) == 0)
         return UG_OK;
-    ug_window2d win = conv_window(op, x, dw, gy);
-    int groups = op->p.conv.groups;
-    int64_t oc = dw->shape[0], ohw = win.oh * win.ow, taps = (int64_t)win.kh * win.kw;
-    int64_t cg_k = win.c / groups * taps, ocg = oc / groups, chunk = col->shape[0];
-    if (win.n == 0)
+    ug_conv_args args = {.pass = UG_CONV_BACKWARD_WEIGHTS, .x = ug_kview_of(x), .dw = ug_kview_of(dw),
+                         .dy = ug_kview_of(gy), .win = conv_window(op, x, dw, gy), .oc = dw->shape[0]};
+    if (args.win.n == 0)
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, dw, NULL);
-    for (int64_t first = 0; first < win.n; first += chunk) {
-        ug_window2d part = chunk_window(&win, min64(chunk, win.n - first));
-        UG_TRY(launch_im2col(op->name, ug_dev(x), false,
-                             view_at(ug_kview_of(x), first * win.c * win.h * win.w),
+    conv_pass p;
+    UG_TRY(plan_pass(op, &args, col, &p));
+    if (p.library)
+        return library_run(op, &args, col);
+    for (int64_t first = 0; first < p.win.n; first += p.chunk) {
+        ug_window2d part = chunk_window(&p.win, min64(p.chunk, p.win.n - first));
+        UG_TRY(launch_im2col(op->name, ug_dev(x), false, view_at(args.x, first * p.win.c * p.win.h * p.win.w),
                              ug_kview_of(col), &part));
         /* dW[g] = the sum over images of gy[n, g] col[n, g]^T */
-        conv_gemm cg = {.tb = true, .sum_batch = true, .m = ocg, .n = cg_k, .k = ohw,
-                        .a = view_at(ug_kview_of(gy), first * oc * ohw), .b = ug_kview_of(col),
-                        .c = ug_kview_of(dw), .lda = ohw, .ldb = ohw, .ldc = cg_k,
-                        .group_a = ocg * ohw, .group_b = cg_k * ohw, .group_c = ocg * cg_k,
-                        .stride_a = oc * ohw, .stride_b = win.c * taps * ohw,
+        conv_gemm cg = {.tb = true, .sum_batch = true, .m = p.ocg, .n = p.cg_k, .k = p.ohw,
+                        .a = view_at(args.dy, first * p.oc * p.ohw), .b = ug_kview_of(col),
+                        .c = args.dw, .lda = p.ohw, .ldb = p.ohw, .ldc = p.cg_k,
+                        .group_a = p.ocg * p.ohw, .group_b = p.cg_k * p.ohw, .group_c = p.ocg * p.cg_k,
+                        .stride_a = p.oc * p.ohw, .stride_b = p.win.c * p.taps * p.ohw,
                         .beta = first ? 1.0f : 0.0f};
-        UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, groups, part.n));
+        UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, p.groups, part.n));
     }
     return UG_OK;
 }

@@ -63,6 +63,10 @@ static const conv_case conv_cases[] = {
      * chunks of 1 and of 3 images (the last one short) */
     {3, 16, 40, 40, 8, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true, true},
     {5, 16, 24, 24, 6, 3, 3, P(1, 1, 1, 1, 1, 1, 2), false, true, false},
+    /* 144 products per output: the CPU runs these through oneDNN when it is
+     * built in, the second with a window that stops short of the right edge */
+    {2, 16, 9, 10, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, false, true},
+    {2, 32, 11, 12, 32, 3, 3, P(2, 2, 1, 0, 2, 2, 2), false, true, false},
 };
 
 /* params with PyTorch's defaults filled in. */

@@ -305,6 +305,11 @@ static const cf_grad_case conv_cases[] = {
     /* 0.3 MiB of columns per image: chunks of 3 images on CPU devices */
     CONVB("conv2d x [5,16,24,24] w [6,8,3,3] groups 2 padding 1, in chunks", S4(5, 16, 24, 24),
           S4(6, 8, 3, 3), 6, &groups2_pad1),
+    /* 144 products per output: through oneDNN on the CPU when it is built in */
+    CONVB("conv2d x [2,32,9,10] w [32,16,3,3] groups 2 stride 2 padding 1", S4(2, 32, 9, 10),
+          S4(32, 16, 3, 3), 32, &groups2),
+    CONV("conv2d x [2,16,6,7] w [16,16,3,3] dilation 2 padding 2, no bias", S4(2, 16, 6, 7),
+         S4(16, 16, 3, 3), &dilation2),
 };
 
 static const pool_spec max_k2 = {{{2, 2}, {0, 0}, {0, 0}}, false, 0};

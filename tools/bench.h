@@ -40,6 +40,15 @@ int bench_cpu_threads(void);
 bool bench_time_host_blas(bool (*fn)(void *ctx), void *ctx, int warmup, double target_seconds,
                           double *seconds, long *reps);
 
+/* fn (with sync, as bench_time) against OpenBLAS's blas_fn on the host
+ * (as bench_time_host_blas), in alternating rounds over about
+ * target_seconds in all: the median round of each, and the median of the
+ * rounds' ratios fn / blas_fn. A shared machine's speed drifts between two
+ * timings one after the other; alternating puts both under the same load. */
+bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx,
+                             bool (*blas_fn)(void *ctx), void *blas_ctx, double target_seconds,
+                             double *seconds, double *blas_seconds, double *ratio);
+
 /* Every device id this run should cover: the one named (validated by
  * opening it) or all of them. Returns the count, or -1 with the error printed. */
 int bench_device_ids(const char *only, char ids[][32], int max_ids);

@@ -77,6 +77,36 @@ bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int w
     return true;
 }
 
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of values */
+        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
+            double swap = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = swap;
+        }
+    return v[n / 2];
+}
+
+bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx,
+                             bool (*blas_fn)(void *ctx), void *blas_ctx, double target_seconds,
+                             double *seconds, double *blas_seconds, double *ratio)
+{
+    enum { ROUNDS = 5 };
+    double each = target_seconds / (2 * ROUNDS), times[ROUNDS], blas[ROUNDS], ratios[ROUNDS];
+    long reps = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (!bench_time(fn, sync, ctx, r ? 1 : 3, each, &times[r], &reps) ||
+            !bench_time_host_blas(blas_fn, blas_ctx, r ? 1 : 3, each, &blas[r], &reps))
+            return false;
+        ratios[r] = times[r] / blas[r];
+    }
+    *seconds = median(times, ROUNDS);
+    *blas_seconds = median(blas, ROUNDS);
+    *ratio = median(ratios, ROUNDS);
+    return true;
+}
+
 int bench_fail(const char *what)
 {
     fprintf(stderr, "ug-bench: %s: %s\n", what, ug_last_error());

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE 1 /* cpu_set_t in OpenBLAS's cblas.h */
 #endif
 #include <cblas.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/fault.h"
-#include "backends/cpu/internal.h"
+#include "backends/cpu/convs.h"
 
 enum { UG_CPU_ALIGN = 64 };
 
@@ -158,6 +159,14 @@ static ug_status ug_cpu_device_open(int index, ug_bdev **out)
         return st;
     }
     dev->threads = threads;
+#ifdef UG_CPU_ONEDNN
+    st = ug_cpu_convs_create(&dev->convs);
+    if (st != UG_OK) {
+        ug_cpu_pool_destroy(dev->pool);
+        free(dev);
+        return st;
+    }
+#endif
     /* GEMM tiles run on our pool (gemm.c), each a single-threaded BLAS
      * call, so OpenBLAS starts no threads of its own. */
     openblas_set_num_threads(1);
@@ -169,6 +178,9 @@ static void ug_cpu_device_close(ug_bdev *dev)
 {
     if (!dev)
         return;
+#ifdef UG_CPU_ONEDNN
+    ug_cpu_convs_destroy(dev->convs);
+#endif
     ug_cpu_pool_destroy(dev->pool);
     free(dev);
 }
@@ -252,11 +264,22 @@ static void ug_cpu_host_free(ug_bdev *dev, void *ptr)
     free(ptr);
 }
 
-static const ug_backend cpu_backend = UG_BACKEND_TABLE("cpu", ug_cpu);
+static ug_backend cpu_backend = UG_BACKEND_TABLE("cpu", ug_cpu);
+static pthread_once_t cpu_backend_once = PTHREAD_ONCE_INIT;
+
+/* The optional entries, which the table macro leaves out. */
+static void add_optional_entries(void)
+{
+#ifdef UG_CPU_ONEDNN
+    cpu_backend.conv_plan = ug_cpu_conv_plan;
+    cpu_backend.conv2d = ug_cpu_conv2d;
+#endif
+}
 
 const ug_backend *ug_cpu_backend(const ug_backend_host *host)
 {
     if (host && host->set_error)
         ug_cpu_host = host;
+    pthread_once(&cpu_backend_once, add_optional_entries);
     return &cpu_backend;
 }

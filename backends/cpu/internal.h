@@ -9,9 +9,12 @@
 #include "backends/backend.h"
 #include "backends/cpu/threads.h"
 
+typedef struct ug_cpu_convs ug_cpu_convs;
+
 struct ug_bdev {
     ug_cpu_pool *pool;
-    int threads; /* budget: pool workers + the caller */
+    int threads;          /* budget: pool workers + the caller */
+    ug_cpu_convs *convs;  /* oneDNN's convolutions (convs.h); NULL without it */
 };
 
 /* Set once by ug_cpu_backend; never NULL afterwards (a no-op stand-in is
