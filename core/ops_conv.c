@@ -1,8 +1,8 @@
 /* The ops of convolutional networks over NCHW tensors: conv2d (the
  * backend's convolution library where it has one that takes the shape,
- * otherwise im2col and the device's GEMM), max and average pooling, global average pooling and
- * batch normalisation, eager and in graphs, each defined once with its
- * gradient. f32. */
+ * otherwise im2col and the device's GEMM), max and average pooling, global
+ * average pooling and batch normalisation, eager and in graphs, each
+ * defined once with its gradient. f32. */
 #include <string.h>
 
 #include "core/graph_internal.h"
@@ -770,6 +770,13 @@ ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_te
                 .p.batchnorm = {.training = training, .update_running = training,
                                 .momentum = momentum, .eps = eps}};
     const ug_tensor *in[5] = {x, weight, bias, running_mean, running_var};
+    static const char *const names[5] = {"x", "weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 5; i++)
+        if (!in[i])
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                                "batch_norm: %s is NULL; pass a tensor (%s), the running statistics "
+                                "too, which training updates and eval normalises with",
+                                names[i], i ? "[C]" : "[N, C, ...]");
     return ug_op_eager(&op, 5, in, out);
 }
 

@@ -580,6 +580,9 @@ static void test_conv_errors(ug_device *dev)
     CHECK_CONV_ERROR(ug_batch_norm(x, c6h, c6b, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm",
                      UG_ERR_DTYPE, UG_ERR_DTYPE);
     CHECK_CONV_ERROR(ug_batch_norm(NULL, c6, c6b, c6m, c6v, true, 0.1f, 1e-5f, &out), out, "batch_norm", IA, IA);
+    /* A missing running statistic is named, in training too. */
+    CHECK_NULL_ERROR(ug_batch_norm(x, c6, c6b, NULL, c6v, true, 0.1f, 1e-5f, &out), "running_mean");
+    CHECK_NULL_ERROR(ug_batch_norm(x, c6, c6b, c6m, NULL, false, 0.1f, 1e-5f, &out), "running_var");
     /* The failed calls left the running statistics alone. */
     double *m = th_download(c6m), *v = th_download(c6v);
     REQUIRE(m && v);
