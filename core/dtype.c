@@ -1,4 +1,4 @@
-/* Element type facts and host-side binary16 conversion. */
+/* Element type facts and host-side binary16 and bfloat16 conversion. */
 #include <string.h>
 
 #include "unigrad/dtype.h"
@@ -10,6 +10,7 @@ size_t ug_dtype_size(ug_dtype dtype)
     case UG_F16: return 2;
     case UG_I32: return 4;
     case UG_U8: return 1;
+    case UG_BF16: return 2;
     }
     return 0;
 }
@@ -21,6 +22,7 @@ const char *ug_dtype_name(ug_dtype dtype)
     case UG_F16: return "f16";
     case UG_I32: return "i32";
     case UG_U8: return "u8";
+    case UG_BF16: return "bf16";
     }
     return "invalid";
 }
@@ -79,6 +81,27 @@ float ug_f16_to_f32(unsigned short value)
     } else {
         x = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
     }
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+unsigned short ug_f32_to_bf16(float value)
+{
+    unsigned int x;
+    memcpy(&x, &value, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0u;
+    /* Adding 0x7fff, plus 1 when the kept half is odd, carries exactly when
+     * the dropped half rounds up; a carry out of the largest finite value
+     * gives infinity. */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (unsigned short)(x >> 16);
+}
+
+float ug_bf16_to_f32(unsigned short value)
+{
+    unsigned int x = (unsigned int)value << 16;
     float f;
     memcpy(&f, &x, sizeof f);
     return f;

@@ -24,7 +24,7 @@ static int node_index(const ug_graph *g, const graph_node *n)
 static ug_status want_check(ug_graph *g, ug_value *v, check_role role)
 {
     v = ug_value_base(v);
-    if (!v || (v->dtype != UG_F32 && v->dtype != UG_F16) || !v->producer)
+    if (!v || !ug_dtype_is_float(v->dtype) || !v->producer)
         return UG_OK;
     for (int i = 0; i < g->check_count; i++)
         if (g->checks[i].value == v)

@@ -79,6 +79,9 @@ ug_kview ug_kview_of(const ug_tensor *tensor);
 /* A tensor handle over existing storage (retained) at an element offset. */
 ug_status ug_tensor_over_storage(ug_storage *storage, ug_dtype dtype, int ndim,
                                  const int64_t *shape, int64_t offset, ug_tensor **out);
+/* f32, f16 or bf16: the dtypes arithmetic ops take (computing in f32). */
+static inline bool ug_dtype_is_float(ug_dtype d) { return d == UG_F32 || d == UG_F16 || d == UG_BF16; }
+
 /* Common argument checks; op names the caller in the message. */
 ug_status ug_check_tensor(const ug_tensor *tensor, const char *op, const char *arg);
 ug_status ug_check_same_device(const ug_tensor *a, const ug_tensor *b, const char *op);

@@ -19,8 +19,8 @@ ug_meta ug_meta_of_tensor(const ug_tensor *t)
 
 ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg)
 {
-    if (m->dtype != UG_F32 && m->dtype != UG_F16)
-        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op takes f32 or f16 (cast with ug_cast)",
+    if (!ug_dtype_is_float(m->dtype))
+        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op takes f32, f16 or bf16 (cast with ug_cast)",
                             op_name(op), arg, ug_dtype_name(m->dtype));
     return UG_OK;
 }

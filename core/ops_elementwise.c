@@ -319,10 +319,10 @@ static ug_status cast_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     (void)nin;
     (void)nout;
     ug_dtype to = op->p.cast.dtype;
-    if (to != UG_F32 && to != UG_F16 && to != in[0].dtype)
+    if (!ug_dtype_is_float(to) && to != in[0].dtype)
         return ug_set_error(UG_ERR_DTYPE,
-                            "%s: %s to %s is not supported: casts go to f32 or f16 (from f32, f16, "
-                            "i32 or u8)",
+                            "%s: %s to %s is not supported: casts go to f32, f16 or bf16 (from "
+                            "f32, f16, bf16, i32 or u8)",
                             op->name, ug_dtype_name(in[0].dtype),
                             ug_dtype_size(to) ? ug_dtype_name(to) : "an invalid dtype");
     out[0] = in[0];

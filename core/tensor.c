@@ -44,8 +44,8 @@ ug_status ug_check_same_device(const ug_tensor *a, const ug_tensor *b, const cha
 
 ug_status ug_check_float(const ug_tensor *tensor, const char *op, const char *arg)
 {
-    if (tensor->dtype != UG_F32 && tensor->dtype != UG_F16)
-        return ug_set_error(UG_ERR_DTYPE, "%s: %s has dtype %s; this op takes f32 or f16 (use ug_cast)",
+    if (!ug_dtype_is_float(tensor->dtype))
+        return ug_set_error(UG_ERR_DTYPE, "%s: %s has dtype %s; this op takes f32, f16 or bf16 (use ug_cast)",
                             op, arg, ug_dtype_name(tensor->dtype));
     return UG_OK;
 }

@@ -8,8 +8,8 @@
 
 #include "conformance.h"
 
-static const ug_dtype float_dtypes[] = {UG_F32, UG_F16};
-static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8};
+static const ug_dtype float_dtypes[] = {UG_F32, UG_F16, UG_BF16};
+static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8, UG_BF16};
 
 /* ---- reductions ---- */
 
@@ -204,7 +204,7 @@ static const struct {
 };
 
 /* Besides the NMSE, every element must be within the error bound of an f32
- * sum of k products in any order (plus the rounding to f16), which catches
+ * sum of k products in any order (plus the rounding to f16 or bf16), which catches
  * one misplaced element that the NMSE would average away. */
 void test_matmul_ops(ug_device *dev)
 {
@@ -250,6 +250,8 @@ void test_matmul_ops(ug_device *dev)
                     double bound = (double)(kk + 4) * ldexp(1.0, -23) * mag[i];
                     if (dt == UG_F16)
                         bound += ldexp(1.0, -11) * fabs(exact[i]) + ldexp(1.0, -24);
+                    else if (dt == UG_BF16)
+                        bound += ldexp(1.0, -8) * fabs(exact[i]) + ldexp(1.0, -133);
                     if (!(fabs(got[i] - exact[i]) <= bound) && bad++ == 0)
                         first = i;
                 }
@@ -406,6 +408,7 @@ static double *cast_values(ug_dtype from, int64_t n)
             break;
         }
         case UG_F16: v[i] = ref_f16_value((uint16_t)(bits >> 16)); break;
+        case UG_BF16: v[i] = ref_bf16_value((uint16_t)(bits >> 16)); break;
         case UG_I32:
             v[i] = i < CF_COUNT(i_special) ? i_special[i] : (double)((int32_t)bits >> (i % 24));
             break;
@@ -415,7 +418,7 @@ static double *cast_values(ug_dtype from, int64_t n)
     return v;
 }
 
-/* Casts go to f32 or f16 from every dtype, computing in f32 (an i32 is
+/* Casts go to f32, f16 or bf16 from every dtype, computing in f32 (an i32 is
  * rounded to f32 first), or keep the dtype (a copy of the bits). */
 void test_cast_ops(ug_device *dev)
 {
@@ -429,7 +432,7 @@ void test_cast_ops(ug_device *dev)
     for (int f = 0; f < CF_COUNT(all_dtypes); f++)
         for (int t = 0; t < CF_COUNT(all_dtypes); t++) {
             const ug_dtype from = all_dtypes[f], to = all_dtypes[t];
-            if (to != UG_F32 && to != UG_F16 && to != from)
+            if (to != UG_F32 && to != UG_F16 && to != UG_BF16 && to != from)
                 continue;
             for (int c = 0; c < CF_COUNT(cases); c++) {
                 const cf_shape *s = &cases[c].s;
@@ -458,15 +461,15 @@ void test_cast_ops(ug_device *dev)
         const ug_dtype dt = float_dtypes[k];
         th_context("cast %s -> %s keeps NaN payloads", ug_dtype_name(dt), ug_dtype_name(dt));
         const uint32_t f32[] = {0x7fc00001u, 0xffa5a5a5u, 0x7f800001u, 0x3f800000u};
-        const uint16_t f16[] = {0x7e01, 0xfd5a, 0x7c01, 0x3c00};
+        const uint16_t f16[] = {0x7e01, 0xfd5a, 0x7c01, 0x3c00}, bf16[] = {0x7fc1, 0xffa5, 0x7f81, 0x3f80};
+        const void *bits = dt == UG_F32 ? (const void *)f32 : dt == UG_F16 ? (const void *)f16 : (const void *)bf16;
         const int64_t n = 4;
         ug_tensor *in = NULL, *out = NULL;
-        REQUIRE_OK(ug_tensor_from_host(dev, dt, 1, &n, dt == UG_F32 ? (const void *)f32 : (const void *)f16, &in));
+        REQUIRE_OK(ug_tensor_from_host(dev, dt, 1, &n, bits, &in));
         th_track(in);
         REQUIRE_OK(ug_cast(in, dt, &out));
         th_track(out);
-        th_compare_bits("cast", th_download_raw(out), dt == UG_F32 ? (const void *)f32 : (const void *)f16,
-                        n, dt == UG_F32 ? 4 : 2);
+        th_compare_bits("cast", th_download_raw(out), bits, n, ug_dtype_size(dt));
     }
 }
 

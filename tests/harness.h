@@ -161,11 +161,16 @@ bool th_compare_bits_at(const char *file, int line, const char *what, const void
  * products in any order, possibly through a vendor BLAS: 5e-4. f16 holds 11
  * significant bits, so rounding the output alone gives a relative error up
  * to 2^-11 per element, an NMSE up to 2^-22 = 2.4e-7; 1e-6 allows that plus
- * an f32 computation and double rounding, while a wrong formula is far off. */
+ * an f32 computation and double rounding, while a wrong formula is far off.
+ * bf16 holds 8: 2^-16 = 1.5e-5 from the output's rounding, hence 1e-4. */
 #define TH_TOL_F32 1e-7
 #define TH_TOL_F16 1e-6
+#define TH_TOL_BF16 1e-4
 #define TH_TOL_MATMUL 5e-4
-static inline double th_tol(ug_dtype dtype) { return dtype == UG_F16 ? TH_TOL_F16 : TH_TOL_F32; }
+static inline double th_tol(ug_dtype dtype)
+{
+    return dtype == UG_F16 ? TH_TOL_F16 : dtype == UG_BF16 ? TH_TOL_BF16 : TH_TOL_F32;
+}
 
 /* ---- deterministic host data ---- */
 void th_seed(uint64_t seed);

@@ -264,6 +264,41 @@ double ref_f16_value(uint16_t bits)
     return sign * ldexp((double)(mantissa + 1024), exponent - 25);
 }
 
+uint16_t ref_bf16_bits(double x)
+{
+    uint16_t sign = signbit(x) ? 0x8000u : 0u;
+    if (isnan(x))
+        return 0x7fc0u;
+    double a = fabs(x);
+    /* Halfway between the largest finite value, (2 - 2^-7) 2^127 with an
+     * odd mantissa, and 2^128: ties-to-even rounds it to infinity. */
+    if (a >= ldexp(2.0 - ldexp(1.0, -8), 127))
+        return (uint16_t)(sign | 0x7f80u);
+    if (a < ldexp(1.0, -126)) /* subnormal: units of 2^-133 */
+        return (uint16_t)(sign | (uint16_t)nearbyint(a * ldexp(1.0, 133)));
+    int e;
+    frexp(a, &e);
+    int exponent = e - 1;
+    double q = nearbyint(ldexp(a, 7 - exponent)); /* in [128, 256] */
+    if (q >= 256.0) {
+        q = 128.0;
+        exponent++;
+    }
+    return (uint16_t)(sign | (uint16_t)((exponent + 127) << 7) | (uint16_t)(q - 128.0));
+}
+
+double ref_bf16_value(uint16_t bits)
+{
+    double sign = (bits & 0x8000u) ? -1.0 : 1.0;
+    int exponent = (bits >> 7) & 0xff;
+    int mantissa = bits & 0x7f;
+    if (exponent == 0xff)
+        return mantissa ? NAN : sign * INFINITY;
+    if (exponent == 0)
+        return sign * ldexp((double)mantissa, -133);
+    return sign * ldexp((double)(mantissa + 128), exponent - 134);
+}
+
 /* Philox 4x32 constants: multipliers and Weyl key increments (the golden
  * ratio and sqrt(3)-1 in 32-bit fixed point). */
 #define REF_PHILOX_M0 0xD2511F53u

@@ -76,6 +76,9 @@ void ref_transpose(int ndim, const int64_t *shape, const double *x, double *y);
 /* IEEE binary16 from double, rounding to nearest even, and back. */
 uint16_t ref_f16_bits(double x);
 double ref_f16_value(uint16_t bits);
+/* bfloat16 from double, rounding to nearest even (NaN to 0x7fc0), and back. */
+uint16_t ref_bf16_bits(double x);
+double ref_bf16_value(uint16_t bits);
 /* Nearest float (round to nearest even), as a C cast does. */
 static inline double ref_round_f32(double x) { return (double)(float)x; }
 

@@ -24,7 +24,7 @@
 #include "conformance.h"
 #include "train_support.h"
 
-static const ug_dtype float_dtypes[] = {UG_F32, UG_F16};
+static const ug_dtype float_dtypes[] = {UG_F32, UG_F16, UG_BF16};
 
 /* ---- shared helpers (conformance.h) ---- */
 

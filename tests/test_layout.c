@@ -64,6 +64,7 @@ static void check_cast(ug_device *dev, ug_dtype from, ug_dtype to, const void *s
         case UG_F16: v[i] = ref_f16_value(((const uint16_t *)src)[i]); break;
         case UG_I32: v[i] = ((const int32_t *)src)[i]; break;
         case UG_U8: v[i] = ((const uint8_t *)src)[i]; break;
+        case UG_BF16: v[i] = ref_bf16_value(((const uint16_t *)src)[i]); break;
         }
     }
     th_guard *g = NULL;
@@ -77,13 +78,16 @@ static void check_cast(ug_device *dev, ug_dtype from, ug_dtype to, const void *s
     if (!th_check_tensor(out, to, 1, &n))
         return;
     void *got = th_download_raw(out);
-    if (to == UG_F32 || to == UG_F16) {
+    if (to == UG_F32 || to == UG_F16 || to == UG_BF16) {
         /* NaN payloads may differ: compare NaN positions, the rest bitwise. */
         size_t es = ug_dtype_size(to);
         for (int64_t i = 0; got && i < n; i++) {
-            double gv = to == UG_F32 ? ((float *)got)[i] : ref_f16_value(((uint16_t *)got)[i]);
-            double wv = to == UG_F32 ? ((const float *)want)[i]
-                                     : ref_f16_value(((const uint16_t *)want)[i]);
+            double gv = to == UG_F32   ? ((float *)got)[i]
+                        : to == UG_F16 ? ref_f16_value(((uint16_t *)got)[i])
+                                       : ref_bf16_value(((uint16_t *)got)[i]);
+            double wv = to == UG_F32   ? ((const float *)want)[i]
+                        : to == UG_F16 ? ref_f16_value(((const uint16_t *)want)[i])
+                                       : ref_bf16_value(((const uint16_t *)want)[i]);
             if (isnan(gv) && isnan(wv))
                 memcpy((unsigned char *)got + (size_t)i * es,
                        (const unsigned char *)want + (size_t)i * es, es);
@@ -134,6 +138,64 @@ static void test_cast_f32_f16(ug_device *dev)
     check_cast(dev, UG_F16, UG_F32, all, n, want, false);
 }
 
+/* bf16 casts: from f32 rounded to nearest even (to infinity past the
+ * largest finite value; NaN stays NaN), back to f32 exactly, and to and
+ * from f16 through f32 with one rounding; integers through f32. */
+static void test_cast_bf16(ug_device *dev)
+{
+    static const int64_t sizes[] = {1, 17, 4097, 65537};
+    const float special[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie, to 1 */,
+                             1.01171875f /* tie, to 1.015625 */, 1.0039063f, 3.3895314e38f,
+                             3.4028235e38f, -3.4028235e38f, INFINITY, -INFINITY, NAN, -NAN,
+                             1e-40f /* subnormal */, 9.2e-41f, 0.1f, 65504.0f, 1e-8f};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int64_t n = sizes[s];
+        float *f = th_alloc((size_t)n * 4), *back = th_alloc((size_t)n * 4);
+        uint16_t *b = th_alloc((size_t)n * 2);
+        for (int64_t i = 0; i < n; i++) {
+            if ((size_t)i < sizeof special / sizeof special[0]) {
+                f[i] = special[i];
+            } else {
+                uint32_t bits = (uint32_t)i * 2654435761u; /* any pattern: bf16 has f32's range */
+                memcpy(&f[i], &bits, 4);
+            }
+            b[i] = ref_bf16_bits(f[i]);
+            back[i] = (float)ref_bf16_value(b[i]);
+        }
+        check_cast(dev, UG_F32, UG_BF16, f, n, b, s % 2 == 1);
+        check_cast(dev, UG_BF16, UG_F32, b, n, back, s % 2 == 0);
+    }
+    /* Every bf16 value to f32 (exact) and to f16 (one rounding). */
+    int64_t n = 65536;
+    uint16_t *all = th_alloc((size_t)n * 2), *half = th_alloc((size_t)n * 2);
+    float *want = th_alloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        all[i] = (uint16_t)i;
+        want[i] = (float)ref_bf16_value((uint16_t)i);
+        half[i] = ref_f16_bits(ref_bf16_value((uint16_t)i));
+    }
+    check_cast(dev, UG_BF16, UG_F32, all, n, want, false);
+    check_cast(dev, UG_BF16, UG_F16, all, n, half, true);
+    /* Every f16 value to bf16 (one rounding from the exact value). */
+    uint16_t *from_half = th_alloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++)
+        from_half[i] = ref_bf16_bits(ref_f16_value((uint16_t)i));
+    check_cast(dev, UG_F16, UG_BF16, all, n, from_half, false);
+    /* i32 through f32, as PyTorch: bf16(f32(i)); u8 is exact. */
+    int64_t m = 4097;
+    int32_t *iv = th_alloc((size_t)m * 4);
+    uint8_t *uv = th_alloc((size_t)m);
+    uint16_t *ib = th_alloc((size_t)m * 2), *ub = th_alloc((size_t)m * 2);
+    for (int64_t i = 0; i < m; i++) {
+        iv[i] = (int32_t)((uint32_t)i * 2654435761u) >> (i % 24);
+        uv[i] = (uint8_t)(i * 37);
+        ib[i] = ref_bf16_bits(ref_round_f32((double)iv[i]));
+        ub[i] = ref_bf16_bits((double)uv[i]);
+    }
+    check_cast(dev, UG_I32, UG_BF16, iv, m, ib, true);
+    check_cast(dev, UG_U8, UG_BF16, uv, m, ub, false);
+}
+
 static void test_cast_integers(ug_device *dev)
 {
     int64_t n = 4097;
@@ -177,6 +239,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(transpose),
         TH_DEVICE_TEST(cast_f32_f16),
+        TH_DEVICE_TEST(cast_bf16),
         TH_DEVICE_TEST(cast_integers),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

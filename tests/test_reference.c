@@ -45,6 +45,40 @@ static void test_philox_known_answers(ug_device *dev)
     CHECK(fabs(ref_random_normal(0, 0, 1.0, 2.0) - (1.0 + 2.0 * z)) < 1e-12);
 }
 
+static void test_bf16_reference_known_values(ug_device *dev)
+{
+    (void)dev;
+    static const struct {
+        double value;
+        uint16_t bits;
+    } cases[] = {
+        {0.0, 0x0000}, {-0.0, 0x8000}, {1.0, 0x3f80}, {-2.0, 0xc000},
+        {0.1, 0x3dcd}, {1.0 / 3.0, 0x3eab}, {3.14159265358979, 0x4049}, {65504.0, 0x4780},
+        {1.0078125, 0x3f81},                  /* 1 + 2^-7 */
+        {1.00390625, 0x3f80},                 /* 1 + 2^-8: tie, to even */
+        {1.01171875, 0x3f82},                 /* 1 + 3 * 2^-8: tie, to even (up) */
+        {0x1p-133, 0x0001},                   /* smallest subnormal */
+        {0x1p-134, 0x0000},                   /* tie, to even 0 */
+        {0x1.8p-134, 0x0001},
+        {0x1p-126, 0x0080},                   /* smallest normal */
+        {0x1.fep127, 0x7f7f},                 /* largest finite, (2 - 2^-7) 2^127 */
+        {0x1.ffp127, 0x7f80},                 /* halfway to 2^128: inf */
+        {1e39, 0x7f80}, {-INFINITY, 0xff80}, {NAN, 0x7fc0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t b = ref_bf16_bits(cases[i].value);
+        CHECK_MSG(b == cases[i].bits, "bf16 of %.17g is 0x%04x, expected 0x%04x",
+                  cases[i].value, b, cases[i].bits);
+    }
+    /* Every non-NaN bfloat16 decodes and encodes to itself. */
+    int bad = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        double v = ref_bf16_value((uint16_t)b);
+        bad += isnan(v) ? !((b & 0x7f80) == 0x7f80 && (b & 0x7f)) : ref_bf16_bits(v) != b;
+    }
+    CHECK_MSG(bad == 0, "%d bfloat16 values do not round-trip", bad);
+}
+
 static void test_f16_reference_known_values(ug_device *dev)
 {
     (void)dev;
@@ -448,6 +482,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_HOST_TEST(philox_known_answers),
         TH_HOST_TEST(f16_reference_known_values),
+        TH_HOST_TEST(bf16_reference_known_values),
         TH_HOST_TEST(reference_broadcast),
         TH_HOST_TEST(reference_unary),
         TH_HOST_TEST(reference_reduce),

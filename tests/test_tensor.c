@@ -10,7 +10,7 @@
 /* Sizes that are not multiples of any work-group size. */
 static const int64_t odd_sizes[] = {1, 3, 17, 1000, 4097, 65537};
 #define N_ODD_SIZES (int)(sizeof odd_sizes / sizeof odd_sizes[0])
-static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8};
+static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8, UG_BF16};
 
 /* A host buffer of n elements of dtype with varied bit patterns. */
 static void *pattern(ug_dtype dtype, int64_t n, uint32_t salt)
@@ -25,6 +25,9 @@ static void *pattern(ug_dtype dtype, int64_t n, uint32_t salt)
         } else if (dtype == UG_F16) {
             uint16_t h = (uint16_t)(v & 0x7bffu); /* finite halves */
             memcpy(p + (size_t)i * 2, &h, 2);
+        } else if (dtype == UG_BF16) {
+            uint16_t b = (uint16_t)(v & 0x7f7fu); /* finite bfloat16s */
+            memcpy(p + (size_t)i * 2, &b, 2);
         } else {
             memcpy(p + (size_t)i * es, &v, es);
         }
@@ -36,10 +39,11 @@ static void test_dtype_facts(ug_device *dev)
 {
     (void)dev;
     CHECK(ug_dtype_size(UG_F32) == 4 && ug_dtype_size(UG_F16) == 2);
-    CHECK(ug_dtype_size(UG_I32) == 4 && ug_dtype_size(UG_U8) == 1);
+    CHECK(ug_dtype_size(UG_I32) == 4 && ug_dtype_size(UG_U8) == 1 && ug_dtype_size(UG_BF16) == 2);
     CHECK(ug_dtype_size((ug_dtype)17) == 0);
     CHECK(strcmp(ug_dtype_name(UG_F32), "f32") == 0 && strcmp(ug_dtype_name(UG_F16), "f16") == 0);
     CHECK(strcmp(ug_dtype_name(UG_I32), "i32") == 0 && strcmp(ug_dtype_name(UG_U8), "u8") == 0);
+    CHECK(strcmp(ug_dtype_name(UG_BF16), "bf16") == 0);
     CHECK(strcmp(ug_dtype_name((ug_dtype)17), "invalid") == 0);
     CHECK(strcmp(ug_status_name(UG_ERR_SHAPE), "UG_ERR_SHAPE") == 0);
     CHECK(strcmp(ug_status_name(UG_OK), "UG_OK") == 0);
@@ -79,6 +83,39 @@ static void test_dtype_conversions(ug_device *dev)
         unsigned short got = ug_f32_to_f16(f);
         if (got != want && bad++ < 10)
             th_fail(TH_LOC, "ug_f32_to_f16(%.9g [0x%08x]) = 0x%04x, expected 0x%04x", f, bits, got,
+                    want);
+    }
+}
+
+/* The library's host bfloat16 conversions against the reference converter:
+ * every bf16 to f32, and f32 to bf16 over spread bit patterns (subnormals
+ * to overflow) and PyTorch's edge cases. */
+static void test_bf16_conversions(ug_device *dev)
+{
+    (void)dev;
+    int bad = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        double want = ref_bf16_value((uint16_t)b);
+        float got = ug_bf16_to_f32((unsigned short)b);
+        bool same = isnan(want) ? isnan(got) : (double)got == want && !signbit(got) == !signbit(want);
+        if (!same && bad++ < 5)
+            th_fail(TH_LOC, "ug_bf16_to_f32(0x%04x) = %.9g, expected %.9g", b, got, want);
+    }
+    CHECK(ug_f32_to_bf16(NAN) == 0x7fc0 && ug_f32_to_bf16(-NAN) == 0x7fc0);
+    CHECK(ug_f32_to_bf16(3.4028235e38f) == 0x7f80);  /* past the largest bf16: inf */
+    CHECK(ug_f32_to_bf16(-3.3895314e38f) == 0xff7f); /* the largest, negated */
+    CHECK(ug_f32_to_bf16(1.00390625f) == 0x3f80);    /* tie: to even (1) */
+    CHECK(ug_f32_to_bf16(1.01171875f) == 0x3f82);    /* tie: to even (up) */
+    for (uint32_t i = 0; i < 200000; i++) {
+        uint32_t bits = i * 21475u + 12345u;
+        float f;
+        memcpy(&f, &bits, 4);
+        if (isnan(f))
+            continue;
+        uint16_t want = ref_bf16_bits(f);
+        unsigned short got = ug_f32_to_bf16(f);
+        if (got != want && bad++ < 10)
+            th_fail(TH_LOC, "ug_f32_to_bf16(%.9g [0x%08x]) = 0x%04x, expected 0x%04x", f, bits, got,
                     want);
     }
 }
@@ -667,6 +704,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_HOST_TEST(dtype_facts),
         TH_HOST_TEST(dtype_conversions),
+        TH_HOST_TEST(bf16_conversions),
         TH_HOST_TEST(device_enumeration),
         TH_HOST_TEST(auto_device),
         TH_DEVICE_TEST(device_open_twice),

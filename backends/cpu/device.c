@@ -45,6 +45,12 @@ void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, fl
             out[i] = ug_f16_to_f32(p[i * stride]);
         break;
     }
+    case UG_BF16: {
+        const unsigned short *p = base;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = ug_bf16_to_f32(p[i * stride]);
+        break;
+    }
     case UG_I32: {
         const int32_t *p = base;
         for (int64_t i = 0; i < n; i++)
@@ -68,6 +74,10 @@ void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in)
         unsigned short *p = base;
         for (int64_t i = 0; i < n; i++)
             p[i] = ug_f32_to_f16(in[i]);
+    } else if (dtype == UG_BF16) {
+        unsigned short *p = base;
+        for (int64_t i = 0; i < n; i++)
+            p[i] = ug_f32_to_bf16(in[i]);
     }
 }
 

@@ -305,8 +305,6 @@ static void transpose_range(void *vjob, int64_t begin, int64_t end)
     }
 }
 
-static bool float_dtype(ug_dtype t) { return t == UG_F32 || t == UG_F16; }
-
 ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args)
 {
     if (args->ndim < 1 || args->ndim > UG_KERNEL_MAX_DIMS || (int)args->op < 0 ||
@@ -314,8 +312,8 @@ ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu unary: bad op %d or ndim %d",
                             (int)args->op, args->ndim);
     bool same = args->op == UG_UNARY_COPY && args->x.dtype == args->y.dtype;
-    if (!same && !float_dtype(args->y.dtype))
-        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu unary: output dtype %s must be f32 or f16",
+    if (!same && !ug_cpu_float_dtype(args->y.dtype))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu unary: output dtype %s must be f32, f16 or bf16",
                             ug_dtype_name(args->y.dtype));
     un_job j = {.args = args, .x = args->x.mem ? ug_cpu_ptr(args->x) : NULL,
                 .y = ug_cpu_ptr(args->y)};
@@ -406,9 +404,9 @@ ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args)
     if ((unsigned)args->post >= UG_UNARY_COUNT)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu binary: fused activation %d is not a unary op",
                             (int)args->post);
-    if (!float_dtype(args->y.dtype) || args->a.dtype != args->y.dtype ||
+    if (!ug_cpu_float_dtype(args->y.dtype) || args->a.dtype != args->y.dtype ||
         args->b.dtype != args->y.dtype)
-        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu binary: dtypes %s, %s -> %s must be one of f32, f16",
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu binary: dtypes %s, %s -> %s must be one of f32, f16, bf16",
                             ug_dtype_name(args->a.dtype), ug_dtype_name(args->b.dtype),
                             ug_dtype_name(args->y.dtype));
     bin_job j = {.args = args, .a = ug_cpu_ptr(args->a), .b = ug_cpu_ptr(args->b),

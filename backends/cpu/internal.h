@@ -4,6 +4,7 @@
 #ifndef UG_CPU_INTERNAL_H
 #define UG_CPU_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backends/backend.h"
@@ -42,9 +43,12 @@ static inline char *ug_cpu_ptr(ug_kview v)
     return (char *)v.mem + v.offset * (int64_t)ug_dtype_size(v.dtype);
 }
 
+/* The dtypes arithmetic kernels take (computing in f32). */
+static inline bool ug_cpu_float_dtype(ug_dtype t) { return t == UG_F32 || t == UG_F16 || t == UG_BF16; }
+
 /* Reads n elements of any dtype, stride apart (0 repeats one), as f32. */
 void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out);
-/* Writes n contiguous f32 values as dtype (f32 or f16). */
+/* Writes n contiguous f32 values as dtype (f32, f16 or bf16). */
 void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in);
 
 ug_unary_fn ug_cpu_unary;

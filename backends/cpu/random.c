@@ -28,8 +28,8 @@ static void random_range(void *vjob, int64_t begin, int64_t end)
 
 ug_status ug_cpu_random(ug_bdev *dev, const ug_random_args *args)
 {
-    if (args->y.dtype != UG_F32 && args->y.dtype != UG_F16)
-        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu random: output dtype %s must be f32 or f16",
+    if (!ug_cpu_float_dtype(args->y.dtype))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu random: output dtype %s must be f32, f16 or bf16",
                             ug_dtype_name(args->y.dtype));
     if (args->n <= 0)
         return UG_OK;

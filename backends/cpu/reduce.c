@@ -356,9 +356,8 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
 {
     if ((int)args->op < 0 || args->op > UG_RKERNEL_SUMSQ)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu reduce: bad op %d", (int)args->op);
-    if ((args->x.dtype != UG_F32 && args->x.dtype != UG_F16) ||
-        (args->op == UG_RKERNEL_ARGMAX ? args->y.dtype != UG_I32
-                                       : args->y.dtype != UG_F32 && args->y.dtype != UG_F16))
+    if (!ug_cpu_float_dtype(args->x.dtype) ||
+        (args->op == UG_RKERNEL_ARGMAX ? args->y.dtype != UG_I32 : !ug_cpu_float_dtype(args->y.dtype)))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: dtypes %s -> %s not supported",
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
     if (args->outer <= 0 || args->inner <= 0)

@@ -106,8 +106,8 @@ static void softmax_range(void *vjob, int64_t r0, int64_t r1)
 
 ug_status ug_cpu_softmax(ug_bdev *dev, const ug_softmax_args *args)
 {
-    if ((args->x.dtype != UG_F32 && args->x.dtype != UG_F16) || args->y.dtype != args->x.dtype)
-        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu softmax: dtypes %s -> %s must be f32 or f16, equal",
+    if (!ug_cpu_float_dtype(args->x.dtype) || args->y.dtype != args->x.dtype)
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu softmax: dtypes %s -> %s must be f32, f16 or bf16, equal",
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
     if (args->rows <= 0 || args->cols <= 0)
         return UG_OK;

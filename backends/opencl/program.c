@@ -33,7 +33,7 @@ extern const int ug_ocl_source_count;
 /* Which dtype variants each family has (bit d: dtype d); the kernel names
  * follow from them (see ocl_family). */
 #define DT(d) (1u << (d))
-#define FLOATS (DT(UG_F32) | DT(UG_F16))
+#define FLOATS (DT(UG_F32) | DT(UG_F16) | DT(UG_BF16))
 #define ALL_DTYPES (FLOATS | DT(UG_I32) | DT(UG_U8))
 static const struct {
     const char *name;
@@ -83,8 +83,8 @@ ug_status ocl_kernel_for(ug_bdev *dev, ocl_family family, ug_dtype in, ug_dtype 
         kernel_name(family, i, o, name, sizeof name);
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: no kernel %s: %s takes %s%s%s",
                                    name, families[family].name,
-                                   families[family].in == FLOATS ? "f32 or f16" : "any dtype",
-                                   families[family].out ? ", writing f32 or f16" : "",
+                                   families[family].in == FLOATS ? "f32, f16 or bf16" : "any dtype",
+                                   families[family].out ? ", writing f32, f16 or bf16" : "",
                                    " (cast first with ug_cast)");
     }
     *out_kernel = &dev->kernels[family][i][o];
@@ -298,13 +298,13 @@ static void build_options(ug_bdev *dev, char *out, size_t len)
     int major = 1, minor = 0;
     sscanf(cver, "OpenCL C %d.%d", &major, &minor);
     snprintf(out, len,
-             "%s-DUG_WG=%d -DUG_DT_F32=%d -DUG_DT_F16=%d -DUG_DT_I32=%d -DUG_DT_U8=%d "
+             "%s-DUG_WG=%d -DUG_DT_F32=%d -DUG_DT_F16=%d -DUG_DT_I32=%d -DUG_DT_U8=%d -DUG_DT_BF16=%d "
              "-DUG_R_SUM=%d -DUG_R_MEAN=%d -DUG_R_MAX=%d -DUG_R_ARGMAX=%d -DUG_R_SUMSQ=%d "
              "-DUG_OPTIM_NESTEROV=%d -DUG_OPTIM_DECOUPLED=%d -DUG_OPTIM_FIRST_STEP=%d "
              "-DUG_OPTIM_GRAD_SCALE=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
              "-DUG_LN_RSTD=%d",
              (major > 1 || minor >= 2) ? "-cl-std=CL1.2 " : "", OCL_MAX_WG, UG_F32, UG_F16,
-             UG_I32, UG_U8, UG_RKERNEL_SUM, UG_RKERNEL_MEAN, UG_RKERNEL_MAX, UG_RKERNEL_ARGMAX,
+             UG_I32, UG_U8, UG_BF16, UG_RKERNEL_SUM, UG_RKERNEL_MEAN, UG_RKERNEL_MAX, UG_RKERNEL_ARGMAX,
              UG_RKERNEL_SUMSQ, OCL_OPTIM_NESTEROV, OCL_OPTIM_DECOUPLED, OCL_OPTIM_FIRST_STEP,
              OCL_OPTIM_GRAD_SCALE, OCL_LN_GAMMA, OCL_LN_BETA, OCL_LN_MEAN, OCL_LN_RSTD);
 }

@@ -1,5 +1,5 @@
 /* Device helpers shared by the kernel files: dtype loads and stores (f16
- * is storage only: arithmetic in f32), strided positions, NaN-propagating
+ * and bf16 are storage only: arithmetic in f32), strided positions, NaN-propagating
  * max, and block-wide reductions through shared memory (no warp
  * intrinsics, whose names and widths differ between HIP and CUDA). */
 #ifndef UG_KERNELS_H
@@ -15,22 +15,44 @@ UG_DEV float ug_h2f(unsigned short h) { return __half2float(__ushort_as_half(h))
 /* Round to nearest even, as the host conversion and the other backends. */
 UG_DEV unsigned short ug_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
+/* bfloat16 by integer operations, exactly as the host's ug_f32_to_bf16
+ * (the vendors' intrinsics differ on NaN). */
+UG_DEV float ug_bf2f(unsigned short b)
+{
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+UG_DEV unsigned short ug_f2bf(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0u;
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (unsigned short)(x >> 16);
+}
+
 /* Element i of p (already offset) as f32. */
 UG_DEV float ug_ld(const void *p, int dtype, int64_t i)
 {
     switch (dtype) {
     case UG_F16: return ug_h2f(((const unsigned short *)p)[i]);
+    case UG_BF16: return ug_bf2f(((const unsigned short *)p)[i]);
     case UG_I32: return (float)((const int32_t *)p)[i];
     case UG_U8: return (float)((const uint8_t *)p)[i];
     default: return ((const float *)p)[i];
     }
 }
 
-/* Stores to an f32 or f16 element. */
+/* Stores to an f32, f16 or bf16 element. */
 UG_DEV void ug_st(void *p, int dtype, int64_t i, float v)
 {
     if (dtype == UG_F16)
         ((unsigned short *)p)[i] = ug_f2h(v);
+    else if (dtype == UG_BF16)
+        ((unsigned short *)p)[i] = ug_f2bf(v);
     else
         ((float *)p)[i] = v;
 }

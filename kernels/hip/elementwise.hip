@@ -27,7 +27,8 @@ __global__ void ug_unary_kernel(unary_k k)
         if (k.op == UG_UNARY_COPY && k.xt == k.yt) {
             /* Same dtype: move the bits (an i32 through f32 would round). */
             switch (k.xt) {
-            case UG_F16: ((uint16_t *)k.y)[i] = ((const uint16_t *)k.x)[xo]; break;
+            case UG_F16:
+            case UG_BF16: ((uint16_t *)k.y)[i] = ((const uint16_t *)k.x)[xo]; break;
             case UG_U8: ((uint8_t *)k.y)[i] = ((const uint8_t *)k.x)[xo]; break;
             default: ((uint32_t *)k.y)[i] = ((const uint32_t *)k.x)[xo]; break;
             }

@@ -24,25 +24,43 @@
  * (flag bits) come from the host as -D options generated from its enums
  * (backends/opencl/program.c). */
 
+/* f32 to bfloat16 as the host's ug_f32_to_bf16: round to nearest even
+ * (adding 0x7fff, plus 1 when the kept half is odd, carries exactly when
+ * the dropped half rounds up), any NaN to 0x7fc0. Integer operations, so
+ * a device that flushes subnormal floats still rounds them. */
+inline ushort ug_f32_to_bf16(float v)
+{
+    uint x = as_uint(v);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (ushort)0x7fc0u;
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (ushort)(x >> 16);
+}
+
 /* Element type, load (to f32) and store (from f32) per dtype, for the
  * macros that instantiate one kernel per dtype. */
 #define UG_T_f32 float
 #define UG_T_f16 half
 #define UG_T_i32 int
 #define UG_T_u8 uchar
+#define UG_T_bf16 ushort /* bfloat16's bits: the top half of an f32 */
 #define UG_LD_f32(p, i) ((p)[i])
 #define UG_LD_f16(p, i) vload_half((size_t)(i), (p))
 #define UG_LD_i32(p, i) ((float)(p)[i])
 #define UG_LD_u8(p, i) ((float)(p)[i])
+#define UG_LD_bf16(p, i) as_float((uint)(p)[i] << 16)
 #define UG_ST_f32(p, i, v) ((p)[i] = (v))
 #define UG_ST_f16(p, i, v) vstore_half((v), (size_t)(i), (p))
+#define UG_ST_bf16(p, i, v) ((p)[i] = ug_f32_to_bf16(v))
 
-/* Store through a runtime dtype (f32 or f16), for outputs written once per
- * row where a kernel per output dtype is not worth it. */
+/* Store through a runtime dtype (f32, f16 or bf16), for outputs written
+ * once per row where a kernel per output dtype is not worth it. */
 inline void ug_store_dt(global uchar *p, long i, int dt, float v)
 {
     if (dt == UG_DT_F16)
         vstore_half(v, (size_t)i, (global half *)p);
+    else if (dt == UG_DT_BF16)
+        ((global ushort *)p)[i] = ug_f32_to_bf16(v);
     else
         ((global float *)p)[i] = v;
 }

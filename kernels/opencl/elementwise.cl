@@ -40,6 +40,13 @@ UG_UNARY_KERNELS(i32, f32)
 UG_UNARY_KERNELS(i32, f16)
 UG_UNARY_KERNELS(u8, f32)
 UG_UNARY_KERNELS(u8, f16)
+UG_UNARY_KERNELS(f32, bf16)
+UG_UNARY_KERNELS(f16, bf16)
+UG_UNARY_KERNELS(i32, bf16)
+UG_UNARY_KERNELS(u8, bf16)
+UG_UNARY_KERNELS(bf16, f32)
+UG_UNARY_KERNELS(bf16, f16)
+UG_UNARY_KERNELS(bf16, bf16)
 
 /* Same-dtype strided copy of raw elements (any dtype, bits preserved:
  * i32 beyond 2^24, NaN payloads). Contiguous copies use clEnqueueCopyBuffer. */
@@ -57,6 +64,7 @@ UG_COPY_KERNEL(f32, uint)
 UG_COPY_KERNEL(f16, ushort)
 UG_COPY_KERNEL(i32, uint)
 UG_COPY_KERNEL(u8, uchar)
+UG_COPY_KERNEL(bf16, ushort)
 
 /* y = post(a op b). y may alias a or b exactly: each item reads its inputs
  * before writing its own element, so no restrict and no hazard. */
@@ -89,3 +97,4 @@ UG_COPY_KERNEL(u8, uchar)
 
 UG_BINARY_KERNELS(f32)
 UG_BINARY_KERNELS(f16)
+UG_BINARY_KERNELS(bf16)

@@ -104,3 +104,4 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
 
 UG_REDUCE_KERNEL(f32)
 UG_REDUCE_KERNEL(f16)
+UG_REDUCE_KERNEL(bf16)

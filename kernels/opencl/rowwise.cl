@@ -30,6 +30,7 @@
 
 UG_SOFTMAX_KERNEL(f32)
 UG_SOFTMAX_KERNEL(f16)
+UG_SOFTMAX_KERNEL(bf16)
 
 
 /* Training kernels: cross-entropy (forward and backward), layer
