@@ -217,21 +217,22 @@ static ug_status make_pd(ug_cpu_convs *c, const conv_key *k, dnnl_primitive_desc
 {
     *pd = NULL;
     dnnl_convolution_desc_t d, fd;
-    dnnl_primitive_desc_t hint = NULL;
-    if (k->pass != UG_CONV_FORWARD) {
-        UG_TRY(pass_desc(k, UG_CONV_FORWARD, &fd));
-        if (dnnl_primitive_desc_create(&hint, &fd, NULL, c->engine, NULL) != dnnl_success)
-            return UG_OK;
-    }
     UG_TRY(pass_desc(k, k->pass, &d));
+    if (k->pass != UG_CONV_FORWARD)
+        UG_TRY(pass_desc(k, UG_CONV_FORWARD, &fd));
     dnnl_primitive_attr_t attr = NULL;
     DNNL_TRY(dnnl_primitive_attr_create(&attr));
     dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success && dnnl_primitive_desc_create(pd, &d, attr, c->engine, hint) != dnnl_success)
+    dnnl_primitive_desc_t hint = NULL;
+    bool hinted = k->pass == UG_CONV_FORWARD ||
+                  dnnl_primitive_desc_create(&hint, &fd, NULL, c->engine, NULL) == dnnl_success;
+    /* No implementation (dnnl_unimplemented and the like) leaves *pd NULL:
+     * the core's im2col runs the pass. */
+    if (st == dnnl_success && hinted && dnnl_primitive_desc_create(pd, &d, attr, c->engine, hint) != dnnl_success)
         *pd = NULL;
-    dnnl_primitive_attr_destroy(attr);
     if (hint)
         dnnl_primitive_desc_destroy(hint);
+    dnnl_primitive_attr_destroy(attr);
     DNNL_TRY(st);
     return UG_OK;
 }
@@ -440,9 +441,11 @@ ug_status ug_cpu_conv2d(ug_bdev *dev, const ug_conv_args *args)
                           "cpu: a convolution planned for oneDNN got %zu bytes of workspace, not the "
                           "%zu it needs (or oneDNN no longer runs it)",
                           args->workspace_bytes, e->runs ? e->workspace_bytes : 0);
-    if (st == UG_OK) {
+    if (st == UG_OK) { /* the caller's own OpenMP setting is given back */
+        int before = omp_get_max_threads();
         omp_set_num_threads(dev->threads);
         st = run_entry(c, e, args);
+        omp_set_num_threads(before);
     }
     pthread_mutex_unlock(&c->mutex);
     return st;
