@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/graph_internal.h"
+#include "unigrad/ops.h"
 
 static const char *op_name(const ug_op *op) { return op->name ? op->name : op->def->family; }
 
@@ -134,6 +135,64 @@ ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in
     }
     n->nscratch = nout - 1;
     *out = values[0];
+    return UG_OK;
+}
+
+static bool is_half(ug_dtype d) { return d == UG_F16 || d == UG_BF16; }
+
+ug_status ug_op_eager_widened(const ug_op *op, int nin, const ug_tensor *const *in, unsigned widen,
+                              ug_tensor **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op_name(op));
+    *out = NULL;
+    const ug_tensor *args[UG_OP_MAX_INPUTS] = {NULL};
+    ug_tensor *wide[UG_OP_MAX_INPUTS] = {NULL}, *result = NULL;
+    ug_status st = UG_OK;
+    for (int i = 0; i < nin; i++) {
+        args[i] = in[i];
+        if (st == UG_OK && (widen >> i & 1u) && in[i] && is_half(in[i]->dtype)) {
+            st = ug_cast(in[i], UG_F32, &wide[i]);
+            args[i] = wide[i];
+        }
+    }
+    if (st == UG_OK)
+        st = ug_op_eager(op, nin, args, &result);
+    if (st == UG_OK && is_half(in[0]->dtype)) {
+        st = ug_cast(result, in[0]->dtype, out);
+        ug_tensor_free(result);
+    } else if (st == UG_OK) {
+        *out = result;
+    }
+    for (int i = 0; i < nin; i++)
+        ug_tensor_free(wide[i]);
+    return st;
+}
+
+ug_status ug_op_graph_widened(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                              unsigned widen, ug_value **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op_name(op));
+    *out = NULL;
+    UG_TRY(ug_graph_check_open(g, op_name(op)));
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *args[UG_OP_MAX_INPUTS] = {NULL}, *result = NULL;
+    ug_status st = UG_OK;
+    for (int i = 0; i < nin; i++) {
+        args[i] = in[i];
+        if (st == UG_OK && (widen >> i & 1u) && in[i] && is_half(in[i]->dtype))
+            st = ug_g_cast(g, in[i], UG_F32, &args[i]);
+    }
+    if (st == UG_OK)
+        st = ug_op_graph(g, op, nin, args, &result);
+    if (st == UG_OK && is_half(in[0]->dtype))
+        st = ug_g_cast(g, result, in[0]->dtype, &result);
+    if (st != UG_OK) {
+        ug_graph_rollback(g, mark);
+        return st;
+    }
+    *out = result;
     return UG_OK;
 }
 

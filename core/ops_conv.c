@@ -18,11 +18,19 @@ int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int
     return room < 0 ? 0 : room / stride + 1;
 }
 
+/* The public functions take f16 and bf16 for x, the weight and the bias,
+ * cast to f32 around the op (ug_op_eager_widened); the kernels see f32.
+ * Batch norm's running statistics are updated in place, so they must be
+ * f32 themselves. */
+#define HALF_INPUTS_X 0x1u
+#define HALF_INPUTS_XWB 0x7u
+
 static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
 {
     if (m->dtype != UG_F32)
-        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op computes in f32 (cast it with ug_cast)",
-                            op->name, arg, ug_dtype_name(m->dtype));
+        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; %s", op->name, arg, ug_dtype_name(m->dtype),
+                            ug_dtype_is_float(m->dtype) ? "running statistics are kept in f32"
+                                                        : "this op takes f32, f16 or bf16 (cast it with ug_cast)");
     return UG_OK;
 }
 
@@ -460,7 +468,7 @@ ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor
     ug_op op = conv_op(&ug_op_conv2d, "conv2d", params, x ? ug_dev(x) : NULL);
     op.p.conv.bias = bias != NULL;
     const ug_tensor *in[3] = {x, weight, bias};
-    return ug_op_eager(&op, bias ? 3 : 2, in, out);
+    return ug_op_eager_widened(&op, bias ? 3 : 2, in, HALF_INPUTS_XWB, out);
 }
 
 ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
@@ -469,7 +477,7 @@ ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias
     ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params, g ? g->device : NULL);
     op.p.conv.bias = bias != NULL;
     ug_value *in[3] = {x, weight, bias};
-    return ug_op_graph(g, &op, bias ? 3 : 2, in, out);
+    return ug_op_graph_widened(g, &op, bias ? 3 : 2, in, HALF_INPUTS_XWB, out);
 }
 
 /* ---- pooling: in x [N, C, H, W] ---- */
@@ -568,33 +576,33 @@ const ug_op_def ug_op_pool = {"pool2d", pool_infer, pool_launch, pool_backward};
 ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
 {
     ug_op op = pool_op("max_pool2d", UG_POOL_MAX, params);
-    return ug_op_eager(&op, 1, &x, out);
+    return ug_op_eager_widened(&op, 1, &x, HALF_INPUTS_X, out);
 }
 
 ug_status ug_avg_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
 {
     ug_op op = pool_op("avg_pool2d", UG_POOL_AVG, params);
-    return ug_op_eager(&op, 1, &x, out);
+    return ug_op_eager_widened(&op, 1, &x, HALF_INPUTS_X, out);
 }
 
 ug_status ug_g_max_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
 {
     ug_op op = pool_op("graph max_pool2d", UG_POOL_MAX, params);
-    return ug_op_graph(g, &op, 1, &x, out);
+    return ug_op_graph_widened(g, &op, 1, &x, HALF_INPUTS_X, out);
 }
 
 ug_status ug_g_avg_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
 {
     ug_op op = pool_op("graph avg_pool2d", UG_POOL_AVG, params);
-    return ug_op_graph(g, &op, 1, &x, out);
+    return ug_op_graph_widened(g, &op, 1, &x, HALF_INPUTS_X, out);
 }
 
 /* Global average pooling is the mean over each plane: a reduction. */
 static ug_status global_pool_shapes(const char *name, ug_dtype dtype, int ndim, const int64_t *shape,
                                     int64_t *planes, int64_t *pooled)
 {
-    if (dtype != UG_F32)
-        return ug_set_error(UG_ERR_DTYPE, "%s: x is %s; this op computes in f32 (cast it with ug_cast)",
+    if (!ug_dtype_is_float(dtype))
+        return ug_set_error(UG_ERR_DTYPE, "%s: x is %s; this op takes f32, f16 or bf16 (cast it with ug_cast)",
                             name, ug_dtype_name(dtype));
     if (ndim != 4) {
         char s[96];
@@ -777,7 +785,7 @@ ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_te
                                 "batch_norm: %s is NULL; pass a tensor (%s), the running statistics "
                                 "too, which training updates and eval normalises with",
                                 names[i], i ? "[C]" : "[N, C, ...]");
-    return ug_op_eager(&op, 5, in, out);
+    return ug_op_eager_widened(&op, 5, in, HALF_INPUTS_XWB, out);
 }
 
 ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
@@ -799,5 +807,5 @@ ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *
                 .p.batchnorm = {.graph = g, .update_running = true, .momentum = momentum,
                                 .eps = eps}};
     ug_value *in[5] = {x, weight, bias, running_mean, running_var};
-    return ug_op_graph(g, &op, 5, in, out);
+    return ug_op_graph_widened(g, &op, 5, in, HALF_INPUTS_XWB, out);
 }

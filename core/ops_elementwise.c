@@ -335,7 +335,17 @@ static ug_status cast_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     return ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], in[0]);
 }
 
-const ug_op_def ug_op_cast = {"cast", cast_infer, cast_launch, NULL};
+/* Between float dtypes the gradient is the incoming one cast back. */
+static ug_status cast_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_value *x = n->in[0], *gx = NULL;
+    if (!ug_grad_needed(x))
+        return UG_OK;
+    UG_TRY(ug_g_cast(g, gy, x->dtype, &gx));
+    return ug_grad_give(g, x, gx);
+}
+
+const ug_op_def ug_op_cast = {"cast", cast_infer, cast_launch, cast_backward};
 
 ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
 {

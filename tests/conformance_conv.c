@@ -25,6 +25,11 @@
 #define CF_TOL_CONV 1e-6
 #define CF_REL_STATS 1e-5
 
+/* Convolution and pooling take f16 and bf16 tensors (computing in f32). */
+static const ug_dtype window_dtypes[] = {UG_F32, UG_F16, UG_BF16};
+
+static double window_tol(ug_dtype dt, double f32_tol) { return dt == UG_F32 ? f32_tol : th_tol(dt); }
+
 /* ---- conv2d ---- */
 
 typedef struct conv_case {
@@ -111,37 +116,39 @@ void test_conv2d_ops(ug_device *dev)
                   (long long)ug_conv_output_size(sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3], sizes[i][4]),
                   (long long)ref_conv_out(sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3], sizes[i][4]));
 
-    for (int i = 0; i < CF_COUNT(conv_cases); i++) {
-        const conv_case *k = &conv_cases[i];
-        const ref_conv_geom g = conv_geom(k);
-        char buf[256];
-        th_context("conv2d %s", conv_str(k, buf, sizeof buf));
-        const int before = th_failures();
-        const cf_shape xs = {4, {k->n, k->c, k->h, k->w}};
-        const cf_shape ws = {4, {k->oc, k->c / g.groups, k->kh, k->kw}};
-        const cf_shape bs = {1, {k->oc}};
-        const cf_shape ys = {4, {k->n, k->oc, ref_conv_out(k->h, k->kh, g.stride[0], g.padding[0], g.dilation[0]),
-                                 ref_conv_out(k->w, k->kw, g.stride[1], g.padding[1], g.dilation[1])}};
-        double *x = cf_values(cf_numel(&xs), -1, 1, 0);
-        double *w = cf_values(cf_numel(&ws), -1, 1, 0);
-        double *b = cf_values(cf_numel(&bs), -1, 1, 0);
-        th_guard *gx = NULL, *gw = NULL, *gb = NULL;
-        ug_tensor *tx = cf_input(dev, UG_F32, &xs, x, k->guarded, &gx);
-        ug_tensor *tw = cf_input(dev, UG_F32, &ws, w, k->guarded, &gw);
-        ug_tensor *tb = k->bias ? cf_input(dev, UG_F32, &bs, b, k->guarded, &gb) : NULL;
-        REQUIRE(tx && tw && (tb || !k->bias));
-        double *want = th_alloc((size_t)cf_numel(&ys) * sizeof *want);
-        ref_conv2d(&g, x, w, k->bias ? b : NULL, want);
-        th_round_to(UG_F32, want, cf_numel(&ys));
-        ug_tensor *out = NULL;
-        ug_status st = ug_conv2d(tx, tw, tb, k->defaults ? NULL : &k->params, &out);
-        cf_check_result(st, out, UG_F32, &ys, want, CF_TOL_CONV, "conv2d");
-        th_guard_check(gx);
-        th_guard_check(gw);
-        th_guard_check(gb);
-        if (th_failures() != before)
-            return;
-    }
+    for (int i = 0; i < CF_COUNT(conv_cases); i++)
+        for (int d = 0; d < CF_COUNT(window_dtypes); d++) {
+            const ug_dtype dt = window_dtypes[d];
+            const conv_case *k = &conv_cases[i];
+            const ref_conv_geom g = conv_geom(k);
+            char buf[256];
+            th_context("conv2d %s %s", ug_dtype_name(dt), conv_str(k, buf, sizeof buf));
+            const int before = th_failures();
+            const cf_shape xs = {4, {k->n, k->c, k->h, k->w}};
+            const cf_shape ws = {4, {k->oc, k->c / g.groups, k->kh, k->kw}};
+            const cf_shape bs = {1, {k->oc}};
+            const cf_shape ys = {4, {k->n, k->oc, ref_conv_out(k->h, k->kh, g.stride[0], g.padding[0], g.dilation[0]),
+                                     ref_conv_out(k->w, k->kw, g.stride[1], g.padding[1], g.dilation[1])}};
+            double *x = cf_values(cf_numel(&xs), -1, 1, 0);
+            double *w = cf_values(cf_numel(&ws), -1, 1, 0);
+            double *b = cf_values(cf_numel(&bs), -1, 1, 0);
+            th_guard *gx = NULL, *gw = NULL, *gb = NULL;
+            ug_tensor *tx = cf_input(dev, dt, &xs, x, k->guarded, &gx);
+            ug_tensor *tw = cf_input(dev, dt, &ws, w, k->guarded, &gw);
+            ug_tensor *tb = k->bias ? cf_input(dev, dt, &bs, b, k->guarded, &gb) : NULL;
+            REQUIRE(tx && tw && (tb || !k->bias));
+            double *want = th_alloc((size_t)cf_numel(&ys) * sizeof *want);
+            ref_conv2d(&g, x, w, k->bias ? b : NULL, want);
+            th_round_to(dt, want, cf_numel(&ys));
+            ug_tensor *out = NULL;
+            ug_status st = ug_conv2d(tx, tw, tb, k->defaults ? NULL : &k->params, &out);
+            cf_check_result(st, out, dt, &ys, want, window_tol(dt, CF_TOL_CONV), "conv2d");
+            th_guard_check(gx);
+            th_guard_check(gw);
+            th_guard_check(gb);
+            if (th_failures() != before)
+                return;
+        }
 }
 
 /* ---- max and average pooling ---- */
@@ -198,31 +205,33 @@ void test_pool_ops(ug_device *dev)
         const cf_shape xs = {4, {k->n, k->c, k->h, k->w}};
         const cf_shape ys = {4, {k->n, k->c, ref_conv_out(k->h, g.kernel[0], g.stride[0], g.padding[0], 1),
                                  ref_conv_out(k->w, g.kernel[1], g.stride[1], g.padding[1], 1)}};
-        for (int avg = 0; avg < 2; avg++) {
-            th_context("%s x [%lld,%lld,%lld,%lld] kernel %dx%d stride %d,%d (given %d,%d) padding %d,%d%s, %d NaN%s",
-                       avg ? "avg_pool2d" : "max_pool2d", (long long)k->n, (long long)k->c,
-                       (long long)k->h, (long long)k->w, g.kernel[0], g.kernel[1], g.stride[0],
-                       g.stride[1], k->params.stride[0], k->params.stride[1], g.padding[0],
-                       g.padding[1], k->ties ? ", ties" : "", k->nans, k->guarded ? ", guarded view" : "");
-            const int before = th_failures();
-            double *x = pool_values(k, cf_numel(&xs));
-            th_guard *gx = NULL;
-            ug_tensor *tx = cf_input(dev, UG_F32, &xs, x, k->guarded, &gx);
-            REQUIRE(tx);
-            double *want = th_alloc((size_t)cf_numel(&ys) * sizeof *want);
-            if (avg)
-                ref_avg_pool2d(&g, x, want);
-            else
-                ref_max_pool2d(&g, x, want, NULL);
-            th_round_to(UG_F32, want, cf_numel(&ys));
-            ug_tensor *out = NULL;
-            ug_status st = avg ? ug_avg_pool2d(tx, &k->params, &out) : ug_max_pool2d(tx, &k->params, &out);
-            cf_check_result(st, out, UG_F32, &ys, want, avg ? TH_TOL_F32 : 0.0,
-                            avg ? "avg_pool2d" : "max_pool2d");
-            th_guard_check(gx);
-            if (th_failures() != before)
-                return;
-        }
+        for (int avg = 0; avg < 2; avg++)
+            for (int d = 0; d < CF_COUNT(window_dtypes); d++) {
+                const ug_dtype dt = window_dtypes[d];
+                th_context("%s %s x [%lld,%lld,%lld,%lld] kernel %dx%d stride %d,%d (given %d,%d) padding %d,%d%s, %d NaN%s",
+                           avg ? "avg_pool2d" : "max_pool2d", ug_dtype_name(dt), (long long)k->n, (long long)k->c,
+                           (long long)k->h, (long long)k->w, g.kernel[0], g.kernel[1], g.stride[0],
+                           g.stride[1], k->params.stride[0], k->params.stride[1], g.padding[0],
+                           g.padding[1], k->ties ? ", ties" : "", k->nans, k->guarded ? ", guarded view" : "");
+                const int before = th_failures();
+                double *x = pool_values(k, cf_numel(&xs));
+                th_guard *gx = NULL;
+                ug_tensor *tx = cf_input(dev, dt, &xs, x, k->guarded, &gx);
+                REQUIRE(tx);
+                double *want = th_alloc((size_t)cf_numel(&ys) * sizeof *want);
+                if (avg)
+                    ref_avg_pool2d(&g, x, want);
+                else
+                    ref_max_pool2d(&g, x, want, NULL);
+                th_round_to(dt, want, cf_numel(&ys));
+                ug_tensor *out = NULL;
+                ug_status st = avg ? ug_avg_pool2d(tx, &k->params, &out) : ug_max_pool2d(tx, &k->params, &out);
+                cf_check_result(st, out, dt, &ys, want, avg ? window_tol(dt, TH_TOL_F32) : 0.0,
+                                avg ? "avg_pool2d" : "max_pool2d");
+                th_guard_check(gx);
+                if (th_failures() != before)
+                    return;
+            }
     }
 }
 

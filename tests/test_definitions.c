@@ -151,10 +151,64 @@ TS_TEST(graph_matches_eager_in_f16)
     th_compare("f16 graph vs double reference", got, ref, 6, 1e-5);
 }
 
+/* sum(conv2d(x, w)) in a graph with x of dtype dt (values exact in bf16):
+ * the convolution's result (dt) and the weight's gradient. */
+static bool conv_in_graph(ug_device *dev, ug_dtype dt, const double *xv, void *y, size_t y_bytes,
+                          float *dw, size_t dw_bytes)
+{
+    ug_model *m = ts_model(dev, 3);
+    ug_graph *g = ts_graph(m);
+    int64_t xs[4] = {2, 3, 6, 7}, ws[4] = {4, 3, 3, 3};
+    ug_tensor *x = th_tensor(dev, dt, 4, xs, xv), *w = NULL;
+    if (!g || !x || !CHECK_STATUS(ug_model_param(m, "w", 4, ws, UG_INIT_UNIFORM, 0.5f, &w), UG_OK))
+        return false;
+    ug_value *vx = NULL, *vw = NULL, *vy = NULL, *vf = NULL, *loss = NULL, *grad = NULL;
+    const ug_conv2d_params pad1 = {.padding = {1, 1}};
+    ug_status st = ug_graph_input(g, "x", dt, 4, xs, &vx);
+    if (st == UG_OK) st = ug_graph_param(g, w, &vw);
+    if (st == UG_OK) st = ug_g_conv2d(g, vx, vw, NULL, &pad1, &vy);
+    if (st == UG_OK) st = ug_g_cast(g, vy, UG_F32, &vf);
+    if (st == UG_OK) st = ug_g_sum(g, vf, 0, true, &loss);
+    if (st == UG_OK) st = ug_graph_keep(g, vy);
+    if (st == UG_OK) st = ug_graph_backward(g, loss);
+    if (st == UG_OK) st = ug_graph_compile(g);
+    if (st == UG_OK) st = ug_graph_bind(g, vx, x);
+    if (st == UG_OK) st = ug_graph_run(g);
+    if (st == UG_OK) st = ug_graph_read(g, vy, y, y_bytes);
+    if (st == UG_OK) st = ug_graph_grad(g, vw, &grad);
+    if (st == UG_OK) st = ug_graph_read(g, grad, dw, dw_bytes);
+    if (!CHECK_STATUS(st, UG_OK))
+        return false;
+    CHECK_MSG(ug_value_dtype(vy) == dt, "the convolution's result is %s, not %s",
+              ug_dtype_name(ug_value_dtype(vy)), ug_dtype_name(dt));
+    return true;
+}
+
+/* A graph's convolution takes a bf16 input like every other op: its result
+ * is the f32 result rounded to bf16, and the gradient passes back through
+ * the casts around it, so the weight's gradient is the f32 input's bit for
+ * bit (the same values; the incoming gradient is all ones). */
+TS_TEST(conv_graph_in_bf16)
+{
+    const int64_t n = 2 * 3 * 6 * 7, ny = 2 * 4 * 6 * 7;
+    double *xv = th_random_values(n, -2, 2);
+    th_round_to(UG_BF16, xv, n);
+    float *y32 = th_alloc((size_t)ny * 4), dw32[108], dw16[108];
+    uint16_t *y16 = th_alloc((size_t)ny * 2);
+    REQUIRE(conv_in_graph(dev, UG_F32, xv, y32, (size_t)ny * 4, dw32, sizeof dw32));
+    REQUIRE(conv_in_graph(dev, UG_BF16, xv, y16, (size_t)ny * 2, dw16, sizeof dw16));
+    th_compare_bits("weight gradient, bf16 input vs f32 input", dw16, dw32, 108, 4);
+    uint16_t *rounded = th_alloc((size_t)ny * 2);
+    for (int64_t i = 0; i < ny; i++)
+        rounded[i] = ug_f32_to_bf16(y32[i]);
+    th_compare_bits("bf16 result vs the f32 result rounded", y16, rounded, ny, 2);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(reshape_overflow),
+        TH_DEVICE_TEST(conv_graph_in_bf16),
         TH_DEVICE_TEST(graph_input_overflow),
         TH_DEVICE_TEST(layernorm_checks_dtypes),
         TH_DEVICE_TEST(failed_layer_leaves_nothing),

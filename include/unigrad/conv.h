@@ -1,6 +1,8 @@
 /* Convolutional networks: 2-D convolution, pooling and batch normalisation
  * over NCHW tensors, eager (on tensors) and in graphs (differentiable), with
- * PyTorch's semantics and output sizes. f32. */
+ * PyTorch's semantics and output sizes. x, the weight and the bias may be
+ * f32, f16 or bf16 (the arithmetic is f32; the result has x's dtype);
+ * batch norm's running statistics are f32. */
 #ifndef UNIGRAD_CONV_H
 #define UNIGRAD_CONV_H
 
