@@ -202,10 +202,10 @@ static ug_status plan_pass(const ug_op *op, ug_conv_args *args, const ug_tensor 
     return UG_OK;
 }
 
-/* Runs the pass in args (its views set) with the library, in workspace. */
+/* Runs the pass in args (planned by plan_pass, its views set) with the
+ * library, in workspace. */
 static ug_status library_run(const ug_op *op, ug_conv_args *args, const ug_tensor *workspace)
 {
-    args->groups = op->p.conv.groups;
     args->workspace = ug_kview_of(workspace);
     args->workspace_bytes = (size_t)ug_tensor_numel(workspace) * sizeof(float);
     return ug_dispatch(ug_dev(workspace), UG_KERNEL_CONV, op->name, UG_F32, args);

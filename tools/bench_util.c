@@ -30,6 +30,17 @@ static double timed_batch(bool (*fn)(void *), bool (*sync)(void *), void *ctx, l
     return bench_now() - start;
 }
 
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: at most a few hundred values */
+        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
+            double swap = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = swap;
+        }
+    return v[n / 2];
+}
+
 bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int warmup,
                 double target_seconds, double *seconds, long *reps)
 {
@@ -66,26 +77,10 @@ bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int w
         if (t < 0.0)
             return false;
         part_times[c] = t / (double)chunk;
-        for (long k = c; k > 0 && part_times[k] < part_times[k - 1]; k--) { /* insertion sort */
-            double swap = part_times[k];
-            part_times[k] = part_times[k - 1];
-            part_times[k - 1] = swap;
-        }
     }
-    *seconds = part_times[parts / 2];
+    *seconds = median(part_times, (int)parts);
     *reps = chunk * parts;
     return true;
-}
-
-static double median(double *v, int n)
-{
-    for (int i = 1; i < n; i++) /* insertion sort: a handful of values */
-        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
-            double swap = v[k];
-            v[k] = v[k - 1];
-            v[k - 1] = swap;
-        }
-    return v[n / 2];
 }
 
 bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx,

@@ -57,7 +57,6 @@ typedef struct conv_entry {
     dnnl_primitive_t primitive;
     conv_arg args[MAX_ARGS];
     int nargs;
-    bool with_bias;
     dnnl_memory_desc_t bias, scratchpad;
     size_t scratchpad_offset, scratchpad_bytes, workspace_bytes;
 } conv_entry;
@@ -294,7 +293,6 @@ static ug_status fill_entry(ug_cpu_convs *c, conv_entry *e)
                      k->pass == UG_CONV_BACKWARD_WEIGHTS, &w);
     if (st == UG_OK)
         st = add_arg(c, e, pd, fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST, fwd, &y);
-    e->with_bias = k->with_bias;
     e->bias = bias;
     if (st == UG_OK) {
         const dnnl_memory_desc_t *pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -404,7 +402,7 @@ static ug_status run_entry(ug_cpu_convs *c, const conv_entry *e, const ug_conv_a
         if (st == UG_OK)
             exec[nexec++] = (dnnl_exec_arg_t){a->arg, a->reorder ? library[i] : user[i]};
     }
-    if (st == UG_OK && e->with_bias && (st = wrap(c, &e->bias, ug_cpu_ptr(args->bias), &bias)) == UG_OK)
+    if (st == UG_OK && e->key.with_bias && (st = wrap(c, &e->bias, ug_cpu_ptr(args->bias), &bias)) == UG_OK)
         exec[nexec++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
     if (st == UG_OK && e->scratchpad_bytes &&
         (st = wrap(c, &e->scratchpad, workspace + e->scratchpad_offset, &pad)) == UG_OK)
