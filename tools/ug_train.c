@@ -135,6 +135,31 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Seconds since this process started (loading the library and discovering
+ * the devices included), from /proc: its start in clock ticks after boot
+ * (field 22 of /proc/self/stat) against the uptime. -1 where /proc is not. */
+static double seconds_since_process_start(void)
+{
+    char stat[1024];
+    double uptime = 0;
+    unsigned long long start_ticks = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t got = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+        fclose(f);
+    stat[got] = '\0';
+    const char *fields = strrchr(stat, ')'); /* the command name may hold spaces */
+    if (!fields || sscanf(fields + 1, " %*c" " %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                          &start_ticks) != 1)
+        return -1;
+    f = fopen("/proc/uptime", "r");
+    bool read = f && fscanf(f, "%lf", &uptime) == 1;
+    if (f)
+        fclose(f);
+    long ticks_per_second = sysconf(_SC_CLK_TCK);
+    return read && ticks_per_second > 0 ? uptime - (double)start_ticks / (double)ticks_per_second : -1;
+}
+
 static int fail(const char *what)
 {
     fprintf(stderr, "ug-train: %s: %s\n", what, ug_last_error());
@@ -445,6 +470,7 @@ int main(int argc, char **argv)
     progress bar = {.tty = !o.quiet && isatty(STDOUT_FILENO)};
     int64_t steps = ug_loader_batches(train_loader);
     int pending = 0; /* batches accumulated on the step graph */
+    double first_step_seconds = -1;
     for (int epoch = 1; epoch <= o.epochs; epoch++) {
         bar.start = now();
         bar.last_printed = 0;
@@ -464,9 +490,13 @@ int main(int argc, char **argv)
             /* Reading the loss waits for the device, so it happens only when shown or logged. */
             double t = now();
             bool show = !o.quiet && (bar.tty ? t - bar.last_time > 0.25 : step_index - bar.last_printed >= steps / 4);
-            if (csv || show || step_index == steps) {
+            /* The first step is waited for once, to report the start-up time. */
+            bool first = epoch == 1 && step_index == 1;
+            if (csv || show || first || step_index == steps) {
                 if (ug_graph_read(step.graph, step.loss, &loss, sizeof loss) != UG_OK) { fail("reading the loss"); goto done; }
             }
+            if (first)
+                first_step_seconds = seconds_since_process_start();
             if (csv)
                 fprintf(csv, "step,%d,%lld,%.6f,,\n", epoch, (long long)step_index, (double)loss);
             if (show && step_index != steps) {
@@ -487,6 +517,8 @@ int main(int argc, char **argv)
         printf("epoch %d: train loss %.4f (accuracy %.2f%%), test loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n",
                epoch, train_loss, 100.0 * train_accuracy, test_loss, 100.0 * accuracy, train_seconds,
                (double)samples / train_seconds);
+        if (epoch == 1 && first_step_seconds >= 0)
+            printf("first step finished %.2f s after the process started\n", first_step_seconds);
         fflush(stdout);
         if (csv)
             fprintf(csv, "epoch,%d,%lld,%.6f,%.6f,%.3f\n", epoch, (long long)step_index, test_loss, accuracy, train_seconds);

@@ -1,0 +1,24 @@
+# Sourced by build.sh, test.sh and bench.sh: where the unpacked packages, the
+# build and NVIDIA's libraries are, as environment variables.
+UG_GPU_PREFIX=${UG_GPU_PREFIX:-/tmp/unigrad-deps}
+UG_GPU_BUILD=${UG_GPU_BUILD:-build-gpu}
+ug_gpu_lib=$UG_GPU_PREFIX/usr/lib/x86_64-linux-gnu
+
+# The first file called $1 under the usual CUDA and driver folders (and
+# PyTorch's pip packages, which carry cuBLAS), or nothing.
+ug_gpu_find() {
+    find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/local/nvidia /usr/lib/x86_64-linux-gnu \
+        /usr/lib64 /opt /usr/local/lib -name "$1" -print -quit 2>/dev/null || true
+}
+
+cublas=$(ug_gpu_find 'libcublas.so.1[0-9]*')
+export LD_LIBRARY_PATH=$ug_gpu_lib:$ug_gpu_lib/openblas-pthread${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# NVIDIA's OpenCL library, when the driver has one, registered with the ICD
+# loader through a private vendors folder (nothing is written outside it).
+nvidia_opencl=$(ug_gpu_find 'libnvidia-opencl.so.1')
+if [ -n "$nvidia_opencl" ]; then
+    mkdir -p "$UG_GPU_PREFIX/icd"
+    echo "$nvidia_opencl" >"$UG_GPU_PREFIX/icd/nvidia.icd"
+    export OCL_ICD_VENDORS=$UG_GPU_PREFIX/icd
+fi
