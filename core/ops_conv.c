@@ -155,14 +155,28 @@ static ug_status library_plan(const ug_op *op, ug_conv_args *args, bool *runs, s
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s on %s", op->name, d->info.id);
 }
 
-/* A pass's scratch (1-D): the im2col columns of a chunk of images, or the
- * library's workspace when it runs the pass and needs more. */
+/* Values of one image's partial weight gradient, kept on a GPU: there one
+ * batched GEMM into every image's partial and one sum over the images
+ * replace a GEMM launch per image (the vendors' BLAS has no batched call
+ * that sums), which left a convolution's backward pass bound by launches.
+ * 0 for the other passes and on the CPU, whose chunks sum in place. */
+static int64_t dw_partial_values(const ug_op *op, const ug_conv_args *args)
+{
+    const ug_device *d = op->p.conv.device;
+    if (args->pass != UG_CONV_BACKWARD_WEIGHTS || !d || !d->info.is_gpu)
+        return 0;
+    return args->oc * (args->win.c / op->p.conv.groups) * args->win.kh * args->win.kw;
+}
+
+/* A pass's scratch (1-D): the im2col columns of a chunk of images (and
+ * their partial weight gradients), or the library's workspace when it runs
+ * the pass and needs more. */
 static ug_status conv_scratch(const ug_op *op, ug_conv_args *args, ug_meta *scratch)
 {
     bool runs = false;
     size_t bytes = 0;
     UG_TRY(library_plan(op, args, &runs, &bytes));
-    int64_t per_image = image_columns(&args->win);
+    int64_t per_image = image_columns(&args->win) + dw_partial_values(op, args);
     int64_t words = chunk_images(op, args->win.n, per_image) * per_image;
     int64_t library_words = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
     if (runs && library_words > words)
@@ -179,6 +193,7 @@ typedef struct conv_pass {
     ug_window2d win;
     int groups;
     int64_t oc, ohw, taps, cg_k, ocg, chunk;
+    int64_t partials; /* values of an image's partial weight gradient, after the columns */
     bool library;
 } conv_pass;
 
@@ -193,11 +208,12 @@ static ug_status plan_pass(const ug_op *op, ug_conv_args *args, const ug_tensor 
     p->cg_k = w->c / p->groups * p->taps;
     p->ocg = p->oc / p->groups;
     p->library = runs && bytes <= (size_t)ug_tensor_numel(scratch) * sizeof(float);
-    int64_t per_image = image_columns(w);
+    p->partials = dw_partial_values(op, args);
+    int64_t per_image = image_columns(w) + p->partials;
     p->chunk = per_image ? min64(ug_tensor_numel(scratch) / per_image, w->n) : w->n;
     if (!p->library && p->chunk < 1 && w->n > 0)
         return ug_set_error(UG_ERR_STATE, "%s: its scratch holds %lld values, less than one image's "
-                            "%lld im2col columns", op->name, (long long)ug_tensor_numel(scratch),
+                            "%lld im2col columns and partials", op->name, (long long)ug_tensor_numel(scratch),
                             (long long)per_image);
     return UG_OK;
 }
@@ -419,6 +435,22 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
                         .group_a = p.ocg * p.ohw, .group_b = p.cg_k * p.ohw, .group_c = p.ocg * p.cg_k,
                         .stride_a = p.oc * p.ohw, .stride_b = p.win.c * p.taps * p.ohw,
                         .beta = first ? 1.0f : 0.0f};
+        if (p.partials && p.chunk == p.win.n) {
+            /* Every image's product into the partials ([groups, images,
+             * OC/G x C/G x taps], after the columns), then their sum. */
+            ug_kview partials = view_at(ug_kview_of(col), p.chunk * image_columns(&p.win));
+            int64_t per_group = p.ocg * p.cg_k;
+            cg.sum_batch = false;
+            cg.c = partials;
+            cg.group_c = part.n * per_group;
+            cg.stride_c = per_group;
+            cg.beta = 0.0f;
+            UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, p.groups, part.n));
+            ug_reduce_args sum = {.op = UG_RKERNEL_SUM, .y = args.dw, .x = partials,
+                                  .outer = p.groups, .len = part.n, .inner = per_group};
+            UG_TRY(ug_dispatch(ug_dev(dw), UG_KERNEL_REDUCE, op->name, UG_F32, &sum));
+            continue;
+        }
         UG_TRY(conv_gemm_run(op->name, ug_dev(dw), &cg, p.groups, part.n));
     }
     return UG_OK;

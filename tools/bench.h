@@ -22,6 +22,9 @@ int bench_conv(int argc, char **argv);
 /* Monotonic seconds. */
 double bench_now(void);
 
+/* The median of v[0..n-1] (sorts v). */
+double bench_median(double *v, int n);
+
 /* Times fn(ctx) over enough repetitions to take about target_seconds, in
  * parts of about 0.04 s (at least five) after warmup calls and a
  * calibration: the median part's time per call. sync (may be NULL)

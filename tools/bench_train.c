@@ -278,7 +278,30 @@ typedef struct mode_result {
     double blas_s, over_blas; /* the plain step's products through OpenBLAS; 0: not timed */
     uint64_t activation_bytes, plan_bytes; /* the plan: activations, and all it holds */
     uint64_t peak_bytes;                   /* the pool's peak beyond what was in use before */
+    double host_s;                         /* the host's time to issue one step (plain only) */
+    int kernels;                           /* the step plan's kernels */
 } mode_result;
+
+/* The host's time to issue a step: the median over 5 runs of 20 steps of
+ * the time until the step calls return, not waiting for the device (the
+ * device queue is drained before and after each run). Near the step time,
+ * the step is bound by the host launching kernels, not by the device. */
+static bool time_host_issue(device_step *ds, double *host_s)
+{
+    enum { RUNS = 5, STEPS = 20 };
+    double runs[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        if (!sync_step(ds))
+            return false;
+        double start = bench_now();
+        for (int i = 0; i < STEPS; i++)
+            if (!run_step(ds))
+                return false;
+        runs[r] = (bench_now() - start) / STEPS;
+    }
+    *host_s = bench_median(runs, RUNS);
+    return sync_step(ds);
+}
 
 /* Builds the model for mode on ds's device, times its step on ds's
  * batches (against hp's products through OpenBLAS when hp is not NULL),
@@ -303,10 +326,11 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
     bool timed = hp ? bench_time_against_blas(run_step, sync_step, ds, run_products, hp, 2 * target, &r->step_s,
                                               &r->blas_s, &r->over_blas)
                     : bench_time(run_step, sync_step, ds, 3, target, &r->step_s, &reps);
-    if (!timed)
+    if (!timed || (mode == MODE_PLAIN && !time_host_issue(ds, &r->host_s)))
         return UG_ERR_BACKEND;
     ug_graph_memory_info mem;
     TRY(ug_graph_memory(ds->step.graph, &mem));
+    r->kernels = mem.nodes;
     TRY(ug_memory_get_stats(ds->device, &after));
     r->activation_bytes = mem.activation_bytes;
     r->plan_bytes = mem.total_bytes + (ds->accumulate ? mem.accumulator_bytes : 0);
@@ -384,7 +408,7 @@ static int bench_train(int argc, char **argv, bool cnn)
         return bench_fail("loading the data set");
     if (csv)
         fprintf(csv, "device,batch,mode,step_ms,over_plain,blas_products_ms,step_over_products,samples_per_s,epoch_s,"
-                     "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib\n");
+                     "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib,host_issue_ms,kernels\n");
     printf("%-10s %5s %-12s %9s %6s %12s %7s %9s %8s %8s %6s %8s %8s %8s\n", "device", "batch", "step", "step ms",
            "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
            "peak MiB");
@@ -435,13 +459,17 @@ static int bench_train(int argc, char **argv, bool cnn)
                     printf(" %8s %8s %6s", "-", "-", "-");
                 printf(" %8.1f %8.1f %8.1f\n", (double)r->activation_bytes * mib, (double)r->plan_bytes * mib,
                        (double)r->peak_bytes * mib);
+                if (first)
+                    printf("%-10s %5s host issues the step's %d kernels in %.3f ms (%.1f us each, %.0f%% of the step)\n",
+                           "", "", r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels,
+                           100.0 * r->host_s / r->step_s);
                 if (csv)
-                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f\n", ids[d],
+                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d\n", ids[d],
                             (long long)batch, mode_names[mode], r->step_s * 1e3, over_plain,
                             r->blas_s * 1e3, r->over_blas,
                             (double)batch / r->step_s, first ? epoch_s : 0.0, first ? steps_s : 0.0,
                             first && steps_s > 0 ? epoch_s / steps_s : 0.0, (double)r->activation_bytes * mib,
-                            (double)r->plan_bytes * mib, (double)r->peak_bytes * mib);
+                            (double)r->plan_bytes * mib, (double)r->peak_bytes * mib, r->host_s * 1e3, r->kernels);
             }
             fflush(stdout);
             ug_loader_free(loader);

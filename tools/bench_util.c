@@ -30,7 +30,7 @@ static double timed_batch(bool (*fn)(void *), bool (*sync)(void *), void *ctx, l
     return bench_now() - start;
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
     for (int i = 1; i < n; i++) /* insertion sort: at most a few hundred values */
         for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
@@ -78,7 +78,7 @@ bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int w
             return false;
         part_times[c] = t / (double)chunk;
     }
-    *seconds = median(part_times, (int)parts);
+    *seconds = bench_median(part_times, (int)parts);
     *reps = chunk * parts;
     return true;
 }
@@ -96,9 +96,9 @@ bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), voi
             return false;
         ratios[r] = times[r] / blas[r];
     }
-    *seconds = median(times, ROUNDS);
-    *blas_seconds = median(blas, ROUNDS);
-    *ratio = median(ratios, ROUNDS);
+    *seconds = bench_median(times, ROUNDS);
+    *blas_seconds = bench_median(blas, ROUNDS);
+    *ratio = bench_median(ratios, ROUNDS);
     return true;
 }
 

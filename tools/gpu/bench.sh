@@ -22,7 +22,7 @@ section() { printf '\n== %s\n' "$*"; }
 {
     section "gemm: cublasSgemm called directly (the ceiling)"
     cublas_include=$(dirname "$(find /usr/local/cuda/include /usr/local/cuda/targets /opt -name cublas_v2.h -print -quit 2>/dev/null)")
-    nvcc -O2 -std=c++17 -I"$cublas_include" tools/gpu/cublas_gemm.cu "$cublas" -o "$bin/cublas-gemm" &&
+    nvcc -O2 -std=c++17 -I"$cublas_include" tools/gpu/cublas_gemm.cu -Xlinker "$cublas" -o "$bin/cublas-gemm" &&
         "$bin/cublas-gemm"
     for device in "${devices[@]}"; do
         section "gemm: ug-bench gemm --device $device"
