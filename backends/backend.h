@@ -39,7 +39,7 @@ extern "C" {
 
 /* A module built with another op list (kernels/common/elementwise.h) is
  * refused like one built with another interface. */
-#define UG_BACKEND_INTERFACE_VERSION (5 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
+#define UG_BACKEND_INTERFACE_VERSION (6 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -268,23 +268,32 @@ typedef struct ug_batchnorm_args {
 typedef enum ug_optim_kind {
     UG_OPTIM_SGD = 0,   /* PyTorch SGD: momentum, dampening, nesterov, weight decay */
     UG_OPTIM_ADAM,      /* PyTorch Adam: L2 weight decay added to the gradient */
-    UG_OPTIM_ADAMW      /* decoupled weight decay: p -= lr * wd * p */
+    UG_OPTIM_ADAMW,     /* decoupled weight decay: p -= lr * wd * p */
+    UG_OPTIM_SCALER     /* the loss scaler's update, before the parameters' */
 } ug_optim_kind;
 
 /* One parameter's update, in one kernel. g is read as g * grad_scale[0]
- * when grad_scale.mem is not NULL (global-norm clipping, loss scaling).
- * SGD: state0 = momentum buffer (when momentum != 0); first_step makes
- * buf = g. Adam/AdamW: state0 = m, state1 = v; bias_correction1/2 are
- * 1 - beta^t computed on the host. All f32. */
+ * when grad_scale.mem is not NULL (global-norm clipping). SGD: state0 =
+ * momentum buffer (when momentum != 0); first_step makes buf = g.
+ * Adam/AdamW: state0 = m, state1 = v; bias_correction1/2 are 1 - beta^t
+ * computed on the host. With gated (loss scaling), grad_scale is instead
+ * the scaler's gate (kernels/common/scaler.h): the update does nothing
+ * when gate[UG_GATE_SKIP] is not 0, g is read as g * gate[UG_GATE_FACTOR],
+ * and the step t = gate[UG_GATE_STEP] gives first_step (t == 1) and the
+ * bias corrections, computed on the device in f32.
+ * UG_OPTIM_SCALER: ug_scaler_update on state0 (UG_SCALER_SIZE values),
+ * grad[0] (the gradients' sum of squares) and the gate param (UG_GATE_SIZE
+ * values) with growth, backoff, growth_interval and max_norm. All f32. */
 typedef struct ug_optim_args {
     ug_optim_kind kind;
     ug_kview param, grad, state0, state1, grad_scale;
     int64_t n;
     float lr, weight_decay;
     float momentum, dampening;
-    bool nesterov, first_step;
+    bool nesterov, first_step, gated;
     float beta1, beta2, eps;
     float bias_correction1, bias_correction2;
+    float growth, backoff, growth_interval, max_norm;
 } ug_optim_args;
 
 /* The signature of each memory and kernel entry, so a backend declares its

@@ -6,7 +6,6 @@
 
 #include "core/graph_internal.h"
 
-
 /* Adds contribution to v's gradient. */
 static ug_status accumulate(ug_graph *g, ug_value *v, ug_value *contribution)
 {
@@ -73,7 +72,9 @@ ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
     if (!ug_grad_needed(loss))
         return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the loss does not depend on any parameter");
     ug_value *seed = NULL;
-    UG_TRY(ug_g_fill(g, 1.0f, loss->ndim, loss->shape, &seed));
+    ug_op seed_op = {.def = &ug_op_loss_seed, .name = "loss seed", .p.seed = {.graph = g, .ndim = loss->ndim}};
+    memcpy(seed_op.p.seed.shape, loss->shape, sizeof(int64_t) * (size_t)loss->ndim);
+    UG_TRY(ug_op_graph(g, &seed_op, 0, NULL, &seed));
     UG_TRY(accumulate(g, loss, seed));
     for (int i = forward_nodes - 1; i >= 0; i--) {
         graph_node *n = g->nodes[i];

@@ -353,7 +353,9 @@ ug_status ug_device_synchronize(ug_device *device)
 {
     if (!device)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_device_synchronize: device is NULL");
-    ug_status st = device->backend->synchronize(device->bdev);
+    ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT)
+                       ? ug_set_error(UG_ERR_BACKEND, "the wait failed (injected fault)")
+                       : device->backend->synchronize(device->bdev);
     if (st != UG_OK)
         ug_prefix_error(st, "ug_device_synchronize on %s", device->info.id);
     return st;

@@ -1,7 +1,7 @@
 /* Fault injection for the tests: after ug_fault_arm(kind, n), the n-th event
  * of that kind fails as the real failure would (a host allocation returns
  * NULL, a device allocation is refused by the runtime, a cache file write
- * fails). The library's host allocations go through ug_malloc and friends
+ * fails, a wait for a device fails; armed past reach, a kind only counts). The library's host allocations go through ug_malloc and friends
  * for this. Not exported: the tests link the library's objects. */
 #ifndef UG_CORE_FAULT_H
 #define UG_CORE_FAULT_H
@@ -14,6 +14,7 @@ typedef enum ug_fault_kind {
     UG_FAULT_HOST_ALLOC,
     UG_FAULT_DEVICE_ALLOC,
     UG_FAULT_FILE_WRITE,
+    UG_FAULT_HOST_WAIT,   /* the host waits for a device: a synchronisation or blocking transfer */
     UG_FAULT_KINDS
 } ug_fault_kind;
 

@@ -62,6 +62,8 @@ struct ug_op {
         struct { float smoothing; } xent;
         struct { float eps; } layernorm;
         struct { const ug_graph *graph; int param_index; } optim;
+        /* the backward pass's first gradient: 1, or the loss scale */
+        struct { const ug_graph *graph; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;
         /* a gradient op's win also holds the forward's image and kernel
          * size; device (NULL: not known) says whether a library runs it and
          * whether im2col goes in chunks */
@@ -142,7 +144,7 @@ ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint
 extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
     ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
     ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
-    ug_op_layernorm_grad, ug_op_optimizer, ug_op_conv2d, ug_op_conv2d_dx, ug_op_conv2d_dw,
-    ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
+    ug_op_layernorm_grad, ug_op_optimizer, ug_op_loss_scaler, ug_op_loss_seed, ug_op_conv2d,
+    ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
 
 #endif

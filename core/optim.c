@@ -6,6 +6,7 @@
 
 #include "core/fault.h"
 #include "core/graph_internal.h"
+#include "kernels/common/scaler.h"
 #include "unigrad/ops.h"
 
 struct ug_optimizer {
@@ -15,6 +16,7 @@ struct ug_optimizer {
     int slots;               /* state tensors per parameter */
     int params;
     ug_tensor **state;       /* params * slots */
+    ug_tensor *scaler;       /* f32 [UG_SCALER_SIZE] with loss scaling, else NULL */
     int64_t steps;
 };
 
@@ -29,6 +31,8 @@ ug_optimizer_config ug_optimizer_defaults(ug_optim_type type)
     c.weight_decay = type == UG_ADAMW ? 1e-2f : 0.0f;
     c.gamma = 0.1f;
     c.step_size = 1;
+    c.loss_scaling = (ug_loss_scaling){.enabled = false, .init_scale = 65536.0f, .growth_factor = 2.0f,
+                                       .backoff_factor = 0.5f, .growth_interval = 2000};
     return c;
 }
 
@@ -64,7 +68,28 @@ static ug_status check_config(const ug_optimizer_config *c)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: schedule %d is not a ug_schedule", op, (int)c->schedule);
     if (!(c->max_grad_norm >= 0.0f))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: max_grad_norm %g must be >= 0", op, (double)c->max_grad_norm);
+    const ug_loss_scaling *ls = &c->loss_scaling;
+    if (ls->enabled && (!(ls->init_scale > 0.0f) || !isfinite(ls->init_scale) || !(ls->growth_factor > 1.0f) ||
+                        !isfinite(ls->growth_factor) || !(ls->backoff_factor > 0.0f && ls->backoff_factor < 1.0f) ||
+                        ls->growth_interval < 1 || ls->growth_interval > (1 << 24)))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: loss scaling needs a finite init_scale > 0 (got %g), a finite growth_factor > 1 "
+                            "(got %g), a backoff_factor in (0, 1) (got %g) and a growth_interval in [1, 2^24] "
+                            "(got %lld)",
+                            op, (double)ls->init_scale, (double)ls->growth_factor, (double)ls->backoff_factor,
+                            (long long)ls->growth_interval);
     return UG_OK;
+}
+
+/* The scaler's state as its f32 values on the device. */
+static ug_status write_scaler(ug_optimizer *opt, const ug_loss_scaler_state *s, int64_t steps)
+{
+    float values[UG_SCALER_SIZE] = {0};
+    values[UG_SCALER_SCALE] = s->scale;
+    values[UG_SCALER_TRACKER] = (float)s->clean_steps;
+    values[UG_SCALER_SKIPPED] = (float)s->skipped_steps;
+    values[UG_SCALER_STEPS] = (float)(steps - s->skipped_steps);
+    return ug_tensor_upload(opt->scaler, values, sizeof values);
 }
 
 ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config, ug_optimizer **out)
@@ -93,6 +118,17 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
         ug_optimizer_free(opt);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
     }
+    if (config->loss_scaling.enabled) {
+        ug_loss_scaler_state initial = {.scale = config->loss_scaling.init_scale};
+        ug_status st = ug_tensor_new(ug_model_device(model), UG_F32, 1, (int64_t[]){UG_SCALER_SIZE},
+                                     "loss scaler state", &opt->scaler);
+        if (st == UG_OK)
+            st = write_scaler(opt, &initial, 0);
+        if (st != UG_OK) {
+            ug_optimizer_free(opt);
+            return st;
+        }
+    }
     for (int i = 0; i < params; i++) {
         ug_tensor *p = NULL;
         ug_model_param_at(model, i, NULL, &p);
@@ -120,6 +156,7 @@ void ug_optimizer_free(ug_optimizer *opt)
     for (int i = 0; opt->state && i < opt->params * opt->slots; i++)
         ug_tensor_free(opt->state[i]);
     free(opt->state);
+    ug_tensor_free(opt->scaler);
     ug_model_free(opt->model);
     free(opt);
 }
@@ -142,6 +179,8 @@ ug_status ug_optimizer_copy(const ug_optimizer *opt, ug_model *model, ug_optimiz
     ug_status st = UG_OK;
     for (int i = 0; i < opt->params * opt->slots && st == UG_OK; i++)
         st = ug_tensor_copy(copy->state[i], opt->state[i]);
+    if (st == UG_OK && opt->scaler)
+        st = ug_tensor_copy(copy->scaler, opt->scaler);
     if (st != UG_OK) {
         ug_optimizer_free(copy);
         return ug_prefix_error(st, "%s", op);
@@ -155,11 +194,56 @@ ug_model *ug_optimizer_model(const ug_optimizer *opt) { return opt->model; }
 int64_t ug_optimizer_steps(const ug_optimizer *opt) { return opt ? opt->steps : 0; }
 int ug_optimizer_state_count(const ug_optimizer *opt) { return opt ? opt->slots : 0; }
 
+ug_status ug_optimizer_loss_scaler(const ug_optimizer *opt, ug_loss_scaler_state *state)
+{
+    const char *op = "ug_optimizer_loss_scaler";
+    if (!opt || !state)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "state" : "optimizer");
+    if (!opt->scaler)
+        return ug_set_error(UG_ERR_STATE, "%s: the optimizer has no loss scaling (config.loss_scaling.enabled)", op);
+    float values[UG_SCALER_SIZE];
+    ug_status st = ug_tensor_download(opt->scaler, values, sizeof values);
+    if (st != UG_OK)
+        return ug_prefix_error(st, "%s", op);
+    *state = (ug_loss_scaler_state){.scale = values[UG_SCALER_SCALE],
+                                    .clean_steps = (int64_t)values[UG_SCALER_TRACKER],
+                                    .skipped_steps = (int64_t)values[UG_SCALER_SKIPPED]};
+    return UG_OK;
+}
+
+ug_status ug_optimizer_set_loss_scaler(ug_optimizer *opt, const ug_loss_scaler_state *state)
+{
+    const char *op = "ug_optimizer_set_loss_scaler";
+    if (!opt || !state)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "state" : "optimizer");
+    if (!opt->scaler)
+        return ug_set_error(UG_ERR_STATE, "%s: the optimizer has no loss scaling (config.loss_scaling.enabled)", op);
+    const int64_t exact = (int64_t)1 << 24; /* the device keeps counts in f32 */
+    if (!(state->scale > 0.0f) || !isfinite(state->scale) || state->clean_steps < 0 ||
+        state->clean_steps >= opt->config.loss_scaling.growth_interval || state->skipped_steps < 0 ||
+        state->skipped_steps > opt->steps || state->skipped_steps > exact || opt->steps - state->skipped_steps > exact)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: scale %g must be finite and > 0, clean_steps %lld in [0, growth_interval %lld), "
+                            "skipped_steps %lld in [0, the optimizer's steps %lld], counts at most 2^24",
+                            op, (double)state->scale, (long long)state->clean_steps,
+                            (long long)opt->config.loss_scaling.growth_interval, (long long)state->skipped_steps,
+                            (long long)opt->steps);
+    ug_status st = write_scaler(opt, state, opt->steps);
+    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
+}
+
 ug_status ug_optimizer_set_steps(ug_optimizer *opt, int64_t steps)
 {
     if (!opt || steps < 0)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_set_steps: %s",
                             opt ? "steps must be >= 0" : "optimizer is NULL");
+    if (opt->scaler) { /* the device's step count follows: steps less those skipped */
+        ug_loss_scaler_state s;
+        UG_TRY(ug_optimizer_loss_scaler(opt, &s));
+        if (s.skipped_steps > steps)
+            s.skipped_steps = steps;
+        UG_TRY(write_scaler(opt, &s, steps));
+    }
     opt->steps = steps;
     return UG_OK;
 }
@@ -232,8 +316,10 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
     fill_args(op->p.optim.graph->optimizer, op->p.optim.param_index, &args);
     args.param = ug_kview_of(in[0]);
     args.grad = ug_kview_of(in[1]);
-    if (in[2])
+    if (in[2]) {
         args.grad_scale = ug_kview_of(in[2]);
+        args.gated = op->p.optim.graph->optimizer->scaler != NULL;
+    }
     args.n = ug_tensor_numel(in[0]);
     if (args.n == 0)
         return UG_OK;
@@ -242,23 +328,76 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
 
 const ug_op_def ug_op_optimizer = {"optimizer update", NULL, optimizer_launch, NULL};
 
-/* scale = min(1, max_norm / (||g||_2 + 1e-6)) over every gradient, as
- * torch.nn.utils.clip_grad_norm_, computed on the device so the step needs
- * no synchronisation. */
-static ug_status append_clipping(ug_graph *g, float max_norm, ug_value **scale)
+/* The loss scaler's update (kernels/common/scaler.h): in the gradients' sum
+ * of squares; out the gate every parameter's update reads. */
+static ug_status scaler_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
-    ug_value *total = NULL;
+    (void)op, (void)nin, (void)in, (void)nout;
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {UG_GATE_SIZE}};
+    return UG_OK;
+}
+
+static ug_status scaler_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    const ug_optimizer *opt = op->p.optim.graph->optimizer;
+    const ug_loss_scaling *ls = &opt->config.loss_scaling;
+    ug_optim_args args = {.kind = UG_OPTIM_SCALER, .param = ug_kview_of(out[0]), .grad = ug_kview_of(in[0]),
+                          .state0 = ug_kview_of(opt->scaler), .n = 1, .growth = ls->growth_factor,
+                          .backoff = ls->backoff_factor, .growth_interval = (float)ls->growth_interval,
+                          .max_norm = opt->config.max_grad_norm};
+    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_OPTIMIZER, op->name, UG_F32, &args);
+}
+
+const ug_op_def ug_op_loss_scaler = {"loss scaler", scaler_infer, scaler_launch, NULL};
+
+/* The backward pass's first gradient, d loss / d loss: 1, or the loss
+ * scale when the graph's optimizer scales the loss (read on the device). */
+static ug_status seed_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin, (void)in, (void)nout;
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = op->p.seed.ndim};
+    memcpy(out[0].shape, op->p.seed.shape, sizeof(int64_t) * (size_t)op->p.seed.ndim);
+    return UG_OK;
+}
+
+static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    (void)in;
+    const ug_optimizer *opt = op->p.seed.graph->optimizer;
+    if (!opt || !opt->scaler)
+        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 1.0f, out[0], NULL);
+    ug_unary_args copy = {.op = UG_UNARY_COPY, .y = ug_kview_of(out[0]), .x = ug_kview_of(opt->scaler),
+                          .ndim = 1, .shape = {ug_tensor_numel(out[0])}, .x_strides = {0}};
+    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &copy);
+}
+
+const ug_op_def ug_op_loss_seed = {"loss seed", seed_infer, seed_launch, NULL};
+
+/* The sum of every gradient's squares, on the device. */
+static ug_status sum_of_squares(ug_graph *g, ug_value **total)
+{
+    *total = NULL;
     for (int i = 0; i < g->value_count; i++) {
         ug_value *p = g->values[i];
         if (p->kind != VALUE_PARAM || !p->grad)
             continue;
         ug_value *sq = NULL;
         UG_TRY(ug_g_reduce_axes(g, p->grad, UG_RKERNEL_SUMSQ, 0, true, false, &sq));
-        if (total)
-            UG_TRY(ug_g_add(g, total, sq, &total));
+        if (*total)
+            UG_TRY(ug_g_add(g, *total, sq, total));
         else
-            total = sq;
+            *total = sq;
     }
+    return UG_OK;
+}
+
+/* scale = min(1, max_norm / (||g||_2 + 1e-6)) over every gradient, as
+ * torch.nn.utils.clip_grad_norm_, computed on the device so the step needs
+ * no synchronisation. */
+static ug_status append_clipping(ug_graph *g, float max_norm, ug_value **scale)
+{
+    ug_value *total = NULL;
+    UG_TRY(sum_of_squares(g, &total));
     ug_value *norm = NULL, *shifted = NULL, *inverse = NULL, *ratio = NULL;
     UG_TRY(ug_g_sqrt(g, total, &norm));
     UG_TRY(ug_g_scale_shift(g, norm, 1.0f, 1e-6f, &shifted));
@@ -270,8 +409,14 @@ static ug_status append_clipping(ug_graph *g, float max_norm, ug_value **scale)
 ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt)
 {
     ug_value *scale = NULL;
-    if (opt->config.max_grad_norm > 0.0f)
+    if (opt->scaler) { /* the scaler's gate unscales and clips */
+        ug_value *total = NULL;
+        UG_TRY(sum_of_squares(g, &total));
+        ug_op op = {.def = &ug_op_loss_scaler, .name = "loss scaler", .p.optim = {.graph = g, .param_index = -1}};
+        UG_TRY(ug_op_graph(g, &op, 1, &total, &scale));
+    } else if (opt->config.max_grad_norm > 0.0f) {
         UG_TRY(append_clipping(g, opt->config.max_grad_norm, &scale));
+    }
     g->grad_scale = scale;
     for (int i = 0; i < g->value_count; i++) {
         ug_value *p = g->values[i];

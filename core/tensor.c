@@ -208,7 +208,9 @@ static ug_status upload(ug_tensor *t, const void *data, size_t bytes, bool block
     if (!bytes)
         return UG_OK;
     ug_device *d = ug_dev(t);
-    ug_status st = d->backend->write(d->bdev, t->storage->mem, byte_offset(t), data, bytes, blocking);
+    ug_status st = blocking && ug_fault_hit(UG_FAULT_HOST_WAIT)
+                       ? ug_set_error(UG_ERR_BACKEND, "the wait failed (injected fault)")
+                       : d->backend->write(d->bdev, t->storage->mem, byte_offset(t), data, bytes, blocking);
     return st == UG_OK ? st : ug_prefix_error(st, "%s to %s", op, d->info.id);
 }
 
@@ -218,7 +220,9 @@ static ug_status download(const ug_tensor *t, void *data, size_t bytes, bool blo
     if (!bytes)
         return UG_OK;
     ug_device *d = ug_dev(t);
-    ug_status st = d->backend->read(d->bdev, data, t->storage->mem, byte_offset(t), bytes, blocking);
+    ug_status st = blocking && ug_fault_hit(UG_FAULT_HOST_WAIT)
+                       ? ug_set_error(UG_ERR_BACKEND, "the wait failed (injected fault)")
+                       : d->backend->read(d->bdev, data, t->storage->mem, byte_offset(t), bytes, blocking);
     return st == UG_OK ? st : ug_prefix_error(st, "%s from %s", op, d->info.id);
 }
 

@@ -2,8 +2,10 @@
  * single-tensor path), one pass over the parameter. The operation order
  * follows PyTorch's so results match it to the last bit or two. */
 #include <math.h>
+#include <string.h>
 
 #include "backends/cpu/internal.h"
+#include "kernels/common/scaler.h"
 
 typedef struct opt_job {
     const ug_optim_args *args;
@@ -69,9 +71,24 @@ static void optim_range(void *vjob, int64_t b, int64_t e)
         adam_range(j, b, e);
 }
 
+static ug_status scaler_update(const ug_optim_args *a)
+{
+    if (!a->param.mem || !a->grad.mem || !a->state0.mem)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu loss scaler: missing state, sum or gate buffer");
+    float state[UG_SCALER_SIZE], gate[UG_GATE_SIZE];
+    memcpy(state, ug_cpu_ptr(a->state0), sizeof state);
+    ug_scaler_update(state, gate, *(const float *)ug_cpu_ptr(a->grad), a->growth, a->backoff,
+                     a->growth_interval, a->max_norm);
+    memcpy(ug_cpu_ptr(a->state0), state, sizeof state);
+    memcpy(ug_cpu_ptr(a->param), gate, sizeof gate);
+    return UG_OK;
+}
+
 ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
 {
     const ug_optim_args *a = args;
+    if (a->kind == UG_OPTIM_SCALER)
+        return scaler_update(a);
     bool sgd = a->kind == UG_OPTIM_SGD;
     if (!sgd && a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu optimizer: bad kind %d", (int)a->kind);
@@ -85,17 +102,27 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu optimizer: every buffer must be f32");
     if (a->n <= 0)
         return UG_OK;
-    opt_job j = {.args = a, .p = (float *)ug_cpu_ptr(a->param),
+    ug_optim_args gated = *a; /* with the gate's step, when gated */
+    opt_job j = {.args = &gated, .p = (float *)ug_cpu_ptr(a->param),
                  .g = (const float *)ug_cpu_ptr(a->grad),
                  .s0 = need0 ? (float *)ug_cpu_ptr(a->state0) : NULL,
                  .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL};
     if (a->grad_scale.mem) {
+        const float *scale = (const float *)ug_cpu_ptr(a->grad_scale);
         j.scaled = true;
-        j.gscale = *(const float *)ug_cpu_ptr(a->grad_scale);
+        j.gscale = scale[a->gated ? UG_GATE_FACTOR : 0];
+        if (a->gated) {
+            if (scale[UG_GATE_SKIP] != 0.0f)
+                return UG_OK;
+            float t = scale[UG_GATE_STEP];
+            gated.first_step = t == 1.0f;
+            gated.bias_correction1 = 1.0f - powf(a->beta1, t);
+            gated.bias_correction2 = 1.0f - powf(a->beta2, t);
+        }
     }
     if (!sgd) {
-        j.step = a->lr / a->bias_correction1;
-        j.sqrt_bc2 = sqrtf(a->bias_correction2);
+        j.step = a->lr / gated.bias_correction1;
+        j.sqrt_bc2 = sqrtf(gated.bias_correction2);
         j.decay = 1.0f - a->lr * a->weight_decay;
     }
     ug_cpu_parallel_for(dev->pool, a->n, UG_CPU_MIN_PARALLEL, optim_range, &j);

@@ -36,6 +36,7 @@ typedef enum ocl_family {
     OCL_LAYERNORM_BWD,
     OCL_OPTIM_SGD,
     OCL_OPTIM_ADAM,
+    OCL_OPTIM_SCALER,
     OCL_IM2COL,
     OCL_COL2IM,
     OCL_MAXPOOL_FWD,
@@ -53,7 +54,8 @@ enum {
     OCL_OPTIM_NESTEROV = 1,
     OCL_OPTIM_DECOUPLED = 1, /* AdamW */
     OCL_OPTIM_FIRST_STEP = 2,
-    OCL_OPTIM_GRAD_SCALE = 4
+    OCL_OPTIM_GRAD_SCALE = 4,
+    OCL_OPTIM_GATED = 8 /* gscale is the loss scaler's gate */
 };
 
 /* Bits of the layernorm kernels' flags argument: which optional buffers

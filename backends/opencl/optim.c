@@ -12,7 +12,22 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_ulong soff = a->grad_scale.mem ? (cl_ulong)a->grad_scale.offset : 0;
     cl_long n = a->n;
     cl_float lr = a->lr, wd = a->weight_decay;
-    cl_int flags = a->grad_scale.mem ? OCL_OPTIM_GRAD_SCALE : 0;
+    cl_int flags = a->grad_scale.mem ? OCL_OPTIM_GRAD_SCALE | (a->gated ? OCL_OPTIM_GATED : 0) : 0;
+
+    if (a->kind == UG_OPTIM_SCALER) {
+        if (!a->state0.mem || !a->param.mem || !a->grad.mem)
+            return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT, "OpenCL: loss scaler buffers missing");
+        cl_mem state = (cl_mem)a->state0.mem;
+        cl_ulong state_off = (cl_ulong)a->state0.offset;
+        cl_float growth = a->growth, backoff = a->backoff, interval = a->growth_interval,
+                 max_norm = a->max_norm;
+        ocl_arg args[] = {OCL_ARG(state), OCL_ARG(state_off), OCL_ARG(p),       OCL_ARG(poff),
+                          OCL_ARG(g),     OCL_ARG(goff),      OCL_ARG(growth),  OCL_ARG(backoff),
+                          OCL_ARG(interval), OCL_ARG(max_norm)};
+        const ocl_kernel *k;
+        ug_status st = ocl_kernel_for(dev, OCL_OPTIM_SCALER, UG_F32, UG_F32, &k);
+        return st != UG_OK ? st : ocl_launch_1d(dev, k, 1, args, 10);
+    }
 
     if (a->kind == UG_OPTIM_SGD) {
         cl_mem b = a->state0.mem ? (cl_mem)a->state0.mem : p;

@@ -24,6 +24,32 @@ typedef enum ug_schedule {
                           * p = (step - warmup) / (total - warmup), capped at 1 */
 } ug_schedule;
 
+/* Dynamic loss scaling for training with half-precision activations, with
+ * torch.cuda.amp.GradScaler's semantics: the backward pass starts from the
+ * loss times the scale, so small gradients stay representable in f16, and
+ * the update divides the scale out of the gradients before clipping them
+ * (as PyTorch's unscale_ then clip_grad_norm_). A step whose gradients hold
+ * an inf or NaN is skipped: parameters and optimizer state stay bit for bit
+ * as they were, the optimizer's own step count (Adam's bias correction)
+ * does not advance, and the scale is multiplied by backoff_factor. After
+ * growth_interval clean steps in a row, it is multiplied by growth_factor.
+ * All of it runs on the device: a step never waits for the host. The
+ * gradients a graph holds (ug_graph_grad) are the scaled ones. */
+typedef struct ug_loss_scaling {
+    bool enabled;
+    float init_scale;         /* default 65536 */
+    float growth_factor;      /* default 2 */
+    float backoff_factor;     /* default 0.5 */
+    int64_t growth_interval;  /* default 2000, at most 2^24 */
+} ug_loss_scaling;
+
+/* The scaler's state, for checkpoints. */
+typedef struct ug_loss_scaler_state {
+    float scale;
+    int64_t clean_steps;      /* since the scale last changed (GradScaler's growth tracker) */
+    int64_t skipped_steps;    /* updates skipped for a non-finite gradient */
+} ug_loss_scaler_state;
+
 typedef struct ug_optimizer_config {
     ug_optim_type type;
     float lr;
@@ -43,17 +69,22 @@ typedef struct ug_optimizer_config {
     /* Gradient clipping by global norm (as torch.nn.utils.clip_grad_norm_);
      * 0 disables it. */
     float max_grad_norm;
+    ug_loss_scaling loss_scaling;
 } ug_optimizer_config;
 
 /* PyTorch's defaults: SGD lr 1e-3 (PyTorch requires one; pick yours),
  * momentum 0; Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0;
- * AdamW the same with weight decay 1e-2. Constant schedule, no clipping. */
+ * AdamW the same with weight decay 1e-2. Constant schedule, no clipping;
+ * loss scaling off, with GradScaler's defaults for when it is turned on. */
 UG_API ug_optimizer_config ug_optimizer_defaults(ug_optim_type type);
 
 UG_API ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config,
                               ug_optimizer **out);
 UG_API void ug_optimizer_free(ug_optimizer *optimizer);
-/* Updates done so far, and the learning rate the next one will use. */
+/* Updates done so far, and the learning rate the next one will use. With
+ * loss scaling, skipped updates count here (the schedule advances through
+ * them, as a PyTorch scheduler stepped every iteration); the optimizer's own
+ * step count is this less ug_loss_scaler_state's skipped_steps. */
 UG_API int64_t ug_optimizer_steps(const ug_optimizer *optimizer);
 UG_API float ug_optimizer_current_lr(const ug_optimizer *optimizer);
 
@@ -63,6 +94,10 @@ UG_API int ug_optimizer_state_count(const ug_optimizer *optimizer);
 UG_API ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_index, int slot,
                              ug_tensor **tensor);
 UG_API ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
+/* The loss scaler's state, read from the device (waiting for it), and set.
+ * UG_ERR_STATE when the optimizer was created without loss scaling. */
+UG_API ug_status ug_optimizer_loss_scaler(const ug_optimizer *optimizer, ug_loss_scaler_state *state);
+UG_API ug_status ug_optimizer_set_loss_scaler(ug_optimizer *optimizer, const ug_loss_scaler_state *state);
 /* The optimizer with its state and step count, for model (a ug_model_copy
  * of the optimizer's model, on any device). */
 UG_API ug_status ug_optimizer_copy(const ug_optimizer *optimizer, ug_model *model,

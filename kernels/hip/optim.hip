@@ -6,10 +6,11 @@
  *          p -= (lr / bc1) (m / (sqrt(v) / sqrt(bc2) + eps))
  *   AdamW: p *= 1 - lr wd, then Adam without the L2 term. */
 #include "kernels/hip/common.h"
+#include "kernels/common/scaler.h"
 
 typedef struct optim_k {
     int kind;
-    bool nesterov, first_step;
+    bool nesterov, first_step, gated;
     float *p, *s0, *s1;
     const float *g, *scale;
     int64_t n;
@@ -24,7 +25,15 @@ UG_DEV float ug_lerp(float a, float b, float w)
 
 __global__ void ug_optim_kernel(optim_k k)
 {
-    const float scale = k.scale ? k.scale[0] : 1.0f;
+    const float scale = k.scale ? k.scale[k.gated ? UG_GATE_FACTOR : 0] : 1.0f;
+    if (k.gated) { /* the loss scaler's gate: skip, or this step's number */
+        if (k.scale[UG_GATE_SKIP] != 0.0f)
+            return;
+        const float t = k.scale[UG_GATE_STEP];
+        k.first_step = t == 1.0f;
+        k.bc1 = 1.0f - powf(k.beta1, t);
+        k.bc2 = 1.0f - powf(k.beta2, t);
+    }
     UG_FOR(i, k.n, int64_t) {
         float p = k.p[i], g = k.g[i];
         if (k.scale)
@@ -53,6 +62,20 @@ __global__ void ug_optim_kernel(optim_k k)
     }
 }
 
+/* One thread: kernels/common/scaler.h on the state, the sum and the gate. */
+__global__ void ug_scaler_kernel(float *state_out, float *gate_out, const float *sum_squares, float growth,
+                                 float backoff, float growth_interval, float max_norm)
+{
+    float state[UG_SCALER_SIZE], gate[UG_GATE_SIZE];
+    for (int i = 0; i < UG_SCALER_SIZE; i++)
+        state[i] = state_out[i];
+    ug_scaler_update(state, gate, sum_squares[0], growth, backoff, growth_interval, max_norm);
+    for (int i = 0; i < UG_SCALER_SIZE; i++)
+        state_out[i] = state[i];
+    for (int i = 0; i < UG_GATE_SIZE; i++)
+        gate_out[i] = gate[i];
+}
+
 ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
 {
     if (a->n <= 0)
@@ -60,10 +83,21 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
         return st;
+    if (a->kind == UG_OPTIM_SCALER) {
+        float *state = (float *)ug_hip_ptr(&a->state0), *gate = (float *)ug_hip_ptr(&a->param);
+        const float *sum = (const float *)ug_hip_ptr(&a->grad);
+        if (!state || !gate || !sum)
+            return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: loss scaler buffers missing",
+                                          UG_HIP_BACKEND);
+        ug_scaler_kernel<<<1, 1, 0, dev->stream>>>(state, gate, sum, a->growth, a->backoff,
+                                                   a->growth_interval, a->max_norm);
+        return ug_hip_launched("loss scaler");
+    }
     optim_k k;
     k.kind = a->kind;
     k.nesterov = a->nesterov;
     k.first_step = a->first_step;
+    k.gated = a->gated;
     k.p = (float *)ug_hip_ptr(&a->param);
     k.g = (const float *)ug_hip_ptr(&a->grad);
     k.s0 = (float *)ug_hip_ptr(&a->state0);

@@ -1,7 +1,8 @@
 /* Optimizer updates, one element per work-item. */
 
 /* PyTorch SGD, one element per item (flags: UG_OPTIM_NESTEROV,
- * UG_OPTIM_FIRST_STEP, UG_OPTIM_GRAD_SCALE when gscale is given):
+ * UG_OPTIM_FIRST_STEP, UG_OPTIM_GRAD_SCALE when gscale is given, and
+ * UG_OPTIM_GATED when it is the loss scaler's gate, backend.h):
  *   g = grad * scale; if wd: g += wd * p
  *   if momentum: buf = first ? g : momentum * buf + (1 - dampening) * g
  *                g = nesterov ? g + momentum * buf : buf
@@ -13,10 +14,16 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
     const long i = get_global_id(0);
     if (i >= n)
         return;
+    if (flags & UG_OPTIM_GATED) {
+        if (gscale[soff + UG_GATE_SKIP] != 0.0f)
+            return;
+        if (gscale[soff + UG_GATE_STEP] == 1.0f)
+            flags |= UG_OPTIM_FIRST_STEP;
+    }
     const float pv = p[poff + i];
     float g = grad[goff + i];
     if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff];
+        g = g * gscale[soff + ((flags & UG_OPTIM_GATED) ? UG_GATE_FACTOR : 0)];
     if (wd != 0.0f)
         g = g + wd * pv;
     if (momentum != 0.0f) {
@@ -28,7 +35,7 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
 }
 
 /* PyTorch Adam / AdamW (flags: UG_OPTIM_DECOUPLED for AdamW's weight decay,
- * UG_OPTIM_GRAD_SCALE when gscale is given):
+ * UG_OPTIM_GRAD_SCALE when gscale is given, UG_OPTIM_GATED as SGD's):
  *   AdamW: p *= 1 - lr * wd          Adam: g += wd * p
  *   m = lerp(m, g, 1 - beta1)        (torch's exp_avg.lerp_)
  *   v = v * beta2 + (1 - beta2) * g * g
@@ -41,10 +48,17 @@ kernel void optim_adam(global float *p, ulong poff, const global float *grad, ul
     const long i = get_global_id(0);
     if (i >= n)
         return;
+    if (flags & UG_OPTIM_GATED) {
+        if (gscale[soff + UG_GATE_SKIP] != 0.0f)
+            return;
+        const float t = gscale[soff + UG_GATE_STEP];
+        bc1 = 1.0f - pow(beta1, t);
+        bc2 = 1.0f - pow(beta2, t);
+    }
     float pv = p[poff + i];
     float g = grad[goff + i];
     if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff];
+        g = g * gscale[soff + ((flags & UG_OPTIM_GATED) ? UG_GATE_FACTOR : 0)];
     if (flags & UG_OPTIM_DECOUPLED)
         pv = pv * (1.0f - lr * wd);
     else if (wd != 0.0f)
@@ -59,4 +73,21 @@ kernel void optim_adam(global float *p, ulong poff, const global float *grad, ul
     v[voff + i] = vv;
     const float denom = sqrt(vv) / sqrt(bc2) + eps;
     p[poff + i] = pv - (lr / bc1) * (mv / denom);
+}
+
+/* The loss scaler's update (kernels/common/scaler.h), one work-item. */
+kernel void optim_scaler(global float *state, ulong state_off, global float *gate, ulong gate_off,
+                         const global float *sum, ulong sum_off, float growth, float backoff,
+                         float growth_interval, float max_norm)
+{
+    if (get_global_id(0) != 0)
+        return;
+    float s[UG_SCALER_SIZE], g[UG_GATE_SIZE];
+    for (int i = 0; i < UG_SCALER_SIZE; i++)
+        s[i] = state[state_off + i];
+    ug_scaler_update(s, g, sum[sum_off], growth, backoff, growth_interval, max_norm);
+    for (int i = 0; i < UG_SCALER_SIZE; i++)
+        state[state_off + i] = s[i];
+    for (int i = 0; i < UG_GATE_SIZE; i++)
+        gate[gate_off + i] = g[i];
 }
