@@ -95,7 +95,9 @@ UG_API ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_ind
                              ug_tensor **tensor);
 UG_API ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
 /* The loss scaler's state, read from the device (waiting for it), and set.
- * UG_ERR_STATE when the optimizer was created without loss scaling. */
+ * UG_ERR_STATE when the optimizer was created without loss scaling. To
+ * restore a checkpoint, set the step count (ug_optimizer_set_steps) first:
+ * skipped_steps may not exceed it. */
 UG_API ug_status ug_optimizer_loss_scaler(const ug_optimizer *optimizer, ug_loss_scaler_state *state);
 UG_API ug_status ug_optimizer_set_loss_scaler(ug_optimizer *optimizer, const ug_loss_scaler_state *state);
 /* The optimizer with its state and step count, for model (a ug_model_copy
