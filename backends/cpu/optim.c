@@ -110,7 +110,7 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
     if (a->grad_scale.mem) {
         const float *scale = (const float *)ug_cpu_ptr(a->grad_scale);
         j.scaled = true;
-        j.gscale = scale[a->gated ? UG_GATE_FACTOR : 0];
+        j.gscale = scale[UG_GATE_FACTOR];
         if (a->gated) {
             if (scale[UG_GATE_SKIP] != 0.0f)
                 return UG_OK;

@@ -15,7 +15,8 @@
  * the optimizer steps taken (skipped ones not counted). */
 enum { UG_SCALER_SCALE = 0, UG_SCALER_TRACKER, UG_SCALER_SKIPPED, UG_SCALER_STEPS, UG_SCALER_SIZE };
 /* What each parameter's update reads: the factor that unscales (and clips)
- * its gradient, whether to skip, and the optimizer step it is (from 1). */
+ * its gradient, whether to skip, and the optimizer step it is (from 1).
+ * The factor comes first, where the update kernels read a clipping factor. */
 enum { UG_GATE_FACTOR = 0, UG_GATE_SKIP, UG_GATE_STEP, UG_GATE_SIZE };
 
 /* state and gate point to private copies (OpenCL C's default address

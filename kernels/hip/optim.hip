@@ -25,7 +25,7 @@ UG_DEV float ug_lerp(float a, float b, float w)
 
 __global__ void ug_optim_kernel(optim_k k)
 {
-    const float scale = k.scale ? k.scale[k.gated ? UG_GATE_FACTOR : 0] : 1.0f;
+    const float scale = k.scale ? k.scale[UG_GATE_FACTOR] : 1.0f;
     if (k.gated) { /* the loss scaler's gate: skip, or this step's number */
         if (k.scale[UG_GATE_SKIP] != 0.0f)
             return;

@@ -23,7 +23,7 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
     const float pv = p[poff + i];
     float g = grad[goff + i];
     if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff + ((flags & UG_OPTIM_GATED) ? UG_GATE_FACTOR : 0)];
+        g = g * gscale[soff + UG_GATE_FACTOR];
     if (wd != 0.0f)
         g = g + wd * pv;
     if (momentum != 0.0f) {
@@ -58,7 +58,7 @@ kernel void optim_adam(global float *p, ulong poff, const global float *grad, ul
     float pv = p[poff + i];
     float g = grad[goff + i];
     if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff + ((flags & UG_OPTIM_GATED) ? UG_GATE_FACTOR : 0)];
+        g = g * gscale[soff + UG_GATE_FACTOR];
     if (flags & UG_OPTIM_DECOUPLED)
         pv = pv * (1.0f - lr * wd);
     else if (wd != 0.0f)
