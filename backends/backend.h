@@ -39,7 +39,7 @@ extern "C" {
 
 /* A module built with another op list (kernels/common/elementwise.h) is
  * refused like one built with another interface. */
-#define UG_BACKEND_INTERFACE_VERSION (6 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
+#define UG_BACKEND_INTERFACE_VERSION (7 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -117,7 +117,9 @@ typedef struct ug_reduce_args {
  * where op(A) is M x K and op(B) is K x N. lda/ldb/ldc are row strides of the
  * stored matrices; stride_* are elements between batches (0 shares one
  * matrix). sum_batch: one C = alpha * sum over b of op(A[b]) op(B[b]) +
- * beta * C (stride_c unused). f32 only. */
+ * beta * C (stride_c unused). A and B share one dtype, f32, f16 or bf16;
+ * C is f32 or A's dtype. Products accumulate in f32 whatever the dtypes
+ * (mixed precision: half operands, f32 accumulation, C rounded once). */
 typedef struct ug_gemm_args {
     bool trans_a, trans_b, sum_batch;
     int64_t m, n, k;
@@ -203,7 +205,8 @@ typedef struct ug_window2d {
 /* im2col (to_image false): col [n, c*kh*kw, oh*ow] from image [n, c, h, w];
  * row (ci*kh + ky)*kw + kx, column oy*ow + ox holds the tap's pixel or 0 in
  * the padding. col2im (to_image true): image = the sum, for each pixel, of
- * the col entries that read it (overwritten, not accumulated). f32. */
+ * the col entries that read it (overwritten, not accumulated). image and
+ * col share one dtype, f32, f16 or bf16. */
 typedef struct ug_im2col_args {
     bool to_image;
     ug_kview image, col;
@@ -240,7 +243,8 @@ typedef enum ug_pool_kind {
 
 /* Forward (backward false): y [n, c, oh, ow] from x (index i32, MAX only).
  * Backward: dx [n, c, h, w] from dy (and index for MAX), overwritten. NaN
- * counts as the maximum, as in PyTorch. f32. dilation is 1. */
+ * counts as the maximum, as in PyTorch. x, y, dy and dx share one dtype,
+ * f32, f16 or bf16 (arithmetic in f32). dilation is 1. */
 typedef struct ug_pool_args {
     ug_pool_kind kind;
     bool backward;
@@ -256,7 +260,8 @@ typedef struct ug_pool_args {
  * y = (x - mean) * rstd * weight + bias.
  * Backward: dweight = sum dy * xhat, dbias = sum dy, and dx: in training
  * rstd * weight * (dy - mean(dy) - xhat * mean(dy * xhat)), in eval
- * dy * rstd * weight. All f32. */
+ * dy * rstd * weight. x, y, dy and dx share one dtype, f32, f16 or bf16;
+ * the rest is f32, and so is all arithmetic. */
 typedef struct ug_batchnorm_args {
     bool backward, training, update_running;
     ug_kview x, y, weight, bias, mean, rstd, running_mean, running_var;
@@ -283,10 +288,13 @@ typedef enum ug_optim_kind {
  * bias corrections, computed on the device in f32.
  * UG_OPTIM_SCALER: ug_scaler_update on state0 (UG_SCALER_SIZE values),
  * grad[0] (the gradients' sum of squares) and the gate param (UG_GATE_SIZE
- * values) with growth, backoff, growth_interval and max_norm. All f32. */
+ * values) with growth, backoff, growth_interval and max_norm. All f32,
+ * except copy: when copy.mem is set (SGD, Adam, AdamW), the updated
+ * parameter is also stored there in copy.dtype (f16 or bf16), the half copy
+ * that mixed-precision graphs read; a skipped step leaves it as it is. */
 typedef struct ug_optim_args {
     ug_optim_kind kind;
-    ug_kview param, grad, state0, state1, grad_scale;
+    ug_kview param, grad, state0, state1, grad_scale, copy;
     int64_t n;
     float lr, weight_decay;
     float momentum, dampening;

@@ -34,7 +34,7 @@ void ug_graph_free(ug_graph *g)
         return;
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
-        if (v->kind != VALUE_PARAM) /* parameters belong to the model */
+        if (v->kind != VALUE_PARAM && v->kind != VALUE_PARAM_COPY) /* the model's */
             ug_tensor_free(v->tensor);
         free(v);
     }
@@ -87,6 +87,18 @@ ug_status ug_graph_set_seed(ug_graph *g, uint64_t seed)
     if (!g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_set_seed: graph is NULL");
     g->seed = seed;
+    return UG_OK;
+}
+
+ug_status ug_graph_set_precision(ug_graph *g, ug_dtype dtype)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_graph_set_precision"));
+    if (dtype != UG_F32 && dtype != UG_F16 && dtype != UG_BF16)
+        return ug_set_error(UG_ERR_DTYPE,
+                            "ug_graph_set_precision: %s is not a compute precision (f32, f16 or "
+                            "bf16)",
+                            ug_dtype_size(dtype) ? ug_dtype_name(dtype) : "an invalid dtype");
+    g->precision = dtype;
     return UG_OK;
 }
 
@@ -161,7 +173,7 @@ void ug_graph_rollback(ug_graph *g, ug_graph_mark mark)
         free(g->nodes[--g->node_count]);
     while (g->value_count > mark.values) {
         ug_value *v = g->values[--g->value_count];
-        if (v->kind != VALUE_PARAM)
+        if (v->kind != VALUE_PARAM && v->kind != VALUE_PARAM_COPY)
             ug_tensor_free(v->tensor);
         free(v);
     }

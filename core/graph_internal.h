@@ -15,7 +15,8 @@ typedef enum value_kind {
     VALUE_GRAD,      /* a parameter's gradient: its own buffer, readable after a run */
     VALUE_TEMP,      /* planned into the arena */
     VALUE_ALIAS,     /* a reshape: a view of another value */
-    VALUE_SUM        /* ug_graph_accumulate: its own buffer, kept across runs */
+    VALUE_SUM,       /* ug_graph_accumulate: its own buffer, kept across runs */
+    VALUE_PARAM_COPY /* a parameter's half copy, the model's (graph_autocast.c) */
 } value_kind;
 
 
@@ -54,6 +55,7 @@ struct graph_node {
     int nscratch;
     float per_row_scale;      /* a scale_shift whose alpha is this times the run's rows */
     int segment;              /* a checkpointed segment (ug_graph_checkpoint), 0 if none */
+    bool writes_cast;         /* a cast was folded in: out is written in its own dtype */
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
@@ -69,6 +71,8 @@ struct ug_graph {
     ug_model *model;
     ug_device *device;
     bool training;
+    ug_dtype precision;       /* ug_graph_set_precision: f32, f16 or bf16 */
+    bool autocasting;         /* adding autocast's casts, which are not autocast again */
     bool compiled;
     bool planned;             /* the plan is made (ug_graph_memory or compile): no more ops */
     bool has_backward;
@@ -143,6 +147,12 @@ ug_status ug_graph_check_open(const ug_graph *g, const char *op);
 /* A value given to op as arg: not NULL, of this graph. */
 ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg);
 
+/* graph_autocast.c */
+/* The inputs op reads in a mixed-precision graph, casts added as needed
+ * (cast[i] is in[i] where none is). */
+ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                             ug_value **cast);
+
 /* autograd.c */
 ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);
 /* Adds grad (shaped like a broadcast result) to operand's gradient, summed
@@ -194,5 +204,11 @@ void ug_model_retain(ug_model *model);
 void ug_optimizer_retain(ug_optimizer *opt);
 /* Frees the parameters from index count on (a failed layer's). */
 void ug_model_truncate(ug_model *model, int count);
+/* Parameter index's half copy in dtype, made from it on first use: what
+ * mixed-precision graphs read, kept current by every optimizer update and
+ * ug_model_write_param. A model keeps copies in one half dtype. */
+ug_status ug_model_half_copy(ug_model *model, int index, ug_dtype dtype, ug_tensor **out);
+/* The copy if there is one (NULL otherwise). */
+ug_tensor *ug_model_half_copy_at(const ug_model *model, int index);
 
 #endif

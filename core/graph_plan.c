@@ -72,6 +72,46 @@ static void fuse_activations(ug_graph *g)
     }
 }
 
+/* A cast of a result read by nothing else is folded into the op that
+ * produces it, which then writes the cast's dtype: GEMM's C may be f32 for
+ * half operands (so a half copy's weight gradient, of a product or a
+ * convolution, goes straight to f32), and unary ops and sums write any
+ * float dtype. */
+static bool writes_any_float(const graph_node *n)
+{
+    const ug_op_def *d = n->op.def;
+    return d == &ug_op_matmul || d == &ug_op_conv2d_dw || d == &ug_op_unary ||
+           (d == &ug_op_reduce && n->op.p.reduce.op != UG_RKERNEL_ARGMAX);
+}
+
+static bool is_float_dtype(ug_dtype d) { return d == UG_F32 || d == UG_F16 || d == UG_BF16; }
+
+static void fuse_casts(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *cast = g->nodes[i];
+        if (cast->dead || cast->op.def != &ug_op_cast || !is_float_dtype(cast->out->dtype))
+            continue;
+        ug_value *x = cast->in[0];
+        graph_node *producer = x->producer;
+        if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer || producer->dead ||
+            !writes_any_float(producer) || !is_float_dtype(x->dtype) ||
+            producer->segment != cast->segment)
+            continue;
+        bool referenced = false;
+        for (int k = 0; k < g->value_count && !referenced; k++)
+            referenced = g->values[k]->alias_of == x;
+        if (referenced)
+            continue;
+        producer->out = cast->out;
+        producer->writes_cast = true;
+        cast->out->producer = producer;
+        x->producer = NULL;
+        cast->dead = true;
+    }
+}
+
 /* A parameter's gradient gets its own buffer, readable after the run. */
 static void mark_gradients(ug_graph *g)
 {
@@ -259,6 +299,8 @@ static void count_device_bytes(ug_graph *g)
         if (v->kind == VALUE_GRAD) {
             m->gradient_bytes += (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
             gradients += block_bytes(v);
+        } else if (v->kind == VALUE_PARAM_COPY) {
+            m->parameter_bytes += block_bytes(v);
         } else if (v->kind == VALUE_PARAM) {
             m->parameter_bytes += block_bytes(v);
             if (v->grad)
@@ -280,9 +322,15 @@ static ug_status plan_graph(ug_graph *g)
 {
     release_plan(g);
     mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
-    UG_TRY(ug_graph_add_checks(g)); /* before fusion: a checked value must exist */
-    fuse_activations(g);
-    UG_TRY(ug_graph_add_recompute(g)); /* after fusion: the copies are of fused nodes */
+    g->autocasting = true; /* the nodes compile adds keep their operands' dtypes */
+    ug_status st = ug_graph_add_checks(g); /* before fusion: a checked value must exist */
+    if (st == UG_OK) {
+        fuse_activations(g);
+        fuse_casts(g);
+        st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
+    }
+    g->autocasting = false;
+    UG_TRY(st);
     count_uses(g);
     for (int i = 0; i < g->value_count; i++)
         if (g->values[i]->keep)
@@ -291,7 +339,9 @@ static ug_status plan_graph(ug_graph *g)
     g->memory.recomputed = g->recomputed;
     for (int i = 0; i < g->node_count; i++) {
         g->memory.nodes += !g->nodes[i]->dead;
-        g->memory.fused += g->nodes[i]->dead && g->nodes[i]->op.def == &ug_op_unary;
+        g->memory.fused += g->nodes[i]->dead && (g->nodes[i]->op.def == &ug_op_unary ||
+                                                 (g->nodes[i]->op.def == &ug_op_cast &&
+                                                  g->nodes[i]->out->kind != VALUE_PARAM_COPY));
     }
     count_device_bytes(g);
     g->planned = true;

@@ -92,6 +92,8 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
         op.p.unary.alpha = n->per_row_scale * (float)g->rows;
     int nout = 1;
     UG_TRY(ug_op_infer(&op, n->nin, in, out, &nout));
+    if (n->writes_cast)
+        out[0].dtype = n->out->dtype;
     n->op = op;
     ug_value *results[UG_OP_MAX_OUTPUTS] = {n->out};
     for (int k = 0; k < n->nscratch; k++)

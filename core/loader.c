@@ -55,10 +55,10 @@ typedef struct slot {
     uint64_t generation;       /* the epoch start it belongs to */
     int64_t count;             /* samples in the batch */
     bool inject_failure;       /* test hook (ug_loader_debug_fail_batch) */
-    float *host_x;             /* pinned, rows * features */
+    void *host_x;              /* pinned, rows * features of x_dtype */
     int32_t *host_y;           /* pinned, rows */
     int64_t *ids;              /* rows dataset indices */
-    ug_tensor *x, *y;          /* [rows, features] f32, [rows] i32 */
+    ug_tensor *x, *y;          /* [rows, features] x_dtype, [rows] i32 */
     ug_tensor *x_part, *y_part; /* views for the partial last batch, or NULL */
     ug_status status;          /* the worker's result */
     char message[MESSAGE_BYTES];
@@ -151,11 +151,19 @@ static ug_status fill_slot(ug_loader *l, slot *s)
     const ug_dataset *ds = l->dataset;
     int64_t count = s->count, features = ds->features;
     const int64_t *order = l->perm + s->batch * l->config.batch_size;
-    size_t row_bytes = (size_t)features * sizeof(float);
+    const ug_dtype dt = l->config.x_dtype;
+    size_t row_bytes = (size_t)features * ug_dtype_size(dt);
     for (int64_t r = 0; r < count; r++) {
         int64_t id = order[r];
         s->ids[r] = id;
-        memcpy(s->host_x + r * features, ds->x + id * features, row_bytes);
+        const float *src = ds->x + id * features;
+        if (dt == UG_F32) {
+            memcpy((float *)s->host_x + r * features, src, row_bytes);
+        } else {
+            uint16_t *dst = (uint16_t *)s->host_x + r * features;
+            for (int64_t f = 0; f < features; f++)
+                dst[f] = dt == UG_F16 ? ug_f32_to_f16(src[f]) : ug_f32_to_bf16(src[f]);
+        }
         s->host_y[r] = ds->labels[id];
     }
     bool part = count < l->rows;
@@ -291,14 +299,14 @@ static void free_slots(ug_loader *l)
 static ug_status make_slot(ug_loader *l, slot *s)
 {
     int64_t features = l->dataset->features;
-    size_t xb = (size_t)l->rows * (size_t)features * sizeof(float);
-    UG_TRY(ug_host_alloc(l->device, xb, (void **)&s->host_x));
+    size_t xb = (size_t)l->rows * (size_t)features * ug_dtype_size(l->config.x_dtype);
+    UG_TRY(ug_host_alloc(l->device, xb, &s->host_x));
     UG_TRY(ug_host_alloc(l->device, (size_t)l->rows * sizeof(int32_t), (void **)&s->host_y));
     s->ids = ug_malloc((size_t)l->rows * sizeof *s->ids);
     if (!s->ids)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_loader_create: out of host memory");
     int64_t xs[2] = {l->rows, features}, ys[1] = {l->rows};
-    UG_TRY(ug_tensor_create(l->device, UG_F32, 2, xs, &s->x));
+    UG_TRY(ug_tensor_create(l->device, l->config.x_dtype, 2, xs, &s->x));
     UG_TRY(ug_tensor_create(l->device, UG_I32, 1, ys, &s->y));
     if (l->partial && l->partial < l->rows) {
         UG_TRY(ug_tensor_slice(s->x, 0, l->partial, &s->x_part));
@@ -324,6 +332,9 @@ static ug_status resolve_config(const ug_loader_config *config, const char *op, 
     if (c->prefetch < 0 || c->prefetch > LOADER_MAX_PREFETCH)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: prefetch %d is outside 0..%d", op,
                             c->prefetch, LOADER_MAX_PREFETCH);
+    if (c->x_dtype != UG_F32 && c->x_dtype != UG_F16 && c->x_dtype != UG_BF16)
+        return ug_set_error(UG_ERR_DTYPE, "%s: x_dtype %s: batches' features are f32, f16 or bf16",
+                            op, ug_dtype_size(c->x_dtype) ? ug_dtype_name(c->x_dtype) : "(invalid)");
     return UG_OK;
 }
 
@@ -340,7 +351,7 @@ ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_conf
     ug_loader_config c;
     UG_TRY(resolve_config(config, op, &c));
     size_t rows = (size_t)batch_rows(dataset, &c);
-    size_t x = ug_pool_block_bytes(rows * (size_t)dataset->features * sizeof(float));
+    size_t x = ug_pool_block_bytes(rows * (size_t)dataset->features * ug_dtype_size(c.x_dtype));
     size_t y = ug_pool_block_bytes(rows * sizeof(int32_t));
     *bytes = (uint64_t)(c.prefetch + 1) * (x + y); /* the slots of ug_loader_create */
     return UG_OK;

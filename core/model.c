@@ -10,6 +10,7 @@
 typedef struct model_param {
     char name[64];
     ug_tensor *tensor;
+    ug_tensor *half_copy;      /* for mixed-precision graphs, or NULL */
 } model_param;
 
 struct ug_model {
@@ -48,8 +49,10 @@ void ug_model_free(ug_model *m)
 {
     if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (int i = 0; i < m->count; i++)
+    for (int i = 0; i < m->count; i++) {
         ug_tensor_free(m->params[i].tensor);
+        ug_tensor_free(m->params[i].half_copy);
+    }
     free(m->params);
     ug_device_close(m->device);
     free(m);
@@ -57,8 +60,12 @@ void ug_model_free(ug_model *m)
 
 void ug_model_truncate(ug_model *m, int count)
 {
-    while (m->count > count)
-        ug_tensor_free(m->params[--m->count].tensor);
+    while (m->count > count) {
+        model_param *p = &m->params[--m->count];
+        ug_tensor_free(p->tensor);
+        ug_tensor_free(p->half_copy);
+        p->half_copy = NULL;
+    }
 }
 
 ug_status ug_model_copy(const ug_model *m, ug_device *device, ug_model **out)
@@ -153,7 +160,39 @@ ug_status ug_model_write_param(ug_model *m, const char *name, const float *data,
 {
     ug_tensor *t = NULL;
     UG_TRY(ug_model_find_param(m, name, &t));
-    return ug_tensor_upload(t, data, bytes);
+    UG_TRY(ug_tensor_upload(t, data, bytes));
+    ug_tensor *copy = m->params[find(m, name)].half_copy;
+    return copy ? ug_launch_unary("ug_model_write_param", UG_UNARY_COPY, 1.0f, 0.0f, copy, t) : UG_OK;
+}
+
+ug_status ug_model_half_copy(ug_model *m, int index, ug_dtype dtype, ug_tensor **out)
+{
+    if (index < 0 || index >= m->count)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "half copy: no parameter %d", index);
+    model_param *p = &m->params[index];
+    if (!p->half_copy) {
+        for (int i = 0; i < m->count; i++)
+            if (m->params[i].half_copy && m->params[i].half_copy->dtype != dtype)
+                return ug_set_error(UG_ERR_DTYPE,
+                                    "'%s': the model keeps %s copies of its parameters for "
+                                    "another graph; a model's mixed-precision graphs share one "
+                                    "half dtype (asked for %s)",
+                                    p->name, ug_dtype_name(m->params[i].half_copy->dtype),
+                                    ug_dtype_name(dtype));
+        UG_TRY(ug_cast(p->tensor, dtype, &p->half_copy));
+    } else if (p->half_copy->dtype != dtype) {
+        return ug_set_error(UG_ERR_DTYPE,
+                            "'%s': the model keeps a %s copy for another graph; a model's "
+                            "mixed-precision graphs share one half dtype (asked for %s)",
+                            p->name, ug_dtype_name(p->half_copy->dtype), ug_dtype_name(dtype));
+    }
+    *out = p->half_copy;
+    return UG_OK;
+}
+
+ug_tensor *ug_model_half_copy_at(const ug_model *m, int index)
+{
+    return index >= 0 && index < m->count ? m->params[index].half_copy : NULL;
 }
 
 ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t *shape,
@@ -198,6 +237,7 @@ ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t 
     model_param *p = &m->params[m->count++];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->tensor = t;
+    p->half_copy = NULL;
     *out = t;
     return UG_OK;
 }

@@ -101,7 +101,30 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
     return UG_OK;
 }
 
+static ug_status op_graph_as_given(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                                   ug_value **out);
+
+/* In a mixed-precision graph the forward pass's ops first get their inputs
+ * in the dtypes autocast picks (graph_autocast.c); the casts go with the op
+ * if it fails. */
 ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in, ug_value **out)
+{
+    if (!g || g->precision == UG_F32 || g->autocasting || g->building != PHASE_FORWARD || !out)
+        return op_graph_as_given(g, op, nin, in, out);
+    for (int i = 0; i < nin; i++)
+        UG_TRY(ug_graph_check_value(g, in[i], op_name(op), nin == 1 ? "x" : arg_names[i]));
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *cast[UG_OP_MAX_INPUTS] = {NULL};
+    ug_status st = ug_autocast_inputs(g, op, nin, in, cast);
+    if (st == UG_OK)
+        st = op_graph_as_given(g, op, nin, cast, out);
+    if (st != UG_OK)
+        ug_graph_rollback(g, mark);
+    return st;
+}
+
+static ug_status op_graph_as_given(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                                   ug_value **out)
 {
     const char *name = op_name(op);
     UG_TRY(ug_graph_check_open(g, name));
@@ -138,62 +161,69 @@ ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in
     return UG_OK;
 }
 
-static bool is_half(ug_dtype d) { return d == UG_F16 || d == UG_BF16; }
+static bool is_float(ug_dtype d) { return d == UG_F32 || d == UG_F16 || d == UG_BF16; }
 
-ug_status ug_op_eager_widened(const ug_op *op, int nin, const ug_tensor *const *in, unsigned widen,
-                              ug_tensor **out)
+static bool needs_cast(ug_dtype have, ug_dtype want)
+{
+    return want != UG_DTYPE_COUNT && have != want && is_float(have);
+}
+
+ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
+                           const ug_dtype *want, ug_tensor **out)
 {
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op_name(op));
     *out = NULL;
     const ug_tensor *args[UG_OP_MAX_INPUTS] = {NULL};
-    ug_tensor *wide[UG_OP_MAX_INPUTS] = {NULL}, *result = NULL;
+    ug_tensor *cast[UG_OP_MAX_INPUTS] = {NULL};
+    for (int i = 0; i < nin; i++)
+        UG_TRY(ug_check_tensor(in[i], op_name(op), nin == 1 ? "x" : arg_names[i]));
     ug_status st = UG_OK;
     for (int i = 0; i < nin; i++) {
         args[i] = in[i];
-        if (st == UG_OK && (widen >> i & 1u) && in[i] && is_half(in[i]->dtype)) {
-            st = ug_cast(in[i], UG_F32, &wide[i]);
-            args[i] = wide[i];
+        if (st == UG_OK && needs_cast(in[i]->dtype, want[i])) {
+            st = ug_cast(in[i], want[i], &cast[i]);
+            args[i] = cast[i];
         }
     }
+    ug_tensor *result = NULL;
     if (st == UG_OK)
         st = ug_op_eager(op, nin, args, &result);
-    if (st == UG_OK && is_half(in[0]->dtype)) {
+    if (st == UG_OK && result->dtype != in[0]->dtype) {
         st = ug_cast(result, in[0]->dtype, out);
         ug_tensor_free(result);
     } else if (st == UG_OK) {
         *out = result;
     }
     for (int i = 0; i < nin; i++)
-        ug_tensor_free(wide[i]);
+        ug_tensor_free(cast[i]);
     return st;
 }
 
-ug_status ug_op_graph_widened(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
-                              unsigned widen, ug_value **out)
+ug_status ug_op_graph_cast(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                           const ug_dtype *want, ug_value **out)
 {
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op_name(op));
     *out = NULL;
     UG_TRY(ug_graph_check_open(g, op_name(op)));
     ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_value *args[UG_OP_MAX_INPUTS] = {NULL}, *result = NULL;
+    ug_value *args[UG_OP_MAX_INPUTS] = {NULL};
     ug_status st = UG_OK;
     for (int i = 0; i < nin; i++) {
         args[i] = in[i];
-        if (st == UG_OK && (widen >> i & 1u) && in[i] && is_half(in[i]->dtype))
-            st = ug_g_cast(g, in[i], UG_F32, &args[i]);
+        if (st == UG_OK && in[i] && in[i]->graph == g && needs_cast(in[i]->dtype, want[i]))
+            st = ug_g_cast(g, in[i], want[i], &args[i]);
     }
     if (st == UG_OK)
-        st = ug_op_graph(g, op, nin, args, &result);
-    if (st == UG_OK && is_half(in[0]->dtype))
-        st = ug_g_cast(g, result, in[0]->dtype, &result);
+        st = ug_op_graph(g, op, nin, args, out);
+    if (st == UG_OK && (*out)->dtype != in[0]->dtype)
+        st = ug_g_cast(g, *out, in[0]->dtype, out);
     if (st != UG_OK) {
+        *out = NULL;
         ug_graph_rollback(g, mark);
-        return st;
     }
-    *out = result;
-    return UG_OK;
+    return st;
 }
 
 static const char *const family_names[] = {

@@ -83,15 +83,15 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
  * left exactly as it was. */
 ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                       ug_value **out);
-/* The same for an op that computes in f32 only (convolution, pooling,
- * batch norm): each input whose bit is set in widen and that is f16 or
- * bf16 is cast to f32 first, and when in[0] is f16 or bf16 the result is
- * cast back to its dtype. So these ops take half tensors as every other op
- * does, with f32 arithmetic; gradients pass through the casts. */
-ug_status ug_op_eager_widened(const ug_op *op, int nin, const ug_tensor *const *in, unsigned widen,
-                              ug_tensor **out);
-ug_status ug_op_graph_widened(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
-                              unsigned widen, ug_value **out);
+/* The same with each float input i first cast to want[i] where it differs
+ * (UG_DTYPE_COUNT: taken as given), and the result cast back to in[0]'s
+ * dtype, for ops whose operands must share a dtype or be f32 (a
+ * convolution's x and weight, batch norm's parameters). The casts'
+ * gradients pass back to the inputs. */
+ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
+                           const ug_dtype *want, ug_tensor **out);
+ug_status ug_op_graph_cast(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                           const ug_dtype *want, ug_value **out);
 ug_meta ug_meta_of_tensor(const ug_tensor *t);
 /* The definition's inference with its checks; *nout results. */
 ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);

@@ -18,12 +18,28 @@ int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int
     return room < 0 ? 0 : room / stride + 1;
 }
 
-/* The public functions take f16 and bf16 for x, the weight and the bias,
- * cast to f32 around the op (ug_op_eager_widened); the kernels see f32.
- * Batch norm's running statistics are updated in place, so they must be
- * f32 themselves. */
-#define HALF_INPUTS_X 0x1u
-#define HALF_INPUTS_XWB 0x7u
+/* x may be f32, f16 or bf16 (the kernels compute in f32). A convolution
+ * runs in x's half dtype when its weight has it too, otherwise in f32 with
+ * the result rounded to x's dtype; batch norm's weight and bias are cast to
+ * f32 (ug_op_eager_cast). Batch norm's running statistics are updated in
+ * place, so they must be f32 themselves. */
+#define KEEP UG_DTYPE_COUNT
+
+static bool is_half(ug_dtype d) { return d == UG_F16 || d == UG_BF16; }
+
+/* The dtype a convolution of x and weight computes in. */
+static ug_dtype conv_dtype(ug_dtype x, ug_dtype weight)
+{
+    return is_half(x) && weight == x ? x : UG_F32;
+}
+
+static ug_status need_float(const ug_op *op, const ug_meta *m, const char *arg)
+{
+    if (m->dtype != UG_F32 && m->dtype != UG_F16 && m->dtype != UG_BF16)
+        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op takes f32, f16 or bf16 (cast it "
+                            "with ug_cast)", op->name, arg, ug_dtype_name(m->dtype));
+    return UG_OK;
+}
 
 static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
 {
@@ -36,7 +52,7 @@ static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
 
 static ug_status need_images(const ug_op *op, const ug_meta *x)
 {
-    UG_TRY(need_f32(op, x, "x"));
+    UG_TRY(need_float(op, x, "x"));
     if (x->ndim != 4) {
         char s[96];
         return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected images [N, C, H, W]", op->name,
@@ -125,9 +141,9 @@ static ug_status conv_check_params(const ug_op *op)
 
 /* Images per chunk: on a CPU device as many as fit UG_CONV_CPU_CHUNK_BYTES
  * of columns (at least one), otherwise all of them. */
-static int64_t chunk_images(const ug_op *op, int64_t images, int64_t col_per_image)
+static int64_t chunk_images(const ug_op *op, ug_dtype dtype, int64_t images, int64_t col_per_image)
 {
-    int64_t bytes = col_per_image * (int64_t)sizeof(float);
+    int64_t bytes = col_per_image * (int64_t)ug_dtype_size(dtype);
     const ug_device *d = op->p.conv.device;
     if (!d || d->info.is_gpu || bytes == 0)
         return images;
@@ -143,12 +159,13 @@ static int64_t image_columns(const ug_window2d *w)
 
 /* The library's pass of args (views unset) on the op's device: whether it
  * runs it and with how much workspace. */
-static ug_status library_plan(const ug_op *op, ug_conv_args *args, bool *runs, size_t *bytes)
+static ug_status library_plan(const ug_op *op, ug_dtype dtype, ug_conv_args *args, bool *runs,
+                              size_t *bytes)
 {
     *runs = false;
     *bytes = 0;
     ug_device *d = op->p.conv.device;
-    if (!d || !d->backend->conv_plan)
+    if (!d || !d->backend->conv_plan || dtype != UG_F32) /* libraries take f32 */
         return UG_OK;
     args->groups = op->p.conv.groups;
     ug_status st = d->backend->conv_plan(d->bdev, args, runs, bytes);
@@ -171,17 +188,19 @@ static int64_t dw_partial_values(const ug_op *op, const ug_conv_args *args)
 /* A pass's scratch (1-D): the im2col columns of a chunk of images (and
  * their partial weight gradients), or the library's workspace when it runs
  * the pass and needs more. */
-static ug_status conv_scratch(const ug_op *op, ug_conv_args *args, ug_meta *scratch)
+static ug_status conv_scratch(const ug_op *op, ug_dtype dtype, ug_conv_args *args,
+                              ug_meta *scratch)
 {
     bool runs = false;
     size_t bytes = 0;
-    UG_TRY(library_plan(op, args, &runs, &bytes));
+    UG_TRY(library_plan(op, dtype, args, &runs, &bytes));
     int64_t per_image = image_columns(&args->win) + dw_partial_values(op, args);
-    int64_t words = chunk_images(op, args->win.n, per_image) * per_image;
+    int64_t words = chunk_images(op, dtype, args->win.n, per_image) * per_image;
     int64_t library_words = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
     if (runs && library_words > words)
         words = library_words;
-    *scratch = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {words > 0 ? words : 1}};
+    /* Columns in the op's dtype (a library's workspace only with f32). */
+    *scratch = (ug_meta){.dtype = dtype, .ndim = 1, .shape = {words > 0 ? words : 1}};
     return UG_OK;
 }
 
@@ -201,7 +220,7 @@ static ug_status plan_pass(const ug_op *op, ug_conv_args *args, const ug_tensor 
 {
     bool runs = false;
     size_t bytes = 0;
-    UG_TRY(library_plan(op, args, &runs, &bytes));
+    UG_TRY(library_plan(op, scratch->dtype, args, &runs, &bytes));
     const ug_window2d *w = &args->win;
     *p = (conv_pass){.win = *w, .groups = op->p.conv.groups, .oc = args->oc, .ohw = w->oh * w->ow,
                      .taps = (int64_t)w->kh * w->kw};
@@ -231,7 +250,9 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
 {
     const ug_meta *x = &in[0], *wt = &in[1];
     UG_TRY(need_images(op, x));
-    UG_TRY(need_f32(op, wt, "weight"));
+    if (wt->dtype != x->dtype)
+        return ug_set_error(UG_ERR_DTYPE, "%s: x is %s and weight %s; they must share a dtype",
+                            op->name, ug_dtype_name(x->dtype), ug_dtype_name(wt->dtype));
     UG_TRY(conv_check_params(op));
     char sx[96], sw[96];
     int groups = op->p.conv.groups;
@@ -243,7 +264,7 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
                             op->name, ug_format_shape(x->ndim, x->shape, sx, sizeof sx),
                             ug_format_shape(wt->ndim, wt->shape, sw, sizeof sw), groups);
     if (nin == 3) {
-        UG_TRY(need_f32(op, &in[2], "bias"));
+        UG_TRY(need_float(op, &in[2], "bias"));
         if (in[2].ndim != 1 || in[2].shape[0] != wt->shape[0])
             return ug_set_error(UG_ERR_SHAPE, "%s: bias is %s; expected [%lld] (one per output channel)",
                                 op->name, ug_format_shape(in[2].ndim, in[2].shape, sx, sizeof sx),
@@ -254,9 +275,9 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     win.kh = (int)wt->shape[2];
     win.kw = (int)wt->shape[3];
     UG_TRY(window_outputs(op, &win));
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
+    out[0] = (ug_meta){.dtype = x->dtype, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
     ug_conv_args args = {.pass = UG_CONV_FORWARD, .win = win, .oc = wt->shape[0], .with_bias = nin == 3};
-    UG_TRY(conv_scratch(op, &args, &out[1]));
+    UG_TRY(conv_scratch(op, x->dtype, &args, &out[1]));
     *nout = 2;
     return UG_OK;
 }
@@ -357,9 +378,9 @@ static ug_status conv_dx_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     win.n = gy->shape[0];
     win.oh = gy->shape[2];
     win.ow = gy->shape[3];
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, win.c, win.h, win.w}};
+    out[0] = (ug_meta){.dtype = gy->dtype, .ndim = 4, .shape = {win.n, win.c, win.h, win.w}};
     ug_conv_args args = {.pass = UG_CONV_BACKWARD_DATA, .win = win, .oc = wt->shape[0]};
-    UG_TRY(conv_scratch(op, &args, &out[1]));
+    UG_TRY(conv_scratch(op, gy->dtype, &args, &out[1]));
     *nout = 2;
     return UG_OK;
 }
@@ -402,10 +423,10 @@ static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     take_image(&win, x->shape);
     win.oh = gy->shape[2];
     win.ow = gy->shape[3];
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4,
+    out[0] = (ug_meta){.dtype = gy->dtype, .ndim = 4,
                        .shape = {gy->shape[1], win.c / op->p.conv.groups, win.kh, win.kw}};
     ug_conv_args args = {.pass = UG_CONV_BACKWARD_WEIGHTS, .win = win, .oc = gy->shape[1]};
-    UG_TRY(conv_scratch(op, &args, &out[1]));
+    UG_TRY(conv_scratch(op, gy->dtype, &args, &out[1]));
     *nout = 2;
     return UG_OK;
 }
@@ -500,7 +521,11 @@ ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor
     ug_op op = conv_op(&ug_op_conv2d, "conv2d", params, x ? ug_dev(x) : NULL);
     op.p.conv.bias = bias != NULL;
     const ug_tensor *in[3] = {x, weight, bias};
-    return ug_op_eager_widened(&op, bias ? 3 : 2, in, HALF_INPUTS_XWB, out);
+    ug_dtype common = KEEP;
+    if (ug_check_tensor(x, "conv2d", "x") == UG_OK && ug_check_tensor(weight, "conv2d", "weight") == UG_OK)
+        common = conv_dtype(x->dtype, weight->dtype);
+    const ug_dtype want[3] = {common, common, KEEP};
+    return ug_op_eager_cast(&op, bias ? 3 : 2, in, want, out);
 }
 
 ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
@@ -509,7 +534,12 @@ ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias
     ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params, g ? g->device : NULL);
     op.p.conv.bias = bias != NULL;
     ug_value *in[3] = {x, weight, bias};
-    return ug_op_graph_widened(g, &op, bias ? 3 : 2, in, HALF_INPUTS_XWB, out);
+    /* In a mixed-precision graph autocast gives x and the weight its dtype. */
+    ug_dtype common = KEEP;
+    if (g && g->precision == UG_F32 && x && weight)
+        common = conv_dtype(x->dtype, weight->dtype);
+    const ug_dtype want[3] = {common, common, KEEP};
+    return ug_op_graph_cast(g, &op, bias ? 3 : 2, in, want, out);
 }
 
 /* ---- pooling: in x [N, C, H, W] ---- */
@@ -539,7 +569,7 @@ static ug_status pool_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
                             op->name, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw);
     take_image(&win, in[0].shape);
     UG_TRY(window_outputs(op, &win));
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4, .shape = {win.n, win.c, win.oh, win.ow}};
+    out[0] = (ug_meta){.dtype = in[0].dtype, .ndim = 4, .shape = {win.n, win.c, win.oh, win.ow}};
     if (op->p.pool.kind == UG_POOL_MAX) { /* where each maximum was, for the gradient */
         out[1] = out[0];
         out[1].dtype = UG_I32;
@@ -576,7 +606,7 @@ static ug_status pool_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug
     (void)nin;
     (void)nout;
     const ug_window2d *win = &op->p.pool.win;
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 4,
+    out[0] = (ug_meta){.dtype = in[0].dtype, .ndim = 4,
                        .shape = {in[0].shape[0], in[0].shape[1], win->h, win->w}};
     return UG_OK;
 }
@@ -608,25 +638,25 @@ const ug_op_def ug_op_pool = {"pool2d", pool_infer, pool_launch, pool_backward};
 ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
 {
     ug_op op = pool_op("max_pool2d", UG_POOL_MAX, params);
-    return ug_op_eager_widened(&op, 1, &x, HALF_INPUTS_X, out);
+    return ug_op_eager(&op, 1, &x, out);
 }
 
 ug_status ug_avg_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
 {
     ug_op op = pool_op("avg_pool2d", UG_POOL_AVG, params);
-    return ug_op_eager_widened(&op, 1, &x, HALF_INPUTS_X, out);
+    return ug_op_eager(&op, 1, &x, out);
 }
 
 ug_status ug_g_max_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
 {
     ug_op op = pool_op("graph max_pool2d", UG_POOL_MAX, params);
-    return ug_op_graph_widened(g, &op, 1, &x, HALF_INPUTS_X, out);
+    return ug_op_graph(g, &op, 1, &x, out);
 }
 
 ug_status ug_g_avg_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
 {
     ug_op op = pool_op("graph avg_pool2d", UG_POOL_AVG, params);
-    return ug_op_graph_widened(g, &op, 1, &x, HALF_INPUTS_X, out);
+    return ug_op_graph(g, &op, 1, &x, out);
 }
 
 /* Global average pooling is the mean over each plane: a reduction. */
@@ -693,7 +723,8 @@ static ug_status batchnorm_infer(const ug_op *op, int nin, const ug_meta *in, ug
     (void)nin;
     const ug_meta *x = &in[0];
     static const char *const names[] = {"x", "weight", "bias", "running_mean", "running_var"};
-    for (int i = 0; i < 5; i++)
+    UG_TRY(need_float(op, x, "x"));
+    for (int i = 1; i < 5; i++)
         UG_TRY(need_f32(op, &in[i], names[i]));
     char s[96];
     if (x->ndim < 2)
@@ -817,7 +848,8 @@ ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_te
                                 "batch_norm: %s is NULL; pass a tensor (%s), the running statistics "
                                 "too, which training updates and eval normalises with",
                                 names[i], i ? "[C]" : "[N, C, ...]");
-    return ug_op_eager_widened(&op, 5, in, HALF_INPUTS_XWB, out);
+    static const ug_dtype want[5] = {KEEP, UG_F32, UG_F32, KEEP, KEEP};
+    return ug_op_eager_cast(&op, 5, in, want, out);
 }
 
 ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
@@ -839,5 +871,6 @@ ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *
                 .p.batchnorm = {.graph = g, .update_running = true, .momentum = momentum,
                                 .eps = eps}};
     ug_value *in[5] = {x, weight, bias, running_mean, running_var};
-    return ug_op_graph_widened(g, &op, 5, in, HALF_INPUTS_XWB, out);
+    static const ug_dtype want[5] = {KEEP, UG_F32, UG_F32, KEEP, KEEP};
+    return ug_op_graph_cast(g, &op, 5, in, want, out);
 }

@@ -36,11 +36,12 @@ static ug_status gemm(const char *op, ug_tensor *c, const ug_tensor *a, const ug
     return ug_dispatch(ug_dev(c), UG_KERNEL_GEMM, op, a->dtype, &g);
 }
 
-/* f16 is a storage type: its product runs in f32 through three scratch
- * results (a, b and c in f32), which graphs plan like any value. */
+/* Half operands multiply with f32 accumulation in the backend's GEMM (the
+ * result rounded once to their dtype), so no f32 copy is planned. */
 static ug_status matmul_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     (void)nin;
+    (void)nout;
     const ug_meta *a = &in[0], *b = &in[1];
     bool ta = op->p.matmul.ta, tb = op->p.matmul.tb;
     UG_TRY(ug_infer_float(op, a, "a"));
@@ -77,26 +78,12 @@ static ug_status matmul_infer(const ug_op *op, int nin, const ug_meta *in, ug_me
     out[0].dtype = a->dtype;
     out[0].shape[out[0].ndim - 2] = m;
     out[0].shape[out[0].ndim - 1] = n;
-    if (a->dtype == UG_F32)
-        return UG_OK;
-    out[1] = *a;
-    out[2] = *b;
-    out[3] = out[0];
-    for (int k = 1; k < 4; k++)
-        out[k].dtype = UG_F32;
-    *nout = 4;
     return UG_OK;
 }
 
 static ug_status matmul_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
-    bool ta = op->p.matmul.ta, tb = op->p.matmul.tb;
-    if (in[0]->dtype == UG_F32)
-        return gemm(op->name, out[0], in[0], in[1], ta, tb);
-    UG_TRY(ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[1], in[0]));
-    UG_TRY(ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[2], in[1]));
-    UG_TRY(gemm(op->name, out[3], out[1], out[2], ta, tb));
-    return ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], out[3]);
+    return gemm(op->name, out[0], in[0], in[1], op->p.matmul.ta, op->p.matmul.tb);
 }
 
 /* Gradients of C = op(A) op(B); the products broadcast a 2-D operand over

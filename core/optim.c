@@ -316,6 +316,10 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
     fill_args(op->p.optim.graph->optimizer, op->p.optim.param_index, &args);
     args.param = ug_kview_of(in[0]);
     args.grad = ug_kview_of(in[1]);
+    const ug_tensor *copy = ug_model_half_copy_at(ug_optimizer_model(op->p.optim.graph->optimizer),
+                                                  op->p.optim.param_index);
+    if (copy)
+        args.copy = ug_kview_of(copy);
     if (in[2]) {
         args.grad_scale = ug_kview_of(in[2]);
         args.gated = op->p.optim.graph->optimizer->scaler != NULL;

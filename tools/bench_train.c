@@ -29,7 +29,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: ug-bench train-mlp|train-cnn [--device NAME] [--batch N]... [--hidden LIST]\n"
             "                          [--seconds S] [--no-epoch] [--no-modes] [--keep-denormals]\n"
-            "                          [--csv FILE]\n"
+            "                          [--precision LIST] [--csv FILE]\n"
             "Times ug-train's training step (train-mlp: MLP 784-500-10 by default, --hidden as\n"
             "ug-train's, e.g. 16x1024; train-cnn: ug-train --model cnn; Adam) at batch 64 and 128\n"
             "on changing batches beside the step's matrix products alone through OpenBLAS (for\n"
@@ -37,7 +37,8 @@ static void usage(FILE *out)
             "(Fashion-MNIST when installed, else random data of its size), and the step with\n"
             "gradient accumulation over 4 micro-batches and with activation checkpointing (time\n"
             "and memory: the plan's and the pool's measured peak). Denormals are flushed to zero\n"
-            "on the CPU backend's threads unless --keep-denormals.\n");
+            "on the CPU backend's threads unless --keep-denormals. --precision f32,f16,bf16 times\n"
+            "each compute precision in turn (default f32; f16 with loss scaling, as ug-train).\n");
 }
 
 /* One matrix product of the step: C [m, n] = op(A) op(B). */
@@ -317,6 +318,7 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
     TRY(ug_memory_get_stats(ds->device, &before));
     TRY(ug_memory_reset_peak(ds->device));
     ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    oc.loss_scaling = mlp_loss_scaling(cfg.precision);
     TRY(ug_model_create(ds->device, 0, model));
     TRY(mlp_build(*model, &cfg, ds->accumulate ? batch / MICRO_BATCHES : batch, &ds->step));
     TRY(ug_optimizer_create(*model, &oc, opt));
@@ -350,6 +352,8 @@ static int bench_train(int argc, char **argv, bool cnn)
     const char *only = NULL, *csv_path = NULL;
     int64_t batches[8];
     int batch_count = 0;
+    ug_dtype precisions[3] = {UG_F32};
+    int precision_count = 1;
     double target = 1.0;
     bool epoch = true, modes = true, flush = true;
     mlp_config cfg = {.inputs = FEATURES, .classes = CLASSES, .hidden_count = 1, .hidden = {HIDDEN},
@@ -376,6 +380,15 @@ static int bench_train(int argc, char **argv, bool cnn)
                 fprintf(stderr, "ug-bench train-mlp: --hidden takes sizes such as 500, 256,128 or 16x1024\n");
                 return 2;
             }
+        } else if (i + 1 < argc && !strcmp(argv[i], "--precision")) {
+            char list[64];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            precision_count = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
+                if (precision_count == 3 || !mlp_parse_precision(tok, &precisions[precision_count++])) {
+                    fprintf(stderr, "ug-bench %s: --precision takes up to 3 of f32, f16, bf16\n", command);
+                    return 2;
+                }
         } else if (i + 1 < argc && !strcmp(argv[i], "--batch") && batch_count < 8) {
             batches[batch_count] = atoll(argv[++i]);
             if (batches[batch_count++] < MICRO_BATCHES) {
@@ -413,7 +426,12 @@ static int bench_train(int argc, char **argv, bool cnn)
            "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
            "peak MiB");
     int rc = 0;
-    for (int d = 0; d < device_count && !rc; d++) {
+    for (int d = 0; d < device_count * precision_count && !rc; d++) {
+        /* Each device in each precision, named "cpu" or "cpu/f16". */
+        cfg.precision = precisions[d % precision_count];
+        char id[48];
+        snprintf(id, sizeof id, "%s%s%s", ids[d / precision_count], cfg.precision == UG_F32 ? "" : "/",
+                 cfg.precision == UG_F32 ? "" : ug_dtype_name(cfg.precision));
         for (int bi = 0; bi < batch_count && !rc; bi++) {
             int64_t batch = batches[bi];
             device_step ds = {0};
@@ -423,7 +441,8 @@ static int bench_train(int argc, char **argv, bool cnn)
             ug_loader_config lc = ug_loader_default_config();
             lc.batch_size = batch;
             lc.drop_last = true; /* full batches: the micro-batches split them evenly */
-            ug_status st = ug_device_open(ids[d], &ds.device);
+            lc.x_dtype = cfg.precision;
+            ug_status st = ug_device_open(ids[d / precision_count], &ds.device);
             if (st == UG_OK) st = ug_loader_create(data, ds.device, &lc, &loader);
             if (st == UG_OK) st = fill_batches(&ds, loader);
             if (st == UG_OK && modes) st = split_batches(&ds, batch);
@@ -440,13 +459,13 @@ static int bench_train(int argc, char **argv, bool cnn)
                 free_mode(&ds, model, opt);
             }
             if (st != UG_OK)
-                rc = bench_fail(ids[d]);
+                rc = bench_fail(id);
             for (int mode = 0; mode < (modes ? MODE_COUNT : 1) && !rc; mode++) {
                 const mode_result *r = &results[mode];
                 double steps_s = (double)epoch_steps * r->step_s, over_plain = r->step_s / results[0].step_s;
                 double mib = 1.0 / 1048576.0;
                 bool first = mode == MODE_PLAIN;
-                printf("%-10s %5lld %-12s %9.3f %6.2f", ids[d], (long long)batch, mode_names[mode], r->step_s * 1e3,
+                printf("%-10s %5lld %-12s %9.3f %6.2f", id, (long long)batch, mode_names[mode], r->step_s * 1e3,
                        over_plain);
                 if (r->blas_s > 0)
                     printf(" %12.3f %7.2f", r->blas_s * 1e3, r->over_blas);
@@ -464,7 +483,7 @@ static int bench_train(int argc, char **argv, bool cnn)
                            "", "", r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels,
                            100.0 * r->host_s / r->step_s);
                 if (csv)
-                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d\n", ids[d],
+                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d\n", id,
                             (long long)batch, mode_names[mode], r->step_s * 1e3, over_plain,
                             r->blas_s * 1e3, r->over_blas,
                             (double)batch / r->step_s, first ? epoch_s : 0.0, first ? steps_s : 0.0,

@@ -82,9 +82,13 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_gra
     if (st != UG_OK)
         return st;
     out->graph = g;
+    st = ug_graph_set_precision(g, c->precision);
+    if (st != UG_OK)
+        return st;
     int64_t xshape[2] = {batch, c->inputs};
     ug_value *logits = NULL;
-    st = ug_graph_input(g, "images", UG_F32, 2, xshape, &out->x);
+    /* In the compute dtype: a mixed-precision graph then casts nothing. */
+    st = ug_graph_input(g, "images", c->precision, 2, xshape, &out->x);
     if (st == UG_OK)
         st = ug_graph_input(g, "labels", UG_I32, 1, &batch, &out->y);
     if (st == UG_OK)
@@ -147,4 +151,22 @@ bool mlp_parse_hidden(const char *text, mlp_config *c)
             return false;
     }
     return c->hidden_count > 0;
+}
+
+bool mlp_parse_precision(const char *text, ug_dtype *precision)
+{
+    static const ug_dtype choices[] = {UG_F32, UG_F16, UG_BF16};
+    for (size_t i = 0; i < sizeof choices / sizeof choices[0]; i++)
+        if (!strcmp(text, ug_dtype_name(choices[i]))) {
+            *precision = choices[i];
+            return true;
+        }
+    return false;
+}
+
+ug_loss_scaling mlp_loss_scaling(ug_dtype precision)
+{
+    ug_loss_scaling scaling = ug_optimizer_defaults(UG_ADAM).loss_scaling;
+    scaling.enabled = precision == UG_F16;
+    return scaling;
 }

@@ -31,11 +31,12 @@ typedef struct mlp_config {
     float dropout;
     float label_smoothing;
     bool checkpoint;          /* each hidden layer a checkpointed segment */
+    ug_dtype precision;       /* compute precision (ug_graph_set_precision) */
 } mlp_config;
 
 typedef struct mlp_graph {
     ug_graph *graph;
-    ug_value *x, *y;          /* inputs: f32 [batch, inputs], i32 [batch] */
+    ug_value *x, *y;          /* inputs: [batch, inputs] in the precision, i32 [batch] */
     ug_value *loss;           /* mean cross-entropy */
     /* Summed on the device over the runs until ug_graph_clear_sums: */
     ug_value *loss_sum;       /* loss x rows: the sum of the samples' losses */
@@ -54,5 +55,10 @@ void mlp_free(mlp_graph *mlp);
 /* Parses "500", "256,128" or "16x1024" (16 layers of 1024) into
  * config->hidden. */
 bool mlp_parse_hidden(const char *text, mlp_config *config);
+/* Parses "f32", "f16" or "bf16". */
+bool mlp_parse_precision(const char *text, ug_dtype *precision);
+/* The optimizer configuration's loss scaling for a precision: on for f16
+ * (GradScaler's defaults), whose range small gradients fall out of. */
+ug_loss_scaling mlp_loss_scaling(ug_dtype precision);
 
 #endif

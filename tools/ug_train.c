@@ -54,6 +54,9 @@ static void usage(FILE *to)
             "  --dropout P          dropout after each hidden layer, default 0 (cnn: 0.25)\n"
             "  --label-smoothing S  default 0\n"
             "  --clip X             clip gradients to global norm X\n"
+            "  --precision P        f32 (default), f16 or bf16: products and convolutions in\n"
+            "                       the half type with f32 master weights (f16 with dynamic\n"
+            "                       loss scaling)\n"
             "  --checkpoint-activations  recompute each hidden layer's (cnn: conv block's)\n"
             "                       activations in backward\n"
             "                       instead of keeping them (less memory, more compute)\n"
@@ -235,6 +238,11 @@ static int parse_args(int argc, char **argv, options *o)
             else if (!strcmp(val, "tanh")) o->model.activation = MLP_TANH;
             else if (!strcmp(val, "sigmoid")) o->model.activation = MLP_SIGMOID;
             else { fprintf(stderr, "ug-train: unknown activation '%s'\n", val); return 2; }
+        } else if (!strcmp(arg, "--precision")) {
+            if (!mlp_parse_precision(val, &o->model.precision)) {
+                fprintf(stderr, "ug-train: unknown precision '%s' (f32, f16, bf16)\n", val);
+                return 2;
+            }
         } else if (!strcmp(arg, "--hidden")) {
             if (!mlp_parse_hidden(val, &o->model)) {
                 fprintf(stderr, "ug-train: --hidden '%s': give up to %d positive sizes, e.g. 256,128\n", val, MLP_MAX_HIDDEN);
@@ -339,6 +347,7 @@ static ug_status make_optimizer(ug_model *model, const options *o, int64_t train
         oc.momentum = o->momentum;
     oc.max_grad_norm = o->max_grad_norm;
     oc.schedule = (ug_schedule)o->schedule;
+    oc.loss_scaling = mlp_loss_scaling(o->model.precision);
     if (o->batch > 0) {
         int64_t batches = lc->drop_last ? train_count / o->batch : (train_count + o->batch - 1) / o->batch;
         oc.total_steps = o->epochs * ((batches + o->accumulate - 1) / o->accumulate);
@@ -402,6 +411,7 @@ int main(int argc, char **argv)
 
     ug_loader_config lc = ug_loader_default_config();
     lc.seed = o.seed;
+    lc.x_dtype = o.model.precision;
     ug_model *model = NULL;
     ug_optimizer *opt = NULL;
     ug_loader *train_loader = NULL, *test_loader = NULL;
@@ -456,8 +466,8 @@ int main(int argc, char **argv)
             used += snprintf(shape + used, sizeof shape - (size_t)used, "-%lld",
                              (long long)(i < o.model.hidden_count ? o.model.hidden[i] : o.model.classes));
     printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
-    printf("model %s, dropout %g, %s lr %g%s, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
-           shape, (double)o.model.dropout,
+    printf("model %s (%s), dropout %g, %s lr %g%s, batch %lld, %d epochs, seed %llu; %lld training and %lld test samples\n",
+           shape, ug_dtype_name(o.model.precision), (double)o.model.dropout,
            o.optimizer == UG_SGD ? "SGD" : o.optimizer == UG_ADAM ? "Adam" : "AdamW", (double)o.lr,
            o.schedule == UG_SCHEDULE_COSINE ? " cosine" : "", (long long)o.batch,
            o.epochs, (unsigned long long)o.seed, (long long)ug_dataset_count(train), (long long)ug_dataset_count(test));
@@ -517,6 +527,10 @@ int main(int argc, char **argv)
         printf("epoch %d: train loss %.4f (accuracy %.2f%%), test loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n",
                epoch, train_loss, 100.0 * train_accuracy, test_loss, 100.0 * accuracy, train_seconds,
                (double)samples / train_seconds);
+        ug_loss_scaler_state scaler;
+        if (ug_optimizer_loss_scaler(opt, &scaler) == UG_OK)
+            printf("loss scale %g, %lld steps skipped so far\n", (double)scaler.scale,
+                   (long long)scaler.skipped_steps);
         if (epoch == 1 && first_step_seconds >= 0)
             printf("first step finished %.2f s after the process started\n", first_step_seconds);
         fflush(stdout);

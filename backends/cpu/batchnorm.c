@@ -4,7 +4,7 @@
  * statistics exact to f32. */
 #include <math.h>
 
-#include "backends/cpu/internal.h"
+#include "backends/cpu/stage.h"
 
 /* Sums over a run: sixteen float lanes (independent additions the compiler
  * vectorises) over blocks short enough that float loses nothing that
@@ -144,10 +144,24 @@ static void bn_backward(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-ug_status ug_cpu_batchnorm(ug_bdev *dev, const ug_batchnorm_args *args)
+ug_status ug_cpu_batchnorm(ug_bdev *dev, const ug_batchnorm_args *in)
 {
+    ug_batchnorm_args staged = *in, *args = &staged;
+    const int64_t numel = args->n * args->c * args->inner;
+    ug_cpu_stage stage = {0};
+    ug_cpu_stage_add(&stage, &staged.x, numel, false);
+    if (args->backward) {
+        ug_cpu_stage_add(&stage, &staged.dy, numel, false);
+        ug_cpu_stage_add(&stage, &staged.dx, numel, true);
+    } else {
+        ug_cpu_stage_add(&stage, &staged.y, numel, true);
+    }
+    ug_status st = ug_cpu_stage_begin(&stage, "batchnorm");
+    if (st != UG_OK)
+        return st;
     bn_job j = {args};
     int64_t grain = UG_CPU_MIN_PARALLEL / (args->n * args->inner + 1) + 1;
     ug_cpu_parallel_for(dev->pool, args->c, grain, args->backward ? bn_backward : bn_forward, &j);
+    ug_cpu_stage_end(&stage);
     return UG_OK;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fault.h"
+#include "core/half.h"
 #include "backends/cpu/convs.h"
 
 enum { UG_CPU_ALIGN = 64 };
@@ -42,13 +43,13 @@ void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, fl
     case UG_F16: {
         const unsigned short *p = base;
         for (int64_t i = 0; i < n; i++)
-            out[i] = ug_f16_to_f32(p[i * stride]);
+            out[i] = ug_half_to_f32(p[i * stride]);
         break;
     }
     case UG_BF16: {
         const unsigned short *p = base;
         for (int64_t i = 0; i < n; i++)
-            out[i] = ug_bf16_to_f32(p[i * stride]);
+            out[i] = ug_bfloat_to_f32(p[i * stride]);
         break;
     }
     case UG_I32: {
@@ -73,11 +74,11 @@ void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in)
     } else if (dtype == UG_F16) {
         unsigned short *p = base;
         for (int64_t i = 0; i < n; i++)
-            p[i] = ug_f32_to_f16(in[i]);
+            p[i] = ug_half_from_f32(in[i]);
     } else if (dtype == UG_BF16) {
         unsigned short *p = base;
         for (int64_t i = 0; i < n; i++)
-            p[i] = ug_f32_to_bf16(in[i]);
+            p[i] = ug_bfloat_from_f32(in[i]);
     }
 }
 

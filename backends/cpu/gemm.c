@@ -1,13 +1,19 @@
-/* GEMM through OpenBLAS's cblas_sgemm, called in place on the buffers (no
+/* GEMM through OpenBLAS's cblas_sgemm, called in place on f32 buffers (no
  * copies). OpenBLAS runs single-threaded inside our pool's tasks, each on a
  * tile of C, so one thread budget covers every op: OpenBLAS's own threads
- * would spin beside ours between calls and oversubscribe the cores. */
+ * would spin beside ours between calls and oversubscribe the cores.
+ *
+ * f16 and bf16 operands: each task widens the panels of A and B its tile
+ * reads (and C's tile when it is half) to f32, multiplies with sgemm and
+ * rounds C once. Debian's OpenBLAS is built without its bf16 kernels
+ * (no cblas_sbgemm), so this is the path on every CPU it runs on. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* cpu_set_t in OpenBLAS's cblas.h */
 #endif
 #include <cblas.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "backends/cpu/internal.h"
 
@@ -33,16 +39,21 @@ static ug_status fix_ld(const char *name, int64_t rows, int64_t cols, int64_t *l
 
 /* k == 0: the product is empty, C = beta * C (beta == 0 writes zeros
  * without reading C, as BLAS does). */
-static void scale_c(float *c, int64_t m, int64_t n, int64_t ldc, float beta)
+static void scale_c(char *c, ug_dtype dtype, int64_t m, int64_t n, int64_t ldc, float beta,
+                    float *row)
 {
     for (int64_t i = 0; i < m; i++) {
-        float *row = c + i * ldc;
+        char *dst = c + i * ldc * (int64_t)ug_dtype_size(dtype);
+        if (beta == 1.0f)
+            continue;
         if (beta == 0.0f)
             for (int64_t j = 0; j < n; j++)
                 row[j] = 0.0f;
-        else if (beta != 1.0f)
-            for (int64_t j = 0; j < n; j++)
-                row[j] *= beta;
+        else
+            ug_cpu_load(dst, dtype, 1, n, row);
+        for (int64_t j = 0; beta != 0.0f && j < n; j++)
+            row[j] *= beta;
+        ug_cpu_store(dst, dtype, n, row);
     }
 }
 
@@ -51,49 +62,106 @@ static void scale_c(float *c, int64_t m, int64_t n, int64_t ldc, float beta)
 
 typedef struct gemm_job {
     const ug_gemm_args *g;
-    const float *a, *b;
-    float *c;
+    const char *a, *b;
+    char *c;
+    size_t a_size, c_size;   /* element bytes: A's and B's, C's */
     int64_t lda, ldb, ldc;
     bool split_rows;     /* tiles are rows of C (else columns) */
+    bool failed;         /* a tile's f32 copies could not be allocated */
     int64_t tile, tiles; /* tile length, tiles per batch entry */
 } gemm_job;
 
+/* A stored rows x cols matrix (row stride ld) of dtype as dense f32. */
+static void widen(const char *src, ug_dtype dtype, int64_t rows, int64_t cols, int64_t ld,
+                  float *dst)
+{
+    for (int64_t r = 0; r < rows; r++)
+        ug_cpu_load(src + r * ld * (int64_t)ug_dtype_size(dtype), dtype, 1, cols, dst + r * cols);
+}
+
+/* One tile of C (m x n): C = alpha sum over batch entries [first, last) of
+ * op(A[b]) op(B[b]) + beta C, the sum in order (so no partial results
+ * meet). f32 runs in place; halves through f32 copies of the tile's panels,
+ * C rounded once after the whole sum. a, b and c point at the tile in
+ * entry first; entry b's operands are stride_a and stride_b further. */
+static bool tile_gemm(const gemm_job *j, int64_t first, int64_t last, int64_t m, int64_t n,
+                      const char *a, const char *b, char *c)
+{
+    const ug_gemm_args *g = j->g;
+    const CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
+    const CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+    const int64_t k = g->k, as = (int64_t)j->a_size;
+    if (g->a.dtype == UG_F32 && g->c.dtype == UG_F32) {
+        for (int64_t e = first; e < last; e++)
+            cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, g->alpha,
+                        (const float *)a + (e - first) * g->stride_a, (blasint)j->lda,
+                        (const float *)b + (e - first) * g->stride_b, (blasint)j->ldb,
+                        e > first ? 1.0f : g->beta, (float *)c, (blasint)j->ldc);
+        return true;
+    }
+    /* Stored shapes: A is m x k (k x m transposed), B is k x n (n x k). */
+    const int64_t a_rows = g->trans_a ? k : m, a_cols = g->trans_a ? m : k;
+    const int64_t b_rows = g->trans_b ? n : k, b_cols = g->trans_b ? k : n;
+    const bool half_c = g->c.dtype != UG_F32;
+    float *wa = malloc((size_t)(a_rows * a_cols + b_rows * b_cols + (half_c ? m * n : 0)) *
+                       sizeof(float));
+    if (!wa)
+        return false;
+    float *wb = wa + a_rows * a_cols, *wc = half_c ? wb + b_rows * b_cols : (float *)c;
+    const int64_t ldc = half_c ? n : j->ldc;
+    if (half_c && g->beta != 0.0f)
+        widen(c, g->c.dtype, m, n, j->ldc, wc);
+    for (int64_t e = first; e < last; e++) {
+        widen(a + (e - first) * g->stride_a * as, g->a.dtype, a_rows, a_cols, j->lda, wa);
+        widen(b + (e - first) * g->stride_b * as, g->b.dtype, b_rows, b_cols, j->ldb, wb);
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, g->alpha, wa,
+                    (blasint)a_cols, wb, (blasint)b_cols, e > first ? 1.0f : g->beta, wc,
+                    (blasint)ldc);
+    }
+    if (half_c)
+        for (int64_t r = 0; r < m; r++)
+            ug_cpu_store(c + r * j->ldc * (int64_t)j->c_size, g->c.dtype, n, wc + r * n);
+    free(wa);
+    return true;
+}
+
 /* Task u: one tile of C[b] (b = u / tiles), or with sum_batch one tile of
- * the one C, summed over every b in order (so no partial results meet). */
+ * the one C, summed over every b. A half tile whose f32 copies cannot be
+ * allocated sets failed. */
 static void gemm_range(void *ctx, int64_t begin, int64_t end)
 {
-    const gemm_job *j = ctx;
+    gemm_job *j = ctx;
     const ug_gemm_args *g = j->g;
+    const int64_t as = (int64_t)j->a_size, cs = (int64_t)j->c_size;
     for (int64_t u = begin; u < end; u++) {
         const int64_t start = u % j->tiles * j->tile;
         const int64_t first = g->sum_batch ? 0 : u / j->tiles;
         const int64_t last = g->sum_batch ? g->batch : first + 1;
-        for (int64_t b = first; b < last; b++) {
-            const float *a = j->a + b * g->stride_a, *bm = j->b + b * g->stride_b;
-            float *c = j->c + (g->sum_batch ? 0 : b * g->stride_c);
-            int64_t m = g->m, n = g->n;
-            if (j->split_rows) {
-                m = g->m - start < j->tile ? g->m - start : j->tile;
-                a += g->trans_a ? start : start * j->lda; /* A is k x m when transposed */
-                c += start * j->ldc;
-            } else {
-                n = g->n - start < j->tile ? g->n - start : j->tile;
-                bm += g->trans_b ? start * j->ldb : start; /* B is n x k when transposed */
-                c += start;
-            }
-            cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                        g->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
-                        (blasint)g->k, g->alpha, a, (blasint)j->lda, bm, (blasint)j->ldb,
-                        b > first ? 1.0f : g->beta, c, (blasint)j->ldc);
+        const char *a = j->a + first * g->stride_a * as, *bm = j->b + first * g->stride_b * as;
+        char *c = j->c + (g->sum_batch ? 0 : first * g->stride_c * cs);
+        int64_t m = g->m, n = g->n;
+        if (j->split_rows) {
+            m = g->m - start < j->tile ? g->m - start : j->tile;
+            a += (g->trans_a ? start : start * j->lda) * as; /* A is k x m when transposed */
+            c += start * j->ldc * cs;
+        } else {
+            n = g->n - start < j->tile ? g->n - start : j->tile;
+            bm += (g->trans_b ? start * j->ldb : start) * as; /* B is n x k when transposed */
+            c += start * cs;
         }
+        if (!tile_gemm(j, first, last, m, n, a, bm, c))
+            __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
     }
 }
 
 ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
 {
     const ug_gemm_args *g = args;
-    if (g->a.dtype != UG_F32 || g->b.dtype != UG_F32 || g->c.dtype != UG_F32)
-        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu gemm: only f32 is supported (got %s, %s -> %s)",
+    if (!ug_cpu_float_dtype(g->a.dtype) || g->b.dtype != g->a.dtype ||
+        (g->c.dtype != UG_F32 && g->c.dtype != g->a.dtype))
+        return UG_CPU_ERROR(UG_ERR_DTYPE,
+                            "cpu gemm: A and B must share f32, f16 or bf16 and C be f32 or A's "
+                            "dtype (got %s, %s -> %s)",
                             ug_dtype_name(g->a.dtype), ug_dtype_name(g->b.dtype),
                             ug_dtype_name(g->c.dtype));
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0)
@@ -107,14 +175,21 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
         return UG_CPU_ERROR(UG_ERR_UNSUPPORTED,
                             "cpu gemm: m=%lld n=%lld k=%lld exceed OpenBLAS's 32-bit integer range",
                             (long long)g->m, (long long)g->n, (long long)g->k);
-    float *c = (float *)ug_cpu_ptr(g->c);
+    char *c = ug_cpu_ptr(g->c);
+    const size_t c_size = ug_dtype_size(g->c.dtype);
     int64_t ldc = g->ldc;
     ug_status st = fix_ld("ldc", g->m, g->n, &ldc);
     if (st != UG_OK)
         return st;
     if (g->k == 0) {
+        float *row = malloc((size_t)g->n * sizeof(float));
+        if (!row)
+            return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu gemm: no host memory for a row of %lld",
+                                (long long)g->n);
         for (int64_t b = 0; b < (g->sum_batch ? 1 : g->batch); b++)
-            scale_c(c + b * g->stride_c, g->m, g->n, ldc, g->beta);
+            scale_c(c + b * g->stride_c * (int64_t)c_size, g->c.dtype, g->m, g->n, ldc, g->beta,
+                    row);
+        free(row);
         return UG_OK;
     }
     /* Stored shapes: A is m x k (k x m transposed), B is k x n (n x k). */
@@ -124,8 +199,8 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
         st = fix_ld("ldb", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, &ldb);
     if (st != UG_OK)
         return st;
-    gemm_job job = {.g = g, .a = (const float *)ug_cpu_ptr(g->a),
-                    .b = (const float *)ug_cpu_ptr(g->b), .c = c,
+    gemm_job job = {.g = g, .a = ug_cpu_ptr(g->a), .b = ug_cpu_ptr(g->b), .c = c,
+                    .a_size = ug_dtype_size(g->a.dtype), .c_size = c_size,
                     .lda = lda, .ldb = ldb, .ldc = ldc};
     /* Split C's longer side so every thread has a tile even for one GEMM,
      * in multiples of 16 (whole SIMD panels), and only while a tile keeps
@@ -142,5 +217,11 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
     job.tile = (job.tile + 15) / 16 * 16;
     job.tiles = (side + job.tile - 1) / job.tile;
     ug_cpu_parallel_for(dev->pool, (g->sum_batch ? 1 : g->batch) * job.tiles, 1, gemm_range, &job);
+    if (job.failed)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY,
+                            "cpu gemm: no host memory for the f32 copies of a %s tile (m=%lld "
+                            "n=%lld k=%lld)",
+                            ug_dtype_name(g->a.dtype), (long long)g->m, (long long)g->n,
+                            (long long)g->k);
     return UG_OK;
 }

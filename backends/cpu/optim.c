@@ -69,6 +69,10 @@ static void optim_range(void *vjob, int64_t b, int64_t e)
         sgd_range(j, b, e);
     else
         adam_range(j, b, e);
+    const ug_kview copy = j->args->copy;
+    if (copy.mem) /* while the range is still in cache */
+        ug_cpu_store(ug_cpu_ptr(copy) + b * (int64_t)ug_dtype_size(copy.dtype), copy.dtype, e - b,
+                     j->p + b);
 }
 
 static ug_status scaler_update(const ug_optim_args *a)
@@ -98,8 +102,10 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
                             "cpu optimizer: missing parameter, gradient or state buffer");
     if (a->param.dtype != UG_F32 || a->grad.dtype != UG_F32 ||
         (need0 && a->state0.dtype != UG_F32) || (need1 && a->state1.dtype != UG_F32) ||
-        (a->grad_scale.mem && a->grad_scale.dtype != UG_F32))
-        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu optimizer: every buffer must be f32");
+        (a->grad_scale.mem && a->grad_scale.dtype != UG_F32) ||
+        (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16))
+        return UG_CPU_ERROR(UG_ERR_DTYPE,
+                            "cpu optimizer: every buffer must be f32 (the half copy f16 or bf16)");
     if (a->n <= 0)
         return UG_OK;
     ug_optim_args gated = *a; /* with the gate's step, when gated */

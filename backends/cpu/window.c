@@ -4,7 +4,7 @@
  * kernels/common/window.h that every backend shares. */
 #include <string.h>
 
-#include "backends/cpu/internal.h"
+#include "backends/cpu/stage.h"
 #include "kernels/common/window.h"
 
 /* The valid output columns [*lo, *hi) of a row whose tap sits at offset
@@ -165,17 +165,25 @@ static void col2im_planes(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-ug_status ug_cpu_im2col(ug_bdev *dev, const ug_im2col_args *args)
+ug_status ug_cpu_im2col(ug_bdev *dev, const ug_im2col_args *in)
 {
+    ug_im2col_args staged = *in, *args = &staged;
     const ug_window2d *w = &args->win;
-    im2col_job j = {w, (float *)ug_cpu_ptr(args->image), (float *)ug_cpu_ptr(args->col)};
     const int64_t taps = (int64_t)w->kh * w->kw, ohw = w->oh * w->ow;
+    ug_cpu_stage stage = {0};
+    ug_cpu_stage_add(&stage, &staged.image, w->n * w->c * w->h * w->w, args->to_image);
+    ug_cpu_stage_add(&stage, &staged.col, w->n * w->c * taps * ohw, !args->to_image);
+    ug_status st = ug_cpu_stage_begin(&stage, args->to_image ? "col2im" : "im2col");
+    if (st != UG_OK)
+        return st;
+    im2col_job j = {w, (float *)ug_cpu_ptr(args->image), (float *)ug_cpu_ptr(args->col)};
     if (args->to_image)
         ug_cpu_parallel_for(dev->pool, w->n * w->c, UG_CPU_MIN_PARALLEL / (taps * ohw) + 1,
                             col2im_planes, &j);
     else
         ug_cpu_parallel_for(dev->pool, w->n * w->c * taps, UG_CPU_MIN_PARALLEL / ohw + 1,
                             im2col_rows, &j);
+    ug_cpu_stage_end(&stage);
     return UG_OK;
 }
 
@@ -315,9 +323,22 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
 #undef ARGS
 }
 
-ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *args)
+ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *in)
 {
+    ug_pool_args staged = *in, *args = &staged;
     const ug_window2d *w = &args->win;
+    const int64_t image = w->n * w->c * w->h * w->w, pooled = w->n * w->c * w->oh * w->ow;
+    ug_cpu_stage stage = {0};
+    if (args->backward) {
+        ug_cpu_stage_add(&stage, &staged.dy, pooled, false);
+        ug_cpu_stage_add(&stage, &staged.dx, image, true);
+    } else {
+        ug_cpu_stage_add(&stage, &staged.x, image, false);
+        ug_cpu_stage_add(&stage, &staged.y, pooled, true);
+    }
+    ug_status st = ug_cpu_stage_begin(&stage, "pool2d");
+    if (st != UG_OK)
+        return st;
     pool_job j = {.args = args};
     if (args->backward) {
         j.in = (const float *)ug_cpu_ptr(args->dy);
@@ -330,5 +351,6 @@ ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *args)
     }
     int64_t per_plane = w->h * w->w + w->oh * w->ow * w->kh * w->kw;
     ug_cpu_parallel_for(dev->pool, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
+    ug_cpu_stage_end(&stage);
     return UG_OK;
 }

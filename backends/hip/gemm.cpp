@@ -3,6 +3,12 @@
  * module's own kernel (kernels/hip/gemm.hip). UG_GEMM=own forces the own
  * kernel; it is read on every call so one process can test both paths.
  *
+ * f16 and bf16 operands go to the library's mixed-precision call (cuBLAS
+ * cublasGemmEx, rocBLAS rocblas_gemm_ex, hipBLAS hipblasGemmEx_v2 and their
+ * strided batched forms) with f32 compute, as the own kernel sums; those
+ * symbols are optional, and without them half GEMMs run the own kernel
+ * while f32 keeps the library.
+ *
  * The vendor libraries are column-major: a row-major C = op(A) op(B) is the
  * column-major C^T = op(B)^T op(A)^T, so the call swaps A and B, m and n. */
 #include <dlfcn.h>
@@ -18,6 +24,7 @@
 typedef int (*create_fn)(void **handle);
 typedef int (*destroy_fn)(void *handle);
 typedef int (*set_stream_fn)(void *handle, hipStream_t stream);
+typedef int (*set_math_fn)(void *handle, int mode);
 typedef int (*sgemm_fn)(void *handle, int ta, int tb, int m, int n, int k, const float *alpha,
                         const float *a, int lda, const float *b, int ldb, const float *beta,
                         float *c, int ldc);
@@ -25,32 +32,83 @@ typedef int (*sgemm_batched_fn)(void *handle, int ta, int tb, int m, int n, int 
                                 const float *alpha, const float *a, int lda, long long sa,
                                 const float *b, int ldb, long long sb, const float *beta, float *c,
                                 int ldc, long long sc, int batch);
+/* Mixed precision, cuBLAS's form (hipBLAS's _v2 is the same): alpha and
+ * beta point to floats with f32 compute. */
+typedef int (*gemm_ex_fn)(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
+                          const void *a, int a_type, int lda, const void *b, int b_type, int ldb,
+                          const void *beta, void *c, int c_type, int ldc, int compute, int algo);
+typedef int (*gemm_ex_batched_fn)(void *handle, int ta, int tb, int m, int n, int k,
+                                  const void *alpha, const void *a, int a_type, int lda,
+                                  long long sa, const void *b, int b_type, int ldb, long long sb,
+                                  const void *beta, void *c, int c_type, int ldc, long long sc,
+                                  int batch, int compute, int algo);
+/* rocBLAS's form: D = alpha op(A) op(B) + beta C, then a solution index and
+ * flags; C is passed as D too (in place, which rocBLAS allows). */
+typedef int (*rocblas_ex_fn)(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
+                             const void *a, int a_type, int lda, const void *b, int b_type, int ldb,
+                             const void *beta, const void *c, int c_type, int ldc, void *d,
+                             int d_type, int ldd, int compute, int algo, int32_t solution,
+                             uint32_t flags);
+typedef int (*rocblas_ex_batched_fn)(void *handle, int ta, int tb, int m, int n, int k,
+                                     const void *alpha, const void *a, int a_type, int lda,
+                                     int64_t sa, const void *b, int b_type, int ldb, int64_t sb,
+                                     const void *beta, const void *c, int c_type, int ldc,
+                                     int64_t sc, void *d, int d_type, int ldd, int64_t sd,
+                                     int batch, int compute, int algo, int32_t solution,
+                                     uint32_t flags);
 
 typedef struct vendor {
     const char *label;      /* "rocBLAS" */
     const char *libs[4];    /* file names tried in order */
     const char *syms[5];    /* create, destroy, set_stream, sgemm, strided batched */
     int op_n, op_t;         /* values of the no-transpose / transpose enums */
+    /* Mixed precision (optional): GEMM and strided batched, NULL for none;
+     * rocblas_form: the rocblas_ex_fn signatures, else the gemm_ex_fn ones. */
+    const char *ex_syms[2];
+    bool rocblas_form;
+    int type_f32, type_f16, type_bf16; /* the library's data type enum */
+    int compute_f32, algo;             /* f32 compute, default algorithm */
+    /* Optional, set on each handle: the math mode that keeps every partial
+     * sum in f32 (cuBLAS may otherwise reduce split-K partials in a half
+     * C's type); NULL where the library always does. */
+    const char *math_sym;
+    int math_mode;
 } vendor;
 
+/* Enum values as in the vendors' headers: cuBLAS library_types.h
+ * (CUDA_R_32F 0, CUDA_R_16F 2, CUDA_R_16BF 14) and cublas_api.h
+ * (CUBLAS_COMPUTE_32F 68, CUBLAS_GEMM_DEFAULT -1, CUBLAS_DEFAULT_MATH 0 |
+ * CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION 16); rocBLAS rocblas-types.h
+ * (rocblas_datatype_f32_r 151, f16_r 150, bf16_r 168, the compute type
+ * being a datatype; rocblas_gemm_algo_standard 0); hipBLAS hipDataType
+ * (HIP_R_32F 0, HIP_R_16F 2, HIP_R_16BF 14), hipblas-common.h
+ * (HIPBLAS_COMPUTE_32F 2) and hipblas.h (HIPBLAS_GEMM_DEFAULT 160). */
 static const vendor g_vendors[] = {
 #ifdef UG_CUDA
     {"cuBLAS",
      {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL},
      {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2",
       "cublasSgemmStridedBatched"},
-     0, 1},
+     0, 1, {"cublasGemmEx", "cublasGemmStridedBatchedEx"}, false, 0, 2, 14, 68, -1,
+     "cublasSetMathMode", 0 | 16},
 #else
     {"rocBLAS",
      {"librocblas.so", "librocblas.so.4", "librocblas.so.0", NULL},
      {"rocblas_create_handle", "rocblas_destroy_handle", "rocblas_set_stream", "rocblas_sgemm",
       "rocblas_sgemm_strided_batched"},
-     111, 112},
+     111, 112, {"rocblas_gemm_ex", "rocblas_gemm_strided_batched_ex"}, true, 151, 150, 168, 151,
+     0, NULL, 0},
+    /* Only the _v2 names (hipBLAS 2.x, ROCm 6), whose types are certain:
+     * the plain hipblasGemmEx takes hipblasDatatype_t (150, 151, 168) up
+     * to hipBLAS 2.x but hipDataType from 3.0 (ROCm 7), and nothing in the
+     * library tells the two apart, so a hipBLAS without _v2 runs half
+     * GEMMs on the own kernel. */
     {"hipBLAS",
      {"libhipblas.so", "libhipblas.so.2", "libhipblas.so.0", NULL},
      {"hipblasCreate", "hipblasDestroy", "hipblasSetStream", "hipblasSgemm",
       "hipblasSgemmStridedBatched"},
-     111, 112},
+     111, 112, {"hipblasGemmEx_v2", "hipblasGemmStridedBatchedEx_v2"}, false, 0, 2, 14, 2, 160,
+     NULL, 0},
 #endif
 };
 
@@ -62,6 +120,8 @@ static struct {
     set_stream_fn set_stream;
     sgemm_fn sgemm;
     sgemm_batched_fn sgemm_batched;
+    void *ex[2];  /* mixed precision GEMM, strided batched: both or none */
+    set_math_fn set_math; /* NULL: none */
     char why[96]; /* why the own kernel runs */
 } g_blas;
 
@@ -78,6 +138,12 @@ static bool bind(void *lib, const vendor *v)
     memcpy(&g_blas.set_stream, &s[2], sizeof s[2]);
     memcpy(&g_blas.sgemm, &s[3], sizeof s[3]);
     memcpy(&g_blas.sgemm_batched, &s[4], sizeof s[4]);
+    g_blas.ex[0] = dlsym(lib, v->ex_syms[0]);
+    g_blas.ex[1] = dlsym(lib, v->ex_syms[1]);
+    if (!g_blas.ex[0] || !g_blas.ex[1])
+        g_blas.ex[0] = g_blas.ex[1] = NULL;
+    void *math = v->math_sym ? dlsym(lib, v->math_sym) : NULL;
+    memcpy(&g_blas.set_math, &math, sizeof math);
     g_blas.v = v;
     return true;
 }
@@ -129,8 +195,13 @@ void ug_hip_blas_open(ug_bdev *dev)
         return;
     }
     rc = g_blas.set_stream(h, dev->stream);
+    const char *call = "set_stream";
+    if (rc == 0 && g_blas.set_math) {
+        rc = g_blas.set_math(h, g_blas.v->math_mode);
+        call = g_blas.v->math_sym;
+    }
     if (rc != 0) {
-        snprintf(g_blas.why, sizeof g_blas.why, "%s set_stream returned %d", g_blas.v->label, rc);
+        snprintf(g_blas.why, sizeof g_blas.why, "%s %s returned %d", g_blas.v->label, call, rc);
         g_blas.destroy(h);
         return;
     }
@@ -155,8 +226,13 @@ const char *ug_hip_blas_path(const ug_bdev *dev)
     static char text[112];
     if (forced_own())
         return "own (UG_GEMM=own)";
-    if (g_blas.lib && (!dev || dev->blas))
-        return g_blas.v->label;
+    if (g_blas.lib && (!dev || dev->blas)) {
+        if (g_blas.ex[0])
+            return g_blas.v->label;
+        snprintf(text, sizeof text, "%s (f16/bf16: own, no %s)", g_blas.v->label,
+                 g_blas.v->ex_syms[0]);
+        return text;
+    }
     snprintf(text, sizeof text, "own (%s)", g_blas.why[0] ? g_blas.why : "no vendor BLAS");
     return text;
 }
@@ -173,18 +249,74 @@ static bool vendor_fits(const ug_gemm_args *a)
            a->ldc >= (a->n > 1 ? a->n : 1);
 }
 
+/* The library's enum value of an f32, f16 or bf16 matrix. */
+static int vendor_type(const vendor *v, ug_dtype t)
+{
+    return t == UG_F16 ? v->type_f16 : t == UG_BF16 ? v->type_bf16 : v->type_f32;
+}
+
+/* A GEMM with f16 or bf16 A and B through the mixed-precision call, with
+ * the f32 call's column-major mapping (B first, n and m swapped). */
+static int vendor_gemm_ex(ug_bdev *dev, const ug_gemm_args *a)
+{
+    const vendor *v = g_blas.v;
+    const void *A = ug_hip_ptr(&a->a), *B = ug_hip_ptr(&a->b);
+    void *C = ug_hip_ptr(&a->c);
+    const int tb = a->trans_b ? v->op_t : v->op_n, ta = a->trans_a ? v->op_t : v->op_n;
+    const int ab = vendor_type(v, a->a.dtype), c = vendor_type(v, a->c.dtype);
+    const int m = (int)a->m, n = (int)a->n, k = (int)a->k, batch = (int)a->batch;
+    const int lda = (int)a->lda, ldb = (int)a->ldb, ldc = (int)a->ldc;
+    if (v->rocblas_form && batch == 1) {
+        rocblas_ex_fn f;
+        memcpy(&f, &g_blas.ex[0], sizeof f);
+        return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, A, ab, lda, &a->beta, C, c,
+                 ldc, C, c, ldc, v->compute_f32, v->algo, 0, 0);
+    }
+    if (v->rocblas_form) {
+        rocblas_ex_batched_fn f;
+        memcpy(&f, &g_blas.ex[1], sizeof f);
+        return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, a->stride_b, A, ab, lda,
+                 a->stride_a, &a->beta, C, c, ldc, a->stride_c, C, c, ldc, a->stride_c, batch,
+                 v->compute_f32, v->algo, 0, 0);
+    }
+    if (batch == 1) {
+        gemm_ex_fn f;
+        memcpy(&f, &g_blas.ex[0], sizeof f);
+        return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, A, ab, lda, &a->beta, C, c,
+                 ldc, v->compute_f32, v->algo);
+    }
+    gemm_ex_batched_fn f;
+    memcpy(&f, &g_blas.ex[1], sizeof f);
+    return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, a->stride_b, A, ab, lda,
+             a->stride_a, &a->beta, C, c, ldc, a->stride_c, batch, v->compute_f32, v->algo);
+}
+
 ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
+    /* One GEMM per entry adds each product to an f32 C; a half C would be
+     * rounded at every entry, so the own kernel sums them all first. */
+    if (a->sum_batch && a->c.dtype != UG_F32)
+        return ug_hip_gemm_own(dev, a);
     if (a->sum_batch)
         return ug_gemm_sum_batch_by_loop(dev, a, ug_hip_gemm);
-    if (!dev->blas || forced_own() || !vendor_fits(a))
+    const bool half = a->a.dtype != UG_F32;
+    if (!dev->blas || forced_own() || !vendor_fits(a) || (half && !g_blas.ex[0]))
         return ug_hip_gemm_own(dev, a);
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
         return st;
     const vendor *v = g_blas.v;
+    if (half) {
+        const int rc = vendor_gemm_ex(dev, a);
+        if (rc != 0)
+            return ug_hip_host->set_error(UG_ERR_BACKEND, "%s: %s %s (%s) returned status %d",
+                                          UG_HIP_BACKEND, v->label,
+                                          v->ex_syms[a->batch == 1 ? 0 : 1],
+                                          a->a.dtype == UG_F16 ? "f16" : "bf16", rc);
+        return UG_OK;
+    }
     const float *A = (const float *)ug_hip_ptr(&a->a), *B = (const float *)ug_hip_ptr(&a->b);
     float *C = (float *)ug_hip_ptr(&a->c);
     const int tb = a->trans_b ? v->op_t : v->op_n, ta = a->trans_a ? v->op_t : v->op_n;

@@ -62,6 +62,22 @@ static void format_versions(void)
 #endif
 }
 
+/* Whether the GPU computes in bf16 natively (f16 it does on every
+ * supported one): NVIDIA from Ampere (sm_80); AMD on MI200 (gfx90a), MI300
+ * (gfx94x), MI350 (gfx950) and RDNA3 onwards (gfx11xx, gfx12xx). */
+static bool native_bf16(const hipDeviceProp_t &p)
+{
+#ifdef UG_CUDA
+    return p.major >= 8;
+#else
+    static const char *const families[] = {"gfx90a", "gfx94", "gfx95", "gfx11", "gfx12"};
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strncmp(p.gcnArchName, families[i], strlen(families[i])) == 0)
+            return true;
+    return false;
+#endif
+}
+
 /* Fills g_info[g_count] from device ordinal, or writes why it is skipped. */
 static bool add_device(int ordinal, char *why, size_t why_len)
 {
@@ -114,6 +130,7 @@ static bool add_device(int ordinal, char *why, size_t why_len)
     info->compute_units = (uint32_t)p.multiProcessorCount;
     info->max_work_group = (uint64_t)p.maxThreadsPerBlock;
     info->fp16 = true;
+    info->bf16 = native_bf16(p);
     info->is_gpu = true;
     g_ordinal[g_count++] = ordinal;
     return true;

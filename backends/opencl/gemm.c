@@ -25,10 +25,44 @@ static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug
         (long long)a->batch, (int)code, ocl_clblast_error_name(code));
 }
 
+/* Half operands: unigrad's own kernel (gemm.cl), which accumulates in f32
+ * as every backend does; CLBlast's HGEMM would sum in f16. */
+static ug_status half_gemm(ug_bdev *dev, const ug_gemm_args *a)
+{
+    if (a->b.dtype != a->a.dtype || (a->c.dtype != UG_F32 && a->c.dtype != a->a.dtype))
+        return ocl_host->set_error(UG_ERR_DTYPE,
+                                   "OpenCL: gemm's A and B must share a dtype, and C be f32 or "
+                                   "theirs (got %s, %s -> %s)",
+                                   ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
+                                   ug_dtype_name(a->c.dtype));
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, OCL_GEMM_HALF, a->a.dtype, a->c.dtype, &k);
+    if (st != UG_OK)
+        return st;
+    cl_mem c = (cl_mem)a->c.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
+    cl_ulong coff = (cl_ulong)a->c.offset, aoff = (cl_ulong)a->a.offset,
+             boff = (cl_ulong)a->b.offset;
+    cl_long m = a->m, n = a->n, kk = a->k, lda = a->lda, ldb = a->ldb, ldc = a->ldc,
+            sa = a->stride_a, sb = a->stride_b, sc = a->stride_c, batch = a->batch;
+    cl_int ta = a->trans_a, tb = a->trans_b, sum = a->sum_batch;
+    cl_float alpha = a->alpha, beta = a->beta;
+    ocl_arg args[] = {OCL_ARG(c),  OCL_ARG(coff), OCL_ARG(am),  OCL_ARG(aoff), OCL_ARG(bm),
+                      OCL_ARG(boff), OCL_ARG(m),  OCL_ARG(n),   OCL_ARG(kk),   OCL_ARG(lda),
+                      OCL_ARG(ldb), OCL_ARG(ldc), OCL_ARG(sa),  OCL_ARG(sb),   OCL_ARG(sc),
+                      OCL_ARG(batch), OCL_ARG(ta), OCL_ARG(tb), OCL_ARG(sum),  OCL_ARG(alpha),
+                      OCL_ARG(beta)};
+    const size_t local[3] = {16, 16, 1};
+    const size_t global[3] = {ocl_round_up((size_t)a->n, 16), ocl_round_up((size_t)a->m, 16),
+                              a->sum_batch ? 1 : (size_t)a->batch};
+    return ocl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
+}
+
 ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
+    if (a->a.dtype != UG_F32)
+        return half_gemm(dev, a);
     if (a->sum_batch)
         return ug_gemm_sum_batch_by_loop(dev, a, ocl_gemm);
     if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)

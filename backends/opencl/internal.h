@@ -27,6 +27,7 @@ typedef enum ocl_family {
     OCL_BINARY_CONTIG,
     OCL_BINARY_STRIDED,
     OCL_GEMM_SCALE_C,
+    OCL_GEMM_HALF,      /* half A and B, f32 accumulation */
     OCL_REDUCE,
     OCL_SOFTMAX,
     OCL_RANDOM,
@@ -55,7 +56,8 @@ enum {
     OCL_OPTIM_DECOUPLED = 1, /* AdamW */
     OCL_OPTIM_FIRST_STEP = 2,
     OCL_OPTIM_GRAD_SCALE = 4,
-    OCL_OPTIM_GATED = 8 /* gscale is the loss scaler's gate */
+    OCL_OPTIM_GATED = 8, /* gscale is the loss scaler's gate */
+    OCL_OPTIM_COPY = 16  /* also store the result in the half copy */
 };
 
 /* Bits of the layernorm kernels' flags argument: which optional buffers

@@ -13,6 +13,12 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_long n = a->n;
     cl_float lr = a->lr, wd = a->weight_decay;
     cl_int flags = a->grad_scale.mem ? OCL_OPTIM_GRAD_SCALE | (a->gated ? OCL_OPTIM_GATED : 0) : 0;
+    cl_mem copy = a->copy.mem ? (cl_mem)a->copy.mem : p;
+    cl_ulong coff = a->copy.mem ? (cl_ulong)a->copy.offset : 0;
+    cl_int cdt = (cl_int)a->copy.dtype;
+    flags |= a->copy.mem ? OCL_OPTIM_COPY : 0;
+    if (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16)
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: an optimizer's half copy must be f16 or bf16");
 
     if (a->kind == UG_OPTIM_SCALER) {
         if (!a->state0.mem || !a->param.mem || !a->grad.mem)
@@ -39,11 +45,11 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
         flags |= (a->nesterov ? OCL_OPTIM_NESTEROV : 0) | (a->first_step ? OCL_OPTIM_FIRST_STEP : 0);
         ocl_arg args[] = {OCL_ARG(p),  OCL_ARG(poff), OCL_ARG(g),  OCL_ARG(goff),
                           OCL_ARG(b),  OCL_ARG(boff), OCL_ARG(s),  OCL_ARG(soff),
-                          OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd), OCL_ARG(momentum),
+                          OCL_ARG(copy), OCL_ARG(coff), OCL_ARG(cdt), OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd), OCL_ARG(momentum),
                           OCL_ARG(dampening), OCL_ARG(flags)};
         const ocl_kernel *k;
         ug_status st = ocl_kernel_for(dev, OCL_OPTIM_SGD, UG_F32, UG_F32, &k);
-        return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 14);
+        return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 17);
     }
     if (a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
         return ocl_host->set_error(UG_ERR_UNSUPPORTED, "OpenCL: unknown optimizer kind %d",
@@ -58,9 +64,9 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     flags |= a->kind == UG_OPTIM_ADAMW ? OCL_OPTIM_DECOUPLED : 0;
     ocl_arg args[] = {OCL_ARG(p),  OCL_ARG(poff), OCL_ARG(g),   OCL_ARG(goff), OCL_ARG(m),
                       OCL_ARG(moff), OCL_ARG(v),  OCL_ARG(voff), OCL_ARG(s),   OCL_ARG(soff),
-                      OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd),   OCL_ARG(b1),  OCL_ARG(b2),
+                      OCL_ARG(copy), OCL_ARG(coff), OCL_ARG(cdt), OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd),   OCL_ARG(b1),  OCL_ARG(b2),
                       OCL_ARG(eps), OCL_ARG(bc1), OCL_ARG(bc2),  OCL_ARG(flags)};
     const ocl_kernel *k;
     ug_status st = ocl_kernel_for(dev, OCL_OPTIM_ADAM, UG_F32, UG_F32, &k);
-    return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 19);
+    return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 22);
 }

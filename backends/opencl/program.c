@@ -45,6 +45,7 @@ static const struct {
     [OCL_BINARY_CONTIG] = {"binary_contig", FLOATS, 0},
     [OCL_BINARY_STRIDED] = {"binary_strided", FLOATS, 0},
     [OCL_GEMM_SCALE_C] = {"gemm_scale_c", 0, 0},
+    [OCL_GEMM_HALF] = {"gemm", DT(UG_F16) | DT(UG_BF16), FLOATS},
     [OCL_REDUCE] = {"reduce", FLOATS, 0},
     [OCL_SOFTMAX] = {"softmax", FLOATS, 0},
     [OCL_RANDOM] = {"random", FLOATS, 0},
@@ -55,14 +56,14 @@ static const struct {
     [OCL_OPTIM_SGD] = {"optim_sgd", 0, 0},
     [OCL_OPTIM_ADAM] = {"optim_adam", 0, 0},
     [OCL_OPTIM_SCALER] = {"optim_scaler", 0, 0},
-    [OCL_IM2COL] = {"im2col", 0, 0},
-    [OCL_COL2IM] = {"col2im", 0, 0},
-    [OCL_MAXPOOL_FWD] = {"maxpool_fwd", 0, 0},
-    [OCL_MAXPOOL_BWD] = {"maxpool_bwd", 0, 0},
-    [OCL_AVGPOOL_FWD] = {"avgpool_fwd", 0, 0},
-    [OCL_AVGPOOL_BWD] = {"avgpool_bwd", 0, 0},
-    [OCL_BATCHNORM_FWD] = {"batchnorm_fwd", 0, 0},
-    [OCL_BATCHNORM_BWD] = {"batchnorm_bwd", 0, 0},
+    [OCL_IM2COL] = {"im2col", FLOATS, 0},
+    [OCL_COL2IM] = {"col2im", FLOATS, 0},
+    [OCL_MAXPOOL_FWD] = {"maxpool_fwd", FLOATS, 0},
+    [OCL_MAXPOOL_BWD] = {"maxpool_bwd", FLOATS, 0},
+    [OCL_AVGPOOL_FWD] = {"avgpool_fwd", FLOATS, 0},
+    [OCL_AVGPOOL_BWD] = {"avgpool_bwd", FLOATS, 0},
+    [OCL_BATCHNORM_FWD] = {"batchnorm_fwd", FLOATS, 0},
+    [OCL_BATCHNORM_BWD] = {"batchnorm_bwd", FLOATS, 0},
 };
 
 static void kernel_name(int family, int in, int out, char *buf, size_t len)
@@ -302,12 +303,12 @@ static void build_options(ug_bdev *dev, char *out, size_t len)
              "%s-DUG_WG=%d -DUG_DT_F32=%d -DUG_DT_F16=%d -DUG_DT_I32=%d -DUG_DT_U8=%d -DUG_DT_BF16=%d "
              "-DUG_R_SUM=%d -DUG_R_MEAN=%d -DUG_R_MAX=%d -DUG_R_ARGMAX=%d -DUG_R_SUMSQ=%d "
              "-DUG_OPTIM_NESTEROV=%d -DUG_OPTIM_DECOUPLED=%d -DUG_OPTIM_FIRST_STEP=%d "
-             "-DUG_OPTIM_GRAD_SCALE=%d -DUG_OPTIM_GATED=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
+             "-DUG_OPTIM_GRAD_SCALE=%d -DUG_OPTIM_GATED=%d -DUG_OPTIM_COPY=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
              "-DUG_LN_RSTD=%d",
              (major > 1 || minor >= 2) ? "-cl-std=CL1.2 " : "", OCL_MAX_WG, UG_F32, UG_F16,
              UG_I32, UG_U8, UG_BF16, UG_RKERNEL_SUM, UG_RKERNEL_MEAN, UG_RKERNEL_MAX, UG_RKERNEL_ARGMAX,
              UG_RKERNEL_SUMSQ, OCL_OPTIM_NESTEROV, OCL_OPTIM_DECOUPLED, OCL_OPTIM_FIRST_STEP,
-             OCL_OPTIM_GRAD_SCALE, OCL_OPTIM_GATED, OCL_LN_GAMMA, OCL_LN_BETA, OCL_LN_MEAN, OCL_LN_RSTD);
+             OCL_OPTIM_GRAD_SCALE, OCL_OPTIM_GATED, OCL_OPTIM_COPY, OCL_LN_GAMMA, OCL_LN_BETA, OCL_LN_MEAN, OCL_LN_RSTD);
 }
 
 static cl_program build_from_binary(ug_bdev *dev, const unsigned char *bin, size_t size,

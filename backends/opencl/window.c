@@ -31,7 +31,7 @@ static void window_args(const ocl_window *g, ocl_arg *out)
 }
 
 /* Runs family over count items with the buffer arguments first. */
-static ug_status launch_window(ug_bdev *dev, ocl_family family, int64_t count,
+static ug_status launch_window(ug_bdev *dev, ocl_family family, ug_dtype dtype, int64_t count,
                                const ocl_window *g, const ocl_arg *buffers, cl_uint nbuffers)
 {
     if (count <= 0)
@@ -41,7 +41,7 @@ static ug_status launch_window(ug_bdev *dev, ocl_family family, int64_t count,
         args[i] = buffers[i];
     window_args(g, args + nbuffers);
     const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, family, UG_F32, UG_F32, &k);
+    ug_status st = ocl_kernel_for(dev, family, dtype, UG_F32, &k);
     return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)count, args, nbuffers + WINDOW_ARGS);
 }
 
@@ -53,10 +53,10 @@ ug_status ocl_im2col(ug_bdev *dev, const ug_im2col_args *a)
     OCL_VIEW(col, a->col);
     if (a->to_image) {
         ocl_arg buffers[] = {OCL_ARG(image), OCL_ARG(image_off), OCL_ARG(col), OCL_ARG(col_off)};
-        return launch_window(dev, OCL_COL2IM, w->n * w->c * w->h * w->w, &g, buffers, 4);
+        return launch_window(dev, OCL_COL2IM, a->image.dtype, w->n * w->c * w->h * w->w, &g, buffers, 4);
     }
     ocl_arg buffers[] = {OCL_ARG(col), OCL_ARG(col_off), OCL_ARG(image), OCL_ARG(image_off)};
-    return launch_window(dev, OCL_IM2COL, w->n * w->c * w->kh * w->kw * w->oh * w->ow, &g,
+    return launch_window(dev, OCL_IM2COL, a->image.dtype, w->n * w->c * w->kh * w->kw * w->oh * w->ow, &g,
                          buffers, 4);
 }
 
@@ -72,20 +72,20 @@ ug_status ocl_pool2d(ug_bdev *dev, const ug_pool_args *a)
         if (a->kind == UG_POOL_MAX) {
             ocl_arg buffers[] = {OCL_ARG(dx), OCL_ARG(dx_off), OCL_ARG(dy), OCL_ARG(dy_off),
                                  OCL_ARG(index), OCL_ARG(index_off)};
-            return launch_window(dev, OCL_MAXPOOL_BWD, inputs, &g, buffers, 6);
+            return launch_window(dev, OCL_MAXPOOL_BWD, a->dx.dtype, inputs, &g, buffers, 6);
         }
         ocl_arg buffers[] = {OCL_ARG(dx), OCL_ARG(dx_off), OCL_ARG(dy), OCL_ARG(dy_off)};
-        return launch_window(dev, OCL_AVGPOOL_BWD, inputs, &g, buffers, 4);
+        return launch_window(dev, OCL_AVGPOOL_BWD, a->dx.dtype, inputs, &g, buffers, 4);
     }
     OCL_VIEW(y, a->y);
     OCL_VIEW(x, a->x);
     if (a->kind == UG_POOL_MAX) {
         ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(index), OCL_ARG(index_off),
                              OCL_ARG(x), OCL_ARG(x_off)};
-        return launch_window(dev, OCL_MAXPOOL_FWD, outputs, &g, buffers, 6);
+        return launch_window(dev, OCL_MAXPOOL_FWD, a->x.dtype, outputs, &g, buffers, 6);
     }
     ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(x), OCL_ARG(x_off)};
-    return launch_window(dev, OCL_AVGPOOL_FWD, outputs, &g, buffers, 4);
+    return launch_window(dev, OCL_AVGPOOL_FWD, a->x.dtype, outputs, &g, buffers, 4);
 }
 
 ug_status ocl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
@@ -93,8 +93,8 @@ ug_status ocl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     if (a->c <= 0)
         return UG_OK;
     const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, a->backward ? OCL_BATCHNORM_BWD : OCL_BATCHNORM_FWD, UG_F32,
-                                  UG_F32, &k);
+    ug_status st = ocl_kernel_for(dev, a->backward ? OCL_BATCHNORM_BWD : OCL_BATCHNORM_FWD,
+                                  a->x.dtype, UG_F32, &k);
     if (st != UG_OK)
         return st;
     size_t local = k->wg, global = (size_t)a->c * local;

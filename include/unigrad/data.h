@@ -67,6 +67,10 @@ typedef struct ug_loader_config {
     bool drop_last;          /* drop the final partial batch */
     int threads;             /* background workers; 0 picks 1 */
     int prefetch;            /* batches ready ahead of the consumer; 0 picks 2 */
+    /* The batches' feature dtype: f32 (the default, 0), f16 or bf16, rounded
+     * on the host as batches are assembled: a mixed-precision graph's input
+     * then needs no cast, and the upload is half the bytes. */
+    ug_dtype x_dtype;
 } ug_loader_config;
 
 /* Defaults: batch 64, shuffle, seed 0, keep last, 1 thread, 2 ahead. */
@@ -77,7 +81,7 @@ typedef struct ug_loader ug_loader;
 /* A batch on the device. The tensors belong to the loader and stay valid
  * until the next ug_loader_next (or ug_loader_free). */
 typedef struct ug_batch {
-    ug_tensor *x;            /* f32 [count, features] */
+    ug_tensor *x;            /* [count, features], of the config's x_dtype */
     ug_tensor *y;            /* i32 [count] */
     int64_t count;           /* samples in this batch */
     int64_t index;           /* batch number within the epoch */

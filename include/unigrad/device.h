@@ -24,7 +24,10 @@ typedef struct ug_device_info {
     uint64_t max_allocation;   /* largest single buffer, bytes */
     uint32_t compute_units;
     uint64_t max_work_group;
-    bool fp16;            /* native f16 arithmetic (f16 storage works everywhere) */
+    /* Native half arithmetic. f16 and bf16 storage and mixed-precision
+     * graphs work on every device; elsewhere they compute in f32. */
+    bool fp16;
+    bool bf16;
     bool is_gpu;
 } ug_device_info;
 

@@ -92,6 +92,22 @@ UG_API ug_status ug_graph_set_checks(ug_graph *graph, ug_check_mode mode);
  * the last report held NaN or infinity (the flags are then cleared). */
 UG_API ug_status ug_graph_check(ug_graph *graph);
 
+/* Mixed precision (PyTorch's autocast): the dtype the forward ops added
+ * from now on compute in, UG_F32 (default), UG_F16 or UG_BF16. In f16 or
+ * bf16, matrix products, linear layers and convolutions run in the half
+ * dtype with f32 accumulation; softmax, cross-entropy, layer norm, sums,
+ * means, exp and log run in f32; elementwise ops, pooling and batch norm
+ * follow their inputs. The graph inserts the casts (and folds them into
+ * the neighbouring kernels where it can), so activations are planned in the
+ * half dtype. Parameters stay f32 master weights: products read a half copy
+ * of each, kept by the model and refreshed by the optimizer's update kernel
+ * in the same pass (after writing a parameter's tensor directly, rewrite it
+ * with ug_model_write_param so the copy follows). Gradients reach the f32
+ * parameters in f32. With f16, enable the optimizer's loss scaling
+ * (ug_optimizer_config.loss_scaling), as small gradients underflow f16. A
+ * model's graphs share one half dtype. */
+UG_API ug_status ug_graph_set_precision(ug_graph *graph, ug_dtype dtype);
+
 /* Seed of dropout masks; step i draws fresh counters. */
 UG_API ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
 

@@ -57,6 +57,40 @@ UG_DEV void ug_st(void *p, int dtype, int64_t i, float v)
         ((float *)p)[i] = v;
 }
 
+/* Element types of kernels templated on their data (float, __half,
+ * ug_bf16), for families whose dtype is fixed per call. bf16 is a type of
+ * its own so that overloads tell it from f16 (both are 16-bit storage). */
+struct ug_bf16 {
+    unsigned short bits;
+};
+
+/* An element as f32, and f32 rounded once (to nearest even) to T, with the
+ * helpers above: for float, both are the identity. */
+UG_DEV float ug_widen(float v) { return v; }
+UG_DEV float ug_widen(__half v) { return ug_h2f(__half_as_ushort(v)); }
+UG_DEV float ug_widen(ug_bf16 v) { return ug_bf2f(v.bits); }
+template <typename T> UG_DEV T ug_narrow(float v);
+template <> UG_DEV float ug_narrow<float>(float v) { return v; }
+template <> UG_DEV __half ug_narrow<__half>(float v) { return __ushort_as_half(ug_f2h(v)); }
+template <> UG_DEV ug_bf16 ug_narrow<ug_bf16>(float v) { return ug_bf16{ug_f2bf(v)}; }
+
+/* A type as a value, for ug_with_type's callback. */
+template <typename T> struct ug_type_tag {
+    typedef T type;
+};
+
+/* Host side: fn(ug_type_tag<T>()) with T the element type of dtype (f32,
+ * f16 or bf16; others are the core's to refuse, and read as f32), so a
+ * launcher names its kernel's instantiation once for every dtype. */
+template <typename F> static ug_status ug_with_type(ug_dtype dtype, F &&fn)
+{
+    switch (dtype) {
+    case UG_F16: return fn(ug_type_tag<__half>());
+    case UG_BF16: return fn(ug_type_tag<ug_bf16>());
+    default: return fn(ug_type_tag<float>());
+    }
+}
+
 UG_DEV bool ug_isnan(float x) { return x != x; }
 
 /* max that returns NaN when either side is NaN (as PyTorch). */

@@ -4,14 +4,18 @@
  *          g = nesterov ? g + momentum buf : buf; p -= lr g
  *   Adam:  g += wd p; m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g g;
  *          p -= (lr / bc1) (m / (sqrt(v) / sqrt(bc2) + eps))
- *   AdamW: p *= 1 - lr wd, then Adam without the L2 term. */
+ *   AdamW: p *= 1 - lr wd, then Adam without the L2 term.
+ * With a copy, the new p is also stored there in f16 or bf16 (the half
+ * weights a mixed-precision graph reads), rounded once from the f32 p. */
 #include "kernels/hip/common.h"
 #include "kernels/common/scaler.h"
 
 typedef struct optim_k {
     int kind;
     bool nesterov, first_step, gated;
+    int copy_t;
     float *p, *s0, *s1;
+    void *copy; /* NULL: no half copy */
     const float *g, *scale;
     int64_t n;
     float lr, wd, momentum, dampening, beta1, beta2, eps, bc1, bc2;
@@ -46,19 +50,22 @@ __global__ void ug_optim_kernel(optim_k k)
                 k.s0[i] = buf;
                 g = k.nesterov ? g + k.momentum * buf : buf;
             }
-            k.p[i] = p - k.lr * g;
-            continue;
+            p -= k.lr * g;
+        } else {
+            if (k.kind == UG_OPTIM_ADAMW)
+                p *= 1.0f - k.lr * k.wd;
+            else if (k.wd != 0.0f)
+                g += k.wd * p;
+            const float m = ug_lerp(k.s0[i], g, 1.0f - k.beta1);
+            const float v = k.beta2 * k.s1[i] + (1.0f - k.beta2) * (g * g);
+            k.s0[i] = m;
+            k.s1[i] = v;
+            const float denom = sqrtf(v) / sqrtf(k.bc2) + k.eps;
+            p -= (k.lr / k.bc1) * (m / denom);
         }
-        if (k.kind == UG_OPTIM_ADAMW)
-            p *= 1.0f - k.lr * k.wd;
-        else if (k.wd != 0.0f)
-            g += k.wd * p;
-        const float m = ug_lerp(k.s0[i], g, 1.0f - k.beta1);
-        const float v = k.beta2 * k.s1[i] + (1.0f - k.beta2) * (g * g);
-        k.s0[i] = m;
-        k.s1[i] = v;
-        const float denom = sqrtf(v) / sqrtf(k.bc2) + k.eps;
-        k.p[i] = p - (k.lr / k.bc1) * (m / denom);
+        k.p[i] = p;
+        if (k.copy)
+            ug_st(k.copy, k.copy_t, i, p);
     }
 }
 
@@ -103,6 +110,8 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
     k.s0 = (float *)ug_hip_ptr(&a->state0);
     k.s1 = (float *)ug_hip_ptr(&a->state1);
     k.scale = (const float *)ug_hip_ptr(&a->grad_scale);
+    k.copy = ug_hip_ptr(&a->copy);
+    k.copy_t = a->copy.dtype;
     k.n = a->n;
     k.lr = a->lr;
     k.wd = a->weight_decay;

@@ -1,53 +1,73 @@
 /* Convolution and pooling kernels (grid-stride, one thread per result
  * element, with the formulas of kernels/common/window.h) and batch
- * normalisation (one block per channel). All f32. */
+ * normalisation (one block per channel). The data (image and col; x, y, dy
+ * and dx) are f32, f16 or bf16, one type per call and a kernel per type;
+ * the index and batch norm's per-channel values are i32 and f32, and all
+ * arithmetic is f32, each result rounded once to the data's type. */
 #include "kernels/hip/common.h"
 #include "kernels/common/window.h"
+
+/* window.h's formulas for f16 and bf16 data: overloads of its f32 functions
+ * (same names, by the pointer's type), so one template calls them all. */
+#define UG_WINDOW_LD_WIDEN(p, i) ug_widen((p)[i])
+UG_WINDOW_FUNCTIONS(, __half, UG_WINDOW_LD_WIDEN)
+UG_WINDOW_FUNCTIONS(, ug_bf16, UG_WINDOW_LD_WIDEN)
 
 enum window_kind { IM2COL, COL2IM, MAXPOOL_FWD, MAXPOOL_BWD, AVGPOOL_FWD, AVGPOOL_BWD };
 
 typedef struct window_k {
     int kind;
-    const float *in;
+    const void *in; /* T */
     const int *index_in;
-    float *out;
+    void *out;      /* T */
     int *index_out;
     int64_t count;
     ug_window2d w;
 } window_k;
 
+/* T: the data's type (float, __half, ug_bf16). */
+template <typename T>
 __global__ void ug_window_kernel(window_k k)
 {
     const ug_window2d &w = k.w;
+    const T *in = (const T *)k.in;
+    T *out = (T *)k.out;
 #define ARGS w.n, w.c, w.h, w.w, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.dh, w.dw
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < k.count;
          i += (int64_t)gridDim.x * blockDim.x) {
+        float v;
         switch (k.kind) {
-        case IM2COL: k.out[i] = ug_im2col_at(k.in, i, ARGS); break;
-        case COL2IM: k.out[i] = ug_col2im_at(k.in, i, ARGS); break;
+        case IM2COL: v = ug_im2col_at(in, i, ARGS); break;
+        case COL2IM: v = ug_col2im_at(in, i, ARGS); break;
         case MAXPOOL_FWD: {
             int at;
-            k.out[i] = ug_maxpool_at(k.in, i, &at, ARGS);
+            v = ug_maxpool_at(in, i, &at, ARGS);
             k.index_out[i] = at;
             break;
         }
-        case MAXPOOL_BWD: k.out[i] = ug_maxpool_grad_at(k.in, k.index_in, i, ARGS); break;
-        case AVGPOOL_FWD: k.out[i] = ug_avgpool_at(k.in, i, ARGS); break;
-        default: k.out[i] = ug_avgpool_grad_at(k.in, i, ARGS); break;
+        case MAXPOOL_BWD: v = ug_maxpool_grad_at(in, k.index_in, i, ARGS); break;
+        case AVGPOOL_FWD: v = ug_avgpool_at(in, i, ARGS); break;
+        default: v = ug_avgpool_grad_at(in, i, ARGS); break;
         }
+        out[i] = ug_narrow<T>(v);
     }
 #undef ARGS
 }
 
-static ug_status launch_window(ug_bdev *dev, window_k *k, const char *name)
+/* dtype: the type of in and out. */
+static ug_status launch_window(ug_bdev *dev, window_k *k, ug_dtype dtype, const char *name)
 {
     if (k->count <= 0)
         return UG_OK;
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
         return st;
-    ug_window_kernel<<<ug_hip_blocks(k->count, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, dev->stream>>>(*k);
-    return ug_hip_launched(name);
+    const unsigned g = ug_hip_blocks(k->count, UG_HIP_BLOCK);
+    return ug_with_type(dtype, [&](auto tag) {
+        typedef typename decltype(tag)::type T;
+        ug_window_kernel<T><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(*k);
+        return ug_hip_launched(name);
+    });
 }
 
 ug_status ug_hip_im2col(ug_bdev *dev, const ug_im2col_args *a)
@@ -58,16 +78,16 @@ ug_status ug_hip_im2col(ug_bdev *dev, const ug_im2col_args *a)
     k.w = w;
     if (a->to_image) {
         k.kind = COL2IM;
-        k.in = (const float *)ug_hip_ptr(&a->col);
-        k.out = (float *)ug_hip_ptr(&a->image);
+        k.in = ug_hip_ptr(&a->col);
+        k.out = ug_hip_ptr(&a->image);
         k.count = w.n * w.c * w.h * w.w;
-        return launch_window(dev, &k, "col2im");
+        return launch_window(dev, &k, a->col.dtype, "col2im");
     }
     k.kind = IM2COL;
-    k.in = (const float *)ug_hip_ptr(&a->image);
-    k.out = (float *)ug_hip_ptr(&a->col);
+    k.in = ug_hip_ptr(&a->image);
+    k.out = ug_hip_ptr(&a->col);
     k.count = w.n * w.c * w.kh * w.kw * w.oh * w.ow;
-    return launch_window(dev, &k, "im2col");
+    return launch_window(dev, &k, a->image.dtype, "im2col");
 }
 
 ug_status ug_hip_pool2d(ug_bdev *dev, const ug_pool_args *a)
@@ -77,25 +97,30 @@ ug_status ug_hip_pool2d(ug_bdev *dev, const ug_pool_args *a)
     memset(&k, 0, sizeof k);
     k.w = w;
     const bool max = a->kind == UG_POOL_MAX;
+    /* The data's type from the view read (x may be unset going backward). */
+    const ug_kview *in;
     if (a->backward) {
         k.kind = max ? MAXPOOL_BWD : AVGPOOL_BWD;
-        k.in = (const float *)ug_hip_ptr(&a->dy);
+        in = &a->dy;
         k.index_in = max ? (const int *)ug_hip_ptr(&a->index) : NULL;
-        k.out = (float *)ug_hip_ptr(&a->dx);
+        k.out = ug_hip_ptr(&a->dx);
         k.count = w.n * w.c * w.h * w.w;
     } else {
         k.kind = max ? MAXPOOL_FWD : AVGPOOL_FWD;
-        k.in = (const float *)ug_hip_ptr(&a->x);
-        k.out = (float *)ug_hip_ptr(&a->y);
+        in = &a->x;
+        k.out = ug_hip_ptr(&a->y);
         k.index_out = max ? (int *)ug_hip_ptr(&a->index) : NULL;
         k.count = w.n * w.c * w.oh * w.ow;
     }
-    return launch_window(dev, &k, max ? "max pool" : "average pool");
+    k.in = ug_hip_ptr(in);
+    return launch_window(dev, &k, in->dtype, max ? "max pool" : "average pool");
 }
 
 typedef struct batchnorm_k {
-    const float *x, *weight, *bias, *dy;
-    float *y, *mean, *rstd, *running_mean, *running_var, *dx, *dweight, *dbias;
+    const void *x, *dy; /* T */
+    void *y, *dx;       /* T */
+    const float *weight, *bias;
+    float *mean, *rstd, *running_mean, *running_var, *dweight, *dbias;
     int64_t n, c, inner;
     float eps, momentum;
     bool training, update_running;
@@ -107,20 +132,24 @@ UG_DEV int64_t bn_at(const batchnorm_k &k, int64_t ch, int64_t j)
     return (j / k.inner * k.c + ch) * k.inner + j % k.inner;
 }
 
+/* T: the type of x, y, dy and dx (float, __half, ug_bf16). */
+template <typename T>
 __global__ void ug_batchnorm_fwd_kernel(batchnorm_k k)
 {
     __shared__ float sh[UG_HIP_BLOCK];
+    const T *x = (const T *)k.x;
+    T *y = (T *)k.y;
     const int64_t count = k.n * k.inner;
     for (int64_t ch = blockIdx.x; ch < k.c; ch += gridDim.x) {
         float mean, rstd;
         if (k.training) {
             float s = 0.0f;
             for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
-                s += k.x[bn_at(k, ch, j)];
+                s += ug_widen(x[bn_at(k, ch, j)]);
             mean = ug_block_sum(s, sh) / (float)count;
             float q = 0.0f;
             for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-                const float d = k.x[bn_at(k, ch, j)] - mean;
+                const float d = ug_widen(x[bn_at(k, ch, j)]) - mean;
                 q += d * d;
             }
             q = ug_block_sum(q, sh);
@@ -141,22 +170,26 @@ __global__ void ug_batchnorm_fwd_kernel(batchnorm_k k)
         const float scale = rstd * k.weight[ch], shift = k.bias[ch] - mean * scale;
         for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
             const int64_t at = bn_at(k, ch, j);
-            k.y[at] = k.x[at] * scale + shift;
+            y[at] = ug_narrow<T>(ug_widen(x[at]) * scale + shift);
         }
     }
 }
 
+template <typename T>
 __global__ void ug_batchnorm_bwd_kernel(batchnorm_k k)
 {
     __shared__ float sh[UG_HIP_BLOCK];
+    const T *x = (const T *)k.x, *dy = (const T *)k.dy;
+    T *dx = (T *)k.dx;
     const int64_t count = k.n * k.inner;
     for (int64_t ch = blockIdx.x; ch < k.c; ch += gridDim.x) {
         const float mean = k.mean[ch], rstd = k.rstd[ch];
         float s = 0.0f, sx = 0.0f;
         for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
             const int64_t at = bn_at(k, ch, j);
-            s += k.dy[at];
-            sx += k.dy[at] * ((k.x[at] - mean) * rstd);
+            const float g = ug_widen(dy[at]);
+            s += g;
+            sx += g * ((ug_widen(x[at]) - mean) * rstd);
         }
         s = ug_block_sum(s, sh);
         sx = ug_block_sum(sx, sh);
@@ -169,8 +202,8 @@ __global__ void ug_batchnorm_bwd_kernel(batchnorm_k k)
         const float mean_dy_xhat = k.training ? sx / (float)count : 0.0f;
         for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
             const int64_t at = bn_at(k, ch, j);
-            const float xhat = (k.x[at] - mean) * rstd;
-            k.dx[at] = scale * (k.dy[at] - mean_dy - xhat * mean_dy_xhat);
+            const float xhat = (ug_widen(x[at]) - mean) * rstd;
+            dx[at] = ug_narrow<T>(scale * (ug_widen(dy[at]) - mean_dy - xhat * mean_dy_xhat));
         }
     }
 }
@@ -183,16 +216,16 @@ ug_status ug_hip_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     if (st != UG_OK)
         return st;
     batchnorm_k k;
-    k.x = (const float *)ug_hip_ptr(&a->x);
+    k.x = ug_hip_ptr(&a->x);
+    k.dy = ug_hip_ptr(&a->dy);
+    k.y = ug_hip_ptr(&a->y);
+    k.dx = ug_hip_ptr(&a->dx);
     k.weight = (const float *)ug_hip_ptr(&a->weight);
     k.bias = (const float *)ug_hip_ptr(&a->bias);
-    k.dy = (const float *)ug_hip_ptr(&a->dy);
-    k.y = (float *)ug_hip_ptr(&a->y);
     k.mean = (float *)ug_hip_ptr(&a->mean);
     k.rstd = (float *)ug_hip_ptr(&a->rstd);
     k.running_mean = (float *)ug_hip_ptr(&a->running_mean);
     k.running_var = (float *)ug_hip_ptr(&a->running_var);
-    k.dx = (float *)ug_hip_ptr(&a->dx);
     k.dweight = (float *)ug_hip_ptr(&a->dweight);
     k.dbias = (float *)ug_hip_ptr(&a->dbias);
     k.n = a->n;
@@ -203,9 +236,12 @@ ug_status ug_hip_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     k.training = a->training;
     k.update_running = a->update_running;
     const unsigned g = ug_hip_blocks(a->c, 1);
-    if (a->backward)
-        ug_batchnorm_bwd_kernel<<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
-    else
-        ug_batchnorm_fwd_kernel<<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
-    return ug_hip_launched("batch norm");
+    return ug_with_type(a->x.dtype, [&](auto tag) {
+        typedef typename decltype(tag)::type T;
+        if (a->backward)
+            ug_batchnorm_bwd_kernel<T><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        else
+            ug_batchnorm_fwd_kernel<T><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        return ug_hip_launched("batch norm");
+    });
 }

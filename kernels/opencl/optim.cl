@@ -1,14 +1,16 @@
 /* Optimizer updates, one element per work-item. */
 
 /* PyTorch SGD, one element per item (flags: UG_OPTIM_NESTEROV,
- * UG_OPTIM_FIRST_STEP, UG_OPTIM_GRAD_SCALE when gscale is given, and
- * UG_OPTIM_GATED when it is the loss scaler's gate, backend.h):
+ * UG_OPTIM_FIRST_STEP, UG_OPTIM_GRAD_SCALE when gscale is given,
+ * UG_OPTIM_GATED when it is the loss scaler's gate, and UG_OPTIM_COPY when
+ * the result also goes to the half copy in cdt, backend.h):
  *   g = grad * scale; if wd: g += wd * p
  *   if momentum: buf = first ? g : momentum * buf + (1 - dampening) * g
  *                g = nesterov ? g + momentum * buf : buf
  *   p -= lr * g */
 kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulong goff,
                       global float *mbuf, ulong boff, const global float *gscale, ulong soff,
+                      global uchar *copy, ulong coff, int cdt,
                       long n, float lr, float wd, float momentum, float dampening, int flags)
 {
     const long i = get_global_id(0);
@@ -31,7 +33,10 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
         mbuf[boff + i] = b;
         g = (flags & UG_OPTIM_NESTEROV) ? g + momentum * b : b;
     }
-    p[poff + i] = pv - lr * g;
+    const float result = pv - lr * g;
+    p[poff + i] = result;
+    if (flags & UG_OPTIM_COPY)
+        ug_store_dt(copy, (long)coff + i, cdt, result);
 }
 
 /* PyTorch Adam / AdamW (flags: UG_OPTIM_DECOUPLED for AdamW's weight decay,
@@ -42,7 +47,8 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
  *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) */
 kernel void optim_adam(global float *p, ulong poff, const global float *grad, ulong goff,
                        global float *m, ulong moff, global float *v, ulong voff,
-                       const global float *gscale, ulong soff, long n, float lr, float wd,
+                       const global float *gscale, ulong soff, global uchar *copy, ulong coff,
+                       int cdt, long n, float lr, float wd,
                        float beta1, float beta2, float eps, float bc1, float bc2, int flags)
 {
     const long i = get_global_id(0);
@@ -72,7 +78,10 @@ kernel void optim_adam(global float *p, ulong poff, const global float *grad, ul
     m[moff + i] = mv;
     v[voff + i] = vv;
     const float denom = sqrt(vv) / sqrt(bc2) + eps;
-    p[poff + i] = pv - (lr / bc1) * (mv / denom);
+    const float result = pv - (lr / bc1) * (mv / denom);
+    p[poff + i] = result;
+    if (flags & UG_OPTIM_COPY)
+        ug_store_dt(copy, (long)coff + i, cdt, result);
 }
 
 /* The loss scaler's update (kernels/common/scaler.h), one work-item. */

@@ -11,11 +11,14 @@
  *   floats of every magnitude.
  * - module_entry: the module refuses another interface version and a host
  *   without an error callback, with a reason.
- * - device_info: cuda:0 is the emulated GPU as configured here.
+ * - device_info: cuda:0 is the emulated GPU as configured here (sm_86:
+ *   native f16 and bf16).
  * - vendor_gemm: the module loaded the fake cuBLAS of this folder (not a
  *   real one, which would get host pointers), every matmul with a non-empty
  *   result makes exactly one cuBLAS call (so the suite's matmul checks test
- *   the row- to column-major mapping), and UG_GEMM=own makes none.
+ *   the row- to column-major mapping), in f16 and bf16 the mixed-precision
+ *   one (cublasGemmEx or its strided batched form) on a handle whose math
+ *   mode keeps partial sums in f32, and UG_GEMM=own makes none.
  * - grid_beyond_block_cap: a cast over more elements than 65535 blocks of
  *   256 threads runs in one launch of exactly 65535 blocks (grid-stride
  *   loop), bit for bit.
@@ -104,7 +107,9 @@ static ug_emu_stats stats(void)
 /* The fake cuBLAS's counters, if the module loaded the fake. */
 typedef struct fake_cublas {
     int (*calls)(void);
+    int (*ex_calls)(void); /* the mixed-precision ones */
     int (*live_handles)(void);
+    int (*math_mode)(void); /* the last cublasSetMathMode */
 } fake_cublas;
 
 static bool find_fake_cublas(fake_cublas *f)
@@ -115,9 +120,11 @@ static bool find_fake_cublas(fake_cublas *f)
     if (!lib)
         return false;
     EMU_SYM(lib, f->calls, "ug_fake_cublas_calls");
+    EMU_SYM(lib, f->ex_calls, "ug_fake_cublas_ex_calls");
     EMU_SYM(lib, f->live_handles, "ug_fake_cublas_live_handles");
+    EMU_SYM(lib, f->math_mode, "ug_fake_cublas_math_mode");
     dlclose(lib); /* drops only the reference NOLOAD added */
-    return f->calls && f->live_handles;
+    return f->calls && f->ex_calls && f->live_handles && f->math_mode;
 }
 
 /* ---- host tests ---- */
@@ -221,20 +228,21 @@ static void test_device_info(ug_device *dev)
     CHECK_EQ_I64(info.compute_units, EMU_SMS);
     CHECK_EQ_I64(info.global_memory, EMU_MEMORY);
     CHECK_EQ_I64(info.max_allocation, EMU_MEMORY);
-    CHECK(info.is_gpu && info.fp16);
+    CHECK(info.is_gpu && info.fp16 && info.bf16);
     CHECK_MSG(th_contains(info.driver, "CUDA runtime 13.0") && th_contains(info.driver, "gemm cuBLAS"),
               "driver \"%s\" should give the runtime version and the cuBLAS GEMM path", info.driver);
 }
 
-/* One matmul; returns the fake cuBLAS calls it made, -1 on a failure. */
-static int matmul_calls(ug_device *dev, const fake_cublas *f, int na, const int64_t *sa, int nb,
-                        const int64_t *sb, bool ta, bool tb)
+/* One matmul in dtype; returns the fake cuBLAS calls it made (in *ex the
+ * mixed-precision ones), -1 on a failure. */
+static int matmul_calls(ug_device *dev, const fake_cublas *f, ug_dtype dtype, int na,
+                        const int64_t *sa, int nb, const int64_t *sb, bool ta, bool tb, int *ex)
 {
     const int64_t n_a = ref_numel(na, sa), n_b = ref_numel(nb, sb);
     double *a = th_random_values(n_a, -1, 1), *b = th_random_values(n_b, -1, 1);
-    th_round_to(UG_F32, a, n_a);
-    th_round_to(UG_F32, b, n_b);
-    ug_tensor *A = th_tensor(dev, UG_F32, na, sa, a), *B = th_tensor(dev, UG_F32, nb, sb, b);
+    th_round_to(dtype, a, n_a);
+    th_round_to(dtype, b, n_b);
+    ug_tensor *A = th_tensor(dev, dtype, na, sa, a), *B = th_tensor(dev, dtype, nb, sb, b);
     if (!A || !B)
         return -1;
     int no = 0;
@@ -244,14 +252,16 @@ static int matmul_calls(ug_device *dev, const fake_cublas *f, int na, const int6
         th_fail(TH_LOC, "test bug: shapes do not fit");
         return -1;
     }
-    const int before = f->calls();
+    const int before = f->calls(), ex_before = f->ex_calls();
     ug_tensor *out = NULL;
     ug_status s = ug_matmul(A, B, ta, tb, &out);
     th_track(out);
-    if (!CHECK_STATUS(s, UG_OK) || !th_check_tensor(out, UG_F32, no, so))
+    if (!CHECK_STATUS(s, UG_OK) || !th_check_tensor(out, dtype, no, so))
         return -1;
     double *got = th_download(out);
     const int calls = f->calls() - before;
+    *ex = f->ex_calls() - ex_before;
+    /* f16 and bf16 round the result once: within the matmul tolerance. */
     if (!th_compare("matmul", got, want, ref_numel(no, so), TH_TOL_MATMUL))
         return -1;
     return calls;
@@ -267,6 +277,9 @@ static void test_vendor_gemm(ug_device *dev)
         return;
     }
     CHECK_EQ_I64(f.live_handles(), 1); /* the device's handle */
+    /* CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: a half C is rounded
+     * once, from f32 sums. */
+    CHECK_EQ_I64(f.math_mode(), 16);
     static const struct {
         int na, nb;
         int64_t sa[3], sb[3];
@@ -279,21 +292,31 @@ static void test_vendor_gemm(ug_device *dev)
         {3, 3, {2, 6, 4}, {2, 5, 6}, true, true},
         {2, 2, {1, 65}, {65, 1}, false, false},
     };
+    static const ug_dtype dtypes[] = {UG_F32, UG_F16, UG_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        for (int own = 0; own < 2; own++) {
-            th_context("case %zu%s", c, own ? ", UG_GEMM=own" : "");
-            if (own)
-                setenv("UG_GEMM", "own", 1); /* the module reads it on every call */
-            const int calls = matmul_calls(dev, &f, cases[c].na, cases[c].sa, cases[c].nb,
-                                           cases[c].sb, cases[c].ta, cases[c].tb);
-            unsetenv("UG_GEMM");
-            if (calls >= 0)
-                CHECK_MSG(calls == (own ? 0 : 1), "%d cuBLAS calls for one matmul", calls);
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            for (int own = 0; own < 2; own++) {
+                th_context("case %zu, %s%s", c, ug_dtype_name(dtypes[d]),
+                           own ? ", UG_GEMM=own" : "");
+                if (own)
+                    setenv("UG_GEMM", "own", 1); /* the module reads it on every call */
+                int ex = 0;
+                const int calls = matmul_calls(dev, &f, dtypes[d], cases[c].na, cases[c].sa,
+                                               cases[c].nb, cases[c].sb, cases[c].ta,
+                                               cases[c].tb, &ex);
+                unsetenv("UG_GEMM");
+                if (calls >= 0)
+                    CHECK_MSG(calls == (own ? 0 : 1) && ex == (own || d == 0 ? 0 : 1),
+                              "%d cuBLAS calls (%d mixed-precision) for one matmul", calls, ex);
+            }
         }
     }
     /* An empty product calls nothing. */
     th_context("empty");
-    CHECK_EQ_I64(matmul_calls(dev, &f, 2, (int64_t[]){0, 4}, 2, (int64_t[]){4, 3}, false, false), 0);
+    int ex = 0;
+    CHECK_EQ_I64(matmul_calls(dev, &f, UG_F32, 2, (int64_t[]){0, 4}, 2, (int64_t[]){4, 3}, false,
+                              false, &ex),
+                 0);
 }
 
 static void test_grid_beyond_block_cap(ug_device *dev)
