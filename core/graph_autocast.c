@@ -96,8 +96,10 @@ static ug_status cast_to(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **ou
     /* A cast of an input (bound for the whole step) is recomputed for the
      * backward pass rather than held through it: a checkpointed segment of
      * its own (graph_checkpoint.c). */
-    if (st == UG_OK && ug_value_base(x)->kind == VALUE_INPUT && !g->has_backward)
+    if (st == UG_OK && ug_value_base(x)->kind == VALUE_INPUT && !g->has_backward) {
         (*out)->producer->segment = ++g->segments;
+        (*out)->producer->input_cast = true;
+    }
     return st;
 }
 

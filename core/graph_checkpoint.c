@@ -59,7 +59,7 @@ ug_status ug_graph_checkpoint(ug_graph *g, ug_value *from, ug_value *to)
         inside[i] = inside[i] && n->phase == PHASE_FORWARD;
         if (!inside[i])
             continue;
-        if (n->segment && overlap < 0)
+        if (n->segment && !n->input_cast && overlap < 0)
             overlap = i;
         marked++;
     }

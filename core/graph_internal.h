@@ -56,6 +56,7 @@ struct graph_node {
     float per_row_scale;      /* a scale_shift whose alpha is this times the run's rows */
     int segment;              /* a checkpointed segment (ug_graph_checkpoint), 0 if none */
     bool writes_cast;         /* a cast was folded in: out is written in its own dtype */
+    bool input_cast;          /* autocast's cast of an input: a segment a checkpoint may take over */
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */

@@ -127,6 +127,8 @@ TS_TEST(autocast_dtypes)
     CHECK(ug_value_dtype(h) == UG_F16);        /* product and bias in f16 */
     REQUIRE_OK(ug_g_relu(g, h, &r));
     CHECK(ug_value_dtype(r) == UG_F16);        /* elementwise follows */
+    /* A checkpoint may take in the input's cast, recomputed anyway. */
+    REQUIRE_OK(ug_graph_checkpoint(g, x, r));
     REQUIRE_OK(ug_g_softmax(g, r, &soft));
     CHECK(ug_value_dtype(soft) == UG_F32);
     REQUIRE_OK(ug_nn_layernorm(g, "ln", r, 1e-5f, &ln));
