@@ -41,8 +41,7 @@ static amp_class amp_class_of(const ug_op *op)
     return AMP_KEEP;
 }
 
-static bool is_half(ug_dtype d) { return d == UG_F16 || d == UG_BF16; }
-static bool is_float(ug_dtype d) { return d == UG_F32 || is_half(d); }
+static bool is_half(ug_dtype d) { return d != UG_F32 && ug_dtype_is_float(d); }
 
 /* The parameter's half copy as a value: a cast node that never runs (the
  * optimizer's update keeps the copy current), so that autograd casts the
@@ -117,7 +116,7 @@ ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *co
     }
     for (int i = 0; i < nin; i++) {
         ug_value *x = in[i];
-        if (!x || !is_float(x->dtype))
+        if (!x || !ug_dtype_is_float(x->dtype))
             continue;
         ug_dtype want = x->dtype;
         if (amp == AMP_HALF)

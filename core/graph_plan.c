@@ -84,19 +84,17 @@ static bool writes_any_float(const graph_node *n)
            (d == &ug_op_reduce && n->op.p.reduce.op != UG_RKERNEL_ARGMAX);
 }
 
-static bool is_float_dtype(ug_dtype d) { return d == UG_F32 || d == UG_F16 || d == UG_BF16; }
-
 static void fuse_casts(ug_graph *g)
 {
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *cast = g->nodes[i];
-        if (cast->dead || cast->op.def != &ug_op_cast || !is_float_dtype(cast->out->dtype))
+        if (cast->dead || cast->op.def != &ug_op_cast || !ug_dtype_is_float(cast->out->dtype))
             continue;
         ug_value *x = cast->in[0];
         graph_node *producer = x->producer;
         if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer || producer->dead ||
-            !writes_any_float(producer) || !is_float_dtype(x->dtype) ||
+            !writes_any_float(producer) || !ug_dtype_is_float(x->dtype) ||
             producer->segment != cast->segment)
             continue;
         bool referenced = false;
@@ -299,11 +297,9 @@ static void count_device_bytes(ug_graph *g)
         if (v->kind == VALUE_GRAD) {
             m->gradient_bytes += (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
             gradients += block_bytes(v);
-        } else if (v->kind == VALUE_PARAM_COPY) {
+        } else if (v->kind == VALUE_PARAM || v->kind == VALUE_PARAM_COPY) {
             m->parameter_bytes += block_bytes(v);
-        } else if (v->kind == VALUE_PARAM) {
-            m->parameter_bytes += block_bytes(v);
-            if (v->grad)
+            if (v->kind == VALUE_PARAM && v->grad)
                 m->optimizer_bytes += (uint64_t)slots * block_bytes(v);
         } else if (v->kind == VALUE_SUM) {
             sums += block_bytes(v);

@@ -25,20 +25,10 @@ int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int
  * place, so they must be f32 themselves. */
 #define KEEP UG_DTYPE_COUNT
 
-static bool is_half(ug_dtype d) { return d == UG_F16 || d == UG_BF16; }
-
 /* The dtype a convolution of x and weight computes in. */
 static ug_dtype conv_dtype(ug_dtype x, ug_dtype weight)
 {
-    return is_half(x) && weight == x ? x : UG_F32;
-}
-
-static ug_status need_float(const ug_op *op, const ug_meta *m, const char *arg)
-{
-    if (m->dtype != UG_F32 && m->dtype != UG_F16 && m->dtype != UG_BF16)
-        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op takes f32, f16 or bf16 (cast it "
-                            "with ug_cast)", op->name, arg, ug_dtype_name(m->dtype));
-    return UG_OK;
+    return x != UG_F32 && ug_dtype_is_float(x) && weight == x ? x : UG_F32;
 }
 
 static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
@@ -52,7 +42,7 @@ static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
 
 static ug_status need_images(const ug_op *op, const ug_meta *x)
 {
-    UG_TRY(need_float(op, x, "x"));
+    UG_TRY(ug_infer_float(op, x, "x"));
     if (x->ndim != 4) {
         char s[96];
         return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected images [N, C, H, W]", op->name,
@@ -264,7 +254,7 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
                             op->name, ug_format_shape(x->ndim, x->shape, sx, sizeof sx),
                             ug_format_shape(wt->ndim, wt->shape, sw, sizeof sw), groups);
     if (nin == 3) {
-        UG_TRY(need_float(op, &in[2], "bias"));
+        UG_TRY(ug_infer_float(op, &in[2], "bias"));
         if (in[2].ndim != 1 || in[2].shape[0] != wt->shape[0])
             return ug_set_error(UG_ERR_SHAPE, "%s: bias is %s; expected [%lld] (one per output channel)",
                                 op->name, ug_format_shape(in[2].ndim, in[2].shape, sx, sizeof sx),
@@ -723,7 +713,7 @@ static ug_status batchnorm_infer(const ug_op *op, int nin, const ug_meta *in, ug
     (void)nin;
     const ug_meta *x = &in[0];
     static const char *const names[] = {"x", "weight", "bias", "running_mean", "running_var"};
-    UG_TRY(need_float(op, x, "x"));
+    UG_TRY(ug_infer_float(op, x, "x"));
     for (int i = 1; i < 5; i++)
         UG_TRY(need_f32(op, &in[i], names[i]));
     char s[96];
