@@ -3,19 +3,52 @@
 #ifndef UG_CORE_DATA_INTERNAL_H
 #define UG_CORE_DATA_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "unigrad/data.h"
 
+/* Storage belongs to a base data set; a subset reads its base's through
+ * ids and keeps its own transform. */
 struct ug_dataset {
-    int refs;          /* the program's handle plus loaders (atomic) */
-    int64_t count;     /* samples */
-    int64_t features;  /* f32 values per sample */
-    float *x;          /* count * features, row-major */
-    int32_t *labels;   /* count, each in [0, classes) */
-    int32_t classes;   /* largest label + 1 */
+    int refs;                  /* the program's handle, loaders and subsets (atomic) */
+    int64_t count;             /* samples */
+    int64_t features;          /* values per sample */
+    float scale, shift;        /* value = scale * stored + shift, applied on assembly */
+    ug_dataset *base;          /* a subset's base (holding a reference), else NULL */
+    int64_t *ids;              /* a subset's count indices into base, else NULL */
+    /* The storage; in a subset, read base's. */
+    ug_dtype x_dtype;          /* U8 or F32 */
+    void *x;                   /* count * features, row-major; NULL with fill */
+    int64_t target_width;      /* 0: labels; else f32 targets per sample */
+    int32_t *labels;           /* count class indices, or NULL */
+    float *targets;            /* count * target_width, or NULL */
+    int32_t classes;           /* largest label + 1 (the source's with fill) */
+    ug_dataset_fill_fn fill;   /* samples made by a callback, or NULL */
+    void *user;
 };
+
+/* The data set that holds the storage (ds itself unless a subset), and a
+ * sample's index in it. */
+const ug_dataset *ug_dataset_storage(const ug_dataset *ds);
+int64_t ug_dataset_base_id(const ug_dataset *ds, int64_t id);
+
+/* Assembles samples ids[0..count) (indices into ds) into x, count * features
+ * values of x_dtype (f32, f16 or bf16), and y (labels i32 or targets f32).
+ * base_ids receives the storage's indices (count); scratch is count *
+ * features floats when ug_dataset_gather_needs_scratch, else unused. The
+ * error names the samples. Thread-safe: loaders' workers call it. */
+ug_status ug_dataset_gather(const ug_dataset *ds, const int64_t *ids, int64_t count,
+                            ug_dtype x_dtype, void *x, void *y, int64_t *base_ids, float *scratch);
+bool ug_dataset_gather_needs_scratch(const ug_dataset *ds, ug_dtype x_dtype);
+/* Bytes of one sample's y as a batch holds it. */
+size_t ug_dataset_y_bytes(const ug_dataset *ds);
+
+/* Sample indices 0..n-1, shuffled by a Fisher-Yates pass driven by
+ * splitmix64 keyed by (seed, stream) alone: the same order on every
+ * platform. shuffle false leaves them in order. */
+void ug_shuffled_order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, uint64_t stream);
 
 /* Loaders keep their data set: ug_dataset_free drops a reference. */
 void ug_dataset_retain(const ug_dataset *dataset);

@@ -1,32 +1,114 @@
-/* Statistics and affine transforms of a data set's values (normalisation). */
+/* Statistics and affine transforms of a data set's values (normalisation).
+ * A transform composes into the data set's scale and shift, applied when
+ * batches are assembled, so it touches no stored value. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/data_internal.h"
 #include "core/error.h"
+#include "core/fault.h"
+
+/* Samples whose values a callback data set's statistics read at a time. */
+enum { STATS_CHUNK = 256 };
+
+/* Two passes over the values: the sum, then the squares about the mean. */
+typedef struct stats_pass {
+    bool second;
+    double count, sum, mean, squares;
+    int64_t bad_sample, bad_feature;
+    float bad_value;
+} stats_pass;
+
+static bool visit(stats_pass *p, const float *values, int64_t first_sample, int64_t samples, int64_t features)
+{
+    for (int64_t i = 0; i < samples * features; i++) {
+        float v = values[i];
+        if (!isfinite(v)) {
+            p->bad_sample = first_sample + i / features;
+            p->bad_feature = i % features;
+            p->bad_value = v;
+            return false;
+        }
+        if (p->second)
+            p->squares += ((double)v - p->mean) * ((double)v - p->mean);
+        else
+            p->sum += v;
+    }
+    if (!p->second)
+        p->count += (double)(samples * features);
+    return true;
+}
+
+/* One pass over every value through ug_dataset_gather, so the statistics
+ * are those of the values batches hold. */
+static ug_status pass(const ug_dataset *ds, stats_pass *p)
+{
+    int64_t features = ds->features;
+    float *x = ug_malloc((size_t)STATS_CHUNK * (size_t)features * sizeof(float));
+    void *y = ug_malloc((size_t)STATS_CHUNK * ug_dataset_y_bytes(ds));
+    int64_t *ids = ug_malloc(2 * STATS_CHUNK * sizeof *ids);
+    ug_status st = UG_OK;
+    if (!x || !y || !ids)
+        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int64_t first = 0; st == UG_OK && first < ds->count; first += STATS_CHUNK) {
+        int64_t n = ds->count - first < STATS_CHUNK ? ds->count - first : STATS_CHUNK;
+        for (int64_t i = 0; i < n; i++)
+            ids[i] = first + i;
+        st = ug_dataset_gather(ds, ids, n, UG_F32, x, y, ids + STATS_CHUNK, NULL);
+        if (st == UG_OK && !visit(p, x, first, n, features))
+            st = ug_set_error(UG_ERR_FORMAT, "sample %lld, feature %lld is %g; the data must be finite",
+                              (long long)p->bad_sample, (long long)p->bad_feature, (double)p->bad_value);
+    }
+    free(x);
+    free(y);
+    free(ids);
+    return st;
+}
+
+/* Bytes: 256 possible values, so a histogram gives the exact moments. */
+static void byte_moments(const ug_dataset *ds, double *mean, double *stddev)
+{
+    const ug_dataset *base = ug_dataset_storage(ds);
+    uint64_t hist[256] = {0};
+    for (int64_t i = 0; i < ds->count; i++) {
+        const unsigned char *row = (const unsigned char *)base->x + ug_dataset_base_id(ds, i) * ds->features;
+        for (int64_t f = 0; f < ds->features; f++)
+            hist[row[f]]++;
+    }
+    double n = (double)ds->count * (double)ds->features, sum = 0.0, squares = 0.0;
+    for (int v = 0; v < 256; v++)
+        sum += (double)hist[v] * (double)(ds->scale * (float)v + ds->shift);
+    double m = sum / n;
+    for (int v = 0; v < 256; v++) {
+        double d = (double)(ds->scale * (float)v + ds->shift) - m;
+        squares += (double)hist[v] * d * d;
+    }
+    *mean = m;
+    *stddev = sqrt(squares / n);
+}
 
 ug_status ug_dataset_stats(const ug_dataset *ds, double *mean, double *stddev)
 {
     if (!ds || !mean || !stddev)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_dataset_stats: NULL argument");
-    size_t n = (size_t)ds->count * (size_t)ds->features;
-    if (n == 0)
-        return ug_set_error(UG_ERR_SHAPE, "ug_dataset_stats: the data set is empty");
-    /* Two passes in double: exact enough for 47M values, unlike a running sum of squares. */
-    double sum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(ds->x[i]))
-            return ug_set_error(UG_ERR_FORMAT,
-                                "ug_dataset_stats: sample %lld, feature %lld is %g; the data must "
-                                "be finite",
-                                (long long)(i / (size_t)ds->features),
-                                (long long)(i % (size_t)ds->features), (double)ds->x[i]);
-        sum += ds->x[i];
+    const ug_dataset *base = ug_dataset_storage(ds);
+    if (!base->fill && base->x_dtype == UG_U8) {
+        byte_moments(ds, mean, stddev);
+        return UG_OK;
     }
-    double m = sum / (double)n, squares = 0.0;
-    for (size_t i = 0; i < n; i++)
-        squares += ((double)ds->x[i] - m) * ((double)ds->x[i] - m);
-    *mean = m;
-    *stddev = sqrt(squares / (double)n);
+    /* Two passes in double: exact enough for 47M values, unlike a running
+     * sum of squares. */
+    stats_pass p = {0};
+    ug_status st = pass(ds, &p);
+    if (st == UG_OK) {
+        p.mean = p.sum / p.count;
+        p.second = true;
+        st = pass(ds, &p);
+    }
+    if (st != UG_OK)
+        return ug_prefix_error(st, "ug_dataset_stats");
+    *mean = p.mean;
+    *stddev = sqrt(p.squares / p.count);
     return UG_OK;
 }
 
@@ -37,8 +119,7 @@ ug_status ug_dataset_transform(ug_dataset *ds, float scale, float shift)
     if (!isfinite(scale) || !isfinite(shift))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_dataset_transform: scale %g and shift %g must be finite",
                             (double)scale, (double)shift);
-    size_t n = (size_t)ds->count * (size_t)ds->features;
-    for (size_t i = 0; i < n; i++)
-        ds->x[i] = scale * ds->x[i] + shift;
+    ds->shift = scale * ds->shift + shift;
+    ds->scale = scale * ds->scale;
     return UG_OK;
 }

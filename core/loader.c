@@ -26,12 +26,12 @@
  * - start_epoch stops claims, waits for in-flight uploads (the workers read
  *   the permutation while gathering, so it may only be rewritten when none
  *   is), frees every slot but the one handed out, and restarts from batch 0.
- * - The shuffle is Fisher-Yates driven by splitmix64, keyed by (seed, epoch)
- *   alone: the same order on every platform and for any batch size, thread
- *   count or prefetch depth.
- * - The loader reads the data set in place (no copy of a 190 MB training
- *   set) and holds a reference to it (and to the device), so the program
- *   may free them in any order.
+ * - The shuffle (ug_shuffled_order) is keyed by (seed, epoch) alone: the
+ *   same order on every platform and for any batch size, thread count or
+ *   prefetch depth, so an epoch can be resumed at any batch (ug_loader_seek).
+ * - The loader reads the data set in place (ug_dataset_gather converts
+ *   bytes as rows are gathered) and holds a reference to it (and to the
+ *   device), so the program may free them in any order.
  * - A worker's error is stored with its message (error messages are
  *   thread-local) in the slot of its batch, and the consumer reports it when
  *   that batch is due. */
@@ -56,9 +56,11 @@ typedef struct slot {
     int64_t count;             /* samples in the batch */
     bool inject_failure;       /* test hook (ug_loader_debug_fail_batch) */
     void *host_x;              /* pinned, rows * features of x_dtype */
-    int32_t *host_y;           /* pinned, rows */
+    void *host_y;              /* pinned, rows labels or rows * width targets */
     int64_t *ids;              /* rows dataset indices */
-    ug_tensor *x, *y;          /* [rows, features] x_dtype, [rows] i32 */
+    int64_t *base_ids;         /* the same in the data set's storage */
+    float *scratch;            /* rows * features, for a callback's f32 values, or NULL */
+    ug_tensor *x, *y;          /* [rows, features] x_dtype; [rows] i32 or [rows, width] f32 */
     ug_tensor *x_part, *y_part; /* views for the partial last batch, or NULL */
     ug_status status;          /* the worker's result */
     char message[MESSAGE_BYTES];
@@ -95,48 +97,6 @@ struct ug_loader {
     int64_t fail_batch;        /* test hook, -1 when off */
 };
 
-/* ---- the permutation ---- */
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, bound) without modulo bias: reject the low values that
- * would make some residues more likely. */
-static uint64_t below(uint64_t *state, uint64_t bound)
-{
-    uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-        uint64_t r = splitmix64(state);
-        if (r >= threshold)
-            return r % bound;
-    }
-}
-
-static void make_order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch)
-{
-    for (int64_t i = 0; i < n; i++)
-        perm[i] = i;
-    if (!shuffle)
-        return;
-    /* The stream's key mixes seed and epoch through splitmix64 itself, so
-     * neighbouring seeds or epochs give unrelated orders. */
-    uint64_t s = seed;
-    uint64_t key = splitmix64(&s);
-    s = key ^ (uint64_t)epoch;
-    uint64_t state = splitmix64(&s);
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)below(&state, (uint64_t)i + 1);
-        int64_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-}
-
 /* ---- workers ---- */
 
 static int64_t batch_count(const ug_loader *l, int64_t batch)
@@ -149,30 +109,17 @@ static int64_t batch_count(const ug_loader *l, int64_t batch)
 static ug_status fill_slot(ug_loader *l, slot *s)
 {
     const ug_dataset *ds = l->dataset;
-    int64_t count = s->count, features = ds->features;
-    const int64_t *order = l->perm + s->batch * l->config.batch_size;
-    const ug_dtype dt = l->config.x_dtype;
-    size_t row_bytes = (size_t)features * ug_dtype_size(dt);
-    for (int64_t r = 0; r < count; r++) {
-        int64_t id = order[r];
-        s->ids[r] = id;
-        const float *src = ds->x + id * features;
-        if (dt == UG_F32) {
-            memcpy((float *)s->host_x + r * features, src, row_bytes);
-        } else {
-            uint16_t *dst = (uint16_t *)s->host_x + r * features;
-            for (int64_t f = 0; f < features; f++)
-                dst[f] = dt == UG_F16 ? ug_f32_to_f16(src[f]) : ug_f32_to_bf16(src[f]);
-        }
-        s->host_y[r] = ds->labels[id];
-    }
+    int64_t count = s->count;
+    memcpy(s->ids, l->perm + s->batch * l->config.batch_size, (size_t)count * sizeof *s->ids);
+    UG_TRY(ug_dataset_gather(ds, s->ids, count, l->config.x_dtype, s->host_x, s->host_y, s->base_ids,
+                             s->scratch));
     bool part = count < l->rows;
     ug_tensor *x = part ? s->x_part : s->x, *y = part ? s->y_part : s->y;
-    size_t x_bytes = (size_t)count * row_bytes;
+    size_t x_bytes = (size_t)count * (size_t)ds->features * ug_dtype_size(l->config.x_dtype);
     if (s->inject_failure)
         x_bytes++; /* the test hook: ug_tensor_upload refuses the size */
     UG_TRY(ug_tensor_upload(x, s->host_x, x_bytes));
-    return ug_tensor_upload(y, s->host_y, (size_t)count * sizeof(int32_t));
+    return ug_tensor_upload(y, s->host_y, (size_t)count * ug_dataset_y_bytes(ds));
 }
 
 static int free_slot(const ug_loader *l)
@@ -287,6 +234,8 @@ static void free_slots(ug_loader *l)
         ug_host_free(l->device, s->host_x);
         ug_host_free(l->device, s->host_y);
         free(s->ids);
+        free(s->base_ids);
+        free(s->scratch);
         ug_tensor_free(s->x_part);
         ug_tensor_free(s->y_part);
         ug_tensor_free(s->x);
@@ -298,16 +247,21 @@ static void free_slots(ug_loader *l)
 
 static ug_status make_slot(ug_loader *l, slot *s)
 {
-    int64_t features = l->dataset->features;
-    size_t xb = (size_t)l->rows * (size_t)features * ug_dtype_size(l->config.x_dtype);
-    UG_TRY(ug_host_alloc(l->device, xb, &s->host_x));
-    UG_TRY(ug_host_alloc(l->device, (size_t)l->rows * sizeof(int32_t), (void **)&s->host_y));
+    const ug_dataset *ds = l->dataset;
+    int64_t features = ds->features, width = ug_dataset_target_width(ds);
+    size_t values = (size_t)l->rows * (size_t)features;
+    UG_TRY(ug_host_alloc(l->device, values * ug_dtype_size(l->config.x_dtype), &s->host_x));
+    UG_TRY(ug_host_alloc(l->device, (size_t)l->rows * ug_dataset_y_bytes(ds), &s->host_y));
     s->ids = ug_malloc((size_t)l->rows * sizeof *s->ids);
-    if (!s->ids)
+    s->base_ids = ug_malloc((size_t)l->rows * sizeof *s->base_ids);
+    bool scratch = ug_dataset_gather_needs_scratch(ds, l->config.x_dtype);
+    if (scratch)
+        s->scratch = ug_malloc(values * sizeof(float));
+    if (!s->ids || !s->base_ids || (scratch && !s->scratch))
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_loader_create: out of host memory");
-    int64_t xs[2] = {l->rows, features}, ys[1] = {l->rows};
+    int64_t xs[2] = {l->rows, features}, ys[2] = {l->rows, width};
     UG_TRY(ug_tensor_create(l->device, l->config.x_dtype, 2, xs, &s->x));
-    UG_TRY(ug_tensor_create(l->device, UG_I32, 1, ys, &s->y));
+    UG_TRY(width ? ug_tensor_create(l->device, UG_F32, 2, ys, &s->y) : ug_tensor_create(l->device, UG_I32, 1, ys, &s->y));
     if (l->partial && l->partial < l->rows) {
         UG_TRY(ug_tensor_slice(s->x, 0, l->partial, &s->x_part));
         UG_TRY(ug_tensor_slice(s->y, 0, l->partial, &s->y_part));
@@ -352,7 +306,7 @@ ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_conf
     UG_TRY(resolve_config(config, op, &c));
     size_t rows = (size_t)batch_rows(dataset, &c);
     size_t x = ug_pool_block_bytes(rows * (size_t)dataset->features * ug_dtype_size(c.x_dtype));
-    size_t y = ug_pool_block_bytes(rows * sizeof(int32_t));
+    size_t y = ug_pool_block_bytes(rows * ug_dataset_y_bytes(dataset));
     *bytes = (uint64_t)(c.prefetch + 1) * (x + y); /* the slots of ug_loader_create */
     return UG_OK;
 }
@@ -453,13 +407,16 @@ void ug_loader_debug_fail_batch(ug_loader *l, int64_t batch)
 
 /* ---- the consumer ---- */
 
-ug_status ug_loader_start_epoch(ug_loader *l, int64_t epoch)
+ug_status ug_loader_seek(ug_loader *l, int64_t epoch, int64_t batch)
 {
+    const char *op = "ug_loader_seek";
     if (!l)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_loader_start_epoch: loader is NULL");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: loader is NULL", op);
     if (epoch < 0)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "ug_loader_start_epoch: epoch %lld is negative", (long long)epoch);
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: epoch %lld is negative", op, (long long)epoch);
+    if (batch < 0 || batch > l->batches)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: batch %lld is outside the epoch's 0..%lld", op,
+                            (long long)batch, (long long)l->batches);
     pthread_mutex_lock(&l->lock);
     l->active = false;
     while (l->filling > 0)
@@ -467,16 +424,45 @@ ug_status ug_loader_start_epoch(ug_loader *l, int64_t epoch)
     for (int i = 0; i < l->nslots; i++)
         if (l->slots[i].state != SLOT_HANDED) /* valid until the next ug_loader_next */
             l->slots[i].state = SLOT_FREE;
-    make_order(l->perm, l->dataset->count, l->config.shuffle, l->config.seed, epoch);
+    ug_shuffled_order(l->perm, l->dataset->count, l->config.shuffle, l->config.seed, (uint64_t)epoch);
     l->generation++;
     l->epoch = epoch;
-    l->next_claim = l->next_consume = 0;
+    l->next_claim = l->next_consume = batch;
     l->failed = UG_OK;
     l->started = true;
     l->active = true;
     pthread_cond_broadcast(&l->work);
     pthread_mutex_unlock(&l->lock);
     return UG_OK;
+}
+
+ug_status ug_loader_start_epoch(ug_loader *l, int64_t epoch)
+{
+    ug_status st = ug_loader_seek(l, epoch, 0);
+    return st == UG_OK ? st : ug_prefix_error(st, "ug_loader_start_epoch");
+}
+
+void ug_loader_position(const ug_loader *l, int64_t *epoch, int64_t *next_batch)
+{
+    if (!l) {
+        if (epoch)
+            *epoch = -1;
+        if (next_batch)
+            *next_batch = 0;
+        return;
+    }
+    ug_loader *m = (ug_loader *)l; /* the lock only */
+    pthread_mutex_lock(&m->lock);
+    if (epoch)
+        *epoch = l->started ? l->epoch : -1;
+    if (next_batch)
+        *next_batch = l->started ? l->next_consume : 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
+ug_loader_config ug_loader_get_config(const ug_loader *l)
+{
+    return l ? l->config : ug_loader_default_config();
 }
 
 ug_status ug_loader_next(ug_loader *l, ug_batch *batch, bool *done)

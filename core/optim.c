@@ -248,6 +248,48 @@ ug_status ug_optimizer_set_steps(ug_optimizer *opt, int64_t steps)
     return UG_OK;
 }
 
+const char *ug_optimizer_state_name(const ug_optimizer *opt, int slot)
+{
+    if (!opt || slot < 0 || slot >= opt->slots)
+        return NULL;
+    if (opt->config.type == UG_SGD)
+        return "momentum_buffer";
+    return slot == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+ug_status ug_optimizer_find_state(const ug_optimizer *opt, const char *param, const char *slot_name,
+                                  ug_tensor **tensor)
+{
+    const char *op = "ug_optimizer_find_state";
+    if (!opt || !param || !slot_name || !tensor)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    *tensor = NULL;
+    int slot = 0;
+    while (slot < opt->slots && strcmp(ug_optimizer_state_name(opt, slot), slot_name) != 0)
+        slot++;
+    if (slot == opt->slots)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: this optimizer has no state '%s'%s%s%s%s", op,
+                            slot_name, opt->slots ? " (it has " : " (it keeps none)",
+                            opt->slots ? ug_optimizer_state_name(opt, 0) : "",
+                            opt->slots > 1 ? " and " : "", opt->slots > 1 ? ug_optimizer_state_name(opt, 1) : "");
+    for (int i = 0; i < opt->params; i++) {
+        const char *name = NULL;
+        ug_tensor *t = NULL;
+        UG_TRY(ug_model_param_at(opt->model, i, &name, &t));
+        if (!strcmp(name, param))
+            return ug_optimizer_state(opt, i, slot, tensor);
+    }
+    return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                        "%s: '%s' is not one of the %d parameters the optimizer updates", op, param, opt->params);
+}
+
+int ug_optimizer_param_count(const ug_optimizer *opt) { return opt ? opt->params : 0; }
+
+ug_optimizer_config ug_optimizer_get_config(const ug_optimizer *opt)
+{
+    return opt ? opt->config : ug_optimizer_defaults(UG_ADAM);
+}
+
 ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot, ug_tensor **tensor)
 {
     if (!opt || !tensor)

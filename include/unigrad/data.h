@@ -33,31 +33,83 @@ UG_API void ug_idx_set_max_bytes(uint64_t bytes);
 UG_API uint64_t ug_idx_max_bytes(void);
 UG_API void ug_idx_free(ug_idx *idx);
 
-/* Samples and integer labels on the host. Each sample is flattened to
- * features = prod(shape[1:]) values, stored as f32. */
+/* Samples on the host, each flattened to features = prod(shape[1:])
+ * values, with a target per sample: an integer class label, or a row of
+ * target_width floats (regression). Features are stored as given, u8 bytes
+ * or f32, and become f32 (or the loader's x_dtype) as batches are
+ * assembled: value = scale * stored + shift, the affine map that
+ * ug_dataset_transform composes (1 and 0 until then). So 8-bit images take
+ * their size in bytes on the host, and normalising them costs nothing up
+ * front. */
 typedef struct ug_dataset ug_dataset;
 
-/* images [n, ...] (u8 or f32) and labels [n] (u8 or i32). Images are stored
- * as scale * value + shift (e.g. 1/255 and 0 maps bytes to [0, 1]). The
- * counts must agree. */
+/* images [n, ...] (u8, kept as bytes; i8, i16 or i32, held as f32; or f32)
+ * and labels [n] (integers). Values are scale * stored + shift (e.g. 1/255
+ * and 0 maps bytes to [0, 1]). The counts must agree. */
 UG_API ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, float scale,
                               float shift, ug_dataset **out);
-/* From host arrays (copied): features f32 values per sample, labels i32. */
+
+/* The caller's arrays, copied. Exactly one of labels and targets is given. */
+typedef struct ug_dataset_arrays {
+    int64_t count, features;
+    ug_dtype x_dtype;          /* UG_F32 (default, 0) or UG_U8 (kept as bytes) */
+    const void *x;             /* count * features values, row-major */
+    const int32_t *labels;     /* class labels [count], each >= 0; or NULL */
+    const float *targets;      /* float targets [count, target_width]; or NULL */
+    int64_t target_width;      /* with targets: at least 1 */
+} ug_dataset_arrays;
+UG_API ug_status ug_dataset_create(const ug_dataset_arrays *arrays, ug_dataset **out);
+/* Shorthand: f32 features x [count, features] and i32 labels [count]. */
 UG_API ug_status ug_dataset_from_arrays(int64_t count, int64_t features, const float *x,
                                  const int32_t *labels, ug_dataset **out);
+
+/* Fills samples ids[0..count) of a batch: x [count, features] f32 values
+ * and y, labels i32 [count] or targets f32 [count, target_width]. It runs
+ * on the loader's worker threads, concurrently when the loader has more
+ * than one: it must be thread-safe then. Returns 0, or a nonzero code that
+ * fails the batch (ug_loader_next reports it with the samples). */
+typedef int (*ug_dataset_fill_fn)(void *user, const int64_t *ids, int64_t count, float *x, void *y);
+typedef struct ug_dataset_source {
+    int64_t count, features;
+    int64_t target_width;      /* 0: i32 class labels; n: n f32 targets */
+    int32_t classes;           /* with labels: each label must be below it */
+    ug_dataset_fill_fn fill;
+    void *user;                /* passed to fill; must outlive the data set */
+} ug_dataset_source;
+/* A data set whose samples a callback produces when a batch is assembled:
+ * data on disk, generated, or held by the caller. Labels outside
+ * [0, classes) fail their batch. */
+UG_API ug_status ug_dataset_from_callback(const ug_dataset_source *source, ug_dataset **out);
+
+/* The samples ids[0..count) of dataset (in that order; repeats allowed),
+ * sharing its storage and starting from its transform. */
+UG_API ug_status ug_dataset_subset(const ug_dataset *dataset, const int64_t *ids, int64_t count,
+                                   ug_dataset **out);
+/* A seeded random split: *second holds round(fraction * count) samples,
+ * *first the rest, both in the data set's order (a validation split:
+ * fraction 0.1 keeps 10% out of training). Both must be non-empty. The same
+ * seed gives the same split on every platform. */
+UG_API ug_status ug_dataset_split(const ug_dataset *dataset, double fraction, uint64_t seed,
+                                  ug_dataset **first, ug_dataset **second);
+
 UG_API void ug_dataset_free(ug_dataset *dataset);
 UG_API int64_t ug_dataset_count(const ug_dataset *dataset);
 UG_API int64_t ug_dataset_features(const ug_dataset *dataset);
-/* Number of classes: the largest label plus one. */
+/* 0 for class labels, else the float targets per sample. */
+UG_API int64_t ug_dataset_target_width(const ug_dataset *dataset);
+/* Number of classes: the largest label plus one (the source's classes for
+ * a callback data set; 0 with float targets). */
 UG_API int32_t ug_dataset_classes(const ug_dataset *dataset);
+/* Host bytes the data set holds (its share of storage it owns). */
+UG_API uint64_t ug_dataset_host_bytes(const ug_dataset *dataset);
 /* UG_ERR_FORMAT naming the first sample whose label is not below classes
  * (the class count a model was built for). */
 UG_API ug_status ug_dataset_require_classes(const ug_dataset *dataset, int32_t classes);
-/* Mean and standard deviation over every stored value (in double). */
+/* Mean and standard deviation over every feature value (in double). */
 UG_API ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, double *stddev);
-/* value = scale * value + shift for every stored value: e.g. standardising
- * a test set with the training set's statistics. Loaders read the data set
- * from their threads: transform it before creating any loader on it. */
+/* value = scale * value + shift for every feature value, applied as
+ * batches are assembled: e.g. standardising a test set with the training
+ * set's statistics. Transform a data set before creating a loader on it. */
 UG_API ug_status ug_dataset_transform(ug_dataset *dataset, float scale, float shift);
 
 typedef struct ug_loader_config {
@@ -82,7 +134,7 @@ typedef struct ug_loader ug_loader;
  * until the next ug_loader_next (or ug_loader_free). */
 typedef struct ug_batch {
     ug_tensor *x;            /* [count, features], of the config's x_dtype */
-    ug_tensor *y;            /* i32 [count] */
+    ug_tensor *y;            /* labels i32 [count], or targets f32 [count, width] */
     int64_t count;           /* samples in this batch */
     int64_t index;           /* batch number within the epoch */
     const int64_t *sample_ids; /* count dataset indices, in batch order */
@@ -104,6 +156,14 @@ UG_API ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_load
 UG_API int64_t ug_loader_batches(const ug_loader *loader);
 /* Starts epoch number epoch (its order is fixed by seed and epoch). */
 UG_API ug_status ug_loader_start_epoch(ug_loader *loader, int64_t epoch);
+/* Starts epoch at its batch number batch (0..batches): resuming an epoch
+ * part-way, with the same order as if it had run from its start. */
+UG_API ug_status ug_loader_seek(ug_loader *loader, int64_t epoch, int64_t batch);
+/* Where the loader stands: the epoch last started and the batches of it
+ * handed out so far (the batch ug_loader_next gives next); -1 and 0 before
+ * any epoch. With the seed, all a checkpoint needs to continue. */
+UG_API void ug_loader_position(const ug_loader *loader, int64_t *epoch, int64_t *next_batch);
+UG_API ug_loader_config ug_loader_get_config(const ug_loader *loader);
 /* Next batch, or *done = true at the end of the epoch. */
 UG_API ug_status ug_loader_next(ug_loader *loader, ug_batch *batch, bool *done);
 

@@ -93,6 +93,16 @@ UG_API float ug_optimizer_current_lr(const ug_optimizer *optimizer);
 UG_API int ug_optimizer_state_count(const ug_optimizer *optimizer);
 UG_API ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_index, int slot,
                              ug_tensor **tensor);
+/* A slot's name, PyTorch's: "momentum_buffer" (SGD), "exp_avg" and
+ * "exp_avg_sq" (Adam, AdamW); NULL out of range. */
+UG_API const char *ug_optimizer_state_name(const ug_optimizer *optimizer, int slot);
+/* A state tensor by parameter and slot name ("fc1.weight", "exp_avg"). */
+UG_API ug_status ug_optimizer_find_state(const ug_optimizer *optimizer, const char *param,
+                                         const char *slot, ug_tensor **tensor);
+/* The parameters the optimizer updates: the model's first ones, those
+ * that existed when it was created. */
+UG_API int ug_optimizer_param_count(const ug_optimizer *optimizer);
+UG_API ug_optimizer_config ug_optimizer_get_config(const ug_optimizer *optimizer);
 UG_API ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
 /* The loss scaler's state, read from the device (waiting for it), and set.
  * UG_ERR_STATE when the optimizer was created without loss scaling. To
