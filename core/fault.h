@@ -1,8 +1,10 @@
 /* Fault injection for the tests: after ug_fault_arm(kind, n), the n-th event
  * of that kind fails as the real failure would (a host allocation returns
- * NULL, a device allocation is refused by the runtime, a cache file write
- * fails, a wait for a device fails; armed past reach, a kind only counts). The library's host allocations go through ug_malloc and friends
- * for this. Not exported: the tests link the library's objects. */
+ * NULL, a device allocation is refused by the runtime, a file call fails
+ * with a realistic errno, a wait for a device fails; armed past reach, a
+ * kind only counts). The library's host allocations go through ug_malloc
+ * and friends for this. Not exported: the tests link the library's
+ * objects. */
 #ifndef UG_CORE_FAULT_H
 #define UG_CORE_FAULT_H
 
@@ -13,7 +15,7 @@
 typedef enum ug_fault_kind {
     UG_FAULT_HOST_ALLOC,
     UG_FAULT_DEVICE_ALLOC,
-    UG_FAULT_FILE_WRITE,
+    UG_FAULT_FILE_IO,     /* each call of an atomic file replacement (core/atomic_file.c) */
     UG_FAULT_HOST_WAIT,   /* the host waits for a device: a synchronisation or blocking transfer */
     UG_FAULT_KINDS
 } ug_fault_kind;

@@ -51,7 +51,10 @@ static ug_status collect_checks(ug_graph *g)
                 UG_TRY(want_check(g, g->nodes[i]->in[0], CHECK_LOGITS));
         if (g->loss)
             UG_TRY(want_check(g, g->loss, CHECK_LOSS));
-        for (int i = 0; i < g->value_count; i++)
+        /* With loss scaling a non-finite gradient is the scaler's to handle
+         * (the step is skipped and the scale backs off), not an error. */
+        bool scaled = g->optimizer && ug_optimizer_get_config(g->optimizer).loss_scaling.enabled;
+        for (int i = 0; i < g->value_count && !scaled; i++)
             if (g->values[i]->kind == VALUE_PARAM && g->values[i]->grad)
                 UG_TRY(want_check(g, g->values[i]->grad, CHECK_GRADIENT));
     }

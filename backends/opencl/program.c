@@ -4,8 +4,8 @@
  *
  * Cache: $XDG_CACHE_HOME/unigrad (else $HOME/.cache/unigrad), one file per
  * FNV-1a 64 hash of device name, driver version, platform version, build
- * options and source text. A file is written under a temporary name and
- * renamed, so readers never see half of one; one that fails any check, or
+ * options and source text. A file is replaced atomically (core/atomic_file.h),
+ * so readers never see half of one; one that fails any check, or
  * that the runtime will not load, is ignored and replaced. No usable
  * directory means no caching, never an error.
  *
@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/fault.h"
 #include "backends/opencl/internal.h"
 
@@ -185,39 +186,23 @@ bad:
     return NULL;
 }
 
-static bool write_all(int fd, const void *data, size_t len)
+/* Best effort: any failure leaves no file behind (ug_atomic_file) and is
+ * otherwise ignored, as a missing cache is. */
+static void cache_store(const char *path, uint64_t key, const unsigned char *bin, size_t size)
 {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = ug_fault_hit(UG_FAULT_FILE_WRITE) ? (errno = ENOSPC, -1) : write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
-static void cache_store(const char *path, uint64_t key, const unsigned char *bin, size_t size,
-                        const void *unique)
-{
-    char tmp[PATH_MAX + 64];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%p", path, (long)getpid(), unique) >= (int)sizeof tmp)
-        return;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return;
     cache_header h;
     memcpy(h.magic, CACHE_MAGIC, 8);
     h.key = key;
     h.size = size;
     h.checksum = fnv1a(0xcbf29ce484222325ull, bin, size);
-    bool ok = write_all(fd, &h, sizeof h) && write_all(fd, bin, size);
-    ok = close(fd) == 0 && ok;
-    if (!ok || ug_fault_hit(UG_FAULT_FILE_WRITE) || rename(tmp, path) != 0)
-        unlink(tmp);
+    ug_atomic_file *f = NULL;
+    if (ug_atomic_open(path, &f) != UG_OK)
+        return;
+    if (ug_atomic_write(f, &h, sizeof h) != UG_OK || ug_atomic_write(f, bin, size) != UG_OK) {
+        ug_atomic_abort(f);
+        return;
+    }
+    ug_atomic_commit(f, 1);
 }
 
 static void release_kernels(ug_bdev *dev)
@@ -360,7 +345,7 @@ static ug_status build_from_source(ug_bdev *dev, const char *options, cl_program
     return UG_OK;
 }
 
-static void store_binary(ug_bdev *dev, cl_program prog, const char *path, uint64_t key)
+static void store_binary(cl_program prog, const char *path, uint64_t key)
 {
     size_t size = 0;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS ||
@@ -371,7 +356,7 @@ static void store_binary(ug_bdev *dev, cl_program prog, const char *path, uint64
         return;
     unsigned char *bins[1] = {bin};
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS)
-        cache_store(path, key, bin, size, dev);
+        cache_store(path, key, bin, size);
     free(bin);
 }
 
@@ -419,7 +404,7 @@ ug_status ocl_program_create(ug_bdev *dev)
     }
     dev->program = prog;
     if (cache)
-        store_binary(dev, prog, path, key);
+        store_binary(prog, path, key);
     return UG_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "unigrad/nn.h"
 #include "unigrad/optim.h"
 #include "unigrad/data.h"
+#include "unigrad/checkpoint.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

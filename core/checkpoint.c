@@ -1,0 +1,733 @@
+/* Training checkpoints (include/unigrad/checkpoint.h): the parts' state to
+ * and from a safetensors file (core/safetensors.c), which writes it through
+ * an atomic replacement (core/atomic_file.c).
+ *
+ * Loading runs in two phases so that a bad file changes nothing: first
+ * every entry the parts need is found and checked against them (dtype,
+ * shape, metadata) and read into host memory, then the state is applied. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fault.h"
+#include "core/graph_internal.h"
+#include "core/safetensors.h"
+#include "unigrad/checkpoint.h"
+
+enum { MAX_PARTS = 16, NAME_BYTES = 64, KEY_BYTES = 256 };
+
+static const char FORMAT_KEY[] = "unigrad.format", FORMAT_VERSION[] = "1";
+
+typedef struct named_graph {
+    char name[NAME_BYTES];
+    ug_graph *graph;
+} named_graph;
+
+typedef struct named_loader {
+    char name[NAME_BYTES];
+    ug_loader *loader;
+} named_loader;
+
+typedef struct string_list {
+    int count, capacity;
+    char **keys, **values;
+} string_list;
+
+struct ug_checkpoint {
+    ug_model *model;
+    ug_optimizer *optimizer;
+    named_graph graphs[MAX_PARTS];
+    int graph_count;
+    named_loader loaders[MAX_PARTS];
+    int loader_count;
+    string_list strings; /* the caller's */
+    int keep;
+};
+
+/* ---- strings ---- */
+
+static void strings_clear(string_list *s)
+{
+    for (int i = 0; i < s->count; i++) {
+        free(s->keys[i]);
+        free(s->values[i]);
+    }
+    free(s->keys);
+    free(s->values);
+    *s = (string_list){0};
+}
+
+static char *copy_string(const char *text)
+{
+    size_t n = strlen(text) + 1;
+    char *c = ug_malloc(n);
+    if (c)
+        memcpy(c, text, n);
+    return c;
+}
+
+/* Sets key to value (replacing it), copying both. */
+static ug_status strings_set(string_list *s, const char *key, const char *value)
+{
+    char *v = copy_string(value);
+    if (!v)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; i < s->count; i++)
+        if (!strcmp(s->keys[i], key)) {
+            free(s->values[i]);
+            s->values[i] = v;
+            return UG_OK;
+        }
+    if (s->count == s->capacity) {
+        int cap = s->capacity ? 2 * s->capacity : 8;
+        char **k = ug_realloc(s->keys, (size_t)cap * sizeof *k);
+        if (k)
+            s->keys = k;
+        char **vs = k ? ug_realloc(s->values, (size_t)cap * sizeof *vs) : NULL;
+        if (vs)
+            s->values = vs;
+        if (!k || !vs) {
+            free(v);
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+        }
+        s->capacity = cap;
+    }
+    char *k = copy_string(key);
+    if (!k) {
+        free(v);
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    s->keys[s->count] = k;
+    s->values[s->count++] = v;
+    return UG_OK;
+}
+
+static const char *strings_get(const string_list *s, const char *key)
+{
+    for (int i = 0; i < s->count; i++)
+        if (!strcmp(s->keys[i], key))
+            return s->values[i];
+    return NULL;
+}
+
+/* ---- the object ---- */
+
+ug_status ug_checkpoint_create(ug_checkpoint **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_checkpoint_create: out is NULL");
+    *out = ug_calloc(1, sizeof **out);
+    if (!*out)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_checkpoint_create: out of host memory");
+    (*out)->keep = 1;
+    return UG_OK;
+}
+
+void ug_checkpoint_free(ug_checkpoint *ck)
+{
+    if (!ck)
+        return;
+    strings_clear(&ck->strings);
+    free(ck);
+}
+
+ug_status ug_checkpoint_add_model(ug_checkpoint *ck, ug_model *model)
+{
+    const char *op = "ug_checkpoint_add_model";
+    if (!ck || !model)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "model" : "checkpoint");
+    if (ck->model && ck->model != model)
+        return ug_set_error(UG_ERR_STATE, "%s: the checkpoint has a model already", op);
+    if (ck->optimizer && ug_optimizer_model(ck->optimizer) != model)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the checkpoint's optimizer belongs to another model", op);
+    ck->model = model;
+    return UG_OK;
+}
+
+ug_status ug_checkpoint_add_optimizer(ug_checkpoint *ck, ug_optimizer *opt)
+{
+    const char *op = "ug_checkpoint_add_optimizer";
+    if (!ck || !opt)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "optimizer" : "checkpoint");
+    if (ck->optimizer && ck->optimizer != opt)
+        return ug_set_error(UG_ERR_STATE, "%s: the checkpoint has an optimizer already", op);
+    if (ck->model && ug_optimizer_model(opt) != ck->model)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the optimizer belongs to another model than the checkpoint's",
+                            op);
+    ck->optimizer = opt;
+    /* Its state is named after the model's parameters. */
+    ck->model = ug_optimizer_model(opt);
+    return UG_OK;
+}
+
+/* A part's name: unique among its kind, and usable in metadata keys. */
+static ug_status check_part_name(const char *op, const char *name, const char *const *taken, int count)
+{
+    if (!name || !name[0] || strlen(name) >= NAME_BYTES)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: name %s%s%s: give 1 to %d characters", op,
+                            name ? "'" : "NULL", name ? name : "", name ? "'" : "", NAME_BYTES - 1);
+    if (strchr(name, '.'))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: name '%s' may not contain '.'", op, name);
+    for (int i = 0; i < count; i++)
+        if (!strcmp(taken[i], name))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the name '%s' is taken", op, name);
+    if (count == MAX_PARTS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: at most %d of them", op, MAX_PARTS);
+    return UG_OK;
+}
+
+ug_status ug_checkpoint_add_graph(ug_checkpoint *ck, const char *name, ug_graph *graph)
+{
+    const char *op = "ug_checkpoint_add_graph";
+    if (!ck || !graph)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "graph" : "checkpoint");
+    const char *taken[MAX_PARTS];
+    for (int i = 0; i < ck->graph_count; i++)
+        taken[i] = ck->graphs[i].name;
+    UG_TRY(check_part_name(op, name, taken, ck->graph_count));
+    named_graph *g = &ck->graphs[ck->graph_count++];
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->graph = graph;
+    return UG_OK;
+}
+
+ug_status ug_checkpoint_add_loader(ug_checkpoint *ck, const char *name, ug_loader *loader)
+{
+    const char *op = "ug_checkpoint_add_loader";
+    if (!ck || !loader)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "loader" : "checkpoint");
+    const char *taken[MAX_PARTS];
+    for (int i = 0; i < ck->loader_count; i++)
+        taken[i] = ck->loaders[i].name;
+    UG_TRY(check_part_name(op, name, taken, ck->loader_count));
+    named_loader *l = &ck->loaders[ck->loader_count++];
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->loader = loader;
+    return UG_OK;
+}
+
+ug_status ug_checkpoint_set_string(ug_checkpoint *ck, const char *key, const char *value)
+{
+    const char *op = "ug_checkpoint_set_string";
+    if (!ck || !key || !value)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    if (!key[0] || !strncmp(key, "unigrad.", 8) || !strcmp(key, FORMAT_KEY))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: key '%s': keys starting with \"unigrad.\" (or empty) are the library's",
+                            op, key);
+    ug_status st = strings_set(&ck->strings, key, value);
+    return st == UG_OK ? st : ug_prefix_error(st, "%s", op);
+}
+
+const char *ug_checkpoint_string(const ug_checkpoint *ck, const char *key)
+{
+    return ck && key ? strings_get(&ck->strings, key) : NULL;
+}
+
+ug_status ug_checkpoint_set_keep(ug_checkpoint *ck, int keep)
+{
+    if (!ck || keep < 1 || keep > 1000)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_checkpoint_set_keep: %s",
+                            ck ? "keep is 1 to 1000 files" : "checkpoint is NULL");
+    ck->keep = keep;
+    return UG_OK;
+}
+
+/* ---- saving ---- */
+
+/* The tensors and metadata being written, each owned here. */
+typedef struct save_list {
+    ug_st_entry *entries;
+    int count, capacity;
+    string_list meta;
+} save_list;
+
+static void save_list_free(save_list *s)
+{
+    for (int i = 0; i < s->count; i++) {
+        free((void *)s->entries[i].name);
+        free((void *)s->entries[i].data);
+        free((void *)s->entries[i].shape);
+    }
+    free(s->entries);
+    strings_clear(&s->meta);
+}
+
+/* Adds tensor's contents (downloaded: waits for the device) as name. */
+static ug_status save_tensor(save_list *s, const char *name, const ug_tensor *tensor)
+{
+    if (s->count == s->capacity) {
+        int cap = s->capacity ? 2 * s->capacity : 32;
+        ug_st_entry *e = ug_realloc(s->entries, (size_t)cap * sizeof *e);
+        if (!e)
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+        s->entries = e;
+        s->capacity = cap;
+    }
+    int ndim = ug_tensor_ndim(tensor);
+    size_t bytes = ug_tensor_nbytes(tensor);
+    char *copy = copy_string(name);
+    int64_t *shape = ug_malloc(UG_MAX_DIMS * sizeof *shape);
+    void *data = ug_malloc(bytes ? bytes : 1);
+    if (!copy || !shape || !data) {
+        free(copy);
+        free(shape);
+        free(data);
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory for %s (%zu bytes)", name, bytes);
+    }
+    ug_tensor_shape(tensor, shape);
+    s->entries[s->count++] = (ug_st_entry){copy, ug_tensor_dtype(tensor), ndim, shape, data};
+    ug_status st = ug_tensor_download(tensor, data, bytes);
+    return st == UG_OK ? st : ug_prefix_error(st, "reading %s", name);
+}
+
+static ug_status meta_int(string_list *meta, const char *key, int64_t value)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRId64, value);
+    return strings_set(meta, key, text);
+}
+
+static ug_status meta_u64(string_list *meta, const char *key, uint64_t value)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRIu64, value);
+    return strings_set(meta, key, text);
+}
+
+static const char *optimizer_type_name(ug_optim_type type)
+{
+    return type == UG_SGD ? "sgd" : type == UG_ADAM ? "adam" : "adamw";
+}
+
+static ug_status gather_model(const ug_checkpoint *ck, save_list *s)
+{
+    for (int i = 0; i < ug_model_param_count(ck->model); i++) {
+        const char *name = NULL;
+        ug_tensor *t = NULL;
+        UG_TRY(ug_model_param_at(ck->model, i, &name, &t));
+        UG_TRY(save_tensor(s, name, t));
+    }
+    return UG_OK;
+}
+
+static ug_status gather_optimizer(const ug_checkpoint *ck, save_list *s)
+{
+    ug_optimizer *opt = ck->optimizer;
+    char key[KEY_BYTES];
+    for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
+        const char *name = NULL;
+        ug_tensor *param = NULL;
+        UG_TRY(ug_model_param_at(ck->model, i, &name, &param));
+        for (int slot = 0; slot < ug_optimizer_state_count(opt); slot++) {
+            ug_tensor *t = NULL;
+            UG_TRY(ug_optimizer_state(opt, i, slot, &t));
+            snprintf(key, sizeof key, "%s.%s", name, ug_optimizer_state_name(opt, slot));
+            UG_TRY(save_tensor(s, key, t));
+        }
+    }
+    UG_TRY(strings_set(&s->meta, "unigrad.optimizer.type", optimizer_type_name(ug_optimizer_get_config(opt).type)));
+    UG_TRY(meta_int(&s->meta, "unigrad.optimizer.steps", ug_optimizer_steps(opt)));
+    ug_loss_scaler_state scaler;
+    if (!ug_optimizer_get_config(opt).loss_scaling.enabled)
+        return UG_OK;
+    UG_TRY(ug_optimizer_loss_scaler(opt, &scaler));
+    char scale[32];
+    snprintf(scale, sizeof scale, "%.9g", (double)scaler.scale); /* 9 digits: the f32 exactly */
+    UG_TRY(strings_set(&s->meta, "unigrad.scaler.scale", scale));
+    UG_TRY(meta_int(&s->meta, "unigrad.scaler.clean_steps", scaler.clean_steps));
+    return meta_int(&s->meta, "unigrad.scaler.skipped_steps", scaler.skipped_steps);
+}
+
+/* A graph's running sums (ug_graph_accumulate), in value order. */
+static int graph_sums(const ug_graph *g, ug_value **sums)
+{
+    int n = 0;
+    for (int i = 0; i < g->value_count; i++)
+        if (g->values[i]->kind == VALUE_SUM && g->values[i]->tensor)
+            sums[n++] = g->values[i];
+    return n;
+}
+
+static ug_status gather_graph(const named_graph *ng, save_list *s)
+{
+    const ug_graph *g = ng->graph;
+    if (g->micro_batches)
+        return ug_set_error(UG_ERR_STATE,
+                            "graph '%s' holds the gradients of %d micro-batches not yet applied; save after "
+                            "ug_graph_run_update",
+                            ng->name, g->micro_batches);
+    char key[KEY_BYTES];
+    snprintf(key, sizeof key, "unigrad.graph.%s.seed", ng->name);
+    UG_TRY(meta_u64(&s->meta, key, g->seed));
+    snprintf(key, sizeof key, "unigrad.graph.%s.runs", ng->name);
+    UG_TRY(meta_u64(&s->meta, key, g->runs));
+    ug_value **sums = ug_malloc(((size_t)g->value_count + 1) * sizeof *sums);
+    if (!sums)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    int n = graph_sums(g, sums);
+    ug_status st = UG_OK;
+    for (int i = 0; st == UG_OK && i < n; i++) {
+        snprintf(key, sizeof key, "unigrad.graph.%s.sum%d", ng->name, i);
+        st = save_tensor(s, key, sums[i]->tensor);
+    }
+    free(sums);
+    return st;
+}
+
+static ug_status gather_loader(const named_loader *nl, save_list *s)
+{
+    ug_loader_config c = ug_loader_get_config(nl->loader);
+    int64_t epoch = 0, next = 0;
+    ug_loader_position(nl->loader, &epoch, &next);
+    char key[KEY_BYTES];
+    const char *fields[] = {"seed", "epoch", "next_batch", "batch_size", "batches", "shuffle"};
+    int64_t values[] = {0, epoch, next, c.batch_size, ug_loader_batches(nl->loader), c.shuffle};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        snprintf(key, sizeof key, "unigrad.loader.%s.%s", nl->name, fields[i]);
+        UG_TRY(i == 0 ? meta_u64(&s->meta, key, c.seed) : meta_int(&s->meta, key, values[i]));
+    }
+    return UG_OK;
+}
+
+ug_status ug_checkpoint_save(ug_checkpoint *ck, const char *path)
+{
+    const char *op = "ug_checkpoint_save";
+    if (!ck || !path)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "path" : "checkpoint");
+    save_list s = {0};
+    ug_status st = strings_set(&s.meta, FORMAT_KEY, FORMAT_VERSION);
+    if (st == UG_OK && ck->model)
+        st = gather_model(ck, &s);
+    if (st == UG_OK && ck->optimizer)
+        st = gather_optimizer(ck, &s);
+    for (int i = 0; st == UG_OK && i < ck->graph_count; i++)
+        st = gather_graph(&ck->graphs[i], &s);
+    for (int i = 0; st == UG_OK && i < ck->loader_count; i++)
+        st = gather_loader(&ck->loaders[i], &s);
+    for (int i = 0; st == UG_OK && i < ck->strings.count; i++)
+        st = strings_set(&s.meta, ck->strings.keys[i], ck->strings.values[i]);
+    if (st == UG_OK)
+        st = ug_st_save(path, s.entries, s.count, (const char *const *)s.meta.keys,
+                        (const char *const *)s.meta.values, s.meta.count, ck->keep);
+    save_list_free(&s);
+    return st == UG_OK ? st : ug_prefix_error(st, "%s: %s", op, path);
+}
+
+/* ---- loading ---- */
+
+/* A tensor to restore: where it goes and its contents, read in phase one. */
+typedef struct pending_tensor {
+    const ug_st_tensor *entry;
+    ug_tensor *target;         /* optimizer state, graph sum */
+    const char *param;         /* or a model parameter by name */
+    void *data;
+} pending_tensor;
+
+typedef struct load_plan {
+    ug_st_file *file;
+    pending_tensor *tensors;
+    int count, capacity;
+    int64_t steps;
+    bool has_scaler;
+    ug_loss_scaler_state scaler;
+    uint64_t graph_seed[MAX_PARTS], graph_runs[MAX_PARTS];
+    int64_t loader_epoch[MAX_PARTS], loader_next[MAX_PARTS];
+} load_plan;
+
+static const char *file_path(const load_plan *p) { return ug_st_path(p->file); }
+
+static void format_dims(int ndim, const int64_t *shape, char *buf, size_t len)
+{
+    int used = snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && used < (int)len; i++)
+        used += snprintf(buf + used, len - (size_t)used, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (used < (int)len)
+        snprintf(buf + used, len - (size_t)used, "]");
+}
+
+/* Finds name, checks it against tensor (dtype and shape) and queues it. */
+static ug_status plan_tensor(load_plan *p, const char *name, const ug_tensor *tensor, ug_tensor *target,
+                             const char *param, const char *what)
+{
+    const ug_st_tensor *e = ug_st_find(p->file, name);
+    char want[160], got[160];
+    int64_t shape[UG_MAX_DIMS];
+    int ndim = ug_tensor_ndim(tensor);
+    ug_tensor_shape(tensor, shape);
+    format_dims(ndim, shape, want, sizeof want);
+    if (!e)
+        return ug_set_error(UG_ERR_FORMAT, "%s: no tensor '%s' (%s, %s %s); the file holds %d tensors",
+                            file_path(p), name, what, ug_st_dtype_name(ug_tensor_dtype(tensor)), want,
+                            ug_st_count(p->file));
+    format_dims(e->ndim, e->shape, got, sizeof got);
+    bool same = e->dtype == ug_tensor_dtype(tensor) && e->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = e->shape[i] == shape[i];
+    if (!same)
+        return ug_set_error(UG_ERR_FORMAT, "%s: byte %" PRIu64 ": tensor '%s' is %s %s; %s is %s %s",
+                            file_path(p), e->offset, name, e->dtype_name, got, what,
+                            ug_st_dtype_name(ug_tensor_dtype(tensor)), want);
+    if (p->count == p->capacity) {
+        int cap = p->capacity ? 2 * p->capacity : 32;
+        pending_tensor *t = ug_realloc(p->tensors, (size_t)cap * sizeof *t);
+        if (!t)
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+        p->tensors = t;
+        p->capacity = cap;
+    }
+    pending_tensor *t = &p->tensors[p->count];
+    *t = (pending_tensor){e, target, param, ug_malloc(e->bytes ? e->bytes : 1)};
+    if (!t->data)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for tensor '%s' (%" PRIu64 " bytes)",
+                            file_path(p), name, e->bytes);
+    p->count++;
+    return ug_st_read(p->file, e, t->data, e->bytes);
+}
+
+/* A metadata value as a whole number in [low, high]. */
+static ug_status meta_number(const load_plan *p, const char *key, int64_t low, int64_t high, int64_t *out)
+{
+    const char *text = ug_st_metadata(p->file, key);
+    if (!text)
+        return ug_set_error(UG_ERR_FORMAT, "%s: metadata has no '%s'; was the file saved with this part?",
+                            file_path(p), key);
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!text[0] || *end || errno || v < low || v > high)
+        return ug_set_error(UG_ERR_FORMAT, "%s: metadata '%s' is \"%s\"; expected a whole number in %" PRId64
+                            "..%" PRId64, file_path(p), key, text, low, high);
+    *out = v;
+    return UG_OK;
+}
+
+static ug_status meta_unsigned(const load_plan *p, const char *key, uint64_t *out)
+{
+    const char *text = ug_st_metadata(p->file, key);
+    if (!text)
+        return ug_set_error(UG_ERR_FORMAT, "%s: metadata has no '%s'", file_path(p), key);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (!text[0] || text[0] == '-' || *end || errno)
+        return ug_set_error(UG_ERR_FORMAT, "%s: metadata '%s' is \"%s\"; expected a whole number >= 0",
+                            file_path(p), key, text);
+    *out = v;
+    return UG_OK;
+}
+
+/* Every tensor of the file must belong to some part: a model parameter,
+ * an optimizer slot of one, or the library's own. Others mean the file is
+ * of another model. */
+static ug_status check_unexpected(const load_plan *p, const ug_checkpoint *ck)
+{
+    for (int i = 0; i < ug_st_count(p->file); i++) {
+        const ug_st_tensor *e = ug_st_at(p->file, i);
+        if (!strncmp(e->name, "unigrad.", 8))
+            continue;
+        ug_tensor *t = NULL;
+        if (ug_model_find_param(ck->model, e->name, &t) == UG_OK)
+            continue;
+        const char *dot = strrchr(e->name, '.');
+        bool state = false;
+        if (dot && dot - e->name < KEY_BYTES) {
+            char param[KEY_BYTES];
+            snprintf(param, sizeof param, "%.*s", (int)(dot - e->name), e->name);
+            const char *slot = dot + 1;
+            state = ug_model_find_param(ck->model, param, &t) == UG_OK &&
+                    (!strcmp(slot, "exp_avg") || !strcmp(slot, "exp_avg_sq") || !strcmp(slot, "momentum_buffer"));
+        }
+        if (!state) {
+            ug_clear_error();
+            return ug_set_error(UG_ERR_FORMAT,
+                                "%s: byte %" PRIu64 ": tensor '%s' is not a parameter of the model (nor "
+                                "optimizer state of one): a checkpoint of another model?",
+                                file_path(p), e->offset, e->name);
+        }
+    }
+    ug_clear_error();
+    return UG_OK;
+}
+
+static ug_status plan_model(load_plan *p, const ug_checkpoint *ck)
+{
+    for (int i = 0; i < ug_model_param_count(ck->model); i++) {
+        const char *name = NULL;
+        ug_tensor *t = NULL;
+        UG_TRY(ug_model_param_at(ck->model, i, &name, &t));
+        UG_TRY(plan_tensor(p, name, t, NULL, name, "the model's parameter"));
+    }
+    return check_unexpected(p, ck);
+}
+
+static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
+{
+    ug_optimizer *opt = ck->optimizer;
+    ug_optimizer_config c = ug_optimizer_get_config(opt);
+    const char *type = ug_st_metadata(p->file, "unigrad.optimizer.type");
+    if (!type || strcmp(type, optimizer_type_name(c.type)))
+        return ug_set_error(UG_ERR_FORMAT, "%s: the optimizer is %s, the checkpoint's %s%s%s", file_path(p),
+                            optimizer_type_name(c.type), type ? "is " : "has none", type ? type : "",
+                            type ? "" : " (unigrad.optimizer.type)");
+    UG_TRY(meta_number(p, "unigrad.optimizer.steps", 0, INT64_MAX, &p->steps));
+    char key[KEY_BYTES];
+    for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
+        const char *name = NULL;
+        ug_tensor *param = NULL;
+        UG_TRY(ug_model_param_at(ck->model, i, &name, &param));
+        for (int slot = 0; slot < ug_optimizer_state_count(opt); slot++) {
+            ug_tensor *t = NULL;
+            UG_TRY(ug_optimizer_state(opt, i, slot, &t));
+            snprintf(key, sizeof key, "%s.%s", name, ug_optimizer_state_name(opt, slot));
+            UG_TRY(plan_tensor(p, key, t, t, NULL, "the optimizer's state"));
+        }
+    }
+    if (!c.loss_scaling.enabled)
+        return UG_OK;
+    const char *scale = ug_st_metadata(p->file, "unigrad.scaler.scale");
+    char *end = NULL;
+    float value = scale ? strtof(scale, &end) : 0.0f;
+    if (!scale || !scale[0] || *end || !(value > 0.0f))
+        return ug_set_error(UG_ERR_FORMAT, "%s: metadata 'unigrad.scaler.scale' is %s%s%s; the optimizer scales "
+                            "its loss, so a positive scale was expected",
+                            file_path(p), scale ? "\"" : "absent", scale ? scale : "", scale ? "\"" : "");
+    p->has_scaler = true;
+    p->scaler.scale = value;
+    UG_TRY(meta_number(p, "unigrad.scaler.clean_steps", 0, (int64_t)1 << 24, &p->scaler.clean_steps));
+    return meta_number(p, "unigrad.scaler.skipped_steps", 0, p->steps, &p->scaler.skipped_steps);
+}
+
+static ug_status plan_graph(load_plan *p, const named_graph *ng, int index)
+{
+    char key[KEY_BYTES];
+    snprintf(key, sizeof key, "unigrad.graph.%s.seed", ng->name);
+    UG_TRY(meta_unsigned(p, key, &p->graph_seed[index]));
+    snprintf(key, sizeof key, "unigrad.graph.%s.runs", ng->name);
+    UG_TRY(meta_unsigned(p, key, &p->graph_runs[index]));
+    ug_value **sums = ug_malloc(((size_t)ng->graph->value_count + 1) * sizeof *sums);
+    if (!sums)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    int n = graph_sums(ng->graph, sums);
+    ug_status st = UG_OK;
+    for (int i = 0; st == UG_OK && i < n; i++) {
+        snprintf(key, sizeof key, "unigrad.graph.%s.sum%d", ng->name, i);
+        st = plan_tensor(p, key, sums[i]->tensor, sums[i]->tensor, NULL, "the graph's running sum");
+    }
+    free(sums);
+    return st;
+}
+
+static ug_status plan_loader(load_plan *p, const named_loader *nl, int index)
+{
+    ug_loader_config c = ug_loader_get_config(nl->loader);
+    char key[KEY_BYTES];
+    uint64_t seed = 0;
+    int64_t batch_size = 0, batches = 0, shuffle = 0;
+    snprintf(key, sizeof key, "unigrad.loader.%s.seed", nl->name);
+    UG_TRY(meta_unsigned(p, key, &seed));
+    snprintf(key, sizeof key, "unigrad.loader.%s.batch_size", nl->name);
+    UG_TRY(meta_number(p, key, 1, INT64_MAX, &batch_size));
+    snprintf(key, sizeof key, "unigrad.loader.%s.batches", nl->name);
+    UG_TRY(meta_number(p, key, 0, INT64_MAX, &batches));
+    snprintf(key, sizeof key, "unigrad.loader.%s.shuffle", nl->name);
+    UG_TRY(meta_number(p, key, 0, 1, &shuffle));
+    if (seed != c.seed || batch_size != c.batch_size || batches != ug_loader_batches(nl->loader) ||
+        (shuffle != 0) != c.shuffle)
+        return ug_set_error(UG_ERR_FORMAT,
+                            "%s: loader '%s' was saved with seed %" PRIu64 ", batch size %" PRId64 ", %" PRId64
+                            " batches per epoch, shuffle %s; this one has seed %" PRIu64 ", batch size %" PRId64
+                            ", %" PRId64 " batches, shuffle %s: the saved position would mean other samples",
+                            file_path(p), nl->name, seed, batch_size, batches, shuffle ? "on" : "off", c.seed,
+                            c.batch_size, ug_loader_batches(nl->loader), c.shuffle ? "on" : "off");
+    snprintf(key, sizeof key, "unigrad.loader.%s.epoch", nl->name);
+    UG_TRY(meta_number(p, key, -1, INT64_MAX, &p->loader_epoch[index]));
+    snprintf(key, sizeof key, "unigrad.loader.%s.next_batch", nl->name);
+    return meta_number(p, key, 0, batches, &p->loader_next[index]);
+}
+
+static ug_status apply_plan(const load_plan *p, ug_checkpoint *ck)
+{
+    for (int i = 0; i < p->count; i++) {
+        const pending_tensor *t = &p->tensors[i];
+        ug_status st = t->param ? ug_model_write_param(ck->model, t->param, t->data, t->entry->bytes)
+                                : ug_tensor_upload(t->target, t->data, t->entry->bytes);
+        if (st != UG_OK)
+            return ug_prefix_error(st, "restoring '%s'", t->entry->name);
+    }
+    if (ck->optimizer) {
+        UG_TRY(ug_optimizer_set_steps(ck->optimizer, p->steps));
+        if (p->has_scaler)
+            UG_TRY(ug_optimizer_set_loss_scaler(ck->optimizer, &p->scaler));
+    }
+    for (int i = 0; i < ck->graph_count; i++) {
+        ug_graph *g = ck->graphs[i].graph;
+        g->seed = p->graph_seed[i];
+        g->runs = g->checked_runs = p->graph_runs[i];
+    }
+    for (int i = 0; i < ck->loader_count; i++)
+        if (p->loader_epoch[i] >= 0)
+            UG_TRY(ug_loader_seek(ck->loaders[i].loader, p->loader_epoch[i], p->loader_next[i]));
+    return UG_OK;
+}
+
+/* The file's strings other than the library's become the checkpoint's. */
+static ug_status take_strings(const load_plan *p, ug_checkpoint *ck)
+{
+    string_list fresh = {0};
+    for (int i = 0; i < ug_st_metadata_count(p->file); i++) {
+        const char *key = NULL, *value = NULL;
+        ug_st_metadata_at(p->file, i, &key, &value);
+        if (strncmp(key, "unigrad.", 8) != 0) {
+            ug_status st = strings_set(&fresh, key, value);
+            if (st != UG_OK) {
+                strings_clear(&fresh);
+                return st;
+            }
+        }
+    }
+    strings_clear(&ck->strings);
+    ck->strings = fresh;
+    return UG_OK;
+}
+
+ug_status ug_checkpoint_load(ug_checkpoint *ck, const char *path)
+{
+    const char *op = "ug_checkpoint_load";
+    if (!ck || !path)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "path" : "checkpoint");
+    for (int i = 0; i < ck->graph_count; i++)
+        if (ck->graphs[i].graph->micro_batches)
+            return ug_set_error(UG_ERR_STATE, "%s: graph '%s' holds accumulated micro-batches; apply them first",
+                                op, ck->graphs[i].name);
+    load_plan p = {0};
+    ug_status st = ug_st_open(path, &p.file);
+    /* Library state needs the library's metadata; a model alone loads from
+     * any safetensors file of its tensors. */
+    bool needs_format = ck->optimizer || ck->graph_count || ck->loader_count;
+    if (st == UG_OK && needs_format) {
+        const char *version = ug_st_metadata(p.file, FORMAT_KEY);
+        if (!version || strcmp(version, FORMAT_VERSION))
+            st = ug_set_error(UG_ERR_FORMAT, "%s: %s%s%s; expected a unigrad checkpoint (format %s)", path,
+                              version ? "format version " : "no unigrad.format in the metadata",
+                              version ? version : "", version ? " is not known" : "", FORMAT_VERSION);
+    }
+    if (st == UG_OK && ck->model)
+        st = plan_model(&p, ck);
+    if (st == UG_OK && ck->optimizer)
+        st = plan_optimizer(&p, ck);
+    for (int i = 0; st == UG_OK && i < ck->graph_count; i++)
+        st = plan_graph(&p, &ck->graphs[i], i);
+    for (int i = 0; st == UG_OK && i < ck->loader_count; i++)
+        st = plan_loader(&p, &ck->loaders[i], i);
+    if (st == UG_OK)
+        st = take_strings(&p, ck);
+    if (st == UG_OK)
+        st = apply_plan(&p, ck);
+    for (int i = 0; i < p.count; i++)
+        free(p.tensors[i].data);
+    free(p.tensors);
+    ug_st_close(p.file);
+    return st == UG_OK ? st : ug_prefix_error(st, "%s", op);
+}

@@ -1,0 +1,329 @@
+/* Exact resume (include/unigrad/checkpoint.h): a training run killed with
+ * SIGKILL at a random update and resumed from its last checkpoint ends with
+ * bitwise the parameters of a run that was never interrupted, with dropout,
+ * shuffling, a warm-up and cosine schedule, gradient clipping, gradient
+ * accumulation, evaluation passes and mixed precision (bf16; f16 with loss
+ * scaling) in the run.
+ *
+ * The run to kill is this program again (fork and exec of /proc/self/exe
+ * with --child), so it starts with no device state inherited; it reports
+ * each checkpoint it saved on a pipe, and the parent kills it after a
+ * randomly chosen one, possibly in the middle of the next save. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "unigrad/checkpoint.h"
+
+enum { SAMPLES = 600, FEATURES = 24, CLASSES = 4, BATCH = 32, EPOCHS = 3, ACCUMULATE = 2, HIDDEN = 40 };
+
+typedef struct run_config {
+    ug_dtype precision;
+    const char *checkpoint; /* saved after every update, when not NULL */
+    bool resume;            /* start from the checkpoint */
+    int progress_fd;        /* -1, or where "saved N\n" goes after each save */
+} run_config;
+
+/* Bytes with a pattern a small network can learn: the label is the
+ * feature group with the largest sum. */
+static ug_status make_data(ug_dataset **out)
+{
+    static uint8_t x[SAMPLES * FEATURES];
+    static int32_t labels[SAMPLES];
+    uint64_t s = 12345;
+    for (int i = 0; i < SAMPLES; i++) {
+        labels[i] = i % CLASSES;
+        for (int f = 0; f < FEATURES; f++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            int boost = f % CLASSES == labels[i] ? 60 : 0;
+            x[i * FEATURES + f] = (uint8_t)((s >> 33) % 190 + (uint64_t)boost);
+        }
+    }
+    ug_dataset_arrays a = {.count = SAMPLES, .features = FEATURES, .x_dtype = UG_U8, .x = x, .labels = labels};
+    ug_status st = ug_dataset_create(&a, out);
+    return st == UG_OK ? ug_dataset_transform(*out, 1.0f / 128.0f, -1.0f) : st;
+}
+
+typedef struct run {
+    ug_dataset *data;
+    ug_model *model;
+    ug_optimizer *opt;
+    ug_graph *g;
+    ug_loader *loader;
+    ug_checkpoint *ck;
+    ug_value *x, *y, *loss, *loss_sum;
+} run;
+
+static void run_free(run *r)
+{
+    ug_checkpoint_free(r->ck);
+    ug_loader_free(r->loader);
+    ug_graph_free(r->g);
+    ug_optimizer_free(r->opt);
+    ug_model_free(r->model);
+    ug_dataset_free(r->data);
+}
+
+#define TRY(call)                       \
+    do {                                \
+        ug_status try_ = (call);        \
+        if (try_ != UG_OK)              \
+            return try_;                \
+    } while (0)
+
+static ug_status build(ug_device *dev, const run_config *c, run *r)
+{
+    TRY(make_data(&r->data));
+    TRY(ug_model_create(dev, 7, &r->model));
+    TRY(ug_graph_create(r->model, &r->g));
+    TRY(ug_graph_set_precision(r->g, c->precision));
+    TRY(ug_graph_set_seed(r->g, 99));
+    ug_value *h = NULL, *logits = NULL;
+    TRY(ug_graph_input(r->g, "x", c->precision, 2, (int64_t[]){BATCH, FEATURES}, &r->x));
+    TRY(ug_graph_input(r->g, "y", UG_I32, 1, (int64_t[]){BATCH}, &r->y));
+    TRY(ug_nn_linear(r->g, "fc1", r->x, HIDDEN, &h));
+    TRY(ug_g_relu(r->g, h, &h));
+    TRY(ug_g_dropout(r->g, h, 0.3f, &h));
+    TRY(ug_nn_linear(r->g, "fc2", h, CLASSES, &logits));
+    TRY(ug_g_cross_entropy(r->g, logits, r->y, 0.0f, &r->loss));
+    TRY(ug_graph_accumulate_rows(r->g, r->loss, &r->loss_sum));
+    TRY(ug_graph_backward(r->g, r->loss));
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAMW);
+    oc.lr = 3e-3f;
+    oc.schedule = UG_SCHEDULE_COSINE;
+    oc.warmup_steps = 5;
+    oc.total_steps = 40;
+    oc.max_grad_norm = 1.0f;
+    oc.loss_scaling.enabled = c->precision == UG_F16;
+    TRY(ug_optimizer_create(r->model, &oc, &r->opt));
+    TRY(ug_graph_set_optimizer(r->g, r->opt));
+    TRY(ug_graph_compile(r->g));
+    ug_loader_config lc = ug_loader_default_config();
+    lc.batch_size = BATCH;
+    lc.seed = 5;
+    lc.x_dtype = c->precision;
+    TRY(ug_loader_create(r->data, dev, &lc, &r->loader));
+    TRY(ug_checkpoint_create(&r->ck));
+    TRY(ug_checkpoint_add_model(r->ck, r->model));
+    TRY(ug_checkpoint_add_optimizer(r->ck, r->opt));
+    TRY(ug_checkpoint_add_graph(r->ck, "train", r->g));
+    return ug_checkpoint_add_loader(r->ck, "train", r->loader);
+}
+
+static ug_status update(run *r, const run_config *c)
+{
+    TRY(ug_graph_run_update(r->g));
+    if (!c->checkpoint)
+        return UG_OK;
+    TRY(ug_checkpoint_save(r->ck, c->checkpoint));
+    if (c->progress_fd >= 0) {
+        char line[32];
+        int n = snprintf(line, sizeof line, "saved %lld\n", (long long)ug_optimizer_steps(r->opt));
+        if (write(c->progress_fd, line, (size_t)n) != n)
+            return UG_ERR_IO;
+    }
+    return UG_OK;
+}
+
+/* The training loop: epochs of micro-batch pairs, an update after each
+ * pair and after an epoch's odd last batch, and an evaluation pass over
+ * the first batch at each epoch's end (which draws dropout counters too). */
+static ug_status train(ug_device *dev, const run_config *c, run *r)
+{
+    TRY(build(dev, c, r));
+    int64_t epoch = 0;
+    if (c->resume) {
+        TRY(ug_checkpoint_load(r->ck, c->checkpoint));
+        int64_t next = 0;
+        ug_loader_position(r->loader, &epoch, &next);
+    } else {
+        TRY(ug_loader_start_epoch(r->loader, 0));
+    }
+    int pending = 0;
+    while (epoch < EPOCHS) {
+        ug_batch b;
+        bool done = false;
+        TRY(ug_loader_next(r->loader, &b, &done));
+        if (!done) {
+            TRY(ug_graph_bind(r->g, r->x, b.x));
+            TRY(ug_graph_bind(r->g, r->y, b.y));
+            TRY(ug_graph_run_backward(r->g));
+            if (++pending == ACCUMULATE) {
+                pending = 0;
+                TRY(update(r, c));
+            }
+            continue;
+        }
+        if (pending) {
+            pending = 0;
+            TRY(update(r, c));
+        }
+        TRY(ug_graph_set_training(r->g, false));
+        TRY(ug_graph_run_forward(r->g));
+        TRY(ug_graph_set_training(r->g, true));
+        if (++epoch < EPOCHS)
+            TRY(ug_loader_start_epoch(r->loader, epoch));
+    }
+    return UG_OK;
+}
+
+/* ---- the child ---- */
+
+static int child_main(int argc, char **argv)
+{
+    /* --child DEVICE PRECISION CHECKPOINT FD */
+    if (argc != 6)
+        return 3;
+    run_config c = {.precision = (ug_dtype)atoi(argv[3]), .checkpoint = argv[4], .progress_fd = atoi(argv[5])};
+    ug_device *dev = NULL;
+    run r = {0};
+    ug_status st = ug_device_open(argv[2], &dev);
+    if (st == UG_OK)
+        st = train(dev, &c, &r);
+    if (st != UG_OK)
+        fprintf(stderr, "child: %s\n", ug_last_error());
+    run_free(&r);
+    ug_device_close(dev);
+    return st == UG_OK ? 0 : 1;
+}
+
+/* ---- the test ---- */
+
+static float *final_params(ug_model *m, int64_t *count)
+{
+    int64_t total = 0;
+    for (int i = 0; i < ug_model_param_count(m); i++) {
+        ug_tensor *t = NULL;
+        ug_model_param_at(m, i, NULL, &t);
+        total += ug_tensor_numel(t);
+    }
+    float *all = th_alloc((size_t)total * sizeof(float)), *p = all;
+    for (int i = 0; i < ug_model_param_count(m); i++) {
+        ug_tensor *t = NULL;
+        ug_model_param_at(m, i, NULL, &t);
+        if (ug_tensor_download(t, p, ug_tensor_nbytes(t)) != UG_OK)
+            th_fail(TH_LOC, "download: %s", ug_last_error());
+        p += ug_tensor_numel(t);
+    }
+    *count = total;
+    return all;
+}
+
+/* Starts the child, kills it after its kill_after-th save; returns the
+ * saves it reported. */
+static int64_t run_and_kill(ug_device *dev, ug_dtype precision, const char *path, int64_t kill_after)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        th_fail(TH_LOC, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    char precision_text[16], fd_text[16];
+    snprintf(precision_text, sizeof precision_text, "%d", (int)precision);
+    snprintf(fd_text, sizeof fd_text, "%d", fds[1]);
+    ug_device_info info;
+    ug_device_get_info(dev, &info);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        execl("/proc/self/exe", "test_resume", "--child", info.id, precision_text, path, fd_text, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        th_fail(TH_LOC, "fork: %s", strerror(errno));
+        return -1;
+    }
+    FILE *progress = fdopen(fds[0], "r");
+    int64_t saved = 0;
+    long long n = 0;
+    while (saved < kill_after && progress && fscanf(progress, "saved %lld\n", &n) == 1)
+        saved = n;
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (progress)
+        fclose(progress);
+    else
+        close(fds[0]);
+    if (saved < kill_after)
+        th_fail(TH_LOC, "the child stopped after %lld saves (status %d), before save %lld", (long long)saved, status,
+                (long long)kill_after);
+    return saved;
+}
+
+static void kill_and_resume(ug_device *dev, ug_dtype precision)
+{
+    th_context("%s", ug_dtype_name(precision));
+    char dir[] = "/tmp/ug-test-resume-XXXXXX";
+    if (!mkdtemp(dir)) {
+        th_fail(TH_LOC, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/run.safetensors", dir);
+
+    run_config plain = {.precision = precision, .progress_fd = -1};
+    run whole = {0};
+    if (train(dev, &plain, &whole) != UG_OK)
+        th_fail(TH_LOC, "uninterrupted run: %s", ug_last_error());
+    int64_t updates = whole.opt ? ug_optimizer_steps(whole.opt) : 0, count = 0, resumed_count = 0;
+    float *want = whole.model ? final_params(whole.model, &count) : NULL;
+    run_free(&whole);
+
+    /* A random update to kill after, printed so a failure can be replayed. */
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    srand(seed);
+    int64_t kill_after = 2 + rand() % (updates > 6 ? updates - 4 : 1);
+    printf("  %s: %lld updates, killing after save %lld (seed %u)\n", ug_dtype_name(precision), (long long)updates,
+           (long long)kill_after, seed);
+    run_and_kill(dev, precision, path, kill_after);
+
+    run_config resume = {.precision = precision, .checkpoint = path, .resume = true, .progress_fd = -1};
+    run resumed = {0};
+    if (train(dev, &resume, &resumed) != UG_OK)
+        th_fail(TH_LOC, "resumed run: %s", ug_last_error());
+    CHECK_EQ_I64(resumed.opt ? ug_optimizer_steps(resumed.opt) : -1, updates);
+    float *got = resumed.model ? final_params(resumed.model, &resumed_count) : NULL;
+    run_free(&resumed);
+    CHECK_EQ_I64(resumed_count, count);
+    if (want && got && count == resumed_count) {
+        int64_t differ = 0;
+        for (int64_t i = 0; i < count; i++)
+            differ += memcmp(&want[i], &got[i], sizeof(float)) != 0;
+        CHECK_MSG(differ == 0, "%lld of %lld parameters differ from the uninterrupted run's", (long long)differ,
+                  (long long)count);
+    }
+    /* A kill during a save leaves at most its temporary file behind. */
+    char command[256];
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    if (system(command) != 0)
+        th_fail(TH_LOC, "could not remove %s", dir);
+}
+
+static void test_kill_and_resume(ug_device *dev)
+{
+    kill_and_resume(dev, UG_F32);
+    kill_and_resume(dev, UG_BF16);
+    kill_and_resume(dev, UG_F16);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--child"))
+        return child_main(argc, argv);
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(kill_and_resume),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}

@@ -1,0 +1,155 @@
+/* ug-train's checkpoints (train_checkpoint.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "train_checkpoint.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "--resume" or "--resume=..." (its value follows the first). */
+static int resume_arg(const char *arg)
+{
+    if (!strcmp(arg, "--resume"))
+        return 2;
+    return !strncmp(arg, "--resume=", 9) ? 1 : 0;
+}
+
+char *train_join_args(int argc, char **argv)
+{
+    size_t bytes = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strchr(argv[i], '\n'))
+            return NULL;
+        bytes += strlen(argv[i]) + 1;
+    }
+    char *text = malloc(bytes), *p = text;
+    if (!text)
+        return NULL;
+    for (int i = 1; i < argc; i++) {
+        int skip = resume_arg(argv[i]);
+        if (skip) {
+            i += skip - 1;
+            continue;
+        }
+        size_t n = strlen(argv[i]);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\n';
+    }
+    *p = '\0';
+    return text;
+}
+
+char **train_resume_args(const char *path, int argc, char **argv, int *out_argc)
+{
+    /* A checkpoint with no parts reads the file's strings only. */
+    ug_checkpoint *ck = NULL;
+    if (ug_checkpoint_create(&ck) != UG_OK || ug_checkpoint_load(ck, path) != UG_OK) {
+        fprintf(stderr, "ug-train: --resume: %s\n", ug_last_error());
+        ug_checkpoint_free(ck);
+        return NULL;
+    }
+    const char *saved = ug_checkpoint_string(ck, TRAIN_ARGS_KEY);
+    if (!saved) {
+        fprintf(stderr, "ug-train: --resume: %s holds no %s: not a checkpoint of ug-train\n", path, TRAIN_ARGS_KEY);
+        ug_checkpoint_free(ck);
+        return NULL;
+    }
+    size_t lines = 0, text = strlen(saved) + 1;
+    for (const char *p = saved; *p; p++)
+        lines += *p == '\n';
+    /* One block: the pointers, then a copy of the saved text split in place. */
+    size_t count = 1 + lines + (size_t)(argc - 1);
+    char **args = malloc((count + 1) * sizeof *args + text);
+    if (!args) {
+        ug_checkpoint_free(ck);
+        return NULL;
+    }
+    char *copy = (char *)(args + count + 1);
+    memcpy(copy, saved, text);
+    ug_checkpoint_free(ck);
+    int n = 0;
+    args[n++] = argv[0];
+    for (char *line = copy, *end; (end = strchr(line, '\n')); line = end + 1) {
+        *end = '\0';
+        args[n++] = line;
+    }
+    for (int i = 1; i < argc; i++)
+        args[n++] = argv[i];
+    args[n] = NULL;
+    *out_argc = n;
+    return args;
+}
+
+ug_status train_weights_take(train_weights *w, const ug_model *model)
+{
+    train_weights_free(w);
+    int count = ug_model_param_count(model);
+    w->values = calloc((size_t)count, sizeof *w->values);
+    w->bytes = calloc((size_t)count, sizeof *w->bytes);
+    if (!w->values || !w->bytes) {
+        train_weights_free(w);
+        return UG_ERR_OUT_OF_MEMORY;
+    }
+    w->count = count;
+    for (int i = 0; i < count; i++) {
+        const char *name = NULL;
+        ug_tensor *t = NULL;
+        ug_status st = ug_model_param_at(model, i, &name, &t);
+        if (st == UG_OK) {
+            w->bytes[i] = ug_tensor_nbytes(t);
+            w->values[i] = malloc(w->bytes[i] ? w->bytes[i] : 1);
+            st = w->values[i] ? ug_model_read_param(model, name, w->values[i], w->bytes[i]) : UG_ERR_OUT_OF_MEMORY;
+        }
+        if (st != UG_OK) {
+            train_weights_free(w);
+            return st;
+        }
+    }
+    return UG_OK;
+}
+
+ug_status train_weights_restore(const train_weights *w, ug_model *model)
+{
+    for (int i = 0; i < w->count; i++) {
+        const char *name = NULL;
+        ug_tensor *t = NULL;
+        ug_status st = ug_model_param_at(model, i, &name, &t);
+        if (st == UG_OK)
+            st = ug_model_write_param(model, name, w->values[i], w->bytes[i]);
+        if (st != UG_OK)
+            return st;
+    }
+    return UG_OK;
+}
+
+void train_weights_free(train_weights *w)
+{
+    for (int i = 0; w->values && i < w->count; i++)
+        free(w->values[i]);
+    free(w->values);
+    free(w->bytes);
+    *w = (train_weights){0};
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+void train_catch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = SA_RESETHAND; /* a second signal ends the process */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+bool train_interrupted(void) { return interrupted != 0; }

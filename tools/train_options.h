@@ -1,0 +1,67 @@
+/* ug-train's command line: the options, their defaults, the parser and
+ * --help, all made from one table (train_options.c). */
+#ifndef UG_TOOLS_TRAIN_OPTIONS_H
+#define UG_TOOLS_TRAIN_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mlp.h"
+
+typedef struct train_options {
+    const char *device;       /* NULL: auto (UG_DEVICE overrides) */
+    const char *data_dir;
+    const char *train_images, *train_labels, *test_images, *test_labels; /* NULL: in data_dir */
+    const char *csv;
+    /* Checkpoints (train_checkpoint.c). */
+    const char *save;         /* NULL: none */
+    int64_t save_every;       /* updates between saves; 0: at each epoch's end */
+    int save_every_epochs;    /* with save_every 0: epochs between saves */
+    int keep;                 /* files kept: save, save.1, ... */
+    const char *resume;       /* NULL: a fresh run */
+    float val_split;          /* fraction of the training set held out; 0: none */
+    int patience;             /* epochs without a better validation loss before stopping; 0: never */
+    int epochs;
+    int64_t batch;            /* 0: auto, the largest that fits */
+    int accumulate;           /* batches per optimizer update */
+    int workers;              /* the loaders' background threads */
+    uint64_t seed;
+    bool quiet, standardize;
+    /* Optimizer and schedule. Choices are ints until train_options_parse
+     * returns: optimizer a ug_optim_type, schedule a ug_schedule. */
+    int optimizer;
+    float lr, momentum;
+    float weight_decay;       /* < 0: the optimizer's default */
+    float max_grad_norm;      /* 0: no clipping */
+    int schedule;             /* < 0 while parsing: the model's default */
+    int64_t step_size;        /* step schedule: updates per decay; 0: one epoch's */
+    float gamma;              /* step schedule: the factor */
+    int64_t warmup;           /* cosine schedule: warm-up updates */
+    /* The model. The parser fills model's cnn, activation and dropout from
+     * these once all options are read. */
+    int model_kind;           /* 0 mlp, 1 cnn */
+    int activation;           /* mlp_activation */
+    float dropout;            /* < 0 while parsing: the model's default */
+    mlp_config model;         /* inputs are set from the data */
+} train_options;
+
+/* The header of --csv's log (written by ug_train.c, described by --help). */
+#define TRAIN_CSV_COLUMNS "kind,epoch,step,train_loss,val_loss,test_loss,test_accuracy,lr,samples_per_s"
+
+enum {
+    TRAIN_OPTIONS_OK = 0,
+    TRAIN_OPTIONS_HELP = 1,   /* --help was printed: exit 0 */
+    TRAIN_OPTIONS_USAGE = 2   /* a usage error was reported on stderr: exit 2 */
+};
+
+/* Fills o with every option's default. */
+void train_options_defaults(train_options *o);
+/* Reads argv into o (defaulted first), accepting --name VALUE and
+ * --name=VALUE; then fills in the defaults that depend on other options
+ * (the model's dropout and schedule). Errors go to stderr. */
+int train_options_parse(int argc, char **argv, train_options *o);
+/* --help, made from the table. */
+void train_options_usage(FILE *to);
+
+#endif

@@ -1,0 +1,51 @@
+/* ug-train's progress display. On a terminal one line is redrawn in place,
+ * made to fit its width (asked again at each redraw); elsewhere (a file, a
+ * pipe) or on a terminal under PROGRESS_MIN_WIDTH columns, a few plain
+ * lines per epoch. */
+#ifndef UG_TOOLS_TRAIN_PROGRESS_H
+#define UG_TOOLS_TRAIN_PROGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { PROGRESS_MIN_WIDTH = 40 };
+
+typedef enum progress_mode { PROGRESS_OFF, PROGRESS_LINES, PROGRESS_LIVE } progress_mode;
+
+typedef struct train_progress {
+    progress_mode mode;
+    int epoch, epochs;
+    int64_t steps;          /* batches in the epoch */
+    double start;           /* the epoch's, in progress_clock seconds */
+    double last_draw;
+    int64_t last_line;      /* the step of the last plain line */
+    bool open;              /* a live line is on screen, not yet ended */
+    int open_length;        /* its columns */
+} train_progress;
+
+/* Monotonic seconds. */
+double progress_clock(void);
+
+/* Off when quiet; live when stdout is a terminal, else plain lines. */
+void progress_init(train_progress *p, bool quiet);
+void progress_start_epoch(train_progress *p, int epoch, int epochs, int64_t steps);
+/* Whether progress_show should be called after this step: about 4 times a
+ * second live, every quarter epoch in lines (the caller then reads the
+ * loss, which waits for the device). Never for the epoch's last step,
+ * which progress_end_epoch shows. */
+bool progress_due(const train_progress *p, int64_t step);
+void progress_show(train_progress *p, int64_t step, int64_t samples, float loss);
+/* The epoch's final state, and the end of its line. */
+void progress_end_epoch(train_progress *p, int64_t step, int64_t samples, float loss);
+/* Ends a live line so that other output (an error) starts on its own. */
+void progress_break(train_progress *p);
+
+/* The live line for a terminal of width columns: at most width - 1 of
+ * them. The bar shrinks, then goes, then the rate, the time and the step
+ * count; returns the line's length. final: the time taken instead of the
+ * time left. */
+size_t progress_compose(char *buf, size_t len, int width, int epoch, int epochs, int64_t step, int64_t steps,
+                        float loss, double rate, double seconds, bool final);
+
+#endif
