@@ -3,7 +3,8 @@
  * bitwise the parameters of a run that was never interrupted, with dropout,
  * shuffling, a warm-up and cosine schedule, gradient clipping, gradient
  * accumulation, evaluation passes and mixed precision (bf16; f16 with loss
- * scaling) in the run.
+ * scaling) in the run, for an MLP and for a CNN (batch norm's running
+ * statistics being model state).
  *
  * The run to kill is this program again (fork and exec of /proc/self/exe
  * with --child), so it starts with no device state inherited; it reports
@@ -23,10 +24,12 @@
 #include "harness.h"
 #include "unigrad/checkpoint.h"
 
-enum { SAMPLES = 600, FEATURES = 24, CLASSES = 4, BATCH = 32, EPOCHS = 3, ACCUMULATE = 2, HIDDEN = 40 };
+enum { SAMPLES = 600, SIDE = 8, FEATURES = SIDE * SIDE, CLASSES = 4, BATCH = 32, EPOCHS = 3, ACCUMULATE = 2,
+       HIDDEN = 40 };
 
 typedef struct run_config {
     ug_dtype precision;
+    bool cnn;               /* conv + batch norm + max-pool before the MLP */
     const char *checkpoint; /* saved after every update, when not NULL */
     bool resume;            /* start from the checkpoint */
     int progress_fd;        /* -1, or where "saved N\n" goes after each save */
@@ -57,7 +60,7 @@ typedef struct run {
     ug_model *model;
     ug_optimizer *opt;
     ug_graph *g;
-    ug_loader *loader;
+    ug_loader *loader, *eval_loader;
     ug_checkpoint *ck;
     ug_value *x, *y, *loss, *loss_sum;
 } run;
@@ -66,6 +69,7 @@ static void run_free(run *r)
 {
     ug_checkpoint_free(r->ck);
     ug_loader_free(r->loader);
+    ug_loader_free(r->eval_loader);
     ug_graph_free(r->g);
     ug_optimizer_free(r->opt);
     ug_model_free(r->model);
@@ -89,7 +93,18 @@ static ug_status build(ug_device *dev, const run_config *c, run *r)
     ug_value *h = NULL, *logits = NULL;
     TRY(ug_graph_input(r->g, "x", c->precision, 2, (int64_t[]){BATCH, FEATURES}, &r->x));
     TRY(ug_graph_input(r->g, "y", UG_I32, 1, (int64_t[]){BATCH}, &r->y));
-    TRY(ug_nn_linear(r->g, "fc1", r->x, HIDDEN, &h));
+    h = r->x;
+    if (c->cnn) {
+        const ug_conv2d_params same = {.padding = {1, 1}};
+        const ug_pool2d_params halve = {.kernel = {2, 2}};
+        TRY(ug_g_reshape(r->g, h, 4, (int64_t[]){BATCH, 1, SIDE, SIDE}, &h));
+        TRY(ug_nn_conv2d(r->g, "conv1", h, 6, 3, 3, &same, &h));
+        TRY(ug_nn_batch_norm(r->g, "bn1", h, &h));
+        TRY(ug_g_relu(r->g, h, &h));
+        TRY(ug_g_max_pool2d(r->g, h, &halve, &h));
+        TRY(ug_nn_flatten(r->g, h, &h));
+    }
+    TRY(ug_nn_linear(r->g, "fc1", h, HIDDEN, &h));
     TRY(ug_g_relu(r->g, h, &h));
     TRY(ug_g_dropout(r->g, h, 0.3f, &h));
     TRY(ug_nn_linear(r->g, "fc2", h, CLASSES, &logits));
@@ -111,6 +126,8 @@ static ug_status build(ug_device *dev, const run_config *c, run *r)
     lc.seed = 5;
     lc.x_dtype = c->precision;
     TRY(ug_loader_create(r->data, dev, &lc, &r->loader));
+    lc.shuffle = false;
+    TRY(ug_loader_create(r->data, dev, &lc, &r->eval_loader));
     TRY(ug_checkpoint_create(&r->ck));
     TRY(ug_checkpoint_add_model(r->ck, r->model));
     TRY(ug_checkpoint_add_optimizer(r->ck, r->opt));
@@ -135,7 +152,8 @@ static ug_status update(run *r, const run_config *c)
 
 /* The training loop: epochs of micro-batch pairs, an update after each
  * pair and after an epoch's odd last batch, and an evaluation pass over
- * the first batch at each epoch's end (which draws dropout counters too). */
+ * the data's first batch at each epoch's end (which advances the graph's
+ * run count, dropout's counter, too). */
 static ug_status train(ug_device *dev, const run_config *c, run *r)
 {
     TRY(build(dev, c, r));
@@ -166,6 +184,11 @@ static ug_status train(ug_device *dev, const run_config *c, run *r)
             pending = 0;
             TRY(update(r, c));
         }
+        ug_batch first;
+        TRY(ug_loader_start_epoch(r->eval_loader, 0));
+        TRY(ug_loader_next(r->eval_loader, &first, &done));
+        TRY(ug_graph_bind(r->g, r->x, first.x));
+        TRY(ug_graph_bind(r->g, r->y, first.y));
         TRY(ug_graph_set_training(r->g, false));
         TRY(ug_graph_run_forward(r->g));
         TRY(ug_graph_set_training(r->g, true));
@@ -179,10 +202,11 @@ static ug_status train(ug_device *dev, const run_config *c, run *r)
 
 static int child_main(int argc, char **argv)
 {
-    /* --child DEVICE PRECISION CHECKPOINT FD */
-    if (argc != 6)
+    /* --child DEVICE PRECISION CNN CHECKPOINT FD */
+    if (argc != 7)
         return 3;
-    run_config c = {.precision = (ug_dtype)atoi(argv[3]), .checkpoint = argv[4], .progress_fd = atoi(argv[5])};
+    run_config c = {.precision = (ug_dtype)atoi(argv[3]), .cnn = atoi(argv[4]) != 0, .checkpoint = argv[5],
+                    .progress_fd = atoi(argv[6])};
     ug_device *dev = NULL;
     run r = {0};
     ug_status st = ug_device_open(argv[2], &dev);
@@ -219,7 +243,7 @@ static float *final_params(ug_model *m, int64_t *count)
 
 /* Starts the child, kills it after its kill_after-th save; returns the
  * saves it reported. */
-static int64_t run_and_kill(ug_device *dev, ug_dtype precision, const char *path, int64_t kill_after)
+static int64_t run_and_kill(ug_device *dev, const run_config *c, const char *path, int64_t kill_after)
 {
     int fds[2];
     if (pipe(fds) != 0) {
@@ -227,7 +251,7 @@ static int64_t run_and_kill(ug_device *dev, ug_dtype precision, const char *path
         return -1;
     }
     char precision_text[16], fd_text[16];
-    snprintf(precision_text, sizeof precision_text, "%d", (int)precision);
+    snprintf(precision_text, sizeof precision_text, "%d", (int)c->precision);
     snprintf(fd_text, sizeof fd_text, "%d", fds[1]);
     ug_device_info info;
     ug_device_get_info(dev, &info);
@@ -235,7 +259,8 @@ static int64_t run_and_kill(ug_device *dev, ug_dtype precision, const char *path
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[0]);
-        execl("/proc/self/exe", "test_resume", "--child", info.id, precision_text, path, fd_text, (char *)NULL);
+        execl("/proc/self/exe", "test_resume", "--child", info.id, precision_text, c->cnn ? "1" : "0", path, fd_text,
+              (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -262,9 +287,10 @@ static int64_t run_and_kill(ug_device *dev, ug_dtype precision, const char *path
     return saved;
 }
 
-static void kill_and_resume(ug_device *dev, ug_dtype precision)
+static void kill_and_resume(ug_device *dev, ug_dtype precision, bool cnn)
 {
-    th_context("%s", ug_dtype_name(precision));
+    const char *model = cnn ? "cnn" : "mlp";
+    th_context("%s %s", model, ug_dtype_name(precision));
     char dir[] = "/tmp/ug-test-resume-XXXXXX";
     if (!mkdtemp(dir)) {
         th_fail(TH_LOC, "mkdtemp: %s", strerror(errno));
@@ -273,7 +299,7 @@ static void kill_and_resume(ug_device *dev, ug_dtype precision)
     char path[128];
     snprintf(path, sizeof path, "%s/run.safetensors", dir);
 
-    run_config plain = {.precision = precision, .progress_fd = -1};
+    run_config plain = {.precision = precision, .cnn = cnn, .progress_fd = -1};
     run whole = {0};
     if (train(dev, &plain, &whole) != UG_OK)
         th_fail(TH_LOC, "uninterrupted run: %s", ug_last_error());
@@ -281,15 +307,17 @@ static void kill_and_resume(ug_device *dev, ug_dtype precision)
     float *want = whole.model ? final_params(whole.model, &count) : NULL;
     run_free(&whole);
 
-    /* A random update to kill after, printed so a failure can be replayed. */
-    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
-    srand(seed);
+    /* A random update to kill after (from the seed test_kill_and_resume
+     * prints, so a failure can be replayed). */
     int64_t kill_after = 2 + rand() % (updates > 6 ? updates - 4 : 1);
-    printf("  %s: %lld updates, killing after save %lld (seed %u)\n", ug_dtype_name(precision), (long long)updates,
-           (long long)kill_after, seed);
-    run_and_kill(dev, precision, path, kill_after);
+    if (precision == UG_BF16)
+        kill_after = updates / EPOCHS; /* the first epoch's last update: resumed at its evaluation */
+    printf("  %s %s: %lld updates, killing after save %lld\n", model, ug_dtype_name(precision), (long long)updates,
+           (long long)kill_after);
+    run_config child = {.precision = precision, .cnn = cnn};
+    run_and_kill(dev, &child, path, kill_after);
 
-    run_config resume = {.precision = precision, .checkpoint = path, .resume = true, .progress_fd = -1};
+    run_config resume = {.precision = precision, .cnn = cnn, .checkpoint = path, .resume = true, .progress_fd = -1};
     run resumed = {0};
     if (train(dev, &resume, &resumed) != UG_OK)
         th_fail(TH_LOC, "resumed run: %s", ug_last_error());
@@ -313,9 +341,151 @@ static void kill_and_resume(ug_device *dev, ug_dtype precision)
 
 static void test_kill_and_resume(ug_device *dev)
 {
-    kill_and_resume(dev, UG_F32);
-    kill_and_resume(dev, UG_BF16);
-    kill_and_resume(dev, UG_F16);
+    unsigned seed = getenv("UG_TEST_SEED") ? (unsigned)atoi(getenv("UG_TEST_SEED"))
+                                           : (unsigned)time(NULL) ^ (unsigned)getpid();
+    printf("  kill points from seed %u (UG_TEST_SEED replays them)\n", seed);
+    srand(seed);
+    for (int cnn = 0; cnn < 2; cnn++) {
+        kill_and_resume(dev, UG_F32, cnn);
+        kill_and_resume(dev, UG_BF16, cnn);
+        kill_and_resume(dev, UG_F16, cnn);
+    }
+}
+
+/* ---- refused checkpoints ---- */
+
+static float *read_file(const char *path, long *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *bytes = th_alloc((size_t)*size + 1);
+    size_t got = fread(bytes, 1, (size_t)*size, f);
+    fclose(f);
+    return got == (size_t)*size ? bytes : NULL;
+}
+
+static bool write_bytes(const char *path, const void *bytes, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(bytes, 1, size, f) == size;
+    return (f ? fclose(f) == 0 : false) && ok;
+}
+
+/* Each way a checkpoint can be wrong for the parts it is loaded into is
+ * refused with what was expected, and a refused load changes nothing. */
+static void test_checkpoint_errors(ug_device *dev)
+{
+    char dir[] = "/tmp/ug-test-ckerr-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char path[128], bad[128];
+    snprintf(path, sizeof path, "%s/a.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    run_config c = {.precision = UG_F32, .checkpoint = NULL, .progress_fd = -1};
+    run r = {0};
+    if (train(dev, &c, &r) != UG_OK) {
+        th_fail(TH_LOC, "training: %s", ug_last_error());
+        run_free(&r);
+        return;
+    }
+    CHECK_OK(ug_checkpoint_set_string(r.ck, "note", "hello"));
+    CHECK_OK(ug_checkpoint_save(r.ck, path));
+    int64_t count = 0, after_count = 0;
+    float *before = final_params(r.model, &count);
+
+    CHECK_STATUS(ug_checkpoint_load(r.ck, "/nonexistent/x.safetensors"), UG_ERR_IO);
+    CHECK_ERROR_HAS("/nonexistent/x.safetensors", "No such file");
+    CHECK_STATUS(ug_checkpoint_set_string(r.ck, "unigrad.mine", "x"), UG_ERR_INVALID_ARGUMENT);
+
+    /* Another model's file: fc1 of another width. */
+    run other = {0};
+    ug_model *wide = NULL;
+    ug_graph *g = NULL;
+    ug_value *x = NULL, *h = NULL;
+    ug_checkpoint *ck = NULL;
+    CHECK_OK(ug_model_create(dev, 1, &wide));
+    CHECK_OK(ug_graph_create(wide, &g));
+    CHECK_OK(ug_graph_input(g, "x", UG_F32, 2, (int64_t[]){BATCH, FEATURES}, &x));
+    CHECK_OK(ug_nn_linear(g, "fc1", x, HIDDEN + 1, &h));
+    CHECK_OK(ug_nn_linear(g, "fc2", h, CLASSES, &h));
+    CHECK_OK(ug_checkpoint_create(&ck));
+    CHECK_OK(ug_checkpoint_add_model(ck, wide));
+    CHECK_STATUS(ug_checkpoint_load(ck, path), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("a.safetensors: byte ", "'fc1.weight' is F32 [40, 64]", "[41, 64]");
+    ug_checkpoint_free(ck);
+    ug_graph_free(g);
+    ug_model_free(wide);
+    (void)other;
+
+    /* The model alone loads from the whole checkpoint (optimizer state is
+     * not its part), and an SGD optimizer is not the saved AdamW. */
+    ug_optimizer *sgd = NULL;
+    ug_optimizer_config sc = ug_optimizer_defaults(UG_SGD);
+    sc.momentum = 0.9f;
+    CHECK_OK(ug_checkpoint_create(&ck));
+    CHECK_OK(ug_checkpoint_add_model(ck, r.model));
+    CHECK_OK(ug_checkpoint_load(ck, path));
+    CHECK(ug_checkpoint_string(ck, "note") && !strcmp(ug_checkpoint_string(ck, "note"), "hello"));
+    CHECK_OK(ug_optimizer_create(r.model, &sc, &sgd));
+    CHECK_OK(ug_checkpoint_add_optimizer(ck, sgd));
+    CHECK_STATUS(ug_checkpoint_load(ck, path), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("the optimizer is sgd, the checkpoint's is adamw");
+    ug_checkpoint_free(ck);
+    ug_optimizer_free(sgd);
+
+    /* A loader of another batch size: the saved position would mean other
+     * samples. */
+    ug_loader_config lc = ug_loader_default_config();
+    lc.batch_size = 16;
+    lc.seed = 5;
+    ug_loader *small = NULL;
+    CHECK_OK(ug_loader_create(r.data, dev, &lc, &small));
+    CHECK_OK(ug_checkpoint_create(&ck));
+    CHECK_OK(ug_checkpoint_add_loader(ck, "train", small));
+    CHECK_STATUS(ug_checkpoint_load(ck, path), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("loader 'train'", "batch size 32", "batch size 16");
+    ug_checkpoint_free(ck);
+    ug_loader_free(small);
+
+    /* Damaged files: the steps made a word (same length), and the file cut
+     * short; neither changes the parameters. */
+    long size = 0;
+    char *bytes = (char *)read_file(path, &size);
+    REQUIRE(bytes);
+    bytes[size] = '\0';
+    char *steps = strstr(bytes + 8, "\"unigrad.optimizer.steps\":\"");
+    REQUIRE(steps);
+    steps += strlen("\"unigrad.optimizer.steps\":\"");
+    steps[0] = 'x';
+    CHECK(write_bytes(bad, bytes, (size_t)size));
+    CHECK_STATUS(ug_checkpoint_load(r.ck, bad), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("unigrad.optimizer.steps", "expected a whole number");
+    steps[0] = '1';
+    CHECK(write_bytes(bad, bytes, (size_t)size - 1));
+    CHECK_STATUS(ug_checkpoint_load(r.ck, bad), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("bad.safetensors");
+    float *after = final_params(r.model, &after_count);
+    CHECK(count == after_count && memcmp(before, after, (size_t)count * sizeof(float)) == 0);
+
+    /* No save with micro-batches pending: their gradients are not saved. */
+    ug_batch b;
+    bool done = false;
+    CHECK_OK(ug_loader_start_epoch(r.loader, 0));
+    CHECK_OK(ug_loader_next(r.loader, &b, &done));
+    CHECK_OK(ug_graph_bind(r.g, r.x, b.x));
+    CHECK_OK(ug_graph_bind(r.g, r.y, b.y));
+    CHECK_OK(ug_graph_run_backward(r.g));
+    CHECK_STATUS(ug_checkpoint_save(r.ck, path), UG_ERR_STATE);
+    CHECK_ERROR_HAS("micro-batches", "ug_graph_run_update");
+    CHECK_OK(ug_graph_run_update(r.g));
+    run_free(&r);
+    char command[256];
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    if (system(command) != 0)
+        th_fail(TH_LOC, "could not remove %s", dir);
 }
 
 int main(int argc, char **argv)
@@ -324,6 +494,7 @@ int main(int argc, char **argv)
         return child_main(argc, argv);
     static const th_test tests[] = {
         TH_DEVICE_TEST(kill_and_resume),
+        TH_DEVICE_TEST(checkpoint_errors),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

@@ -30,6 +30,7 @@
 #include "core/fault.h"
 #include "core/safetensors.h"
 #include "harness.h"
+#include "unigrad/checkpoint.h"
 
 /* ---- files and folders ---- */
 
@@ -921,6 +922,73 @@ static void test_io_failure_sweep(ug_device *dev)
     sweep(3);
 }
 
+/* The same sweep through the public checkpoint API: a model and its Adam
+ * state saved (A), the parameters changed, then each file call of the
+ * next save made to fail in turn. Afterwards a fresh checkpoint of the
+ * model always loads, and gives back A's values. */
+static void test_checkpoint_io_sweep(ug_device *unused)
+{
+    (void)unused;
+    char dir[] = "/tmp/ug-test-cksweep-XXXXXX";
+    REQUIRE(make_dir(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/run.safetensors", dir);
+    ug_device *dev = NULL;
+    ug_model *model = NULL;
+    ug_optimizer *opt = NULL;
+    ug_checkpoint *ck = NULL;
+    ug_tensor *w = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &dev));
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {-1, -2, -3, -4, -5, -6}, got[6];
+    CHECK_OK(ug_model_create(dev, 0, &model));
+    CHECK_OK(ug_model_param(model, "w", 2, (int64_t[]){2, 3}, UG_INIT_CONSTANT, 0.0f, &w));
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    CHECK_OK(ug_optimizer_create(model, &oc, &opt));
+    CHECK_OK(ug_checkpoint_create(&ck));
+    CHECK_OK(ug_checkpoint_add_optimizer(ck, opt));
+    CHECK_OK(ug_model_write_param(model, "w", a, sizeof a));
+    CHECK_OK(ug_optimizer_set_steps(opt, 7));
+    REQUIRE_OK(ug_checkpoint_save(ck, path));
+    CHECK_OK(ug_model_write_param(model, "w", b, sizeof b));
+    CHECK_OK(ug_optimizer_set_steps(opt, 8));
+    int64_t n = 1;
+    for (; n < 100; n++) {
+        ug_fault_arm(UG_FAULT_FILE_IO, n);
+        ug_status st = ug_checkpoint_save(ck, path);
+        int64_t events = ug_fault_events(UG_FAULT_FILE_IO);
+        ug_fault_arm(UG_FAULT_FILE_IO, 0);
+        CHECK_EQ_I64(temp_files(dir), 0);
+        if (events < n) {
+            CHECK_OK(st);
+            break;
+        }
+        CHECK_STATUS(st, UG_ERR_IO);
+        bool after_rename = th_contains(ug_last_error(), "fsync of the folder");
+        /* The file on disk loads: A's values, or B's when only the
+         * folder's flush failed, after the rename. */
+        ug_checkpoint *check = NULL;
+        CHECK_OK(ug_checkpoint_create(&check));
+        CHECK_OK(ug_checkpoint_add_optimizer(check, opt));
+        CHECK_OK(ug_checkpoint_load(check, path));
+        ug_checkpoint_free(check);
+        CHECK_OK(ug_model_read_param(model, "w", got, sizeof got));
+        CHECK_MSG(!memcmp(got, after_rename ? b : a, sizeof got), "file call %lld: the loaded values are not %s's",
+                  (long long)n, after_rename ? "B" : "A");
+        CHECK_EQ_I64(ug_optimizer_steps(opt), after_rename ? 8 : 7);
+        CHECK_OK(ug_model_write_param(model, "w", b, sizeof b)); /* B again for the next save */
+        CHECK_OK(ug_optimizer_set_steps(opt, 8));
+        if (th_failures())
+            break;
+    }
+    printf("    a checkpoint's %lld file calls, each made to fail\n", (long long)(n - 1));
+    CHECK(n > 5);
+    ug_checkpoint_free(ck);
+    ug_optimizer_free(opt);
+    ug_model_free(model);
+    ug_device_close(dev);
+    remove_dir(dir);
+}
+
 /* The n-th host allocation of a save, then of an open and read, fails:
  * UG_ERR_OUT_OF_MEMORY with a message, no temporary file, no leak (ASan),
  * and the file as it was. */
@@ -1133,6 +1201,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(atomic_file_misuse),
         TH_HOST_TEST(keep_rotation),
         TH_HOST_TEST(io_failure_sweep),
+        TH_HOST_TEST(checkpoint_io_sweep),
         TH_HOST_TEST(host_allocation_sweep),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
