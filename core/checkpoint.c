@@ -20,15 +20,12 @@ enum { MAX_PARTS = 16, NAME_BYTES = 64, KEY_BYTES = 256 };
 
 static const char FORMAT_KEY[] = "unigrad.format", FORMAT_VERSION[] = "1";
 
-typedef struct named_graph {
+/* A graph or a loader, by the caller's name for it. */
+typedef struct named_part {
     char name[NAME_BYTES];
     ug_graph *graph;
-} named_graph;
-
-typedef struct named_loader {
-    char name[NAME_BYTES];
     ug_loader *loader;
-} named_loader;
+} named_part;
 
 typedef struct string_list {
     int count, capacity;
@@ -38,9 +35,9 @@ typedef struct string_list {
 struct ug_checkpoint {
     ug_model *model;
     ug_optimizer *optimizer;
-    named_graph graphs[MAX_PARTS];
+    named_part graphs[MAX_PARTS];
     int graph_count;
-    named_loader loaders[MAX_PARTS];
+    named_part loaders[MAX_PARTS];
     int loader_count;
     string_list strings; /* the caller's */
     int keep;
@@ -162,19 +159,25 @@ ug_status ug_checkpoint_add_optimizer(ug_checkpoint *ck, ug_optimizer *opt)
     return UG_OK;
 }
 
-/* A part's name: unique among its kind, and usable in metadata keys. */
-static ug_status check_part_name(const char *op, const char *name, const char *const *taken, int count)
+/* Adds a part under name: unique among its kind, and usable in metadata
+ * keys. */
+static ug_status add_part(const char *op, named_part *parts, int *count, const char *name, ug_graph *graph,
+                          ug_loader *loader)
 {
     if (!name || !name[0] || strlen(name) >= NAME_BYTES)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: name %s%s%s: give 1 to %d characters", op,
                             name ? "'" : "NULL", name ? name : "", name ? "'" : "", NAME_BYTES - 1);
     if (strchr(name, '.'))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: name '%s' may not contain '.'", op, name);
-    for (int i = 0; i < count; i++)
-        if (!strcmp(taken[i], name))
+    for (int i = 0; i < *count; i++)
+        if (!strcmp(parts[i].name, name))
             return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the name '%s' is taken", op, name);
-    if (count == MAX_PARTS)
+    if (*count == MAX_PARTS)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: at most %d of them", op, MAX_PARTS);
+    named_part *p = &parts[(*count)++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->graph = graph;
+    p->loader = loader;
     return UG_OK;
 }
 
@@ -183,14 +186,7 @@ ug_status ug_checkpoint_add_graph(ug_checkpoint *ck, const char *name, ug_graph 
     const char *op = "ug_checkpoint_add_graph";
     if (!ck || !graph)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "graph" : "checkpoint");
-    const char *taken[MAX_PARTS];
-    for (int i = 0; i < ck->graph_count; i++)
-        taken[i] = ck->graphs[i].name;
-    UG_TRY(check_part_name(op, name, taken, ck->graph_count));
-    named_graph *g = &ck->graphs[ck->graph_count++];
-    snprintf(g->name, sizeof g->name, "%s", name);
-    g->graph = graph;
-    return UG_OK;
+    return add_part(op, ck->graphs, &ck->graph_count, name, graph, NULL);
 }
 
 ug_status ug_checkpoint_add_loader(ug_checkpoint *ck, const char *name, ug_loader *loader)
@@ -198,14 +194,7 @@ ug_status ug_checkpoint_add_loader(ug_checkpoint *ck, const char *name, ug_loade
     const char *op = "ug_checkpoint_add_loader";
     if (!ck || !loader)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "loader" : "checkpoint");
-    const char *taken[MAX_PARTS];
-    for (int i = 0; i < ck->loader_count; i++)
-        taken[i] = ck->loaders[i].name;
-    UG_TRY(check_part_name(op, name, taken, ck->loader_count));
-    named_loader *l = &ck->loaders[ck->loader_count++];
-    snprintf(l->name, sizeof l->name, "%s", name);
-    l->loader = loader;
-    return UG_OK;
+    return add_part(op, ck->loaders, &ck->loader_count, name, NULL, loader);
 }
 
 ug_status ug_checkpoint_set_string(ug_checkpoint *ck, const char *key, const char *value)
@@ -350,7 +339,7 @@ static int graph_sums(const ug_graph *g, ug_value **sums)
     return n;
 }
 
-static ug_status gather_graph(const named_graph *ng, save_list *s)
+static ug_status gather_graph(const named_part *ng, save_list *s)
 {
     const ug_graph *g = ng->graph;
     if (g->micro_batches)
@@ -376,7 +365,7 @@ static ug_status gather_graph(const named_graph *ng, save_list *s)
     return st;
 }
 
-static ug_status gather_loader(const named_loader *nl, save_list *s)
+static ug_status gather_loader(const named_part *nl, save_list *s)
 {
     ug_loader_config c = ug_loader_get_config(nl->loader);
     int64_t epoch = 0, next = 0;
@@ -599,7 +588,7 @@ static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
     return meta_number(p, "unigrad.scaler.skipped_steps", 0, p->steps, &p->scaler.skipped_steps);
 }
 
-static ug_status plan_graph(load_plan *p, const named_graph *ng, int index)
+static ug_status plan_graph(load_plan *p, const named_part *ng, int index)
 {
     char key[KEY_BYTES];
     snprintf(key, sizeof key, "unigrad.graph.%s.seed", ng->name);
@@ -619,7 +608,7 @@ static ug_status plan_graph(load_plan *p, const named_graph *ng, int index)
     return st;
 }
 
-static ug_status plan_loader(load_plan *p, const named_loader *nl, int index)
+static ug_status plan_loader(load_plan *p, const named_part *nl, int index)
 {
     ug_loader_config c = ug_loader_get_config(nl->loader);
     char key[KEY_BYTES];
