@@ -28,6 +28,38 @@ const ug_backend_host *ug_cpu_host = &no_host;
 
 /* ---- float conversion helpers shared by the kernels ---- */
 
+/* x86's F16C converts eight halves per instruction, rounding to nearest
+ * even as ug_half_from_f32 does; a processor without it (or another
+ * architecture) converts one at a time in software. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define UG_CPU_F16C 1
+
+static bool has_f16c(void)
+{
+    static int known = -1;
+    if (known < 0)
+        known = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return known;
+}
+
+__attribute__((target("avx,f16c"))) static int64_t load_f16c(const unsigned short *p, int64_t n, float *out)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) static int64_t store_f16c(unsigned short *p, int64_t n, const float *in)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(p + i), _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+    return i;
+}
+#endif
+
 void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out)
 {
     switch (dtype) {
@@ -42,7 +74,12 @@ void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, fl
     }
     case UG_F16: {
         const unsigned short *p = base;
-        for (int64_t i = 0; i < n; i++)
+        int64_t i = 0;
+#ifdef UG_CPU_F16C
+        if (stride == 1 && has_f16c())
+            i = load_f16c(p, n, out);
+#endif
+        for (; i < n; i++)
             out[i] = ug_half_to_f32(p[i * stride]);
         break;
     }
@@ -73,7 +110,12 @@ void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in)
         memcpy(base, in, (size_t)n * sizeof *in);
     } else if (dtype == UG_F16) {
         unsigned short *p = base;
-        for (int64_t i = 0; i < n; i++)
+        int64_t i = 0;
+#ifdef UG_CPU_F16C
+        if (has_f16c())
+            i = store_f16c(p, n, in);
+#endif
+        for (; i < n; i++)
             p[i] = ug_half_from_f32(in[i]);
     } else if (dtype == UG_BF16) {
         unsigned short *p = base;
