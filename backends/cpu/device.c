@@ -32,15 +32,22 @@ const ug_backend_host *ug_cpu_host = &no_host;
  * even as ug_half_from_f32 does; a processor without it (or another
  * architecture) converts one at a time in software. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define UG_CPU_F16C 1
 
+/* AVX (with the OS saving its registers) and F16C: cpuid leaf 1's ECX bit
+ * 29, asked directly since clang's __builtin_cpu_supports has no "f16c". */
 static bool has_f16c(void)
 {
-    static int known = -1;
-    if (known < 0)
-        known = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    return known;
+    static int known = -1; /* kernels on several threads may ask at once */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        k = __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
 }
 
 __attribute__((target("avx,f16c"))) static int64_t load_f16c(const unsigned short *p, int64_t n, float *out)
