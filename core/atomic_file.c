@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/mix64.h"
 
 enum { TRIES = 100 };
 
@@ -58,14 +59,6 @@ static ug_status fail(ug_atomic_file *f, const char *call, const char *target, i
     return st;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Six characters for the temporary name: process, time and a counter,
  * mixed, so concurrent writers (threads or processes) rarely collide, and
  * O_EXCL settles it when they do. */
@@ -76,9 +69,9 @@ static void random_suffix(char *out)
     static uint64_t counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = mix64(((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec ^
-                       mix64((uint64_t)ts.tv_nsec) ^
-                       mix64(__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED)));
+    uint64_t x = ug_mix64(((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec ^
+                       ug_mix64((uint64_t)ts.tv_nsec) ^
+                       ug_mix64(__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED)));
     for (int i = 0; i < 6; i++) {
         out[i] = alphabet[x % 62];
         x /= 62;

@@ -223,6 +223,47 @@ ug_status ug_checkpoint_set_keep(ug_checkpoint *ck, int keep)
     return UG_OK;
 }
 
+/* ---- the tensors of the parts ---- */
+
+/* Called with each tensor of a part, its name in the file, and what it is
+ * (for messages); saving and loading visit the same ones. */
+typedef ug_status (*tensor_visit)(void *context, const char *key, ug_tensor *tensor, const char *what);
+
+/* The optimizer's state: "<parameter>.<slot>". */
+static ug_status each_state(const ug_checkpoint *ck, tensor_visit visit, void *context)
+{
+    ug_optimizer *opt = ck->optimizer;
+    char key[KEY_BYTES];
+    for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
+        const char *name = NULL;
+        ug_tensor *param = NULL;
+        UG_TRY(ug_model_param_at(ck->model, i, &name, &param));
+        for (int slot = 0; slot < ug_optimizer_state_count(opt); slot++) {
+            ug_tensor *t = NULL;
+            UG_TRY(ug_optimizer_state(opt, i, slot, &t));
+            snprintf(key, sizeof key, "%s.%s", name, ug_optimizer_state_name(opt, slot));
+            UG_TRY(visit(context, key, t, "the optimizer's state"));
+        }
+    }
+    return UG_OK;
+}
+
+/* A graph's running sums (ug_graph_accumulate), in value order:
+ * "unigrad.graph.<name>.sum<k>". */
+static ug_status each_sum(const named_part *ng, tensor_visit visit, void *context)
+{
+    const ug_graph *g = ng->graph;
+    char key[KEY_BYTES];
+    for (int i = 0, k = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind != VALUE_SUM || !v->tensor)
+            continue;
+        snprintf(key, sizeof key, "unigrad.graph.%s.sum%d", ng->name, k++);
+        UG_TRY(visit(context, key, v->tensor, "the graph's running sum"));
+    }
+    return UG_OK;
+}
+
 /* ---- saving ---- */
 
 /* The tensors and metadata being written, each owned here. */
@@ -271,6 +312,12 @@ static ug_status save_tensor(save_list *s, const char *name, const ug_tensor *te
     return st == UG_OK ? st : ug_prefix_error(st, "reading %s", name);
 }
 
+static ug_status save_visit(void *context, const char *key, ug_tensor *tensor, const char *what)
+{
+    (void)what;
+    return save_tensor(context, key, tensor);
+}
+
 static ug_status meta_int(string_list *meta, const char *key, int64_t value)
 {
     char text[32];
@@ -304,18 +351,7 @@ static ug_status gather_model(const ug_checkpoint *ck, save_list *s)
 static ug_status gather_optimizer(const ug_checkpoint *ck, save_list *s)
 {
     ug_optimizer *opt = ck->optimizer;
-    char key[KEY_BYTES];
-    for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
-        const char *name = NULL;
-        ug_tensor *param = NULL;
-        UG_TRY(ug_model_param_at(ck->model, i, &name, &param));
-        for (int slot = 0; slot < ug_optimizer_state_count(opt); slot++) {
-            ug_tensor *t = NULL;
-            UG_TRY(ug_optimizer_state(opt, i, slot, &t));
-            snprintf(key, sizeof key, "%s.%s", name, ug_optimizer_state_name(opt, slot));
-            UG_TRY(save_tensor(s, key, t));
-        }
-    }
+    UG_TRY(each_state(ck, save_visit, s));
     UG_TRY(strings_set(&s->meta, "unigrad.optimizer.type", optimizer_type_name(ug_optimizer_get_config(opt).type)));
     UG_TRY(meta_int(&s->meta, "unigrad.optimizer.steps", ug_optimizer_steps(opt)));
     ug_loss_scaler_state scaler;
@@ -327,16 +363,6 @@ static ug_status gather_optimizer(const ug_checkpoint *ck, save_list *s)
     UG_TRY(strings_set(&s->meta, "unigrad.scaler.scale", scale));
     UG_TRY(meta_int(&s->meta, "unigrad.scaler.clean_steps", scaler.clean_steps));
     return meta_int(&s->meta, "unigrad.scaler.skipped_steps", scaler.skipped_steps);
-}
-
-/* A graph's running sums (ug_graph_accumulate), in value order. */
-static int graph_sums(const ug_graph *g, ug_value **sums)
-{
-    int n = 0;
-    for (int i = 0; i < g->value_count; i++)
-        if (g->values[i]->kind == VALUE_SUM && g->values[i]->tensor)
-            sums[n++] = g->values[i];
-    return n;
 }
 
 static ug_status gather_graph(const named_part *ng, save_list *s)
@@ -352,17 +378,7 @@ static ug_status gather_graph(const named_part *ng, save_list *s)
     UG_TRY(meta_u64(&s->meta, key, g->seed));
     snprintf(key, sizeof key, "unigrad.graph.%s.runs", ng->name);
     UG_TRY(meta_u64(&s->meta, key, g->runs));
-    ug_value **sums = ug_malloc(((size_t)g->value_count + 1) * sizeof *sums);
-    if (!sums)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
-    int n = graph_sums(g, sums);
-    ug_status st = UG_OK;
-    for (int i = 0; st == UG_OK && i < n; i++) {
-        snprintf(key, sizeof key, "unigrad.graph.%s.sum%d", ng->name, i);
-        st = save_tensor(s, key, sums[i]->tensor);
-    }
-    free(sums);
-    return st;
+    return each_sum(ng, save_visit, s);
 }
 
 static ug_status gather_loader(const named_part *nl, save_list *s)
@@ -475,6 +491,11 @@ static ug_status plan_tensor(load_plan *p, const char *name, const ug_tensor *te
     return ug_st_read(p->file, e, t->data, e->bytes);
 }
 
+static ug_status plan_visit(void *context, const char *key, ug_tensor *tensor, const char *what)
+{
+    return plan_tensor(context, key, tensor, tensor, NULL, what);
+}
+
 /* A metadata value as a whole number in [low, high]. */
 static ug_status meta_number(const load_plan *p, const char *key, int64_t low, int64_t high, int64_t *out)
 {
@@ -561,18 +582,7 @@ static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
                             optimizer_type_name(c.type), type ? "is " : "has none", type ? type : "",
                             type ? "" : " (unigrad.optimizer.type)");
     UG_TRY(meta_number(p, "unigrad.optimizer.steps", 0, INT64_MAX, &p->steps));
-    char key[KEY_BYTES];
-    for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
-        const char *name = NULL;
-        ug_tensor *param = NULL;
-        UG_TRY(ug_model_param_at(ck->model, i, &name, &param));
-        for (int slot = 0; slot < ug_optimizer_state_count(opt); slot++) {
-            ug_tensor *t = NULL;
-            UG_TRY(ug_optimizer_state(opt, i, slot, &t));
-            snprintf(key, sizeof key, "%s.%s", name, ug_optimizer_state_name(opt, slot));
-            UG_TRY(plan_tensor(p, key, t, t, NULL, "the optimizer's state"));
-        }
-    }
+    UG_TRY(each_state(ck, plan_visit, p));
     if (!c.loss_scaling.enabled)
         return UG_OK;
     const char *scale = ug_st_metadata(p->file, "unigrad.scaler.scale");
@@ -595,17 +605,7 @@ static ug_status plan_graph(load_plan *p, const named_part *ng, int index)
     UG_TRY(meta_unsigned(p, key, &p->graph_seed[index]));
     snprintf(key, sizeof key, "unigrad.graph.%s.runs", ng->name);
     UG_TRY(meta_unsigned(p, key, &p->graph_runs[index]));
-    ug_value **sums = ug_malloc(((size_t)ng->graph->value_count + 1) * sizeof *sums);
-    if (!sums)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
-    int n = graph_sums(ng->graph, sums);
-    ug_status st = UG_OK;
-    for (int i = 0; st == UG_OK && i < n; i++) {
-        snprintf(key, sizeof key, "unigrad.graph.%s.sum%d", ng->name, i);
-        st = plan_tensor(p, key, sums[i]->tensor, sums[i]->tensor, NULL, "the graph's running sum");
-    }
-    free(sums);
-    return st;
+    return each_sum(ng, plan_visit, p);
 }
 
 static ug_status plan_loader(load_plan *p, const named_part *nl, int index)

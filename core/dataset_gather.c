@@ -76,11 +76,12 @@ ug_status ug_dataset_gather(const ug_dataset *ds, const int64_t *ids, int64_t co
     /* Bytes have 256 values: convert through a table, in the batch's dtype. */
     float table[256];
     unsigned short half_table[256];
-    if (base->x_dtype == UG_U8)
-        for (int v = 0; v < 256; v++) {
+    if (base->x_dtype == UG_U8) {
+        for (int v = 0; v < 256; v++)
             table[v] = ds->scale * (float)v + ds->shift;
-            half_table[v] = x_dtype == UG_F16 ? ug_half_from_f32(table[v]) : ug_bfloat_from_f32(table[v]);
-        }
+        if (x_dtype != UG_F32)
+            store_row(table, 256, x_dtype, half_table);
+    }
     float row[256];
     for (int64_t r = 0; r < count; r++) {
         char *dst = (char *)x + (size_t)r * out_row;

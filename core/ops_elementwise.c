@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/graph_internal.h"
+#include "core/mix64.h"
 #include "unigrad/ops.h"
 
 /* ---- launching ---- */
@@ -567,13 +568,7 @@ ug_status ug_random_normal(ug_tensor *x, uint64_t seed, uint64_t offset, float m
  * like its model (both default to 0) would draw run r's first mask from the
  * very counters that initialised parameter r (r * 2^40 + i), so dropout
  * would drop exactly the units whose initial weights were low. */
-static uint64_t dropout_key(uint64_t seed)
-{
-    uint64_t z = (seed ^ 0x6a09e667f3bcc909ull) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t dropout_key(uint64_t seed) { return ug_mix64(seed ^ 0x6a09e667f3bcc909ull); }
 
 /* The mask has x's shape and dtype (x is its input for that alone). Each
  * run draws fresh masks: counters advance by run and by mask. */

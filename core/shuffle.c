@@ -1,13 +1,13 @@
 /* Seeded permutations of sample indices, shared by the loader's epochs and
  * data set splits. */
 #include "core/data_internal.h"
+#include "core/mix64.h"
 
 static uint64_t splitmix64(uint64_t *state)
 {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    uint64_t z = ug_mix64(*state);
+    *state += 0x9E3779B97F4A7C15ull;
+    return z;
 }
 
 /* Uniform in [0, bound) without modulo bias: reject the low values that
