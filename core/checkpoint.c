@@ -14,6 +14,7 @@
 #include "core/fault.h"
 #include "core/graph_internal.h"
 #include "core/safetensors.h"
+#include "kernels/common/scaler.h"
 #include "unigrad/checkpoint.h"
 
 enum { MAX_PARTS = 16, NAME_BYTES = 64, KEY_BYTES = 256 };
@@ -27,9 +28,14 @@ typedef struct named_part {
     ug_loader *loader;
 } named_part;
 
+/* Strings in the order they were set, with a hash index (open
+ * addressing; slots hold index + 1, 0 when empty) so that a checkpoint of
+ * many keys loads and saves in linear time. */
 typedef struct string_list {
     int count, capacity;
     char **keys, **values;
+    int *slots;
+    size_t slot_count; /* a power of two, at least twice count */
 } string_list;
 
 struct ug_checkpoint {
@@ -53,6 +59,7 @@ static void strings_clear(string_list *s)
     }
     free(s->keys);
     free(s->values);
+    free(s->slots);
     *s = (string_list){0};
 }
 
@@ -65,48 +72,81 @@ static char *copy_string(const char *text)
     return c;
 }
 
-/* Sets key to value (replacing it), copying both. */
-static ug_status strings_set(string_list *s, const char *key, const char *value)
+static size_t hash_string(const char *text) /* FNV-1a */
 {
-    char *v = copy_string(value);
-    if (!v)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
-    for (int i = 0; i < s->count; i++)
-        if (!strcmp(s->keys[i], key)) {
-            free(s->values[i]);
-            s->values[i] = v;
-            return UG_OK;
-        }
+    uint64_t h = 0xcbf29ce484222325u;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 0x100000001b3u;
+    return (size_t)h;
+}
+
+/* The slot that holds key, or the empty one where it would go. */
+static size_t strings_slot(const string_list *s, const char *key)
+{
+    size_t mask = s->slot_count - 1, i = hash_string(key) & mask;
+    while (s->slots[i] && strcmp(s->keys[s->slots[i] - 1], key) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Room for one more string: the arrays, and the index at most half full. */
+static bool strings_reserve(string_list *s)
+{
     if (s->count == s->capacity) {
         int cap = s->capacity ? 2 * s->capacity : 8;
         char **k = ug_realloc(s->keys, (size_t)cap * sizeof *k);
         if (k)
             s->keys = k;
-        char **vs = k ? ug_realloc(s->values, (size_t)cap * sizeof *vs) : NULL;
-        if (vs)
-            s->values = vs;
-        if (!k || !vs) {
-            free(v);
-            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
-        }
+        char **v = k ? ug_realloc(s->values, (size_t)cap * sizeof *v) : NULL;
+        if (v)
+            s->values = v;
+        if (!k || !v)
+            return false;
         s->capacity = cap;
     }
-    char *k = copy_string(key);
+    if (2 * (size_t)(s->count + 1) <= s->slot_count)
+        return true;
+    size_t n = s->slot_count ? 2 * s->slot_count : 16;
+    int *slots = ug_calloc(n, sizeof *slots), *old = s->slots;
+    if (!slots)
+        return false;
+    s->slots = slots;
+    s->slot_count = n;
+    for (int i = 0; i < s->count; i++)
+        s->slots[strings_slot(s, s->keys[i])] = i + 1;
+    free(old);
+    return true;
+}
+
+/* Sets key to value (replacing it), copying both. */
+static ug_status strings_set(string_list *s, const char *key, const char *value)
+{
+    char *v = copy_string(value);
+    char *k = v && strings_reserve(s) ? copy_string(key) : NULL;
     if (!k) {
         free(v);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
     }
+    size_t slot = strings_slot(s, key);
+    if (s->slots[slot]) {
+        int i = s->slots[slot] - 1;
+        free(k);
+        free(s->values[i]);
+        s->values[i] = v;
+        return UG_OK;
+    }
     s->keys[s->count] = k;
     s->values[s->count++] = v;
+    s->slots[slot] = s->count;
     return UG_OK;
 }
 
 static const char *strings_get(const string_list *s, const char *key)
 {
-    for (int i = 0; i < s->count; i++)
-        if (!strcmp(s->keys[i], key))
-            return s->values[i];
-    return NULL;
+    if (!s->count)
+        return NULL;
+    size_t slot = strings_slot(s, key);
+    return s->slots[slot] ? s->values[s->slots[slot] - 1] : NULL;
 }
 
 /* ---- the object ---- */
@@ -528,6 +568,14 @@ static ug_status meta_unsigned(const load_plan *p, const char *key, uint64_t *ou
     return UG_OK;
 }
 
+static bool keeps_slot(const ug_optimizer *opt, const char *slot)
+{
+    for (int i = 0; i < ug_optimizer_state_count(opt); i++)
+        if (!strcmp(ug_optimizer_state_name(opt, i), slot))
+            return true;
+    return false;
+}
+
 /* Every tensor of the file must belong to some part: a model parameter,
  * an optimizer slot of one, or the library's own. Others mean the file is
  * of another model. */
@@ -548,6 +596,18 @@ static ug_status check_unexpected(const load_plan *p, const ug_checkpoint *ck)
             const char *slot = dot + 1;
             state = ug_model_find_param(ck->model, param, &t) == UG_OK &&
                     (!strcmp(slot, "exp_avg") || !strcmp(slot, "exp_avg_sq") || !strcmp(slot, "momentum_buffer"));
+            /* State the checkpoint's optimizer does not keep would be lost
+             * without a word (SGD's momentum loaded into plain SGD). A model
+             * alone may come from a whole training checkpoint. */
+            if (state && ck->optimizer && !keeps_slot(ck->optimizer, slot)) {
+                ug_clear_error();
+                return ug_set_error(UG_ERR_FORMAT,
+                                    "%s: byte %" PRIu64 ": tensor '%s' is optimizer state ('%s') that this "
+                                    "%s optimizer does not keep%s; loading would drop it",
+                                    file_path(p), e->offset, e->name, slot,
+                                    optimizer_type_name(ug_optimizer_get_config(ck->optimizer).type),
+                                    !strcmp(slot, "momentum_buffer") ? " (the file was saved with momentum > 0)" : "");
+            }
         }
         if (!state) {
             ug_clear_error();
@@ -569,7 +629,7 @@ static ug_status plan_model(load_plan *p, const ug_checkpoint *ck)
         UG_TRY(ug_model_param_at(ck->model, i, &name, &t));
         UG_TRY(plan_tensor(p, name, t, NULL, name, "the model's parameter"));
     }
-    return check_unexpected(p, ck);
+    return UG_OK;
 }
 
 static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
@@ -581,21 +641,32 @@ static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
         return ug_set_error(UG_ERR_FORMAT, "%s: the optimizer is %s, the checkpoint's %s%s%s", file_path(p),
                             optimizer_type_name(c.type), type ? "is " : "has none", type ? type : "",
                             type ? "" : " (unigrad.optimizer.type)");
-    UG_TRY(meta_number(p, "unigrad.optimizer.steps", 0, INT64_MAX, &p->steps));
+    UG_TRY(meta_number(p, "unigrad.optimizer.steps", 0, UG_OPTIMIZER_MAX_STEPS, &p->steps));
     UG_TRY(each_state(ck, plan_visit, p));
+    const char *scale = ug_st_metadata(p->file, "unigrad.scaler.scale");
     if (!c.loss_scaling.enabled)
         return UG_OK;
-    const char *scale = ug_st_metadata(p->file, "unigrad.scaler.scale");
+    if (!scale)
+        return ug_set_error(UG_ERR_FORMAT,
+                            "%s: the checkpoint was saved without loss scaling (no 'unigrad.scaler.scale'), and "
+                            "this optimizer scales its loss (config.loss_scaling.enabled); load it into one "
+                            "that does not, as it was saved",
+                            file_path(p));
     char *end = NULL;
-    float value = scale ? strtof(scale, &end) : 0.0f;
-    if (!scale || !scale[0] || *end || !(value > 0.0f))
-        return ug_set_error(UG_ERR_FORMAT, "%s: metadata 'unigrad.scaler.scale' is %s%s%s; the optimizer scales "
-                            "its loss, so a positive scale was expected",
-                            file_path(p), scale ? "\"" : "absent", scale ? scale : "", scale ? "\"" : "");
     p->has_scaler = true;
-    p->scaler.scale = value;
-    UG_TRY(meta_number(p, "unigrad.scaler.clean_steps", 0, (int64_t)1 << 24, &p->scaler.clean_steps));
-    return meta_number(p, "unigrad.scaler.skipped_steps", 0, p->steps, &p->scaler.skipped_steps);
+    p->scaler.scale = strtof(scale, &end);
+    if (!scale[0] || *end)
+        return ug_set_error(UG_ERR_FORMAT, "%s: metadata 'unigrad.scaler.scale' is \"%s\"; expected a number",
+                            file_path(p), scale);
+    UG_TRY(meta_number(p, "unigrad.scaler.clean_steps", 0, UG_SCALER_MAX_COUNT, &p->scaler.clean_steps));
+    UG_TRY(meta_number(p, "unigrad.scaler.skipped_steps", 0, p->steps, &p->scaler.skipped_steps));
+    /* What the optimizer would refuse is refused now, before anything is
+     * written. */
+    if (ug_optim_check_restore(opt, p->steps, &p->scaler) == UG_OK)
+        return UG_OK;
+    char why[512];
+    snprintf(why, sizeof why, "%s", ug_last_error());
+    return ug_set_error(UG_ERR_FORMAT, "%s: %s; this optimizer cannot take it", file_path(p), why);
 }
 
 static ug_status plan_graph(load_plan *p, const named_part *ng, int index)
@@ -633,7 +704,8 @@ static ug_status plan_loader(load_plan *p, const named_part *nl, int index)
     snprintf(key, sizeof key, "unigrad.loader.%s.epoch", nl->name);
     UG_TRY(meta_number(p, key, -1, INT64_MAX, &p->loader_epoch[index]));
     snprintf(key, sizeof key, "unigrad.loader.%s.next_batch", nl->name);
-    return meta_number(p, key, 0, batches, &p->loader_next[index]);
+    /* Before the first epoch (-1) the loader has handed out nothing. */
+    return meta_number(p, key, 0, p->loader_epoch[index] < 0 ? 0 : batches, &p->loader_next[index]);
 }
 
 static ug_status apply_plan(const load_plan *p, ug_checkpoint *ck)
@@ -645,19 +717,15 @@ static ug_status apply_plan(const load_plan *p, ug_checkpoint *ck)
         if (st != UG_OK)
             return ug_prefix_error(st, "restoring '%s'", t->entry->name);
     }
-    if (ck->optimizer) {
-        UG_TRY(ug_optimizer_set_steps(ck->optimizer, p->steps));
-        if (p->has_scaler)
-            UG_TRY(ug_optimizer_set_loss_scaler(ck->optimizer, &p->scaler));
-    }
+    if (ck->optimizer)
+        UG_TRY(ug_optim_restore(ck->optimizer, p->steps, p->has_scaler ? &p->scaler : NULL));
     for (int i = 0; i < ck->graph_count; i++) {
         ug_graph *g = ck->graphs[i].graph;
         g->seed = p->graph_seed[i];
         g->runs = g->checked_runs = p->graph_runs[i];
     }
-    for (int i = 0; i < ck->loader_count; i++)
-        if (p->loader_epoch[i] >= 0)
-            UG_TRY(ug_loader_seek(ck->loaders[i].loader, p->loader_epoch[i], p->loader_next[i]));
+    for (int i = 0; i < ck->loader_count; i++) /* epoch -1: saved before its first epoch */
+        UG_TRY(ug_loader_seek(ck->loaders[i].loader, p->loader_epoch[i], p->loader_next[i]));
     return UG_OK;
 }
 
@@ -706,6 +774,8 @@ ug_status ug_checkpoint_load(ug_checkpoint *ck, const char *path)
         st = plan_model(&p, ck);
     if (st == UG_OK && ck->optimizer)
         st = plan_optimizer(&p, ck);
+    if (st == UG_OK && ck->model) /* after the optimizer's type is checked: its message says more */
+        st = check_unexpected(&p, ck);
     for (int i = 0; st == UG_OK && i < ck->graph_count; i++)
         st = plan_graph(&p, &ck->graphs[i], i);
     for (int i = 0; st == UG_OK && i < ck->loader_count; i++)

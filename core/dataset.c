@@ -41,6 +41,14 @@ static ug_status check_labels(const int32_t *labels, int64_t count, ug_status ba
     return UG_OK;
 }
 
+/* count rows of width values, 8 bytes each at most (the widest element),
+ * fit in size_t. */
+static bool fits_in_memory(int64_t count, int64_t width)
+{
+    uint64_t n;
+    return !__builtin_mul_overflow((uint64_t)count, (uint64_t)width, &n) && n <= SIZE_MAX / 8;
+}
+
 /* A base data set with room for its storage: x_dtype features (unless
  * store_x is false: taken over, or made by a callback) and labels or
  * target_width targets. */
@@ -54,14 +62,13 @@ static ug_status alloc_dataset(int64_t count, int64_t features, bool store_x, ug
     if (target_width < 0)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: target_width %lld is negative", op,
                             (long long)target_width);
-    size_t x_elem = store_x ? ug_dtype_size(x_dtype) : 0;
-    size_t y_elem = target_width ? (size_t)target_width * sizeof(float) : sizeof(int32_t);
-    if ((uint64_t)count > SIZE_MAX / 8 / (uint64_t)features ||
-        (uint64_t)count > SIZE_MAX / 8 / y_elem)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY,
-                            "%s: %lld samples of %lld features do not fit in memory", op,
-                            (long long)count, (long long)features);
-    size_t x_bytes = (size_t)count * (size_t)features * x_elem, y_bytes = (size_t)count * y_elem;
+    bool features_fit = fits_in_memory(count, features);
+    if (!features_fit || !fits_in_memory(count, target_width ? target_width : 1))
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: %lld samples of %lld %s do not fit in memory", op,
+                            (long long)count, (long long)(features_fit ? target_width : features),
+                            features_fit ? "float targets (target_width)" : "features");
+    size_t x_bytes = store_x ? (size_t)count * (size_t)features * ug_dtype_size(x_dtype) : 0;
+    size_t y_bytes = (size_t)count * (target_width ? (size_t)target_width * sizeof(float) : sizeof(int32_t));
     ug_dataset *ds = ug_calloc(1, sizeof *ds);
     bool ok = ds != NULL;
     if (ok) {

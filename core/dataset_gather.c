@@ -1,6 +1,7 @@
 /* Assembling a batch from a data set: the loader's workers gather rows
  * from bytes or floats (or have a callback make them), apply the data set's
  * affine transform and round to the batch's dtype in one pass per row. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,9 +45,15 @@ static ug_status gather_callback(const ug_dataset *ds, const ug_dataset *base, c
     int64_t features = ds->features;
     for (int64_t r = 0; r < count; r++) {
         float *row = values + r * features;
-        if (ds->scale != 1.0f || ds->shift != 0.0f)
-            for (int64_t f = 0; f < features; f++)
-                row[f] = ds->scale * row[f] + ds->shift;
+        for (int64_t f = 0; f < features; f++) {
+            float v = ds->scale * row[f] + ds->shift;
+            if (!isfinite(v)) /* the callback's values enter here: check them once */
+                return ug_set_error(UG_ERR_FORMAT,
+                                    "the data set's fill callback gave sample %lld feature %lld the value %g, "
+                                    "%g after the data set's transform; values must be finite",
+                                    (long long)base_ids[r], (long long)f, (double)row[f], (double)v);
+            row[f] = v;
+        }
         store_row(row, features, x_dtype, (char *)x + (size_t)(r * features) * ug_dtype_size(x_dtype));
     }
     if (!base->target_width) {

@@ -1,6 +1,7 @@
 /* Statistics and affine transforms of a data set's values (normalisation).
  * A transform composes into the data set's scale and shift, applied when
  * batches are assembled, so it touches no stored value. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -112,14 +113,43 @@ ug_status ug_dataset_stats(const ug_dataset *ds, double *mean, double *stddev)
     return UG_OK;
 }
 
+/* The largest finite magnitude the data set stores (bytes: 255); -1 when
+ * a callback makes the values (gather checks those). */
+static double largest_stored(const ug_dataset *ds)
+{
+    const ug_dataset *base = ug_dataset_storage(ds);
+    if (base->fill)
+        return -1.0;
+    if (base->x_dtype == UG_U8)
+        return 255.0;
+    double largest = 0.0;
+    const float *x = base->x;
+    for (int64_t i = 0; i < base->count * base->features; i++)
+        if (isfinite(x[i]) && fabs((double)x[i]) > largest)
+            largest = fabs((double)x[i]);
+    return largest;
+}
+
 ug_status ug_dataset_transform(ug_dataset *ds, float scale, float shift)
 {
+    const char *op = "ug_dataset_transform";
     if (!ds)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_dataset_transform: dataset is NULL");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: dataset is NULL", op);
     if (!isfinite(scale) || !isfinite(shift))
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_dataset_transform: scale %g and shift %g must be finite",
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: scale %g and shift %g must be finite", op,
                             (double)scale, (double)shift);
-    ds->shift = scale * ds->shift + shift;
-    ds->scale = scale * ds->scale;
+    /* Composed, every value the batches will hold must stay a finite f32:
+     * |scale| * largest + |shift|, with a margin for f32 rounding. */
+    float composed_shift = scale * ds->shift + shift, composed_scale = scale * ds->scale;
+    double largest = largest_stored(ds);
+    if (!isfinite(composed_scale) || !isfinite(composed_shift) ||
+        fabs((double)composed_scale) * largest + fabs((double)composed_shift) > 0.99 * FLT_MAX)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: scale %g and shift %g composed with the data set's (%g, %g) make values up to "
+                            "%g * %g + %g, which overflow f32; the data set is unchanged",
+                            op, (double)scale, (double)shift, (double)ds->scale, (double)ds->shift,
+                            (double)scale * ds->scale, largest < 0 ? 1.0 : largest, (double)scale * ds->shift + shift);
+    ds->shift = composed_shift;
+    ds->scale = composed_scale;
     return UG_OK;
 }

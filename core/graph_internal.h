@@ -164,6 +164,11 @@ bool ug_grad_needed(const ug_value *v);
 
 /* optim.c */
 ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt);
+/* Whether opt can take a step count and (when not NULL) loss scaler state,
+ * as a checkpoint restores them: checked before anything is written. */
+ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
+/* Sets both, once checked (a checkpoint's load). */
+ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
 void ug_optim_step_done(ug_optimizer *opt);
 /* State tensors per parameter (shaped like it). */
 int ug_optim_slots(const ug_optimizer *opt);

@@ -412,8 +412,10 @@ ug_status ug_loader_seek(ug_loader *l, int64_t epoch, int64_t batch)
     const char *op = "ug_loader_seek";
     if (!l)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: loader is NULL", op);
-    if (epoch < 0)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: epoch %lld is negative", op, (long long)epoch);
+    if (epoch < -1 || (epoch == -1 && batch != 0))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: epoch %lld, batch %lld; epochs count from 0 (-1 with batch 0: before the first)",
+                            op, (long long)epoch, (long long)batch);
     if (batch < 0 || batch > l->batches)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: batch %lld is outside the epoch's 0..%lld", op,
                             (long long)batch, (long long)l->batches);
@@ -424,13 +426,15 @@ ug_status ug_loader_seek(ug_loader *l, int64_t epoch, int64_t batch)
     for (int i = 0; i < l->nslots; i++)
         if (l->slots[i].state != SLOT_HANDED) /* valid until the next ug_loader_next */
             l->slots[i].state = SLOT_FREE;
-    ug_shuffled_order(l->perm, l->dataset->count, l->config.shuffle, l->config.seed, (uint64_t)epoch);
     l->generation++;
-    l->epoch = epoch;
-    l->next_claim = l->next_consume = batch;
     l->failed = UG_OK;
-    l->started = true;
-    l->active = true;
+    l->started = epoch >= 0;
+    l->active = epoch >= 0;
+    if (l->started) {
+        ug_shuffled_order(l->perm, l->dataset->count, l->config.shuffle, l->config.seed, (uint64_t)epoch);
+        l->epoch = epoch;
+        l->next_claim = l->next_consume = batch;
+    }
     pthread_cond_broadcast(&l->work);
     pthread_mutex_unlock(&l->lock);
     return UG_OK;
@@ -438,6 +442,9 @@ ug_status ug_loader_seek(ug_loader *l, int64_t epoch, int64_t batch)
 
 ug_status ug_loader_start_epoch(ug_loader *l, int64_t epoch)
 {
+    if (epoch < 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_loader_start_epoch: epoch %lld is negative",
+                            (long long)epoch);
     ug_status st = ug_loader_seek(l, epoch, 0);
     return st == UG_OK ? st : ug_prefix_error(st, "ug_loader_start_epoch");
 }

@@ -1,5 +1,6 @@
 /* Optimizers: state, learning-rate schedules, gradient clipping and the
  * update nodes appended to a training graph. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +37,25 @@ ug_optimizer_config ug_optimizer_defaults(ug_optim_type type)
     return c;
 }
 
+/* True when x is finite and in [low, high]; NaN fails every comparison. */
+static bool within(float x, float low, float high) { return x >= low && x <= high; }
+
+/* Every setting is checked here, where it enters: one that can only make
+ * NaN, infinite or negative learning rates or updates is refused. */
 static ug_status check_config(const ug_optimizer_config *c)
 {
     const char *op = "ug_optimizer_create";
     if (c->type != UG_SGD && c->type != UG_ADAM && c->type != UG_ADAMW)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: type %d is not a ug_optim_type", op, (int)c->type);
-    if (!(c->lr >= 0.0f) || !isfinite(c->lr))
+    if (!within(c->lr, 0.0f, FLT_MAX))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: learning rate %g must be finite and >= 0", op, (double)c->lr);
-    if (!(c->weight_decay >= 0.0f))
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: weight decay %g must be >= 0", op, (double)c->weight_decay);
+    if (!within(c->weight_decay, 0.0f, FLT_MAX))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: weight decay %g must be finite and >= 0", op,
+                            (double)c->weight_decay);
     if (c->type == UG_SGD) {
-        if (!(c->momentum >= 0.0f))
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: momentum %g must be >= 0", op, (double)c->momentum);
+        if (!within(c->momentum, 0.0f, 1.0f) || !within(c->dampening, 0.0f, 1.0f))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: momentum %g and dampening %g must be in [0, 1]", op,
+                                (double)c->momentum, (double)c->dampening);
         if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
             return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                                 "%s: Nesterov momentum requires momentum > 0 and dampening 0 (as in PyTorch)", op);
@@ -55,29 +63,35 @@ static ug_status check_config(const ug_optimizer_config *c)
         if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
             return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: betas (%g, %g) must be in [0, 1)", op,
                                 (double)c->beta1, (double)c->beta2);
-        if (!(c->eps >= 0.0f))
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0", op, (double)c->eps);
+        if (!within(c->eps, 0.0f, FLT_MAX))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: eps %g must be finite and >= 0", op, (double)c->eps);
     }
-    if (c->schedule == UG_SCHEDULE_STEP && c->step_size <= 0)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: step schedule needs step_size > 0", op);
+    if ((unsigned)c->schedule > UG_SCHEDULE_COSINE)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: schedule %d is not a ug_schedule", op, (int)c->schedule);
+    if (c->schedule == UG_SCHEDULE_STEP && (c->step_size <= 0 || !(c->gamma > 0.0f && c->gamma <= 1.0f)))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: the step schedule needs step_size > 0 (got %lld) and gamma in (0, 1] (got %g)", op,
+                            (long long)c->step_size, (double)c->gamma);
     if (c->schedule == UG_SCHEDULE_COSINE && (c->total_steps <= c->warmup_steps || c->warmup_steps < 0))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "%s: cosine schedule needs 0 <= warmup_steps < total_steps (got %lld and %lld)", op,
                             (long long)c->warmup_steps, (long long)c->total_steps);
-    if ((unsigned)c->schedule > UG_SCHEDULE_COSINE)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: schedule %d is not a ug_schedule", op, (int)c->schedule);
+    if (c->schedule == UG_SCHEDULE_COSINE && !within(c->min_lr, 0.0f, c->lr))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: cosine schedule needs min_lr in [0, lr %g] (got %g)", op,
+                            (double)c->lr, (double)c->min_lr);
     if (!(c->max_grad_norm >= 0.0f))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: max_grad_norm %g must be >= 0", op, (double)c->max_grad_norm);
     const ug_loss_scaling *ls = &c->loss_scaling;
-    if (ls->enabled && (!(ls->init_scale > 0.0f) || !isfinite(ls->init_scale) || !(ls->growth_factor > 1.0f) ||
+    /* The scale stays a normal f32: 1 / scale is then finite. */
+    if (ls->enabled && (!within(ls->init_scale, FLT_MIN, FLT_MAX) || !(ls->growth_factor > 1.0f) ||
                         !isfinite(ls->growth_factor) || !(ls->backoff_factor > 0.0f && ls->backoff_factor < 1.0f) ||
-                        ls->growth_interval < 1 || ls->growth_interval > (1 << 24)))
+                        ls->growth_interval < 1 || ls->growth_interval > UG_SCALER_MAX_COUNT))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "%s: loss scaling needs a finite init_scale > 0 (got %g), a finite growth_factor > 1 "
-                            "(got %g), a backoff_factor in (0, 1) (got %g) and a growth_interval in [1, 2^24] "
-                            "(got %lld)",
-                            op, (double)ls->init_scale, (double)ls->growth_factor, (double)ls->backoff_factor,
-                            (long long)ls->growth_interval);
+                            "%s: loss scaling needs an init_scale in [%g, %g] (a normal f32; got %g), a finite "
+                            "growth_factor > 1 (got %g), a backoff_factor in (0, 1) (got %g) and a "
+                            "growth_interval in [1, 2^24] (got %lld)",
+                            op, (double)FLT_MIN, (double)FLT_MAX, (double)ls->init_scale, (double)ls->growth_factor,
+                            (double)ls->backoff_factor, (long long)ls->growth_interval);
     return UG_OK;
 }
 
@@ -211,6 +225,35 @@ ug_status ug_optimizer_loss_scaler(const ug_optimizer *opt, ug_loss_scaler_state
     return UG_OK;
 }
 
+ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state)
+{
+    if (steps < 0 || steps > UG_OPTIMIZER_MAX_STEPS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "steps %lld must be in [0, 2^53]", (long long)steps);
+    if (!state)
+        return UG_OK;
+    const int64_t exact = UG_SCALER_MAX_COUNT; /* the device keeps counts in f32 */
+    if (!within(state->scale, FLT_MIN, FLT_MAX) || state->clean_steps < 0 ||
+        state->clean_steps >= opt->config.loss_scaling.growth_interval || state->skipped_steps < 0 ||
+        state->skipped_steps > steps || state->skipped_steps > exact || steps - state->skipped_steps > exact)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "loss scaler state: scale %g must be a normal f32 (%g to %g), clean_steps %lld in "
+                            "[0, growth_interval %lld), skipped_steps %lld in [0, the optimizer's steps %lld], "
+                            "and skipped and taken steps at most 2^24 each",
+                            (double)state->scale, (double)FLT_MIN, (double)FLT_MAX, (long long)state->clean_steps,
+                            (long long)opt->config.loss_scaling.growth_interval, (long long)state->skipped_steps,
+                            (long long)steps);
+    return UG_OK;
+}
+
+ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state)
+{
+    UG_TRY(ug_optim_check_restore(opt, steps, state));
+    if (state && opt->scaler)
+        UG_TRY(write_scaler(opt, state, steps));
+    opt->steps = steps;
+    return UG_OK;
+}
+
 ug_status ug_optimizer_set_loss_scaler(ug_optimizer *opt, const ug_loss_scaler_state *state)
 {
     const char *op = "ug_optimizer_set_loss_scaler";
@@ -218,32 +261,28 @@ ug_status ug_optimizer_set_loss_scaler(ug_optimizer *opt, const ug_loss_scaler_s
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "state" : "optimizer");
     if (!opt->scaler)
         return ug_set_error(UG_ERR_STATE, "%s: the optimizer has no loss scaling (config.loss_scaling.enabled)", op);
-    const int64_t exact = (int64_t)1 << 24; /* the device keeps counts in f32 */
-    if (!(state->scale > 0.0f) || !isfinite(state->scale) || state->clean_steps < 0 ||
-        state->clean_steps >= opt->config.loss_scaling.growth_interval || state->skipped_steps < 0 ||
-        state->skipped_steps > opt->steps || state->skipped_steps > exact || opt->steps - state->skipped_steps > exact)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "%s: scale %g must be finite and > 0, clean_steps %lld in [0, growth_interval %lld), "
-                            "skipped_steps %lld in [0, the optimizer's steps %lld], counts at most 2^24",
-                            op, (double)state->scale, (long long)state->clean_steps,
-                            (long long)opt->config.loss_scaling.growth_interval, (long long)state->skipped_steps,
-                            (long long)opt->steps);
-    ug_status st = write_scaler(opt, state, opt->steps);
+    ug_status st = ug_optim_check_restore(opt, opt->steps, state);
+    if (st == UG_OK)
+        st = write_scaler(opt, state, opt->steps);
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
 }
 
 ug_status ug_optimizer_set_steps(ug_optimizer *opt, int64_t steps)
 {
-    if (!opt || steps < 0)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_set_steps: %s",
-                            opt ? "steps must be >= 0" : "optimizer is NULL");
+    const char *op = "ug_optimizer_set_steps";
+    if (!opt)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", op);
+    ug_loss_scaler_state s;
     if (opt->scaler) { /* the device's step count follows: steps less those skipped */
-        ug_loss_scaler_state s;
         UG_TRY(ug_optimizer_loss_scaler(opt, &s));
         if (s.skipped_steps > steps)
             s.skipped_steps = steps;
-        UG_TRY(write_scaler(opt, &s, steps));
     }
+    ug_status st = ug_optim_check_restore(opt, steps, opt->scaler ? &s : NULL);
+    if (st == UG_OK && opt->scaler)
+        st = write_scaler(opt, &s, steps);
+    if (st != UG_OK)
+        return ug_prefix_error(st, "%s", op);
     opt->steps = steps;
     return UG_OK;
 }

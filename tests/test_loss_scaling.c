@@ -15,10 +15,17 @@
  * divided by the scale (then clipped, when clipping is on) and the step is
  * taken. Scales are powers of two, so scaling and unscaling are exact: a
  * scaled run equals the unscaled rule to f32 rounding. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fault.h"
+#include "core/safetensors.h"
+#include "unigrad/checkpoint.h"
 #include "harness.h"
 #include "train_support.h"
 
@@ -420,6 +427,161 @@ TS_TEST(bad_config)
     th_context("%s", "");
 }
 
+/* The scale stays a normal f32 however many steps overflow (it would
+ * reach 0 after 170 halvings from 2^16), and the next clean step applies
+ * a finite update: at most lr per element, as Adam's steps are. */
+TS_TEST(scale_stays_normal)
+{
+    ug_optimizer_config c = scaled_adam();
+    scaled_setup s;
+    if (!setup(dev, &c, &s))
+        return;
+    for (int k = 0; k < 170; k++)
+        if (!step_on(&s, s.overflow))
+            return;
+    ug_loss_scaler_state st = scaler_state(&s);
+    CHECK_MSG(st.scale == FLT_MIN, "scale %g after 170 skipped steps, expected FLT_MIN", (double)st.scale);
+    CHECK_EQ_I64(st.skipped_steps, 170);
+    float before[N], after[N];
+    if (!read_floats(s.param, before, sizeof before) || !step_on(&s, s.clean) ||
+        !read_floats(s.param, after, sizeof after))
+        return;
+    for (int i = 0; i < N; i++)
+        CHECK_MSG(isfinite(after[i]) && fabsf(after[i] - before[i]) <= c.lr * 1.001f,
+                  "p[%d] went from %g to %g in a clean step at the smallest scale", i, (double)before[i],
+                  (double)after[i]);
+    st = scaler_state(&s);
+    CHECK(st.skipped_steps == 170 && st.clean_steps == 1);
+
+    /* A scale that is not a normal f32 is refused where it enters. */
+    c.loss_scaling.init_scale = 1e-40f;
+    ug_optimizer *opt = NULL;
+    CHECK_STATUS(ug_optimizer_create(s.model, &c, &opt), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("init_scale", "normal");
+    ug_loss_scaler_state tiny = {.scale = 1e-40f};
+    CHECK_STATUS(ug_optimizer_set_loss_scaler(s.opt, &tiny), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("normal f32");
+}
+
+/* Writes in's tensors and metadata to out with key set to value. */
+static bool edit_metadata(const char *in, const char *out, const char *key, const char *value)
+{
+    ug_st_file *f = NULL;
+    if (ug_st_open(in, &f) != UG_OK)
+        return false;
+    int count = ug_st_count(f), meta = ug_st_metadata_count(f);
+    ug_st_entry *entries = th_alloc(sizeof *entries * (size_t)count);
+    const char **keys = th_alloc(sizeof *keys * (size_t)(meta + 1));
+    const char **values = th_alloc(sizeof *values * (size_t)(meta + 1));
+    bool ok = true;
+    for (int i = 0; i < count && ok; i++) {
+        const ug_st_tensor *t = ug_st_at(f, i);
+        void *data = th_alloc(t->bytes + 1);
+        entries[i] = (ug_st_entry){t->name, t->dtype, t->ndim, t->shape, data};
+        ok = ug_st_read(f, t, data, t->bytes) == UG_OK;
+    }
+    int n = 0;
+    for (int i = 0; i < meta; i++, n++)
+        ug_st_metadata_at(f, i, &keys[n], &values[n]);
+    int at = 0;
+    while (at < n && strcmp(keys[at], key) != 0)
+        at++;
+    keys[at] = key;
+    values[at] = value;
+    n += at == n;
+    ok = ok && ug_st_save(out, entries, count, keys, values, n, 1) == UG_OK;
+    ug_st_close(f);
+    return ok;
+}
+
+/* A checkpoint whose loss-scaler state or step count the optimizer would
+ * refuse is refused before anything is written: parameters, optimizer
+ * state, step count and scaler stay as they were. */
+TS_TEST(refused_checkpoint_changes_nothing)
+{
+    char dir[] = "/tmp/ug-test-scaler-XXXXXX", good[64], bad[64];
+    REQUIRE(mkdtemp(dir));
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    ug_optimizer_config c = scaled_adam();
+    scaled_setup s, t;
+    ug_checkpoint *ck = NULL, *into = NULL;
+    if (!setup(dev, &c, &s))
+        goto done;
+    for (int k = 0; k < 3; k++)
+        if (!step_on(&s, s.clean))
+            goto done;
+    if (ug_checkpoint_create(&ck) != UG_OK || ug_checkpoint_add_optimizer(ck, s.opt) != UG_OK ||
+        ug_checkpoint_save(ck, good) != UG_OK) {
+        th_fail(TH_LOC, "saving: %s", ug_last_error());
+        goto done;
+    }
+    c.loss_scaling.growth_interval = 2; /* the file's 3 clean steps do not fit */
+    if (!setup(dev, &c, &t) || ug_checkpoint_create(&into) != UG_OK ||
+        ug_checkpoint_add_optimizer(into, t.opt) != UG_OK) {
+        th_fail(TH_LOC, "setting up: %s", ug_last_error());
+        goto done;
+    }
+    static const struct {
+        const char *key, *value, *message;
+    } edits[] = {
+        {NULL, NULL, "clean_steps 3 in [0, growth_interval 2)"},
+        {"unigrad.scaler.scale", "inf", "scale inf"},
+        {"unigrad.scaler.scale", "1e39", "scale inf"},
+        {"unigrad.scaler.scale", "1e-40", "normal f32"},
+        {"unigrad.scaler.scale", "0", "scale 0"},
+        {"unigrad.optimizer.steps", "9223372036854775807", "unigrad.optimizer.steps"},
+        {"unigrad.optimizer.steps", "16777300", "at most 2^24"},
+        {"unigrad.scaler.skipped_steps", "4", "unigrad.scaler.skipped_steps"},
+    };
+    float p_before[N], m_before[N], p_after[N], m_after[N];
+    ug_tensor *m = NULL;
+    REQUIRE_OK(ug_optimizer_state(t.opt, 0, 0, &m));
+    if (!read_floats(t.param, p_before, sizeof p_before) || !read_floats(m, m_before, sizeof m_before))
+        goto done;
+    for (size_t e = 0; e < sizeof edits / sizeof *edits; e++) {
+        th_context("%s = %s", edits[e].key ? edits[e].key : "(as saved)", edits[e].value ? edits[e].value : "");
+        const char *path = good;
+        if (edits[e].key) {
+            if (!edit_metadata(good, bad, edits[e].key, edits[e].value)) {
+                th_fail(TH_LOC, "editing the file: %s", ug_last_error());
+                continue;
+            }
+            path = bad;
+        }
+        CHECK_STATUS(ug_checkpoint_load(into, path), UG_ERR_FORMAT);
+        CHECK_ERROR_HAS(edits[e].message);
+        if (!read_floats(t.param, p_after, sizeof p_after) || !read_floats(m, m_after, sizeof m_after))
+            break;
+        CHECK_MSG(!memcmp(p_before, p_after, sizeof p_before) && !memcmp(m_before, m_after, sizeof m_before),
+                  "the refused load changed the parameter or Adam's state");
+        CHECK_EQ_I64(ug_optimizer_steps(t.opt), 0);
+        ug_loss_scaler_state st = scaler_state(&t);
+        CHECK(st.scale == 65536.0f && st.clean_steps == 0 && st.skipped_steps == 0);
+    }
+    th_context("%s", "");
+
+    /* An optimizer with loss scaling from a checkpoint saved without: the
+     * message names the setting. */
+    ug_optimizer_config plain = ug_optimizer_defaults(UG_ADAM);
+    ug_checkpoint_free(ck);
+    ck = NULL;
+    ug_optimizer *unscaled = ts_optimizer(s.model, &plain);
+    if (unscaled && ug_checkpoint_create(&ck) == UG_OK && ug_checkpoint_add_optimizer(ck, unscaled) == UG_OK &&
+        ug_checkpoint_save(ck, bad) == UG_OK) {
+        CHECK_STATUS(ug_checkpoint_load(into, bad), UG_ERR_FORMAT);
+        CHECK_ERROR_HAS("saved without loss scaling", "config.loss_scaling.enabled");
+    } else {
+        th_fail(TH_LOC, "saving without loss scaling: %s", ug_last_error());
+    }
+done:
+    ug_checkpoint_free(ck);
+    ug_checkpoint_free(into);
+    unlink(good);
+    unlink(bad);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -434,6 +596,8 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(no_host_waits_per_step),
         TH_DEVICE_TEST(state_round_trip),
         TH_DEVICE_TEST(bad_config),
+        TH_DEVICE_TEST(scale_stays_normal),
+        TH_DEVICE_TEST(refused_checkpoint_changes_nothing),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

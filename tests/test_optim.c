@@ -624,6 +624,37 @@ TS_TEST(bad_config)
     c = ug_optimizer_defaults(UG_SGD);
     c.max_grad_norm = -1.0f;
     expect_bad(m, &c, "negative max_grad_norm", "max_grad_norm");
+    /* Settings that can only make NaN, infinite or negative learning rates
+     * or updates. */
+    c = ug_optimizer_defaults(UG_SGD);
+    c.schedule = UG_SCHEDULE_STEP;
+    c.gamma = NAN;
+    expect_bad(m, &c, "step schedule gamma NaN", "gamma");
+    c.gamma = -2.0f;
+    expect_bad(m, &c, "step schedule gamma -2", "gamma");
+    c.gamma = 0.0f;
+    expect_bad(m, &c, "step schedule gamma 0", "gamma");
+    c = ug_optimizer_defaults(UG_ADAM);
+    c.schedule = UG_SCHEDULE_COSINE;
+    c.total_steps = 10;
+    c.min_lr = NAN;
+    expect_bad(m, &c, "cosine min_lr NaN", "min_lr");
+    c.min_lr = -1.0f;
+    expect_bad(m, &c, "cosine min_lr -1", "min_lr");
+    c = sgd(0.1f, 0.9f, NAN, false, 0.0f);
+    expect_bad(m, &c, "dampening NaN", "dampening");
+    c = sgd(0.1f, INFINITY, 0.0f, false, 0.0f);
+    expect_bad(m, &c, "momentum inf", "momentum");
+    c = sgd(0.1f, 0.0f, 0.0f, false, INFINITY);
+    expect_bad(m, &c, "weight decay inf", "weight decay");
+    c = ug_optimizer_defaults(UG_ADAMW);
+    c.weight_decay = INFINITY;
+    expect_bad(m, &c, "AdamW weight decay inf", "weight decay");
+    c = ug_optimizer_defaults(UG_ADAM);
+    c.eps = INFINITY;
+    expect_bad(m, &c, "eps inf", "eps");
+    c = sgd(INFINITY, 0.0f, 0.0f, false, 0.0f);
+    expect_bad(m, &c, "lr inf", "learning rate");
     c = ug_optimizer_defaults(UG_SGD);
     c.type = (ug_optim_type)7;
     expect_bad(m, &c, "unknown type", "type");
@@ -662,6 +693,21 @@ TS_TEST(bad_config)
     REQUIRE_OK(ug_graph_compile(g));
     REQUIRE_OK(ug_graph_run(g));
     CHECK_EQ_I64(ug_optimizer_steps(opt), 1);
+
+    /* A step count the next update would overflow is refused and changes
+     * nothing; the largest one taken still gives finite parameters. */
+    CHECK_STATUS(ug_optimizer_set_steps(opt, INT64_MAX), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("steps 9223372036854775807", "2^53");
+    CHECK_STATUS(ug_optimizer_set_steps(opt, UG_OPTIMIZER_MAX_STEPS + 1), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_optimizer_set_steps(opt, -1), UG_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_I64(ug_optimizer_steps(opt), 1);
+    REQUIRE_OK(ug_optimizer_set_steps(opt, UG_OPTIMIZER_MAX_STEPS));
+    REQUIRE_OK(ug_graph_run(g));
+    CHECK(ug_optimizer_steps(opt) == UG_OPTIMIZER_MAX_STEPS + 1);
+    float w_after[3];
+    REQUIRE_OK(ug_tensor_download(t, w_after, sizeof w_after));
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(isfinite(w_after[i]), "w[%d] is %g after a step at 2^53", i, (double)w_after[i]);
 }
 
 int main(int argc, char **argv)

@@ -157,7 +157,8 @@ UG_API int64_t ug_loader_batches(const ug_loader *loader);
 /* Starts epoch number epoch (its order is fixed by seed and epoch). */
 UG_API ug_status ug_loader_start_epoch(ug_loader *loader, int64_t epoch);
 /* Starts epoch at its batch number batch (0..batches): resuming an epoch
- * part-way, with the same order as if it had run from its start. */
+ * part-way, with the same order as if it had run from its start. Epoch -1
+ * with batch 0 puts the loader back before its first epoch. */
 UG_API ug_status ug_loader_seek(ug_loader *loader, int64_t epoch, int64_t batch);
 /* Where the loader stands: the epoch last started and the batches of it
  * handed out so far (the batch ug_loader_next gives next); -1 and 0 before

@@ -33,11 +33,14 @@ typedef enum ug_schedule {
  * as they were, the optimizer's own step count (Adam's bias correction)
  * does not advance, and the scale is multiplied by backoff_factor. After
  * growth_interval clean steps in a row, it is multiplied by growth_factor.
+ * The scale stays a normal f32 (FLT_MIN to FLT_MAX: backoff stops at
+ * FLT_MIN, growth that would overflow is not taken), and the gradients are
+ * checked after unscaling, so no step ever applies a non-finite update.
  * All of it runs on the device: a step never waits for the host. The
  * gradients a graph holds (ug_graph_grad) are the scaled ones. */
 typedef struct ug_loss_scaling {
     bool enabled;
-    float init_scale;         /* default 65536 */
+    float init_scale;         /* default 65536; a normal f32 */
     float growth_factor;      /* default 2 */
     float backoff_factor;     /* default 0.5 */
     int64_t growth_interval;  /* default 2000, at most 2^24 */
@@ -55,17 +58,17 @@ typedef struct ug_optimizer_config {
     float lr;
     float weight_decay;
     /* SGD */
-    float momentum, dampening;
+    float momentum, dampening; /* each in [0, 1] */
     bool nesterov;
     /* Adam, AdamW */
     float beta1, beta2, eps;
     /* schedule; steps count optimizer updates from 0 */
     ug_schedule schedule;
     int64_t step_size;       /* STEP */
-    float gamma;             /* STEP */
+    float gamma;             /* STEP, in (0, 1] */
     int64_t warmup_steps;    /* COSINE */
     int64_t total_steps;     /* COSINE */
-    float min_lr;            /* COSINE */
+    float min_lr;            /* COSINE, in [0, lr] */
     /* Gradient clipping by global norm (as torch.nn.utils.clip_grad_norm_);
      * 0 disables it. */
     float max_grad_norm;
@@ -103,6 +106,9 @@ UG_API ug_status ug_optimizer_find_state(const ug_optimizer *optimizer, const ch
  * that existed when it was created. */
 UG_API int ug_optimizer_param_count(const ug_optimizer *optimizer);
 UG_API ug_optimizer_config ug_optimizer_get_config(const ug_optimizer *optimizer);
+/* Sets the update count, 0 to UG_OPTIMIZER_MAX_STEPS; with loss scaling,
+ * at most 2^24 updates taken (not skipped), the device's exact f32 count. */
+#define UG_OPTIMIZER_MAX_STEPS ((int64_t)1 << 53)
 UG_API ug_status ug_optimizer_set_steps(ug_optimizer *optimizer, int64_t steps);
 /* The loss scaler's state, read from the device (waiting for it), and set.
  * UG_ERR_STATE when the optimizer was created without loss scaling. To

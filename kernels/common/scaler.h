@@ -14,6 +14,11 @@
  * the loss scale, clean steps since it last changed, steps skipped, and
  * the optimizer steps taken (skipped ones not counted). */
 enum { UG_SCALER_SCALE = 0, UG_SCALER_TRACKER, UG_SCALER_SKIPPED, UG_SCALER_STEPS, UG_SCALER_SIZE };
+/* The largest count f32 holds exactly. */
+enum { UG_SCALER_MAX_COUNT = 1 << 24 };
+/* The scale stays a normal f32, so 1 / scale is finite: the smallest normal
+ * (FLT_MIN, spelled out for every dialect). */
+#define UG_SCALER_MIN_SCALE 1.17549435e-38f
 /* What each parameter's update reads: the factor that unscales (and clips)
  * its gradient, whether to skip, and the optimizer step it is (from 1).
  * The factor comes first, where the update kernels read a clipping factor. */
@@ -21,13 +26,18 @@ enum { UG_GATE_FACTOR = 0, UG_GATE_SKIP, UG_GATE_STEP, UG_GATE_SIZE };
 
 /* state and gate point to private copies (OpenCL C's default address
  * space). sum_squares is over the scaled gradients: inf - inf and
- * NaN - NaN being NaN, one non-finite gradient makes it non-finite. */
+ * NaN - NaN being NaN, one non-finite gradient makes the norm non-finite. */
 UG_MATH_FN void ug_scaler_update(float *state, float *gate, float sum_squares, float growth,
                                  float backoff, float growth_interval, float max_norm)
 {
     const float scale = state[UG_SCALER_SCALE];
-    if (sum_squares - sum_squares != 0.0f) {
-        state[UG_SCALER_SCALE] = scale * backoff;
+    /* The unscaled gradients' norm: the step is skipped when it is not
+     * finite, as GradScaler checks the gradients after unscaling them, so
+     * a tiny scale can never turn finite gradients into an infinite update. */
+    const float norm = ug_sqrtf(sum_squares) * (1.0f / scale);
+    if (norm - norm != 0.0f) {
+        const float reduced = scale * backoff;
+        state[UG_SCALER_SCALE] = reduced >= UG_SCALER_MIN_SCALE ? reduced : UG_SCALER_MIN_SCALE;
         state[UG_SCALER_TRACKER] = 0.0f;
         state[UG_SCALER_SKIPPED] += 1.0f;
         gate[UG_GATE_FACTOR] = 0.0f;
@@ -37,7 +47,7 @@ UG_MATH_FN void ug_scaler_update(float *state, float *gate, float sum_squares, f
     }
     float factor = 1.0f / scale;
     if (max_norm > 0.0f) { /* clip_grad_norm_ of the unscaled gradients */
-        const float coef = max_norm / (ug_sqrtf(sum_squares) * factor + 1e-6f);
+        const float coef = max_norm / (norm + 1e-6f);
         factor *= coef < 1.0f ? coef : 1.0f;
     }
     state[UG_SCALER_STEPS] += 1.0f;
