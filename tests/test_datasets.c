@@ -460,6 +460,102 @@ static void test_loader_seek(ug_device *dev)
     CHECK_EQ_I64(walk_epoch(l, FEATURES, 4, NULL, NULL, NULL), 0);
     CHECK_STATUS(ug_loader_seek(l, 4, 12), UG_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("0..11");
+    /* Back before the first epoch: nothing to hand out until one starts. */
+    CHECK_OK(ug_loader_seek(l, -1, 0));
+    ug_loader_position(l, &epoch, &next);
+    CHECK(epoch == -1 && next == 0);
+    ug_batch b;
+    bool done = false;
+    CHECK_STATUS(ug_loader_next(l, &b, &done), UG_ERR_STATE);
+    CHECK_STATUS(ug_loader_seek(l, -1, 3), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_loader_seek(l, -2, 0), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_loader_start_epoch(l, -1), UG_ERR_INVALID_ARGUMENT);
+    CHECK_OK(ug_loader_seek(l, 4, 3));
+    CHECK_EQ_I64(walk_epoch(l, FEATURES, 4, NULL, NULL, tail), COUNT - 30);
+    CHECK_EQ_I64(tail[0], full[30]);
+    ug_loader_free(l);
+    ug_dataset_free(ds);
+}
+
+/* ---- sizes and transforms that cannot work ---- */
+
+static int fill_nothing(void *user, const int64_t *ids, int64_t count, float *x, void *y)
+{
+    (void)user, (void)ids, (void)count, (void)x, (void)y;
+    return 0;
+}
+
+static int fill_large(void *user, const int64_t *ids, int64_t count, float *x, void *y)
+{
+    (void)user, (void)ids;
+    for (int64_t i = 0; i < count * FEATURES; i++)
+        x[i] = 1e30f;
+    memset(y, 0, (size_t)count * sizeof(int32_t));
+    return 0;
+}
+
+/* Sizes whose bytes overflow are refused naming the field; a transform
+ * whose composition would overflow f32 is refused and changes nothing;
+ * a callback's values that overflow fail their batch. */
+static void test_impossible_sizes_and_transforms(ug_device *dev)
+{
+    float x[2 * FEATURES] = {0};
+    float targets[2] = {0};
+    ug_dataset *ds = NULL;
+    const int64_t widths[] = {(int64_t)1 << 62, ((int64_t)1 << 62) + 1, INT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        th_context("target_width %lld", (long long)widths[i]);
+        ug_dataset_arrays a = {.count = 10, .features = 4, .x = x, .targets = targets, .target_width = widths[i]};
+        CHECK_STATUS(ug_dataset_create(&a, &ds), UG_ERR_OUT_OF_MEMORY);
+        CHECK_ERROR_HAS("target_width");
+        ug_dataset_source src = {.count = 10, .features = 4, .target_width = widths[i], .fill = fill_nothing};
+        CHECK_STATUS(ug_dataset_from_callback(&src, &ds), UG_ERR_OUT_OF_MEMORY);
+        CHECK_ERROR_HAS("target_width");
+        CHECK(ds == NULL);
+    }
+    ug_dataset_arrays a = {.count = 10, .features = INT64_MAX, .x = x, .targets = targets, .target_width = 1};
+    CHECK_STATUS(ug_dataset_create(&a, &ds), UG_ERR_OUT_OF_MEMORY);
+    CHECK_ERROR_HAS("features");
+    th_context("%s", "");
+
+    /* Bytes: 255 * scale + shift must stay finite, composed. */
+    ds = make_byte_dataset();
+    REQUIRE(ds);
+    CHECK_OK(ug_dataset_transform(ds, 1e30f, 0.0f));
+    CHECK_STATUS(ug_dataset_transform(ds, 1e30f, 0.0f), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("overflow f32", "unchanged");
+    CHECK_STATUS(ug_dataset_transform(ds, 1.0f, 3.39e38f), UG_ERR_INVALID_ARGUMENT);
+    /* What was accepted still gives finite batches: 1e30 * byte. */
+    ug_loader_config c = ug_loader_default_config();
+    c.batch_size = COUNT;
+    ug_loader *l = NULL;
+    REQUIRE_OK(ug_loader_create(ds, dev, &c, &l));
+    CHECK_OK(ug_loader_start_epoch(l, 0));
+    byte_context ctx = {1e30f, 0.0f, NULL};
+    CHECK_EQ_I64(walk_epoch(l, FEATURES, 4, check_byte_row, &ctx, NULL), COUNT);
+    ug_loader_free(l);
+    ug_dataset_free(ds);
+
+    /* Floats: the largest stored magnitude bounds the composition. */
+    float big[2 * FEATURES];
+    for (int i = 0; i < 2 * FEATURES; i++)
+        big[i] = i == 3 ? -3e37f : 1.0f;
+    REQUIRE_OK(ug_dataset_from_arrays(2, FEATURES, big, (int32_t[]){0, 1}, &ds));
+    CHECK_OK(ug_dataset_transform(ds, 10.0f, 0.0f));
+    CHECK_STATUS(ug_dataset_transform(ds, 2.0f, 0.0f), UG_ERR_INVALID_ARGUMENT);
+    ug_dataset_free(ds);
+
+    /* A callback's values are checked as they enter a batch. */
+    ug_dataset_source src = {.count = 4, .features = FEATURES, .classes = 2, .fill = fill_large};
+    REQUIRE_OK(ug_dataset_from_callback(&src, &ds));
+    CHECK_OK(ug_dataset_transform(ds, 1e10f, 0.0f)); /* bounded only by the values */
+    c.batch_size = 4;
+    REQUIRE_OK(ug_loader_create(ds, dev, &c, &l));
+    CHECK_OK(ug_loader_start_epoch(l, 0));
+    ug_batch b;
+    bool done = false;
+    CHECK_STATUS(ug_loader_next(l, &b, &done), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("fill callback", "must be finite");
     ug_loader_free(l);
     ug_dataset_free(ds);
 }
@@ -472,6 +568,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(subsets_and_splits),
         TH_DEVICE_TEST(callback_dataset),
         TH_DEVICE_TEST(loader_seek),
+        TH_DEVICE_TEST(impossible_sizes_and_transforms),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

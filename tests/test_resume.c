@@ -488,6 +488,97 @@ static void test_checkpoint_errors(ug_device *dev)
         th_fail(TH_LOC, "could not remove %s", dir);
 }
 
+/* A checkpoint saved before the loader's first epoch puts a loader that
+ * has run since back there, and SGD's momentum buffers are not dropped in
+ * silence into an SGD without momentum. */
+static void test_restores_what_was_saved(ug_device *dev)
+{
+    char dir[] = "/tmp/ug-test-ckparts-XXXXXX", path[128];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/a.safetensors", dir);
+    run r = {0};
+    run_config c = {.precision = UG_F32, .progress_fd = -1};
+    ug_checkpoint *ck = NULL;
+    ug_optimizer *momentum = NULL, *plain = NULL;
+    ug_status st = build(dev, &c, &r);
+    if (st == UG_OK)
+        st = ug_checkpoint_save(r.ck, path);
+    ug_batch b;
+    bool done = false;
+    if (st == UG_OK)
+        st = ug_loader_start_epoch(r.loader, 0);
+    for (int i = 0; i < 3 && st == UG_OK; i++)
+        st = ug_loader_next(r.loader, &b, &done);
+    if (st != UG_OK) {
+        th_fail(TH_LOC, "training: %s", ug_last_error());
+        goto done;
+    }
+    CHECK_OK(ug_checkpoint_load(r.ck, path));
+    int64_t epoch = 0, next = 0;
+    ug_loader_position(r.loader, &epoch, &next);
+    CHECK_MSG(epoch == -1 && next == 0, "the loader is at epoch %lld, batch %lld; saved before its first epoch",
+              (long long)epoch, (long long)next);
+
+    ug_optimizer_config sc = ug_optimizer_defaults(UG_SGD);
+    sc.momentum = 0.9f;
+    CHECK_OK(ug_optimizer_create(r.model, &sc, &momentum));
+    sc.momentum = 0.0f;
+    CHECK_OK(ug_optimizer_create(r.model, &sc, &plain));
+    REQUIRE(momentum && plain);
+    CHECK_OK(ug_checkpoint_create(&ck));
+    CHECK_OK(ug_checkpoint_add_optimizer(ck, momentum));
+    CHECK_OK(ug_checkpoint_save(ck, path));
+    ug_checkpoint_free(ck);
+    CHECK_OK(ug_checkpoint_create(&ck));
+    CHECK_OK(ug_checkpoint_add_optimizer(ck, plain));
+    CHECK_STATUS(ug_checkpoint_load(ck, path), UG_ERR_FORMAT);
+    CHECK_ERROR_HAS("momentum_buffer", "does not keep", "momentum > 0");
+done:
+    ug_checkpoint_free(ck);
+    ug_optimizer_free(momentum);
+    ug_optimizer_free(plain);
+    run_free(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* 100,000 strings of the caller's survive a save and load, each looked up
+ * (a linear search per key made this quadratic: 12 s to load). */
+static void test_many_strings(ug_device *dev)
+{
+    (void)dev;
+    enum { KEYS = 100000 };
+    char dir[] = "/tmp/ug-test-ckstrings-XXXXXX", path[128], key[32], value[32];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/s.safetensors", dir);
+    ug_checkpoint *ck = NULL, *back = NULL;
+    REQUIRE_OK(ug_checkpoint_create(&ck));
+    ug_status st = UG_OK;
+    for (int i = 0; i < KEYS && st == UG_OK; i++) {
+        snprintf(key, sizeof key, "key%d", (i * 7919) % KEYS);
+        snprintf(value, sizeof value, "v%d", i);
+        st = ug_checkpoint_set_string(ck, key, value);
+    }
+    CHECK_OK(st);
+    CHECK_OK(ug_checkpoint_set_string(ck, "key5", "replaced"));
+    CHECK_OK(ug_checkpoint_save(ck, path));
+    CHECK_OK(ug_checkpoint_create(&back));
+    CHECK_OK(ug_checkpoint_load(back, path));
+    int wrong = 0;
+    for (int i = 0; i < KEYS; i++) {
+        snprintf(key, sizeof key, "key%d", (i * 7919) % KEYS);
+        snprintf(value, sizeof value, "v%d", i);
+        const char *got = ug_checkpoint_string(back, key);
+        wrong += !got || strcmp(got, (i * 7919) % KEYS == 5 ? "replaced" : value) != 0;
+    }
+    CHECK_MSG(wrong == 0, "%d of %d strings did not come back", wrong, KEYS);
+    CHECK(ug_checkpoint_string(back, "key100000") == NULL);
+    ug_checkpoint_free(ck);
+    ug_checkpoint_free(back);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--child"))
@@ -495,6 +586,8 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(kill_and_resume),
         TH_DEVICE_TEST(checkpoint_errors),
+        TH_DEVICE_TEST(restores_what_was_saved),
+        TH_HOST_TEST(many_strings),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
