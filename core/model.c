@@ -1,4 +1,5 @@
 /* Models: named parameters on one device, initialised reproducibly. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +200,16 @@ ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t 
                          ug_init init, float bound, ug_tensor **out)
 {
     if (!m || !name || !out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_param: NULL argument");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_param: %s is NULL",
+                            !m ? "model" : !name ? "name" : "out");
+    *out = NULL;
+    if (ndim < 0 || ndim > UG_MAX_DIMS || (ndim > 0 && !shape))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "ug_model_param: '%s' with %d axes and %s shape; give 0 to %d axes and their sizes",
+                            name, ndim, shape ? "a" : "a NULL", UG_MAX_DIMS);
+    if (!isfinite(bound))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_param: '%s': bound %g must be finite", name,
+                            (double)bound);
     if (!*name || strlen(name) >= sizeof m->params[0].name)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "ug_model_param: name '%s' must have 1 to %zu characters", name,

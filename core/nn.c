@@ -94,8 +94,8 @@ ug_status ug_nn_conv2d(ug_graph *g, const char *name, ug_value *x, int64_t out_c
     }
     int64_t in_per_group = x->shape[1] / groups;
     /* nn.Conv2d: kaiming_uniform(a = sqrt 5) gives bound 1/sqrt(fan_in); the bias uses the same. */
-    int64_t fan_in = in_per_group * kernel_h * kernel_w;
-    float bound = 1.0f / sqrtf((float)fan_in);
+    double fan_in = (double)in_per_group * kernel_h * kernel_w; /* a shape's product may overflow int64 */
+    float bound = (float)(1.0 / sqrt(fan_in));
     int64_t wshape[4] = {out_channels, in_per_group, kernel_h, kernel_w};
     ug_value *w = NULL, *b = NULL;
     ug_graph_mark mark = ug_graph_mark_now(g);

@@ -8,8 +8,14 @@
 
 static const char *op_name(const ug_op *op) { return op->name ? op->name : op->def->family; }
 
-/* How messages name the inputs of an op. */
-static const char *const arg_names[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
+/* How messages name input i of an op with nin inputs. */
+static const char *input_name(const ug_op *op, int nin, int i)
+{
+    static const char *const generic[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
+    if (op->def->inputs[i])
+        return op->def->inputs[i];
+    return nin == 1 ? "x" : generic[i];
+}
 
 ug_meta ug_meta_of_tensor(const ug_tensor *t)
 {
@@ -77,7 +83,7 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
     *out = NULL;
     ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
     for (int i = 0; i < nin; i++) {
-        UG_TRY(ug_check_tensor(in[i], name, nin == 1 ? "x" : arg_names[i]));
+        UG_TRY(ug_check_tensor(in[i], name, input_name(op, nin, i)));
         if (i > 0)
             UG_TRY(ug_check_same_device(in[0], in[i], name));
         metas[i] = ug_meta_of_tensor(in[i]);
@@ -112,7 +118,7 @@ ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in
     if (!g || g->precision == UG_F32 || g->autocasting || g->building != PHASE_FORWARD || !out)
         return op_graph_as_given(g, op, nin, in, out);
     for (int i = 0; i < nin; i++)
-        UG_TRY(ug_graph_check_value(g, in[i], op_name(op), nin == 1 ? "x" : arg_names[i]));
+        UG_TRY(ug_graph_check_value(g, in[i], op_name(op), input_name(op, nin, i)));
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_value *cast[UG_OP_MAX_INPUTS] = {NULL};
     ug_status st = ug_autocast_inputs(g, op, nin, in, cast);
@@ -133,7 +139,7 @@ static ug_status op_graph_as_given(ug_graph *g, const ug_op *op, int nin, ug_val
     *out = NULL;
     ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
     for (int i = 0; i < nin; i++) {
-        UG_TRY(ug_graph_check_value(g, in[i], name, nin == 1 ? "x" : arg_names[i]));
+        UG_TRY(ug_graph_check_value(g, in[i], name, input_name(op, nin, i)));
         metas[i] = (ug_meta){.dtype = in[i]->dtype, .ndim = in[i]->ndim};
         memcpy(metas[i].shape, in[i]->shape, sizeof metas[i].shape);
     }
@@ -175,7 +181,7 @@ ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
     const ug_tensor *args[UG_OP_MAX_INPUTS] = {NULL};
     ug_tensor *cast[UG_OP_MAX_INPUTS] = {NULL};
     for (int i = 0; i < nin; i++)
-        UG_TRY(ug_check_tensor(in[i], op_name(op), nin == 1 ? "x" : arg_names[i]));
+        UG_TRY(ug_check_tensor(in[i], op_name(op), input_name(op, nin, i)));
     ug_status st = UG_OK;
     for (int i = 0; i < nin; i++) {
         args[i] = in[i];

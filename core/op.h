@@ -41,6 +41,9 @@ typedef struct ug_op_def {
     /* Adds to the graph the gradients of n's inputs given gy, the gradient
      * of its result (see ug_grad_give); NULL: not differentiable. */
     ug_status (*backward)(ug_graph *g, graph_node *n, ug_value *gy);
+    /* The inputs' names for messages ("x", "weight"); NULL: x for one
+     * input, else a, b, c, ... */
+    const char *inputs[UG_OP_MAX_INPUTS];
 } ug_op_def;
 
 struct ug_op {

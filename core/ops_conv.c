@@ -3,6 +3,7 @@
  * otherwise im2col and the device's GEMM), max and average pooling, global
  * average pooling and batch normalisation, eager and in graphs, each
  * defined once with its gradient. f32. */
+#include <limits.h>
 #include <string.h>
 
 #include "core/graph_internal.h"
@@ -184,8 +185,16 @@ static ug_status conv_scratch(const ug_op *op, ug_dtype dtype, ug_conv_args *arg
     bool runs = false;
     size_t bytes = 0;
     UG_TRY(library_plan(op, dtype, args, &runs, &bytes));
-    int64_t per_image = image_columns(&args->win) + dw_partial_values(op, args);
-    int64_t words = chunk_images(op, dtype, args->win.n, per_image) * per_image;
+    /* Overflow-checked: a huge kernel, stride or dilation must be refused
+     * here, not wrap into a small scratch. */
+    const ug_window2d *w = &args->win;
+    int64_t columns = 0, per_image = 0, words = 0;
+    UG_TRY(ug_checked_numel(5, (int64_t[]){w->c, w->kh, w->kw, w->oh, w->ow}, ug_dtype_size(dtype), op->name,
+                            &columns));
+    if (__builtin_add_overflow(columns, dw_partial_values(op, args), &per_image) ||
+        __builtin_mul_overflow(chunk_images(op, dtype, w->n, per_image), per_image, &words))
+        return ug_set_error(UG_ERR_SHAPE, "%s: the im2col columns of %lld images of %lld values overflow",
+                            op->name, (long long)w->n, (long long)per_image);
     int64_t library_words = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
     if (runs && library_words > words)
         words = library_words;
@@ -260,6 +269,9 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
                                 op->name, ug_format_shape(in[2].ndim, in[2].shape, sx, sizeof sx),
                                 (long long)wt->shape[0]);
     }
+    if (wt->shape[2] > INT_MAX || wt->shape[3] > INT_MAX)
+        return ug_set_error(UG_ERR_SHAPE, "%s: weight %s; a kernel is at most %d wide", op->name,
+                            ug_format_shape(wt->ndim, wt->shape, sw, sizeof sw), INT_MAX);
     ug_window2d win = op->p.conv.win;
     take_image(&win, x->shape);
     win.kh = (int)wt->shape[2];
@@ -402,7 +414,8 @@ static ug_status conv_dx_launch(const ug_op *op, ug_tensor *const *out, const ug
     return UG_OK;
 }
 
-const ug_op_def ug_op_conv2d_dx = {"conv2d input gradient", conv_dx_infer, conv_dx_launch, NULL};
+const ug_op_def ug_op_conv2d_dx = {.family = "conv2d input gradient", .infer = conv_dx_infer,
+                                   .launch = conv_dx_launch};
 
 /* dweight: in gy, x; the kernel size is the op's. */
 static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
@@ -467,7 +480,8 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
     return UG_OK;
 }
 
-const ug_op_def ug_op_conv2d_dw = {"conv2d weight gradient", conv_dw_infer, conv_dw_launch, NULL};
+const ug_op_def ug_op_conv2d_dw = {.family = "conv2d weight gradient", .infer = conv_dw_infer,
+                                   .launch = conv_dw_launch};
 
 static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
@@ -503,7 +517,8 @@ static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return UG_OK;
 }
 
-const ug_op_def ug_op_conv2d = {"conv2d", conv_infer, conv_launch, conv_backward};
+const ug_op_def ug_op_conv2d = {.family = "conv2d", .infer = conv_infer, .launch = conv_launch,
+                                .backward = conv_backward, .inputs = {"x", "weight", "bias"}};
 
 ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                     const ug_conv2d_params *params, ug_tensor **out)
@@ -512,7 +527,7 @@ ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor
     op.p.conv.bias = bias != NULL;
     const ug_tensor *in[3] = {x, weight, bias};
     ug_dtype common = KEEP;
-    if (ug_check_tensor(x, "conv2d", "x") == UG_OK && ug_check_tensor(weight, "conv2d", "weight") == UG_OK)
+    if (x && weight) /* NULLs are named by ug_op_eager_cast */
         common = conv_dtype(x->dtype, weight->dtype);
     const ug_dtype want[3] = {common, common, KEEP};
     return ug_op_eager_cast(&op, bias ? 3 : 2, in, want, out);
@@ -552,7 +567,7 @@ static ug_status pool_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     UG_TRY(need_images(op, &in[0]));
     ug_window2d win = op->p.pool.win;
     if (win.kh < 1 || win.kw < 1 || win.sh < 1 || win.sw < 1 || win.ph < 0 || win.pw < 0 ||
-        2 * win.ph > win.kh || 2 * win.pw > win.kw)
+        2 * (int64_t)win.ph > win.kh || 2 * (int64_t)win.pw > win.kw)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "%s: kernel %dx%d, stride %dx%d, padding %dx%d: the kernel and stride "
                             "must be positive and the padding at most half the kernel",
@@ -609,7 +624,8 @@ static ug_status pool_grad_launch(const ug_op *op, ug_tensor *const *out, const 
     return pool_run(op, out[0], in[0], &args);
 }
 
-const ug_op_def ug_op_pool_grad = {"pool2d gradient", pool_grad_infer, pool_grad_launch, NULL};
+const ug_op_def ug_op_pool_grad = {.family = "pool2d gradient", .infer = pool_grad_infer,
+                                   .launch = pool_grad_launch};
 
 static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
@@ -623,7 +639,8 @@ static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], dx);
 }
 
-const ug_op_def ug_op_pool = {"pool2d", pool_infer, pool_launch, pool_backward};
+const ug_op_def ug_op_pool = {.family = "pool2d", .infer = pool_infer, .launch = pool_launch,
+                              .backward = pool_backward};
 
 ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
 {
@@ -803,8 +820,8 @@ static ug_status batchnorm_grad_launch(const ug_op *op, ug_tensor *const *out,
     return ug_dispatch(ug_dev(in[1]), UG_KERNEL_BATCHNORM, op->name, UG_F32, &args);
 }
 
-const ug_op_def ug_op_batchnorm_grad = {"batch_norm gradient", batchnorm_grad_infer,
-                                        batchnorm_grad_launch, NULL};
+const ug_op_def ug_op_batchnorm_grad = {.family = "batch_norm gradient", .infer = batchnorm_grad_infer,
+                                        .launch = batchnorm_grad_launch};
 
 static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
@@ -820,8 +837,9 @@ static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, bias, grad->scratch[1]);
 }
 
-const ug_op_def ug_op_batchnorm = {"batch_norm", batchnorm_infer, batchnorm_launch,
-                                   batchnorm_backward};
+const ug_op_def ug_op_batchnorm = {.family = "batch_norm", .infer = batchnorm_infer,
+                                   .launch = batchnorm_launch, .backward = batchnorm_backward,
+                                   .inputs = {"x", "weight", "bias", "running_mean", "running_var"}};
 
 ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                         ug_tensor *running_mean, ug_tensor *running_var, bool training,

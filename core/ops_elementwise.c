@@ -153,7 +153,8 @@ static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
-const ug_op_def ug_op_unary = {"unary op", unary_infer, unary_launch, unary_backward};
+const ug_op_def ug_op_unary = {.family = "unary op", .infer = unary_infer, .launch = unary_launch,
+                               .backward = unary_backward};
 
 static ug_op unary_op(const char *name, ug_unary_kind kind, float alpha, float beta)
 {
@@ -276,7 +277,8 @@ static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     }
 }
 
-const ug_op_def ug_op_binary = {"binary op", binary_infer, binary_launch, binary_backward};
+const ug_op_def ug_op_binary = {.family = "binary op", .infer = binary_infer, .launch = binary_launch,
+                                .backward = binary_backward};
 
 static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)
 {
@@ -346,7 +348,8 @@ static ug_status cast_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
-const ug_op_def ug_op_cast = {"cast", cast_infer, cast_launch, cast_backward};
+const ug_op_def ug_op_cast = {.family = "cast", .infer = cast_infer, .launch = cast_launch,
+                              .backward = cast_backward};
 
 ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
 {
@@ -412,7 +415,8 @@ static ug_status expand_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], gx);
 }
 
-const ug_op_def ug_op_expand = {"expand", expand_infer, expand_launch, expand_backward};
+const ug_op_def ug_op_expand = {.family = "expand", .infer = expand_infer, .launch = expand_launch,
+                                .backward = expand_backward};
 
 static ug_op shaped_op(const ug_op_def *def, const char *name, float alpha, int ndim,
                        const int64_t *shape)
@@ -453,7 +457,8 @@ static ug_status no_gradient(ug_graph *g, graph_node *n, ug_value *gy)
     return UG_OK;
 }
 
-const ug_op_def ug_op_fill = {"fill", expand_infer, fill_launch, no_gradient};
+const ug_op_def ug_op_fill = {.family = "fill", .infer = expand_infer, .launch = fill_launch,
+                              .backward = no_gradient};
 
 ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out)
 {
@@ -512,8 +517,8 @@ static ug_status transpose_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], gx);
 }
 
-const ug_op_def ug_op_transpose = {"transpose", transpose_infer, transpose_launch,
-                                   transpose_backward};
+const ug_op_def ug_op_transpose = {.family = "transpose", .infer = transpose_infer,
+                                   .launch = transpose_launch, .backward = transpose_backward};
 
 ug_status ug_transpose(const ug_tensor *x, ug_tensor **out)
 {
@@ -536,7 +541,7 @@ static ug_status random_launch(const ug_op *op, ug_tensor *const *out, const ug_
                             op->p.random.seed, op->p.random.offset, out[0]);
 }
 
-const ug_op_def ug_op_random = {"random", expand_infer, random_launch, NULL};
+const ug_op_def ug_op_random = {.family = "random", .infer = expand_infer, .launch = random_launch};
 
 static ug_status random_into(const char *name, bool normal, float p0, float p1, ug_tensor *x,
                              uint64_t seed, uint64_t offset)
@@ -593,8 +598,8 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
     return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(g->seed), offset, out[0]);
 }
 
-const ug_op_def ug_op_dropout_mask = {"dropout mask", dropout_mask_infer, dropout_mask_launch,
-                                      no_gradient};
+const ug_op_def ug_op_dropout_mask = {.family = "dropout mask", .infer = dropout_mask_infer,
+                                      .launch = dropout_mask_launch, .backward = no_gradient};
 
 /* x masked and scaled by 1 / (1 - p) in training mode, x itself in eval
  * mode: the graph's mode is read at each run (ug_graph_set_training). */
@@ -625,7 +630,8 @@ static ug_status dropout_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], gx);
 }
 
-const ug_op_def ug_op_dropout = {"dropout", dropout_infer, dropout_launch, dropout_backward};
+const ug_op_def ug_op_dropout = {.family = "dropout", .infer = dropout_infer, .launch = dropout_launch,
+                                 .backward = dropout_backward};
 
 ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
 {

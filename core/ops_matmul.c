@@ -109,7 +109,8 @@ static ug_status matmul_backward(ug_graph *g, graph_node *n, ug_value *gc)
     return UG_OK;
 }
 
-const ug_op_def ug_op_matmul = {"matmul", matmul_infer, matmul_launch, matmul_backward};
+const ug_op_def ug_op_matmul = {.family = "matmul", .infer = matmul_infer, .launch = matmul_launch,
+                                .backward = matmul_backward};
 
 ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a, bool transpose_b,
                     ug_tensor **out)

@@ -63,7 +63,8 @@ static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], gx);
 }
 
-const ug_op_def ug_op_cross_entropy = {"cross_entropy", xent_infer, xent_launch, xent_backward};
+const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_infer, .launch = xent_launch,
+                                       .backward = xent_backward};
 
 ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out)
@@ -96,8 +97,8 @@ static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const 
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args);
 }
 
-const ug_op_def ug_op_cross_entropy_grad = {"cross_entropy backward", xent_grad_infer,
-                                            xent_grad_launch, NULL};
+const ug_op_def ug_op_cross_entropy_grad = {.family = "cross_entropy backward", .infer = xent_grad_infer,
+                                            .launch = xent_grad_launch};
 
 /* ---- layer norm over the last axis: in x, gamma [cols], beta [cols] ---- */
 
@@ -175,8 +176,8 @@ static ug_status layernorm_grad_infer(const ug_op *op, int nin, const ug_meta *i
     return UG_OK;
 }
 
-const ug_op_def ug_op_layernorm_grad = {"layernorm backward", layernorm_grad_infer,
-                                        layernorm_grad_launch, NULL};
+const ug_op_def ug_op_layernorm_grad = {.family = "layernorm backward", .infer = layernorm_grad_infer,
+                                        .launch = layernorm_grad_launch};
 
 static ug_status layernorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
@@ -215,8 +216,8 @@ static ug_status layernorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return UG_OK;
 }
 
-const ug_op_def ug_op_layernorm = {"layernorm", layernorm_infer, layernorm_launch,
-                                   layernorm_backward};
+const ug_op_def ug_op_layernorm = {.family = "layernorm", .infer = layernorm_infer,
+                                   .launch = layernorm_launch, .backward = layernorm_backward};
 
 ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
                          ug_value **out)

@@ -91,7 +91,8 @@ static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
-const ug_op_def ug_op_reduce = {"reduce", reduce_infer, reduce_launch, reduce_backward};
+const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
+                                .backward = reduce_backward};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)
 {
@@ -187,7 +188,8 @@ static ug_status softmax_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
-const ug_op_def ug_op_softmax = {"softmax", softmax_infer, softmax_launch, softmax_backward};
+const ug_op_def ug_op_softmax = {.family = "softmax", .infer = softmax_infer, .launch = softmax_launch,
+                                 .backward = softmax_backward};
 
 ug_status ug_softmax(const ug_tensor *x, ug_tensor **out)
 {

@@ -411,7 +411,7 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
 }
 
-const ug_op_def ug_op_optimizer = {"optimizer update", NULL, optimizer_launch, NULL};
+const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch};
 
 /* The loss scaler's update (kernels/common/scaler.h): in the gradients' sum
  * of squares; out the gate every parameter's update reads. */
@@ -433,7 +433,7 @@ static ug_status scaler_launch(const ug_op *op, ug_tensor *const *out, const ug_
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_OPTIMIZER, op->name, UG_F32, &args);
 }
 
-const ug_op_def ug_op_loss_scaler = {"loss scaler", scaler_infer, scaler_launch, NULL};
+const ug_op_def ug_op_loss_scaler = {.family = "loss scaler", .infer = scaler_infer, .launch = scaler_launch};
 
 /* The backward pass's first gradient, d loss / d loss: 1, or the loss
  * scale when the graph's optimizer scales the loss (read on the device). */
@@ -456,7 +456,7 @@ static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &copy);
 }
 
-const ug_op_def ug_op_loss_seed = {"loss seed", seed_infer, seed_launch, NULL};
+const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch};
 
 /* The sum of every gradient's squares, on the device. */
 static ug_status sum_of_squares(ug_graph *g, ug_value **total)

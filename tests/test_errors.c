@@ -3,6 +3,8 @@
  * checks the pool after every test). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -646,6 +648,114 @@ static void test_conv_graph_errors(ug_device *dev)
     ug_model_free(model);
 }
 
+/* floor((in + 2 pad - dilation (kernel - 1) - 1) / stride) + 1, in double. */
+static double output_size(double in, double kernel, double stride, double pad, double dilation)
+{
+    double room = in + 2 * pad - dilation * (kernel - 1) - 1;
+    return room < 0 ? 0 : floor(room / stride) + 1;
+}
+
+/* Windows far larger than the image (padded so that they fit) cost no
+ * more than the image: a 2^31-1 kernel once ran for minutes on the CPU.
+ * Huge strides, dilations and paddings either give the output size
+ * worked out here in double or are refused, with no overflow on the way
+ * (the sanitizer build stops at one); and conv2d's NULLs are named. */
+static void test_huge_windows(ug_device *dev)
+{
+    double v[25], largest = -1e9, sum = 0;
+    for (int i = 0; i < 25; i++) {
+        v[i] = (double)((i * 7) % 25) - 3.0;
+        largest = v[i] > largest ? v[i] : largest;
+        sum += v[i];
+    }
+    ug_tensor *x = th_tensor(dev, UG_F32, 4, ((int64_t[]){1, 1, 5, 5}), v);
+    ug_tensor *w = filled(dev, UG_F32, 4, (int64_t[]){1, 1, 3, 3});
+    REQUIRE(x && w);
+    const int pads[] = {(1 << 30) - 1, 50000000};
+    const int kernels[] = {INT_MAX, 100000000};
+    for (int k = 0; k < 2; k++) {
+        th_context("pooling, kernel %d, padding %d", kernels[k], pads[k]);
+        const ug_pool2d_params p = {.kernel = {kernels[k], kernels[k]}, .padding = {pads[k], pads[k]}};
+        ug_tensor *out = NULL;
+        if (CHECK_STATUS(ug_max_pool2d(x, &p, &out), UG_OK)) {
+            th_track(out);
+            CHECK(ug_tensor_numel(out) == 1);
+            float f = 0;
+            CHECK_OK(ug_tensor_download(out, &f, sizeof f));
+            CHECK_MSG(f == (float)largest, "max pooling gave %g, the image's largest value is %g", (double)f, largest);
+        }
+        if (CHECK_STATUS(ug_avg_pool2d(x, &p, &out), UG_OK)) {
+            th_track(out);
+            float f = 0;
+            CHECK_OK(ug_tensor_download(out, &f, sizeof f));
+            double span = fmin(kernels[k], 5.0 + 2.0 * pads[k]); /* the window within the padded image */
+            double want = sum / (span * span); /* padding counts, as PyTorch's count_include_pad */
+            CHECK_MSG(fabs(f - want) <= 1e-5 * fabs(want), "average pooling gave %g, expected %g", (double)f, want);
+        }
+    }
+    const int sizes[] = {1, 2, 100000000, 1 << 30, INT_MAX};
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 5; b++)
+            for (int c = 0; c < 5; c++) {
+                const ug_conv2d_params p = {.stride = {sizes[a], sizes[a]}, .padding = {sizes[c], sizes[c]},
+                                            .dilation = {sizes[b], sizes[b]}};
+                th_context("conv2d stride %d, dilation %d, padding %d", sizes[a], sizes[b], sizes[c]);
+                double want = output_size(5, 3, sizes[a], sizes[c], sizes[b]);
+                ug_tensor *out = NULL;
+                ug_status st = ug_conv2d(x, w, NULL, &p, &out);
+                if (st == UG_OK) {
+                    th_track(out);
+                    CHECK_MSG(ug_tensor_dim(out, 2) == want && ug_tensor_dim(out, 3) == want,
+                              "output %lldx%lld, expected %.0f", (long long)ug_tensor_dim(out, 2),
+                              (long long)ug_tensor_dim(out, 3), want);
+                } else {
+                    CHECK_MSG(want < 1 || want * want > 1e6, "refused (%s) an output of %.0fx%.0f", ug_last_error(),
+                              want, want);
+                }
+                const ug_pool2d_params q = {.kernel = {sizes[b], sizes[b]}, .stride = {sizes[a], sizes[a]},
+                                            .padding = {sizes[c], sizes[c]}};
+                want = 2.0 * sizes[c] > sizes[b] ? 0 : output_size(5, sizes[b], sizes[a], sizes[c], 1);
+                th_context("max_pool2d kernel %d, stride %d, padding %d", sizes[b], sizes[a], sizes[c]);
+                st = ug_max_pool2d(x, &q, &out);
+                if (st == UG_OK) {
+                    th_track(out);
+                    CHECK(ug_tensor_dim(out, 2) == want && ug_tensor_dim(out, 3) == want);
+                } else {
+                    CHECK_MSG(want < 1 || want * want > 1e6, "refused (%s) an output of %.0fx%.0f", ug_last_error(),
+                              want, want);
+                }
+            }
+    th_context("%s", "");
+    ug_tensor *out = NULL;
+    CHECK_STATUS(ug_conv2d(NULL, w, NULL, NULL, &out), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("conv2d", "x is NULL");
+    CHECK_STATUS(ug_conv2d(x, NULL, NULL, NULL, &out), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("conv2d", "weight is NULL");
+}
+
+/* A model parameter asked for with a NULL shape (once a crash when the
+ * name existed), too many axes or a bound that is not finite. */
+static void test_model_param_arguments(ug_device *dev)
+{
+    ug_model *m = NULL;
+    REQUIRE_OK(ug_model_create(dev, 1, &m));
+    ug_tensor *t = NULL, *again = NULL;
+    CHECK_OK(ug_model_param(m, "w", 2, (int64_t[]){2, 3}, UG_INIT_UNIFORM, 1.0f, &t));
+    CHECK_STATUS(ug_model_param(m, "w", 2, NULL, UG_INIT_UNIFORM, 1.0f, &again), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("'w'", "NULL shape");
+    CHECK(again == NULL);
+    CHECK_STATUS(ug_model_param(m, "v", 2, NULL, UG_INIT_UNIFORM, 1.0f, &again), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_model_param(m, "v", UG_MAX_DIMS + 1, (int64_t[UG_MAX_DIMS + 1]){1}, UG_INIT_UNIFORM, 1.0f,
+                                &again), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_model_param(m, "v", -1, NULL, UG_INIT_UNIFORM, 1.0f, &again), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_model_param(m, "v", 1, (int64_t[]){4}, UG_INIT_UNIFORM, NAN, &again), UG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("bound nan");
+    CHECK_EQ_I64(ug_model_param_count(m), 1);
+    CHECK_OK(ug_model_param(m, "w", 2, (int64_t[]){2, 3}, UG_INIT_UNIFORM, 1.0f, &again));
+    CHECK(again == t);
+    ug_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -662,6 +772,8 @@ int main(int argc, char **argv)
         TH_HOST_TEST(error_is_thread_local),
         TH_DEVICE_TEST(conv_errors),
         TH_DEVICE_TEST(conv_graph_errors),
+        TH_DEVICE_TEST(huge_windows),
+        TH_DEVICE_TEST(model_param_arguments),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

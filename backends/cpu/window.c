@@ -253,8 +253,12 @@ static void max_pool_row(const float *img, const ug_window2d *w, const tap_range
         best[ox] = -INFINITY;
         at[ox] = (int32_t)(y0 * w->w + (xs < 0 ? 0 : xs));
     }
+    /* Only the taps that reach the image for some output: a kernel far
+     * larger than the image (padded to fit) costs no more than the image. */
+    const int64_t first_tap = w->pw - (w->ow - 1) * stride > 0 ? w->pw - (w->ow - 1) * stride : 0;
+    const int64_t end_tap = (int64_t)w->kw < w->pw + w->w ? w->kw : w->pw + w->w;
     for (int64_t y = y0; y < y1; y++)
-        for (int kx = 0; kx < w->kw; kx++) {
+        for (int kx = (int)first_tap; kx < end_tap; kx++) {
             const int64_t shift = (int64_t)kx - w->pw;
             int64_t lo, hi;
             tap_range(cols, kx, &lo, &hi);
@@ -349,7 +353,9 @@ ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *in)
         j.out = (float *)ug_cpu_ptr(args->y);
         j.index_out = args->kind == UG_POOL_MAX ? (int32_t *)ug_cpu_ptr(args->index) : NULL;
     }
-    int64_t per_plane = w->h * w->w + w->oh * w->ow * w->kh * w->kw;
+    /* The work per plane, counting only taps that can reach the image. */
+    const int64_t rows = w->kh < w->h ? w->kh : w->h, cols = w->kw < w->w ? w->kw : w->w;
+    int64_t per_plane = w->h * w->w + w->oh * w->ow * rows * cols;
     ug_cpu_parallel_for(dev->pool, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
     ug_cpu_stage_end(&stage);
     return UG_OK;
