@@ -1,11 +1,15 @@
 /* Atomic, durable file replacement (atomic_file.h). */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,15 +19,18 @@
 #include "core/fault.h"
 #include "core/mix64.h"
 
-enum { TRIES = 100 };
+/* Attempts at a free temporary name; the characters ".tmp.XXXXXX" add. */
+enum { TRIES = 100, TEMP_SUFFIX = 11 };
 
 struct ug_atomic_file {
     int fd;       /* the temporary file; -1 once closed */
+    int lock_fd;  /* the same file, locked while it exists: see remove_stale_temporaries */
     bool failed;  /* a write failed: the contents are incomplete */
     uint64_t written;
     char *path;   /* as given */
-    char *tmp;    /* path.tmp.XXXXXX */
+    char *tmp;    /* tmp_prefix.tmp.XXXXXX */
     char *dir;    /* path's folder, "." for a bare name */
+    char *tmp_prefix; /* path, its name cut to leave room for ".tmp.XXXXXX" */
     char *from, *to; /* room for path.N, for the rotation */
 };
 
@@ -78,6 +85,68 @@ static void random_suffix(char *out)
     }
 }
 
+/* Removes the temporary files of earlier saves of this path that nobody
+ * writes any more (a writer killed with SIGKILL leaves one): a writer
+ * holds a lock on its temporary file until it is renamed or removed, so
+ * one whose lock can be taken is abandoned. Best effort, not counted as
+ * file calls: a failure here is no reason to refuse the save. */
+static void remove_stale_temporaries(const char *dir, const char *prefix, size_t prefix_len)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char full[PATH_MAX];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strlen(e->d_name) != prefix_len + TEMP_SUFFIX || strncmp(e->d_name, prefix, prefix_len) != 0 ||
+            strncmp(e->d_name + prefix_len, ".tmp.", 5) != 0 ||
+            snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full)
+            continue;
+        int fd = open(full, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat held, named;
+        /* Still the same file under that name once locked: then remove it. */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
+            held.st_nlink > 0 && lstat(full, &named) == 0 && named.st_ino == held.st_ino &&
+            named.st_dev == held.st_dev)
+            unlink(full);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* Creates and locks a fresh temporary file; false with errno set when it
+ * cannot be created. A file removed by another save's cleanup between
+ * its creation and the lock (no links left) is given up for a new name. */
+static bool create_temporary(ug_atomic_file *f, size_t name)
+{
+    for (int i = 0; i < TRIES; i++) {
+        char suffix[7] = {0};
+        random_suffix(suffix);
+        snprintf(f->tmp, name, "%s.tmp.%s", f->tmp_prefix, suffix);
+        /* open rather than mkstemp: mkstemp's mode is 0600, while a saved
+         * file should get the mode of any new file (0666 less the umask),
+         * which only the kernel applies without a race on umask(). */
+        f->fd = injected(EACCES) ? -1 : open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (f->fd < 0 && errno == EEXIST)
+            continue;
+        if (f->fd < 0)
+            return false;
+        /* The lock is held on a descriptor of its own, kept open until the
+         * rename: the written one is closed before it. */
+        struct stat st;
+        f->lock_fd = open(f->tmp, O_RDONLY | O_CLOEXEC);
+        if (f->lock_fd >= 0 && flock(f->lock_fd, LOCK_EX) == 0 && fstat(f->lock_fd, &st) == 0 && st.st_nlink > 0)
+            return true;
+        close(f->fd);
+        if (f->lock_fd >= 0)
+            close(f->lock_fd);
+        f->fd = f->lock_fd = -1;
+    }
+    errno = EEXIST;
+    return false;
+}
+
 ug_status ug_atomic_open(const char *path, ug_atomic_file **out)
 {
     if (!out)
@@ -87,49 +156,64 @@ ug_status ug_atomic_open(const char *path, ug_atomic_file **out)
     if (!len || path[len - 1] == '/')
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "saving \"%s\": expected a file name",
                             path ? path : "(null)");
-    /* One block: the struct, then path, tmp, dir and two rotation names. */
+    /* Through a symbolic link: the file it points to is replaced, and the
+     * link stays. */
+    char *resolved = NULL;
+    struct stat link;
+    if (lstat(path, &link) == 0 && S_ISLNK(link.st_mode)) {
+        resolved = realpath(path, NULL);
+        if (!resolved)
+            return ug_set_error(UG_ERR_IO, "saving %s: a symbolic link whose target cannot be resolved: %s",
+                                path, strerror(errno));
+        path = resolved;
+        len = strlen(path);
+    }
+    /* One block: the struct, then path, tmp, dir, the temporary names'
+     * prefix and two rotation names. */
     size_t name = len + 16;
-    ug_atomic_file *f = ug_malloc(sizeof *f + 5 * name);
-    if (!f)
+    ug_atomic_file *f = ug_malloc(sizeof *f + 6 * name);
+    if (!f) {
+        free(resolved);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "saving %s: out of host memory", path);
+    }
     char *p = (char *)(f + 1);
     f->path = p;
     f->tmp = p + name;
     f->dir = p + 2 * name;
-    f->from = p + 3 * name;
-    f->to = p + 4 * name;
-    f->fd = -1;
+    f->tmp_prefix = p + 3 * name;
+    f->from = p + 4 * name;
+    f->to = p + 5 * name;
+    f->fd = f->lock_fd = -1;
     f->failed = false;
     f->written = 0;
     memcpy(f->path, path, len + 1);
-    const char *slash = strrchr(path, '/');
+    free(resolved);
+    const char *slash = strrchr(f->path, '/'), *base = slash ? slash + 1 : f->path;
     if (!slash)
         strcpy(f->dir, ".");
-    else if (slash == path)
+    else if (slash == f->path)
         strcpy(f->dir, "/");
     else
-        snprintf(f->dir, name, "%.*s", (int)(slash - path), path);
-
-    for (int i = 0; i < TRIES; i++) {
-        char suffix[7] = {0};
-        random_suffix(suffix);
-        snprintf(f->tmp, name, "%s.tmp.%s", path, suffix);
-        /* open rather than mkstemp: mkstemp's mode is 0600, while a saved
-         * file should get the mode of any new file (0666 less the umask),
-         * which only the kernel applies without a race on umask(). */
-        f->fd = injected(EACCES) ? -1
-                                 : open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (f->fd >= 0) {
-            *out = f;
-            return UG_OK;
-        }
-        if (errno != EEXIST)
-            break;
+        snprintf(f->dir, name, "%.*s", (int)(slash - f->path), f->path);
+    /* The temporary name must fit wherever the final name does: a long
+     * name is cut (at a character boundary) to leave room for ".tmp.XXXXXX". */
+    long name_max = pathconf(f->dir, _PC_NAME_MAX);
+    size_t keep_chars = strlen(base), room = name_max > TEMP_SUFFIX ? (size_t)name_max - TEMP_SUFFIX : 1;
+    if (keep_chars > room) {
+        keep_chars = room;
+        while (keep_chars > 1 && ((unsigned char)base[keep_chars] & 0xC0) == 0x80)
+            keep_chars--;
+    }
+    snprintf(f->tmp_prefix, name, "%.*s", (int)(base - f->path + (ptrdiff_t)keep_chars), f->path);
+    remove_stale_temporaries(f->dir, base, keep_chars);
+    if (create_temporary(f, name)) {
+        *out = f;
+        return UG_OK;
     }
     int err = errno;
     char after[600];
-    outcome(path, after, sizeof after);
-    ug_status st = ug_set_error(UG_ERR_IO, "saving %s: creating %s failed: %s; %s", path, f->tmp,
+    outcome(f->path, after, sizeof after);
+    ug_status st = ug_set_error(UG_ERR_IO, "saving %s: creating %s failed: %s; %s", f->path, f->tmp,
                                 strerror(err), after);
     free(f);
     return st;
@@ -177,6 +261,8 @@ void ug_atomic_abort(ug_atomic_file *f)
      * the tests could not check that no temporary file is left. */
     if (f->tmp[0])
         unlink(f->tmp);
+    if (f->lock_fd >= 0)
+        close(f->lock_fd); /* after the unlink: no cleanup takes it while it is named */
     free(f);
 }
 
@@ -206,6 +292,21 @@ static bool rotate(ug_atomic_file *f, int keep, const char **call, const char **
         return false;
     }
     return true;
+}
+
+/* Keeping copies moves several names (rotate), which another process
+ * saving the same path must not interleave with: the folder is locked
+ * for those few calls. Waits up to 10 s for another holder; false if it
+ * still holds it then. A file system that cannot lock goes without. */
+static bool lock_folder(int dfd)
+{
+    for (int waited_ms = 0;; waited_ms++) {
+        if (flock(dfd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+            return true;
+        if (waited_ms == 10000)
+            return false;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
 }
 
 ug_status ug_atomic_commit(ug_atomic_file *f, int keep)
@@ -239,6 +340,11 @@ ug_status ug_atomic_commit(ug_atomic_file *f, int keep)
     if (dfd < 0)
         return fail(f, "open of the folder", f->dir, errno);
     const char *call = "", *target = "";
+    if (keep > 1 && !lock_folder(dfd)) {
+        close(dfd);
+        return fail(f, "lock (another process has been saving there for 10 s) of the folder", f->dir,
+                    EWOULDBLOCK);
+    }
     if (keep > 1 && !rotate(f, keep, &call, &target)) {
         int err = errno;
         close(dfd);

@@ -25,9 +25,13 @@ typedef struct ug_atomic_file ug_atomic_file;
 #define UG_ATOMIC_MAX_KEEP 1000
 
 /* Creates the temporary file "<path>.tmp.XXXXXX" (six random characters,
- * created exclusively) in path's folder, with the mode a new file gets
- * (0666 less the umask). UG_ERR_IO naming the call and strerror on failure;
- * UG_ERR_INVALID_ARGUMENT for an empty path or one ending in '/'. */
+ * created exclusively; a name too long for that is cut to fit) in path's
+ * folder, with the mode a new file gets (0666 less the umask), and locks
+ * it (flock) while it exists. First removes the temporary files of this
+ * path that no process holds: those of a writer killed mid-save. A path
+ * that is a symbolic link saves to the file it points to; the link stays.
+ * UG_ERR_IO naming the call and strerror on failure; UG_ERR_INVALID_ARGUMENT
+ * for an empty path or one ending in '/'. */
 ug_status ug_atomic_open(const char *path, ug_atomic_file **out);
 
 /* Appends bytes, looping over short writes and EINTR. On failure (UG_ERR_IO
@@ -40,6 +44,10 @@ ug_status ug_atomic_write(ug_atomic_file *f, const void *data, size_t bytes);
  * path.2, then path is hard-linked as path.1, so path itself is present
  * throughout; renames the temporary file over path; flushes the folder.
  * Frees f in every case.
+ *
+ * Processes saving one path at once each succeed: the rotation runs under
+ * a lock of the folder (flock), and a writer still holding it after 10 s
+ * is reported as "another process has been saving there".
  *
  * Any failure up to and including the final rename removes the temporary
  * file and leaves path as it was (older copies may already have moved one

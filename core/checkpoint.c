@@ -468,6 +468,7 @@ typedef struct pending_tensor {
     ug_tensor *target;         /* optimizer state, graph sum */
     const char *param;         /* or a model parameter by name */
     void *data;
+    void *backup;              /* what it replaces, read before anything is written */
 } pending_tensor;
 
 typedef struct load_plan {
@@ -523,7 +524,7 @@ static ug_status plan_tensor(load_plan *p, const char *name, const ug_tensor *te
         p->capacity = cap;
     }
     pending_tensor *t = &p->tensors[p->count];
-    *t = (pending_tensor){e, target, param, ug_malloc(e->bytes ? e->bytes : 1)};
+    *t = (pending_tensor){e, target, param, ug_malloc(e->bytes ? e->bytes : 1), NULL};
     if (!t->data)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for tensor '%s' (%" PRIu64 " bytes)",
                             file_path(p), name, e->bytes);
@@ -708,44 +709,78 @@ static ug_status plan_loader(load_plan *p, const named_part *nl, int index)
     return meta_number(p, key, 0, p->loader_epoch[index] < 0 ? 0 : batches, &p->loader_next[index]);
 }
 
-static ug_status apply_plan(const load_plan *p, ug_checkpoint *ck)
+/* Reads what tensor t will overwrite into t->backup. */
+static ug_status back_up(pending_tensor *t, const ug_checkpoint *ck)
 {
-    for (int i = 0; i < p->count; i++) {
-        const pending_tensor *t = &p->tensors[i];
-        ug_status st = t->param ? ug_model_write_param(ck->model, t->param, t->data, t->entry->bytes)
-                                : ug_tensor_upload(t->target, t->data, t->entry->bytes);
-        if (st != UG_OK)
-            return ug_prefix_error(st, "restoring '%s'", t->entry->name);
+    t->backup = ug_malloc(t->entry->bytes ? t->entry->bytes : 1);
+    if (!t->backup)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory keeping '%s' (%" PRIu64 " bytes)",
+                            t->entry->name, t->entry->bytes);
+    return t->param ? ug_model_read_param(ck->model, t->param, t->backup, t->entry->bytes)
+                    : ug_tensor_download(t->target, t->backup, t->entry->bytes);
+}
+
+static ug_status write_tensor(const pending_tensor *t, ug_checkpoint *ck, const void *data)
+{
+    return t->param ? ug_model_write_param(ck->model, t->param, data, t->entry->bytes)
+                    : ug_tensor_upload(t->target, data, t->entry->bytes);
+}
+
+/* Applies the checked plan. A write the device refuses part way (an upload
+ * that fails) puts back what was already written from copies read first,
+ * so that a failed load changes nothing here either. */
+static ug_status apply_plan(load_plan *p, ug_checkpoint *ck)
+{
+    for (int i = 0; i < p->count; i++)
+        UG_TRY(back_up(&p->tensors[i], ck));
+    int64_t old_steps = ck->optimizer ? ug_optimizer_steps(ck->optimizer) : 0;
+    ug_loss_scaler_state old_scaler = {0};
+    if (p->has_scaler)
+        UG_TRY(ug_optimizer_loss_scaler(ck->optimizer, &old_scaler));
+    int written = 0;
+    ug_status st = UG_OK;
+    for (; written < p->count && st == UG_OK; written++)
+        st = write_tensor(&p->tensors[written], ck, p->tensors[written].data);
+    if (st == UG_OK && ck->optimizer)
+        st = ug_optim_restore(ck->optimizer, p->steps, p->has_scaler ? &p->scaler : NULL);
+    if (st != UG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ug_last_error());
+        ug_status undo = UG_OK;
+        for (int i = 0; i < written && undo == UG_OK; i++)
+            undo = write_tensor(&p->tensors[i], ck, p->tensors[i].backup);
+        if (undo == UG_OK && ck->optimizer)
+            undo = ug_optim_restore(ck->optimizer, old_steps, p->has_scaler ? &old_scaler : NULL);
+        return ug_set_error(st, "%s; %s", why,
+                            undo == UG_OK ? "what was written is restored: nothing changed"
+                                          : "restoring the previous state failed too: the parts are now a "
+                                            "mixture, load a checkpoint again");
     }
-    if (ck->optimizer)
-        UG_TRY(ug_optim_restore(ck->optimizer, p->steps, p->has_scaler ? &p->scaler : NULL));
     for (int i = 0; i < ck->graph_count; i++) {
         ug_graph *g = ck->graphs[i].graph;
         g->seed = p->graph_seed[i];
         g->runs = g->checked_runs = p->graph_runs[i];
     }
-    for (int i = 0; i < ck->loader_count; i++) /* epoch -1: saved before its first epoch */
+    for (int i = 0; i < ck->loader_count; i++) /* epoch -1: saved before its first epoch; checked, so it holds */
         UG_TRY(ug_loader_seek(ck->loaders[i].loader, p->loader_epoch[i], p->loader_next[i]));
     return UG_OK;
 }
 
-/* The file's strings other than the library's become the checkpoint's. */
-static ug_status take_strings(const load_plan *p, ug_checkpoint *ck)
+/* The file's strings other than the library's, for the checkpoint once
+ * everything else is applied. */
+static ug_status file_strings(const load_plan *p, string_list *fresh)
 {
-    string_list fresh = {0};
     for (int i = 0; i < ug_st_metadata_count(p->file); i++) {
         const char *key = NULL, *value = NULL;
         ug_st_metadata_at(p->file, i, &key, &value);
         if (strncmp(key, "unigrad.", 8) != 0) {
-            ug_status st = strings_set(&fresh, key, value);
+            ug_status st = strings_set(fresh, key, value);
             if (st != UG_OK) {
-                strings_clear(&fresh);
+                strings_clear(fresh);
                 return st;
             }
         }
     }
-    strings_clear(&ck->strings);
-    ck->strings = fresh;
     return UG_OK;
 }
 
@@ -780,12 +815,21 @@ ug_status ug_checkpoint_load(ug_checkpoint *ck, const char *path)
         st = plan_graph(&p, &ck->graphs[i], i);
     for (int i = 0; st == UG_OK && i < ck->loader_count; i++)
         st = plan_loader(&p, &ck->loaders[i], i);
+    string_list strings = {0};
     if (st == UG_OK)
-        st = take_strings(&p, ck);
+        st = file_strings(&p, &strings);
     if (st == UG_OK)
         st = apply_plan(&p, ck);
-    for (int i = 0; i < p.count; i++)
+    if (st == UG_OK) { /* the last step: nothing after it can fail */
+        strings_clear(&ck->strings);
+        ck->strings = strings;
+    } else {
+        strings_clear(&strings);
+    }
+    for (int i = 0; i < p.count; i++) {
         free(p.tensors[i].data);
+        free(p.tensors[i].backup);
+    }
     free(p.tensors);
     ug_st_close(p.file);
     return st == UG_OK ? st : ug_prefix_error(st, "%s", op);

@@ -22,6 +22,7 @@
 
 #include "core/fault.h"
 #include "core/data_internal.h"
+#include "core/regular_file.h"
 #include "core/internal.h"
 
 typedef struct idx_type {
@@ -325,10 +326,9 @@ ug_status ug_idx_read_ex(const char *path, ug_idx **out, size_t *file_elem_size,
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_idx_read: path is NULL");
     /* open() first so a missing or unreadable file gets errno's message;
      * gzopen would fold it into a generic failure. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ug_set_error(UG_ERR_IO, "%s: cannot open the IDX file: %s",
-                            path, strerror(errno));
+    int fd = -1;
+    uint64_t file_bytes = 0;
+    UG_TRY(ug_open_regular_file(path, "the IDX file", &fd, &file_bytes));
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);

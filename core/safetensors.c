@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/regular_file.h"
 #include "core/safetensors.h"
 
 /* Tensors are read into and written from host memory as they are in the
@@ -829,21 +830,9 @@ ug_status ug_st_open(const char *path, ug_st_file **out)
     if (!path || !out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_st_open: %s is NULL", path ? "out" : "path");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ug_set_error(UG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int err = errno;
-        close(fd);
-        return ug_set_error(UG_ERR_IO, "%s: fstat failed: %s", path, strerror(err));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ug_set_error(UG_ERR_IO, "%s: %s, expected a regular file", path,
-                            S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
-    }
-    uint64_t size = (uint64_t)sb.st_size;
+    int fd = -1;
+    uint64_t size = 0;
+    UG_TRY(ug_open_regular_file(path, "the safetensors file", &fd, &size));
     unsigned char len[8];
     char *json = NULL;
     ug_status st;

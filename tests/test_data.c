@@ -364,7 +364,20 @@ static void test_idx_errors(ug_device *dev)
         CHECK_ERROR_HAS(missing, strerror(ENOENT));
     th_context("a directory");
     if (CHECK_STATUS(ug_idx_read(temp_dir, &idx), UG_ERR_IO))
-        CHECK_ERROR_HAS(temp_dir, strerror(EISDIR));
+        CHECK_ERROR_HAS(temp_dir, "a folder, expected a regular file");
+    /* A FIFO with no writer: refused at once, never a read that waits. */
+    th_context("a FIFO");
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s", temp_path("fifo.idx"));
+    if (mkfifo(fifo, 0600) != 0) {
+        th_fail(TH_LOC, "mkfifo %s: %s", fifo, strerror(errno));
+    } else {
+        if (CHECK_STATUS(ug_idx_read(fifo, &idx), UG_ERR_IO))
+            CHECK_ERROR_HAS(fifo, "a FIFO (named pipe), expected a regular file");
+        ug_dataset *fifo_set = NULL;
+        CHECK_STATUS(ug_dataset_from_idx(fifo, fifo, 1.0f, 0.0f, &fifo_set), UG_ERR_IO);
+        unlink(fifo);
+    }
 
     /* A gzip file damaged in the middle of its compressed stream. */
     th_context("corrupt gzip");
