@@ -1,11 +1,14 @@
 /* ug-train's checkpoints (train_checkpoint.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* mkstemp */
 #include "train_checkpoint.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* "--resume" or "--resume=..." (its value follows the first). */
 static int resume_arg(const char *arg)
@@ -133,13 +136,9 @@ void train_weights_free(train_weights *w)
     *w = (train_weights){0};
 }
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the signal, 0 before one */
 
-static void on_interrupt(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
+static void on_interrupt(int sig) { interrupted = sig; }
 
 void train_catch_interrupts(void)
 {
@@ -150,6 +149,37 @@ void train_catch_interrupts(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
 }
 
-bool train_interrupted(void) { return interrupted != 0; }
+int train_interrupted(void) { return interrupted; }
+
+bool train_check_save_path(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (strlen(path) >= sizeof dir - 32 || !path[0] || path[strlen(path) - 1] == '/') {
+        fprintf(stderr, "ug-train: --save %s: expected a file name\n", path);
+        return false;
+    }
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ug-train: --save %s: a folder; give a file name in it\n", path);
+        return false;
+    }
+    /* A file made and removed again: the one proof that saves can work
+     * (permissions, a read-only or missing folder, root's exceptions). */
+    char probe[4096 + 32];
+    snprintf(probe, sizeof probe, "%s/.ug-train-probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        fprintf(stderr, "ug-train: --save %s: the folder %s cannot take files (%s); no checkpoint could be "
+                        "saved, so the run does not start\n",
+                path, dir, strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}

@@ -31,9 +31,13 @@ ug_status train_weights_take(train_weights *w, const ug_model *model);
 ug_status train_weights_restore(const train_weights *w, ug_model *model);
 void train_weights_free(train_weights *w);
 
-/* Ctrl-C (SIGINT) and SIGTERM set a flag instead of ending the process;
- * a second one ends it at once. */
+/* Ctrl-C (SIGINT), SIGTERM and SIGHUP set a flag instead of ending the
+ * process; a second one ends it at once. train_interrupted gives the
+ * signal, 0 before one. */
 void train_catch_interrupts(void);
-bool train_interrupted(void);
+int train_interrupted(void);
+/* Whether checkpoints can be saved at path: its folder takes a new file
+ * (one is made and removed). false with the reason on stderr. */
+bool train_check_save_path(const char *path);
 
 #endif

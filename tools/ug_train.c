@@ -249,6 +249,7 @@ typedef struct run {
     train_weights best;       /* with --patience: the weights of the best epoch */
     double best_val_loss;
     int best_epoch, bad_epochs;
+    bool last_save_failed;     /* the latest checkpoint save failed */
 } run;
 
 static void run_free(run *r)
@@ -395,10 +396,12 @@ static ug_status save_progress_strings(run *r)
 static void best_path(const char *checkpoint, char *buf, size_t len) { snprintf(buf, len, "%s.best", checkpoint); }
 
 /* A checkpoint of the run now (between updates). Failing to save is
- * reported, and training goes on: the previous checkpoint is intact. */
+ * reported, and training goes on: the previous checkpoint is intact; the
+ * run fails at its end if the last save did (its work would be lost). */
 static void save_checkpoint(run *r, train_progress *bar)
 {
-    if (save_progress_strings(r) != UG_OK || ug_checkpoint_save(r->ck, r->o.save) != UG_OK) {
+    r->last_save_failed = save_progress_strings(r) != UG_OK || ug_checkpoint_save(r->ck, r->o.save) != UG_OK;
+    if (r->last_save_failed) {
         progress_break(bar);
         fprintf(stderr, "ug-train: warning: the checkpoint was not saved (training goes on): %s\n", ug_last_error());
     }
@@ -419,8 +422,14 @@ static int resume(run *r)
         }
         ug_checkpoint_free(best);
     }
-    if (ug_checkpoint_load(r->ck, r->o.resume) != UG_OK)
+    if (ug_checkpoint_load(r->ck, r->o.resume) != UG_OK) {
+        /* The library names its setting; here it is an option. */
+        if (strstr(ug_last_error(), "saved without loss scaling"))
+            fprintf(stderr, "ug-train: --resume %s: the run was saved without --precision f16 (no loss "
+                            "scaling); resume it in its own precision, or start a new run in f16\n",
+                    r->o.resume);
         return fail("resuming");
+    }
     const char *early = ug_checkpoint_string(r->ck, "ug-train.early_stopping");
     if (early && sscanf(early, "%lf %d %d", &r->best_val_loss, &r->best_epoch, &r->bad_epochs) != 3) {
         fprintf(stderr, "ug-train: --resume: %s: ug-train.early_stopping is \"%s\"\n", r->o.resume, early);
@@ -488,18 +497,23 @@ static void print_header(const run *r, int64_t updates, int first_epoch)
     fflush(stdout);
 }
 
-/* Ctrl-C: a checkpoint (with --save) and how to go on. */
+/* Ctrl-C, SIGTERM, SIGHUP: a checkpoint (with --save) and how to go on;
+ * the exit status is 128 + the signal's number, as the shell's. */
 static int interrupted(run *r, train_progress *bar, int epoch, int64_t step)
 {
     progress_break(bar);
     if (r->o.save) {
         save_checkpoint(r, bar);
-        printf("interrupted at epoch %d, step %lld; saved to %s\nresume with: ug-train --resume %s\n", epoch + 1,
-               (long long)step, r->o.save, r->o.save);
+        if (r->last_save_failed)
+            printf("interrupted at epoch %d, step %lld; the checkpoint could not be saved\n", epoch + 1,
+                   (long long)step);
+        else
+            printf("interrupted at epoch %d, step %lld; saved to %s\nresume with: ug-train --resume %s\n",
+                   epoch + 1, (long long)step, r->o.save, r->o.save);
     } else {
         printf("interrupted at epoch %d, step %lld; nothing saved (no --save)\n", epoch + 1, (long long)step);
     }
-    return 130;
+    return 128 + train_interrupted();
 }
 
 /* The epochs from where the loader stands (epoch 0, or where a checkpoint
@@ -652,6 +666,8 @@ int main(int argc, char **argv)
     int64_t updates = 0;
     if (!r.args)
         rc = fail("keeping the options (an argument holds a newline?)");
+    if (!rc && r.o.save && !train_check_save_path(r.o.save))
+        rc = 1;
     if (!rc)
         rc = load_data(&r);
     if (!rc)
@@ -671,6 +687,11 @@ int main(int argc, char **argv)
     }
     if (!rc)
         rc = train(&r, updates);
+    if (!rc && r.last_save_failed) {
+        fprintf(stderr, "ug-train: the last checkpoint could not be saved to %s: the run's end is not saved\n",
+                r.o.save);
+        rc = 1;
+    }
     progress_shown = NULL;
     if (r.csv && fclose(r.csv) != 0) {
         fprintf(stderr, "ug-train: writing %s failed: %s\n", r.o.csv, strerror(errno));
