@@ -265,6 +265,7 @@ static void ocl_device_close(ug_bdev *dev)
 {
     if (!dev)
         return;
+    ocl_open_list_remove(dev);
     if (dev->queue)
         clFinish(dev->queue);
     ocl_pins_release_all(dev);
@@ -351,6 +352,10 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
         goto fail;
     }
     ocl_gemm_tune(dev);
+    if (!ocl_open_list_add(dev)) {
+        st = ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+        goto fail;
+    }
     *out = dev;
     return UG_OK;
 

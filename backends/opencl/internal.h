@@ -107,6 +107,13 @@ struct ug_bdev {
     char platform_version[256];
 };
 
+/* Open devices, whose queues are finished before the process's exit
+ * handlers run (exit_drain.c): ocl_drain_at_exit registers that for the
+ * calling thread; every launch calls it. */
+bool ocl_open_list_add(ug_bdev *dev);
+void ocl_open_list_remove(ug_bdev *dev);
+void ocl_drain_at_exit(void);
+
 /* The core's error sink, set by ug_opencl_backend. */
 extern const ug_backend_host *ocl_host;
 

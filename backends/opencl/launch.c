@@ -13,6 +13,7 @@ ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims
                             const size_t *global, const size_t *local, const ocl_arg *args,
                             cl_uint nargs)
 {
+    ocl_drain_at_exit();
     cl_kernel k = kernel->kernel;
     for (cl_uint i = 0; i < nargs; ++i) {
         cl_int err = clSetKernelArg(k, i, args[i].size, args[i].value);
