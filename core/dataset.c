@@ -51,9 +51,9 @@ static bool fits_in_memory(int64_t count, int64_t width)
 
 /* A base data set with room for its storage: x_dtype features (unless
  * store_x is false: taken over, or made by a callback) and labels or
- * target_width targets. */
+ * target_width targets (unless store_y is false: made by a callback). */
 static ug_status alloc_dataset(int64_t count, int64_t features, bool store_x, ug_dtype x_dtype,
-                              int64_t target_width, const char *op, ug_dataset **out)
+                              int64_t target_width, bool store_y, const char *op, ug_dataset **out)
 {
     if (count < 1 || features < 1)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
@@ -68,7 +68,8 @@ static ug_status alloc_dataset(int64_t count, int64_t features, bool store_x, ug
                             (long long)count, (long long)(features_fit ? target_width : features),
                             features_fit ? "float targets (target_width)" : "features");
     size_t x_bytes = store_x ? (size_t)count * (size_t)features * ug_dtype_size(x_dtype) : 0;
-    size_t y_bytes = (size_t)count * (target_width ? (size_t)target_width * sizeof(float) : sizeof(int32_t));
+    size_t y_width = target_width ? (size_t)target_width * sizeof(float) : sizeof(int32_t);
+    size_t y_bytes = store_y ? (size_t)count * y_width : 0;
     ug_dataset *ds = ug_calloc(1, sizeof *ds);
     bool ok = ds != NULL;
     if (ok) {
@@ -78,9 +79,9 @@ static ug_status alloc_dataset(int64_t count, int64_t features, bool store_x, ug
         ds->target_width = target_width;
         if (x_bytes)
             ok = (ds->x = ug_malloc(x_bytes)) != NULL;
-        if (ok && target_width)
+        if (ok && y_bytes && target_width)
             ok = (ds->targets = ug_malloc(y_bytes)) != NULL;
-        else if (ok)
+        else if (ok && y_bytes)
             ok = (ds->labels = ug_malloc(y_bytes)) != NULL;
     }
     if (!ok) {
@@ -143,7 +144,7 @@ ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, 
      * and i32 images, rare, are held as f32. */
     bool adopt = images->dtype == UG_U8 || images->dtype == UG_F32;
     ug_dataset *ds = NULL;
-    st = alloc_dataset(count, features, !adopt, UG_F32, 0, op, &ds);
+    st = alloc_dataset(count, features, !adopt, UG_F32, 0, true, op, &ds);
     if (st != UG_OK)
         goto done;
     ds->scale = scale;
@@ -228,7 +229,7 @@ ug_status ug_dataset_create(const ug_dataset_arrays *a, ug_dataset **out)
                             op, (long long)a->target_width);
     int64_t width = a->targets ? a->target_width : 0;
     ug_dataset *ds = NULL;
-    UG_TRY(alloc_dataset(a->count, a->features, true, xt, width, op, &ds));
+    UG_TRY(alloc_dataset(a->count, a->features, true, xt, width, true, op, &ds));
     memcpy(ds->x, a->x, (size_t)a->count * (size_t)a->features * ug_dtype_size(xt));
     ug_status st = UG_OK;
     if (a->targets) {
@@ -271,12 +272,8 @@ ug_status ug_dataset_from_callback(const ug_dataset_source *src, ug_dataset **ou
                             "%s: classes is %d; a source of labels declares how many classes there are",
                             op, (int)src->classes);
     ug_dataset *ds = NULL;
-    UG_TRY(alloc_dataset(src->count, src->features, false, UG_F32, src->target_width, op, &ds));
     /* Nothing is stored: the callback makes every sample. */
-    free(ds->labels);
-    free(ds->targets);
-    ds->labels = NULL;
-    ds->targets = NULL;
+    UG_TRY(alloc_dataset(src->count, src->features, false, UG_F32, src->target_width, false, op, &ds));
     ds->fill = src->fill;
     ds->user = src->user;
     ds->classes = src->target_width ? 0 : src->classes;

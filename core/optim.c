@@ -348,7 +348,7 @@ static float lr_at(const ug_optimizer_config *c, int64_t step)
         return c->lr * powf(c->gamma, (float)(step / c->step_size));
     case UG_SCHEDULE_COSINE: {
         if (step < c->warmup_steps)
-            return c->lr * (float)(step + 1) / (float)c->warmup_steps;
+            return (float)((double)c->lr * (double)(step + 1) / (double)c->warmup_steps); /* no overflow */
         double progress = (double)(step - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
         if (progress > 1.0)
             progress = 1.0;
