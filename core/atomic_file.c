@@ -27,7 +27,7 @@ struct ug_atomic_file {
     int lock_fd;  /* the same file, locked while it exists: see remove_stale_temporaries */
     bool failed;  /* a write failed: the contents are incomplete */
     uint64_t written;
-    char *path;   /* as given */
+    char *path;   /* as given, or the file a symbolic link given points to */
     char *tmp;    /* tmp_prefix.tmp.XXXXXX */
     char *dir;    /* path's folder, "." for a bare name */
     char *tmp_prefix; /* path, its name cut to leave room for ".tmp.XXXXXX" */
@@ -173,8 +173,9 @@ ug_status ug_atomic_open(const char *path, ug_atomic_file **out)
     size_t name = len + 16;
     ug_atomic_file *f = ug_malloc(sizeof *f + 6 * name);
     if (!f) {
+        ug_status st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "saving %s: out of host memory", path);
         free(resolved);
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "saving %s: out of host memory", path);
+        return st;
     }
     char *p = (char *)(f + 1);
     f->path = p;
