@@ -14,6 +14,7 @@
 #include "core/fault.h"
 #include "core/graph_internal.h"
 #include "core/safetensors.h"
+#include "core/string_map.h"
 #include "kernels/common/scaler.h"
 #include "unigrad/checkpoint.h"
 
@@ -28,16 +29,6 @@ typedef struct named_part {
     ug_loader *loader;
 } named_part;
 
-/* Strings in the order they were set, with a hash index (open
- * addressing; slots hold index + 1, 0 when empty) so that a checkpoint of
- * many keys loads and saves in linear time. */
-typedef struct string_list {
-    int count, capacity;
-    char **keys, **values;
-    int *slots;
-    size_t slot_count; /* a power of two, at least twice count */
-} string_list;
-
 struct ug_checkpoint {
     ug_model *model;
     ug_optimizer *optimizer;
@@ -45,109 +36,9 @@ struct ug_checkpoint {
     int graph_count;
     named_part loaders[MAX_PARTS];
     int loader_count;
-    string_list strings; /* the caller's */
+    ug_string_map strings; /* the caller's */
     int keep;
 };
-
-/* ---- strings ---- */
-
-static void strings_clear(string_list *s)
-{
-    for (int i = 0; i < s->count; i++) {
-        free(s->keys[i]);
-        free(s->values[i]);
-    }
-    free(s->keys);
-    free(s->values);
-    free(s->slots);
-    *s = (string_list){0};
-}
-
-static char *copy_string(const char *text)
-{
-    size_t n = strlen(text) + 1;
-    char *c = ug_malloc(n);
-    if (c)
-        memcpy(c, text, n);
-    return c;
-}
-
-static size_t hash_string(const char *text) /* FNV-1a */
-{
-    uint64_t h = 0xcbf29ce484222325u;
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-        h = (h ^ *p) * 0x100000001b3u;
-    return (size_t)h;
-}
-
-/* The slot that holds key, or the empty one where it would go. */
-static size_t strings_slot(const string_list *s, const char *key)
-{
-    size_t mask = s->slot_count - 1, i = hash_string(key) & mask;
-    while (s->slots[i] && strcmp(s->keys[s->slots[i] - 1], key) != 0)
-        i = (i + 1) & mask;
-    return i;
-}
-
-/* Room for one more string: the arrays, and the index at most half full. */
-static bool strings_reserve(string_list *s)
-{
-    if (s->count == s->capacity) {
-        int cap = s->capacity ? 2 * s->capacity : 8;
-        char **k = ug_realloc(s->keys, (size_t)cap * sizeof *k);
-        if (k)
-            s->keys = k;
-        char **v = k ? ug_realloc(s->values, (size_t)cap * sizeof *v) : NULL;
-        if (v)
-            s->values = v;
-        if (!k || !v)
-            return false;
-        s->capacity = cap;
-    }
-    if (2 * (size_t)(s->count + 1) <= s->slot_count)
-        return true;
-    size_t n = s->slot_count ? 2 * s->slot_count : 16;
-    int *slots = ug_calloc(n, sizeof *slots), *old = s->slots;
-    if (!slots)
-        return false;
-    s->slots = slots;
-    s->slot_count = n;
-    for (int i = 0; i < s->count; i++)
-        s->slots[strings_slot(s, s->keys[i])] = i + 1;
-    free(old);
-    return true;
-}
-
-/* Sets key to value (replacing it), copying both. */
-static ug_status strings_set(string_list *s, const char *key, const char *value)
-{
-    char *v = copy_string(value);
-    char *k = v && strings_reserve(s) ? copy_string(key) : NULL;
-    if (!k) {
-        free(v);
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
-    }
-    size_t slot = strings_slot(s, key);
-    if (s->slots[slot]) {
-        int i = s->slots[slot] - 1;
-        free(k);
-        free(s->values[i]);
-        s->values[i] = v;
-        return UG_OK;
-    }
-    s->keys[s->count] = k;
-    s->values[s->count++] = v;
-    s->slots[slot] = s->count;
-    return UG_OK;
-}
-
-static const char *strings_get(const string_list *s, const char *key)
-{
-    if (!s->count)
-        return NULL;
-    size_t slot = strings_slot(s, key);
-    return s->slots[slot] ? s->values[s->slots[slot] - 1] : NULL;
-}
 
 /* ---- the object ---- */
 
@@ -166,7 +57,7 @@ void ug_checkpoint_free(ug_checkpoint *ck)
 {
     if (!ck)
         return;
-    strings_clear(&ck->strings);
+    ug_strings_clear(&ck->strings);
     free(ck);
 }
 
@@ -245,13 +136,13 @@ ug_status ug_checkpoint_set_string(ug_checkpoint *ck, const char *key, const cha
     if (!key[0] || !strncmp(key, "unigrad.", 8) || !strcmp(key, FORMAT_KEY))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: key '%s': keys starting with \"unigrad.\" (or empty) are the library's",
                             op, key);
-    ug_status st = strings_set(&ck->strings, key, value);
+    ug_status st = ug_strings_set(&ck->strings, key, value);
     return st == UG_OK ? st : ug_prefix_error(st, "%s", op);
 }
 
 const char *ug_checkpoint_string(const ug_checkpoint *ck, const char *key)
 {
-    return ck && key ? strings_get(&ck->strings, key) : NULL;
+    return ck && key ? ug_strings_get(&ck->strings, key) : NULL;
 }
 
 ug_status ug_checkpoint_set_keep(ug_checkpoint *ck, int keep)
@@ -310,7 +201,7 @@ static ug_status each_sum(const named_part *ng, tensor_visit visit, void *contex
 typedef struct save_list {
     ug_st_entry *entries;
     int count, capacity;
-    string_list meta;
+    ug_string_map meta;
 } save_list;
 
 static void save_list_free(save_list *s)
@@ -321,7 +212,7 @@ static void save_list_free(save_list *s)
         free((void *)s->entries[i].shape);
     }
     free(s->entries);
-    strings_clear(&s->meta);
+    ug_strings_clear(&s->meta);
 }
 
 /* Adds tensor's contents (downloaded: waits for the device) as name. */
@@ -337,7 +228,7 @@ static ug_status save_tensor(save_list *s, const char *name, const ug_tensor *te
     }
     int ndim = ug_tensor_ndim(tensor);
     size_t bytes = ug_tensor_nbytes(tensor);
-    char *copy = copy_string(name);
+    char *copy = ug_string_copy(name);
     int64_t *shape = ug_malloc(UG_MAX_DIMS * sizeof *shape);
     void *data = ug_malloc(bytes ? bytes : 1);
     if (!copy || !shape || !data) {
@@ -358,18 +249,18 @@ static ug_status save_visit(void *context, const char *key, ug_tensor *tensor, c
     return save_tensor(context, key, tensor);
 }
 
-static ug_status meta_int(string_list *meta, const char *key, int64_t value)
+static ug_status meta_int(ug_string_map *meta, const char *key, int64_t value)
 {
     char text[32];
     snprintf(text, sizeof text, "%" PRId64, value);
-    return strings_set(meta, key, text);
+    return ug_strings_set(meta, key, text);
 }
 
-static ug_status meta_u64(string_list *meta, const char *key, uint64_t value)
+static ug_status meta_u64(ug_string_map *meta, const char *key, uint64_t value)
 {
     char text[32];
     snprintf(text, sizeof text, "%" PRIu64, value);
-    return strings_set(meta, key, text);
+    return ug_strings_set(meta, key, text);
 }
 
 static const char *optimizer_type_name(ug_optim_type type)
@@ -392,7 +283,7 @@ static ug_status gather_optimizer(const ug_checkpoint *ck, save_list *s)
 {
     ug_optimizer *opt = ck->optimizer;
     UG_TRY(each_state(ck, save_visit, s));
-    UG_TRY(strings_set(&s->meta, "unigrad.optimizer.type", optimizer_type_name(ug_optimizer_get_config(opt).type)));
+    UG_TRY(ug_strings_set(&s->meta, "unigrad.optimizer.type", optimizer_type_name(ug_optimizer_get_config(opt).type)));
     UG_TRY(meta_int(&s->meta, "unigrad.optimizer.steps", ug_optimizer_steps(opt)));
     ug_loss_scaler_state scaler;
     if (!ug_optimizer_get_config(opt).loss_scaling.enabled)
@@ -400,7 +291,7 @@ static ug_status gather_optimizer(const ug_checkpoint *ck, save_list *s)
     UG_TRY(ug_optimizer_loss_scaler(opt, &scaler));
     char scale[32];
     snprintf(scale, sizeof scale, "%.9g", (double)scaler.scale); /* 9 digits: the f32 exactly */
-    UG_TRY(strings_set(&s->meta, "unigrad.scaler.scale", scale));
+    UG_TRY(ug_strings_set(&s->meta, "unigrad.scaler.scale", scale));
     UG_TRY(meta_int(&s->meta, "unigrad.scaler.clean_steps", scaler.clean_steps));
     return meta_int(&s->meta, "unigrad.scaler.skipped_steps", scaler.skipped_steps);
 }
@@ -442,7 +333,7 @@ ug_status ug_checkpoint_save(ug_checkpoint *ck, const char *path)
     if (!ck || !path)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, ck ? "path" : "checkpoint");
     save_list s = {0};
-    ug_status st = strings_set(&s.meta, FORMAT_KEY, FORMAT_VERSION);
+    ug_status st = ug_strings_set(&s.meta, FORMAT_KEY, FORMAT_VERSION);
     if (st == UG_OK && ck->model)
         st = gather_model(ck, &s);
     if (st == UG_OK && ck->optimizer)
@@ -452,7 +343,7 @@ ug_status ug_checkpoint_save(ug_checkpoint *ck, const char *path)
     for (int i = 0; st == UG_OK && i < ck->loader_count; i++)
         st = gather_loader(&ck->loaders[i], &s);
     for (int i = 0; st == UG_OK && i < ck->strings.count; i++)
-        st = strings_set(&s.meta, ck->strings.keys[i], ck->strings.values[i]);
+        st = ug_strings_set(&s.meta, ck->strings.keys[i], ck->strings.values[i]);
     if (st == UG_OK)
         st = ug_st_save(path, s.entries, s.count, (const char *const *)s.meta.keys,
                         (const char *const *)s.meta.values, s.meta.count, ck->keep);
@@ -768,15 +659,15 @@ static ug_status apply_plan(load_plan *p, ug_checkpoint *ck)
 
 /* The file's strings other than the library's, for the checkpoint once
  * everything else is applied. */
-static ug_status file_strings(const load_plan *p, string_list *fresh)
+static ug_status file_strings(const load_plan *p, ug_string_map *fresh)
 {
     for (int i = 0; i < ug_st_metadata_count(p->file); i++) {
         const char *key = NULL, *value = NULL;
         ug_st_metadata_at(p->file, i, &key, &value);
         if (strncmp(key, "unigrad.", 8) != 0) {
-            ug_status st = strings_set(fresh, key, value);
+            ug_status st = ug_strings_set(fresh, key, value);
             if (st != UG_OK) {
-                strings_clear(fresh);
+                ug_strings_clear(fresh);
                 return st;
             }
         }
@@ -815,16 +706,16 @@ ug_status ug_checkpoint_load(ug_checkpoint *ck, const char *path)
         st = plan_graph(&p, &ck->graphs[i], i);
     for (int i = 0; st == UG_OK && i < ck->loader_count; i++)
         st = plan_loader(&p, &ck->loaders[i], i);
-    string_list strings = {0};
+    ug_string_map strings = {0};
     if (st == UG_OK)
         st = file_strings(&p, &strings);
     if (st == UG_OK)
         st = apply_plan(&p, ck);
     if (st == UG_OK) { /* the last step: nothing after it can fail */
-        strings_clear(&ck->strings);
+        ug_strings_clear(&ck->strings);
         ck->strings = strings;
     } else {
-        strings_clear(&strings);
+        ug_strings_clear(&strings);
     }
     for (int i = 0; i < p.count; i++) {
         free(p.tensors[i].data);

@@ -327,8 +327,7 @@ ug_status ug_idx_read_ex(const char *path, ug_idx **out, size_t *file_elem_size,
     /* open() first so a missing or unreadable file gets errno's message;
      * gzopen would fold it into a generic failure. */
     int fd = -1;
-    uint64_t file_bytes = 0;
-    UG_TRY(ug_open_regular_file(path, "the IDX file", &fd, &file_bytes));
+    UG_TRY(ug_open_regular_file(path, "the IDX file", &fd, NULL));
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);

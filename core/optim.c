@@ -261,9 +261,7 @@ ug_status ug_optimizer_set_loss_scaler(ug_optimizer *opt, const ug_loss_scaler_s
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "state" : "optimizer");
     if (!opt->scaler)
         return ug_set_error(UG_ERR_STATE, "%s: the optimizer has no loss scaling (config.loss_scaling.enabled)", op);
-    ug_status st = ug_optim_check_restore(opt, opt->steps, state);
-    if (st == UG_OK)
-        st = write_scaler(opt, state, opt->steps);
+    ug_status st = ug_optim_restore(opt, opt->steps, state);
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
 }
 
@@ -278,13 +276,8 @@ ug_status ug_optimizer_set_steps(ug_optimizer *opt, int64_t steps)
         if (s.skipped_steps > steps)
             s.skipped_steps = steps;
     }
-    ug_status st = ug_optim_check_restore(opt, steps, opt->scaler ? &s : NULL);
-    if (st == UG_OK && opt->scaler)
-        st = write_scaler(opt, &s, steps);
-    if (st != UG_OK)
-        return ug_prefix_error(st, "%s", op);
-    opt->steps = steps;
-    return UG_OK;
+    ug_status st = ug_optim_restore(opt, steps, opt->scaler ? &s : NULL);
+    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
 }
 
 const char *ug_optimizer_state_name(const ug_optimizer *opt, int slot)

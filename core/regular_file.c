@@ -41,6 +41,7 @@ ug_status ug_open_regular_file(const char *path, const char *what, int *fd, uint
     if (flags >= 0)
         fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
     *fd = f;
-    *bytes = (uint64_t)sb.st_size;
+    if (bytes)
+        *bytes = (uint64_t)sb.st_size;
     return UG_OK;
 }

@@ -9,8 +9,8 @@
 
 #include "unigrad/status.h"
 
-/* Opens path read-only (close-on-exec) into *fd and sets *bytes to its
- * size. UG_ERR_IO "<path>: cannot open <what>: <strerror>", or "<path>: a
+/* Opens path read-only (close-on-exec) into *fd and sets *bytes (when
+ * not NULL) to its size. UG_ERR_IO "<path>: cannot open <what>: <strerror>", or "<path>: a
  * FIFO (named pipe), expected a regular file" (folder, device, socket)
  * with nothing left open. */
 ug_status ug_open_regular_file(const char *path, const char *what, int *fd, uint64_t *bytes);
