@@ -325,18 +325,30 @@ typedef struct source_state {
 static int fill_samples(void *user, const int64_t *ids, int64_t count, float *x, void *y)
 {
     source_state *s = user;
+    /* Workers may still be prefetching after a failed batch while the test
+       changes the settings, so read them under the lock. */
     pthread_mutex_lock(&s->lock);
     s->calls++;
+    int64_t fail_from = s->fail_from;
+    bool bad_label = s->bad_label;
     pthread_mutex_unlock(&s->lock);
     int32_t *labels = y;
     for (int64_t r = 0; r < count; r++) {
-        if (ids[r] == s->fail_from)
+        if (ids[r] == fail_from)
             return 5;
         for (int64_t f = 0; f < FEATURES; f++)
             x[r * FEATURES + f] = (float)byte_value(ids[r], f);
-        labels[r] = s->bad_label && ids[r] == 3 ? 9 : (int32_t)(ids[r] % 4);
+        labels[r] = bad_label && ids[r] == 3 ? 9 : (int32_t)(ids[r] % 4);
     }
     return 0;
+}
+
+static void set_source(source_state *s, int64_t fail_from, bool bad_label)
+{
+    pthread_mutex_lock(&s->lock);
+    s->fail_from = fail_from;
+    s->bad_label = bad_label;
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void test_callback_dataset(ug_device *dev)
@@ -368,10 +380,12 @@ static void test_callback_dataset(ug_device *dev)
     CHECK_OK(ug_loader_start_epoch(l, 3));
     byte_context ctx = {0.5f, -1.0f, NULL};
     CHECK_EQ_I64(walk_epoch(l, FEATURES, 4, check_byte_row, &ctx, NULL), COUNT);
+    pthread_mutex_lock(&s.lock);
     CHECK(s.calls >= (COUNT + 6) / 7);
+    pthread_mutex_unlock(&s.lock);
 
     /* A failing callback fails its batch with the code and samples. */
-    s.fail_from = 50;
+    set_source(&s, 50, false);
     CHECK_OK(ug_loader_start_epoch(l, 0));
     ug_status st = UG_OK;
     for (bool done = false; st == UG_OK && !done;) {
@@ -381,8 +395,7 @@ static void test_callback_dataset(ug_device *dev)
     CHECK(st != UG_OK);
     CHECK_ERROR_HAS("fill callback returned 5");
     /* A label outside the declared classes fails too. */
-    s.fail_from = -1;
-    s.bad_label = true;
+    set_source(&s, -1, true);
     CHECK_OK(ug_loader_start_epoch(l, 0));
     st = UG_OK;
     for (bool done = false; st == UG_OK && !done;) {
