@@ -15,8 +15,8 @@
  * Optional entries may be NULL; the core reports UG_ERR_UNSUPPORTED then.
  *
  * This header is also compiled into the HIP/CUDA module, which is built
- * apart from the core and loaded with dlopen: bump UG_BACKEND_INTERFACE_VERSION
- * whenever anything here changes. */
+ * apart from the core and loaded with dlopen: UG_BACKEND_INTERFACE_VERSION
+ * tells the two apart. */
 #ifndef UG_BACKEND_H
 #define UG_BACKEND_H
 
@@ -37,9 +37,6 @@
 extern "C" {
 #endif
 
-/* A module built with another op list (kernels/common/elementwise.h) is
- * refused like one built with another interface. */
-#define UG_BACKEND_INTERFACE_VERSION (7 * 10000 + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT)
 #define UG_KERNEL_MAX_DIMS 8
 
 typedef void *ug_mem;               /* a backend's buffer handle */
@@ -304,9 +301,36 @@ typedef struct ug_optim_args {
     float growth, backoff, growth_interval, max_norm;
 } ug_optim_args;
 
-/* The signature of each memory and kernel entry, so a backend declares its
- * functions by type ("ug_alloc_fn ocl_alloc;") and every signature is
- * written once. */
+/* The kernel families, one line each: the enum name (UG_KERNEL_<NAME>), the
+ * table slot and the argument struct. Everything that lists families is
+ * generated from here: the enum, the names in messages, the slot typedefs
+ * (ug_<slot>_fn) and slots of ug_backend, UG_BACKEND_TABLE, the core's
+ * dispatch and the interface version. Optional families may be NULL in a
+ * table (a library's own convolutions); UG_BACKEND_TABLE leaves them NULL. */
+#define UG_KERNEL_FAMILIES(X, ctx)                        \
+    X(ctx, UNARY, unary, ug_unary_args)                   \
+    X(ctx, BINARY, binary, ug_binary_args)                \
+    X(ctx, REDUCE, reduce, ug_reduce_args)                \
+    X(ctx, GEMM, gemm, ug_gemm_args)                      \
+    X(ctx, SOFTMAX, softmax, ug_softmax_args)             \
+    X(ctx, RANDOM, random, ug_random_args)                \
+    X(ctx, CROSS_ENTROPY, cross_entropy, ug_xent_args)    \
+    X(ctx, LAYERNORM, layernorm, ug_layernorm_args)       \
+    X(ctx, OPTIMIZER, optimizer, ug_optim_args)           \
+    X(ctx, IM2COL, im2col, ug_im2col_args)                \
+    X(ctx, POOL, pool2d, ug_pool_args)                    \
+    X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)
+#define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
+
+typedef enum ug_kernel_family {
+#define UG_FAMILY_ENUM_(ctx, NAME, slot, args) UG_KERNEL_##NAME,
+    UG_KERNEL_FAMILIES(UG_FAMILY_ENUM_, _) UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_ENUM_, _)
+#undef UG_FAMILY_ENUM_
+    UG_KERNEL_FAMILY_COUNT
+} ug_kernel_family;
+
+/* The signature of each entry, so a backend declares its functions by type
+ * ("ug_alloc_fn ocl_alloc;") and every signature is written once. */
 typedef ug_status ug_alloc_fn(ug_bdev *dev, size_t bytes, ug_mem *out);
 typedef void ug_release_fn(ug_bdev *dev, ug_mem mem);
 typedef ug_status ug_write_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
@@ -318,24 +342,15 @@ typedef ug_status ug_copy_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, 
 typedef ug_status ug_synchronize_fn(ug_bdev *dev);
 typedef void *ug_host_alloc_fn(ug_bdev *dev, size_t bytes);
 typedef void ug_host_free_fn(ug_bdev *dev, void *ptr);
-typedef ug_status ug_unary_fn(ug_bdev *dev, const ug_unary_args *args);
-typedef ug_status ug_binary_fn(ug_bdev *dev, const ug_binary_args *args);
-typedef ug_status ug_reduce_fn(ug_bdev *dev, const ug_reduce_args *args);
-typedef ug_status ug_gemm_fn(ug_bdev *dev, const ug_gemm_args *args);
-typedef ug_status ug_softmax_fn(ug_bdev *dev, const ug_softmax_args *args);
-typedef ug_status ug_random_fn(ug_bdev *dev, const ug_random_args *args);
-typedef ug_status ug_xent_fn(ug_bdev *dev, const ug_xent_args *args);
-typedef ug_status ug_layernorm_fn(ug_bdev *dev, const ug_layernorm_args *args);
-typedef ug_status ug_optim_fn(ug_bdev *dev, const ug_optim_args *args);
-typedef ug_status ug_im2col_fn(ug_bdev *dev, const ug_im2col_args *args);
-typedef ug_status ug_pool_fn(ug_bdev *dev, const ug_pool_args *args);
-typedef ug_status ug_batchnorm_fn(ug_bdev *dev, const ug_batchnorm_args *args);
+#define UG_FAMILY_TYPEDEF_(ctx, NAME, slot, args) typedef ug_status ug_##slot##_fn(ug_bdev *dev, const args *a);
+UG_KERNEL_FAMILIES(UG_FAMILY_TYPEDEF_, _)
+UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_TYPEDEF_, _)
+#undef UG_FAMILY_TYPEDEF_
 /* Whether conv2d runs the convolution of args' pass and geometry (views
  * unused), and the workspace it needs; false: the core uses im2col. The
  * answer for the same geometry never changes. */
 typedef ug_status ug_conv_plan_fn(ug_bdev *dev, const ug_conv_args *args, bool *runs,
                                   size_t *workspace_bytes);
-typedef ug_status ug_conv_fn(ug_bdev *dev, const ug_conv_args *args);
 
 typedef struct ug_backend {
     const char *name;       /* "cpu", "opencl", "hip", "cuda" */
@@ -362,23 +377,27 @@ typedef struct ug_backend {
     ug_host_alloc_fn *host_alloc;
     ug_host_free_fn *host_free;
 
-    ug_unary_fn *unary;
-    ug_binary_fn *binary;
-    ug_reduce_fn *reduce;
-    ug_gemm_fn *gemm;
-    ug_softmax_fn *softmax;
-    ug_random_fn *random;
-    ug_xent_fn *cross_entropy;
-    ug_layernorm_fn *layernorm;
-    ug_optim_fn *optimizer;
-    ug_im2col_fn *im2col;
-    ug_pool_fn *pool2d;
-    ug_batchnorm_fn *batchnorm;
-    /* Optional, a library's convolutions: UG_BACKEND_TABLE leaves them
-     * NULL and a backend with one sets them. */
+#define UG_FAMILY_SLOT_(ctx, NAME, slot, args) ug_##slot##_fn *slot;
+    UG_KERNEL_FAMILIES(UG_FAMILY_SLOT_, _)
+    /* Optional, with conv_plan: a library's convolutions. */
     ug_conv_plan_fn *conv_plan;
-    ug_conv_fn *conv2d;
+    UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_SLOT_, _)
+#undef UG_FAMILY_SLOT_
 } ug_backend;
+
+/* The interface version a module must have been built with. It is derived
+ * from what the compiler sees (the families' positions and argument sizes,
+ * the table's size, the unary and binary op lists of
+ * kernels/common/elementwise.h), so a module built from other sources is
+ * refused; bump the revision for a change of meaning that keeps every
+ * size. */
+#define UG_BACKEND_INTERFACE_REVISION 8
+#define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
+#define UG_BACKEND_INTERFACE_VERSION                                                          \
+    (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \
+     (int)((sizeof(ug_backend) + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT                    \
+            UG_KERNEL_FAMILIES(UG_FAMILY_SIGNATURE_, _)                                      \
+                UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_SIGNATURE_, _)) % 1000000))
 
 /* The table of a backend whose entries are all named <prefix>_<entry>
  * (ug_cpu_alloc, ocl_unary, ...): one line per backend, and every backend
@@ -392,13 +411,11 @@ typedef struct ug_backend {
         .release = prefix##_release, .write = prefix##_write, .read = prefix##_read,     \
         .copy = prefix##_copy, .synchronize = prefix##_synchronize,                      \
         .host_alloc = prefix##_host_alloc, .host_free = prefix##_host_free,              \
-        .unary = prefix##_unary, .binary = prefix##_binary, .reduce = prefix##_reduce,   \
-        .gemm = prefix##_gemm, .softmax = prefix##_softmax, .random = prefix##_random,   \
-        .cross_entropy = prefix##_cross_entropy, .layernorm = prefix##_layernorm,        \
-        .optimizer = prefix##_optimizer, .im2col = prefix##_im2col,                      \
-        .pool2d = prefix##_pool2d, .batchnorm = prefix##_batchnorm,                      \
-        .conv_plan = NULL, .conv2d = NULL,                                               \
+        UG_KERNEL_FAMILIES(UG_TABLE_SLOT_, prefix).conv_plan = NULL,                     \
+        UG_OPTIONAL_KERNEL_FAMILIES(UG_TABLE_NULL_, prefix)                              \
     }
+#define UG_TABLE_SLOT_(prefix, NAME, slot, args) .slot = prefix##_##slot,
+#define UG_TABLE_NULL_(prefix, NAME, slot, args) .slot = NULL,
 
 /* Built-in backends: each returns its table (filled even when the runtime is
  * absent: device_count then reports the reason). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/fault.h"
+#include "core/dispatch.h"
 #include "core/internal.h"
 #include "core/module.h"
 
@@ -37,7 +38,7 @@ static void add_backend(const char *name, const ug_backend *backend, const char 
         snprintf(e->reason, sizeof e->reason, "%s", why_absent);
         return;
     }
-    e->device_count = backend->device_count(e->reason, sizeof e->reason);
+    e->device_count = ug_call_device_count(backend, e->reason, sizeof e->reason);
     if (e->device_count < 0)
         e->device_count = 0;
     if (e->device_count > 0) {
@@ -60,13 +61,13 @@ static void registry_shutdown(void)
             ug_device *dev = e->devices[d];
             if (dev) { /* never closed by the program: release it now */
                 ug_pool_destroy(dev);
-                e->backend->device_close(dev->bdev);
+                ug_call_device_close(e->backend, dev->bdev);
                 free(dev);
             }
         }
         free(e->devices);
-        if (e->backend && e->backend->shutdown)
-            e->backend->shutdown();
+        if (e->backend)
+            ug_call_shutdown(e->backend);
     }
     registry_size = 0;
     ug_modules_unload();
@@ -146,7 +147,7 @@ int ug_device_count(void)
 static ug_status fill_info(registry_entry *e, int index, ug_device_info *info)
 {
     memset(info, 0, sizeof *info);
-    UG_TRY(e->backend->device_info(index, info));
+    UG_TRY(ug_call_device_info(e->backend, index, info));
     if (strcmp(e->name, "cpu") == 0)
         snprintf(info->id, sizeof info->id, "cpu");
     else
@@ -196,7 +197,7 @@ static bool pick_auto(int *backend, int *index)
                 continue;
             for (int d = 0; d < e->device_count; d++) {
                 ug_device_info info;
-                if (e->backend->device_info(d, &info) == UG_OK && info.is_gpu) {
+                if (ug_call_device_info(e->backend, d, &info) == UG_OK && info.is_gpu) {
                     *backend = i;
                     *index = d;
                     return true;
@@ -279,14 +280,14 @@ static ug_status open_entry(int b, int index, ug_device **out)
     dev->refcount = 1;
     ug_status st = fill_info(e, index, &dev->info);
     if (st == UG_OK) {
-        st = e->backend->device_open(index, &dev->bdev);
+        st = ug_call_device_open(e->backend, index, &dev->bdev);
         if (st != UG_OK)
             ug_prefix_error(st, "ug_device_open: %s", dev->info.id);
     }
     if (st == UG_OK) {
         st = ug_pool_create(dev, &dev->pool);
         if (st != UG_OK)
-            e->backend->device_close(dev->bdev);
+            ug_call_device_close(e->backend, dev->bdev);
     }
     if (st != UG_OK) {
         free(dev);
@@ -332,7 +333,7 @@ void ug_device_close(ug_device *device)
             if (registry[i].backend == device->backend)
                 registry[i].devices[device->backend_index] = NULL;
         ug_pool_destroy(device);
-        device->backend->device_close(device->bdev);
+        ug_call_device_close(device->backend, device->bdev);
         free(device);
     }
     pthread_mutex_unlock(&registry_lock);
@@ -353,10 +354,5 @@ ug_status ug_device_synchronize(ug_device *device)
 {
     if (!device)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_device_synchronize: device is NULL");
-    ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT)
-                       ? ug_set_error(UG_ERR_BACKEND, "the wait failed (injected fault)")
-                       : device->backend->synchronize(device->bdev);
-    if (st != UG_OK)
-        ug_prefix_error(st, "ug_device_synchronize on %s", device->info.id);
-    return st;
+    return ug_call_synchronize(device, "ug_device_synchronize");
 }

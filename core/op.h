@@ -8,12 +8,11 @@
  * functions of graph.h add it as a node (ug_op_graph), so the two cannot
  * disagree: they share one inference and one launch.
  *
- * Every kernel call goes through ug_dispatch: the only place that turns a
- * missing backend entry into UG_ERR_UNSUPPORTED, names the failing op and
- * device, and where timing and device routing attach. */
+ * Every kernel call goes through ug_dispatch (core/dispatch.c). */
 #ifndef UG_CORE_OP_H
 #define UG_CORE_OP_H
 
+#include "core/dispatch.h"
 #include "core/internal.h"
 #include "unigrad/graph.h"
 
@@ -104,29 +103,6 @@ ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg);
 ug_status ug_infer_same_dtype(const ug_op *op, const ug_meta *a, const ug_meta *b);
 ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
                              const char *op, int *ndim, int64_t *out);
-
-/* ---- the dispatch point ---- */
-
-typedef enum ug_kernel_family {
-    UG_KERNEL_UNARY,
-    UG_KERNEL_BINARY,
-    UG_KERNEL_REDUCE,
-    UG_KERNEL_GEMM,
-    UG_KERNEL_SOFTMAX,
-    UG_KERNEL_RANDOM,
-    UG_KERNEL_CROSS_ENTROPY,
-    UG_KERNEL_LAYERNORM,
-    UG_KERNEL_OPTIMIZER,
-    UG_KERNEL_IM2COL,
-    UG_KERNEL_POOL,
-    UG_KERNEL_BATCHNORM,
-    UG_KERNEL_CONV
-} ug_kernel_family;
-
-/* Calls the device's kernel of family with args (the family's ug_*_args).
- * op names the caller and dtype its main operand in messages. */
-ug_status ug_dispatch(ug_device *device, ug_kernel_family family, const char *op, ug_dtype dtype,
-                      const void *args);
 
 /* ---- launch helpers shared by the definitions (arguments valid) ---- */
 

@@ -156,11 +156,10 @@ static ug_status library_plan(const ug_op *op, ug_dtype dtype, ug_conv_args *arg
     *runs = false;
     *bytes = 0;
     ug_device *d = op->p.conv.device;
-    if (!d || !d->backend->conv_plan || dtype != UG_F32) /* libraries take f32 */
+    if (!d || dtype != UG_F32) /* libraries take f32 */
         return UG_OK;
     args->groups = op->p.conv.groups;
-    ug_status st = d->backend->conv_plan(d->bdev, args, runs, bytes);
-    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s on %s", op->name, d->info.id);
+    return ug_call_conv_plan(d, args, runs, bytes, op->name);
 }
 
 /* Values of one image's partial weight gradient, kept on a GPU: there one

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/fault.h"
+#include "core/dispatch.h"
 #include "core/internal.h"
 
 typedef struct cached_block {
@@ -96,7 +97,7 @@ ug_status ug_pool_create(ug_device *device, ug_pool **out)
 static void release_cache_locked(ug_device *device, ug_pool *pool)
 {
     for (size_t i = 0; i < pool->cache_count; i++)
-        device->backend->release(device->bdev, pool->cache[i].mem);
+        ug_call_release(device, pool->cache[i].mem);
     pool->cache_count = 0;
     pool->stats.bytes_cached = 0;
 }
@@ -177,6 +178,8 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
     ug_mem mem = NULL;
 
     pthread_mutex_lock(&pool->lock);
+    /* Injected per request, not per runtime call: a request the cache
+     * serves fails too. */
     if (ug_fault_hit(UG_FAULT_DEVICE_ALLOC)) {
         st = out_of_memory(device, pool, bytes, purpose, "the allocation failed (injected by a test)");
     } else if (block > device->info.max_allocation && device->info.max_allocation) {
@@ -192,7 +195,7 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
         uint64_t limit = effective_limit(device, pool);
         for (int attempt = 0; attempt < 2; attempt++) {
             bool within = !limit || pool->stats.bytes_in_use + pool->stats.bytes_cached + block <= limit;
-            if (within && device->backend->alloc(device->bdev, block, &mem) == UG_OK)
+            if (within && ug_call_alloc(device, block, &mem) == UG_OK)
                 break;
             mem = NULL;
             if (attempt == 0 && pool->stats.bytes_cached) {
@@ -257,7 +260,7 @@ void ug_storage_release(ug_storage *storage)
         kept = true;
     }
     if (!kept) /* no room to remember it: give it back to the runtime */
-        device->backend->release(device->bdev, storage->mem);
+        ug_call_release(device, storage->mem);
     pthread_mutex_unlock(&pool->lock);
     free(storage);
     ug_device_close(device);
@@ -314,8 +317,9 @@ ug_status ug_host_alloc(ug_device *device, size_t bytes, void **ptr)
     UG_TRY(check_device(device, "ug_host_alloc"));
     if (!ptr)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_host_alloc: ptr is NULL");
-    void *p = device->backend->host_alloc ? device->backend->host_alloc(device->bdev, bytes)
-                                          : ug_malloc(bytes ? bytes : 1);
+    void *p = ug_call_host_alloc(device, bytes);
+    if (!p)
+        p = ug_malloc(bytes ? bytes : 1);
     if (!p)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY,
                             "ug_host_alloc: could not allocate %zu bytes of host memory for %s",
@@ -328,8 +332,6 @@ void ug_host_free(ug_device *device, void *ptr)
 {
     if (!device || !ptr)
         return;
-    if (device->backend->host_free)
-        device->backend->host_free(device->bdev, ptr);
-    else
+    if (!ug_call_host_free(device, ptr))
         free(ptr);
 }

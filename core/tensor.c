@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/fault.h"
+#include "core/dispatch.h"
 #include "core/internal.h"
 
 int64_t ug_shape_numel(int ndim, const int64_t *shape)
@@ -207,11 +208,7 @@ static ug_status upload(ug_tensor *t, const void *data, size_t bytes, bool block
     UG_TRY(check_transfer(t, data, bytes, op));
     if (!bytes)
         return UG_OK;
-    ug_device *d = ug_dev(t);
-    ug_status st = blocking && ug_fault_hit(UG_FAULT_HOST_WAIT)
-                       ? ug_set_error(UG_ERR_BACKEND, "the wait failed (injected fault)")
-                       : d->backend->write(d->bdev, t->storage->mem, byte_offset(t), data, bytes, blocking);
-    return st == UG_OK ? st : ug_prefix_error(st, "%s to %s", op, d->info.id);
+    return ug_call_write(ug_dev(t), t->storage->mem, byte_offset(t), data, bytes, blocking, op);
 }
 
 static ug_status download(const ug_tensor *t, void *data, size_t bytes, bool blocking, const char *op)
@@ -219,11 +216,7 @@ static ug_status download(const ug_tensor *t, void *data, size_t bytes, bool blo
     UG_TRY(check_transfer(t, data, bytes, op));
     if (!bytes)
         return UG_OK;
-    ug_device *d = ug_dev(t);
-    ug_status st = blocking && ug_fault_hit(UG_FAULT_HOST_WAIT)
-                       ? ug_set_error(UG_ERR_BACKEND, "the wait failed (injected fault)")
-                       : d->backend->read(d->bdev, data, t->storage->mem, byte_offset(t), bytes, blocking);
-    return st == UG_OK ? st : ug_prefix_error(st, "%s from %s", op, d->info.id);
+    return ug_call_read(ug_dev(t), data, t->storage->mem, byte_offset(t), bytes, blocking, op);
 }
 
 ug_status ug_tensor_upload(ug_tensor *t, const void *data, size_t bytes)
@@ -278,8 +271,7 @@ ug_status ug_tensor_copy(ug_tensor *dst, const ug_tensor *src)
             ug_tensor_free(tmp);
             return st;
         }
-        ug_status st = dd->backend->copy(dd->bdev, dst->storage->mem, d0, src->storage->mem, s0, bytes);
-        return st == UG_OK ? st : ug_prefix_error(st, "ug_tensor_copy on %s", dd->info.id);
+        return ug_call_copy(dd, dst->storage->mem, d0, src->storage->mem, s0, bytes, "ug_tensor_copy");
     }
     /* Across devices (and backends) the data goes through host memory;
      * pinned where the source offers it. */

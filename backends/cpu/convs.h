@@ -10,6 +10,6 @@ ug_status ug_cpu_convs_create(ug_cpu_convs **out);
 void ug_cpu_convs_destroy(ug_cpu_convs *convs);
 
 ug_conv_plan_fn ug_cpu_conv_plan;
-ug_conv_fn ug_cpu_conv2d;
+ug_conv2d_fn ug_cpu_conv2d;
 
 #endif

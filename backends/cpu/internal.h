@@ -57,11 +57,11 @@ ug_reduce_fn ug_cpu_reduce;
 ug_gemm_fn ug_cpu_gemm;
 ug_softmax_fn ug_cpu_softmax;
 ug_random_fn ug_cpu_random;
-ug_xent_fn ug_cpu_cross_entropy;
+ug_cross_entropy_fn ug_cpu_cross_entropy;
 ug_layernorm_fn ug_cpu_layernorm;
-ug_optim_fn ug_cpu_optimizer;
+ug_optimizer_fn ug_cpu_optimizer;
 ug_im2col_fn ug_cpu_im2col;
-ug_pool_fn ug_cpu_pool2d;
+ug_pool2d_fn ug_cpu_pool2d;
 ug_batchnorm_fn ug_cpu_batchnorm;
 
 #endif

@@ -72,12 +72,12 @@ ug_binary_fn ug_hip_binary;
 ug_reduce_fn ug_hip_reduce;
 ug_gemm_fn ug_hip_gemm_own;
 ug_softmax_fn ug_hip_softmax;
-ug_xent_fn ug_hip_cross_entropy;
+ug_cross_entropy_fn ug_hip_cross_entropy;
 ug_layernorm_fn ug_hip_layernorm;
 ug_random_fn ug_hip_random;
-ug_optim_fn ug_hip_optimizer;
+ug_optimizer_fn ug_hip_optimizer;
 ug_im2col_fn ug_hip_im2col;
-ug_pool_fn ug_hip_pool2d;
+ug_pool2d_fn ug_hip_pool2d;
 ug_batchnorm_fn ug_hip_batchnorm;
 /* A kernel whose attributes tell whether the module has code for the
  * current device. */

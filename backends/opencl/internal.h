@@ -173,13 +173,13 @@ ug_status ocl_launch_1d(ug_bdev *dev, const ocl_kernel *kernel, size_t n, const 
 ug_unary_fn ocl_unary;
 ug_binary_fn ocl_binary;
 ug_random_fn ocl_random;
-ug_optim_fn ocl_optimizer;
+ug_optimizer_fn ocl_optimizer;
 ug_im2col_fn ocl_im2col;
-ug_pool_fn ocl_pool2d;
+ug_pool2d_fn ocl_pool2d;
 ug_batchnorm_fn ocl_batchnorm;
 ug_reduce_fn ocl_reduce;
 ug_softmax_fn ocl_softmax;
-ug_xent_fn ocl_cross_entropy;
+ug_cross_entropy_fn ocl_cross_entropy;
 ug_layernorm_fn ocl_layernorm;
 
 /* gemm.c */

@@ -1,0 +1,46 @@
+# Fails when a backend table entry is called anywhere but core/dispatch.c,
+# the one path from the core into a backend. The entry names are read from
+# backends/backend.h (struct ug_backend and the kernel family list), so a new
+# entry is covered without editing this file.
+#   cmake -DSOURCE_DIR=<repository root> -P check_call_path.cmake
+cmake_minimum_required(VERSION 3.16)
+file(READ "${SOURCE_DIR}/backends/backend.h" header)
+string(REGEX MATCH "typedef struct ug_backend {.*} ug_backend;" table "${header}")
+if(NOT table)
+  message(FATAL_ERROR "struct ug_backend not found in backends/backend.h")
+endif()
+set(entries "")
+string(REGEX MATCHALL "ug_[a-z0-9_]+_fn \\*[a-z0-9_]+" slots "${table}")
+string(REGEX MATCHALL "\\(\\*[a-z0-9_]+\\)\\(" pointers "${table}")
+string(REGEX MATCHALL "X\\(ctx, [A-Z0-9_]+, [a-z0-9_]+," families "${header}")
+foreach(item IN LISTS slots pointers families)
+  string(REGEX REPLACE "^ug_[a-z0-9_]+_fn \\*|^\\(\\*|\\)\\($|^X\\(ctx, [A-Z0-9_]+, |,$" "" name "${item}")
+  list(APPEND entries "${name}")
+endforeach()
+list(REMOVE_DUPLICATES entries)
+list(LENGTH entries count)
+if(count LESS 20)
+  message(FATAL_ERROR "read only ${count} entries from struct ug_backend: ${entries}")
+endif()
+list(JOIN entries "|" alternatives)
+
+file(GLOB_RECURSE sources "${SOURCE_DIR}/core/*.c" "${SOURCE_DIR}/core/*.h"
+     "${SOURCE_DIR}/tools/*.c")
+set(bad "")
+foreach(path IN LISTS sources)
+  if(path MATCHES "/core/dispatch\\.c$")
+    continue()
+  endif()
+  file(STRINGS "${path}" lines REGEX "(->|\\.)(${alternatives})[ \t]*\\(")
+  foreach(line IN LISTS lines)
+    file(RELATIVE_PATH rel "${SOURCE_DIR}" "${path}")
+    string(STRIP "${line}" line)
+    list(APPEND bad "${rel}: ${line}")
+  endforeach()
+endforeach()
+if(bad)
+  list(JOIN bad "\n  " shown)
+  message(FATAL_ERROR "backend entries called outside core/dispatch.c (call the ug_call_* "
+                      "function or ug_dispatch instead):\n  ${shown}")
+endif()
+message(STATUS "${count} backend entries, each called only from core/dispatch.c")
