@@ -1,5 +1,6 @@
 /* Mixed precision in graphs (ug_graph_set_precision): the dtype each op of
- * the forward pass computes in, with PyTorch autocast's lists.
+ * the forward pass computes in, with PyTorch autocast's lists. Each op
+ * declares its class (the autocast trait of its definition):
  *
  *   half: matrix products and convolutions read their float operands in the
  *     graph's half dtype (parameters through the model's half copy);
@@ -20,25 +21,10 @@
 
 #include "core/graph_internal.h"
 
-typedef enum amp_class { AMP_KEEP, AMP_HALF, AMP_F32, AMP_FOLLOW } amp_class;
-
-static amp_class amp_class_of(const ug_op *op)
+/* Each op's class is its definition's autocast trait. */
+static ug_autocast_class autocast_class_of(const ug_op *op)
 {
-    const ug_op_def *d = op->def;
-    if (d == &ug_op_matmul || d == &ug_op_conv2d)
-        return AMP_HALF;
-    if (d == &ug_op_softmax || d == &ug_op_cross_entropy || d == &ug_op_layernorm)
-        return AMP_F32;
-    if (d == &ug_op_reduce)
-        return op->p.reduce.op == UG_RKERNEL_MAX || op->p.reduce.op == UG_RKERNEL_ARGMAX
-                   ? AMP_FOLLOW
-                   : AMP_F32;
-    if (d == &ug_op_unary)
-        return op->p.unary.op == UG_UNARY_EXP || op->p.unary.op == UG_UNARY_LOG ? AMP_F32
-                                                                                : AMP_FOLLOW;
-    if (d == &ug_op_binary || d == &ug_op_pool || d == &ug_op_dropout)
-        return AMP_FOLLOW;
-    return AMP_KEEP;
+    return op->def->autocast ? op->def->autocast(op) : UG_AUTOCAST_KEEP;
 }
 
 static bool is_half(ug_dtype d) { return d != UG_F32 && ug_dtype_is_float(d); }
@@ -83,7 +69,7 @@ static ug_status cast_to(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **ou
         return param_copy(g, x, out);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
-        if (n->op.def == &ug_op_cast && !n->dead && n->in[0] == x && n->out->dtype == dtype &&
+        if (n->op.def->pure_cast && !n->dead && n->in[0] == x && n->out->dtype == dtype &&
             n->phase == PHASE_FORWARD) {
             *out = n->out;
             return UG_OK;
@@ -105,7 +91,7 @@ static ug_status cast_to(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **ou
 ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                              ug_value **cast)
 {
-    const amp_class amp = amp_class_of(op);
+    const ug_autocast_class amp = autocast_class_of(op);
     bool any_half = false, any_f32 = false;
     for (int i = 0; i < nin; i++) {
         cast[i] = in[i];
@@ -119,11 +105,11 @@ ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *co
         if (!x || !ug_dtype_is_float(x->dtype))
             continue;
         ug_dtype want = x->dtype;
-        if (amp == AMP_HALF)
+        if (amp == UG_AUTOCAST_HALF)
             want = g->precision;
-        else if (amp == AMP_F32)
+        else if (amp == UG_AUTOCAST_F32)
             want = UG_F32;
-        else if (amp == AMP_FOLLOW && any_half)
+        else if (amp == UG_AUTOCAST_FOLLOW && any_half)
             want = any_f32 ? UG_F32 : g->precision;
         if (want != x->dtype)
             UG_TRY(cast_to(g, x, want, &cast[i]));

@@ -42,12 +42,12 @@ static ug_status collect_checks(ug_graph *g)
     if (g->check_mode == UG_CHECK_EVERY_NODE) {
         for (int i = 0; i < g->node_count; i++) {
             graph_node *n = g->nodes[i];
-            if (!n->dead && n->op.def != &ug_op_dropout_mask && n->op.def != &ug_op_fill)
+            if (!n->dead && n->op.def->check_role != UG_CHECKED_NEVER)
                 UG_TRY(want_check(g, n->out, CHECK_NODE));
         }
     } else if (g->check_mode == UG_CHECK_LOSS_AND_GRADS) {
         for (int i = 0; i < g->node_count; i++)
-            if (!g->nodes[i]->dead && g->nodes[i]->op.def == &ug_op_cross_entropy)
+            if (!g->nodes[i]->dead && g->nodes[i]->op.def->check_role == UG_CHECKED_LOGITS)
                 UG_TRY(want_check(g, g->nodes[i]->in[0], CHECK_LOGITS));
         if (g->loss)
             UG_TRY(want_check(g, g->loss, CHECK_LOSS));

@@ -174,8 +174,8 @@ static ug_status copy_segment(recompute *r, int s, hold_mode mode)
         *c = *n;
         c->phase = PHASE_BACKWARD;
         c->segment = 0;
-        if (c->op.def == &ug_op_batchnorm) /* the forward already moved them */
-            c->op.p.batchnorm.update_running = false;
+        if (c->op.def->for_recompute)
+            c->op.def->for_recompute(&c->op);
         ug_status st = emit(r, c);
         if (st != UG_OK) {
             free(c);

@@ -47,7 +47,8 @@ typedef enum graph_phase { PHASE_FORWARD, PHASE_BACKWARD, PHASE_UPDATE } graph_p
 struct graph_node {
     ug_op op;
     graph_phase phase;
-    bool dead;                /* removed by fusion */
+    bool dead;                /* never launched: fused, or a parameter's half copy */
+    bool fused;               /* folded into the node producing its input */
     ug_value *out;
     ug_value *in[UG_OP_MAX_INPUTS];
     int nin;
@@ -143,6 +144,9 @@ ug_status ug_g_reduce_axes(ug_graph *g, ug_value *x, ug_reduce_kind op, int axis
 ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out);
 /* Sets an expand's target to shape (like's shape for the rows bound now). */
 void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_numel);
+/* A value's meta as bound now: its tensor's shape, else the planned one
+ * (graph_rows.c). */
+ug_meta ug_value_meta_now(const ug_value *v);
 ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
 ug_status ug_graph_check_open(const ug_graph *g, const char *op);
 /* A value given to op as arg: not NULL, of this graph. */

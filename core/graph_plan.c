@@ -41,34 +41,29 @@ static void count_uses(ug_graph *g)
  * sigmoid and tanh gradients read the output, so training graphs fuse them
  * too; gelu's reads its input, so it fuses only where nothing else does.
  * Any unary op whose formula reads only x can be a post-op. */
-static bool fusable_activation(ug_unary_kind op)
-{
-    return op != UG_UNARY_COPY && op != UG_UNARY_SCALE_SHIFT && op != UG_UNARY_FILL &&
-           op != UG_UNARY_CLAMP;
-}
-
 static void fuse_activations(ug_graph *g)
 {
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *act = g->nodes[i];
-        if (act->dead || act->op.def != &ug_op_unary || !fusable_activation(act->op.p.unary.op))
+        ug_unary_kind kind = act->dead || !act->op.def->activation ? UG_UNARY_COPY
+                                                                   : act->op.def->activation(&act->op);
+        if (kind == UG_UNARY_COPY)
             continue;
         ug_value *x = act->in[0];
         graph_node *producer = x->producer;
         if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer ||
-            producer->op.def != &ug_op_binary || producer->op.p.binary.post != UG_UNARY_COPY)
+            !producer->op.def->take_post_op)
             continue;
         bool referenced = false; /* an alias of x counts as a use of x already */
         for (int k = 0; k < g->value_count && !referenced; k++)
             referenced = g->values[k]->alias_of == x;
-        if (referenced)
+        if (referenced || !producer->op.def->take_post_op(&producer->op, kind))
             continue;
-        producer->op.p.binary.post = act->op.p.unary.op;
         producer->out = act->out;
         act->out->producer = producer;
         x->producer = NULL;
-        act->dead = true;
+        act->dead = act->fused = true;
     }
 }
 
@@ -79,9 +74,7 @@ static void fuse_activations(ug_graph *g)
  * float dtype. */
 static bool writes_any_float(const graph_node *n)
 {
-    const ug_op_def *d = n->op.def;
-    return d == &ug_op_matmul || d == &ug_op_conv2d_dw || d == &ug_op_unary ||
-           (d == &ug_op_reduce && n->op.p.reduce.op != UG_RKERNEL_ARGMAX);
+    return n->op.def->writes_any_float && n->op.def->writes_any_float(&n->op);
 }
 
 static void fuse_casts(ug_graph *g)
@@ -89,7 +82,7 @@ static void fuse_casts(ug_graph *g)
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *cast = g->nodes[i];
-        if (cast->dead || cast->op.def != &ug_op_cast || !ug_dtype_is_float(cast->out->dtype))
+        if (cast->dead || !cast->op.def->pure_cast || !ug_dtype_is_float(cast->out->dtype))
             continue;
         ug_value *x = cast->in[0];
         graph_node *producer = x->producer;
@@ -106,7 +99,7 @@ static void fuse_casts(ug_graph *g)
         producer->writes_cast = true;
         cast->out->producer = producer;
         x->producer = NULL;
-        cast->dead = true;
+        cast->dead = cast->fused = true;
     }
 }
 
@@ -335,9 +328,7 @@ static ug_status plan_graph(ug_graph *g)
     g->memory.recomputed = g->recomputed;
     for (int i = 0; i < g->node_count; i++) {
         g->memory.nodes += !g->nodes[i]->dead;
-        g->memory.fused += g->nodes[i]->dead && (g->nodes[i]->op.def == &ug_op_unary ||
-                                                 (g->nodes[i]->op.def == &ug_op_cast &&
-                                                  g->nodes[i]->out->kind != VALUE_PARAM_COPY));
+        g->memory.fused += g->nodes[i]->fused;
     }
     count_device_bytes(g);
     g->planned = true;

@@ -8,7 +8,7 @@
 
 #include "core/graph_internal.h"
 
-static ug_meta meta_of_value(const ug_value *v)
+ug_meta ug_value_meta_now(const ug_value *v)
 {
     if (v->tensor)
         return ug_meta_of_tensor(v->tensor);
@@ -82,12 +82,10 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
     ug_meta in[UG_OP_MAX_INPUTS] = {{0}}, out[UG_OP_MAX_OUTPUTS] = {{0}};
     for (int k = 0; k < n->nin; k++)
         if (n->in[k])
-            in[k] = meta_of_value(n->in[k]);
+            in[k] = ug_value_meta_now(n->in[k]);
     ug_op op = n->op;
-    if (op.def == &ug_op_expand && op.p.expand.like) {
-        ug_meta like = meta_of_value(op.p.expand.like);
-        ug_expand_follow(&op, like.ndim, like.shape, ug_shape_numel(in[0].ndim, in[0].shape));
-    }
+    if (op.def->refit_rows)
+        op.def->refit_rows(&op, in);
     if (n->per_row_scale != 0.0f)
         op.p.unary.alpha = n->per_row_scale * (float)g->rows;
     int nout = 1;

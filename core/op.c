@@ -17,6 +17,30 @@ static const char *input_name(const ug_op *op, int nin, int i)
     return nin == 1 ? "x" : generic[i];
 }
 
+ug_autocast_class ug_autocast_half(const ug_op *op)
+{
+    (void)op;
+    return UG_AUTOCAST_HALF;
+}
+
+ug_autocast_class ug_autocast_f32(const ug_op *op)
+{
+    (void)op;
+    return UG_AUTOCAST_F32;
+}
+
+ug_autocast_class ug_autocast_follow(const ug_op *op)
+{
+    (void)op;
+    return UG_AUTOCAST_FOLLOW;
+}
+
+bool ug_writes_any_float(const ug_op *op)
+{
+    (void)op;
+    return true;
+}
+
 ug_meta ug_meta_of_tensor(const ug_tensor *t)
 {
     ug_meta m = {.dtype = t->dtype, .ndim = t->ndim};

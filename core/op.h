@@ -31,6 +31,22 @@ enum { UG_OP_MAX_INPUTS = 6, UG_OP_MAX_OUTPUTS = 4 };
 typedef struct ug_op ug_op;
 typedef struct graph_node graph_node;
 
+/* How the forward pass of a mixed-precision graph feeds an op
+ * (graph_autocast.c has PyTorch autocast's lists). */
+typedef enum ug_autocast_class {
+    UG_AUTOCAST_KEEP = 0, /* inputs as given */
+    UG_AUTOCAST_HALF,     /* float operands in the graph's half dtype */
+    UG_AUTOCAST_F32,      /* half operands widened to f32 */
+    UG_AUTOCAST_FOLLOW    /* operands' dtype; mixed half and f32 promote */
+} ug_autocast_class;
+
+/* What a graph's numeric checks (ug_graph_set_checks) look at. */
+typedef enum ug_check_role {
+    UG_CHECKED_RESULT = 0, /* the result, when every node is checked */
+    UG_CHECKED_NEVER,      /* results no check looks at: masks, chosen constants */
+    UG_CHECKED_LOGITS      /* the result, and the first input as a loss's logits */
+} ug_check_role;
+
 typedef struct ug_op_def {
     const char *family;  /* names the op in messages when the instance does not */
     /* Checks the inputs and writes the metas of the results; *nout >= 1. */
@@ -43,7 +59,36 @@ typedef struct ug_op_def {
     /* The inputs' names for messages ("x", "weight"); NULL: x for one
      * input, else a, b, c, ... */
     const char *inputs[UG_OP_MAX_INPUTS];
+
+    /* ---- traits: all the graph passes know of an op (none asks which op
+     * it has); NULL or 0 is the plain answer ---- */
+    /* Mixed precision: how autocast feeds it. NULL: UG_AUTOCAST_KEEP. */
+    ug_autocast_class (*autocast)(const ug_op *op);
+    /* Whether the launch writes its result in whatever float dtype it is
+     * given, so a cast of the result folds into the op (graph_plan.c). */
+    bool (*writes_any_float)(const ug_op *op);
+    /* The activation this op is, which a binary op producing its input can
+     * apply as its post-op; UG_UNARY_COPY: none. */
+    ug_unary_kind (*activation)(const ug_op *op);
+    /* Takes activation act as its post-op; false: it cannot. */
+    bool (*take_post_op)(ug_op *op, ug_unary_kind act);
+    /* The result is the input in another dtype and nothing else: autocast
+     * reuses it for every reader, and its producer may absorb it. */
+    bool pure_cast;
+    /* A copy run again in the backward pass (activation recomputation)
+     * leaves state the forward already changed alone. */
+    void (*for_recompute)(ug_op *op);
+    /* With other rows bound (ug_graph_bind): sets parameters that follow
+     * another value's shape. */
+    void (*refit_rows)(ug_op *op, const ug_meta *in);
+    ug_check_role check_role;
 } ug_op_def;
+
+/* Autocast classes shared by definitions. */
+ug_autocast_class ug_autocast_half(const ug_op *op);
+ug_autocast_class ug_autocast_f32(const ug_op *op);
+ug_autocast_class ug_autocast_follow(const ug_op *op);
+bool ug_writes_any_float(const ug_op *op);
 
 struct ug_op {
     const ug_op_def *def;

@@ -480,7 +480,7 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
 }
 
 const ug_op_def ug_op_conv2d_dw = {.family = "conv2d weight gradient", .infer = conv_dw_infer,
-                                   .launch = conv_dw_launch};
+                                   .launch = conv_dw_launch, .writes_any_float = ug_writes_any_float};
 
 static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
@@ -517,7 +517,8 @@ static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_conv2d = {.family = "conv2d", .infer = conv_infer, .launch = conv_launch,
-                                .backward = conv_backward, .inputs = {"x", "weight", "bias"}};
+                                .backward = conv_backward, .inputs = {"x", "weight", "bias"},
+                                .autocast = ug_autocast_half};
 
 ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                     const ug_conv2d_params *params, ug_tensor **out)
@@ -639,7 +640,7 @@ static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_pool = {.family = "pool2d", .infer = pool_infer, .launch = pool_launch,
-                              .backward = pool_backward};
+                              .backward = pool_backward, .autocast = ug_autocast_follow};
 
 ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
 {
@@ -836,9 +837,14 @@ static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, bias, grad->scratch[1]);
 }
 
+/* A recomputed copy leaves the running statistics alone: the forward
+ * already moved them. */
+static void batchnorm_for_recompute(ug_op *op) { op->p.batchnorm.update_running = false; }
+
 const ug_op_def ug_op_batchnorm = {.family = "batch_norm", .infer = batchnorm_infer,
                                    .launch = batchnorm_launch, .backward = batchnorm_backward,
-                                   .inputs = {"x", "weight", "bias", "running_mean", "running_var"}};
+                                   .inputs = {"x", "weight", "bias", "running_mean", "running_var"},
+                                   .for_recompute = batchnorm_for_recompute};
 
 ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                         ug_tensor *running_mean, ug_tensor *running_var, bool training,

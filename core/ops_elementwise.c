@@ -153,8 +153,24 @@ static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
+/* exp and log widen half operands (PyTorch autocast's f32 list). */
+static ug_autocast_class unary_autocast(const ug_op *op)
+{
+    return op->p.unary.op == UG_UNARY_EXP || op->p.unary.op == UG_UNARY_LOG ? UG_AUTOCAST_F32
+                                                                            : UG_AUTOCAST_FOLLOW;
+}
+
+/* Any unary op whose formula reads only x can be a binary op's post-op. */
+static ug_unary_kind unary_activation(const ug_op *op)
+{
+    ug_unary_kind k = op->p.unary.op;
+    return k == UG_UNARY_SCALE_SHIFT || k == UG_UNARY_FILL || k == UG_UNARY_CLAMP ? UG_UNARY_COPY : k;
+}
+
 const ug_op_def ug_op_unary = {.family = "unary op", .infer = unary_infer, .launch = unary_launch,
-                               .backward = unary_backward};
+                               .backward = unary_backward, .autocast = unary_autocast,
+                               .writes_any_float = ug_writes_any_float,
+                               .activation = unary_activation};
 
 static ug_op unary_op(const char *name, ug_unary_kind kind, float alpha, float beta)
 {
@@ -277,8 +293,17 @@ static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     }
 }
 
+static bool binary_take_post_op(ug_op *op, ug_unary_kind act)
+{
+    if (op->p.binary.post != UG_UNARY_COPY)
+        return false;
+    op->p.binary.post = act;
+    return true;
+}
+
 const ug_op_def ug_op_binary = {.family = "binary op", .infer = binary_infer, .launch = binary_launch,
-                                .backward = binary_backward};
+                                .backward = binary_backward, .autocast = ug_autocast_follow,
+                                .take_post_op = binary_take_post_op};
 
 static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)
 {
@@ -349,7 +374,7 @@ static ug_status cast_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_cast = {.family = "cast", .infer = cast_infer, .launch = cast_launch,
-                              .backward = cast_backward};
+                              .backward = cast_backward, .pure_cast = true};
 
 ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
 {
@@ -415,8 +440,17 @@ static ug_status expand_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], gx);
 }
 
+/* A graph's expand follows its like value's shape when rows change. */
+static void expand_refit_rows(ug_op *op, const ug_meta *in)
+{
+    if (!op->p.expand.like)
+        return;
+    ug_meta like = ug_value_meta_now(op->p.expand.like);
+    ug_expand_follow(op, like.ndim, like.shape, ug_shape_numel(in[0].ndim, in[0].shape));
+}
+
 const ug_op_def ug_op_expand = {.family = "expand", .infer = expand_infer, .launch = expand_launch,
-                                .backward = expand_backward};
+                                .backward = expand_backward, .refit_rows = expand_refit_rows};
 
 static ug_op shaped_op(const ug_op_def *def, const char *name, float alpha, int ndim,
                        const int64_t *shape)
@@ -458,7 +492,7 @@ static ug_status no_gradient(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_fill = {.family = "fill", .infer = expand_infer, .launch = fill_launch,
-                              .backward = no_gradient};
+                              .backward = no_gradient, .check_role = UG_CHECKED_NEVER};
 
 ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out)
 {
@@ -599,7 +633,8 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
 }
 
 const ug_op_def ug_op_dropout_mask = {.family = "dropout mask", .infer = dropout_mask_infer,
-                                      .launch = dropout_mask_launch, .backward = no_gradient};
+                                      .launch = dropout_mask_launch, .backward = no_gradient,
+                                      .check_role = UG_CHECKED_NEVER};
 
 /* x masked and scaled by 1 / (1 - p) in training mode, x itself in eval
  * mode: the graph's mode is read at each run (ug_graph_set_training). */
@@ -631,7 +666,7 @@ static ug_status dropout_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_dropout = {.family = "dropout", .infer = dropout_infer, .launch = dropout_launch,
-                                 .backward = dropout_backward};
+                                 .backward = dropout_backward, .autocast = ug_autocast_follow};
 
 ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
 {

@@ -110,7 +110,8 @@ static ug_status matmul_backward(ug_graph *g, graph_node *n, ug_value *gc)
 }
 
 const ug_op_def ug_op_matmul = {.family = "matmul", .infer = matmul_infer, .launch = matmul_launch,
-                                .backward = matmul_backward};
+                                .backward = matmul_backward, .autocast = ug_autocast_half,
+                                .writes_any_float = ug_writes_any_float};
 
 ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a, bool transpose_b,
                     ug_tensor **out)

@@ -64,7 +64,8 @@ static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_infer, .launch = xent_launch,
-                                       .backward = xent_backward};
+                                       .backward = xent_backward, .autocast = ug_autocast_f32,
+                                       .check_role = UG_CHECKED_LOGITS};
 
 ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out)
@@ -217,7 +218,8 @@ static ug_status layernorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_layernorm = {.family = "layernorm", .infer = layernorm_infer,
-                                   .launch = layernorm_launch, .backward = layernorm_backward};
+                                   .launch = layernorm_launch, .backward = layernorm_backward,
+                                   .autocast = ug_autocast_f32};
 
 ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
                          ug_value **out)

@@ -91,8 +91,19 @@ static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
+/* Sums and means widen half operands; max and argmax stay exact in any. */
+static ug_autocast_class reduce_autocast(const ug_op *op)
+{
+    return op->p.reduce.op == UG_RKERNEL_MAX || op->p.reduce.op == UG_RKERNEL_ARGMAX
+               ? UG_AUTOCAST_FOLLOW
+               : UG_AUTOCAST_F32;
+}
+
+static bool reduce_writes_any_float(const ug_op *op) { return op->p.reduce.op != UG_RKERNEL_ARGMAX; }
+
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
-                                .backward = reduce_backward};
+                                .backward = reduce_backward, .autocast = reduce_autocast,
+                                .writes_any_float = reduce_writes_any_float};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)
 {
@@ -189,7 +200,7 @@ static ug_status softmax_backward(ug_graph *g, graph_node *n, ug_value *gy)
 }
 
 const ug_op_def ug_op_softmax = {.family = "softmax", .infer = softmax_infer, .launch = softmax_launch,
-                                 .backward = softmax_backward};
+                                 .backward = softmax_backward, .autocast = ug_autocast_f32};
 
 ug_status ug_softmax(const ug_tensor *x, ug_tensor **out)
 {

@@ -1,8 +1,10 @@
-# Fails when a backend table entry is called anywhere but core/dispatch.c,
-# the one path from the core into a backend. The entry names are read from
-# backends/backend.h (struct ug_backend and the kernel family list), so a new
-# entry is covered without editing this file.
-#   cmake -DSOURCE_DIR=<repository root> -P check_call_path.cmake
+# Fails when the source tree loses its structure:
+#  - a backend table entry is called anywhere but core/dispatch.c, the one
+#    path from the core into a backend (the entry names are read from
+#    backends/backend.h, so a new entry is covered without editing this);
+#  - a graph pass tests which op it has (op.def == &ug_op_X) instead of
+#    reading the definition's traits: only the file defining an op may.
+#   cmake -DSOURCE_DIR=<repository root> -P check_structure.cmake
 cmake_minimum_required(VERSION 3.16)
 file(READ "${SOURCE_DIR}/backends/backend.h" header)
 string(REGEX MATCH "typedef struct ug_backend {.*} ug_backend;" table "${header}")
@@ -44,3 +46,30 @@ if(bad)
                       "function or ug_dispatch instead):\n  ${shown}")
 endif()
 message(STATUS "${count} backend entries, each called only from core/dispatch.c")
+
+file(GLOB core_sources "${SOURCE_DIR}/core/*.c")
+set(defining "")
+foreach(path IN LISTS core_sources)
+  file(STRINGS "${path}" defs REGEX "^const ug_op_def ug_op_")
+  if(defs)
+    list(APPEND defining "${path}")
+  endif()
+endforeach()
+foreach(path IN LISTS core_sources)
+  if(path IN_LIST defining)
+    continue()
+  endif()
+  file(STRINGS "${path}" lines REGEX "[=!]=[ \t]*&ug_op_")
+  foreach(line IN LISTS lines)
+    file(RELATIVE_PATH rel "${SOURCE_DIR}" "${path}")
+    string(STRIP "${line}" line)
+    list(APPEND bad "${rel}: ${line}")
+  endforeach()
+endforeach()
+if(bad)
+  list(JOIN bad "\n  " shown)
+  message(FATAL_ERROR "tests of op identity outside the ops' own files (give the definition a "
+                      "trait in core/op.h instead):\n  ${shown}")
+endif()
+list(LENGTH defining files)
+message(STATUS "no op identity tested outside the ${files} files defining ops")
