@@ -5,8 +5,16 @@
  * backend checks only what its runtime can report. Buffers are opaque
  * handles (a cl_mem, a device pointer, a host pointer); every kernel argument
  * names a buffer plus an offset in elements, because OpenCL cannot offset a
- * cl_mem. All kernels are queued in order on the device's one queue and may
+ * cl_mem. Kernels and transfers are queued in order on a stream and may
  * return before they have run.
+ *
+ * Streams: every device has a default stream; stream_create makes side
+ * streams, whose work runs independently of the others' except where a
+ * stream waits for an event. The stream a queued entry (write, read, copy,
+ * kernels) goes to is the one bound with stream_bind on the calling thread
+ * for that device, else the default stream; the core binds around each call
+ * (core/dispatch.c), so entries keep their arguments and backends keep the
+ * binding in thread-local storage. synchronize waits for every stream.
  *
  * Errors: a backend returns a status and sets the message with
  * host->set_error (see ug_backend_host), naming the runtime call and its
@@ -41,6 +49,8 @@ extern "C" {
 
 typedef void *ug_mem;               /* a backend's buffer handle */
 typedef struct ug_bdev ug_bdev;     /* a backend's per-device state */
+typedef struct ug_bstream ug_bstream; /* a side stream (NULL: the device's default stream) */
+typedef struct ug_bevent ug_bevent; /* a marker in a stream's work */
 
 /* What the core lends a backend: error reporting, so modules loaded at run
  * time need no symbols from the core. */
@@ -50,7 +60,18 @@ typedef struct ug_backend_host {
         __attribute__((format(printf, 2, 3)))
 #endif
         ;
+    /* The calling thread's message, to carry a failure across threads. */
+    const char *(*last_error)(void);
 } ug_backend_host;
+
+/* Returns a failed status to the caller (backends do not include the
+ * core's error.h). */
+#define UG_BACKEND_TRY(expr)            \
+    do {                                \
+        ug_status ug_try_ = (expr);     \
+        if (ug_try_ != UG_OK)           \
+            return ug_try_;             \
+    } while (0)
 
 /* A tensor as a kernel sees it: contiguous from offset (in elements). */
 typedef struct ug_kview {
@@ -342,6 +363,28 @@ typedef ug_status ug_copy_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, 
 typedef ug_status ug_synchronize_fn(ug_bdev *dev);
 typedef void *ug_host_alloc_fn(ug_bdev *dev, size_t bytes);
 typedef void ug_host_free_fn(ug_bdev *dev, void *ptr);
+/* Streams and events: see the top of this file. stream_destroy finishes the
+ * stream's work first. Events are recorded on a stream (NULL: default) and
+ * complete when the work queued before them has; re-recording moves one.
+ * elapsed: nanoseconds between two completed timing events, from the
+ * device's own clock (the host's on the CPU). */
+typedef ug_status ug_stream_create_fn(ug_bdev *dev, ug_bstream **out);
+typedef void ug_stream_destroy_fn(ug_bdev *dev, ug_bstream *stream);
+typedef void ug_stream_bind_fn(ug_bdev *dev, ug_bstream *stream);
+typedef ug_status ug_stream_synchronize_fn(ug_bdev *dev, ug_bstream *stream);
+typedef ug_status ug_event_create_fn(ug_bdev *dev, bool timing, ug_bevent **out);
+typedef void ug_event_destroy_fn(ug_bdev *dev, ug_bevent *event);
+typedef ug_status ug_event_record_fn(ug_bdev *dev, ug_bevent *event, ug_bstream *stream);
+typedef ug_status ug_event_wait_fn(ug_bdev *dev, ug_bstream *stream, ug_bevent *event);
+typedef ug_status ug_event_query_fn(ug_bdev *dev, ug_bevent *event, bool *done);
+typedef ug_status ug_event_synchronize_fn(ug_bdev *dev, ug_bevent *event);
+typedef ug_status ug_event_elapsed_fn(ug_bdev *dev, ug_bevent *start, ug_bevent *end,
+                                      int64_t *nanoseconds);
+/* Reserved for capturing a stream's work into a replayable object (CUDA
+ * and HIP graphs): begin, then end giving the object. No backend has it
+ * yet; the core reports UG_ERR_UNSUPPORTED. */
+typedef ug_status ug_stream_capture_begin_fn(ug_bdev *dev, ug_bstream *stream);
+typedef ug_status ug_stream_capture_end_fn(ug_bdev *dev, ug_bstream *stream, void **replay);
 #define UG_FAMILY_TYPEDEF_(ctx, NAME, slot, args) typedef ug_status ug_##slot##_fn(ug_bdev *dev, const args *a);
 UG_KERNEL_FAMILIES(UG_FAMILY_TYPEDEF_, _)
 UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_TYPEDEF_, _)
@@ -377,6 +420,21 @@ typedef struct ug_backend {
     ug_host_alloc_fn *host_alloc;
     ug_host_free_fn *host_free;
 
+    ug_stream_create_fn *stream_create;
+    ug_stream_destroy_fn *stream_destroy;
+    ug_stream_bind_fn *stream_bind;
+    ug_stream_synchronize_fn *stream_synchronize;
+    ug_event_create_fn *event_create;
+    ug_event_destroy_fn *event_destroy;
+    ug_event_record_fn *event_record;
+    ug_event_wait_fn *event_wait;
+    ug_event_query_fn *event_query;
+    ug_event_synchronize_fn *event_synchronize;
+    ug_event_elapsed_fn *event_elapsed;
+    /* Optional (see ug_stream_capture_begin_fn). */
+    ug_stream_capture_begin_fn *stream_capture_begin;
+    ug_stream_capture_end_fn *stream_capture_end;
+
 #define UG_FAMILY_SLOT_(ctx, NAME, slot, args) ug_##slot##_fn *slot;
     UG_KERNEL_FAMILIES(UG_FAMILY_SLOT_, _)
     /* Optional, with conv_plan: a library's convolutions. */
@@ -395,7 +453,7 @@ typedef struct ug_backend {
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \
-     (int)((sizeof(ug_backend) + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT                    \
+     (int)((sizeof(ug_backend) + 7 * sizeof(ug_backend_host) + 100 * UG_UNARY_COUNT + UG_BINARY_COUNT                    \
             UG_KERNEL_FAMILIES(UG_FAMILY_SIGNATURE_, _)                                      \
                 UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_SIGNATURE_, _)) % 1000000))
 
@@ -411,6 +469,15 @@ typedef struct ug_backend {
         .release = prefix##_release, .write = prefix##_write, .read = prefix##_read,     \
         .copy = prefix##_copy, .synchronize = prefix##_synchronize,                      \
         .host_alloc = prefix##_host_alloc, .host_free = prefix##_host_free,              \
+        .stream_create = prefix##_stream_create, .stream_destroy = prefix##_stream_destroy, \
+        .stream_bind = prefix##_stream_bind,                                             \
+        .stream_synchronize = prefix##_stream_synchronize,                               \
+        .event_create = prefix##_event_create, .event_destroy = prefix##_event_destroy,  \
+        .event_record = prefix##_event_record, .event_wait = prefix##_event_wait,        \
+        .event_query = prefix##_event_query,                                             \
+        .event_synchronize = prefix##_event_synchronize,                                 \
+        .event_elapsed = prefix##_event_elapsed, .stream_capture_begin = NULL,           \
+        .stream_capture_end = NULL,                                                      \
         UG_KERNEL_FAMILIES(UG_TABLE_SLOT_, prefix).conv_plan = NULL,                     \
         UG_OPTIONAL_KERNEL_FAMILIES(UG_TABLE_NULL_, prefix)                              \
     }

@@ -25,7 +25,7 @@ static int registry_size;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const ug_backend_host host_api = {.set_error = ug_set_error};
+static const ug_backend_host host_api = {.set_error = ug_set_error, .last_error = ug_last_error};
 
 const ug_backend_host *ug_host_api(void) { return &host_api; }
 
@@ -60,6 +60,7 @@ static void registry_shutdown(void)
         for (int d = 0; e->devices && d < e->device_count; d++) {
             ug_device *dev = e->devices[d];
             if (dev) { /* never closed by the program: release it now */
+                ug_streams_destroy(dev);
                 ug_pool_destroy(dev);
                 ug_call_device_close(e->backend, dev->bdev);
                 free(dev);
@@ -278,6 +279,7 @@ static ug_status open_entry(int b, int index, ug_device **out)
     dev->backend = e->backend;
     dev->backend_index = index;
     dev->refcount = 1;
+    ug_streams_init(dev);
     ug_status st = fill_info(e, index, &dev->info);
     if (st == UG_OK) {
         st = ug_call_device_open(e->backend, index, &dev->bdev);
@@ -290,6 +292,7 @@ static ug_status open_entry(int b, int index, ug_device **out)
             ug_call_device_close(e->backend, dev->bdev);
     }
     if (st != UG_OK) {
+        pthread_mutex_destroy(&dev->stream_lock);
         free(dev);
         return st;
     }
@@ -332,6 +335,7 @@ void ug_device_close(ug_device *device)
         for (int i = 0; i < registry_size; i++)
             if (registry[i].backend == device->backend)
                 registry[i].devices[device->backend_index] = NULL;
+        ug_streams_destroy(device);
         ug_pool_destroy(device);
         ug_call_device_close(device->backend, device->bdev);
         free(device);

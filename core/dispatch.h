@@ -26,7 +26,8 @@ void *ug_call_host_alloc(ug_device *device, size_t bytes);
 bool ug_call_host_free(ug_device *device, void *ptr);
 
 /* Transfers and waits; a blocking one (and every synchronisation) fails
- * under UG_FAULT_HOST_WAIT. what names the caller in messages. */
+ * under UG_FAULT_HOST_WAIT. what names the caller in messages. Transfers
+ * and kernels go to the calling thread's current stream on the device. */
 ug_status ug_call_write(ug_device *device, ug_mem dst, size_t dst_offset, const void *src,
                         size_t bytes, bool blocking, const char *what);
 ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offset, size_t bytes,
@@ -34,6 +35,22 @@ ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offs
 ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem src,
                        size_t src_offset, size_t bytes, const char *what);
 ug_status ug_call_synchronize(ug_device *device, const char *what);
+
+/* Streams and events (stream.c keeps the handles); stream NULL is the
+ * default stream. */
+ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char *what);
+void ug_call_stream_destroy(ug_device *device, ug_bstream *stream);
+ug_status ug_call_stream_synchronize(ug_device *device, ug_bstream *stream, const char *what);
+ug_status ug_call_event_create(ug_device *device, bool timing, ug_bevent **out, const char *what);
+void ug_call_event_destroy(ug_device *device, ug_bevent *event);
+ug_status ug_call_event_record(ug_device *device, ug_bevent *event, ug_bstream *stream,
+                               const char *what);
+ug_status ug_call_event_wait(ug_device *device, ug_bstream *stream, ug_bevent *event,
+                             const char *what);
+ug_status ug_call_event_query(ug_device *device, ug_bevent *event, bool *done, const char *what);
+ug_status ug_call_event_synchronize(ug_device *device, ug_bevent *event, const char *what);
+ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *end,
+                                int64_t *nanoseconds, const char *what);
 
 /* Calls the device's kernel of family with args (the family's ug_*_args).
  * op names the caller and dtype its main operand in messages. */

@@ -13,13 +13,30 @@
 
 typedef struct ug_pool ug_pool;
 
+/* A stream handle (stream.c): the default one lives in its device; side
+ * streams stay in the device's list after ug_stream_free, marked freed, so a
+ * stale handle is refused rather than read after free. */
+struct ug_stream {
+    ug_device *device;
+    ug_bstream *bstream;   /* NULL: the default stream */
+    bool freed;
+    struct ug_stream *next;
+};
+
 struct ug_device {
     const ug_backend *backend;
     ug_bdev *bdev;
     int backend_index;     /* index of the device within its backend */
     int refcount;          /* opens minus closes; guarded by the registry lock */
+    uint64_t serial;       /* unique per open: tells a reopened device apart */
     ug_device_info info;
     ug_pool *pool;
+    struct ug_stream default_stream;
+    /* Side streams (freed ones too), guarded by stream_lock; live_streams
+     * counts those not freed (read without the lock by the pool). */
+    pthread_mutex_t stream_lock;
+    struct ug_stream *side_streams;
+    int live_streams;
 };
 
 /* One pool block: a backend buffer, reference counted by the tensors
@@ -45,6 +62,22 @@ const ug_backend_host *ug_host_api(void);
 /* Storage keeps its device open, so a program may close a device before
  * freeing its tensors; ug_device_close drops the reference. */
 void ug_device_retain(ug_device *device);
+
+/* Streams (stream.c) */
+/* Opens and closes the device's stream state (ug_device_open/close). */
+void ug_streams_init(ug_device *device);
+void ug_streams_destroy(ug_device *device);
+/* The calling thread's current side stream on device; NULL: the default. */
+ug_bstream *ug_current_bstream(ug_device *device);
+/* A fence: an event on every stream of a device (default and live side
+ * streams), passed when all the work queued before it has finished. The
+ * pool reuses memory freed while side streams live only past a fence. */
+typedef struct ug_fence ug_fence;
+ug_status ug_fence_create(ug_device *device, ug_fence **out);
+/* Whether it has passed, without waiting; a runtime error counts as not. */
+bool ug_fence_passed(ug_device *device, ug_fence *fence);
+/* Waits for it and frees it. */
+ug_status ug_fence_wait_free(ug_device *device, ug_fence *fence);
 
 /* Pool (pool.c) */
 ug_status ug_pool_create(ug_device *device, ug_pool **out);

@@ -13,9 +13,12 @@
 #include "core/dispatch.h"
 #include "core/internal.h"
 
+/* A block freed while side streams lived carries a fence: another stream
+ * may still be using it, so it is reused or released only past the fence. */
 typedef struct cached_block {
     ug_mem mem;
     size_t bytes;
+    ug_fence *fence;
 } cached_block;
 
 struct ug_pool {
@@ -96,8 +99,11 @@ ug_status ug_pool_create(ug_device *device, ug_pool **out)
 
 static void release_cache_locked(ug_device *device, ug_pool *pool)
 {
-    for (size_t i = 0; i < pool->cache_count; i++)
+    for (size_t i = 0; i < pool->cache_count; i++) {
+        if (pool->cache[i].fence)
+            (void)ug_fence_wait_free(device, pool->cache[i].fence); /* a failed wait: the device is lost */
         ug_call_release(device, pool->cache[i].mem);
+    }
     pool->cache_count = 0;
     pool->stats.bytes_cached = 0;
 }
@@ -154,10 +160,13 @@ static ug_status out_of_memory(ug_device *device, ug_pool *pool, size_t bytes,
                         limit_kind, limit);
 }
 
-static bool take_cached(ug_pool *pool, size_t block, ug_mem *mem)
+static bool take_cached(ug_device *device, ug_pool *pool, size_t block, ug_mem *mem)
 {
     for (size_t i = pool->cache_count; i-- > 0;) {
-        if (pool->cache[i].bytes == block) {
+        cached_block *c = &pool->cache[i];
+        if (c->bytes == block && (!c->fence || ug_fence_passed(device, c->fence))) {
+            if (c->fence)
+                (void)ug_fence_wait_free(device, c->fence); /* passed: returns at once */
             *mem = pool->cache[i].mem;
             pool->cache[i] = pool->cache[--pool->cache_count];
             pool->stats.bytes_cached -= block;
@@ -189,7 +198,7 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
         snprintf(cause, sizeof cause, "the largest single buffer %s allows is %s",
                  device->info.id, max);
         st = out_of_memory(device, pool, bytes, purpose, cause);
-    } else if (take_cached(pool, block, &mem)) {
+    } else if (take_cached(device, pool, block, &mem)) {
         pool->stats.cache_hits++;
     } else {
         uint64_t limit = effective_limit(device, pool);
@@ -243,6 +252,10 @@ void ug_storage_release(ug_storage *storage)
         return;
     ug_device *device = storage->device;
     ug_pool *pool = device->pool;
+    ug_fence *fence = NULL;
+    if (__atomic_load_n(&device->live_streams, __ATOMIC_ACQUIRE) > 0 &&
+        ug_fence_create(device, &fence) != UG_OK)
+        (void)ug_call_synchronize(device, "freeing a tensor"); /* no fence: wait instead */
     pthread_mutex_lock(&pool->lock);
     pool->stats.bytes_in_use -= storage->block_bytes;
     bool kept = false;
@@ -255,12 +268,15 @@ void ug_storage_release(ug_storage *storage)
         }
     }
     if (pool->cache_count < pool->cache_capacity) {
-        pool->cache[pool->cache_count++] = (cached_block){storage->mem, storage->block_bytes};
+        pool->cache[pool->cache_count++] = (cached_block){storage->mem, storage->block_bytes, fence};
         pool->stats.bytes_cached += storage->block_bytes;
         kept = true;
     }
-    if (!kept) /* no room to remember it: give it back to the runtime */
+    if (!kept) { /* no room to remember it: give it back to the runtime */
+        if (fence)
+            (void)ug_fence_wait_free(device, fence);
         ug_call_release(device, storage->mem);
+    }
     pthread_mutex_unlock(&pool->lock);
     free(storage);
     ug_device_close(device);

@@ -1,5 +1,6 @@
 /* The CPU backend's table: one device (the host), memory as aligned host
- * allocations, kernels run synchronously so synchronize has nothing to do. */
+ * allocations, kernels run on the calling thread (the default stream) or
+ * queued on a side stream (streams.c). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* cpu_set_t in OpenBLAS's cblas.h */
 #endif
@@ -23,7 +24,10 @@ static ug_status no_host_set_error(ug_status status, const char *fmt, ...)
     return status;
 }
 
-static const ug_backend_host no_host = {.set_error = no_host_set_error};
+static const char *no_host_last_error(void) { return ""; }
+
+static const ug_backend_host no_host = {.set_error = no_host_set_error,
+                                        .last_error = no_host_last_error};
 const ug_backend_host *ug_cpu_host = &no_host;
 
 /* ---- float conversion helpers shared by the kernels ---- */
@@ -219,10 +223,12 @@ static ug_status ug_cpu_device_open(int index, ug_bdev **out)
         return st;
     }
     dev->threads = threads;
+    pthread_mutex_init(&dev->streams_lock, NULL);
 #ifdef UG_CPU_ONEDNN
     st = ug_cpu_convs_create(&dev->convs);
     if (st != UG_OK) {
         ug_cpu_pool_destroy(dev->pool);
+        pthread_mutex_destroy(&dev->streams_lock);
         free(dev);
         return st;
     }
@@ -242,6 +248,7 @@ static void ug_cpu_device_close(ug_bdev *dev)
     ug_cpu_convs_destroy(dev->convs);
 #endif
     ug_cpu_pool_destroy(dev->pool);
+    pthread_mutex_destroy(&dev->streams_lock);
     free(dev);
 }
 
@@ -274,40 +281,49 @@ static void ug_cpu_release(ug_bdev *dev, ug_mem mem)
     free(mem);
 }
 
+/* Every transfer is a memmove (a copy within one buffer may overlap), run
+ * now or queued on the bound side stream. */
+typedef struct move_args {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} move_args;
+
+static ug_status run_move(ug_bdev *dev, const void *args)
+{
+    (void)dev;
+    const move_args *m = args;
+    if (m->bytes)
+        memmove(m->dst, m->src, m->bytes);
+    return UG_OK;
+}
+
+static ug_status move(void *dst, const void *src, size_t bytes, bool blocking)
+{
+    move_args m = {dst, src, bytes};
+    return ug_cpu_queue_bound() ? ug_cpu_queue_call(run_move, &m, sizeof m, blocking)
+                                : run_move(NULL, &m);
+}
+
 static ug_status ug_cpu_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
                            size_t bytes, bool blocking)
 {
     (void)dev;
-    (void)blocking;
-    if (bytes)
-        memcpy((char *)dst + dst_offset_bytes, src, bytes);
-    return UG_OK;
+    return move((char *)dst + dst_offset_bytes, src, bytes, blocking);
 }
 
 static ug_status ug_cpu_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
                           size_t bytes, bool blocking)
 {
     (void)dev;
-    (void)blocking;
-    if (bytes)
-        memcpy(dst, (const char *)src + src_offset_bytes, bytes);
-    return UG_OK;
+    return move(dst, (const char *)src + src_offset_bytes, bytes, blocking);
 }
 
 static ug_status ug_cpu_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
                           size_t src_offset_bytes, size_t bytes)
 {
     (void)dev;
-    /* memmove: a copy within one buffer may overlap. */
-    if (bytes)
-        memmove((char *)dst + dst_offset_bytes, (const char *)src + src_offset_bytes, bytes);
-    return UG_OK;
-}
-
-static ug_status ug_cpu_synchronize(ug_bdev *dev)
-{
-    (void)dev;
-    return UG_OK;
+    return move((char *)dst + dst_offset_bytes, (const char *)src + src_offset_bytes, bytes, false);
 }
 
 static void *ug_cpu_host_alloc(ug_bdev *dev, size_t bytes)
@@ -327,13 +343,35 @@ static void ug_cpu_host_free(ug_bdev *dev, void *ptr)
 static ug_backend cpu_backend = UG_BACKEND_TABLE("cpu", ug_cpu);
 static pthread_once_t cpu_backend_once = PTHREAD_ONCE_INIT;
 
-/* The optional entries, which the table macro leaves out. */
+/* Each family's entry runs its kernel now, or queues it (with a copy of
+ * its arguments) while a side stream is bound. */
+#define UG_CPU_QUEUED_(ctx, NAME, slot, type)                                            \
+    static ug_status run_##slot(ug_bdev *dev, const void *a)                             \
+    {                                                                                    \
+        return ug_cpu_##slot(dev, (const type *)a);                                      \
+    }                                                                                    \
+    static ug_status queued_##slot(ug_bdev *dev, const type *a)                          \
+    {                                                                                    \
+        return ug_cpu_queue_bound() ? ug_cpu_queue_call(run_##slot, a, sizeof *a, false) \
+                                    : ug_cpu_##slot(dev, a);                             \
+    }
+UG_KERNEL_FAMILIES(UG_CPU_QUEUED_, _)
+#ifdef UG_CPU_ONEDNN
+UG_OPTIONAL_KERNEL_FAMILIES(UG_CPU_QUEUED_, _)
+#endif
+#undef UG_CPU_QUEUED_
+
+/* The queued entries, and the optional ones, which the table macro leaves
+ * out. */
 static void add_optional_entries(void)
 {
+#define UG_CPU_SET_QUEUED_(ctx, NAME, slot, type) cpu_backend.slot = queued_##slot;
+    UG_KERNEL_FAMILIES(UG_CPU_SET_QUEUED_, _)
 #ifdef UG_CPU_ONEDNN
     cpu_backend.conv_plan = ug_cpu_conv_plan;
-    cpu_backend.conv2d = ug_cpu_conv2d;
+    UG_OPTIONAL_KERNEL_FAMILIES(UG_CPU_SET_QUEUED_, _)
 #endif
+#undef UG_CPU_SET_QUEUED_
 }
 
 const ug_backend *ug_cpu_backend(const ug_backend_host *host)

@@ -4,6 +4,7 @@
 #ifndef UG_CPU_INTERNAL_H
 #define UG_CPU_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -16,6 +17,8 @@ struct ug_bdev {
     ug_cpu_pool *pool;
     int threads;          /* budget: pool workers + the caller */
     ug_cpu_convs *convs;  /* oneDNN's convolutions (convs.h); NULL without it */
+    pthread_mutex_t streams_lock;
+    ug_bstream *streams;  /* side streams (streams.c) */
 };
 
 /* Set once by ug_cpu_backend; never NULL afterwards (a no-op stand-in is
@@ -50,6 +53,27 @@ static inline bool ug_cpu_float_dtype(ug_dtype t) { return t == UG_F32 || t == U
 void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out);
 /* Writes n contiguous f32 values as dtype (f32, f16 or bf16). */
 void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in);
+
+/* streams.c: streams, events, and the queueing of entries while a side
+ * stream is bound on the calling thread. */
+ug_stream_create_fn ug_cpu_stream_create;
+ug_stream_destroy_fn ug_cpu_stream_destroy;
+ug_stream_bind_fn ug_cpu_stream_bind;
+ug_stream_synchronize_fn ug_cpu_stream_synchronize;
+ug_synchronize_fn ug_cpu_synchronize;
+ug_event_create_fn ug_cpu_event_create;
+ug_event_destroy_fn ug_cpu_event_destroy;
+ug_event_record_fn ug_cpu_event_record;
+ug_event_wait_fn ug_cpu_event_wait;
+ug_event_query_fn ug_cpu_event_query;
+ug_event_synchronize_fn ug_cpu_event_synchronize;
+ug_event_elapsed_fn ug_cpu_event_elapsed;
+/* Whether a side stream is bound on the calling thread. */
+bool ug_cpu_queue_bound(void);
+/* Queues call(dev, copy of args) on the bound stream; blocking waits for it
+ * (and reports any failure of the stream's work). */
+ug_status ug_cpu_queue_call(ug_status (*call)(ug_bdev *, const void *), const void *args,
+                            size_t bytes, bool blocking);
 
 ug_unary_fn ug_cpu_unary;
 ug_binary_fn ug_cpu_binary;

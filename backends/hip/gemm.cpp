@@ -182,9 +182,9 @@ void ug_hip_blas_load(void)
 }
 
 
-void ug_hip_blas_open(ug_bdev *dev)
+void ug_hip_blas_open(ug_hip_queue *q)
 {
-    dev->blas = NULL;
+    q->blas = NULL;
     if (!g_blas.lib)
         return;
     void *h = NULL;
@@ -194,7 +194,7 @@ void ug_hip_blas_open(ug_bdev *dev)
                  rc);
         return;
     }
-    rc = g_blas.set_stream(h, dev->stream);
+    rc = g_blas.set_stream(h, q->stream);
     const char *call = "set_stream";
     if (rc == 0 && g_blas.set_math) {
         rc = g_blas.set_math(h, g_blas.v->math_mode);
@@ -205,14 +205,14 @@ void ug_hip_blas_open(ug_bdev *dev)
         g_blas.destroy(h);
         return;
     }
-    dev->blas = h;
+    q->blas = h;
 }
 
-void ug_hip_blas_close(ug_bdev *dev)
+void ug_hip_blas_close(ug_hip_queue *q)
 {
-    if (dev->blas && g_blas.lib)
-        g_blas.destroy(dev->blas);
-    dev->blas = NULL;
+    if (q->blas && g_blas.lib)
+        g_blas.destroy(q->blas);
+    q->blas = NULL;
 }
 
 static bool forced_own(void)
@@ -226,7 +226,7 @@ const char *ug_hip_blas_path(const ug_bdev *dev)
     static char text[112];
     if (forced_own())
         return "own (UG_GEMM=own)";
-    if (g_blas.lib && (!dev || dev->blas)) {
+    if (g_blas.lib && (!dev || dev->main.blas)) {
         if (g_blas.ex[0])
             return g_blas.v->label;
         snprintf(text, sizeof text, "%s (f16/bf16: own, no %s)", g_blas.v->label,
@@ -269,25 +269,25 @@ static int vendor_gemm_ex(ug_bdev *dev, const ug_gemm_args *a)
     if (v->rocblas_form && batch == 1) {
         rocblas_ex_fn f;
         memcpy(&f, &g_blas.ex[0], sizeof f);
-        return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, A, ab, lda, &a->beta, C, c,
+        return f(ug_hip_current(dev)->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, A, ab, lda, &a->beta, C, c,
                  ldc, C, c, ldc, v->compute_f32, v->algo, 0, 0);
     }
     if (v->rocblas_form) {
         rocblas_ex_batched_fn f;
         memcpy(&f, &g_blas.ex[1], sizeof f);
-        return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, a->stride_b, A, ab, lda,
+        return f(ug_hip_current(dev)->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, a->stride_b, A, ab, lda,
                  a->stride_a, &a->beta, C, c, ldc, a->stride_c, C, c, ldc, a->stride_c, batch,
                  v->compute_f32, v->algo, 0, 0);
     }
     if (batch == 1) {
         gemm_ex_fn f;
         memcpy(&f, &g_blas.ex[0], sizeof f);
-        return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, A, ab, lda, &a->beta, C, c,
+        return f(ug_hip_current(dev)->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, A, ab, lda, &a->beta, C, c,
                  ldc, v->compute_f32, v->algo);
     }
     gemm_ex_batched_fn f;
     memcpy(&f, &g_blas.ex[1], sizeof f);
-    return f(dev->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, a->stride_b, A, ab, lda,
+    return f(ug_hip_current(dev)->blas, tb, ta, n, m, k, &a->alpha, B, ab, ldb, a->stride_b, A, ab, lda,
              a->stride_a, &a->beta, C, c, ldc, a->stride_c, batch, v->compute_f32, v->algo);
 }
 
@@ -302,7 +302,7 @@ ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
     if (a->sum_batch)
         return ug_gemm_sum_batch_by_loop(dev, a, ug_hip_gemm);
     const bool half = a->a.dtype != UG_F32;
-    if (!dev->blas || forced_own() || !vendor_fits(a) || (half && !g_blas.ex[0]))
+    if (!ug_hip_current(dev)->blas || forced_own() || !vendor_fits(a) || (half && !g_blas.ex[0]))
         return ug_hip_gemm_own(dev, a);
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
@@ -322,10 +322,10 @@ ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
     const int tb = a->trans_b ? v->op_t : v->op_n, ta = a->trans_a ? v->op_t : v->op_n;
     int rc;
     if (a->batch == 1)
-        rc = g_blas.sgemm(dev->blas, tb, ta, (int)a->n, (int)a->m, (int)a->k, &a->alpha, B,
+        rc = g_blas.sgemm(ug_hip_current(dev)->blas, tb, ta, (int)a->n, (int)a->m, (int)a->k, &a->alpha, B,
                           (int)a->ldb, A, (int)a->lda, &a->beta, C, (int)a->ldc);
     else
-        rc = g_blas.sgemm_batched(dev->blas, tb, ta, (int)a->n, (int)a->m, (int)a->k, &a->alpha, B,
+        rc = g_blas.sgemm_batched(ug_hip_current(dev)->blas, tb, ta, (int)a->n, (int)a->m, (int)a->k, &a->alpha, B,
                                   (int)a->ldb, a->stride_b, A, (int)a->lda, a->stride_a, &a->beta,
                                   C, (int)a->ldc, a->stride_c, (int)a->batch);
     if (rc != 0)

@@ -17,6 +17,9 @@
 #define hipSuccess cudaSuccess
 #define hipErrorOutOfMemory cudaErrorMemoryAllocation
 #define hipStream_t cudaStream_t
+#define hipEvent_t cudaEvent_t
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipErrorNotReady cudaErrorNotReady
 #define hipDeviceProp_t cudaDeviceProp
 #define hipFuncAttributes cudaFuncAttributes
 #define hipStreamNonBlocking cudaStreamNonBlocking
@@ -44,5 +47,12 @@
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamWaitEvent cudaStreamWaitEvent
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventQuery cudaEventQuery
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
 
 #endif

@@ -18,6 +18,8 @@
 #define UG_HIP_RT "hip"
 #endif
 
+#include <pthread.h>
+
 #include "backends/backend.h"
 
 /* Threads per block of every 1-D kernel: a multiple of both wavefront
@@ -26,14 +28,28 @@
 /* Cap on blocks per grid dimension; kernels loop (grid stride) past it. */
 #define UG_HIP_MAX_GRID 65535
 
+/* A runtime stream with what work on it needs of its own: a BLAS handle
+ * bound to it and reduction scratch. The device's default stream and each
+ * side stream (streams.cpp) have one. */
+typedef struct ug_hip_queue {
+    hipStream_t stream;
+    void *blas;           /* vendor BLAS handle, NULL: own GEMM kernel */
+    void *scratch;        /* reduction partials, grown on demand */
+    size_t scratch_bytes;
+} ug_hip_queue;
+
+struct ug_bstream {
+    ug_hip_queue q;
+    ug_bstream *next;     /* the device's list */
+};
+
 struct ug_bdev {
     int index;            /* the module's device index */
     int ordinal;          /* the runtime's device number */
     int sm_count;         /* compute units / SMs, to size grids */
-    hipStream_t stream;   /* the one in-order queue of the device */
-    void *blas;           /* vendor BLAS handle, NULL: own GEMM kernel */
-    void *scratch;        /* reduction partials, grown on demand */
-    size_t scratch_bytes;
+    ug_hip_queue main;    /* the default stream */
+    pthread_mutex_t streams_lock;
+    ug_bstream *streams;  /* side streams */
 };
 
 /* Set by the module entry; every error goes through it. */
@@ -47,8 +63,26 @@ ug_status ug_hip_fail(ug_status status, hipError_t err, const char *what);
 ug_status ug_hip_enter(ug_bdev *dev);
 /* hipGetLastError after a launch: UG_ERR_BACKEND naming the kernel. */
 ug_status ug_hip_launched(const char *kernel);
-/* Device scratch of at least bytes (kept per device until close). */
+/* Device scratch of at least bytes on the current queue (kept until the
+ * queue closes). */
 ug_status ug_hip_scratch(ug_bdev *dev, size_t bytes, void **out);
+
+/* streams.cpp: the queue work goes to on the calling thread (the bound
+ * side stream's, else the default), queues, and the stream entries. */
+ug_hip_queue *ug_hip_current(ug_bdev *dev);
+ug_status ug_hip_queue_open(ug_bdev *dev, ug_hip_queue *q);
+void ug_hip_queue_close(ug_hip_queue *q);
+ug_stream_create_fn ug_hip_stream_create;
+ug_stream_destroy_fn ug_hip_stream_destroy;
+ug_stream_bind_fn ug_hip_stream_bind;
+ug_stream_synchronize_fn ug_hip_stream_synchronize;
+ug_event_create_fn ug_hip_event_create;
+ug_event_destroy_fn ug_hip_event_destroy;
+ug_event_record_fn ug_hip_event_record;
+ug_event_wait_fn ug_hip_event_wait;
+ug_event_query_fn ug_hip_event_query;
+ug_event_synchronize_fn ug_hip_event_synchronize;
+ug_event_elapsed_fn ug_hip_event_elapsed;
 
 static inline size_t ug_hip_dtype_size(ug_dtype t)
 {
@@ -66,7 +100,8 @@ static inline unsigned ug_hip_blocks(int64_t n, int block)
     return (unsigned)(b < 1 ? 1 : b > UG_HIP_MAX_GRID ? UG_HIP_MAX_GRID : b);
 }
 
-/* Kernel families (kernels/hip/ *.hip): each launches on dev->stream. */
+/* Kernel families (kernels/hip/ *.hip): each launches on the current
+ * queue's stream. */
 ug_unary_fn ug_hip_unary;
 ug_binary_fn ug_hip_binary;
 ug_reduce_fn ug_hip_reduce;
@@ -85,8 +120,8 @@ const void *ug_hip_probe_kernel(void);
 
 /* gemm.cpp: vendor BLAS loaded at run time, or the own kernel. */
 void ug_hip_blas_load(void);
-void ug_hip_blas_open(ug_bdev *dev);
-void ug_hip_blas_close(ug_bdev *dev);
+void ug_hip_blas_open(ug_hip_queue *q);
+void ug_hip_blas_close(ug_hip_queue *q);
 /* "rocBLAS", "cuBLAS", "own (UG_GEMM=own)", "own (no librocblas)" ... */
 const char *ug_hip_blas_path(const ug_bdev *dev);
 ug_gemm_fn ug_hip_gemm;

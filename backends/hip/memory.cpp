@@ -36,7 +36,7 @@ static ug_status finish(ug_bdev *dev, hipError_t e, const char *what, bool block
     if (e != hipSuccess)
         return ug_hip_fail(UG_ERR_BACKEND, e, what);
     if (blocking) {
-        e = hipStreamSynchronize(dev->stream);
+        e = hipStreamSynchronize(ug_hip_current(dev)->stream);
         if (e != hipSuccess)
             return ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamSynchronize");
     }
@@ -50,7 +50,7 @@ ug_status ug_hip_write(ug_bdev *dev, ug_mem dst, size_t dst_off, const void *src
     if (st != UG_OK || bytes == 0)
         return st;
     hipError_t e = hipMemcpyAsync((char *)dst + dst_off, src, bytes, hipMemcpyHostToDevice,
-                                  dev->stream);
+                                  ug_hip_current(dev)->stream);
     return finish(dev, e, UG_HIP_RT "MemcpyAsync (host to device)", blocking);
 }
 
@@ -61,7 +61,7 @@ ug_status ug_hip_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_off, size_
     if (st != UG_OK || bytes == 0)
         return st;
     hipError_t e = hipMemcpyAsync(dst, (const char *)src + src_off, bytes, hipMemcpyDeviceToHost,
-                                  dev->stream);
+                                  ug_hip_current(dev)->stream);
     return finish(dev, e, UG_HIP_RT "MemcpyAsync (device to host)", blocking);
 }
 
@@ -72,17 +72,8 @@ ug_status ug_hip_copy(ug_bdev *dev, ug_mem dst, size_t dst_off, ug_mem src, size
     if (st != UG_OK || bytes == 0)
         return st;
     hipError_t e = hipMemcpyAsync((char *)dst + dst_off, (const char *)src + src_off, bytes,
-                                  hipMemcpyDeviceToDevice, dev->stream);
+                                  hipMemcpyDeviceToDevice, ug_hip_current(dev)->stream);
     return finish(dev, e, UG_HIP_RT "MemcpyAsync (device to device)", false);
-}
-
-ug_status ug_hip_synchronize(ug_bdev *dev)
-{
-    ug_status st = ug_hip_enter(dev);
-    if (st != UG_OK)
-        return st;
-    /* Errors of kernels that failed while running surface here. */
-    return finish(dev, hipSuccess, "", true);
 }
 
 void *ug_hip_host_alloc(ug_bdev *dev, size_t bytes)
@@ -106,22 +97,23 @@ void ug_hip_host_free(ug_bdev *dev, void *ptr)
 
 ug_status ug_hip_scratch(ug_bdev *dev, size_t bytes, void **out)
 {
-    if (dev->scratch_bytes < bytes) {
+    ug_hip_queue *q = ug_hip_current(dev);
+    if (q->scratch_bytes < bytes) {
         /* hipFree synchronises, so kernels still reading the old buffer end
          * first. Sizes stay small: reductions split only when they are. */
-        if (dev->scratch)
-            (void)hipFree(dev->scratch);
-        dev->scratch = NULL;
-        dev->scratch_bytes = 0;
+        if (q->scratch)
+            (void)hipFree(q->scratch);
+        q->scratch = NULL;
+        q->scratch_bytes = 0;
         size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
-        hipError_t e = hipMalloc(&dev->scratch, want);
+        hipError_t e = hipMalloc(&q->scratch, want);
         if (e != hipSuccess) {
-            dev->scratch = NULL;
+            q->scratch = NULL;
             return ug_hip_fail(e == hipErrorOutOfMemory ? UG_ERR_OUT_OF_MEMORY : UG_ERR_BACKEND, e,
                                UG_HIP_RT "Malloc (reduction scratch)");
         }
-        dev->scratch_bytes = want;
+        q->scratch_bytes = want;
     }
-    *out = dev->scratch;
+    *out = q->scratch;
     return UG_OK;
 }

@@ -288,14 +288,12 @@ static ug_status ug_hip_device_open(int index, ug_bdev **out)
         free(dev);
         return st;
     }
-    /* Non-blocking: never serialised against the legacy default stream,
-     * which vendor libraries or the application may use. */
-    hipError_t e = hipStreamCreateWithFlags(&dev->stream, hipStreamNonBlocking);
-    if (e != hipSuccess) {
+    st = ug_hip_queue_open(dev, &dev->main);
+    if (st != UG_OK) {
         free(dev);
-        return ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamCreateWithFlags");
+        return st;
     }
-    ug_hip_blas_open(dev);
+    pthread_mutex_init(&dev->streams_lock, NULL);
     pthread_mutex_lock(&g_lock);
     g_open[index] = dev;
     pthread_mutex_unlock(&g_lock);
@@ -308,12 +306,9 @@ static void ug_hip_device_close(ug_bdev *dev)
     if (!dev)
         return;
     if (ug_hip_enter(dev) == UG_OK) {
-        (void)hipStreamSynchronize(dev->stream);
-        ug_hip_blas_close(dev);
-        if (dev->scratch)
-            (void)hipFree(dev->scratch);
-        (void)hipStreamDestroy(dev->stream);
+        ug_hip_queue_close(&dev->main);
     }
+    pthread_mutex_destroy(&dev->streams_lock);
     (void)hipGetLastError();
     pthread_mutex_lock(&g_lock);
     if (g_open[dev->index] == dev)

@@ -266,23 +266,18 @@ static void ocl_device_close(ug_bdev *dev)
     if (!dev)
         return;
     ocl_open_list_remove(dev);
-    if (dev->queue)
-        clFinish(dev->queue);
+    ocl_finish_all(dev);
     ocl_pins_release_all(dev);
     ocl_program_release(dev);
-    if (dev->scratch_v)
-        clReleaseMemObject(dev->scratch_v);
-    if (dev->scratch_i)
-        clReleaseMemObject(dev->scratch_i);
     /* CLBlast keeps compiled programs per context; they would keep this
      * context alive (and leak) if not dropped now. */
     ocl_gemm_release();
-    if (dev->queue)
-        clReleaseCommandQueue(dev->queue);
+    ocl_queue_close(&dev->main);
     if (dev->context)
         clReleaseContext(dev->context);
     pthread_mutex_destroy(&dev->launch_lock);
     pthread_mutex_destroy(&dev->pin_lock);
+    pthread_mutex_destroy(&dev->streams_lock);
     free(dev->pins);
     free(dev);
 }
@@ -302,6 +297,7 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     dev->device = ref.device;
     pthread_mutex_init(&dev->launch_lock, NULL);
     pthread_mutex_init(&dev->pin_lock, NULL);
+    pthread_mutex_init(&dev->streams_lock, NULL);
 
     char plat_name[256];
     if ((st = ocl_device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof dev->name)) != UG_OK ||
@@ -329,28 +325,8 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
         st = ocl_fail(ocl_status_of(err), "clCreateContext", err);
         goto fail;
     }
-    /* In order and without profiling: every kernel of a step follows the
-     * previous one and the host never waits between them. */
-    dev->queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
-    if (!dev->queue) {
-        st = ocl_fail(ocl_status_of(err), "clCreateCommandQueue", err);
+    if ((st = ocl_queue_open(dev, &dev->main)) != UG_OK || (st = ocl_program_create(dev)) != UG_OK)
         goto fail;
-    }
-    if ((st = ocl_program_create(dev)) != UG_OK)
-        goto fail;
-
-    /* Partials of two-pass reductions: 64K slots bound the split count. */
-    dev->scratch_elems = (size_t)1 << 16;
-    dev->scratch_v = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, dev->scratch_elems * 4, NULL, &err);
-    if (!dev->scratch_v) {
-        st = ocl_fail(ocl_status_of(err), "clCreateBuffer(reduction scratch)", err);
-        goto fail;
-    }
-    dev->scratch_i = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, dev->scratch_elems * 4, NULL, &err);
-    if (!dev->scratch_i) {
-        st = ocl_fail(ocl_status_of(err), "clCreateBuffer(reduction scratch)", err);
-        goto fail;
-    }
     ocl_gemm_tune(dev);
     if (!ocl_open_list_add(dev)) {
         st = ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");

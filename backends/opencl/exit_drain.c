@@ -57,7 +57,7 @@ static void finish_open_queues(void *unused)
     (void)unused;
     pthread_mutex_lock(&open_lock);
     for (int i = 0; i < open_count; i++)
-        clFinish(open_devices[i]->queue);
+        ocl_finish_all(open_devices[i]);
     pthread_mutex_unlock(&open_lock);
 }
 

@@ -87,20 +87,21 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
     CLBlastStatusCode code;
     /* CLBlast creates its own kernel objects per call, but our lock keeps
      * GEMMs ordered with the launches of other threads the same way. */
+    cl_command_queue queue = ocl_current(dev)->queue;
     pthread_mutex_lock(&dev->launch_lock);
     if (a->batch == 1) {
         code = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n,
                             (size_t)a->k, a->alpha, (cl_mem)a->a.mem, (size_t)a->a.offset,
                             (size_t)a->lda, (cl_mem)a->b.mem, (size_t)a->b.offset,
                             (size_t)a->ldb, a->beta, c, (size_t)a->c.offset, (size_t)a->ldc,
-                            &dev->queue, NULL);
+                            &queue, NULL);
     } else {
         code = CLBlastSgemmStridedBatched(
             CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n, (size_t)a->k, a->alpha,
             (cl_mem)a->a.mem, (size_t)a->a.offset, (size_t)a->lda, (size_t)a->stride_a,
             (cl_mem)a->b.mem, (size_t)a->b.offset, (size_t)a->ldb, (size_t)a->stride_b,
             a->beta, c, (size_t)a->c.offset, (size_t)a->ldc, (size_t)a->stride_c,
-            (size_t)a->batch, &dev->queue, NULL);
+            (size_t)a->batch, &queue, NULL);
     }
     pthread_mutex_unlock(&dev->launch_lock);
     if (code != CLBlastSuccess)

@@ -78,24 +78,44 @@ typedef struct ocl_pin {
     cl_mem mem;
 } ocl_pin;
 
+/* An in-order queue with the scratch its two-pass reductions use between
+ * their passes: the device's default queue and each side stream's. */
+typedef struct ocl_queue {
+    cl_command_queue queue;
+    cl_mem scratch_v;               /* f32 partials of two-pass reductions */
+    cl_mem scratch_i;               /* i32 partial indices (ARGMAX) */
+    size_t scratch_elems;
+    /* A profiled queue that stamps this queue's timing events (created at
+     * the first one): a marker there waiting for a marker here completes
+     * when this queue's work before it has, by the device's clock, and the
+     * queue itself stays unprofiled. */
+    cl_command_queue stamps;
+} ocl_queue;
+
+struct ug_bstream {
+    ocl_queue q;
+    ug_bstream *next;               /* the device's list */
+};
+
 struct ug_bdev {
     int index;
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
-    cl_command_queue queue;
+    ocl_queue main;                 /* the default stream */
     cl_program program;
     /* [family][in dtype][out dtype]; families without a dtype use [0][0]. */
     ocl_kernel kernels[OCL_FAMILY_COUNT][UG_DTYPE_COUNT][UG_DTYPE_COUNT];
     size_t target_groups;           /* work-groups that keep the device busy */
     bool is_pocl;
 
-    /* Guards clSetKernelArg + enqueue, and the reduction scratch between
-     * the two passes of one reduction. */
+    /* Guards clSetKernelArg + enqueue, and a queue's reduction scratch
+     * between the two passes of one reduction. */
     pthread_mutex_t launch_lock;
-    cl_mem scratch_v;               /* f32 partials of two-pass reductions */
-    cl_mem scratch_i;               /* i32 partial indices (ARGMAX) */
-    size_t scratch_elems;
+
+    /* Side streams (streams.c); the lock also guards the queues' stamps. */
+    pthread_mutex_t streams_lock;
+    ug_bstream *streams;
 
     /* Pinned host buffers: host_free gets only the pointer. */
     pthread_mutex_t pin_lock;
@@ -114,7 +134,25 @@ bool ocl_open_list_add(ug_bdev *dev);
 void ocl_open_list_remove(ug_bdev *dev);
 void ocl_drain_at_exit(void);
 
-/* The core's error sink, set by ug_opencl_backend. */
+/* streams.c: the queue entries go to on the calling thread (the bound side
+ * stream's, else the default), queue creation and the stream entries. */
+ocl_queue *ocl_current(ug_bdev *dev);
+ug_status ocl_queue_open(ug_bdev *dev, ocl_queue *q);
+void ocl_queue_close(ocl_queue *q);
+/* Finishes every queue of the device (exit, close). */
+void ocl_finish_all(ug_bdev *dev);
+ug_stream_create_fn ocl_stream_create;
+ug_stream_destroy_fn ocl_stream_destroy;
+ug_stream_bind_fn ocl_stream_bind;
+ug_stream_synchronize_fn ocl_stream_synchronize;
+ug_event_create_fn ocl_event_create;
+ug_event_destroy_fn ocl_event_destroy;
+ug_event_record_fn ocl_event_record;
+ug_event_wait_fn ocl_event_wait;
+ug_event_query_fn ocl_event_query;
+ug_event_synchronize_fn ocl_event_synchronize;
+ug_event_elapsed_fn ocl_event_elapsed;
+
 extern const ug_backend_host *ocl_host;
 
 /* errors.c */

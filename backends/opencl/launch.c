@@ -27,7 +27,7 @@ ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims
                                        what, (unsigned)i, (int)err, ocl_error_name(err));
         }
     }
-    cl_int err = clEnqueueNDRangeKernel(dev->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int err = clEnqueueNDRangeKernel(ocl_current(dev)->queue, k, dims, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
         char what[96];
         if (clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof what, what, NULL) != CL_SUCCESS)

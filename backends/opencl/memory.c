@@ -49,7 +49,7 @@ ug_status ocl_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const voi
 {
     if (bytes == 0)
         return UG_OK;
-    cl_int err = clEnqueueWriteBuffer(dev->queue, (cl_mem)dst, blocking ? CL_TRUE : CL_FALSE,
+    cl_int err = clEnqueueWriteBuffer(ocl_current(dev)->queue, (cl_mem)dst, blocking ? CL_TRUE : CL_FALSE,
                                       dst_offset_bytes, bytes, src, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueWriteBuffer", err);
@@ -61,7 +61,7 @@ ug_status ocl_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
 {
     if (bytes == 0)
         return UG_OK;
-    cl_int err = clEnqueueReadBuffer(dev->queue, (cl_mem)src, blocking ? CL_TRUE : CL_FALSE,
+    cl_int err = clEnqueueReadBuffer(ocl_current(dev)->queue, (cl_mem)src, blocking ? CL_TRUE : CL_FALSE,
                                      src_offset_bytes, bytes, dst, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer", err);
@@ -73,20 +73,13 @@ ug_status ocl_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src
 {
     if (bytes == 0 || (dst == src && dst_offset_bytes == src_offset_bytes))
         return UG_OK;
-    cl_int err = clEnqueueCopyBuffer(dev->queue, (cl_mem)src, (cl_mem)dst, src_offset_bytes,
+    cl_int err = clEnqueueCopyBuffer(ocl_current(dev)->queue, (cl_mem)src, (cl_mem)dst, src_offset_bytes,
                                      dst_offset_bytes, bytes, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueCopyBuffer", err);
     return UG_OK;
 }
 
-ug_status ocl_synchronize(ug_bdev *dev)
-{
-    cl_int err = clFinish(dev->queue);
-    if (err != CL_SUCCESS)
-        return ocl_fail(ocl_status_of(err), "clFinish", err);
-    return UG_OK;
-}
 
 /* Pinned memory: a buffer the runtime allocates in host memory
  * (CL_MEM_ALLOC_HOST_PTR), mapped once for the host's lifetime of it. The
@@ -104,7 +97,7 @@ void *ocl_host_alloc(ug_bdev *dev, size_t bytes)
                             "%d %s", bytes, (int)err, ocl_error_name(err));
         return NULL;
     }
-    void *ptr = clEnqueueMapBuffer(dev->queue, mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
+    void *ptr = clEnqueueMapBuffer(dev->main.queue, mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
                                    0, NULL, NULL, &err);
     if (!ptr) {
         clReleaseMemObject(mem);
@@ -117,7 +110,7 @@ void *ocl_host_alloc(ug_bdev *dev, size_t bytes)
         ocl_pin *pins = ug_realloc(dev->pins, cap * sizeof *pins);
         if (!pins) {
             pthread_mutex_unlock(&dev->pin_lock);
-            clEnqueueUnmapMemObject(dev->queue, mem, ptr, 0, NULL, NULL);
+            clEnqueueUnmapMemObject(dev->main.queue, mem, ptr, 0, NULL, NULL);
             clReleaseMemObject(mem);
             ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
             return NULL;
@@ -136,7 +129,7 @@ static void unpin(ug_bdev *dev, ocl_pin pin)
 {
     /* The unmap is queued after any transfer still reading the memory, and
      * the release waits for the unmap. */
-    clEnqueueUnmapMemObject(dev->queue, pin.mem, pin.ptr, 0, NULL, NULL);
+    clEnqueueUnmapMemObject(dev->main.queue, pin.mem, pin.ptr, 0, NULL, NULL);
     clReleaseMemObject(pin.mem);
 }
 
@@ -165,6 +158,6 @@ void ocl_pins_release_all(ug_bdev *dev)
         unpin(dev, dev->pins[i]);
     dev->pin_count = 0;
     pthread_mutex_unlock(&dev->pin_lock);
-    if (dev->queue)
-        clFinish(dev->queue);
+    if (dev->main.queue)
+        clFinish(dev->main.queue);
 }

@@ -27,7 +27,8 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
     cl_long chunk = (len + splits - 1) / splits;
     size_t global[2] = {ocl_round_up((size_t)inner, tx), (size_t)(outer * splits) * ty};
     size_t local[2] = {tx, ty};
-    cl_mem xidx = dev->scratch_i, pv = dev->scratch_v, pi = dev->scratch_i;
+    ocl_queue *q = ocl_current(dev);
+    cl_mem xidx = q->scratch_i, pv = q->scratch_v, pi = q->scratch_i;
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),   OCL_ARG(ydt),   OCL_ARG(x),
                       OCL_ARG(xoff),  OCL_ARG(xidx),   OCL_ARG(len),   OCL_ARG(inner),
                       OCL_ARG(splits), OCL_ARG(chunk), OCL_ARG(op),    OCL_ARG(stage),
@@ -63,7 +64,7 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
         int64_t by_len = a->len / ((int64_t)ty * 32);
         if (splits > by_len)
             splits = by_len;
-        int64_t by_scratch = (int64_t)dev->scratch_elems / (a->outer * a->inner);
+        int64_t by_scratch = (int64_t)ocl_current(dev)->scratch_elems / (a->outer * a->inner);
         if (splits > by_scratch)
             splits = by_scratch;
         if (splits < 2)
@@ -80,7 +81,7 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     st = reduce_pass(dev, kernel, y, yoff, ydt, x, xoff, a->outer, a->len, a->inner,
                                splits, op, 0, count);
     if (st == UG_OK && splits > 1)
-        st = reduce_pass(dev, partials, y, yoff, ydt, dev->scratch_v, 0, a->outer, splits,
+        st = reduce_pass(dev, partials, y, yoff, ydt, ocl_current(dev)->scratch_v, 0, a->outer, splits,
                          a->inner, 1, op, 1, count);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;

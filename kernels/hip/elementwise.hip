@@ -113,9 +113,9 @@ ug_status ug_hip_unary(ug_bdev *dev, const ug_unary_args *a)
     const int64_t *s[1] = {k.xs};
     const unsigned g = ug_hip_blocks(k.n, UG_HIP_BLOCK);
     if (small_index(k.n, k.sh, s, a->op == UG_UNARY_FILL ? 0 : 1))
-        ug_unary_kernel<uint32_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        ug_unary_kernel<uint32_t><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     else
-        ug_unary_kernel<int64_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        ug_unary_kernel<int64_t><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("unary");
 }
 
@@ -141,9 +141,9 @@ ug_status ug_hip_binary(ug_bdev *dev, const ug_binary_args *a)
     const int64_t *s[2] = {k.as, k.bs};
     const unsigned g = ug_hip_blocks(k.n, UG_HIP_BLOCK);
     if (small_index(k.n, k.sh, s, 2))
-        ug_binary_kernel<uint32_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        ug_binary_kernel<uint32_t><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     else
-        ug_binary_kernel<int64_t><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        ug_binary_kernel<int64_t><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("binary");
 }
 

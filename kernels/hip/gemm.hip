@@ -154,9 +154,9 @@ ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a)
     return ug_with_type(a->a.dtype, [&](auto tag) {
         typedef typename decltype(tag)::type T;
         if (a->c.dtype == UG_F32)
-            ug_gemm_kernel<T, float><<<grid, dim3(16, 16), 0, dev->stream>>>(g);
+            ug_gemm_kernel<T, float><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
         else
-            ug_gemm_kernel<T, T><<<grid, dim3(16, 16), 0, dev->stream>>>(g);
+            ug_gemm_kernel<T, T><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
         return ug_hip_launched("gemm");
     });
 }

@@ -96,7 +96,7 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
         if (!state || !gate || !sum)
             return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: loss scaler buffers missing",
                                           UG_HIP_BACKEND);
-        ug_scaler_kernel<<<1, 1, 0, dev->stream>>>(state, gate, sum, a->growth, a->backoff,
+        ug_scaler_kernel<<<1, 1, 0, ug_hip_current(dev)->stream>>>(state, gate, sum, a->growth, a->backoff,
                                                    a->growth_interval, a->max_norm);
         return ug_hip_launched("loss scaler");
     }
@@ -126,6 +126,6 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
         (a->kind != UG_OPTIM_SGD && (!k.s0 || !k.s1)))
         return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer state missing",
                                       UG_HIP_BACKEND);
-    ug_optim_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    ug_optim_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("optimizer");
 }

@@ -37,6 +37,6 @@ ug_status ug_hip_random(ug_bdev *dev, const ug_random_args *a)
     k.offset = a->offset;
     k.y = ug_hip_ptr(&a->y);
     k.n = a->n;
-    ug_random_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    ug_random_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("random");
 }

@@ -120,7 +120,7 @@ static ug_status launch(ug_bdev *dev, const reduce_k &k, int bx)
     const int by = UG_HIP_BLOCK / bx;
     const dim3 grid((unsigned)min64((k.inner + bx - 1) / bx, UG_HIP_MAX_GRID),
                     (unsigned)min64(k.outer, UG_HIP_MAX_GRID), (unsigned)k.splits);
-    ug_reduce_kernel<<<grid, dim3(bx, by), 0, dev->stream>>>(k);
+    ug_reduce_kernel<<<grid, dim3(bx, by), 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("reduce");
 }
 

@@ -43,7 +43,7 @@ ug_status ug_hip_softmax(ug_bdev *dev, const ug_softmax_args *a)
     if (st != UG_OK)
         return st;
     softmax_k k = {a->log, (int)a->x.dtype, ug_hip_ptr(&a->x), ug_hip_ptr(&a->y), a->rows, a->cols};
-    ug_softmax_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    ug_softmax_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("softmax");
 }
 
@@ -132,7 +132,7 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     if (k.grad && !k.dloss)
         return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT,
                                       "%s: cross_entropy backward needs dloss", UG_HIP_BACKEND);
-    ug_xent_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, dev->stream>>>(k);
+    ug_xent_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     return ug_hip_launched("cross_entropy");
 }
 
@@ -224,9 +224,9 @@ ug_status ug_hip_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
             return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT,
                                           "%s: layernorm backward needs dy, mean and rstd",
                                           UG_HIP_BACKEND);
-        ug_layernorm_bwd_kernel<<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        ug_layernorm_bwd_kernel<<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     } else {
-        ug_layernorm_fwd_kernel<<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+        ug_layernorm_fwd_kernel<<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     }
     return ug_hip_launched("layernorm");
 }

@@ -65,7 +65,7 @@ static ug_status launch_window(ug_bdev *dev, window_k *k, ug_dtype dtype, const 
     const unsigned g = ug_hip_blocks(k->count, UG_HIP_BLOCK);
     return ug_with_type(dtype, [&](auto tag) {
         typedef typename decltype(tag)::type T;
-        ug_window_kernel<T><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(*k);
+        ug_window_kernel<T><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(*k);
         return ug_hip_launched(name);
     });
 }
@@ -239,9 +239,9 @@ ug_status ug_hip_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     return ug_with_type(a->x.dtype, [&](auto tag) {
         typedef typename decltype(tag)::type T;
         if (a->backward)
-            ug_batchnorm_bwd_kernel<T><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+            ug_batchnorm_bwd_kernel<T><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
         else
-            ug_batchnorm_fwd_kernel<T><<<g, UG_HIP_BLOCK, 0, dev->stream>>>(k);
+            ug_batchnorm_fwd_kernel<T><<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
         return ug_hip_launched("batch norm");
     });
 }

@@ -28,6 +28,7 @@ typedef struct ug_emu_stats {
     int64_t live_allocations;  /* cudaMalloc not yet freed */
     int64_t live_host_allocations;
     int64_t live_streams;
+    int64_t live_events;
     size_t live_bytes;
 } ug_emu_stats;
 UG_EMU_API void ug_emu_get_stats(ug_emu_stats *stats);

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -102,6 +103,11 @@ struct Scheduler {
 };
 Scheduler g_sched;
 
+struct EmuEvent {
+    bool timing = true, recorded = false;
+    double ms = 0; /* the host's monotonic clock at the record */
+};
+
 struct Machine {
     int devices = 1, sm_count = 8, current_device = 0;
     size_t memory = (size_t)4 << 30, used = 0;
@@ -110,6 +116,8 @@ struct Machine {
     std::set<void *> host_allocs;
     std::set<cudaStream_t> streams;
     uintptr_t next_stream = 0x5000;
+    std::map<cudaEvent_t, EmuEvent> events;
+    uintptr_t next_event = 0x9000;
     ug_emu_stats stats = {};
 };
 Machine g_machine;
@@ -379,6 +387,7 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     }
     return "cudaErrorUnknown";
@@ -539,6 +548,78 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
     return record(stream_ok(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
+namespace {
+double host_ms()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+EmuEvent *event_of(cudaEvent_t e)
+{
+    auto it = g_machine.events.find(e);
+    return it == g_machine.events.end() ? nullptr : &it->second;
+}
+} // namespace
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
+{
+    EMU_LOCKED;
+    if (flags & ~(unsigned)cudaEventDisableTiming)
+        return record(cudaErrorInvalidValue);
+    *event = (cudaEvent_t)(g_machine.next_event += 0x10);
+    g_machine.events[*event].timing = !(flags & cudaEventDisableTiming);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    EMU_LOCKED;
+    return record(g_machine.events.erase(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    EMU_LOCKED;
+    EmuEvent *e = event_of(event);
+    if (!e || !stream_ok(stream))
+        return record(cudaErrorInvalidResourceHandle);
+    e->recorded = true;
+    e->ms = host_ms();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
+{
+    EMU_LOCKED;
+    if (!event_of(event) || !stream_ok(stream))
+        return record(cudaErrorInvalidResourceHandle);
+    return record(flags == 0 ? cudaSuccess : cudaErrorInvalidValue);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    EMU_LOCKED;
+    return record(event_of(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    EMU_LOCKED;
+    return record(event_of(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    EMU_LOCKED;
+    EmuEvent *a = event_of(start), *b = event_of(end);
+    if (!a || !b || !a->timing || !b->timing || !a->recorded || !b->recorded)
+        return record(cudaErrorInvalidResourceHandle);
+    *ms = (float)(b->ms - a->ms);
+    return cudaSuccess;
+}
+
 extern "C" void ug_emu_configure(int devices, int sm_count, size_t memory_bytes)
 {
     EMU_LOCKED;
@@ -554,6 +635,7 @@ extern "C" void ug_emu_get_stats(ug_emu_stats *stats)
     stats->live_allocations = (int64_t)g_machine.device_allocs.size();
     stats->live_host_allocations = (int64_t)g_machine.host_allocs.size();
     stats->live_streams = (int64_t)g_machine.streams.size();
+    stats->live_events = (int64_t)g_machine.events.size();
     stats->live_bytes = g_machine.used;
 }
 
@@ -576,14 +658,16 @@ struct ExitCheck {
         ug_emu_stats s;
         ug_emu_get_stats(&s);
         if (s.live_allocations == 0 && s.live_host_allocations == 0 && s.live_streams == 0 &&
-            s.failed_launches == 0)
+            s.live_events == 0 && s.failed_launches == 0)
             return;
         fflush(stdout);
         fprintf(stderr,
                 "CUDA emulator: at exit %lld device allocations (%zu bytes), %lld pinned host "
-                "allocations and %lld streams are still live, and %llu launches failed\n",
+                "allocations, %lld streams and %lld events are still live, and %llu launches "
+                "failed\n",
                 (long long)s.live_allocations, s.live_bytes, (long long)s.live_host_allocations,
-                (long long)s.live_streams, (unsigned long long)s.failed_launches);
+                (long long)s.live_streams, (long long)s.live_events,
+                (unsigned long long)s.failed_launches);
         fflush(stderr);
         _exit(1);
     }

@@ -183,7 +183,7 @@ static ug_status no_error(ug_status status, const char *fmt, ...)
 static void test_module_entry(ug_device *dev)
 {
     (void)dev;
-    static const ug_backend_host host = {no_error}, no_host = {NULL};
+    static const ug_backend_host host = {.set_error = no_error}, no_host = {.set_error = NULL};
     const char *reason = NULL;
     CHECK_MSG(!emu.entry(UG_BACKEND_INTERFACE_VERSION + 1, &host, &reason) && reason &&
                   th_contains(reason, "interface"),

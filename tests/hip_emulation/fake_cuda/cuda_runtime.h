@@ -51,10 +51,12 @@ typedef enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719
 } cudaError_t;
 
 typedef struct ug_emu_stream *cudaStream_t;
+typedef struct ug_emu_event *cudaEvent_t;
 
 struct cudaDeviceProp {
     char name[256];
@@ -70,6 +72,8 @@ enum cudaMemcpyKind {
     cudaMemcpyDeviceToDevice = 3
 };
 #define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
 
 /* Every call records its error as the "last error" (as CUDA does); launches
@@ -92,6 +96,15 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+/* Kernels run when launched, so an event completes when recorded, and its
+ * time is the host's clock then. */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
 /* Device intrinsics. The CPU rounds every f32 operation to nearest (the
  * module is built with -ffp-contract=off, so nothing is fused). */

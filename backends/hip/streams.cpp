@@ -1,0 +1,180 @@
+/* Streams and events of the HIP/CUDA module: runtime streams (each with
+ * its own BLAS handle and reduction scratch) and runtime events. Entries go
+ * to the stream bound on the calling thread (thread-local), else to the
+ * device's default one. */
+#include <stdlib.h>
+
+#include "backends/hip/internal.h"
+
+struct ug_bevent {
+    hipEvent_t event;
+};
+
+static thread_local ug_bstream *bound = NULL;
+
+ug_hip_queue *ug_hip_current(ug_bdev *dev) { return bound ? &bound->q : &dev->main; }
+
+static ug_hip_queue *queue_of(ug_bdev *dev, ug_bstream *stream) { return stream ? &stream->q : &dev->main; }
+
+ug_status ug_hip_queue_open(ug_bdev *dev, ug_hip_queue *q)
+{
+    (void)dev;
+    /* Non-blocking: never serialised against the legacy default stream,
+     * which vendor libraries or the application may use. */
+    hipError_t e = hipStreamCreateWithFlags(&q->stream, hipStreamNonBlocking);
+    if (e != hipSuccess)
+        return ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamCreateWithFlags");
+    ug_hip_blas_open(q);
+    return UG_OK;
+}
+
+void ug_hip_queue_close(ug_hip_queue *q)
+{
+    (void)hipStreamSynchronize(q->stream);
+    ug_hip_blas_close(q);
+    if (q->scratch)
+        (void)hipFree(q->scratch);
+    (void)hipStreamDestroy(q->stream);
+    (void)hipGetLastError();
+    *q = ug_hip_queue{};
+}
+
+static ug_status wait_queue(ug_hip_queue *q)
+{
+    hipError_t e = hipStreamSynchronize(q->stream);
+    return e == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamSynchronize");
+}
+
+/* Errors of kernels that failed while running surface here. */
+ug_status ug_hip_synchronize(ug_bdev *dev)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    ug_status first = wait_queue(&dev->main);
+    pthread_mutex_lock(&dev->streams_lock);
+    for (ug_bstream *s = dev->streams; s; s = s->next) {
+        ug_status st = wait_queue(&s->q);
+        if (first == UG_OK)
+            first = st;
+    }
+    pthread_mutex_unlock(&dev->streams_lock);
+    return first;
+}
+
+ug_status ug_hip_stream_create(ug_bdev *dev, ug_bstream **out)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    ug_bstream *s = (ug_bstream *)calloc(1, sizeof *s);
+    if (!s)
+        return ug_hip_host->set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for a stream",
+                                      UG_HIP_BACKEND);
+    ug_status st = ug_hip_queue_open(dev, &s->q);
+    if (st != UG_OK) {
+        free(s);
+        return st;
+    }
+    pthread_mutex_lock(&dev->streams_lock);
+    s->next = dev->streams;
+    dev->streams = s;
+    pthread_mutex_unlock(&dev->streams_lock);
+    *out = s;
+    return UG_OK;
+}
+
+void ug_hip_stream_destroy(ug_bdev *dev, ug_bstream *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&dev->streams_lock);
+    for (ug_bstream **p = &dev->streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    pthread_mutex_unlock(&dev->streams_lock);
+    if (bound == s)
+        bound = NULL;
+    if (ug_hip_enter(dev) == UG_OK)
+        ug_hip_queue_close(&s->q); /* finishes its work first */
+    free(s);
+}
+
+void ug_hip_stream_bind(ug_bdev *dev, ug_bstream *stream)
+{
+    (void)dev;
+    bound = stream;
+}
+
+ug_status ug_hip_stream_synchronize(ug_bdev *dev, ug_bstream *stream)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    return wait_queue(queue_of(dev, stream));
+}
+
+ug_status ug_hip_event_create(ug_bdev *dev, bool timing, ug_bevent **out)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    ug_bevent *e = (ug_bevent *)calloc(1, sizeof *e);
+    if (!e)
+        return ug_hip_host->set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for an event",
+                                      UG_HIP_BACKEND);
+    hipError_t err = hipEventCreateWithFlags(&e->event, timing ? 0 : hipEventDisableTiming);
+    if (err != hipSuccess) {
+        free(e);
+        return ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "EventCreateWithFlags");
+    }
+    *out = e;
+    return UG_OK;
+}
+
+void ug_hip_event_destroy(ug_bdev *dev, ug_bevent *e)
+{
+    if (!e)
+        return;
+    if (ug_hip_enter(dev) == UG_OK && hipEventDestroy(e->event) != hipSuccess)
+        (void)hipGetLastError();
+    free(e);
+}
+
+ug_status ug_hip_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipError_t err = hipEventRecord(e->event, queue_of(dev, stream)->stream);
+    return err == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "EventRecord");
+}
+
+ug_status ug_hip_event_wait(ug_bdev *dev, ug_bstream *stream, ug_bevent *e)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipError_t err = hipStreamWaitEvent(queue_of(dev, stream)->stream, e->event, 0);
+    return err == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "StreamWaitEvent");
+}
+
+ug_status ug_hip_event_query(ug_bdev *dev, ug_bevent *e, bool *done)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipError_t err = hipEventQuery(e->event);
+    *done = err == hipSuccess;
+    if (err == hipSuccess || err == hipErrorNotReady) {
+        (void)hipGetLastError(); /* not ready is an answer, not an error */
+        return UG_OK;
+    }
+    return ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "EventQuery");
+}
+
+ug_status ug_hip_event_synchronize(ug_bdev *dev, ug_bevent *e)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipError_t err = hipEventSynchronize(e->event);
+    return err == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "EventSynchronize");
+}
+
+ug_status ug_hip_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, int64_t *ns)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    float ms = 0.0f;
+    hipError_t err = hipEventElapsedTime(&ms, start->event, end->event);
+    if (err != hipSuccess)
+        return ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "EventElapsedTime");
+    *ns = (int64_t)((double)ms * 1e6);
+    return UG_OK;
+}
