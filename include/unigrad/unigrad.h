@@ -5,6 +5,7 @@
 #include "unigrad/status.h"
 #include "unigrad/dtype.h"
 #include "unigrad/device.h"
+#include "unigrad/stream.h"
 #include "unigrad/memory.h"
 #include "unigrad/tensor.h"
 #include "unigrad/ops.h"
