@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/fault.h"
-#include "core/mix64.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/fault.h"
+#include "base/mix64.h"
 
 /* Attempts at a free temporary name; the characters ".tmp.XXXXXX" add. */
 enum { TRIES = 100, TEMP_SUFFIX = 11 };

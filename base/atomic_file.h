@@ -10,7 +10,7 @@
  *     if ((st = ug_atomic_write(f, data, bytes)) != UG_OK) { ug_atomic_abort(f); return st; }
  *     return ug_atomic_commit(f, keep);
  *
- * Every file system call here counts one UG_FAULT_FILE_IO event (core/fault.h),
+ * Every file system call here counts one UG_FAULT_FILE_IO event (base/fault.h),
  * so the tests can make each one fail in turn. Internal: not exported. */
 #ifndef UG_CORE_ATOMIC_FILE_H
 #define UG_CORE_ATOMIC_FILE_H

@@ -1,5 +1,5 @@
 /* Element type facts, and the exported host binary16 and bfloat16
- * conversion (core/half.h). */
+ * conversion (base/half.h). */
 #include "half.h" /* beside this file: also built alone by tests/hip_emulation */
 #include "unigrad/dtype.h"
 

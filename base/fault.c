@@ -2,7 +2,7 @@
  * load. */
 #include <stdlib.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 
 static int64_t armed_at[UG_FAULT_KINDS]; /* 0: disarmed */
 static int64_t events[UG_FAULT_KINDS];

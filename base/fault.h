@@ -15,7 +15,7 @@
 typedef enum ug_fault_kind {
     UG_FAULT_HOST_ALLOC,
     UG_FAULT_DEVICE_ALLOC,
-    UG_FAULT_FILE_IO,     /* each call of an atomic file replacement (core/atomic_file.c) */
+    UG_FAULT_FILE_IO,     /* each call of an atomic file replacement (base/atomic_file.c) */
     UG_FAULT_HOST_WAIT,   /* the host waits for a device: a synchronisation or blocking transfer */
     UG_FAULT_KINDS
 } ug_fault_kind;

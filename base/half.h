@@ -1,5 +1,5 @@
 /* Host binary16 and bfloat16 conversion, inline so that the CPU backend's
- * loops over half tensors inline it (core/dtype.c exports it as
+ * loops over half tensors inline it (base/dtype.c exports it as
  * ug_f32_to_f16 and friends). Round to nearest even; f16: NaN stays a quiet
  * NaN, overflow gives infinity; bf16: any NaN gives 0x7fc0. */
 #ifndef UG_CORE_HALF_H

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
-#include "core/regular_file.h"
+#include "base/error.h"
+#include "base/regular_file.h"
 
 static const char *kind_of(mode_t mode)
 {

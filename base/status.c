@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 enum { UG_ERROR_CAPACITY = 16384 };
 

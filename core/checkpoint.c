@@ -1,6 +1,6 @@
 /* Training checkpoints (include/unigrad/checkpoint.h): the parts' state to
  * and from a safetensors file (core/safetensors.c), which writes it through
- * an atomic replacement (core/atomic_file.c).
+ * an atomic replacement (base/atomic_file.c).
  *
  * Loading runs in two phases so that a bad file changes nothing: first
  * every entry the parts need is found and checked against them (dtype,
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/graph_internal.h"
 #include "core/safetensors.h"
 #include "core/string_map.h"

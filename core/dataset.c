@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/data_internal.h"
 #include "core/internal.h"
 

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "core/data_internal.h"
-#include "core/error.h"
-#include "core/half.h"
+#include "base/error.h"
+#include "base/half.h"
 
 bool ug_dataset_gather_needs_scratch(const ug_dataset *ds, ug_dtype x_dtype)
 {

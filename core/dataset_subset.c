@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 #include "core/data_internal.h"
-#include "core/error.h"
-#include "core/fault.h"
+#include "base/error.h"
+#include "base/fault.h"
 
 /* Splits draw their permutation from a stream no loader epoch uses. */
 static const uint64_t SPLIT_STREAM = ~(uint64_t)0;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 #include "core/data_internal.h"
-#include "core/error.h"
-#include "core/fault.h"
+#include "base/error.h"
+#include "base/fault.h"
 
 /* Samples whose values a callback data set's statistics read at a time. */
 enum { STATS_CHUNK = 256 };

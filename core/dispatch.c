@@ -1,7 +1,7 @@
 /* The one path from the core into a backend (see dispatch.h). */
 #include "core/dispatch.h"
 
-#include "core/fault.h"
+#include "base/fault.h"
 
 /* Runs call with the calling thread's current side stream bound in the
  * backend (stream_bind), so every queued entry lands on it. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/graph_internal.h"
 #include "unigrad/ops.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/graph_internal.h"
 
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)

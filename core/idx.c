@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/data_internal.h"
-#include "core/regular_file.h"
+#include "base/regular_file.h"
 #include "core/internal.h"
 
 typedef struct idx_type {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "unigrad/memory.h"
 #include "unigrad/tensor.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/graph_internal.h"
-#include "core/mix64.h"
+#include "base/mix64.h"
 #include "unigrad/ops.h"
 
 /* ---- launching ---- */

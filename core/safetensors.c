@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/fault.h"
-#include "core/regular_file.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/fault.h"
+#include "base/regular_file.h"
 #include "core/safetensors.h"
 
 /* Tensors are read into and written from host memory as they are in the

@@ -13,7 +13,7 @@
  * buffer exactly (no overlap, no gap, nothing after the last). Every error
  * is UG_ERR_FORMAT "<path>: byte <file offset>: <what was found>, expected
  * <what>". Writing pads the header with spaces so the buffer starts at a
- * multiple of 8, and replaces the file atomically (core/atomic_file.h).
+ * multiple of 8, and replaces the file atomically (base/atomic_file.h).
  * Internal: the public checkpoint API is built on this. */
 #ifndef UG_CORE_SAFETENSORS_H
 #define UG_CORE_SAFETENSORS_H

@@ -1,7 +1,7 @@
 /* Seeded permutations of sample indices, shared by the loader's epochs and
  * data set splits. */
 #include "core/data_internal.h"
-#include "core/mix64.h"
+#include "base/mix64.h"
 
 static uint64_t splitmix64(uint64_t *state)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "core/dispatch.h"
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/internal.h"
 #include "unigrad/stream.h"
 

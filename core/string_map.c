@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/error.h"
-#include "core/fault.h"
+#include "base/error.h"
+#include "base/fault.h"
 #include "core/string_map.h"
 
 void ug_strings_clear(ug_string_map *s)

@@ -3,7 +3,9 @@
 #    path from the core into a backend (the entry names are read from
 #    backends/backend.h, so a new entry is covered without editing this);
 #  - a graph pass tests which op it has (op.def == &ug_op_X) instead of
-#    reading the definition's traits: only the file defining an op may.
+#    reading the definition's traits: only the file defining an op may;
+#  - a layer includes one above it: base/ includes nothing of core/ or
+#    backends/, and backends/ and kernels/ nothing of core/.
 #   cmake -DSOURCE_DIR=<repository root> -P check_structure.cmake
 cmake_minimum_required(VERSION 3.16)
 file(READ "${SOURCE_DIR}/backends/backend.h" header)
@@ -73,3 +75,25 @@ if(bad)
 endif()
 list(LENGTH defining files)
 message(STATUS "no op identity tested outside the ${files} files defining ops")
+
+# Layers: what each may not include.
+foreach(rule "base:core/|backends/" "backends:core/" "kernels:core/")
+  string(REPLACE ":" ";" parts "${rule}")
+  list(GET parts 0 layer)
+  list(GET parts 1 forbidden)
+  file(GLOB_RECURSE layer_files "${SOURCE_DIR}/${layer}/*.c" "${SOURCE_DIR}/${layer}/*.h"
+       "${SOURCE_DIR}/${layer}/*.cpp" "${SOURCE_DIR}/${layer}/*.hip" "${SOURCE_DIR}/${layer}/*.cl")
+  foreach(path IN LISTS layer_files)
+    file(STRINGS "${path}" lines REGEX "#[ \t]*include[ \t]+\"(${forbidden})")
+    foreach(line IN LISTS lines)
+      file(RELATIVE_PATH rel "${SOURCE_DIR}" "${path}")
+      list(APPEND bad "${rel}: ${line}")
+    endforeach()
+  endforeach()
+endforeach()
+if(bad)
+  list(JOIN bad "\n  " shown)
+  message(FATAL_ERROR "a layer includes one above it (base/ is under core/ and backends/; "
+                      "backends/ and kernels/ see only base/ and backends/backend.h):\n  ${shown}")
+endif()
+message(STATUS "base/, backends/ and kernels/ include nothing above them")

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "harness.h"
 #include "unigrad/checkpoint.h"
 

@@ -11,7 +11,7 @@
  * device still works, the folder holds no temporary file and no entry
  * (but after the rename, the last call), and the next process stores the
  * program. Uses the library's internal fault hooks
- * (core/fault.h). */
+ * (base/fault.h). */
 #define _POSIX_C_SOURCE 200809L /* fork, execl, setenv, mkdtemp */
 #include <dirent.h>
 #include <math.h>
@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "harness.h"
 
 enum { SAMPLES = 12, FEATURES = 4, CLASSES = 3, BATCH = 4 };

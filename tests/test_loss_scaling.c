@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/safetensors.h"
 #include "unigrad/checkpoint.h"
 #include "harness.h"

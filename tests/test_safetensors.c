@@ -1,5 +1,5 @@
 /* The checkpoint file layer: safetensors reading and writing
- * (core/safetensors.h) and atomic file replacement (core/atomic_file.h).
+ * (core/safetensors.h) and atomic file replacement (base/atomic_file.h).
  *
  * Round trips of every dtype, scalars, empty tensors, odd names and
  * metadata; one damaged file per error class, each checked for its status
@@ -25,9 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/fault.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/fault.h"
 #include "core/safetensors.h"
 #include "harness.h"
 #include "unigrad/checkpoint.h"

@@ -22,8 +22,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "core/error.h"
-#include "core/fault.h"
+#include "base/error.h"
+#include "base/fault.h"
 
 /* Products per output (input channels per group times kernel taps) from
  * which oneDNN's kernels win over im2col + OpenBLAS despite the reorders. */

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/fault.h"
-#include "core/half.h"
+#include "base/fault.h"
+#include "base/half.h"
 #include "backends/cpu/convs.h"
 
 enum { UG_CPU_ALIGN = 64 };

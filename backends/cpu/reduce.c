@@ -19,7 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "backends/cpu/internal.h"
 
 enum { RED_W = 64, LEAF = 1024, LEAF_ROWS = 32, BLOCK_ELEMS = 65536, LANES = 16 };

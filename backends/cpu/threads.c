@@ -10,7 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #endif
-#include "core/fault.h"
+#include "base/fault.h"
 #include "backends/cpu/threads.h"
 
 #include <errno.h>

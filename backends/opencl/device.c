@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "backends/opencl/internal.h"
 
 #ifndef CL_PLATFORM_NOT_FOUND_KHR

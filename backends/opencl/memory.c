@@ -5,7 +5,7 @@
  * thread launches kernels, and no lock is taken here. */
 #include <stdlib.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "backends/opencl/internal.h"
 
 ug_status ocl_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)

@@ -7,7 +7,7 @@
  * reference. The f32 GEMMs sum in double, so any error is the mapping's;
  * the mixed-precision ones (GemmEx, GemmStridedBatchedEx: f16 or bf16 A
  * and B, C f32 or theirs) sum in f32 as cuBLAS's CUBLAS_COMPUTE_32F does,
- * converting with the library's host conversions (core/dtype.c). Like
+ * converting with the library's host conversions (base/dtype.c). Like
  * cuBLAS it rejects a leading dimension below the rows of the stored
  * matrix (CUBLAS_STATUS_INVALID_VALUE), which the module must never pass,
  * and type combinations cuBLAS does not run (CUBLAS_STATUS_NOT_SUPPORTED). */
