@@ -34,6 +34,9 @@ typedef struct current_entry {
 static _Thread_local current_entry current[CURRENT_MAX];
 static _Thread_local int current_count;
 static atomic_uint_fast64_t next_serial = 1;
+/* Entries set in any thread: while none is, every call skips the
+ * thread-local lookup (a library's thread-local costs a call to reach). */
+static atomic_int entries_set;
 
 static current_entry *current_for(const ug_device *device)
 {
@@ -45,8 +48,8 @@ static current_entry *current_for(const ug_device *device)
 
 ug_bstream *ug_current_bstream(ug_device *device)
 {
-    if (!current_count) /* the common case: no thread ever picked a stream */
-        return NULL;
+    if (!atomic_load_explicit(&entries_set, memory_order_relaxed) || !current_count)
+        return NULL; /* the common case: no thread picked a stream */
     current_entry *e = current_for(device);
     return e && !e->stream->freed ? e->stream->bstream : NULL;
 }
@@ -173,8 +176,10 @@ ug_status ug_stream_set_current(ug_device *device, ug_stream *stream)
     }
     current_entry *e = current_for(device);
     if (!stream) {
-        if (e)
+        if (e) {
             *e = current[--current_count];
+            atomic_fetch_sub(&entries_set, 1);
+        }
         return UG_OK;
     }
     if (!e) {
@@ -184,6 +189,7 @@ ug_status ug_stream_set_current(ug_device *device, ug_stream *stream)
                                 "devices already; set one back to NULL first",
                                 CURRENT_MAX);
         e = &current[current_count++];
+        atomic_fetch_add(&entries_set, 1);
     }
     *e = (current_entry){.device = device, .serial = device->serial, .stream = stream};
     return UG_OK;

@@ -9,6 +9,7 @@
  * takes the next one, and the event has completed when the marker of its
  * latest record has run; the clock is CLOCK_MONOTONIC. A task's failure is
  * kept, with its message, and reported by the next wait on the stream. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,9 @@ struct ug_bstream {
 };
 
 static _Thread_local ug_bstream *bound;
+/* Side streams bound on any thread: while none is, entries run at once
+ * without reaching the thread-local (a call in a shared library). */
+static atomic_int bindings;
 
 static int64_t now_ns(void)
 {
@@ -269,7 +273,7 @@ void ug_cpu_stream_destroy(ug_bdev *dev, ug_bstream *s)
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL); /* runs what is queued first */
     if (bound == s)
-        bound = NULL;
+        ug_cpu_stream_bind(dev, NULL);
     pthread_cond_destroy(&s->idle);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->lock);
@@ -279,6 +283,10 @@ void ug_cpu_stream_destroy(ug_bdev *dev, ug_bstream *s)
 void ug_cpu_stream_bind(ug_bdev *dev, ug_bstream *stream)
 {
     (void)dev;
+    if (stream && !bound)
+        atomic_fetch_add(&bindings, 1);
+    else if (!stream && bound)
+        atomic_fetch_sub(&bindings, 1);
     bound = stream;
 }
 
@@ -351,7 +359,10 @@ ug_status ug_cpu_event_synchronize(ug_bdev *dev, ug_bevent *e)
 
 /* ---- queued entries ---- */
 
-bool ug_cpu_queue_bound(void) { return bound != NULL; }
+bool ug_cpu_queue_bound(void)
+{
+    return atomic_load_explicit(&bindings, memory_order_relaxed) && bound != NULL;
+}
 
 ug_status ug_cpu_queue_call(ug_status (*call)(ug_bdev *, const void *), const void *args,
                             size_t bytes, bool blocking)
