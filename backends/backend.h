@@ -73,6 +73,22 @@ typedef struct ug_backend_host {
             return ug_try_;             \
     } while (0)
 
+/* A device's list of side streams, for backends whose ug_bstream has a
+ * next field: push s at head, or take s out of it. */
+#define UG_STREAM_LIST_PUSH(head, s) \
+    do {                             \
+        (s)->next = *(head);         \
+        *(head) = (s);               \
+    } while (0)
+#define UG_STREAM_LIST_REMOVE(head, s)                                  \
+    do {                                                                \
+        for (ug_bstream **ug_at_ = (head); *ug_at_; ug_at_ = &(*ug_at_)->next) \
+            if (*ug_at_ == (s)) {                                       \
+                *ug_at_ = (s)->next;                                    \
+                break;                                                  \
+            }                                                           \
+    } while (0)
+
 /* A tensor as a kernel sees it: contiguous from offset (in elements). */
 typedef struct ug_kview {
     ug_mem mem;

@@ -232,8 +232,7 @@ ug_status ug_cpu_stream_create(ug_bdev *dev, ug_bstream **out)
                             strerror(rc));
     }
     pthread_mutex_lock(&dev->streams_lock);
-    s->next = dev->streams;
-    dev->streams = s;
+    UG_STREAM_LIST_PUSH(&dev->streams, s);
     pthread_mutex_unlock(&dev->streams_lock);
     *out = s;
     return UG_OK;
@@ -261,11 +260,7 @@ void ug_cpu_stream_destroy(ug_bdev *dev, ug_bstream *s)
     if (!s)
         return;
     pthread_mutex_lock(&dev->streams_lock);
-    for (ug_bstream **p = &dev->streams; *p; p = &(*p)->next)
-        if (*p == s) {
-            *p = s->next;
-            break;
-        }
+    UG_STREAM_LIST_REMOVE(&dev->streams, s);
     pthread_mutex_unlock(&dev->streams_lock);
     pthread_mutex_lock(&s->lock);
     s->stop = true;

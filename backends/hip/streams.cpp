@@ -73,8 +73,7 @@ ug_status ug_hip_stream_create(ug_bdev *dev, ug_bstream **out)
         return st;
     }
     pthread_mutex_lock(&dev->streams_lock);
-    s->next = dev->streams;
-    dev->streams = s;
+    UG_STREAM_LIST_PUSH(&dev->streams, s);
     pthread_mutex_unlock(&dev->streams_lock);
     *out = s;
     return UG_OK;
@@ -85,11 +84,7 @@ void ug_hip_stream_destroy(ug_bdev *dev, ug_bstream *s)
     if (!s)
         return;
     pthread_mutex_lock(&dev->streams_lock);
-    for (ug_bstream **p = &dev->streams; *p; p = &(*p)->next)
-        if (*p == s) {
-            *p = s->next;
-            break;
-        }
+    UG_STREAM_LIST_REMOVE(&dev->streams, s);
     pthread_mutex_unlock(&dev->streams_lock);
     if (bound == s)
         bound = NULL;
