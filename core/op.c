@@ -193,7 +193,7 @@ static ug_status op_graph_as_given(ug_graph *g, const ug_op *op, int nin, ug_val
 
 static bool needs_cast(ug_dtype have, ug_dtype want)
 {
-    return want != UG_DTYPE_COUNT && have != want && ug_dtype_is_float(have);
+    return want != UG_AS_GIVEN && have != want && ug_dtype_is_float(have);
 }
 
 ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,

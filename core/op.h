@@ -131,10 +131,11 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
 ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                       ug_value **out);
 /* The same with each float input i first cast to want[i] where it differs
- * (UG_DTYPE_COUNT: taken as given), and the result cast back to in[0]'s
+ * (UG_AS_GIVEN: taken as given), and the result cast back to in[0]'s
  * dtype, for ops whose operands must share a dtype or be f32 (a
  * convolution's x and weight, batch norm's parameters). The casts'
  * gradients pass back to the inputs. */
+#define UG_AS_GIVEN UG_DTYPE_COUNT /* a want[i] that casts nothing */
 ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
                            const ug_dtype *want, ug_tensor **out);
 ug_status ug_op_graph_cast(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
@@ -146,6 +147,13 @@ ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
 /* Shared inference pieces. */
 ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg);
 ug_status ug_infer_same_dtype(const ug_op *op, const ug_meta *a, const ug_meta *b);
+/* x is float images [N, C, H, W]. */
+ug_status ug_infer_images(const ug_op *op, const ug_meta *x);
+/* win's oh and ow from its input and window, or an error naming the op when
+ * the window has no output. */
+ug_status ug_window_outputs(const ug_op *op, ug_window2d *win);
+/* win's n, c, h, w from an image shape [N, C, H, W]. */
+void ug_window_take_image(ug_window2d *win, const int64_t *shape);
 ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
                              const char *op, int *ndim, int64_t *out);
 

@@ -1,8 +1,7 @@
-/* The ops of convolutional networks over NCHW tensors: conv2d (the
- * backend's convolution library where it has one that takes the shape,
- * otherwise im2col and the device's GEMM), max and average pooling, global
- * average pooling and batch normalisation, eager and in graphs, each
- * defined once with its gradient. f32. */
+/* conv2d over NCHW tensors: the backend's convolution library where it has
+ * one that takes the shape, otherwise im2col and the device's GEMM, eager
+ * and in graphs, defined once with its gradients; and the window geometry
+ * pooling shares. */
 #include <limits.h>
 #include <string.h>
 
@@ -19,29 +18,7 @@ int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int
     return room < 0 ? 0 : room / stride + 1;
 }
 
-/* x may be f32, f16 or bf16 (the kernels compute in f32). A convolution
- * runs in x's half dtype when its weight has it too, otherwise in f32 with
- * the result rounded to x's dtype; batch norm's weight and bias are cast to
- * f32 (ug_op_eager_cast). Batch norm's running statistics are updated in
- * place, so they must be f32 themselves. */
-#define KEEP UG_DTYPE_COUNT
-
-/* The dtype a convolution of x and weight computes in. */
-static ug_dtype conv_dtype(ug_dtype x, ug_dtype weight)
-{
-    return x != UG_F32 && ug_dtype_is_float(x) && weight == x ? x : UG_F32;
-}
-
-static ug_status need_f32(const ug_op *op, const ug_meta *m, const char *arg)
-{
-    if (m->dtype != UG_F32)
-        return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; %s", op->name, arg, ug_dtype_name(m->dtype),
-                            ug_dtype_is_float(m->dtype) ? "running statistics are kept in f32"
-                                                        : "this op takes f32, f16 or bf16 (cast it with ug_cast)");
-    return UG_OK;
-}
-
-static ug_status need_images(const ug_op *op, const ug_meta *x)
+ug_status ug_infer_images(const ug_op *op, const ug_meta *x)
 {
     UG_TRY(ug_infer_float(op, x, "x"));
     if (x->ndim != 4) {
@@ -53,7 +30,7 @@ static ug_status need_images(const ug_op *op, const ug_meta *x)
 }
 
 /* The window's output size, or an error naming the axis when it has none. */
-static ug_status window_outputs(const ug_op *op, ug_window2d *win)
+ug_status ug_window_outputs(const ug_op *op, ug_window2d *win)
 {
     win->oh = ug_conv_output_size(win->h, win->kh, win->sh, win->ph, win->dh);
     win->ow = ug_conv_output_size(win->w, win->kw, win->sw, win->pw, win->dw);
@@ -66,12 +43,20 @@ static ug_status window_outputs(const ug_op *op, ug_window2d *win)
     return UG_OK;
 }
 
-static void take_image(ug_window2d *win, const int64_t *shape)
+void ug_window_take_image(ug_window2d *win, const int64_t *shape)
 {
     win->n = shape[0];
     win->c = shape[1];
     win->h = shape[2];
     win->w = shape[3];
+}
+
+/* x may be f32, f16 or bf16 (the kernels compute in f32). A convolution
+ * runs in x's half dtype when its weight has it too, otherwise in f32 with
+ * the result rounded to x's dtype (ug_op_eager_cast). */
+static ug_dtype conv_dtype(ug_dtype x, ug_dtype weight)
+{
+    return x != UG_F32 && ug_dtype_is_float(x) && weight == x ? x : UG_F32;
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -247,7 +232,7 @@ static ug_status library_run(const ug_op *op, ug_conv_args *args, const ug_tenso
 static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     const ug_meta *x = &in[0], *wt = &in[1];
-    UG_TRY(need_images(op, x));
+    UG_TRY(ug_infer_images(op, x));
     if (wt->dtype != x->dtype)
         return ug_set_error(UG_ERR_DTYPE, "%s: x is %s and weight %s; they must share a dtype",
                             op->name, ug_dtype_name(x->dtype), ug_dtype_name(wt->dtype));
@@ -272,10 +257,10 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
         return ug_set_error(UG_ERR_SHAPE, "%s: weight %s; a kernel is at most %d wide", op->name,
                             ug_format_shape(wt->ndim, wt->shape, sw, sizeof sw), INT_MAX);
     ug_window2d win = op->p.conv.win;
-    take_image(&win, x->shape);
+    ug_window_take_image(&win, x->shape);
     win.kh = (int)wt->shape[2];
     win.kw = (int)wt->shape[3];
-    UG_TRY(window_outputs(op, &win));
+    UG_TRY(ug_window_outputs(op, &win));
     out[0] = (ug_meta){.dtype = x->dtype, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
     ug_conv_args args = {.pass = UG_CONV_FORWARD, .win = win, .oc = wt->shape[0], .with_bias = nin == 3};
     UG_TRY(conv_scratch(op, x->dtype, &args, &out[1]));
@@ -288,7 +273,7 @@ static ug_window2d conv_window(const ug_op *op, const ug_tensor *x, const ug_ten
                                const ug_tensor *y)
 {
     ug_window2d win = op->p.conv.win;
-    take_image(&win, x->shape);
+    ug_window_take_image(&win, x->shape);
     win.kh = (int)w->shape[2];
     win.kw = (int)w->shape[3];
     win.oh = y->shape[2];
@@ -422,7 +407,7 @@ static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     (void)nin;
     const ug_meta *gy = &in[0], *x = &in[1];
     ug_window2d win = op->p.conv.win;
-    take_image(&win, x->shape);
+    ug_window_take_image(&win, x->shape);
     win.oh = gy->shape[2];
     win.ow = gy->shape[3];
     out[0] = (ug_meta){.dtype = gy->dtype, .ndim = 4,
@@ -526,10 +511,10 @@ ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor
     ug_op op = conv_op(&ug_op_conv2d, "conv2d", params, x ? ug_dev(x) : NULL);
     op.p.conv.bias = bias != NULL;
     const ug_tensor *in[3] = {x, weight, bias};
-    ug_dtype common = KEEP;
+    ug_dtype common = UG_AS_GIVEN;
     if (x && weight) /* NULLs are named by ug_op_eager_cast */
         common = conv_dtype(x->dtype, weight->dtype);
-    const ug_dtype want[3] = {common, common, KEEP};
+    const ug_dtype want[3] = {common, common, UG_AS_GIVEN};
     return ug_op_eager_cast(&op, bias ? 3 : 2, in, want, out);
 }
 
@@ -540,350 +525,9 @@ ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias
     op.p.conv.bias = bias != NULL;
     ug_value *in[3] = {x, weight, bias};
     /* In a mixed-precision graph autocast gives x and the weight its dtype. */
-    ug_dtype common = KEEP;
+    ug_dtype common = UG_AS_GIVEN;
     if (g && g->precision == UG_F32 && x && weight)
         common = conv_dtype(x->dtype, weight->dtype);
-    const ug_dtype want[3] = {common, common, KEEP};
+    const ug_dtype want[3] = {common, common, UG_AS_GIVEN};
     return ug_op_graph_cast(g, &op, bias ? 3 : 2, in, want, out);
-}
-
-/* ---- pooling: in x [N, C, H, W] ---- */
-
-static ug_op pool_op(const char *name, ug_pool_kind kind, const ug_pool2d_params *p)
-{
-    ug_pool2d_params d = p ? *p : (ug_pool2d_params){0};
-    ug_op op = {.def = &ug_op_pool, .name = name};
-    op.p.pool.kind = kind;
-    op.p.pool.win = (ug_window2d){.kh = d.kernel[0], .kw = d.kernel[1],
-                                  .sh = d.stride[0] ? d.stride[0] : d.kernel[0],
-                                  .sw = d.stride[1] ? d.stride[1] : d.kernel[1],
-                                  .ph = d.padding[0], .pw = d.padding[1], .dh = 1, .dw = 1};
-    return op;
-}
-
-static ug_status pool_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
-{
-    (void)nin;
-    UG_TRY(need_images(op, &in[0]));
-    ug_window2d win = op->p.pool.win;
-    if (win.kh < 1 || win.kw < 1 || win.sh < 1 || win.sw < 1 || win.ph < 0 || win.pw < 0 ||
-        2 * (int64_t)win.ph > win.kh || 2 * (int64_t)win.pw > win.kw)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "%s: kernel %dx%d, stride %dx%d, padding %dx%d: the kernel and stride "
-                            "must be positive and the padding at most half the kernel",
-                            op->name, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw);
-    take_image(&win, in[0].shape);
-    UG_TRY(window_outputs(op, &win));
-    out[0] = (ug_meta){.dtype = in[0].dtype, .ndim = 4, .shape = {win.n, win.c, win.oh, win.ow}};
-    if (op->p.pool.kind == UG_POOL_MAX) { /* where each maximum was, for the gradient */
-        out[1] = out[0];
-        out[1].dtype = UG_I32;
-        *nout = 2;
-    }
-    return UG_OK;
-}
-
-static ug_status pool_run(const ug_op *op, const ug_tensor *image, const ug_tensor *pooled,
-                          ug_pool_args *args)
-{
-    if (ug_tensor_numel(image) == 0 || ug_tensor_numel(pooled) == 0)
-        return UG_OK;
-    args->kind = op->p.pool.kind;
-    args->win = op->p.pool.win;
-    take_image(&args->win, image->shape);
-    args->win.oh = pooled->shape[2];
-    args->win.ow = pooled->shape[3];
-    return ug_dispatch(ug_dev(image), UG_KERNEL_POOL, op->name, UG_F32, args);
-}
-
-static ug_status pool_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    ug_pool_args args = {.x = ug_kview_of(in[0]), .y = ug_kview_of(out[0])};
-    if (op->p.pool.kind == UG_POOL_MAX)
-        args.index = ug_kview_of(out[1]);
-    return pool_run(op, in[0], out[0], &args);
-}
-
-/* dx: in gy (and the max's index); the image size is the op's. */
-static ug_status pool_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
-                                 int *nout)
-{
-    (void)nin;
-    (void)nout;
-    const ug_window2d *win = &op->p.pool.win;
-    out[0] = (ug_meta){.dtype = in[0].dtype, .ndim = 4,
-                       .shape = {in[0].shape[0], in[0].shape[1], win->h, win->w}};
-    return UG_OK;
-}
-
-static ug_status pool_grad_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    ug_pool_args args = {.backward = true, .dy = ug_kview_of(in[0]), .dx = ug_kview_of(out[0])};
-    if (op->p.pool.kind == UG_POOL_MAX)
-        args.index = ug_kview_of(in[1]);
-    return pool_run(op, out[0], in[0], &args);
-}
-
-const ug_op_def ug_op_pool_grad = {.family = "pool2d gradient", .infer = pool_grad_infer,
-                                   .launch = pool_grad_launch};
-
-static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
-{
-    ug_op op = n->op;
-    op.def = &ug_op_pool_grad;
-    op.name = op.p.pool.kind == UG_POOL_MAX ? "max_pool2d gradient" : "avg_pool2d gradient";
-    op.p.pool.win.h = n->in[0]->shape[2];
-    op.p.pool.win.w = n->in[0]->shape[3];
-    ug_value *in[2] = {gy, n->nscratch ? n->scratch[0] : NULL}, *dx = NULL;
-    UG_TRY(ug_op_graph(g, &op, n->nscratch ? 2 : 1, in, &dx));
-    return ug_grad_give(g, n->in[0], dx);
-}
-
-const ug_op_def ug_op_pool = {.family = "pool2d", .infer = pool_infer, .launch = pool_launch,
-                              .backward = pool_backward, .autocast = ug_autocast_follow};
-
-ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
-{
-    ug_op op = pool_op("max_pool2d", UG_POOL_MAX, params);
-    return ug_op_eager(&op, 1, &x, out);
-}
-
-ug_status ug_avg_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out)
-{
-    ug_op op = pool_op("avg_pool2d", UG_POOL_AVG, params);
-    return ug_op_eager(&op, 1, &x, out);
-}
-
-ug_status ug_g_max_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
-{
-    ug_op op = pool_op("graph max_pool2d", UG_POOL_MAX, params);
-    return ug_op_graph(g, &op, 1, &x, out);
-}
-
-ug_status ug_g_avg_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params, ug_value **out)
-{
-    ug_op op = pool_op("graph avg_pool2d", UG_POOL_AVG, params);
-    return ug_op_graph(g, &op, 1, &x, out);
-}
-
-/* Global average pooling is the mean over each plane: a reduction. */
-static ug_status global_pool_shapes(const char *name, ug_dtype dtype, int ndim, const int64_t *shape,
-                                    int64_t *planes, int64_t *pooled)
-{
-    if (!ug_dtype_is_float(dtype))
-        return ug_set_error(UG_ERR_DTYPE, "%s: x is %s; this op takes f32, f16 or bf16 (cast it with ug_cast)",
-                            name, ug_dtype_name(dtype));
-    if (ndim != 4) {
-        char s[96];
-        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected images [N, C, H, W]", name,
-                            ug_format_shape(ndim, shape, s, sizeof s));
-    }
-    int64_t p[3] = {shape[0], shape[1], shape[2] * shape[3]}, q[4] = {shape[0], shape[1], 1, 1};
-    memcpy(planes, p, sizeof p);
-    memcpy(pooled, q, sizeof q);
-    return UG_OK;
-}
-
-ug_status ug_global_avg_pool2d(const ug_tensor *x, ug_tensor **out)
-{
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "global_avg_pool2d: out is NULL");
-    *out = NULL;
-    UG_TRY(ug_check_tensor(x, "global_avg_pool2d", "x"));
-    int64_t planes[3], pooled[4];
-    UG_TRY(global_pool_shapes("global_avg_pool2d", x->dtype, x->ndim, x->shape, planes, pooled));
-    ug_tensor *flat = NULL, *mean = NULL;
-    UG_TRY(ug_tensor_reshape(x, 3, planes, &flat));
-    ug_status st = ug_mean(flat, 2, &mean);
-    ug_tensor_free(flat);
-    if (st == UG_OK)
-        st = ug_tensor_reshape(mean, 4, pooled, out);
-    ug_tensor_free(mean);
-    return st;
-}
-
-ug_status ug_g_global_avg_pool2d(ug_graph *g, ug_value *x, ug_value **out)
-{
-    UG_TRY(ug_graph_check_open(g, "graph global_avg_pool2d"));
-    UG_TRY(ug_graph_check_value(g, x, "graph global_avg_pool2d", "x"));
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "graph global_avg_pool2d: out is NULL");
-    int64_t planes[3], pooled[4];
-    UG_TRY(global_pool_shapes("graph global_avg_pool2d", x->dtype, x->ndim, x->shape, planes, pooled));
-    ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_value *flat = NULL, *mean = NULL;
-    ug_status st = ug_g_reshape(g, x, 3, planes, &flat);
-    if (st == UG_OK)
-        st = ug_g_mean(g, flat, 2, false, &mean);
-    if (st == UG_OK)
-        st = ug_g_reshape(g, mean, 4, pooled, out);
-    if (st != UG_OK)
-        ug_graph_rollback(g, mark);
-    return st;
-}
-
-/* ---- batch norm: in x [N, C, ...], weight, bias, running mean, running var ---- */
-
-static ug_status batchnorm_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
-                                 int *nout)
-{
-    (void)nin;
-    const ug_meta *x = &in[0];
-    static const char *const names[] = {"x", "weight", "bias", "running_mean", "running_var"};
-    UG_TRY(ug_infer_float(op, x, "x"));
-    for (int i = 1; i < 5; i++)
-        UG_TRY(need_f32(op, &in[i], names[i]));
-    char s[96];
-    if (x->ndim < 2)
-        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; expected [N, C] or [N, C, H, W]", op->name,
-                            ug_format_shape(x->ndim, x->shape, s, sizeof s));
-    int64_t c = x->shape[1];
-    for (int i = 1; i < 5; i++)
-        if (in[i].ndim != 1 || in[i].shape[0] != c)
-            return ug_set_error(UG_ERR_SHAPE, "%s: %s is %s; expected [%lld] (x's channels)", op->name,
-                                names[i], ug_format_shape(in[i].ndim, in[i].shape, s, sizeof s),
-                                (long long)c);
-    if (!(op->p.batchnorm.eps > 0.0f) || !(op->p.batchnorm.momentum >= 0.0f) ||
-        !(op->p.batchnorm.momentum <= 1.0f))
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "%s: eps %g must be positive and momentum %g in [0, 1]", op->name,
-                            (double)op->p.batchnorm.eps, (double)op->p.batchnorm.momentum);
-    out[0] = *x;
-    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {c}}; /* mean */
-    out[2] = out[1];                                               /* rstd */
-    *nout = 3;
-    return UG_OK;
-}
-
-static bool batchnorm_training(const ug_op *op)
-{
-    return op->p.batchnorm.graph ? op->p.batchnorm.graph->training : op->p.batchnorm.training;
-}
-
-static ug_batchnorm_args batchnorm_args(const ug_op *op, const ug_tensor *x)
-{
-    int64_t n = x->shape[0], c = x->shape[1];
-    return (ug_batchnorm_args){.training = batchnorm_training(op),
-                               .update_running = op->p.batchnorm.update_running,
-                               .x = ug_kview_of(x), .n = n, .c = c,
-                               .inner = n * c != 0 ? ug_tensor_numel(x) / (n * c) : 0,
-                               .eps = op->p.batchnorm.eps, .momentum = op->p.batchnorm.momentum};
-}
-
-static ug_status batchnorm_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    ug_batchnorm_args args = batchnorm_args(op, in[0]);
-    if (args.c == 0)
-        return UG_OK;
-    if (args.training && args.n * args.inner < 2)
-        return ug_set_error(UG_ERR_SHAPE,
-                            "%s: training needs more than one value per channel (x has %lld); "
-                            "use a larger batch or eval mode",
-                            op->name, (long long)(args.n * args.inner));
-    args.weight = ug_kview_of(in[1]);
-    args.bias = ug_kview_of(in[2]);
-    args.running_mean = ug_kview_of(in[3]);
-    args.running_var = ug_kview_of(in[4]);
-    args.y = ug_kview_of(out[0]);
-    args.mean = ug_kview_of(out[1]);
-    args.rstd = ug_kview_of(out[2]);
-    return ug_dispatch(ug_dev(in[0]), UG_KERNEL_BATCHNORM, op->name, UG_F32, &args);
-}
-
-/* in: gy, x, mean, rstd, weight; out: dx, dweight, dbias. */
-static ug_status batchnorm_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
-                                      int *nout)
-{
-    (void)op;
-    (void)nin;
-    out[0] = in[1];
-    out[1] = in[4];
-    out[2] = in[4];
-    *nout = 3;
-    return UG_OK;
-}
-
-static ug_status batchnorm_grad_launch(const ug_op *op, ug_tensor *const *out,
-                                       const ug_tensor *const *in)
-{
-    ug_batchnorm_args args = batchnorm_args(op, in[1]);
-    if (args.c == 0)
-        return UG_OK;
-    args.backward = true;
-    args.dy = ug_kview_of(in[0]);
-    args.mean = ug_kview_of(in[2]);
-    args.rstd = ug_kview_of(in[3]);
-    args.weight = ug_kview_of(in[4]);
-    args.dx = ug_kview_of(out[0]);
-    args.dweight = ug_kview_of(out[1]);
-    args.dbias = ug_kview_of(out[2]);
-    return ug_dispatch(ug_dev(in[1]), UG_KERNEL_BATCHNORM, op->name, UG_F32, &args);
-}
-
-const ug_op_def ug_op_batchnorm_grad = {.family = "batch_norm gradient", .infer = batchnorm_grad_infer,
-                                        .launch = batchnorm_grad_launch};
-
-static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
-{
-    ug_value *x = n->in[0], *weight = n->in[1], *bias = n->in[2];
-    ug_op op = n->op;
-    op.def = &ug_op_batchnorm_grad;
-    op.name = "batch_norm gradient";
-    ug_value *in[5] = {gy, x, n->scratch[0], n->scratch[1], weight}, *dx = NULL;
-    UG_TRY(ug_op_graph(g, &op, 5, in, &dx));
-    graph_node *grad = dx->producer;
-    UG_TRY(ug_grad_give(g, x, dx));
-    UG_TRY(ug_grad_give(g, weight, grad->scratch[0]));
-    return ug_grad_give(g, bias, grad->scratch[1]);
-}
-
-/* A recomputed copy leaves the running statistics alone: the forward
- * already moved them. */
-static void batchnorm_for_recompute(ug_op *op) { op->p.batchnorm.update_running = false; }
-
-const ug_op_def ug_op_batchnorm = {.family = "batch_norm", .infer = batchnorm_infer,
-                                   .launch = batchnorm_launch, .backward = batchnorm_backward,
-                                   .inputs = {"x", "weight", "bias", "running_mean", "running_var"},
-                                   .for_recompute = batchnorm_for_recompute};
-
-ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
-                        ug_tensor *running_mean, ug_tensor *running_var, bool training,
-                        float momentum, float eps, ug_tensor **out)
-{
-    ug_op op = {.def = &ug_op_batchnorm, .name = "batch_norm",
-                .p.batchnorm = {.training = training, .update_running = training,
-                                .momentum = momentum, .eps = eps}};
-    const ug_tensor *in[5] = {x, weight, bias, running_mean, running_var};
-    static const char *const names[5] = {"x", "weight", "bias", "running_mean", "running_var"};
-    for (int i = 0; i < 5; i++)
-        if (!in[i])
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                                "batch_norm: %s is NULL; pass a tensor (%s), the running statistics "
-                                "too, which training updates and eval normalises with",
-                                names[i], i ? "[C]" : "[N, C, ...]");
-    static const ug_dtype want[5] = {KEEP, UG_F32, UG_F32, KEEP, KEEP};
-    return ug_op_eager_cast(&op, 5, in, want, out);
-}
-
-ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
-                          ug_value *running_mean, ug_value *running_var, float momentum, float eps,
-                          ug_value **out)
-{
-    const char *name = "graph batch_norm";
-    UG_TRY(ug_graph_check_open(g, name));
-    ug_value *stats[2] = {running_mean, running_var};
-    for (int i = 0; i < 2; i++) {
-        UG_TRY(ug_graph_check_value(g, stats[i], name, i ? "running_var" : "running_mean"));
-        if (stats[i]->kind != VALUE_PARAM)
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                                "%s: %s must be a model parameter (ug_graph_param), which the op "
-                                "updates in place as model state",
-                                name, i ? "running_var" : "running_mean");
-    }
-    ug_op op = {.def = &ug_op_batchnorm, .name = name,
-                .p.batchnorm = {.graph = g, .update_running = true, .momentum = momentum,
-                                .eps = eps}};
-    ug_value *in[5] = {x, weight, bias, running_mean, running_var};
-    static const ug_dtype want[5] = {KEEP, UG_F32, UG_F32, KEEP, KEEP};
-    return ug_op_graph_cast(g, &op, 5, in, want, out);
 }
