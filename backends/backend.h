@@ -13,7 +13,7 @@
  * stream waits for an event. The stream a queued entry (write, read, copy,
  * kernels) goes to is the one bound with stream_bind on the calling thread
  * for that device, else the default stream; the core binds around each call
- * (core/dispatch.c), so entries keep their arguments and backends keep the
+ * (core/runtime/dispatch.c), so entries keep their arguments and backends keep the
  * binding in thread-local storage. synchronize waits for every stream.
  *
  * Errors: a backend returns a status and sets the message with
@@ -270,21 +270,21 @@ typedef struct ug_conv_args {
     bool with_bias;
 } ug_conv_args;
 
-typedef enum ug_pool_kind {
+typedef enum ug_pool2d_kind {
     UG_POOL_MAX = 0, /* index[i] = the first maximum's h*w offset in its plane */
     UG_POOL_AVG      /* padding counted in the divisor (count_include_pad) */
-} ug_pool_kind;
+} ug_pool2d_kind;
 
 /* Forward (backward false): y [n, c, oh, ow] from x (index i32, MAX only).
  * Backward: dx [n, c, h, w] from dy (and index for MAX), overwritten. NaN
  * counts as the maximum, as in PyTorch. x, y, dy and dx share one dtype,
  * f32, f16 or bf16 (arithmetic in f32). dilation is 1. */
-typedef struct ug_pool_args {
-    ug_pool_kind kind;
+typedef struct ug_pool2d_args {
+    ug_pool2d_kind kind;
     bool backward;
     ug_kview x, y, index, dy, dx;
     ug_window2d win;
-} ug_pool_args;
+} ug_pool2d_args;
 
 /* Batch normalisation of x [n, c, inner] per channel (inner = h*w, or 1).
  * Forward, training: mean and rstd = 1/sqrt(var + eps) from the batch
@@ -355,7 +355,7 @@ typedef struct ug_optim_args {
     X(ctx, LAYERNORM, layernorm, ug_layernorm_args)       \
     X(ctx, OPTIMIZER, optimizer, ug_optim_args)           \
     X(ctx, IM2COL, im2col, ug_im2col_args)                \
-    X(ctx, POOL, pool2d, ug_pool_args)                    \
+    X(ctx, POOL2D, pool2d, ug_pool2d_args)                    \
     X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)
 #define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
 

@@ -1,5 +1,5 @@
 # Fails when the source tree loses its structure:
-#  - a backend table entry is called anywhere but core/dispatch.c, the one
+#  - a backend table entry is called anywhere but core/runtime/dispatch.c, the one
 #    path from the core into a backend (the entry names are read from
 #    backends/backend.h, so a new entry is covered without editing this);
 #  - a graph pass tests which op it has (op.def == &ug_op_X) instead of
@@ -48,12 +48,12 @@ list(JOIN entries "|" alternatives)
 
 file(GLOB_RECURSE sources "${SOURCE_DIR}/core/*.c" "${SOURCE_DIR}/core/*.h"
      "${SOURCE_DIR}/tools/*.c")
-list(FILTER sources EXCLUDE REGEX "/core/dispatch\\.c$")
+list(FILTER sources EXCLUDE REGEX "/core/runtime/dispatch\\.c$")
 refuse_lines("${sources}" "(->|\\.)(${alternatives})[ \t]*\\("
-             "backend entries called outside core/dispatch.c (call the ug_call_* function or ug_dispatch instead)")
-message(STATUS "${count} backend entries, each called only from core/dispatch.c")
+             "backend entries called outside core/runtime/dispatch.c (call the ug_call_* function or ug_dispatch instead)")
+message(STATUS "${count} backend entries, each called only from core/runtime/dispatch.c")
 
-file(GLOB core_sources "${SOURCE_DIR}/core/*.c")
+file(GLOB_RECURSE core_sources "${SOURCE_DIR}/core/*.c")
 set(defining "")
 foreach(path IN LISTS core_sources)
   file(STRINGS "${path}" defs REGEX "^const ug_op_def ug_op_")
@@ -64,7 +64,7 @@ endforeach()
 set(passes ${core_sources})
 list(REMOVE_ITEM passes ${defining})
 refuse_lines("${passes}" "[=!]=[ \t]*&ug_op_"
-             "tests of op identity outside the ops' own files (give the definition a trait in core/op.h instead)")
+             "tests of op identity outside the ops' own files (give the definition a trait in core/ops/op.h instead)")
 list(LENGTH defining files)
 message(STATUS "no op identity tested outside the ${files} files defining ops")
 

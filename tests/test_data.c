@@ -17,7 +17,7 @@
 #include "harness.h"
 #include "unigrad/data.h"
 
-/* The library's test hook (core/data_internal.h): makes the upload of one
+/* The library's test hook (core/data/internal.h): makes the upload of one
  * batch fail inside the worker. */
 void ug_loader_debug_fail_batch(ug_loader *loader, int64_t batch);
 

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "base/fault.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "unigrad/checkpoint.h"
 #include "harness.h"
 #include "train_support.h"

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/graph_internal.h"
+#include "core/graph/internal.h"
 #include "harness.h"
 #include "train_support.h"
 

@@ -1,5 +1,5 @@
 /* The checkpoint file layer: safetensors reading and writing
- * (core/safetensors.h) and atomic file replacement (base/atomic_file.h).
+ * (core/io/safetensors.h) and atomic file replacement (base/atomic_file.h).
  *
  * Round trips of every dtype, scalars, empty tensors, odd names and
  * metadata; one damaged file per error class, each checked for its status
@@ -28,7 +28,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/fault.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "harness.h"
 #include "unigrad/checkpoint.h"
 

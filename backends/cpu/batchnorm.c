@@ -161,7 +161,7 @@ ug_status ug_cpu_batchnorm(ug_bdev *dev, const ug_batchnorm_args *in)
         return st;
     bn_job j = {args};
     int64_t grain = UG_CPU_MIN_PARALLEL / (args->n * args->inner + 1) + 1;
-    ug_cpu_parallel_for(dev->pool, args->c, grain, args->backward ? bn_backward : bn_forward, &j);
+    ug_cpu_parallel_for(dev->workers, args->c, grain, args->backward ? bn_backward : bn_forward, &j);
     ug_cpu_stage_end(&stage);
     return UG_OK;
 }

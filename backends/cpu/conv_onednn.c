@@ -11,7 +11,7 @@
  * measurements).
  *
  * Threads: Debian's oneDNN runs on OpenMP. Its team is set to the device's
- * budget for each call, while the device's own pool sleeps, so the two never
+ * budget for each call, while the device's own workers sleep, so the two never
  * run at once. */
 #include "backends/cpu/convs.h"
 

@@ -217,7 +217,7 @@ static ug_status ug_cpu_device_open(int index, ug_bdev **out)
     ug_bdev *dev = ug_calloc(1, sizeof *dev);
     if (!dev)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory opening the device");
-    st = ug_cpu_pool_create(threads, &dev->pool);
+    st = ug_cpu_workers_create(threads, &dev->workers);
     if (st != UG_OK) {
         free(dev);
         return st;
@@ -227,13 +227,13 @@ static ug_status ug_cpu_device_open(int index, ug_bdev **out)
 #ifdef UG_CPU_ONEDNN
     st = ug_cpu_convs_create(&dev->convs);
     if (st != UG_OK) {
-        ug_cpu_pool_destroy(dev->pool);
+        ug_cpu_workers_destroy(dev->workers);
         pthread_mutex_destroy(&dev->streams_lock);
         free(dev);
         return st;
     }
 #endif
-    /* GEMM tiles run on our pool (gemm.c), each a single-threaded BLAS
+    /* GEMM tiles run on our worker threads (gemm.c), each a single-threaded BLAS
      * call, so OpenBLAS starts no threads of its own. */
     openblas_set_num_threads(1);
     *out = dev;
@@ -247,7 +247,7 @@ static void ug_cpu_device_close(ug_bdev *dev)
 #ifdef UG_CPU_ONEDNN
     ug_cpu_convs_destroy(dev->convs);
 #endif
-    ug_cpu_pool_destroy(dev->pool);
+    ug_cpu_workers_destroy(dev->workers);
     pthread_mutex_destroy(&dev->streams_lock);
     free(dev);
 }

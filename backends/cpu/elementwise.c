@@ -331,11 +331,11 @@ ug_status ug_cpu_unary(ug_bdev *dev, const ug_unary_args *args)
         t.bands = (t.rows + TT - 1) / TT;
         int64_t units = j.plan.numel / (t.rows * t.cols) * t.bands;
         int64_t per_unit = (t.rows < TT ? t.rows : TT) * t.cols;
-        ug_cpu_parallel_for(dev->pool, units, UG_CPU_MIN_PARALLEL / per_unit + 1,
+        ug_cpu_parallel_for(dev->workers, units, UG_CPU_MIN_PARALLEL / per_unit + 1,
                             transpose_range, &t);
         return UG_OK;
     }
-    ug_cpu_parallel_for(dev->pool, j.plan.numel, UG_CPU_MIN_PARALLEL, unary_range, &j);
+    ug_cpu_parallel_for(dev->workers, j.plan.numel, UG_CPU_MIN_PARALLEL, unary_range, &j);
     return UG_OK;
 }
 
@@ -414,6 +414,6 @@ ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args)
     plan_init(&j.plan, args->ndim, args->shape, 2, args->a_strides, args->b_strides);
     if (j.plan.numel <= 0)
         return UG_OK;
-    ug_cpu_parallel_for(dev->pool, j.plan.numel, UG_CPU_MIN_PARALLEL, binary_range, &j);
+    ug_cpu_parallel_for(dev->workers, j.plan.numel, UG_CPU_MIN_PARALLEL, binary_range, &j);
     return UG_OK;
 }

@@ -1,5 +1,5 @@
 /* GEMM through OpenBLAS's cblas_sgemm, called in place on f32 buffers (no
- * copies). OpenBLAS runs single-threaded inside our pool's tasks, each on a
+ * copies). OpenBLAS runs single-threaded inside our workers' tasks, each on a
  * tile of C, so one thread budget covers every op: OpenBLAS's own threads
  * would spin beside ours between calls and oversubscribe the cores.
  *
@@ -216,7 +216,7 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
     job.tile = (side + parts - 1) / parts;
     job.tile = (job.tile + 15) / 16 * 16;
     job.tiles = (side + job.tile - 1) / job.tile;
-    ug_cpu_parallel_for(dev->pool, (g->sum_batch ? 1 : g->batch) * job.tiles, 1, gemm_range, &job);
+    ug_cpu_parallel_for(dev->workers, (g->sum_batch ? 1 : g->batch) * job.tiles, 1, gemm_range, &job);
     if (job.failed)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY,
                             "cpu gemm: no host memory for the f32 copies of a %s tile (m=%lld "

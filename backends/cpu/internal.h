@@ -1,6 +1,6 @@
 /* Shared state and helpers of the CPU backend. Buffers are plain 64-byte
  * aligned host pointers (ug_mem is the pointer itself), kernels run
- * synchronously on the caller plus the device's thread pool. */
+ * synchronously on the caller plus the device's worker threads. */
 #ifndef UG_CPU_INTERNAL_H
 #define UG_CPU_INTERNAL_H
 
@@ -14,8 +14,8 @@
 typedef struct ug_cpu_convs ug_cpu_convs;
 
 struct ug_bdev {
-    ug_cpu_pool *pool;
-    int threads;          /* budget: pool workers + the caller */
+    ug_cpu_workers *workers;
+    int threads;          /* budget: workers + the caller */
     ug_cpu_convs *convs;  /* oneDNN's convolutions (convs.h); NULL without it */
     pthread_mutex_t streams_lock;
     ug_bstream *streams;  /* side streams (streams.c) */

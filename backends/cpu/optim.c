@@ -131,6 +131,6 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
         j.sqrt_bc2 = sqrtf(gated.bias_correction2);
         j.decay = 1.0f - a->lr * a->weight_decay;
     }
-    ug_cpu_parallel_for(dev->pool, a->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
+    ug_cpu_parallel_for(dev->workers, a->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
     return UG_OK;
 }

@@ -35,6 +35,6 @@ ug_status ug_cpu_random(ug_bdev *dev, const ug_random_args *args)
         return UG_OK;
     rand_job j = {.args = args, .y = ug_cpu_ptr(args->y)};
     /* Philox costs ~10x an add per element: parallelise sooner. */
-    ug_cpu_parallel_for(dev->pool, args->n, UG_CPU_MIN_PARALLEL / 8, random_range, &j);
+    ug_cpu_parallel_for(dev->workers, args->n, UG_CPU_MIN_PARALLEL / 8, random_range, &j);
     return UG_OK;
 }

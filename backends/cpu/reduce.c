@@ -388,9 +388,9 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
     }
     int64_t rows = j.len < j.brows ? j.len : j.brows;
     int64_t cols = j.inner < j.tw ? j.inner : j.tw;
-    ug_cpu_parallel_for(dev->pool, units, UG_CPU_MIN_PARALLEL / (rows * cols) + 1, units_range, &j);
+    ug_cpu_parallel_for(dev->workers, units, UG_CPU_MIN_PARALLEL / (rows * cols) + 1, units_range, &j);
     if (j.nblk > 1)
-        ug_cpu_parallel_for(dev->pool, pairs, UG_CPU_MIN_PARALLEL / (j.nblk * cols) + 1,
+        ug_cpu_parallel_for(dev->workers, pairs, UG_CPU_MIN_PARALLEL / (j.nblk * cols) + 1,
                             combine_range, &j);
     free(j.part);
     free(j.pidx);

@@ -112,7 +112,7 @@ ug_status ug_cpu_softmax(ug_bdev *dev, const ug_softmax_args *args)
     if (args->rows <= 0 || args->cols <= 0)
         return UG_OK;
     sm_job j = {.args = args, .x = ug_cpu_ptr(args->x), .y = ug_cpu_ptr(args->y)};
-    ug_cpu_parallel_for(dev->pool, args->rows, row_grain(args->cols), softmax_range, &j);
+    ug_cpu_parallel_for(dev->workers, args->rows, row_grain(args->cols), softmax_range, &j);
     return UG_OK;
 }
 
@@ -196,7 +196,7 @@ ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
                 j.loss[r] = NAN;
         return UG_OK;
     }
-    ug_cpu_parallel_for(dev->pool, args->rows, row_grain(args->cols), xent_range, &j);
+    ug_cpu_parallel_for(dev->workers, args->rows, row_grain(args->cols), xent_range, &j);
     return UG_OK;
 }
 
@@ -281,7 +281,7 @@ ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args)
                 .beta = opt_f32(args->beta), .dy = opt_f32(args->dy),
                 .y = (float *)opt_f32(args->y), .mean = (float *)opt_f32(args->mean),
                 .rstd = (float *)opt_f32(args->rstd), .dx = (float *)opt_f32(args->dx)};
-    ug_cpu_parallel_for(dev->pool, args->rows, row_grain(args->cols),
+    ug_cpu_parallel_for(dev->workers, args->rows, row_grain(args->cols),
                         backward ? layernorm_bwd_range : layernorm_fwd_range, &j);
     return UG_OK;
 }

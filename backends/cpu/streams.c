@@ -4,8 +4,8 @@
  * its entry returns. A side stream is an ordered task queue with a thread
  * of its own: while a side stream is bound (stream_bind, thread-local),
  * kernels and transfers are queued on it with a copy of their arguments
- * and run there in order, each still spreading over the device's thread
- * pool when the pool is free. Events carry sequence numbers: recording
+ * and run there in order, each still spreading over the device's
+ * worker threads when they are free. Events carry sequence numbers: recording
  * takes the next one, and the event has completed when the marker of its
  * latest record has run; the clock is CLOCK_MONOTONIC. A task's failure is
  * kept, with its message, and reported by the next wait on the stream. */

@@ -1,4 +1,4 @@
-/* Thread pool of the CPU backend.
+/* The worker threads of the CPU backend.
  *
  * One job at a time: the caller publishes it under the mutex and bumps a
  * generation counter; woken workers attach to it (counted in `active`) and
@@ -28,24 +28,24 @@
 
 enum { UG_CPU_MAX_THREADS = 1024, UG_CPU_TASKS_PER_THREAD = 4 };
 
-typedef struct pool_job {
+typedef struct worker_job {
     ug_cpu_range_fn fn;
     void *ctx;
     int64_t n, ntasks;
     atomic_llong next; /* next unclaimed task */
-} pool_job;
+} worker_job;
 
-struct ug_cpu_pool {
+struct ug_cpu_workers {
     pthread_mutex_t mutex;
     pthread_cond_t wake; /* workers: a new generation or stop */
     pthread_cond_t idle; /* caller: active fell to 0 */
     pthread_mutex_t busy; /* held by the one caller running a job */
-    pool_job *job;        /* NULL between jobs */
+    worker_job *job;        /* NULL between jobs */
     uint64_t generation;
     int active; /* workers attached to job */
     bool stop;
     int nworkers;
-    pthread_t *workers;
+    pthread_t *threads;
 };
 
 ug_status ug_cpu_thread_budget(int *threads, bool report)
@@ -79,7 +79,7 @@ ug_status ug_cpu_thread_budget(int *threads, bool report)
 }
 
 /* Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6), requested
- * process-wide by ug_set_flush_denormal and taken up by each pool thread
+ * process-wide by ug_set_flush_denormal and taken up by each worker thread
  * before its next task. */
 #if defined(__SSE__) || defined(__x86_64__)
 #define UG_DENORMAL_BITS 0x8040u
@@ -106,7 +106,7 @@ static void apply_flush_denormal(void) {}
 bool ug_set_flush_denormal(bool enabled) { return !enabled; }
 #endif
 
-static void run_tasks(pool_job *job)
+static void run_tasks(worker_job *job)
 {
     apply_flush_denormal();
     for (;;) {
@@ -123,90 +123,90 @@ static void run_tasks(pool_job *job)
 
 static void *worker_main(void *arg)
 {
-    ug_cpu_pool *pool = arg;
+    ug_cpu_workers *workers = arg;
     uint64_t seen = 0;
-    pthread_mutex_lock(&pool->mutex);
+    pthread_mutex_lock(&workers->mutex);
     for (;;) {
-        while (!pool->stop && pool->generation == seen)
-            pthread_cond_wait(&pool->wake, &pool->mutex);
-        if (pool->stop)
+        while (!workers->stop && workers->generation == seen)
+            pthread_cond_wait(&workers->wake, &workers->mutex);
+        if (workers->stop)
             break;
-        seen = pool->generation;
-        pool_job *job = pool->job;
+        seen = workers->generation;
+        worker_job *job = workers->job;
         if (!job)
             continue; /* woke after that job was already done */
-        pool->active++;
-        pthread_mutex_unlock(&pool->mutex);
+        workers->active++;
+        pthread_mutex_unlock(&workers->mutex);
         run_tasks(job);
-        pthread_mutex_lock(&pool->mutex);
-        if (--pool->active == 0)
-            pthread_cond_signal(&pool->idle);
+        pthread_mutex_lock(&workers->mutex);
+        if (--workers->active == 0)
+            pthread_cond_signal(&workers->idle);
     }
-    pthread_mutex_unlock(&pool->mutex);
+    pthread_mutex_unlock(&workers->mutex);
     return NULL;
 }
 
-static void stop_workers(ug_cpu_pool *pool, int started)
+static void stop_workers(ug_cpu_workers *workers, int started)
 {
-    pthread_mutex_lock(&pool->mutex);
-    pool->stop = true;
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->mutex);
+    pthread_mutex_lock(&workers->mutex);
+    workers->stop = true;
+    pthread_cond_broadcast(&workers->wake);
+    pthread_mutex_unlock(&workers->mutex);
     for (int i = 0; i < started; i++)
-        pthread_join(pool->workers[i], NULL);
+        pthread_join(workers->threads[i], NULL);
 }
 
-static void free_pool(ug_cpu_pool *pool)
+static void free_workers(ug_cpu_workers *workers)
 {
-    pthread_mutex_destroy(&pool->busy);
-    pthread_cond_destroy(&pool->idle);
-    pthread_cond_destroy(&pool->wake);
-    pthread_mutex_destroy(&pool->mutex);
-    free(pool->workers);
-    free(pool);
+    pthread_mutex_destroy(&workers->busy);
+    pthread_cond_destroy(&workers->idle);
+    pthread_cond_destroy(&workers->wake);
+    pthread_mutex_destroy(&workers->mutex);
+    free(workers->threads);
+    free(workers);
 }
 
-ug_status ug_cpu_pool_create(int threads, ug_cpu_pool **out)
+ug_status ug_cpu_workers_create(int threads, ug_cpu_workers **out)
 {
     *out = NULL;
-    ug_cpu_pool *pool = ug_calloc(1, sizeof *pool);
+    ug_cpu_workers *workers = ug_calloc(1, sizeof *workers);
     int nworkers = threads > 1 ? threads - 1 : 0;
-    if (!pool)
-        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the thread pool");
-    pool->workers = ug_calloc((size_t)(nworkers ? nworkers : 1), sizeof *pool->workers);
-    if (!pool->workers) {
-        free(pool);
-        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the thread pool");
+    if (!workers)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the worker threads");
+    workers->threads = ug_calloc((size_t)(nworkers ? nworkers : 1), sizeof *workers->threads);
+    if (!workers->threads) {
+        free(workers);
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the worker threads");
     }
-    pthread_mutex_init(&pool->mutex, NULL);
-    pthread_cond_init(&pool->wake, NULL);
-    pthread_cond_init(&pool->idle, NULL);
-    pthread_mutex_init(&pool->busy, NULL);
+    pthread_mutex_init(&workers->mutex, NULL);
+    pthread_cond_init(&workers->wake, NULL);
+    pthread_cond_init(&workers->idle, NULL);
+    pthread_mutex_init(&workers->busy, NULL);
     for (int i = 0; i < nworkers; i++) {
-        int rc = pthread_create(&pool->workers[i], NULL, worker_main, pool);
+        int rc = pthread_create(&workers->threads[i], NULL, worker_main, workers);
         if (rc != 0) {
-            stop_workers(pool, i);
-            free_pool(pool);
+            stop_workers(workers, i);
+            free_workers(workers);
             return UG_CPU_ERROR(UG_ERR_BACKEND,
                                 "cpu: pthread_create failed (%s) starting worker %d of %d; "
                                 "set UG_NUM_THREADS lower",
                                 strerror(rc), i + 1, nworkers);
         }
     }
-    pool->nworkers = nworkers;
-    *out = pool;
+    workers->nworkers = nworkers;
+    *out = workers;
     return UG_OK;
 }
 
-void ug_cpu_pool_destroy(ug_cpu_pool *pool)
+void ug_cpu_workers_destroy(ug_cpu_workers *workers)
 {
-    if (!pool)
+    if (!workers)
         return;
-    stop_workers(pool, pool->nworkers);
-    free_pool(pool);
+    stop_workers(workers, workers->nworkers);
+    free_workers(workers);
 }
 
-void ug_cpu_parallel_for(ug_cpu_pool *pool, int64_t n, int64_t min_chunk,
+void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
                          ug_cpu_range_fn fn, void *ctx)
 {
     if (n <= 0)
@@ -214,31 +214,31 @@ void ug_cpu_parallel_for(ug_cpu_pool *pool, int64_t n, int64_t min_chunk,
     if (min_chunk < 1)
         min_chunk = 1;
     int64_t ntasks = n / min_chunk;
-    if (pool) {
-        int64_t cap = (int64_t)(pool->nworkers + 1) * UG_CPU_TASKS_PER_THREAD;
+    if (workers) {
+        int64_t cap = (int64_t)(workers->nworkers + 1) * UG_CPU_TASKS_PER_THREAD;
         if (ntasks > cap)
             ntasks = cap;
     }
-    if (!pool || pool->nworkers == 0 || ntasks <= 1 || pthread_mutex_trylock(&pool->busy) != 0) {
+    if (!workers || workers->nworkers == 0 || ntasks <= 1 || pthread_mutex_trylock(&workers->busy) != 0) {
         fn(ctx, 0, n);
         return;
     }
-    pool_job job = {.fn = fn, .ctx = ctx, .n = n, .ntasks = ntasks};
+    worker_job job = {.fn = fn, .ctx = ctx, .n = n, .ntasks = ntasks};
     atomic_init(&job.next, 0);
 
-    pthread_mutex_lock(&pool->mutex);
-    pool->job = &job;
-    pool->generation++;
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->mutex);
+    pthread_mutex_lock(&workers->mutex);
+    workers->job = &job;
+    workers->generation++;
+    pthread_cond_broadcast(&workers->wake);
+    pthread_mutex_unlock(&workers->mutex);
 
     run_tasks(&job);
 
     /* Every task is claimed; those still running belong to attached workers. */
-    pthread_mutex_lock(&pool->mutex);
-    while (pool->active > 0)
-        pthread_cond_wait(&pool->idle, &pool->mutex);
-    pool->job = NULL;
-    pthread_mutex_unlock(&pool->mutex);
-    pthread_mutex_unlock(&pool->busy);
+    pthread_mutex_lock(&workers->mutex);
+    while (workers->active > 0)
+        pthread_cond_wait(&workers->idle, &workers->mutex);
+    workers->job = NULL;
+    pthread_mutex_unlock(&workers->mutex);
+    pthread_mutex_unlock(&workers->busy);
 }

@@ -178,17 +178,17 @@ ug_status ug_cpu_im2col(ug_bdev *dev, const ug_im2col_args *in)
         return st;
     im2col_job j = {w, (float *)ug_cpu_ptr(args->image), (float *)ug_cpu_ptr(args->col)};
     if (args->to_image)
-        ug_cpu_parallel_for(dev->pool, w->n * w->c, UG_CPU_MIN_PARALLEL / (taps * ohw) + 1,
+        ug_cpu_parallel_for(dev->workers, w->n * w->c, UG_CPU_MIN_PARALLEL / (taps * ohw) + 1,
                             col2im_planes, &j);
     else
-        ug_cpu_parallel_for(dev->pool, w->n * w->c * taps, UG_CPU_MIN_PARALLEL / ohw + 1,
+        ug_cpu_parallel_for(dev->workers, w->n * w->c * taps, UG_CPU_MIN_PARALLEL / ohw + 1,
                             im2col_rows, &j);
     ug_cpu_stage_end(&stage);
     return UG_OK;
 }
 
 typedef struct pool_job {
-    const ug_pool_args *args;
+    const ug_pool2d_args *args;
     const float *in;
     float *out;
     const int32_t *index_in;
@@ -279,7 +279,7 @@ static void max_pool_row(const float *img, const ug_window2d *w, const tap_range
 static void pool_planes(void *ctx, int64_t begin, int64_t end)
 {
     const pool_job *j = ctx;
-    const ug_pool_args *a = j->args;
+    const ug_pool2d_args *a = j->args;
     const ug_window2d *w = &a->win;
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
     const bool two_by_two = w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 && w->ph == 0 &&
@@ -327,9 +327,9 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
 #undef ARGS
 }
 
-ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *in)
+ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool2d_args *in)
 {
-    ug_pool_args staged = *in, *args = &staged;
+    ug_pool2d_args staged = *in, *args = &staged;
     const ug_window2d *w = &args->win;
     const int64_t image = w->n * w->c * w->h * w->w, pooled = w->n * w->c * w->oh * w->ow;
     ug_cpu_stage stage = {0};
@@ -356,7 +356,7 @@ ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool_args *in)
     /* The work per plane, counting only taps that can reach the image. */
     const int64_t rows = w->kh < w->h ? w->kh : w->h, cols = w->kw < w->w ? w->kw : w->w;
     int64_t per_plane = w->h * w->w + w->oh * w->ow * rows * cols;
-    ug_cpu_parallel_for(dev->pool, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
+    ug_cpu_parallel_for(dev->workers, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
     ug_cpu_stage_end(&stage);
     return UG_OK;
 }

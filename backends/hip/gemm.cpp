@@ -151,7 +151,7 @@ static bool bind(void *lib, const vendor *v)
 /* Loads once per process. The library is never closed (shutdown keeps it
  * and a later discovery reuses it): cuBLAS and rocBLAS carry runtimes with
  * exit handlers of their own, which would run on unmapped code at exit after
- * a dlclose (core/module.c keeps modules open for the same reason). */
+ * a dlclose (core/runtime/module.c keeps modules open for the same reason). */
 static bool forced_own(void);
 
 void ug_hip_blas_load(void)

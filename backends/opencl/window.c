@@ -60,7 +60,7 @@ ug_status ocl_im2col(ug_bdev *dev, const ug_im2col_args *a)
                          buffers, 4);
 }
 
-ug_status ocl_pool2d(ug_bdev *dev, const ug_pool_args *a)
+ug_status ocl_pool2d(ug_bdev *dev, const ug_pool2d_args *a)
 {
     const ug_window2d *w = &a->win;
     ocl_window g = window_of(w);

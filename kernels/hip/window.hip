@@ -90,7 +90,7 @@ ug_status ug_hip_im2col(ug_bdev *dev, const ug_im2col_args *a)
     return launch_window(dev, &k, a->image.dtype, "im2col");
 }
 
-ug_status ug_hip_pool2d(ug_bdev *dev, const ug_pool_args *a)
+ug_status ug_hip_pool2d(ug_bdev *dev, const ug_pool2d_args *a)
 {
     const ug_window2d &w = a->win;
     window_k k;

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the safetensors reader (core/safetensors.h): the
+/* libFuzzer harness for the safetensors reader (core/io/safetensors.h): the
  * input is a whole file (header length, header, buffer). Its header goes
  * through ug_st_parse, which must give UG_OK with tensors that tile the
  * buffer exactly, or an error status with a message and no file; never a
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -642,7 +642,7 @@ extern "C" void ug_emu_get_stats(ug_emu_stats *stats)
 namespace {
 
 /* At exit, as LeakSanitizer does: by then the library has closed every
- * device (core/device.c, at exit), so the module must have returned every
+ * device (core/runtime/device.c, at exit), so the module must have returned every
  * device allocation, pinned buffer and stream to the runtime, and no launch
  * may have failed unnoticed. Otherwise the process fails (status 1), which
  * fails whichever test ran on the emulated device. Declared after

@@ -1,0 +1,224 @@
+/* The training graph's internal representation, shared by graph.c (building),
+ * the op definitions (ops_*.c), autograd.c (backward), optim.c (update
+ * nodes), graph/check.c (numeric checks), graph/plan.c (fusion and memory
+ * plan) and graph/run.c (replay and phases). */
+#ifndef UG_CORE_GRAPH_INTERNAL_H
+#define UG_CORE_GRAPH_INTERNAL_H
+
+#include "core/ops/op.h"
+#include "unigrad/graph.h"
+#include "unigrad/optim.h"
+
+typedef enum value_kind {
+    VALUE_INPUT,     /* bound by the caller */
+    VALUE_PARAM,     /* a model parameter */
+    VALUE_GRAD,      /* a parameter's gradient: its own buffer, readable after a run */
+    VALUE_TEMP,      /* planned into the arena */
+    VALUE_ALIAS,     /* a reshape: a view of another value */
+    VALUE_SUM,       /* ug_graph_accumulate: its own buffer, kept across runs */
+    VALUE_PARAM_COPY /* a parameter's half copy, the model's (graph/autocast.c) */
+} value_kind;
+
+
+struct ug_value {
+    ug_graph *graph;
+    int id;
+    value_kind kind;
+    ug_dtype dtype;
+    int ndim;
+    int64_t shape[UG_MAX_DIMS];
+    char name[64];
+    graph_node *producer;     /* NULL for inputs and parameters */
+    ug_value *alias_of;       /* VALUE_ALIAS */
+    ug_value *grad;           /* during backward: the accumulated gradient */
+    ug_tensor *tensor;        /* after compile (inputs: after bind) */
+    ug_tensor *param;         /* VALUE_PARAM: the model's tensor */
+    bool keep;                /* readable after a run */
+    bool needs_grad;          /* backward: a parameter's gradient flows through it */
+    int uses;                 /* live nodes reading it */
+    int last_use;             /* index of the last node reading it */
+    size_t arena_offset;
+};
+
+/* One op of the step: its definition and parameters, inputs and results. */
+/* Which part of a step a node belongs to (ug_graph_run_forward, ...). */
+typedef enum graph_phase { PHASE_FORWARD, PHASE_BACKWARD, PHASE_UPDATE } graph_phase;
+
+struct graph_node {
+    ug_op op;
+    graph_phase phase;
+    bool dead;                /* never launched: fused, or a parameter's half copy */
+    bool fused;               /* folded into the node producing its input */
+    ug_value *out;
+    ug_value *in[UG_OP_MAX_INPUTS];
+    int nin;
+    ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
+    int nscratch;
+    float per_row_scale;      /* a scale_shift whose alpha is this times the run's rows */
+    int segment;              /* a recomputed segment (ug_graph_checkpoint), 0 if none */
+    bool writes_cast;         /* a cast was folded in: out is written in its own dtype */
+    bool input_cast;          /* autocast's cast of an input: a segment recomputation may take over */
+};
+
+/* A checked value (ug_graph_set_checks): its flag is flags[index]. */
+typedef enum check_role { CHECK_NODE, CHECK_LOSS, CHECK_GRADIENT, CHECK_LOGITS } check_role;
+typedef struct graph_check {
+    ug_value *value;
+    ug_value *flag;           /* bound to flags[index] while compiled */
+    int node;                 /* the producing node's index, before checks were added */
+    check_role role;
+} graph_check;
+
+struct ug_graph {
+    ug_model *model;
+    ug_device *device;
+    bool training;
+    ug_dtype precision;       /* ug_graph_set_precision: f32, f16 or bf16 */
+    bool autocasting;         /* adding autocast's casts, which are not autocast again */
+    bool compiled;
+    bool planned;             /* the plan is made (ug_graph_memory or compile): no more ops */
+    bool has_backward;
+    uint64_t seed;
+    uint64_t runs;
+    uint64_t dropout_streams;
+    ug_value **values;
+    int value_count, value_capacity;
+    graph_node **nodes;
+    int node_count, node_capacity;
+    ug_value *loss;
+    ug_optimizer *optimizer;
+    ug_value *grad_scale;     /* global-norm clipping factor, or NULL */
+    ug_storage *arena;
+    ug_graph_memory_info memory;
+    ug_check_mode check_mode;
+    graph_check *checks;
+    int check_count;
+    bool checks_added;        /* the check nodes are in (once, even if compile is retried) */
+    ug_tensor *flags;         /* f32 [check_count], 0 while every checked value is finite */
+    graph_phase building;     /* the phase of nodes being added */
+    /* Gradient accumulation (ug_graph_run_backward / ug_graph_run_update):
+     * per parameter with a gradient, the sum of the micro-batches'. */
+    ug_tensor **accumulated;
+    int accumulated_count;    /* parameters with a gradient */
+    int micro_batches;        /* summed since the last update */
+    int64_t accumulated_rows; /* their rows: the update divides by it */
+    int64_t accumulation_step; /* the optimizer's steps at the first of them */
+    /* Inputs may be bound with fewer rows than declared: every value's
+     * tensor then takes the shape its op infers from the rows bound. */
+    bool shapes_fitted;       /* the tensors' shapes follow the inputs bound now */
+    int64_t rows;             /* the run's rows: the first input's leading size */
+    uint64_t checked_runs;    /* runs when the flags were last cleared */
+    int segments;             /* recomputed segments marked */
+    bool recompute_added;     /* their recompute nodes are in (once, even if compile is retried) */
+    int recomputed;           /* nodes added to recompute them */
+};
+
+/* The value a reshape views (the value itself otherwise). */
+static inline ug_value *ug_value_base(const ug_value *v)
+{
+    return v && v->kind == VALUE_ALIAS ? v->alias_of : (ug_value *)v;
+}
+
+/* graph.c */
+ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int ndim,
+                             const int64_t *shape, ug_value **out);
+ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin,
+                            ug_value *const *in, graph_node **node);
+/* Everything added after a mark can be taken back, so a call that fails
+ * part way leaves the graph (and the model's parameters) as they were. */
+typedef struct ug_graph_mark {
+    int values, nodes, params;
+} ug_graph_mark;
+ug_graph_mark ug_graph_mark_now(const ug_graph *g);
+void ug_graph_rollback(ug_graph *g, ug_graph_mark mark);
+
+/* Internal graph ops, each a node of one definition (ops_*.c). */
+ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, ug_value *b,
+                      ug_value **out);
+ug_status ug_g_unary(ug_graph *g, ug_unary_kind op, float alpha, float beta, ug_value *x,
+                     ug_value **out);
+ug_status ug_g_reduce_axes(ug_graph *g, ug_value *x, ug_reduce_kind op, int axis, bool all,
+                           bool keepdim, ug_value **out);
+/* x broadcast to like's shape; with mean, divided by the elements each of
+ * x's spreads over (a mean's gradient). */
+ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out);
+/* Sets an expand's target to shape (like's shape for the rows bound now). */
+void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_numel);
+/* A value's meta as bound now: its tensor's shape, else the planned one
+ * (graph/rows.c). */
+ug_meta ug_value_meta_now(const ug_value *v);
+ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
+ug_status ug_graph_check_open(const ug_graph *g, const char *op);
+/* A value given to op as arg: not NULL, of this graph. */
+ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg);
+
+/* graph/autocast.c */
+/* The inputs op reads in a mixed-precision graph, casts added as needed
+ * (cast[i] is in[i] where none is). */
+ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                             ug_value **cast);
+
+/* autograd.c */
+ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);
+/* Adds grad (shaped like a broadcast result) to operand's gradient, summed
+ * back to operand's shape; nothing when no parameter's gradient flows
+ * through operand. For the definitions' backward functions. */
+ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad);
+bool ug_grad_needed(const ug_value *v);
+
+/* optim.c */
+ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt);
+/* Whether opt can take a step count and (when not NULL) loss scaler state,
+ * as a checkpoint restores them: checked before anything is written. */
+ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
+/* Sets both, once checked (a checkpoint's load). */
+ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
+void ug_optim_step_done(ug_optimizer *opt);
+/* State tensors per parameter (shaped like it). */
+int ug_optim_slots(const ug_optimizer *opt);
+ug_model *ug_optimizer_model(const ug_optimizer *opt);
+
+/* graph/plan.c */
+ug_status ug_graph_plan(ug_graph *g);
+/* Re-creates the views of reshaped values (of base, or of all when NULL),
+ * shaped for the rows their base has now. */
+ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base);
+
+/* graph/check.c */
+/* Adds the check nodes (once, even if compile is retried). */
+ug_status ug_graph_add_checks(ug_graph *g);
+/* Allocates the flags (cleared) and binds the checks to them; release gives
+ * them back. */
+ug_status ug_graph_alloc_checks(ug_graph *g);
+void ug_graph_release_checks(ug_graph *g);
+void ug_graph_free_checks(ug_graph *g);
+
+/* graph/recompute.c */
+/* Inserts the recompute nodes of the recomputed segments (once). */
+ug_status ug_graph_add_recompute(ug_graph *g);
+
+/* graph/rows.c */
+/* Before a run: the tensors' shapes for the rows bound (when they changed). */
+ug_status ug_graph_fit_rows(ug_graph *g);
+/* A reshape follows its base's tensor shape (fewer rows bound). */
+ug_status ug_graph_fit_alias(ug_value *alias);
+
+/* graph/run.c */
+ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
+
+/* model.c */
+int ug_model_param_index(const ug_model *model, const ug_tensor *param);
+/* Graphs and optimizers keep their model: ug_model_free drops a reference. */
+void ug_model_retain(ug_model *model);
+/* Graphs keep their optimizer the same way. */
+void ug_optimizer_retain(ug_optimizer *opt);
+/* Frees the parameters from index count on (a failed layer's). */
+void ug_model_truncate(ug_model *model, int count);
+/* Parameter index's half copy in dtype, made from it on first use: what
+ * mixed-precision graphs read, kept current by every optimizer update and
+ * ug_model_write_param. A model keeps copies in one half dtype. */
+ug_status ug_model_half_copy(ug_model *model, int index, ug_dtype dtype, ug_tensor **out);
+/* The copy if there is one (NULL otherwise). */
+ug_tensor *ug_model_half_copy_at(const ug_model *model, int index);
+
+#endif

@@ -1,0 +1,372 @@
+/* Compiling a graph: fusion, liveness, and one arena for every intermediate
+ * value, so that a run allocates nothing. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fault.h"
+#include "core/graph/internal.h"
+#include "unigrad/ops.h"
+
+enum { ARENA_ALIGN = 256 }; /* keeps every value aligned for vector loads and DMA */
+
+static size_t value_bytes(const ug_value *v)
+{
+    size_t bytes = (size_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
+    return (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+static void count_uses(ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        g->values[i]->uses = 0;
+        g->values[i]->last_use = -1;
+    }
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        for (int k = 0; k < n->nin; k++) {
+            ug_value *v = ug_value_base(n->in[k]);
+            if (v) {
+                v->uses++;
+                v->last_use = i;
+            }
+        }
+    }
+}
+
+/* Bias add + activation: an activation whose input is a binary op's result
+ * read by nothing else becomes that binary op's fused post-op. relu,
+ * sigmoid and tanh gradients read the output, so training graphs fuse them
+ * too; gelu's reads its input, so it fuses only where nothing else does.
+ * Any unary op whose formula reads only x can be a post-op. */
+static void fuse_activations(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *act = g->nodes[i];
+        ug_unary_kind kind = act->dead || !act->op.def->activation ? UG_UNARY_COPY
+                                                                   : act->op.def->activation(&act->op);
+        if (kind == UG_UNARY_COPY)
+            continue;
+        ug_value *x = act->in[0];
+        graph_node *producer = x->producer;
+        if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer ||
+            !producer->op.def->take_post_op)
+            continue;
+        bool referenced = false; /* an alias of x counts as a use of x already */
+        for (int k = 0; k < g->value_count && !referenced; k++)
+            referenced = g->values[k]->alias_of == x;
+        if (referenced || !producer->op.def->take_post_op(&producer->op, kind))
+            continue;
+        producer->out = act->out;
+        act->out->producer = producer;
+        x->producer = NULL;
+        act->dead = act->fused = true;
+    }
+}
+
+/* A cast of a result read by nothing else is folded into the op that
+ * produces it, which then writes the cast's dtype: GEMM's C may be f32 for
+ * half operands (so a half copy's weight gradient, of a product or a
+ * convolution, goes straight to f32), and unary ops and sums write any
+ * float dtype. */
+static bool writes_any_float(const graph_node *n)
+{
+    return n->op.def->writes_any_float && n->op.def->writes_any_float(&n->op);
+}
+
+static void fuse_casts(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *cast = g->nodes[i];
+        if (cast->dead || !cast->op.def->pure_cast || !ug_dtype_is_float(cast->out->dtype))
+            continue;
+        ug_value *x = cast->in[0];
+        graph_node *producer = x->producer;
+        if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer || producer->dead ||
+            !writes_any_float(producer) || !ug_dtype_is_float(x->dtype) ||
+            producer->segment != cast->segment)
+            continue;
+        bool referenced = false;
+        for (int k = 0; k < g->value_count && !referenced; k++)
+            referenced = g->values[k]->alias_of == x;
+        if (referenced)
+            continue;
+        producer->out = cast->out;
+        producer->writes_cast = true;
+        cast->out->producer = producer;
+        x->producer = NULL;
+        cast->dead = cast->fused = true;
+    }
+}
+
+/* A parameter's gradient gets its own buffer, readable after the run. */
+static void mark_gradients(ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *p = g->values[i];
+        ug_value *grad = p->kind == VALUE_PARAM ? ug_value_base(p->grad) : NULL;
+        if (grad && grad->kind == VALUE_TEMP)
+            grad->kind = VALUE_GRAD;
+    }
+}
+
+typedef struct free_block {
+    size_t offset, size;
+} free_block;
+
+typedef struct arena_plan {
+    free_block *blocks;
+    int count, capacity;
+    size_t top;
+} arena_plan;
+
+static size_t arena_take(arena_plan *a, size_t size)
+{
+    int best = -1;
+    for (int i = 0; i < a->count; i++)
+        if (a->blocks[i].size >= size && (best < 0 || a->blocks[i].size < a->blocks[best].size))
+            best = i;
+    if (best < 0) {
+        /* Grow from the top, absorbing a free block that ends there. */
+        for (int i = 0; i < a->count; i++) {
+            if (a->blocks[i].offset + a->blocks[i].size == a->top) {
+                size_t offset = a->blocks[i].offset;
+                a->blocks[i] = a->blocks[--a->count];
+                a->top = offset + size;
+                return offset;
+            }
+        }
+        size_t offset = a->top;
+        a->top += size;
+        return offset;
+    }
+    size_t offset = a->blocks[best].offset;
+    a->blocks[best].offset += size;
+    a->blocks[best].size -= size;
+    if (a->blocks[best].size == 0)
+        a->blocks[best] = a->blocks[--a->count];
+    return offset;
+}
+
+static bool arena_give(arena_plan *a, size_t offset, size_t size)
+{
+    for (int i = 0; i < a->count; i++) { /* merge with neighbours */
+        free_block *b = &a->blocks[i];
+        if (b->offset + b->size == offset) {
+            offset = b->offset;
+            size += b->size;
+            a->blocks[i--] = a->blocks[--a->count];
+        } else if (offset + size == b->offset) {
+            size += b->size;
+            a->blocks[i--] = a->blocks[--a->count];
+        }
+    }
+    if (a->count == a->capacity) {
+        int capacity = a->capacity ? a->capacity * 2 : 32;
+        free_block *grown = ug_realloc(a->blocks, (size_t)capacity * sizeof *grown);
+        if (!grown)
+            return false;
+        a->blocks = grown;
+        a->capacity = capacity;
+    }
+    a->blocks[a->count++] = (free_block){offset, size};
+    return true;
+}
+
+static bool is_planned(const ug_value *v) { return v && v->kind == VALUE_TEMP; }
+
+static ug_status plan_arena(ug_graph *g)
+{
+    arena_plan a = {0};
+    ug_status st = UG_OK;
+    for (int i = 0; i < g->node_count && st == UG_OK; i++) {
+        graph_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        ug_value *outs[UG_OP_MAX_OUTPUTS] = {n->out};
+        for (int k = 0; k < n->nscratch; k++)
+            outs[k + 1] = n->scratch[k];
+        int nout = 1 + n->nscratch;
+        for (int k = 0; k < nout; k++) {
+            if (!is_planned(outs[k]))
+                continue;
+            outs[k]->arena_offset = arena_take(&a, value_bytes(outs[k]));
+            g->memory.unplanned_bytes += value_bytes(outs[k]);
+            if (outs[k]->last_use < i)
+                outs[k]->last_use = outs[k]->keep ? INT_MAX : i;
+        }
+        /* Values whose last reader is this node are free for later nodes. */
+        for (int k = 0; k < n->nin + nout; k++) {
+            ug_value *v = k < n->nin ? ug_value_base(n->in[k]) : outs[k - n->nin];
+            if (!is_planned(v) || v->last_use != i)
+                continue;
+            v->last_use = -3; /* freed; not again */
+            if (!arena_give(&a, v->arena_offset, value_bytes(v)))
+                st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
+        }
+    }
+    free(a.blocks);
+    g->memory.activation_bytes = a.top;
+    return st;
+}
+
+static ug_status alias_tensor(ug_value *v)
+{
+    ug_value *base = v->alias_of;
+    ug_tensor_free(v->tensor);
+    v->tensor = NULL;
+    if (!base->tensor)
+        return UG_OK; /* an input not bound yet */
+    UG_TRY(ug_tensor_over_storage(base->tensor->storage, v->dtype, v->ndim, v->shape, base->tensor->offset,
+                                  &v->tensor));
+    return ug_graph_fit_alias(v); /* a base bound with fewer rows */
+}
+
+ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base)
+{
+    for (int i = 0; i < g->value_count; i++)
+        if (g->values[i]->kind == VALUE_ALIAS && (!base || g->values[i]->alias_of == base))
+            UG_TRY(alias_tensor(g->values[i]));
+    return UG_OK;
+}
+
+static ug_status allocate(ug_graph *g)
+{
+    /* Even when every planned value is empty (a batch of 0 rows), values
+     * need storage to point into. */
+    size_t arena_bytes = g->memory.activation_bytes ? g->memory.activation_bytes : ARENA_ALIGN;
+    UG_TRY(ug_pool_alloc(g->device, arena_bytes, "a graph's activations", &g->arena));
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_TEMP && (v->producer || v->uses)) {
+            size_t elem = ug_dtype_size(v->dtype);
+            UG_TRY(ug_tensor_over_storage(g->arena, v->dtype, v->ndim, v->shape,
+                                          (int64_t)(v->arena_offset / elem), &v->tensor));
+        } else if (v->kind == VALUE_SUM) {
+            UG_TRY(ug_tensor_new(g->device, v->dtype, v->ndim, v->shape, "a graph's running sum", &v->tensor));
+            UG_TRY(ug_fill(v->tensor, 0.0f));
+        } else if (v->kind == VALUE_GRAD) {
+            UG_TRY(ug_tensor_new(g->device, v->dtype, v->ndim, v->shape, "a parameter gradient", &v->tensor));
+        }
+    }
+    UG_TRY(ug_graph_alloc_checks(g));
+    return ug_graph_refresh_aliases(g, NULL);
+}
+
+/* Gives back what a compile allocated, so a failed one can be retried. */
+static void release_plan(ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_TEMP || v->kind == VALUE_GRAD || v->kind == VALUE_ALIAS ||
+            v->kind == VALUE_SUM) {
+            ug_tensor_free(v->tensor);
+            v->tensor = NULL;
+        }
+    }
+    ug_storage_release(g->arena);
+    g->arena = NULL;
+    ug_graph_release_checks(g);
+    memset(&g->memory, 0, sizeof g->memory);
+}
+
+static uint64_t block_bytes(const ug_value *v)
+{
+    return ug_pool_block_bytes((size_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype));
+}
+
+/* What the graph holds on the device, as the pool counts it. */
+static void count_device_bytes(ug_graph *g)
+{
+    ug_graph_memory_info *m = &g->memory;
+    int slots = g->optimizer ? ug_optim_slots(g->optimizer) : 0;
+    uint64_t sums = 0, gradients = 0;
+    for (int i = 0; i < g->value_count; i++) {
+        const ug_value *v = g->values[i];
+        if (v->kind == VALUE_GRAD) {
+            m->gradient_bytes += (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
+            gradients += block_bytes(v);
+        } else if (v->kind == VALUE_PARAM || v->kind == VALUE_PARAM_COPY) {
+            m->parameter_bytes += block_bytes(v);
+            if (v->kind == VALUE_PARAM && v->grad)
+                m->optimizer_bytes += (uint64_t)slots * block_bytes(v);
+        } else if (v->kind == VALUE_SUM) {
+            sums += block_bytes(v);
+        }
+    }
+    if (g->check_count)
+        sums += ug_pool_block_bytes((size_t)g->check_count * sizeof(float));
+    size_t arena = m->activation_bytes ? (size_t)m->activation_bytes : ARENA_ALIGN;
+    m->accumulator_bytes = gradients; /* one per gradient */
+    m->total_bytes = ug_pool_block_bytes(arena) + gradients + m->parameter_bytes + m->optimizer_bytes + sums;
+}
+
+/* Everything but the allocation: fusion, checks, liveness, the arena's
+ * layout and the byte counts. */
+static ug_status plan_graph(ug_graph *g)
+{
+    release_plan(g);
+    mark_gradients(g); /* first: a gradient's buffer is read after the run, never fused away */
+    g->autocasting = true; /* the nodes compile adds keep their operands' dtypes */
+    ug_status st = ug_graph_add_checks(g); /* before fusion: a checked value must exist */
+    if (st == UG_OK) {
+        fuse_activations(g);
+        fuse_casts(g);
+        st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
+    }
+    g->autocasting = false;
+    UG_TRY(st);
+    count_uses(g);
+    for (int i = 0; i < g->value_count; i++)
+        if (g->values[i]->keep)
+            g->values[i]->last_use = INT_MAX;
+    UG_TRY(plan_arena(g));
+    g->memory.recomputed = g->recomputed;
+    for (int i = 0; i < g->node_count; i++) {
+        g->memory.nodes += !g->nodes[i]->dead;
+        g->memory.fused += g->nodes[i]->fused;
+    }
+    count_device_bytes(g);
+    g->planned = true;
+    return UG_OK;
+}
+
+ug_status ug_graph_plan(ug_graph *g)
+{
+    UG_TRY(plan_graph(g));
+    g->shapes_fitted = false; /* the tensors have the planned shapes */
+    ug_status st = allocate(g);
+    if (st != UG_OK)
+        release_plan(g);
+    return st;
+}
+
+ug_status ug_graph_compile(ug_graph *g)
+{
+    if (!g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_compile: graph is NULL");
+    if (g->compiled)
+        return ug_set_error(UG_ERR_STATE, "ug_graph_compile: the graph is compiled already");
+    ug_status st = ug_graph_plan(g);
+    if (st != UG_OK)
+        return ug_prefix_error(st, "ug_graph_compile");
+    g->compiled = true;
+    return UG_OK;
+}
+
+ug_status ug_graph_memory(ug_graph *g, ug_graph_memory_info *info)
+{
+    if (!g || !info)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_memory: NULL argument");
+    if (!g->compiled && !g->planned) {
+        ug_status st = plan_graph(g);
+        if (st != UG_OK)
+            return ug_prefix_error(st, "ug_graph_memory");
+    }
+    *info = g->memory;
+    return UG_OK;
+}

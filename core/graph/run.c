@@ -1,0 +1,268 @@
+/* Running a compiled graph: binding inputs, replaying the nodes, reading
+ * values back. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fault.h"
+#include "core/graph/internal.h"
+
+ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
+{
+    (void)g;
+    ug_tensor *out[UG_OP_MAX_OUTPUTS] = {n->out ? n->out->tensor : NULL};
+    const ug_tensor *in[UG_OP_MAX_INPUTS] = {NULL};
+    for (int k = 0; k < n->nscratch; k++)
+        out[k + 1] = n->scratch[k]->tensor;
+    for (int k = 0; k < n->nin; k++)
+        in[k] = n->in[k] ? n->in[k]->tensor : NULL;
+    return n->op.def->launch(&n->op, out, in);
+}
+
+/* A tensor bound to input: its dtype and shape, with 1 to the declared
+ * rows (the leading size). */
+static ug_status check_binding(const ug_value *input, const ug_tensor *tensor)
+{
+    char want[96], have[96];
+    bool same_dtype = tensor->dtype == input->dtype;
+    bool fits = same_dtype && tensor->ndim == input->ndim;
+    for (int i = 0; fits && i < input->ndim; i++)
+        fits = i == 0 ? tensor->shape[0] == input->shape[0] ||
+                            (tensor->shape[0] >= 1 && tensor->shape[0] <= input->shape[0])
+                      : tensor->shape[i] == input->shape[i];
+    if (fits)
+        return UG_OK;
+    return ug_set_error(same_dtype ? UG_ERR_SHAPE : UG_ERR_DTYPE,
+                        "ug_graph_bind: input '%s' is %s %s, the tensor is %s %s (a tensor may have "
+                        "fewer rows, from 1, but the same other sizes and dtype)",
+                        input->name, ug_dtype_name(input->dtype),
+                        ug_format_shape(input->ndim, input->shape, want, sizeof want),
+                        ug_dtype_name(tensor->dtype), ug_format_shape(tensor->ndim, tensor->shape, have, sizeof have));
+}
+
+ug_status ug_graph_bind(ug_graph *g, ug_value *input, const ug_tensor *tensor)
+{
+    if (!g || !input || !tensor)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_bind: NULL argument");
+    if (input->graph != g || input->kind != VALUE_INPUT)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_bind: the value is not an input of this graph");
+    UG_TRY(check_binding(input, tensor));
+    if (ug_dev(tensor) != g->device)
+        return ug_set_error(UG_ERR_DEVICE, "ug_graph_bind: input '%s' is on %s, the tensor on %s", input->name,
+                            g->device->info.id, ug_dev(tensor)->info.id);
+    /* The graph holds its own handle so the storage outlives the caller's. */
+    ug_tensor *view = NULL;
+    UG_TRY(ug_tensor_over_storage(tensor->storage, tensor->dtype, tensor->ndim, tensor->shape, tensor->offset, &view));
+    int64_t rows_before = input->tensor && input->ndim ? input->tensor->shape[0] : -1;
+    ug_tensor_free(input->tensor);
+    input->tensor = view;
+    if (!input->ndim || rows_before != view->shape[0])
+        g->shapes_fitted = false;
+    return ug_graph_refresh_aliases(g, input);
+}
+
+static ug_status check_runnable(ug_graph *g, const char *op)
+{
+    if (!g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: graph is NULL", op);
+    if (!g->compiled)
+        return ug_set_error(UG_ERR_STATE, "%s: compile the graph first (ug_graph_compile)", op);
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_INPUT && !v->tensor && v->uses > 0)
+            return ug_set_error(UG_ERR_STATE, "%s: input '%s' is not bound (ug_graph_bind)", op, v->name);
+    }
+    ug_status st = ug_graph_fit_rows(g);
+    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
+}
+
+/* Replays the live nodes of the phases in mask (bit per graph_phase). */
+static ug_status run_phases(ug_graph *g, unsigned mask, const char *op)
+{
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *n = g->nodes[i];
+        if (n->dead || !(mask & (1u << n->phase)))
+            continue;
+        ug_status st = ug_graph_exec_node(g, n);
+        if (st != UG_OK)
+            return ug_prefix_error(st, "%s (node %d)", op, i);
+    }
+    if (mask & (1u << PHASE_FORWARD))
+        g->runs++; /* fresh dropout masks for the next forward */
+    return UG_OK;
+}
+
+enum { FORWARD = 1u << PHASE_FORWARD, BACKWARD = 1u << PHASE_BACKWARD, UPDATE = 1u << PHASE_UPDATE };
+
+static ug_status no_pending_micro_batches(const ug_graph *g, const char *op)
+{
+    if (g->micro_batches)
+        return ug_set_error(UG_ERR_STATE,
+                            "%s: the gradients of %d micro-batches are accumulated; apply them "
+                            "with ug_graph_run_update first",
+                            op, g->micro_batches);
+    return UG_OK;
+}
+
+ug_status ug_graph_run(ug_graph *g)
+{
+    UG_TRY(check_runnable(g, "ug_graph_run"));
+    UG_TRY(no_pending_micro_batches(g, "ug_graph_run"));
+    UG_TRY(run_phases(g, FORWARD | BACKWARD | UPDATE, "ug_graph_run"));
+    if (g->optimizer)
+        ug_optim_step_done(g->optimizer);
+    return UG_OK;
+}
+
+ug_status ug_graph_run_forward(ug_graph *g)
+{
+    UG_TRY(check_runnable(g, "ug_graph_run_forward"));
+    return run_phases(g, FORWARD, "ug_graph_run_forward");
+}
+
+/* A parameter value's gradient buffer (NULL for other values). */
+static ug_tensor *gradient(const ug_value *v)
+{
+    const ug_value *grad = ug_value_base(v->grad);
+    return v->kind == VALUE_PARAM && grad ? grad->tensor : NULL;
+}
+
+static ug_status make_accumulators(ug_graph *g)
+{
+    int count = 0;
+    for (int i = 0; i < g->value_count; i++)
+        count += gradient(g->values[i]) != NULL;
+    g->accumulated = ug_calloc((size_t)count + 1, sizeof *g->accumulated);
+    if (!g->accumulated)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_run_backward: out of host memory");
+    ug_status st = UG_OK;
+    for (int i = 0; i < g->value_count && st == UG_OK; i++) {
+        ug_tensor *grad = gradient(g->values[i]);
+        if (!grad)
+            continue;
+        st = ug_tensor_new(g->device, grad->dtype, grad->ndim, grad->shape, "a gradient accumulator",
+                           &g->accumulated[g->accumulated_count]);
+        if (st == UG_OK)
+            g->accumulated_count++;
+    }
+    if (st != UG_OK) { /* all or nothing: the next call tries again */
+        for (int i = 0; i < g->accumulated_count; i++)
+            ug_tensor_free(g->accumulated[i]);
+        free(g->accumulated);
+        g->accumulated = NULL;
+        g->accumulated_count = 0;
+    }
+    return st;
+}
+
+/* Micro-batches accumulated before the optimizer stepped elsewhere (another
+ * graph of the model) hold gradients of parameter values that are gone:
+ * they are discarded, with an error. */
+static ug_status same_parameters(ug_graph *g, const char *op)
+{
+    if (!g->micro_batches || !g->optimizer || ug_optimizer_steps(g->optimizer) == g->accumulation_step)
+        return UG_OK;
+    int count = g->micro_batches;
+    g->micro_batches = 0;
+    g->accumulated_rows = 0;
+    return ug_set_error(UG_ERR_STATE,
+                        "%s: the optimizer made a step (through another graph) after the first of %d "
+                        "accumulated micro-batches; their gradients are of the parameters before it and "
+                        "were discarded. Finish an accumulation with ug_graph_run_update first",
+                        op, count);
+}
+
+ug_status ug_graph_run_backward(ug_graph *g)
+{
+    const char *op = "ug_graph_run_backward";
+    UG_TRY(check_runnable(g, op));
+    if (!g->has_backward)
+        return ug_set_error(UG_ERR_STATE, "%s: the graph has no backward pass (ug_graph_backward)", op);
+    if (!g->accumulated)
+        UG_TRY(make_accumulators(g));
+    UG_TRY(same_parameters(g, op));
+    UG_TRY(run_phases(g, FORWARD | BACKWARD, op));
+    ug_status st = UG_OK;
+    for (int i = 0, k = 0; i < g->value_count && st == UG_OK; i++) {
+        ug_tensor *grad = gradient(g->values[i]);
+        if (!grad)
+            continue;
+        ug_tensor *acc = g->accumulated[k++];
+        float rows = (float)g->rows;
+        st = g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD_SCALED, UG_UNARY_COPY, rows, acc, acc, grad)
+                              : ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, rows, 0.0f, acc, grad);
+    }
+    if (st != UG_OK) { /* some accumulators hold this batch and some not: start over */
+        g->micro_batches = 0;
+        g->accumulated_rows = 0;
+        return ug_prefix_error(st, "%s: the accumulated gradients were discarded", op);
+    }
+    if (!g->micro_batches++ && g->optimizer)
+        g->accumulation_step = ug_optimizer_steps(g->optimizer);
+    g->accumulated_rows += g->rows;
+    return UG_OK;
+}
+
+ug_status ug_graph_run_update(ug_graph *g)
+{
+    const char *op = "ug_graph_run_update";
+    UG_TRY(check_runnable(g, op));
+    if (!g->micro_batches)
+        return ug_set_error(UG_ERR_STATE,
+                            "%s: no gradient is accumulated in this graph; run ug_graph_run_backward "
+                            "on each micro-batch first (each graph accumulates its own)",
+                            op);
+    UG_TRY(same_parameters(g, op));
+    /* The update sees the micro-batches' gradients weighted by their rows,
+     * as one batch of all their rows would give (the loss is a mean over
+     * rows). */
+    float mean = 1.0f / (float)g->accumulated_rows;
+    for (int i = 0, k = 0; i < g->value_count; i++) {
+        ug_tensor *grad = gradient(g->values[i]);
+        if (grad)
+            UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, mean, 0.0f, grad, g->accumulated[k++]));
+    }
+    g->micro_batches = 0;
+    g->accumulated_rows = 0;
+    if (!g->optimizer) /* the mean stays in the gradients, for ug_graph_grad */
+        return UG_OK;
+    UG_TRY(run_phases(g, UPDATE, op));
+    ug_optim_step_done(g->optimizer);
+    return UG_OK;
+}
+
+/* The value's tensor, when the value can be read after the runs so far. */
+static ug_status readable_tensor(ug_graph *g, ug_value *value, const char *op, ug_tensor **out)
+{
+    if (!g || !value)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    if (value->graph != g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the value belongs to another graph", op);
+    ug_value *base = ug_value_base(value);
+    bool readable = base->keep || base->kind != VALUE_TEMP;
+    if (g->compiled && readable && g->runs == 0)
+        return ug_set_error(UG_ERR_STATE,
+                            "%s: '%s' has no value yet: run the graph (ug_graph_run) first", op,
+                            base->name[0] ? base->name : "the value");
+    if (!g->compiled || !value->tensor || !readable)
+        return ug_set_error(UG_ERR_STATE,
+                            "%s: value %d is not readable: mark it with ug_graph_keep before "
+                            "ug_graph_compile, and run the graph",
+                            op, value->id);
+    *out = value->tensor;
+    return UG_OK;
+}
+
+ug_status ug_graph_read(ug_graph *g, ug_value *value, void *data, size_t bytes)
+{
+    ug_tensor *t = NULL;
+    UG_TRY(readable_tensor(g, value, "ug_graph_read", &t));
+    UG_TRY(ug_tensor_download(t, data, bytes));
+    return ug_graph_check(g);
+}
+
+ug_status ug_graph_copy_value(ug_graph *g, ug_value *value, ug_tensor *dst)
+{
+    ug_tensor *t = NULL;
+    UG_TRY(readable_tensor(g, value, "ug_graph_copy_value", &t));
+    return ug_tensor_copy(dst, t);
+}

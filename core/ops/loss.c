@@ -1,0 +1,94 @@
+/* The loss ops of graphs: cross-entropy with label smoothing, and the op its
+ * gradient uses, defined once (inference, launch, gradient). They compute
+ * in f32. */
+#include "core/graph/internal.h"
+
+/* ---- cross-entropy: in logits [rows, classes], labels [rows] (i32) ---- */
+
+static ug_status xent_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin;
+    const ug_meta *logits = &in[0], *labels = &in[1];
+    UG_TRY(ug_infer_f32(op, logits, "logits"));
+    char sl[96], sy[96];
+    if (labels->dtype != UG_I32)
+        return ug_set_error(UG_ERR_DTYPE, "%s: labels are %s; they must be i32 class indices",
+                            op->name, ug_dtype_name(labels->dtype));
+    if (logits->ndim != 2 || labels->ndim != 1 || labels->shape[0] != logits->shape[0])
+        return ug_set_error(UG_ERR_SHAPE,
+                            "%s: logits are %s and labels %s; expected [rows, classes] and [rows]",
+                            op->name, ug_format_shape(logits->ndim, logits->shape, sl, sizeof sl),
+                            ug_format_shape(labels->ndim, labels->shape, sy, sizeof sy));
+    float s = op->p.xent.smoothing;
+    if (!(s >= 0.0f && s < 1.0f))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: label smoothing %g must be in [0, 1)",
+                            op->name, (double)s);
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 0};
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {logits->shape[0]}}; /* row losses */
+    *nout = 2;
+    return UG_OK;
+}
+
+static ug_xent_args xent_args(const ug_op *op, const ug_tensor *logits, const ug_tensor *labels)
+{
+    return (ug_xent_args){.logits = ug_kview_of(logits), .labels = ug_kview_of(labels),
+                          .rows = logits->shape[0], .cols = logits->shape[1],
+                          .smoothing = op->p.xent.smoothing};
+}
+
+static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    ug_xent_args args = xent_args(op, in[0], in[1]);
+    if (args.rows == 0) /* an empty batch: loss 0, like a sum over no rows */
+        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, out[0], NULL);
+    args.loss = ug_kview_of(out[1]);
+    UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args));
+    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1);
+}
+
+static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
+{
+    ug_op op = {.def = &ug_op_cross_entropy_grad, .name = "cross_entropy backward",
+                .p.xent = n->op.p.xent};
+    ug_value *in[3] = {n->in[0], n->in[1], gy}, *gx = NULL;
+    UG_TRY(ug_op_graph(g, &op, 3, in, &gx));
+    return ug_grad_give(g, n->in[0], gx);
+}
+
+const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_infer, .launch = xent_launch,
+                                       .backward = xent_backward, .autocast = ug_autocast_f32,
+                                       .check_role = UG_CHECKED_LOGITS};
+
+ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
+                             ug_value **out)
+{
+    ug_op op = {.def = &ug_op_cross_entropy, .name = "graph cross_entropy",
+                .p.xent.smoothing = smoothing};
+    ug_value *in[2] = {logits, labels};
+    return ug_op_graph(g, &op, 2, in, out);
+}
+
+/* d loss / d logits; in: logits, labels, dloss (one element). */
+static ug_status xent_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
+                                 int *nout)
+{
+    (void)op;
+    (void)nin;
+    (void)nout;
+    out[0] = in[0];
+    return UG_OK;
+}
+
+static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    ug_xent_args args = xent_args(op, in[0], in[1]);
+    if (args.rows == 0)
+        return UG_OK;
+    args.grad = ug_kview_of(out[0]);
+    args.dloss = ug_kview_of(in[2]);
+    args.scale = 1.0f / (float)args.rows;
+    return ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args);
+}
+
+const ug_op_def ug_op_cross_entropy_grad = {.family = "cross_entropy backward", .infer = xent_grad_infer,
+                                            .launch = xent_grad_launch};

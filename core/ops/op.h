@@ -1,0 +1,184 @@
+/* One definition per op, and the one point where kernels are dispatched.
+ *
+ * An op is defined once (a ug_op_def in core/ops_<family>.c): how it infers
+ * the shape and dtype of its result from its inputs' (with every check and
+ * overflow-checked element counts), how it launches its kernels into
+ * tensors that exist, and how it adds its gradient to a graph. The eager
+ * functions of ops.h run a definition on tensors (ug_op_eager) and the graph
+ * functions of graph.h add it as a node (ug_op_graph), so the two cannot
+ * disagree: they share one inference and one launch.
+ *
+ * Every kernel call goes through ug_dispatch (core/runtime/dispatch.c). */
+#ifndef UG_CORE_OP_H
+#define UG_CORE_OP_H
+
+#include "core/runtime/dispatch.h"
+#include "core/runtime/internal.h"
+#include "unigrad/graph.h"
+
+/* What inference sees of an operand: a tensor's or a graph value's. */
+typedef struct ug_meta {
+    ug_dtype dtype;
+    int ndim;
+    int64_t shape[UG_MAX_DIMS];
+} ug_meta;
+
+/* An op's results: out[0] is the result; out[1..] are values it saves for
+ * its backward (layernorm's mean and rstd) or scratch (f16 matmul's f32
+ * copies), which eager calls free and graphs plan like any value. */
+enum { UG_OP_MAX_INPUTS = 6, UG_OP_MAX_OUTPUTS = 4 };
+
+typedef struct ug_op ug_op;
+typedef struct graph_node graph_node;
+
+/* How the forward pass of a mixed-precision graph feeds an op
+ * (graph/autocast.c has PyTorch autocast's lists). */
+typedef enum ug_autocast_class {
+    UG_AUTOCAST_KEEP = 0, /* inputs as given */
+    UG_AUTOCAST_HALF,     /* float operands in the graph's half dtype */
+    UG_AUTOCAST_F32,      /* half operands widened to f32 */
+    UG_AUTOCAST_FOLLOW    /* operands' dtype; mixed half and f32 promote */
+} ug_autocast_class;
+
+/* What a graph's numeric checks (ug_graph_set_checks) look at. */
+typedef enum ug_check_role {
+    UG_CHECKED_RESULT = 0, /* the result, when every node is checked */
+    UG_CHECKED_NEVER,      /* results no check looks at: masks, chosen constants */
+    UG_CHECKED_LOGITS      /* the result, and the first input as a loss's logits */
+} ug_check_role;
+
+typedef struct ug_op_def {
+    const char *family;  /* names the op in messages when the instance does not */
+    /* Checks the inputs and writes the metas of the results; *nout >= 1. */
+    ug_status (*infer)(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
+    /* Queues the kernels; every tensor exists with its inferred meta. */
+    ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
+    /* Adds to the graph the gradients of n's inputs given gy, the gradient
+     * of its result (see ug_grad_give); NULL: not differentiable. */
+    ug_status (*backward)(ug_graph *g, graph_node *n, ug_value *gy);
+    /* The inputs' names for messages ("x", "weight"); NULL: x for one
+     * input, else a, b, c, ... */
+    const char *inputs[UG_OP_MAX_INPUTS];
+
+    /* ---- traits: all the graph passes know of an op (none asks which op
+     * it has); NULL or 0 is the plain answer ---- */
+    /* Mixed precision: how autocast feeds it. NULL: UG_AUTOCAST_KEEP. */
+    ug_autocast_class (*autocast)(const ug_op *op);
+    /* Whether the launch writes its result in whatever float dtype it is
+     * given, so a cast of the result folds into the op (graph/plan.c). */
+    bool (*writes_any_float)(const ug_op *op);
+    /* The activation this op is, which a binary op producing its input can
+     * apply as its post-op; UG_UNARY_COPY: none. */
+    ug_unary_kind (*activation)(const ug_op *op);
+    /* Takes activation act as its post-op; false: it cannot. */
+    bool (*take_post_op)(ug_op *op, ug_unary_kind act);
+    /* The result is the input in another dtype and nothing else: autocast
+     * reuses it for every reader, and its producer may absorb it. */
+    bool pure_cast;
+    /* A copy run again in the backward pass (activation recomputation)
+     * leaves state the forward already changed alone. */
+    void (*for_recompute)(ug_op *op);
+    /* With other rows bound (ug_graph_bind): sets parameters that follow
+     * another value's shape. */
+    void (*refit_rows)(ug_op *op, const ug_meta *in);
+    ug_check_role check_role;
+} ug_op_def;
+
+/* Autocast classes shared by definitions. */
+ug_autocast_class ug_autocast_half(const ug_op *op);
+ug_autocast_class ug_autocast_f32(const ug_op *op);
+ug_autocast_class ug_autocast_follow(const ug_op *op);
+bool ug_writes_any_float(const ug_op *op);
+
+struct ug_op {
+    const ug_op_def *def;
+    const char *name; /* "add", "graph matmul": messages start with it */
+    union {
+        struct { ug_unary_kind op; float alpha, beta; } unary;
+        struct { ug_binary_kind op; ug_unary_kind post; float alpha; } binary;
+        struct { ug_dtype dtype; } cast;
+        /* also fill. A graph's expand follows like's shape when rows change
+         * (ug_graph_bind), and with mean its alpha is 1 / the elements
+         * each input element spreads over. */
+        struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
+        struct { bool ta, tb; } matmul;
+        struct { ug_reduce_kind op; int axis; bool all, keepdim; } reduce;
+        struct { bool log; } softmax;
+        struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
+        struct { const ug_graph *graph; uint64_t stream; float p; } dropout;
+        struct { float smoothing; } xent;
+        struct { float eps; } layernorm;
+        struct { const ug_graph *graph; int param_index; } optim;
+        /* the backward pass's first gradient: 1, or the loss scale */
+        struct { const ug_graph *graph; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;
+        /* a gradient op's win also holds the forward's image and kernel
+         * size; device (NULL: not known) says whether a library runs it and
+         * whether im2col goes in chunks */
+        struct { ug_window2d win; int groups; bool bias; ug_device *device; } conv;
+        struct { ug_pool2d_kind kind; ug_window2d win; } pool;
+        /* training is the graph's mode when graph is set; recomputed copies
+         * (recomputation) leave the running statistics alone */
+        struct { const ug_graph *graph; bool training, update_running; float momentum, eps; } batchnorm;
+    } p;
+};
+
+/* ---- running a definition ---- */
+
+/* Runs op eagerly on tensors of one device: a new result in *out. */
+ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_tensor **out);
+/* Adds op to g: a new node whose result is *out. On failure the graph is
+ * left exactly as it was. */
+ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                      ug_value **out);
+/* The same with each float input i first cast to want[i] where it differs
+ * (UG_AS_GIVEN: taken as given), and the result cast back to in[0]'s
+ * dtype, for ops whose operands must share a dtype or be f32 (a
+ * convolution's x and weight, batch norm's parameters). The casts'
+ * gradients pass back to the inputs. */
+#define UG_AS_GIVEN UG_DTYPE_COUNT /* a want[i] that casts nothing */
+ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
+                           const ug_dtype *want, ug_tensor **out);
+ug_status ug_op_graph_cast(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
+                           const ug_dtype *want, ug_value **out);
+ug_meta ug_meta_of_tensor(const ug_tensor *t);
+/* The definition's inference with its checks; *nout results. */
+ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
+
+/* Shared inference pieces. */
+ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg);
+/* Refuses anything but f32 (ops that compute and keep state in f32). */
+ug_status ug_infer_f32(const ug_op *op, const ug_meta *m, const char *arg);
+ug_status ug_infer_same_dtype(const ug_op *op, const ug_meta *a, const ug_meta *b);
+/* x is float images [N, C, H, W]. */
+ug_status ug_infer_images(const ug_op *op, const ug_meta *x);
+/* win's oh and ow from its input and window, or an error naming the op when
+ * the window has no output. */
+ug_status ug_window_outputs(const ug_op *op, ug_window2d *win);
+/* win's n, c, h, w from an image shape [N, C, H, W]. */
+void ug_window_take_image(ug_window2d *win, const int64_t *shape);
+ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
+                             const char *op, int *ndim, int64_t *out);
+
+/* ---- launch helpers shared by the definitions (arguments valid) ---- */
+
+/* y = post(a op b) with broadcasting; y has the broadcast shape. */
+ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind post, float alpha,
+                           ug_tensor *y, const ug_tensor *a, const ug_tensor *b);
+/* y = f(x), same element count, contiguous. */
+ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
+                          ug_tensor *y, const ug_tensor *x);
+/* x [outer, len, inner] reduced over len into y. */
+ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
+                           int64_t outer, int64_t len, int64_t inner);
+ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
+                           uint64_t offset, ug_tensor *y);
+
+/* ---- the definitions ---- */
+
+extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
+    ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
+    ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
+    ug_op_layernorm_grad, ug_op_optimizer, ug_op_loss_scaler, ug_op_loss_seed, ug_op_conv2d,
+    ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
+
+#endif

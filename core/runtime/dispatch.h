@@ -1,0 +1,64 @@
+/* The one path from the core into a backend.
+ *
+ * Every call of a backend table entry (device discovery and opening,
+ * memory, transfers, synchronisation, kernels, plans) is made here and
+ * nowhere else (tests/check_structure.cmake fails the suite otherwise). This
+ * is where a missing entry becomes UG_ERR_UNSUPPORTED, where waits fail
+ * under fault injection, and where a failure is prefixed with the device. */
+#ifndef UG_CORE_DISPATCH_H
+#define UG_CORE_DISPATCH_H
+
+#include "core/runtime/internal.h"
+
+/* Discovery and lifetime: backend is a registry entry's table. */
+int ug_call_device_count(const ug_backend *backend, char *reason, size_t reason_len);
+ug_status ug_call_device_info(const ug_backend *backend, int index, ug_device_info *info);
+ug_status ug_call_device_open(const ug_backend *backend, int index, ug_bdev **out);
+void ug_call_device_close(const ug_backend *backend, ug_bdev *bdev);
+void ug_call_shutdown(const ug_backend *backend);
+
+/* Memory (the pool words alloc's failures and injects UG_FAULT_DEVICE_ALLOC
+ * per request, cached or not). The host entries return NULL or false where
+ * the backend has no page-locked memory. */
+ug_status ug_call_alloc(ug_device *device, size_t bytes, ug_mem *out);
+void ug_call_release(ug_device *device, ug_mem mem);
+void *ug_call_host_alloc(ug_device *device, size_t bytes);
+bool ug_call_host_free(ug_device *device, void *ptr);
+
+/* Transfers and waits; a blocking one (and every synchronisation) fails
+ * under UG_FAULT_HOST_WAIT. what names the caller in messages. Transfers
+ * and kernels go to the calling thread's current stream on the device. */
+ug_status ug_call_write(ug_device *device, ug_mem dst, size_t dst_offset, const void *src,
+                        size_t bytes, bool blocking, const char *what);
+ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offset, size_t bytes,
+                       bool blocking, const char *what);
+ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem src,
+                       size_t src_offset, size_t bytes, const char *what);
+ug_status ug_call_synchronize(ug_device *device, const char *what);
+
+/* Streams and events (stream.c keeps the handles); stream NULL is the
+ * default stream. */
+ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char *what);
+void ug_call_stream_destroy(ug_device *device, ug_bstream *stream);
+ug_status ug_call_stream_synchronize(ug_device *device, ug_bstream *stream, const char *what);
+ug_status ug_call_event_create(ug_device *device, bool timing, ug_bevent **out, const char *what);
+void ug_call_event_destroy(ug_device *device, ug_bevent *event);
+ug_status ug_call_event_record(ug_device *device, ug_bevent *event, ug_bstream *stream,
+                               const char *what);
+ug_status ug_call_event_wait(ug_device *device, ug_bstream *stream, ug_bevent *event,
+                             const char *what);
+ug_status ug_call_event_query(ug_device *device, ug_bevent *event, bool *done, const char *what);
+ug_status ug_call_event_synchronize(ug_device *device, ug_bevent *event, const char *what);
+ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *end,
+                                int64_t *nanoseconds, const char *what);
+
+/* Calls the device's kernel of family with args (the family's ug_*_args).
+ * op names the caller and dtype its main operand in messages. */
+ug_status ug_dispatch(ug_device *device, ug_kernel_family family, const char *op, ug_dtype dtype,
+                      const void *args);
+/* Whether the device's library runs the convolution of args (see
+ * ug_conv_plan_fn); false without a library. */
+ug_status ug_call_conv_plan(ug_device *device, const ug_conv_args *args, bool *runs,
+                            size_t *workspace_bytes, const char *op);
+
+#endif
