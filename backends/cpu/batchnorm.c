@@ -1,10 +1,9 @@
-/* Batch normalisation on the CPU backend, parallel over channels. A
- * channel's values are n runs of `inner` contiguous floats; its sums add
- * short blocks in float and the blocks in double, so a large batch keeps its
- * statistics exact to f32. */
-#include <math.h>
-
+/* Batch normalisation on the CPU backend, parallel over channels, with the
+ * formulas of kernels/common/batchnorm.h. A channel's values are n runs of
+ * `inner` contiguous floats; its sums add short blocks in float and the
+ * blocks in double, so a large batch keeps its statistics exact to f32. */
 #include "backends/cpu/stage.h"
+#include "kernels/common/batchnorm.h"
 
 /* Sums over a run: sixteen float lanes (independent additions the compiler
  * vectorises) over blocks short enough that float loses nothing that
@@ -89,21 +88,20 @@ static void bn_forward(void *ctx, int64_t begin, int64_t end)
             mean = (float)(sum / (double)count);
             for (int64_t n = 0; n < a->n; n++) /* two passes: no cancellation */
                 run_sums(x + (n * a->c + c) * a->inner, a->inner, mean, NULL, &sq);
-            rstd = (float)(1.0 / sqrt(sq / (double)count + (double)a->eps));
+            rstd = ug_bn_rstd((float)(sq / (double)count), a->eps);
             if (a->update_running) {
                 float *rm = BN_F32(a->running_mean), *rv = BN_F32(a->running_var);
-                const float mom = a->momentum;
-                rm[c] = (1.0f - mom) * rm[c] + mom * mean;
-                rv[c] = (1.0f - mom) * rv[c] + mom * (float)(sq / (double)(count - 1));
+                rm[c] = ug_bn_running(rm[c], a->momentum, mean);
+                rv[c] = ug_bn_running(rv[c], a->momentum, (float)(sq / (double)(count - 1)));
             }
         } else {
             mean = BN_F32(a->running_mean)[c];
-            rstd = 1.0f / sqrtf(BN_F32(a->running_var)[c] + a->eps);
+            rstd = ug_bn_rstd(BN_F32(a->running_var)[c], a->eps);
         }
         BN_F32(a->mean)[c] = mean;
         BN_F32(a->rstd)[c] = rstd;
-        const float scale = rstd * BN_F32(a->weight)[c];
-        const float shift = BN_F32(a->bias)[c] - mean * scale;
+        const float scale = ug_bn_scale(rstd, BN_F32(a->weight)[c]);
+        const float shift = ug_bn_shift(mean, scale, BN_F32(a->bias)[c]);
         for (int64_t n = 0; n < a->n; n++) {
             const float *p = x + (n * a->c + c) * a->inner;
             float *q = y + (n * a->c + c) * a->inner;
@@ -129,8 +127,7 @@ static void bn_backward(void *ctx, int64_t begin, int64_t end)
         }
         BN_F32(a->dweight)[c] = (float)sum_dy_xhat;
         BN_F32(a->dbias)[c] = (float)sum_dy;
-        const float k = rstd * BN_F32(a->weight)[c];
-        /* training: dx = k (dy - mean(dy) - xhat mean(dy xhat)); eval: k dy */
+        const float k = ug_bn_scale(rstd, BN_F32(a->weight)[c]);
         const float mean_dy = a->training ? (float)(sum_dy / (double)count) : 0.0f;
         const float mean_dy_xhat = a->training ? (float)(sum_dy_xhat / (double)count) : 0.0f;
         for (int64_t n = 0; n < a->n; n++) {
@@ -138,7 +135,7 @@ static void bn_backward(void *ctx, int64_t begin, int64_t end)
             UG_CPU_IVDEP
             for (int64_t i = 0; i < a->inner; i++) {
                 const float xhat = (x[at + i] - mean) * rstd;
-                dx[at + i] = k * (dy[at + i] - mean_dy - xhat * mean_dy_xhat);
+                dx[at + i] = ug_bn_input_grad(k, dy[at + i], xhat, mean_dy, mean_dy_xhat);
             }
         }
     }

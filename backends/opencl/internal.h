@@ -194,6 +194,10 @@ typedef struct ocl_arg {
     const void *value;
 } ocl_arg;
 #define OCL_ARG(v) ((ocl_arg){sizeof(v), &(v)})
+/* A view as the two kernel arguments name and name_off. */
+#define OCL_VIEW(name, view)                     \
+    cl_mem name = (cl_mem)(view).mem;            \
+    cl_ulong name##_off = (cl_ulong)(view).offset
 
 /* Sets the arguments and enqueues; the caller holds launch_lock. */
 ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims,

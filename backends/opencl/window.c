@@ -1,10 +1,6 @@
-/* Launching the convolution family: im2col / col2im, pooling (one item per
- * result element) and batch normalisation (one work-group per channel). */
+/* Launching the window families: im2col / col2im and pooling, one item per
+ * result element. */
 #include "backends/opencl/internal.h"
-
-#define OCL_VIEW(name, view)                     \
-    cl_mem name = (cl_mem)(view).mem;            \
-    cl_ulong name##_off = (cl_ulong)(view).offset
 
 /* The geometry arguments, in UG_WINDOW_PARAMS order. */
 typedef struct ocl_window {
@@ -86,47 +82,4 @@ ug_status ocl_pool2d(ug_bdev *dev, const ug_pool2d_args *a)
     }
     ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(x), OCL_ARG(x_off)};
     return launch_window(dev, OCL_AVGPOOL_FWD, a->x.dtype, outputs, &g, buffers, 4);
-}
-
-ug_status ocl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
-{
-    if (a->c <= 0)
-        return UG_OK;
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, a->backward ? OCL_BATCHNORM_BWD : OCL_BATCHNORM_FWD,
-                                  a->x.dtype, UG_F32, &k);
-    if (st != UG_OK)
-        return st;
-    size_t local = k->wg, global = (size_t)a->c * local;
-    cl_long n = a->n, c = a->c, inner = a->inner;
-    cl_int training = a->training;
-    OCL_VIEW(x, a->x);
-    OCL_VIEW(weight, a->weight);
-    OCL_VIEW(mean, a->mean);
-    OCL_VIEW(rstd, a->rstd);
-    if (a->backward) {
-        OCL_VIEW(dx, a->dx);
-        OCL_VIEW(dy, a->dy);
-        OCL_VIEW(dweight, a->dweight);
-        OCL_VIEW(dbias, a->dbias);
-        ocl_arg args[] = {OCL_ARG(dx),      OCL_ARG(dx_off),      OCL_ARG(dy),    OCL_ARG(dy_off),
-                          OCL_ARG(x),       OCL_ARG(x_off),       OCL_ARG(mean),  OCL_ARG(mean_off),
-                          OCL_ARG(rstd),    OCL_ARG(rstd_off),    OCL_ARG(weight), OCL_ARG(weight_off),
-                          OCL_ARG(dweight), OCL_ARG(dweight_off), OCL_ARG(dbias), OCL_ARG(dbias_off),
-                          OCL_ARG(n),       OCL_ARG(c),           OCL_ARG(inner), OCL_ARG(training)};
-        return ocl_launch(dev, k, 1, &global, &local, args, 20);
-    }
-    OCL_VIEW(y, a->y);
-    OCL_VIEW(bias, a->bias);
-    OCL_VIEW(rmean, a->running_mean);
-    OCL_VIEW(rvar, a->running_var);
-    cl_float eps = a->eps, momentum = a->momentum;
-    cl_int update = a->update_running;
-    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(y_off),     OCL_ARG(x),      OCL_ARG(x_off),
-                      OCL_ARG(weight), OCL_ARG(weight_off), OCL_ARG(bias), OCL_ARG(bias_off),
-                      OCL_ARG(mean),  OCL_ARG(mean_off),  OCL_ARG(rstd),   OCL_ARG(rstd_off),
-                      OCL_ARG(rmean), OCL_ARG(rmean_off), OCL_ARG(rvar),   OCL_ARG(rvar_off),
-                      OCL_ARG(n),     OCL_ARG(c),         OCL_ARG(inner),  OCL_ARG(eps),
-                      OCL_ARG(momentum), OCL_ARG(training), OCL_ARG(update)};
-    return ocl_launch(dev, k, 1, &global, &local, args, 23);
 }
