@@ -4,11 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-const char *const ref_binary_names[REF_BINARY_COUNT] = {
-    "add", "sub", "mul", "div", "maximum", "minimum", "equal"};
-const char *const ref_unary_names[REF_UNARY_COUNT] = {
-    "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu", "silu"};
-
 int64_t ref_numel(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
@@ -33,21 +28,6 @@ bool ref_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb, i
     return true;
 }
 
-double ref_binary_scalar(ref_binary_op op, double a, double b)
-{
-    switch (op) {
-    case REF_ADD: return a + b;
-    case REF_SUB: return a - b;
-    case REF_MUL: return a * b;
-    case REF_DIV: return a / b;
-    /* NaN on either side gives NaN, as torch.maximum/minimum. */
-    case REF_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-    case REF_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
-    case REF_EQUAL: return a == b ? 1.0 : 0.0;
-    default: return NAN;
-    }
-}
-
 int64_t ref_broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
                              const int64_t *s)
 {
@@ -65,7 +45,7 @@ int64_t ref_broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
     return off;
 }
 
-void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, int nb,
+void ref_binary(double (*f)(double a, double b), int na, const int64_t *sa, const double *a, int nb,
                 const int64_t *sb, const double *b, double *out)
 {
     int nout;
@@ -74,31 +54,8 @@ void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, in
         return;
     int64_t n = ref_numel(nout, sout);
     for (int64_t i = 0; i < n; i++)
-        out[i] = ref_binary_scalar(op, a[ref_broadcast_offset(nout, sout, i, na, sa)],
-                                   b[ref_broadcast_offset(nout, sout, i, nb, sb)]);
-}
-
-double ref_unary_scalar(ref_unary_op op, double x)
-{
-    switch (op) {
-    case REF_NEG: return -x;
-    case REF_ABS: return fabs(x);
-    case REF_EXP: return exp(x);
-    case REF_LOG: return log(x);
-    case REF_SQRT: return sqrt(x);
-    case REF_RELU: return x < 0 ? 0.0 : x; /* NaN stays NaN, as torch.relu */
-    case REF_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case REF_TANH: return tanh(x);
-    case REF_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); /* exact form */
-    case REF_SILU: return x / (1.0 + exp(-x));
-    default: return NAN;
-    }
-}
-
-void ref_unary(ref_unary_op op, const double *x, double *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] = ref_unary_scalar(op, x[i]);
+        out[i] = f(a[ref_broadcast_offset(nout, sout, i, na, sa)],
+                   b[ref_broadcast_offset(nout, sout, i, nb, sb)]);
 }
 
 void ref_scale_shift(const double *x, double *y, int64_t n, double scale, double shift)

@@ -19,24 +19,11 @@ bool ref_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb,
 int64_t ref_broadcast_offset(int nout, const int64_t *sout, int64_t idx, int n,
                              const int64_t *s);
 
-typedef enum ref_binary_op {
-    REF_ADD, REF_SUB, REF_MUL, REF_DIV, REF_MAXIMUM, REF_MINIMUM, REF_EQUAL, REF_BINARY_COUNT
-} ref_binary_op;
-extern const char *const ref_binary_names[REF_BINARY_COUNT];
-/* maximum and minimum give NaN when either side is NaN; equal gives 1 or 0. */
-double ref_binary_scalar(ref_binary_op op, double a, double b);
-/* out has the broadcast shape of a and b. */
-void ref_binary(ref_binary_op op, int na, const int64_t *sa, const double *a, int nb,
-                const int64_t *sb, const double *b, double *out);
+/* out = f(a, b) elementwise over the broadcast shape of a and b (the
+ * elementwise ops' formulas are their rows in op_table.c). */
+void ref_binary(double (*f)(double a, double b), int na, const int64_t *sa, const double *a,
+                int nb, const int64_t *sb, const double *b, double *out);
 
-typedef enum ref_unary_op {
-    REF_NEG, REF_ABS, REF_EXP, REF_LOG, REF_SQRT, REF_RELU, REF_SIGMOID, REF_TANH,
-    REF_GELU, REF_SILU, REF_UNARY_COUNT
-} ref_unary_op;
-extern const char *const ref_unary_names[REF_UNARY_COUNT];
-/* relu(NaN) is NaN. */
-double ref_unary_scalar(ref_unary_op op, double x);
-void ref_unary(ref_unary_op op, const double *x, double *y, int64_t n);
 void ref_scale_shift(const double *x, double *y, int64_t n, double scale, double shift);
 
 typedef enum ref_reduce_op {

@@ -1,4 +1,7 @@
-/* Gradient checks of every differentiable graph op, on every device.
+/* Gradient checks of the differentiable graph ops, on every device. Every
+ * elementwise op's own gradient is checked, row by row of op_table.c, in
+ * test_conformance; the elementwise cases here are broadcasting, fusion,
+ * ties and operands used twice.
  *
  * For each case the op's operands are model parameters (ug_model_param,
  * UG_INIT_UNIFORM, then moved into the op's domain on the host), and the
@@ -31,6 +34,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "op_table.h"
 #include "reference.h"
 #include "train_support.h"
 
@@ -76,7 +80,8 @@ struct gc_case {
     gc_operand op[GC_MAX_OPERANDS];
     gc_build_fn build;
     gc_ref_fn ref;
-    int code;              /* ref_binary_op or ref_unary_op */
+    const char *row;       /* elementwise: the op's row in op_table.c */
+    int code;              /* softmax: log; linear: relu */
     bool ta, tb;           /* matmul */
     int axis;              /* reductions (non-negative) */
     bool all;
@@ -95,43 +100,13 @@ struct gc_case {
 
 /* ---- builds ---- */
 
+/* The op's row; a missing one fails the case (the build returns an error). */
+static const op_binary *binary_row(const gc_case *c) { return op_binary_named(c->row); }
+static const op_unary *unary_row(const gc_case *c) { return op_unary_named(c->row); }
+
 static ug_status build_binary(ug_graph *g, const gc_case *c, ug_value *const *v, ug_value **out)
 {
-    switch ((ref_binary_op)c->code) {
-    case REF_ADD: return ug_g_add(g, v[0], v[1], out);
-    case REF_SUB: return ug_g_sub(g, v[0], v[1], out);
-    case REF_MUL: return ug_g_mul(g, v[0], v[1], out);
-    case REF_DIV: return ug_g_div(g, v[0], v[1], out);
-    case REF_MAXIMUM: return ug_g_maximum(g, v[0], v[1], out);
-    default: return UG_ERR_UNSUPPORTED;
-    }
-}
-
-static ug_status unary_op(ug_graph *g, int code, ug_value *x, ug_value **out)
-{
-    switch ((ref_unary_op)code) {
-    case REF_NEG: return ug_g_neg(g, x, out);
-    case REF_ABS: return ug_g_abs(g, x, out);
-    case REF_EXP: return ug_g_exp(g, x, out);
-    case REF_LOG: return ug_g_log(g, x, out);
-    case REF_SQRT: return ug_g_sqrt(g, x, out);
-    case REF_RELU: return ug_g_relu(g, x, out);
-    case REF_SIGMOID: return ug_g_sigmoid(g, x, out);
-    case REF_TANH: return ug_g_tanh(g, x, out);
-    case REF_GELU: return ug_g_gelu(g, x, out);
-    case REF_SILU: return ug_g_silu(g, x, out);
-    default: return UG_ERR_UNSUPPORTED;
-    }
-}
-
-static ug_status build_unary(ug_graph *g, const gc_case *c, ug_value *const *v, ug_value **out)
-{
-    return unary_op(g, c->code, v[0], out);
-}
-
-static ug_status build_scale_shift(ug_graph *g, const gc_case *c, ug_value *const *v, ug_value **out)
-{
-    return ug_g_scale_shift(g, v[0], c->f0, c->f1, out);
+    return binary_row(c) ? binary_row(c)->graph(g, v[0], v[1], out) : UG_ERR_INVALID_ARGUMENT;
 }
 
 static ug_status build_matmul(ug_graph *g, const gc_case *c, ug_value *const *v, ug_value **out)
@@ -207,7 +182,7 @@ static ug_status build_add_act(ug_graph *g, const gc_case *c, ug_value *const *v
 {
     ug_value *s = NULL;
     GC_TRY(ug_g_add(g, v[0], v[1], &s));
-    return unary_op(g, c->code, s, out);
+    return unary_row(c) ? unary_row(c)->graph(g, s, out) : UG_ERR_INVALID_ARGUMENT;
 }
 
 static ug_status build_layernorm(ug_graph *g, const gc_case *c, ug_value *const *v, ug_value **out)
@@ -252,19 +227,8 @@ static int64_t operand_numel(const gc_case *c, int i) { return ref_numel(c->op[i
 
 static void ref_binary_case(const gc_case *c, const double *const *v, double *out)
 {
-    ref_binary((ref_binary_op)c->code, c->op[0].ndim, c->op[0].shape, v[0], c->op[1].ndim,
+    ref_binary(binary_row(c)->f, c->op[0].ndim, c->op[0].shape, v[0], c->op[1].ndim,
                c->op[1].shape, v[1], out);
-}
-
-static void ref_unary_case(const gc_case *c, const double *const *v, double *out)
-{
-    ref_unary((ref_unary_op)c->code, v[0], out, operand_numel(c, 0));
-}
-
-static void ref_scale_shift_case(const gc_case *c, const double *const *v, double *out)
-{
-    for (int64_t i = 0; i < operand_numel(c, 0); i++)
-        out[i] = (double)c->f0 * v[0][i] + (double)c->f1;
 }
 
 static void ref_matmul_case(const gc_case *c, const double *const *v, double *out)
@@ -338,8 +302,10 @@ static void ref_add_act_case(const gc_case *c, const double *const *v, double *o
     int nout = 0;
     int64_t sout[REF_MAX_DIMS];
     ref_broadcast_shape(c->op[0].ndim, c->op[0].shape, c->op[1].ndim, c->op[1].shape, &nout, sout);
-    ref_binary(REF_ADD, c->op[0].ndim, c->op[0].shape, v[0], c->op[1].ndim, c->op[1].shape, v[1], out);
-    ref_unary((ref_unary_op)c->code, out, out, ref_numel(nout, sout));
+    ref_binary(op_binary_named("add")->f, c->op[0].ndim, c->op[0].shape, v[0], c->op[1].ndim,
+               c->op[1].shape, v[1], out);
+    for (int64_t i = 0; i < ref_numel(nout, sout); i++)
+        out[i] = unary_row(c)->f(out[i]);
 }
 
 /* LayerNorm over the last axis (reference.c). */
@@ -384,28 +350,16 @@ static void ref_linear_case(const gc_case *c, const double *const *v, double *ou
 
 /* ---- the cases ---- */
 
-#define BIN(nm, code_, a, b) {.name = nm, .count = 2, .op = {a, b}, .build = build_binary, .ref = ref_binary_case, .code = code_}
-#define UN(nm, code_, a) {.name = nm, .count = 1, .op = {a}, .build = build_unary, .ref = ref_unary_case, .code = code_}
+#define BIN(nm, row_, a, b) {.name = nm, .count = 2, .op = {a, b}, .build = build_binary, .ref = ref_binary_case, .row = row_}
 #define MM(nm, a, b, ta_, tb_) {.name = nm, .count = 2, .op = {a, b}, .build = build_matmul, .ref = ref_matmul_case, .ta = ta_, .tb = tb_}
 
 static const gc_case elementwise_cases[] = {
-    BIN("add", REF_ADD, P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
-    BIN("sub", REF_SUB, P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
-    BIN("mul", REF_MUL, P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
-    BIN("div", REF_DIV, P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_MAGNITUDE)),
-    BIN("maximum", REF_MAXIMUM, P(SHAPE2(3, 4), GC_GRID), P(SHAPE2(3, 4), GC_GRID_HALF)),
-    UN("neg", REF_NEG, P(SHAPE2(3, 4), GC_ANY)),
-    UN("abs", REF_ABS, P(SHAPE2(3, 4), GC_AWAY_ZERO)),
-    UN("exp", REF_EXP, P(SHAPE2(3, 4), GC_ANY)),
-    UN("log", REF_LOG, P(SHAPE2(3, 4), GC_POSITIVE)),
-    UN("sqrt", REF_SQRT, P(SHAPE2(3, 4), GC_POSITIVE)),
-    UN("relu", REF_RELU, P(SHAPE2(3, 4), GC_AWAY_ZERO)),
-    UN("sigmoid", REF_SIGMOID, P(SHAPE2(3, 4), GC_WIDE)),
-    UN("tanh", REF_TANH, P(SHAPE2(3, 4), GC_WIDE)),
-    UN("gelu", REF_GELU, P(SHAPE2(3, 4), GC_WIDE)),
-    UN("silu", REF_SILU, P(SHAPE2(3, 4), GC_WIDE)),
-    {.name = "scale_shift", .count = 1, .op = {P(SHAPE2(3, 4), GC_ANY)}, .build = build_scale_shift,
-     .ref = ref_scale_shift_case, .f0 = 1.5f, .f1 = -0.25f},
+    BIN("add", "add", P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
+    BIN("sub", "sub", P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
+    BIN("mul", "mul", P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
+    BIN("div", "div", P(SHAPE2(3, 4), GC_ANY), P(SHAPE2(3, 4), GC_MAGNITUDE)),
+    BIN("maximum", "maximum", P(SHAPE2(3, 4), GC_GRID), P(SHAPE2(3, 4), GC_GRID_HALF)),
+    BIN("minimum", "minimum", P(SHAPE2(3, 4), GC_GRID), P(SHAPE2(3, 4), GC_GRID_HALF)),
     {.name = "x*x (one operand twice)", .count = 1, .op = {P(SHAPE2(3, 4), GC_ANY)},
      .build = build_square, .ref = ref_square_case},
     {.name = "exp(x)+x (gradients summed)", .count = 1, .op = {P(SHAPE2(3, 4), GC_ANY)},
@@ -413,26 +367,26 @@ static const gc_case elementwise_cases[] = {
 };
 
 static const gc_case broadcast_cases[] = {
-    BIN("[3,4]+[4]", REF_ADD, P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(4), GC_ANY)),
-    BIN("[4]+[3,4]", REF_ADD, P(SHAPE1(4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
-    BIN("[3,1]*[1,4]", REF_MUL, P(SHAPE2(3, 1), GC_ANY), P(SHAPE2(1, 4), GC_ANY)),
-    BIN("[2,3,4]-[3,1]", REF_SUB, P(SHAPE3(2, 3, 4), GC_ANY), P(SHAPE2(3, 1), GC_ANY)),
-    BIN("[1]-[2,3]", REF_SUB, P(SHAPE1(1), GC_ANY), P(SHAPE2(2, 3), GC_ANY)),
-    BIN("[1]*[3,4]", REF_MUL, P(SHAPE1(1), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
-    BIN("[3,4]*[1]", REF_MUL, P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(1), GC_ANY)),
-    BIN("[3,4]/[1]", REF_DIV, P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(1), GC_MAGNITUDE)),
-    BIN("[4]/[3,4]", REF_DIV, P(SHAPE1(4), GC_ANY), P(SHAPE2(3, 4), GC_MAGNITUDE)),
-    BIN("[3,1]/[1,4]", REF_DIV, P(SHAPE2(3, 1), GC_ANY), P(SHAPE2(1, 4), GC_MAGNITUDE)),
-    BIN("maximum [3,4],[4]", REF_MAXIMUM, P(SHAPE2(3, 4), GC_GRID), P(SHAPE1(4), GC_GRID_HALF)),
-    BIN("maximum [1],[3,4]", REF_MAXIMUM, P(SHAPE1(1), GC_GRID_HALF), P(SHAPE2(3, 4), GC_GRID)),
+    BIN("[3,4]+[4]", "add", P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(4), GC_ANY)),
+    BIN("[4]+[3,4]", "add", P(SHAPE1(4), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
+    BIN("[3,1]*[1,4]", "mul", P(SHAPE2(3, 1), GC_ANY), P(SHAPE2(1, 4), GC_ANY)),
+    BIN("[2,3,4]-[3,1]", "sub", P(SHAPE3(2, 3, 4), GC_ANY), P(SHAPE2(3, 1), GC_ANY)),
+    BIN("[1]-[2,3]", "sub", P(SHAPE1(1), GC_ANY), P(SHAPE2(2, 3), GC_ANY)),
+    BIN("[1]*[3,4]", "mul", P(SHAPE1(1), GC_ANY), P(SHAPE2(3, 4), GC_ANY)),
+    BIN("[3,4]*[1]", "mul", P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(1), GC_ANY)),
+    BIN("[3,4]/[1]", "div", P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(1), GC_MAGNITUDE)),
+    BIN("[4]/[3,4]", "div", P(SHAPE1(4), GC_ANY), P(SHAPE2(3, 4), GC_MAGNITUDE)),
+    BIN("[3,1]/[1,4]", "div", P(SHAPE2(3, 1), GC_ANY), P(SHAPE2(1, 4), GC_MAGNITUDE)),
+    BIN("maximum [3,4],[4]", "maximum", P(SHAPE2(3, 4), GC_GRID), P(SHAPE1(4), GC_GRID_HALF)),
+    BIN("maximum [1],[3,4]", "maximum", P(SHAPE1(1), GC_GRID_HALF), P(SHAPE2(3, 4), GC_GRID)),
     {.name = "relu([3,4]+[4]) (fused)", .count = 2, .op = {P(SHAPE2(3, 4), GC_GRID), P(SHAPE1(4), GC_GRID_HALF)},
-     .build = build_add_act, .ref = ref_add_act_case, .code = REF_RELU},
+     .build = build_add_act, .ref = ref_add_act_case, .row = "relu"},
     {.name = "sigmoid([3,4]+[4]) (fused)", .count = 2, .op = {P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(4), GC_ANY)},
-     .build = build_add_act, .ref = ref_add_act_case, .code = REF_SIGMOID},
+     .build = build_add_act, .ref = ref_add_act_case, .row = "sigmoid"},
     {.name = "tanh([2,3]+[2,1]) (fused)", .count = 2, .op = {P(SHAPE2(2, 3), GC_ANY), P(SHAPE2(2, 1), GC_ANY)},
-     .build = build_add_act, .ref = ref_add_act_case, .code = REF_TANH},
+     .build = build_add_act, .ref = ref_add_act_case, .row = "tanh"},
     {.name = "gelu([3,4]+[4])", .count = 2, .op = {P(SHAPE2(3, 4), GC_ANY), P(SHAPE1(4), GC_ANY)},
-     .build = build_add_act, .ref = ref_add_act_case, .code = REF_GELU},
+     .build = build_add_act, .ref = ref_add_act_case, .row = "gelu"},
 };
 
 static const gc_case matmul_cases[] = {
@@ -512,8 +466,8 @@ static const gc_case linear_cases[] = {
 /* Sizes past one work-group or tile, where kernels split their work:
  * gradients reduced over many rows, odd GEMM sizes, long rows. */
 static const gc_case large_cases[] = {
-    BIN("[300,5]+[5]", REF_ADD, P(SHAPE2(300, 5), GC_ANY), P(SHAPE1(5), GC_ANY)),
-    BIN("[1]*[37,29]", REF_MUL, P(SHAPE1(1), GC_ANY), P(SHAPE2(37, 29), GC_ANY)),
+    BIN("[300,5]+[5]", "add", P(SHAPE2(300, 5), GC_ANY), P(SHAPE1(5), GC_ANY)),
+    BIN("[1]*[37,29]", "mul", P(SHAPE1(1), GC_ANY), P(SHAPE2(37, 29), GC_ANY)),
     MM("matmul NN [33,40]x[40,17]", P(SHAPE2(33, 40), GC_ANY), P(SHAPE2(40, 17), GC_ANY), false, false),
     MM("matmul TT [40,33]^Tx[17,40]^T", P(SHAPE2(40, 33), GC_ANY), P(SHAPE2(17, 40), GC_ANY), true, true),
     MM("matmul batched [3,9,20]x[20,11] (shared b)", P(SHAPE3(3, 9, 20), GC_ANY), P(SHAPE2(20, 11), GC_ANY), false, false),

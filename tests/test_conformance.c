@@ -6,11 +6,10 @@
  * double-precision references of reference.c; and the gradient of every
  * differentiable graph op through graph.h against its analytic derivative.
  *
- * The elementwise ops are tables below: one line per op gives its name,
- * eager function, graph function, the op and its derivative in double and
- * its input range, and the runners drive each line through every dtype,
- * shape and special value, and through a graph for the gradient. Adding a
- * unary op is one line in CF_UNARY_OPS. The other ops are tables in
+ * The elementwise ops are the rows of op_table.c (name, eager and graph
+ * calls, the op and its derivative in double, input range, dtypes); the
+ * runners here drive each row through every dtype, shape and special
+ * value, and through a graph for the gradient. The other ops are tables in
  * conformance_ops.c (eager) and conformance_grad.c (gradients).
  *
  * Tolerances are the suite's (harness.h): NMSE TH_TOL_F32 / TH_TOL_F16
@@ -22,6 +21,7 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "op_table.h"
 #include "train_support.h"
 
 static const ug_dtype float_dtypes[] = {UG_F32, UG_F16, UG_BF16};
@@ -65,96 +65,6 @@ bool cf_check_result(ug_status status, ug_tensor *out, ug_dtype dtype, const cf_
     return th_compare(what, th_download(out), want, cf_numel(s), tol);
 }
 
-/* ---- the elementwise op tables ---- */
-
-static double sigmoid(double x) { return ref_unary_scalar(REF_SIGMOID, x); }
-/* The standard normal distribution's density and cumulative function. */
-static double normal_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846); }
-static double normal_cdf(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))); }
-
-/* scale_shift with fixed parameters, as a unary op. */
-static ug_status scale_shift(const ug_tensor *x, ug_tensor **out)
-{
-    return ug_scale_shift(x, 1.5f, -0.25f, out);
-}
-static ug_status g_scale_shift(ug_graph *g, ug_value *x, ug_value **out)
-{
-    return ug_g_scale_shift(g, x, 1.5f, -0.25f, out);
-}
-
-/* Unary ops: name, eager function, graph function, y = f(x) in double, its
- * derivative f'(x) in double, and the input range [lo, hi] (the op's
- * domain, wide enough to saturate; away from a kink or pole only as far as
- * random values are). Adding a unary op is one line here. gelu stops at -3:
- * below, 1 + erf(x / sqrt 2) cancels in f32 (the form the backends and
- * PyTorch compute), a relative error of 1e-3 at -4 on results under 1e-4;
- * its tail is checked by the special values. */
-#define CF_UNARY_OPS(X)                                                                        \
-    X(neg, ug_neg, ug_g_neg, ref_unary_scalar(REF_NEG, x), -1.0, -10, 10)                      \
-    X(abs, ug_abs, ug_g_abs, ref_unary_scalar(REF_ABS, x), x > 0 ? 1.0 : -1.0, -10, 10)        \
-    X(exp, ug_exp, ug_g_exp, ref_unary_scalar(REF_EXP, x), exp(x), -10, 10)                    \
-    X(log, ug_log, ug_g_log, ref_unary_scalar(REF_LOG, x), 1.0 / x, 1e-3, 100)                 \
-    X(sqrt, ug_sqrt, ug_g_sqrt, ref_unary_scalar(REF_SQRT, x), 0.5 / sqrt(x), 1e-2, 100)       \
-    X(relu, ug_relu, ug_g_relu, ref_unary_scalar(REF_RELU, x), x > 0 ? 1.0 : 0.0, -10, 10)     \
-    X(sigmoid, ug_sigmoid, ug_g_sigmoid, sigmoid(x), sigmoid(x) * (1.0 - sigmoid(x)), -60, 60) \
-    X(tanh, ug_tanh, ug_g_tanh, ref_unary_scalar(REF_TANH, x), 1.0 - tanh(x) * tanh(x), -60,   \
-      60)                                                                                      \
-    X(gelu, ug_gelu, ug_g_gelu, ref_unary_scalar(REF_GELU, x),                                 \
-      normal_cdf(x) + x * normal_pdf(x), -3, 6)                                                \
-    X(silu, ug_silu, ug_g_silu, x * sigmoid(x), sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))),   \
-      -20, 20)                                                                                 \
-    X(scale_shift, scale_shift, g_scale_shift, 1.5 * x - 0.25, 1.5, -10, 10)
-
-/* Binary ops: name, eager function, graph function (NULL: graph.h has
- * none), y = f(a, b) and its partial derivatives in double, the range of a,
- * the range of b and how far b keeps from zero. */
-#define CF_BINARY_OPS(X)                                                                       \
-    X(add, ug_add, ug_g_add, ref_binary_scalar(REF_ADD, a, b), 1.0, 1.0, -10, 10, -10, 10, 0)  \
-    X(sub, ug_sub, ug_g_sub, ref_binary_scalar(REF_SUB, a, b), 1.0, -1.0, -10, 10, -10, 10, 0) \
-    X(mul, ug_mul, ug_g_mul, ref_binary_scalar(REF_MUL, a, b), b, a, -10, 10, -10, 10, 0)      \
-    X(div, ug_div, ug_g_div, ref_binary_scalar(REF_DIV, a, b), 1.0 / b, -a / (b * b), -10, 10, \
-      -4, 4, 0.5)                                                                              \
-    X(maximum, ug_maximum, ug_g_maximum, ref_binary_scalar(REF_MAXIMUM, a, b),                 \
-      a > b ? 1.0 : 0.0, b > a ? 1.0 : 0.0, -10, 10, -10, 10, 0)                               \
-    X(minimum, ug_minimum, NULL, ref_binary_scalar(REF_MINIMUM, a, b), a < b ? 1.0 : 0.0,      \
-      b < a ? 1.0 : 0.0, -10, 10, -10, 10, 0)
-
-typedef struct cf_unary {
-    const char *name;
-    ug_status (*eager)(const ug_tensor *x, ug_tensor **out);
-    ug_status (*graph)(ug_graph *g, ug_value *x, ug_value **out);
-    double (*f)(double x);
-    double (*df)(double x);
-    double lo, hi;
-} cf_unary;
-
-typedef struct cf_binary {
-    const char *name;
-    ug_status (*eager)(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
-    ug_status (*graph)(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-    double (*f)(double a, double b);
-    double (*dfa)(double a, double b);
-    double (*dfb)(double a, double b);
-    double alo, ahi, blo, bhi, baway;
-} cf_binary;
-
-#define CF_UNARY_FNS(name, eager, graph, f, df, lo, hi)                      \
-    static double name##_f(double x) { return f; }                          \
-    static double name##_df(double x) { return (void)x, df; }
-#define CF_UNARY_ROW(name, eager, graph, f, df, lo, hi) \
-    {#name, eager, graph, name##_f, name##_df, lo, hi},
-CF_UNARY_OPS(CF_UNARY_FNS)
-static const cf_unary unary_ops[] = {CF_UNARY_OPS(CF_UNARY_ROW)};
-
-#define CF_BINARY_FNS(name, eager, graph, f, dfa, dfb, alo, ahi, blo, bhi, baway) \
-    static double name##_f(double a, double b) { return f; }                       \
-    static double name##_dfa(double a, double b) { return (void)a, (void)b, dfa; } \
-    static double name##_dfb(double a, double b) { return (void)a, (void)b, dfb; }
-#define CF_BINARY_ROW(name, eager, graph, f, dfa, dfb, alo, ahi, blo, bhi, baway) \
-    {#name, eager, graph, name##_f, name##_dfa, name##_dfb, alo, ahi, blo, bhi, baway},
-CF_BINARY_OPS(CF_BINARY_FNS)
-static const cf_binary binary_ops[] = {CF_BINARY_OPS(CF_BINARY_ROW)};
-
 /* ---- elementwise ops, eager ---- */
 
 /* Shapes every unary op runs on; guarded: the input is a view at an odd
@@ -175,7 +85,7 @@ static const struct {
 static const double unary_specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 50.0, -50.0,
                                         12.0, 100.0, -1.0, 1e-30, -1e-30};
 
-static bool check_unary(ug_device *dev, const cf_unary *op, ug_dtype dt, const cf_shape *s,
+static bool check_unary(ug_device *dev, const op_unary *op, ug_dtype dt, const cf_shape *s,
                         double *x, bool guarded)
 {
     char buf[64];
@@ -200,9 +110,11 @@ static bool check_unary(ug_device *dev, const cf_unary *op, ug_dtype dt, const c
 
 static void test_unary_ops(ug_device *dev)
 {
-    for (int o = 0; o < CF_COUNT(unary_ops); o++) {
-        const cf_unary *op = &unary_ops[o];
+    for (int o = 0; o < op_unary_count; o++) {
+        const op_unary *op = &op_unaries[o];
         for (int k = 0; k < CF_COUNT(float_dtypes); k++) {
+            if (!(op->dtypes & OP_DTYPE(float_dtypes[k])))
+                continue;
             for (int c = 0; c < CF_COUNT(unary_shapes); c++) {
                 const cf_shape *s = &unary_shapes[c].s;
                 double *x = cf_values(cf_numel(s), op->lo, op->hi, 0);
@@ -251,7 +163,7 @@ static const double binary_specials[][2] = {
     {3e38, 3e38}, {-3e38, 3e38}, {6e4, 6e4}, {-0.0, 0}, {5, -2},
 };
 
-static bool check_binary(ug_device *dev, const cf_binary *op, ug_dtype dt, const cf_shape *sa,
+static bool check_binary(ug_device *dev, const op_binary *op, ug_dtype dt, const cf_shape *sa,
                          double *a, const cf_shape *sb, double *b, bool guarded)
 {
     char b1[64], b2[64];
@@ -284,9 +196,11 @@ static bool check_binary(ug_device *dev, const cf_binary *op, ug_dtype dt, const
 
 static void test_binary_ops(ug_device *dev)
 {
-    for (int o = 0; o < CF_COUNT(binary_ops); o++) {
-        const cf_binary *op = &binary_ops[o];
+    for (int o = 0; o < op_binary_count; o++) {
+        const op_binary *op = &op_binaries[o];
         for (int k = 0; k < CF_COUNT(float_dtypes); k++) {
+            if (!(op->dtypes & OP_DTYPE(float_dtypes[k])))
+                continue;
             for (int c = 0; c < CF_COUNT(binary_shapes); c++) {
                 const cf_shape *sa = &binary_shapes[c].a, *sb = &binary_shapes[c].b;
                 double *a = cf_values(cf_numel(sa), op->alo, op->ahi, 0);
@@ -310,14 +224,14 @@ static void test_binary_ops(ug_device *dev)
 
 static ug_status build_unary(cf_graph *cg, const cf_grad_case *c, ug_value *const *p, ug_value **y)
 {
-    return ((const cf_unary *)c->row)->graph(cg->g, p[0], y);
+    return ((const op_unary *)c->row)->graph(cg->g, p[0], y);
 }
 
 static void ref_unary_grad(const cf_grad_case *c, const double *const *p, const double *w,
                            const float *y_dev, double *y, double *const *grad)
 {
     (void)y_dev;
-    const cf_unary *op = c->row;
+    const op_unary *op = c->row;
     for (int64_t i = 0; i < cf_numel(&c->p[0].shape); i++) {
         y[i] = op->f(p[0][i]);
         grad[0][i] = w[i] * op->df(p[0][i]);
@@ -326,7 +240,7 @@ static void ref_unary_grad(const cf_grad_case *c, const double *const *p, const 
 
 static ug_status build_binary(cf_graph *cg, const cf_grad_case *c, ug_value *const *p, ug_value **y)
 {
-    return ((const cf_binary *)c->row)->graph(cg->g, p[0], p[1], y);
+    return ((const op_binary *)c->row)->graph(cg->g, p[0], p[1], y);
 }
 
 /* A broadcast operand's gradient sums the contributions of every output
@@ -335,7 +249,7 @@ static void ref_binary_grad(const cf_grad_case *c, const double *const *p, const
                             const float *y_dev, double *y, double *const *grad)
 {
     (void)y_dev;
-    const cf_binary *op = c->row;
+    const op_binary *op = c->row;
     const cf_shape *sa = &c->p[0].shape, *sb = &c->p[1].shape;
     cf_shape so;
     ref_broadcast_shape(sa->ndim, sa->d, sb->ndim, sb->d, &so.ndim, so.d);
@@ -353,10 +267,8 @@ static void ref_binary_grad(const cf_grad_case *c, const double *const *p, const
 void cf_elementwise_grad_cases(ug_device *dev)
 {
     static const cf_shape x_shape = {2, {7, 33}};
-    for (int o = 0; o < CF_COUNT(unary_ops); o++) {
-        const cf_unary *op = &unary_ops[o];
-        if (!op->graph)
-            continue;
+    for (int o = 0; o < op_unary_count; o++) {
+        const op_unary *op = &op_unaries[o];
         const cf_grad_case c = {.name = op->name, .count = 1,
                                 .p = {{x_shape, op->lo, op->hi, 0}},
                                 .build = build_unary, .ref = ref_unary_grad, .row = op};
@@ -369,9 +281,9 @@ void cf_elementwise_grad_cases(ug_device *dev)
         {{2, {7, 33}}, {2, {7, 33}}}, {{2, {7, 33}}, {1, {33}}}, {{2, {7, 33}}, {2, {7, 1}}},
         {{2, {7, 33}}, {1, {1}}},     {{1, {33}}, {2, {7, 33}}}, {{2, {7, 1}}, {2, {1, 33}}},
     };
-    for (int o = 0; o < CF_COUNT(binary_ops); o++) {
-        const cf_binary *op = &binary_ops[o];
-        if (!op->graph)
+    for (int o = 0; o < op_binary_count; o++) {
+        const op_binary *op = &op_binaries[o];
+        if (!op->differentiable)
             continue;
         for (int s = 0; s < CF_COUNT(pairs); s++) {
             char name[64], b1[32], b2[32];

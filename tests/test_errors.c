@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "op_table.h"
 
 /* Case-insensitive substring test (for "NULL" / "null"). */
 static bool has_ci(const char *hay, const char *needle)
@@ -37,22 +38,15 @@ static bool has_ci(const char *hay, const char *needle)
         }                                                                              \
     } while (0)
 
-typedef ug_status (*binary_fn)(const ug_tensor *, const ug_tensor *, ug_tensor **);
+/* The elementwise ops are the rows of op_table.c; these are the other
+ * calls of the same shape. */
 typedef ug_status (*unary_fn)(const ug_tensor *, ug_tensor **);
-static const struct {
-    binary_fn fn;
-    const char *name;
-} binary_ops[] = {{ug_add, "add"}, {ug_sub, "sub"},         {ug_mul, "mul"},
-                  {ug_div, "div"}, {ug_maximum, "maximum"}, {ug_minimum, "minimum"}};
 static const struct {
     unary_fn fn;
     const char *name;
-} unary_ops[] = {{ug_neg, "neg"},         {ug_abs, "abs"},   {ug_exp, "exp"},
-                 {ug_log, "log"},         {ug_sqrt, "sqrt"}, {ug_relu, "relu"},
-                 {ug_sigmoid, "sigmoid"}, {ug_tanh, "tanh"}, {ug_gelu, "gelu"},
-                 {ug_silu, "silu"},
-                 {ug_softmax, "softmax"}, {ug_log_softmax, "log_softmax"},
-                 {ug_transpose, "transpose"}, {ug_clone, "clone"}};
+    bool any_dtype; /* moves data of any dtype */
+} other_unary_ops[] = {{ug_softmax, "softmax", false}, {ug_log_softmax, "log_softmax", false},
+                       {ug_transpose, "transpose", true}, {ug_clone, "clone", true}};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static ug_tensor *f32_tensor(ug_device *dev, int ndim, const int64_t *shape)
@@ -71,17 +65,24 @@ static void test_null_handles(ug_device *dev)
     ug_tensor *a = f32_tensor(dev, 2, shape);
     REQUIRE(a);
     ug_tensor *out = NULL;
-    for (size_t i = 0; i < COUNT(binary_ops); i++) {
-        th_context("%s", binary_ops[i].name);
-        CHECK_NULL_ERROR(binary_ops[i].fn(NULL, a, &out), binary_ops[i].name);
-        CHECK_NULL_ERROR(binary_ops[i].fn(a, NULL, &out), binary_ops[i].name);
-        CHECK_NULL_ERROR(binary_ops[i].fn(a, a, NULL), binary_ops[i].name);
+    for (int i = 0; i < op_binary_count; i++) {
+        const op_binary *op = &op_binaries[i];
+        th_context("%s", op->name);
+        CHECK_NULL_ERROR(op->eager(NULL, a, &out), op->name);
+        CHECK_NULL_ERROR(op->eager(a, NULL, &out), op->name);
+        CHECK_NULL_ERROR(op->eager(a, a, NULL), op->name);
         CHECK(out == NULL);
     }
-    for (size_t i = 0; i < COUNT(unary_ops); i++) {
-        th_context("%s", unary_ops[i].name);
-        CHECK_NULL_ERROR(unary_ops[i].fn(NULL, &out), unary_ops[i].name);
-        CHECK_NULL_ERROR(unary_ops[i].fn(a, NULL), unary_ops[i].name);
+    for (int i = 0; i < op_unary_count; i++) {
+        const op_unary *op = &op_unaries[i];
+        th_context("%s", op->name);
+        CHECK_NULL_ERROR(op->eager(NULL, &out), op->name);
+        CHECK_NULL_ERROR(op->eager(a, NULL), op->name);
+    }
+    for (size_t i = 0; i < COUNT(other_unary_ops); i++) {
+        th_context("%s", other_unary_ops[i].name);
+        CHECK_NULL_ERROR(other_unary_ops[i].fn(NULL, &out), other_unary_ops[i].name);
+        CHECK_NULL_ERROR(other_unary_ops[i].fn(a, NULL), other_unary_ops[i].name);
         CHECK(out == NULL);
     }
     th_context("other ops");
@@ -160,13 +161,14 @@ static void test_shape_mismatch(ug_device *dev)
     ug_tensor *a = f32_tensor(dev, 2, s1), *b = f32_tensor(dev, 2, s2);
     ug_tensor *c = f32_tensor(dev, 2, s3), *d = f32_tensor(dev, 2, s4);
     REQUIRE(a && b && c && d);
-    for (size_t i = 0; i < COUNT(binary_ops); i++) {
-        th_context("%s", binary_ops[i].name);
+    for (int i = 0; i < op_binary_count; i++) {
+        const op_binary *op = &op_binaries[i];
+        th_context("%s", op->name);
         ug_tensor *out = NULL;
-        if (CHECK_STATUS(binary_ops[i].fn(a, b, &out), UG_ERR_SHAPE))
-            CHECK_ERROR_HAS("[2,3]", "[4,5]", binary_ops[i].name);
+        if (CHECK_STATUS(op->eager(a, b, &out), UG_ERR_SHAPE))
+            CHECK_ERROR_HAS("[2,3]", "[4,5]", op->name);
         CHECK(out == NULL);
-        if (CHECK_STATUS(binary_ops[i].fn(c, d, &out), UG_ERR_SHAPE))
+        if (CHECK_STATUS(op->eager(c, d, &out), UG_ERR_SHAPE))
             CHECK_ERROR_HAS("[3,4]", "[2,4]");
         CHECK(out == NULL);
     }
@@ -241,19 +243,39 @@ static void test_wrong_dtype(ug_device *dev)
     ug_tensor *f32 = f32_tensor(dev, 2, shape);
     REQUIRE(f32);
     ug_tensor *out = NULL;
-    for (size_t i = 0; i < COUNT(unary_ops); i++) {
-        /* transpose and clone move any dtype. */
-        if (!strcmp(unary_ops[i].name, "transpose") || !strcmp(unary_ops[i].name, "clone"))
-            continue;
-        th_context("%s", unary_ops[i].name);
-        if (CHECK_STATUS(unary_ops[i].fn(i32, &out), UG_ERR_DTYPE))
-            CHECK_ERROR_HAS("i32", unary_ops[i].name);
+    /* Each row refuses the dtypes it does not take, naming the dtype and
+     * itself; a binary op refuses mixed dtypes too. */
+    ug_tensor *const refused[] = {i32, u8};
+    for (int r = 0; r < 2; r++) {
+        const char *dtype = ug_dtype_name(refused[r] == i32 ? UG_I32 : UG_U8);
+        for (int i = 0; i < op_unary_count; i++) {
+            const op_unary *op = &op_unaries[i];
+            th_context("%s of %s", op->name, dtype);
+            if (!(op->dtypes & OP_DTYPE(refused[r] == i32 ? UG_I32 : UG_U8)) &&
+                CHECK_STATUS(op->eager(refused[r], &out), UG_ERR_DTYPE))
+                CHECK_ERROR_HAS(dtype, op->name);
+        }
+        for (int i = 0; i < op_binary_count; i++) {
+            const op_binary *op = &op_binaries[i];
+            th_context("%s of %s", op->name, dtype);
+            if (!(op->dtypes & OP_DTYPE(refused[r] == i32 ? UG_I32 : UG_U8)) &&
+                CHECK_STATUS(op->eager(refused[r], refused[r], &out), UG_ERR_DTYPE))
+                CHECK_ERROR_HAS(dtype, op->name);
+        }
     }
-    th_context("binary");
-    if (CHECK_STATUS(ug_add(u8, u8, &out), UG_ERR_DTYPE))
-        CHECK_ERROR_HAS("u8", "add");
-    if (CHECK_STATUS(ug_add(f32, f16, &out), UG_ERR_DTYPE)) /* mixed dtypes */
-        CHECK_ERROR_HAS("f32", "f16");
+    for (int i = 0; i < op_binary_count; i++) {
+        th_context("%s of f32 and f16", op_binaries[i].name);
+        if (CHECK_STATUS(op_binaries[i].eager(f32, f16, &out), UG_ERR_DTYPE))
+            CHECK_ERROR_HAS("f32", "f16");
+    }
+    for (size_t i = 0; i < COUNT(other_unary_ops); i++) {
+        if (other_unary_ops[i].any_dtype)
+            continue;
+        th_context("%s", other_unary_ops[i].name);
+        if (CHECK_STATUS(other_unary_ops[i].fn(i32, &out), UG_ERR_DTYPE))
+            CHECK_ERROR_HAS("i32", other_unary_ops[i].name);
+    }
+    th_context("others");
     if (CHECK_STATUS(ug_matmul(i32, i32, false, true, &out), UG_ERR_DTYPE))
         CHECK_ERROR_HAS("i32", "matmul");
     if (CHECK_STATUS(ug_matmul(f32, f16, false, true, &out), UG_ERR_DTYPE))

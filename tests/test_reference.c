@@ -5,7 +5,24 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kernels/common/elementwise.h" /* the library's kinds, by name */
+#include "op_table.h"
 #include "reference.h"
+
+static double unary(const char *name, double x)
+{
+    const op_unary *row = op_unary_named(name);
+    return row ? row->f(x) : NAN;
+}
+
+static double binary(const char *name, double a, double b)
+{
+    const op_binary *row = op_binary_named(name);
+    return row ? row->f(a, b) : NAN;
+}
+
+static double binary_sub(double a, double b) { return a - b; }
+static double binary_mul(double a, double b) { return a * b; }
 
 /* Known-answer vectors of Philox 4x32-10 from Random123 (kat_vectors). */
 static void test_philox_known_answers(ug_device *dev)
@@ -142,36 +159,113 @@ static void test_reference_broadcast(ug_device *dev)
     /* [3,1] - [1,4]: out[i][j] = x[i] - y[j]. */
     int64_t s31[] = {3, 1}, s14[] = {1, 4};
     double x[] = {10, 20, 30}, y[] = {1, 2, 3, 4}, r[12];
-    ref_binary(REF_SUB, 2, s31, x, 2, s14, y, r);
+    ref_binary(binary_sub, 2, s31, x, 2, s14, y, r);
     double want[] = {9, 8, 7, 6, 19, 18, 17, 16, 29, 28, 27, 26};
     CHECK(memcmp(r, want, sizeof want) == 0);
     /* [2,1,3] * [4,1]: out[i][j][k] = p[i][k] * q[j]. */
     double p[] = {1, 2, 3, 4, 5, 6}, q[] = {1, 10, 100, 1000}, r2[24];
-    ref_binary(REF_MUL, 3, a, p, 2, b, q, r2);
+    ref_binary(binary_mul, 3, a, p, 2, b, q, r2);
     CHECK(r2[0] == 1 && r2[5] == 30 && r2[11] == 3000 && r2[12] == 4 && r2[23] == 6000);
-    CHECK(ref_binary_scalar(REF_MAXIMUM, -1, 2) == 2 && ref_binary_scalar(REF_MINIMUM, -1, 2) == -1);
-    CHECK(ref_binary_scalar(REF_DIV, 1, 4) == 0.25);
+    CHECK(binary("maximum", -1, 2) == 2 && binary("minimum", -1, 2) == -1);
+    CHECK(binary("div", 1, 4) == 0.25);
     /* NaN on either side of maximum/minimum gives NaN (torch.maximum). */
-    CHECK(isnan(ref_binary_scalar(REF_MAXIMUM, NAN, 1)) && isnan(ref_binary_scalar(REF_MAXIMUM, 1, NAN)));
-    CHECK(isnan(ref_binary_scalar(REF_MINIMUM, NAN, 1)) && isnan(ref_binary_scalar(REF_MINIMUM, 1, NAN)));
+    CHECK(isnan(binary("maximum", NAN, 1)) && isnan(binary("maximum", 1, NAN)));
+    CHECK(isnan(binary("minimum", NAN, 1)) && isnan(binary("minimum", 1, NAN)));
 }
 
 static void test_reference_unary(ug_device *dev)
 {
     (void)dev;
     /* Known values: gelu(1) = Phi(1) = 0.8413447460685429; sigmoid(0) = 0.5. */
-    CHECK(fabs(ref_unary_scalar(REF_GELU, 1.0) - 0.8413447460685429) < 1e-15);
-    CHECK(fabs(ref_unary_scalar(REF_GELU, -2.0) - (-2.0 * 0.022750131948179195)) < 1e-15);
+    CHECK(fabs(unary("gelu", 1.0) - 0.8413447460685429) < 1e-15);
+    CHECK(fabs(unary("gelu", -2.0) - (-2.0 * 0.022750131948179195)) < 1e-15);
     /* silu(1) = 1 / (1 + 1/e) = 0.7310585786300049. */
-    CHECK(fabs(ref_unary_scalar(REF_SILU, 1.0) - 0.7310585786300049) < 1e-15);
-    CHECK(ref_unary_scalar(REF_SIGMOID, 0.0) == 0.5);
-    CHECK(ref_unary_scalar(REF_RELU, -3.0) == 0.0 && ref_unary_scalar(REF_RELU, 3.0) == 3.0);
-    CHECK(isnan(ref_unary_scalar(REF_RELU, NAN))); /* as torch.relu */
-    CHECK(ref_unary_scalar(REF_ABS, -3.5) == 3.5 && ref_unary_scalar(REF_NEG, 2.0) == -2.0);
-    CHECK(isinf(ref_unary_scalar(REF_LOG, 0.0)) && isnan(ref_unary_scalar(REF_SQRT, -1.0)));
+    CHECK(fabs(unary("silu", 1.0) - 0.7310585786300049) < 1e-15);
+    CHECK(unary("sigmoid", 0.0) == 0.5);
+    CHECK(unary("relu", -3.0) == 0.0 && unary("relu", 3.0) == 3.0);
+    CHECK(isnan(unary("relu", NAN))); /* as torch.relu */
+    CHECK(unary("abs", -3.5) == 3.5 && unary("neg", 2.0) == -2.0);
+    CHECK(isinf(unary("log", 0.0)) && isnan(unary("sqrt", -1.0)));
     double x[] = {1, 2}, y[2];
     ref_scale_shift(x, y, 2, 3.0, -1.0);
     CHECK(y[0] == 2.0 && y[1] == 5.0);
+}
+
+/* Each row's derivative against central differences of its own f, at
+ * points spread over its range: the derivative column is checked, not
+ * trusted. Points within 1e-3 of a kink (abs, relu at 0) are skipped. */
+static void test_op_table_derivatives(ug_device *dev)
+{
+    (void)dev;
+    const double h = 1e-6;
+    for (int r = 0; r < op_unary_count; r++) {
+        const op_unary *op = &op_unaries[r];
+        th_context("%s", op->name);
+        for (int i = 0; i <= 40; i++) {
+            const double x = op->lo + (op->hi - op->lo) * i / 40.0 + 0.0123;
+            if (fabs(x) < 1e-3)
+                continue;
+            const double fd = (op->f(x + h) - op->f(x - h)) / (2 * h);
+            CHECK_MSG(fabs(fd - op->df(x)) <= 1e-5 * (1 + fabs(fd)), "f'(%g): %.9g, differences %.9g",
+                      x, op->df(x), fd);
+        }
+    }
+    for (int r = 0; r < op_binary_count; r++) {
+        const op_binary *op = &op_binaries[r];
+        if (!op->differentiable)
+            continue;
+        th_context("%s", op->name);
+        for (int i = 0; i <= 12; i++)
+            for (int j = 0; j <= 12; j++) {
+                const double a = op->alo + (op->ahi - op->alo) * i / 12.0 + 0.0123;
+                double b = op->blo + (op->bhi - op->blo) * j / 12.0 + 0.0371;
+                if (fabs(b) < op->baway || fabs(a - b) < 1e-3)
+                    continue;
+                const double da = (op->f(a + h, b) - op->f(a - h, b)) / (2 * h);
+                const double db = (op->f(a, b + h) - op->f(a, b - h)) / (2 * h);
+                CHECK_MSG(fabs(da - op->dfa(a, b)) <= 1e-5 * (1 + fabs(da)) &&
+                              fabs(db - op->dfb(a, b)) <= 1e-5 * (1 + fabs(db)),
+                          "at (%g, %g): %g, %g; differences %g, %g", a, b, op->dfa(a, b),
+                          op->dfb(a, b), da, db);
+            }
+    }
+}
+
+/* Every elementwise kind of the library (kernels/common/elementwise.h) has
+ * a row, or is a building block with the test that covers it: a new op
+ * without a row fails here. */
+static void check_kind_covered(const char *family, const char *kind, int index, bool has_row,
+                               const op_building_block *blocks, int nblocks)
+{
+    bool block = false;
+    for (int i = 0; i < nblocks; i++)
+        block |= !strcmp(blocks[i].kind, kind);
+    CHECK_MSG(has_row || block, "%s op %s (%d) has no row in tests/op_table.c", family, kind, index);
+    CHECK_MSG(!(has_row && block), "%s op %s has a row and is listed as a building block", family,
+              kind);
+}
+
+static void test_op_table_covers_library(ug_device *dev)
+{
+    (void)dev;
+    static const char *const unary_kinds[] = {
+#define KIND_NAME_(NAME, EXPR) #NAME,
+        UG_UNARY_OPS(KIND_NAME_)};
+    static const char *const binary_kinds[] = {UG_BINARY_OPS(KIND_NAME_)
+#undef KIND_NAME_
+    };
+    for (int k = 0; k < UG_UNARY_COUNT; k++) {
+        bool row = false;
+        for (int r = 0; r < op_unary_count; r++)
+            row |= op_unaries[r].kind == k;
+        check_kind_covered("unary", unary_kinds[k], k, row, op_unary_blocks, op_unary_block_count);
+    }
+    for (int k = 0; k < UG_BINARY_COUNT; k++) {
+        bool row = false;
+        for (int r = 0; r < op_binary_count; r++)
+            row |= op_binaries[r].kind == k;
+        check_kind_covered("binary", binary_kinds[k], k, row, op_binary_blocks, op_binary_block_count);
+    }
 }
 
 static void test_reference_reduce(ug_device *dev)
@@ -485,6 +579,8 @@ int main(int argc, char **argv)
         TH_HOST_TEST(bf16_reference_known_values),
         TH_HOST_TEST(reference_broadcast),
         TH_HOST_TEST(reference_unary),
+        TH_HOST_TEST(op_table_derivatives),
+        TH_HOST_TEST(op_table_covers_library),
         TH_HOST_TEST(reference_reduce),
         TH_HOST_TEST(reference_matmul),
         TH_HOST_TEST(reference_softmax_transpose),

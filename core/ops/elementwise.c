@@ -276,12 +276,15 @@ static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
         UG_TRY(ug_g_mul(g, ga, n->out, &t));
         UG_TRY(ug_g_neg(g, t, &gb));
         return ug_grad_give(g, b, gb);
-    case UG_BINARY_MAXIMUM: {
-        /* As PyTorch: ties split the gradient evenly. share_a = (ge(a,b) - ge(b,a) + 1) / 2 */
+    case UG_BINARY_MAXIMUM:
+    case UG_BINARY_MINIMUM: {
+        /* As PyTorch: ties split the gradient evenly. For the maximum
+         * share_a = (ge(a,b) - ge(b,a) + 1) / 2; the minimum swaps the masks. */
+        const bool max = n->op.p.binary.op == UG_BINARY_MAXIMUM;
         ug_value *ge_ab = NULL, *ge_ba = NULL, *diff = NULL, *share = NULL;
         UG_TRY(ug_g_binary(g, UG_BINARY_GE_MASK, 0, a, b, &ge_ab));
         UG_TRY(ug_g_binary(g, UG_BINARY_GE_MASK, 0, b, a, &ge_ba));
-        UG_TRY(ug_g_sub(g, ge_ab, ge_ba, &diff));
+        UG_TRY(max ? ug_g_sub(g, ge_ab, ge_ba, &diff) : ug_g_sub(g, ge_ba, ge_ab, &diff));
         UG_TRY(ug_g_scale_shift(g, diff, 0.5f, 0.5f, &share));
         UG_TRY(ug_g_mul(g, gy, share, &ga));
         UG_TRY(ug_grad_give(g, a, ga));

@@ -133,6 +133,7 @@ UG_API ug_status ug_g_sub(ug_graph *g, ug_value *a, ug_value *b, ug_value **out)
 UG_API ug_status ug_g_mul(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 UG_API ug_status ug_g_div(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 UG_API ug_status ug_g_maximum(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+UG_API ug_status ug_g_minimum(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
 /* 1 where a == b, else 0 (not differentiable); with ug_g_cast and ug_g_sum
  * it counts correct predictions on the device. */
 UG_API ug_status ug_g_equal(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
