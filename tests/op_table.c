@@ -38,6 +38,8 @@ static ug_status g_scale_shift(ug_graph *g, ug_value *x, ug_value **out)
     X(tanh, TANH, tanh(x), 1.0 - tanh(x) * tanh(x), -60, 60, OP_FLOATS)                       \
     X(gelu, GELU, x * normal_cdf(x), normal_cdf(x) + x * normal_pdf(x), -3, 6, OP_FLOATS)     \
     X(silu, SILU, x * sigmoid(x), sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))), -20, 20,       \
+      OP_FLOATS)                                                                              \
+    X(softplus, SOFTPLUS, x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)), sigmoid(x), -40, 40,    \
       OP_FLOATS)
 
 /* Binary rows: name, kind, y = f(a, b) and its partial derivatives in

@@ -142,6 +142,10 @@ static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     case UG_UNARY_TANH: UG_TRY(ug_g_binary(g, UG_BINARY_TANH_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_GELU: UG_TRY(ug_g_binary(g, UG_BINARY_GELU_GRAD, 0, gy, x, &gx)); break;
     case UG_UNARY_SILU: UG_TRY(ug_g_binary(g, UG_BINARY_SILU_GRAD, 0, gy, x, &gx)); break;
+    case UG_UNARY_SOFTPLUS: /* softplus'(x) = sigmoid(x) */
+        UG_TRY(ug_g_sigmoid(g, x, &t));
+        UG_TRY(ug_g_mul(g, gy, t, &gx));
+        break;
     case UG_UNARY_SCALE_SHIFT: UG_TRY(ug_g_scale_shift(g, gy, n->op.p.unary.alpha, 0.0f, &gx)); break;
     case UG_UNARY_SQUARE:
         UG_TRY(ug_g_mul(g, gy, x, &t));
@@ -153,11 +157,12 @@ static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
-/* exp and log widen half operands (PyTorch autocast's f32 list). */
+/* exp, log and softplus widen half operands (PyTorch autocast's f32 list). */
 static ug_autocast_class unary_autocast(const ug_op *op)
 {
-    return op->p.unary.op == UG_UNARY_EXP || op->p.unary.op == UG_UNARY_LOG ? UG_AUTOCAST_F32
-                                                                            : UG_AUTOCAST_FOLLOW;
+    const ug_unary_kind k = op->p.unary.op;
+    return k == UG_UNARY_EXP || k == UG_UNARY_LOG || k == UG_UNARY_SOFTPLUS ? UG_AUTOCAST_F32
+                                                                             : UG_AUTOCAST_FOLLOW;
 }
 
 /* Any unary op whose formula reads only x can be a binary op's post-op. */
@@ -211,6 +216,7 @@ UG_UNARY_WRAPPERS(sigmoid, UG_UNARY_SIGMOID)
 UG_UNARY_WRAPPERS(tanh, UG_UNARY_TANH)
 UG_UNARY_WRAPPERS(gelu, UG_UNARY_GELU)
 UG_UNARY_WRAPPERS(silu, UG_UNARY_SILU)
+UG_UNARY_WRAPPERS(softplus, UG_UNARY_SOFTPLUS)
 
 ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out)
 {

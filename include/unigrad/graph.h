@@ -149,6 +149,7 @@ UG_API ug_status ug_g_sigmoid(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_tanh(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_gelu(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_silu(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_softplus(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out);
 UG_API ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, bool transpose_b,
                       ug_value **out);

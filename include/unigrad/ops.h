@@ -35,6 +35,8 @@ UG_API ug_status ug_tanh(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_gelu(const ug_tensor *x, ug_tensor **out);
 /* x * sigmoid(x) (SiLU, also called swish). */
 UG_API ug_status ug_silu(const ug_tensor *x, ug_tensor **out);
+/* log(1 + exp(x)), x itself above 20 (torch.nn.functional.softplus). */
+UG_API ug_status ug_softplus(const ug_tensor *x, ug_tensor **out);
 /* scale * x + shift */
 UG_API ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out);
 

@@ -4,7 +4,9 @@
  * file ahead of the .cl sources) and the HIP/CUDA kernels include it,
  * and backends/backend.h takes the op enums from it, so the op numbers and
  * formulas exist once. A new unary op is one line in UG_UNARY_OPS (and its
- * gradient, if it needs a kernel of its own, one line in UG_BINARY_OPS).
+ * gradient, if it needs a kernel of its own, one line in UG_BINARY_OPS),
+ * its gradient rule and calls in core/ops/elementwise.c, its declarations
+ * in ops.h and graph.h, and its row in tests/op_table.c.
  *
  * Each op is X(NAME, expression). Unary expressions read x, alpha, beta;
  * binary ones read a, b, alpha. Arithmetic is f32 everywhere. NaN checks are
@@ -20,6 +22,7 @@
 #define ug_fabsf fabs
 #define ug_tanhf tanh
 #define ug_erff erf
+#define ug_log1pf log1p
 #else
 #include <math.h>
 #if defined(__device__) /* HIP or CUDA, the runtime header included first */
@@ -33,6 +36,7 @@
 #define ug_fabsf fabsf
 #define ug_tanhf tanhf
 #define ug_erff erff
+#define ug_log1pf log1pf
 #endif
 
 #define UG_SQRT1_2_F 0.70710678118654752440f
@@ -59,7 +63,9 @@
     X(SQUARE, x * x)                                                           \
     X(RECIPROCAL, 1.0f / x)                                                    \
     /* min(max(x, alpha), beta), NaN kept as PyTorch's clamp */                \
-    X(CLAMP, ug_math_clamp(x, alpha, beta))
+    X(CLAMP, ug_math_clamp(x, alpha, beta))                                    \
+    /* log(1 + e^x), linear above 20 as torch.nn.functional.softplus */        \
+    X(SOFTPLUS, x > 20.0f ? x : ug_log1pf(ug_expf(x)))
 
 /* y = a op b. The backward helpers take the incoming gradient as a and
  * what the comment names as b. */
