@@ -355,9 +355,15 @@ typedef struct ug_optim_args {
     X(ctx, LAYERNORM, layernorm, ug_layernorm_args)       \
     X(ctx, OPTIMIZER, optimizer, ug_optim_args)           \
     X(ctx, IM2COL, im2col, ug_im2col_args)                \
-    X(ctx, POOL2D, pool2d, ug_pool2d_args)                    \
+    X(ctx, POOL2D, pool2d, ug_pool2d_args)                \
     X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)
 #define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
+
+/* Declares a backend's kernel entries, <prefix>_<slot> of type ug_<slot>_fn
+ * ("UG_BACKEND_KERNELS(ocl)" declares ocl_unary, ocl_binary, ...), the
+ * names UG_BACKEND_TABLE fills the table with. */
+#define UG_BACKEND_KERNEL_(prefix, NAME, slot, args) ug_##slot##_fn prefix##_##slot;
+#define UG_BACKEND_KERNELS(prefix) UG_KERNEL_FAMILIES(UG_BACKEND_KERNEL_, prefix)
 
 typedef enum ug_kernel_family {
 #define UG_FAMILY_ENUM_(ctx, NAME, slot, args) UG_KERNEL_##NAME,

@@ -75,17 +75,7 @@ bool ug_cpu_queue_bound(void);
 ug_status ug_cpu_queue_call(ug_status (*call)(ug_bdev *, const void *), const void *args,
                             size_t bytes, bool blocking);
 
-ug_unary_fn ug_cpu_unary;
-ug_binary_fn ug_cpu_binary;
-ug_reduce_fn ug_cpu_reduce;
-ug_gemm_fn ug_cpu_gemm;
-ug_softmax_fn ug_cpu_softmax;
-ug_random_fn ug_cpu_random;
-ug_cross_entropy_fn ug_cpu_cross_entropy;
-ug_layernorm_fn ug_cpu_layernorm;
-ug_optimizer_fn ug_cpu_optimizer;
-ug_im2col_fn ug_cpu_im2col;
-ug_pool2d_fn ug_cpu_pool2d;
-ug_batchnorm_fn ug_cpu_batchnorm;
+/* One entry per kernel family (ug_cpu_<slot>), each in its family's file. */
+UG_BACKEND_KERNELS(ug_cpu)
 
 #endif

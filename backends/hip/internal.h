@@ -102,18 +102,10 @@ static inline unsigned ug_hip_blocks(int64_t n, int block)
 
 /* Kernel families (kernels/hip/ *.hip): each launches on the current
  * queue's stream. */
-ug_unary_fn ug_hip_unary;
-ug_binary_fn ug_hip_binary;
-ug_reduce_fn ug_hip_reduce;
+UG_BACKEND_KERNELS(ug_hip)
+/* The module's own GEMM kernel, behind ug_hip_gemm (gemm.cpp), which tries
+ * the vendor BLAS first. */
 ug_gemm_fn ug_hip_gemm_own;
-ug_softmax_fn ug_hip_softmax;
-ug_cross_entropy_fn ug_hip_cross_entropy;
-ug_layernorm_fn ug_hip_layernorm;
-ug_random_fn ug_hip_random;
-ug_optimizer_fn ug_hip_optimizer;
-ug_im2col_fn ug_hip_im2col;
-ug_pool2d_fn ug_hip_pool2d;
-ug_batchnorm_fn ug_hip_batchnorm;
 /* A kernel whose attributes tell whether the module has code for the
  * current device. */
 const void *ug_hip_probe_kernel(void);

@@ -16,36 +16,47 @@
 
 #include "backends/backend.h"
 
-/* Kernel families of the program. A family has one kernel per dtype
- * variant, named <family>[_<in dtype>[_<out dtype>]] ("unary_contig_u8_f16");
- * program.c lists which dtypes each family has and creates the kernels, and
- * ocl_kernel_for looks one up, so no kernel is found by position. */
+/* The program's kernel families, one line each: the enum name, the kernel
+ * name, and the dtype variants of its input and output (bit d: dtype d; 0:
+ * the family has none). A family has one kernel per variant, named
+ * <name>[_<in dtype>[_<out dtype>]] ("unary_contig_u8_f16"); program.c
+ * creates them and ocl_kernel_for looks one up, so no kernel is found by
+ * position. */
+#define OCL_DT(d) (1u << (d))
+#define OCL_FLOATS (OCL_DT(UG_F32) | OCL_DT(UG_F16) | OCL_DT(UG_BF16))
+#define OCL_ALL_DTYPES (OCL_FLOATS | OCL_DT(UG_I32) | OCL_DT(UG_U8))
+#define OCL_KERNELS(X)                                                       \
+    X(UNARY_CONTIG, "unary_contig", OCL_ALL_DTYPES, OCL_FLOATS)              \
+    X(UNARY_STRIDED, "unary_strided", OCL_ALL_DTYPES, OCL_FLOATS)            \
+    X(COPY_STRIDED, "copy_strided", OCL_ALL_DTYPES, 0)                       \
+    X(BINARY_CONTIG, "binary_contig", OCL_FLOATS, 0)                         \
+    X(BINARY_STRIDED, "binary_strided", OCL_FLOATS, 0)                       \
+    X(GEMM_SCALE_C, "gemm_scale_c", 0, 0)                                    \
+    /* half A and B, f32 accumulation */                                     \
+    X(GEMM_HALF, "gemm", OCL_DT(UG_F16) | OCL_DT(UG_BF16), OCL_FLOATS)       \
+    X(REDUCE, "reduce", OCL_FLOATS, 0)                                       \
+    X(SOFTMAX, "softmax", OCL_FLOATS, 0)                                     \
+    X(RANDOM, "random", OCL_FLOATS, 0)                                       \
+    X(XENT_FWD, "xent_fwd", 0, 0)                                            \
+    X(XENT_BWD, "xent_bwd", 0, 0)                                            \
+    X(LAYERNORM_FWD, "layernorm_fwd", 0, 0)                                  \
+    X(LAYERNORM_BWD, "layernorm_bwd", 0, 0)                                  \
+    X(OPTIM_SGD, "optim_sgd", 0, 0)                                          \
+    X(OPTIM_ADAM, "optim_adam", 0, 0)                                        \
+    X(OPTIM_SCALER, "optim_scaler", 0, 0)                                    \
+    X(IM2COL, "im2col", OCL_FLOATS, 0)                                       \
+    X(COL2IM, "col2im", OCL_FLOATS, 0)                                       \
+    X(MAXPOOL_FWD, "maxpool_fwd", OCL_FLOATS, 0)                             \
+    X(MAXPOOL_BWD, "maxpool_bwd", OCL_FLOATS, 0)                             \
+    X(AVGPOOL_FWD, "avgpool_fwd", OCL_FLOATS, 0)                             \
+    X(AVGPOOL_BWD, "avgpool_bwd", OCL_FLOATS, 0)                             \
+    X(BATCHNORM_FWD, "batchnorm_fwd", OCL_FLOATS, 0)                         \
+    X(BATCHNORM_BWD, "batchnorm_bwd", OCL_FLOATS, 0)
+
 typedef enum ocl_family {
-    OCL_UNARY_CONTIG,
-    OCL_UNARY_STRIDED,
-    OCL_COPY_STRIDED,
-    OCL_BINARY_CONTIG,
-    OCL_BINARY_STRIDED,
-    OCL_GEMM_SCALE_C,
-    OCL_GEMM_HALF,      /* half A and B, f32 accumulation */
-    OCL_REDUCE,
-    OCL_SOFTMAX,
-    OCL_RANDOM,
-    OCL_XENT_FWD,
-    OCL_XENT_BWD,
-    OCL_LAYERNORM_FWD,
-    OCL_LAYERNORM_BWD,
-    OCL_OPTIM_SGD,
-    OCL_OPTIM_ADAM,
-    OCL_OPTIM_SCALER,
-    OCL_IM2COL,
-    OCL_COL2IM,
-    OCL_MAXPOOL_FWD,
-    OCL_MAXPOOL_BWD,
-    OCL_AVGPOOL_FWD,
-    OCL_AVGPOOL_BWD,
-    OCL_BATCHNORM_FWD,
-    OCL_BATCHNORM_BWD,
+#define OCL_FAMILY_ENUM_(NAME, name, in, out) OCL_##NAME,
+    OCL_KERNELS(OCL_FAMILY_ENUM_)
+#undef OCL_FAMILY_ENUM_
     OCL_FAMILY_COUNT
 } ocl_family;
 
@@ -211,21 +222,10 @@ size_t ocl_round_up(size_t n, size_t multiple);
 ug_status ocl_launch_1d(ug_bdev *dev, const ocl_kernel *kernel, size_t n, const ocl_arg *args,
                         cl_uint nargs);
 
-/* One entry per kernel family, each in the file of its name. */
-ug_unary_fn ocl_unary;
-ug_binary_fn ocl_binary;
-ug_random_fn ocl_random;
-ug_optimizer_fn ocl_optimizer;
-ug_im2col_fn ocl_im2col;
-ug_pool2d_fn ocl_pool2d;
-ug_batchnorm_fn ocl_batchnorm;
-ug_reduce_fn ocl_reduce;
-ug_softmax_fn ocl_softmax;
-ug_cross_entropy_fn ocl_cross_entropy;
-ug_layernorm_fn ocl_layernorm;
+/* One entry per kernel family (ocl_<slot>), each in its family's file. */
+UG_BACKEND_KERNELS(ocl)
 
 /* gemm.c */
-ug_gemm_fn ocl_gemm;
 /* Installs CLBlast parameters that suit the device (POCL only for now). */
 void ocl_gemm_tune(ug_bdev *dev);
 /* Drops CLBlast's compiled programs, which hold our context. */

@@ -31,42 +31,14 @@
 extern const char *const ug_ocl_sources[];
 extern const int ug_ocl_source_count;
 
-/* Which dtype variants each family has (bit d: dtype d); the kernel names
- * follow from them (see ocl_family). */
-#define DT(d) (1u << (d))
-#define FLOATS (DT(UG_F32) | DT(UG_F16) | DT(UG_BF16))
-#define ALL_DTYPES (FLOATS | DT(UG_I32) | DT(UG_U8))
 static const struct {
     const char *name;
-    unsigned in, out;  /* 0: the family has no such dtype */
+    unsigned in, out; /* 0: the family has no such dtype */
 } families[OCL_FAMILY_COUNT] = {
-    [OCL_UNARY_CONTIG] = {"unary_contig", ALL_DTYPES, FLOATS},
-    [OCL_UNARY_STRIDED] = {"unary_strided", ALL_DTYPES, FLOATS},
-    [OCL_COPY_STRIDED] = {"copy_strided", ALL_DTYPES, 0},
-    [OCL_BINARY_CONTIG] = {"binary_contig", FLOATS, 0},
-    [OCL_BINARY_STRIDED] = {"binary_strided", FLOATS, 0},
-    [OCL_GEMM_SCALE_C] = {"gemm_scale_c", 0, 0},
-    [OCL_GEMM_HALF] = {"gemm", DT(UG_F16) | DT(UG_BF16), FLOATS},
-    [OCL_REDUCE] = {"reduce", FLOATS, 0},
-    [OCL_SOFTMAX] = {"softmax", FLOATS, 0},
-    [OCL_RANDOM] = {"random", FLOATS, 0},
-    [OCL_XENT_FWD] = {"xent_fwd", 0, 0},
-    [OCL_XENT_BWD] = {"xent_bwd", 0, 0},
-    [OCL_LAYERNORM_FWD] = {"layernorm_fwd", 0, 0},
-    [OCL_LAYERNORM_BWD] = {"layernorm_bwd", 0, 0},
-    [OCL_OPTIM_SGD] = {"optim_sgd", 0, 0},
-    [OCL_OPTIM_ADAM] = {"optim_adam", 0, 0},
-    [OCL_OPTIM_SCALER] = {"optim_scaler", 0, 0},
-    [OCL_IM2COL] = {"im2col", FLOATS, 0},
-    [OCL_COL2IM] = {"col2im", FLOATS, 0},
-    [OCL_MAXPOOL_FWD] = {"maxpool_fwd", FLOATS, 0},
-    [OCL_MAXPOOL_BWD] = {"maxpool_bwd", FLOATS, 0},
-    [OCL_AVGPOOL_FWD] = {"avgpool_fwd", FLOATS, 0},
-    [OCL_AVGPOOL_BWD] = {"avgpool_bwd", FLOATS, 0},
-    [OCL_BATCHNORM_FWD] = {"batchnorm_fwd", FLOATS, 0},
-    [OCL_BATCHNORM_BWD] = {"batchnorm_bwd", FLOATS, 0},
+#define OCL_FAMILY_ROW_(NAME, name, in, out) [OCL_##NAME] = {name, in, out},
+    OCL_KERNELS(OCL_FAMILY_ROW_)
+#undef OCL_FAMILY_ROW_
 };
-
 static void kernel_name(int family, int in, int out, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%s", families[family].name);
@@ -86,7 +58,7 @@ ug_status ocl_kernel_for(ug_bdev *dev, ocl_family family, ug_dtype in, ug_dtype 
         kernel_name(family, i, o, name, sizeof name);
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: no kernel %s: %s takes %s%s%s",
                                    name, families[family].name,
-                                   families[family].in == FLOATS ? "f32, f16 or bf16" : "any dtype",
+                                   families[family].in == OCL_FLOATS ? "f32, f16 or bf16" : "any dtype",
                                    families[family].out ? ", writing f32, f16 or bf16" : "",
                                    " (cast first with ug_cast)");
     }
@@ -260,8 +232,8 @@ static ug_status create_kernels(ug_bdev *dev, cl_program prog)
     for (int f = 0; f < OCL_FAMILY_COUNT; ++f)
         for (int i = 0; i < UG_DTYPE_COUNT; ++i)
             for (int o = 0; o < UG_DTYPE_COUNT; ++o) {
-                bool wanted = families[f].in ? (families[f].in & DT(i)) != 0 : i == 0;
-                wanted = wanted && (families[f].out ? (families[f].out & DT(o)) != 0 : o == 0);
+                bool wanted = families[f].in ? (families[f].in & OCL_DT(i)) != 0 : i == 0;
+                wanted = wanted && (families[f].out ? (families[f].out & OCL_DT(o)) != 0 : o == 0);
                 if (!wanted)
                     continue;
                 ug_status st = create_kernel(dev, prog, f, i, o, limits);
