@@ -115,7 +115,8 @@ struct ug_op {
          * size; device (NULL: not known) says whether a library runs it and
          * whether im2col goes in chunks */
         struct { ug_window2d win; int groups; bool bias; ug_device *device; } conv;
-        struct { ug_pool2d_kind kind; ug_window2d win; } pool;
+        /* a window op's geometry (pooling, upsampling; pooling's kind) */
+        struct { ug_pool2d_kind kind; ug_window2d win; } window;
         /* training is the graph's mode when graph is set; recomputed copies
          * (recomputation) leave the running statistics alone */
         struct { const ug_graph *graph; bool training, update_running; float momentum, eps; } batchnorm;

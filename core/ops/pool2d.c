@@ -12,8 +12,8 @@ static ug_op pool_op(const char *name, ug_pool2d_kind kind, const ug_pool2d_para
 {
     ug_pool2d_params d = p ? *p : (ug_pool2d_params){0};
     ug_op op = {.def = &ug_op_pool, .name = name};
-    op.p.pool.kind = kind;
-    op.p.pool.win = (ug_window2d){.kh = d.kernel[0], .kw = d.kernel[1],
+    op.p.window.kind = kind;
+    op.p.window.win = (ug_window2d){.kh = d.kernel[0], .kw = d.kernel[1],
                                   .sh = d.stride[0] ? d.stride[0] : d.kernel[0],
                                   .sw = d.stride[1] ? d.stride[1] : d.kernel[1],
                                   .ph = d.padding[0], .pw = d.padding[1], .dh = 1, .dw = 1};
@@ -24,7 +24,7 @@ static ug_status pool_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
 {
     (void)nin;
     UG_TRY(ug_infer_images(op, &in[0]));
-    ug_window2d win = op->p.pool.win;
+    ug_window2d win = op->p.window.win;
     if (win.kh < 1 || win.kw < 1 || win.sh < 1 || win.sw < 1 || win.ph < 0 || win.pw < 0 ||
         2 * (int64_t)win.ph > win.kh || 2 * (int64_t)win.pw > win.kw)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
@@ -34,7 +34,7 @@ static ug_status pool_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     ug_window_take_image(&win, in[0].shape);
     UG_TRY(ug_window_outputs(op, &win));
     out[0] = (ug_meta){.dtype = in[0].dtype, .ndim = 4, .shape = {win.n, win.c, win.oh, win.ow}};
-    if (op->p.pool.kind == UG_POOL_MAX) { /* where each maximum was, for the gradient */
+    if (op->p.window.kind == UG_POOL_MAX) { /* where each maximum was, for the gradient */
         out[1] = out[0];
         out[1].dtype = UG_I32;
         *nout = 2;
@@ -47,8 +47,8 @@ static ug_status pool_run(const ug_op *op, const ug_tensor *image, const ug_tens
 {
     if (ug_tensor_numel(image) == 0 || ug_tensor_numel(pooled) == 0)
         return UG_OK;
-    args->kind = op->p.pool.kind;
-    args->win = op->p.pool.win;
+    args->kind = op->p.window.kind;
+    args->win = op->p.window.win;
     ug_window_take_image(&args->win, image->shape);
     args->win.oh = pooled->shape[2];
     args->win.ow = pooled->shape[3];
@@ -58,7 +58,7 @@ static ug_status pool_run(const ug_op *op, const ug_tensor *image, const ug_tens
 static ug_status pool_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     ug_pool2d_args args = {.x = ug_kview_of(in[0]), .y = ug_kview_of(out[0])};
-    if (op->p.pool.kind == UG_POOL_MAX)
+    if (op->p.window.kind == UG_POOL_MAX)
         args.index = ug_kview_of(out[1]);
     return pool_run(op, in[0], out[0], &args);
 }
@@ -69,7 +69,7 @@ static ug_status pool_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug
 {
     (void)nin;
     (void)nout;
-    const ug_window2d *win = &op->p.pool.win;
+    const ug_window2d *win = &op->p.window.win;
     out[0] = (ug_meta){.dtype = in[0].dtype, .ndim = 4,
                        .shape = {in[0].shape[0], in[0].shape[1], win->h, win->w}};
     return UG_OK;
@@ -78,7 +78,7 @@ static ug_status pool_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug
 static ug_status pool_grad_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     ug_pool2d_args args = {.backward = true, .dy = ug_kview_of(in[0]), .dx = ug_kview_of(out[0])};
-    if (op->p.pool.kind == UG_POOL_MAX)
+    if (op->p.window.kind == UG_POOL_MAX)
         args.index = ug_kview_of(in[1]);
     return pool_run(op, out[0], in[0], &args);
 }
@@ -90,9 +90,9 @@ static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
 {
     ug_op op = n->op;
     op.def = &ug_op_pool_grad;
-    op.name = op.p.pool.kind == UG_POOL_MAX ? "max_pool2d gradient" : "avg_pool2d gradient";
-    op.p.pool.win.h = n->in[0]->shape[2];
-    op.p.pool.win.w = n->in[0]->shape[3];
+    op.name = op.p.window.kind == UG_POOL_MAX ? "max_pool2d gradient" : "avg_pool2d gradient";
+    op.p.window.win.h = n->in[0]->shape[2];
+    op.p.window.win.w = n->in[0]->shape[3];
     ug_value *in[2] = {gy, n->nscratch ? n->scratch[0] : NULL}, *dx = NULL;
     UG_TRY(ug_op_graph(g, &op, n->nscratch ? 2 : 1, in, &dx));
     return ug_grad_give(g, n->in[0], dx);
