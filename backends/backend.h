@@ -338,6 +338,18 @@ typedef struct ug_optim_args {
     float growth, backoff, growth_interval, max_norm;
 } ug_optim_args;
 
+/* Nearest-neighbour upsampling by integer factors (win.sh, win.sw), as
+ * torch.nn.Upsample(mode="nearest"). Forward: y [n, c, oh, ow] with
+ * oh = h * sh, ow = w * sw, y(oy, ox) = x(oy / sh, ox / sw). Backward: dx
+ * [n, c, h, w], each pixel the sum of the sh x sw block of dy it was copied
+ * to (overwritten). One dtype, f32, f16 or bf16 (arithmetic in f32); the
+ * window's kernel, padding and dilation are unused. */
+typedef struct ug_upsample2d_args {
+    bool backward;
+    ug_kview x, y, dy, dx;
+    ug_window2d win;
+} ug_upsample2d_args;
+
 /* The kernel families, one line each: the enum name (UG_KERNEL_<NAME>), the
  * table slot and the argument struct. Everything that lists families is
  * generated from here: the enum, the names in messages, the slot typedefs
@@ -356,7 +368,8 @@ typedef struct ug_optim_args {
     X(ctx, OPTIMIZER, optimizer, ug_optim_args)           \
     X(ctx, IM2COL, im2col, ug_im2col_args)                \
     X(ctx, POOL2D, pool2d, ug_pool2d_args)                \
-    X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)
+    X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)      \
+    X(ctx, UPSAMPLE2D, upsample2d, ug_upsample2d_args)
 #define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
 
 /* Declares a backend's kernel entries, <prefix>_<slot> of type ug_<slot>_fn

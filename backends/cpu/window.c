@@ -1,7 +1,7 @@
-/* im2col, col2im and 2-D pooling on the CPU backend. im2col and col2im,
- * the heavy ones of a convolution, walk whole rows (contiguous copies when
- * the stride is 1); pooling computes each element with the formulas of
- * kernels/common/window.h that every backend shares. */
+/* im2col, col2im, 2-D pooling and upsampling on the CPU backend. im2col
+ * and col2im, the heavy ones of a convolution, walk whole rows (contiguous
+ * copies when the stride is 1); pooling and upsampling compute each element
+ * with the formulas of kernels/common/window.h that every backend shares. */
 #include <string.h>
 
 #include "backends/cpu/stage.h"
@@ -357,6 +357,52 @@ ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool2d_args *in)
     const int64_t rows = w->kh < w->h ? w->kh : w->h, cols = w->kw < w->w ? w->kw : w->w;
     int64_t per_plane = w->h * w->w + w->oh * w->ow * rows * cols;
     ug_cpu_parallel_for(dev->workers, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
+    ug_cpu_stage_end(&stage);
+    return UG_OK;
+}
+
+typedef struct upsample_job {
+    const ug_upsample2d_args *args;
+    const float *in;
+    float *out;
+} upsample_job;
+
+static void upsample_range(void *ctx, int64_t begin, int64_t end)
+{
+    const upsample_job *j = ctx;
+    const ug_window2d *w = &j->args->win;
+#define ARGS w->n, w->c, w->h, w->w, w->oh, w->ow, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw
+    if (j->args->backward)
+        for (int64_t i = begin; i < end; i++)
+            j->out[i] = ug_upsample_grad_at(j->in, i, ARGS);
+    else
+        for (int64_t i = begin; i < end; i++)
+            j->out[i] = ug_upsample_at(j->in, i, ARGS);
+#undef ARGS
+}
+
+ug_status ug_cpu_upsample2d(ug_bdev *dev, const ug_upsample2d_args *in)
+{
+    ug_upsample2d_args staged = *in, *args = &staged;
+    const ug_window2d *w = &args->win;
+    const int64_t image = w->n * w->c * w->h * w->w, upsampled = w->n * w->c * w->oh * w->ow;
+    ug_cpu_stage stage = {0};
+    if (args->backward) {
+        ug_cpu_stage_add(&stage, &staged.dy, upsampled, false);
+        ug_cpu_stage_add(&stage, &staged.dx, image, true);
+    } else {
+        ug_cpu_stage_add(&stage, &staged.x, image, false);
+        ug_cpu_stage_add(&stage, &staged.y, upsampled, true);
+    }
+    ug_status st = ug_cpu_stage_begin(&stage, "upsample2d");
+    if (st != UG_OK)
+        return st;
+    upsample_job j = {.args = args};
+    j.in = (const float *)ug_cpu_ptr(args->backward ? args->dy : args->x);
+    j.out = (float *)ug_cpu_ptr(args->backward ? args->dx : args->y);
+    const int64_t outputs = args->backward ? image : upsampled;
+    const int64_t per_output = args->backward ? (int64_t)w->sh * w->sw : 1;
+    ug_cpu_parallel_for(dev->workers, outputs, UG_CPU_MIN_PARALLEL / per_output + 1, upsample_range, &j);
     ug_cpu_stage_end(&stage);
     return UG_OK;
 }

@@ -1,5 +1,5 @@
-/* Launching the window families: im2col / col2im and pooling, one item per
- * result element. */
+/* Launching the window families: im2col / col2im, pooling and upsampling,
+ * one item per result element. */
 #include "backends/opencl/internal.h"
 
 /* The geometry arguments, in UG_WINDOW_PARAMS order. */
@@ -82,4 +82,22 @@ ug_status ocl_pool2d(ug_bdev *dev, const ug_pool2d_args *a)
     }
     ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(x), OCL_ARG(x_off)};
     return launch_window(dev, OCL_AVGPOOL_FWD, a->x.dtype, outputs, &g, buffers, 4);
+}
+
+ug_status ocl_upsample2d(ug_bdev *dev, const ug_upsample2d_args *a)
+{
+    const ug_window2d *w = &a->win;
+    ocl_window g = window_of(w);
+    if (a->backward) {
+        OCL_VIEW(dx, a->dx);
+        OCL_VIEW(dy, a->dy);
+        ocl_arg buffers[] = {OCL_ARG(dx), OCL_ARG(dx_off), OCL_ARG(dy), OCL_ARG(dy_off)};
+        return launch_window(dev, OCL_UPSAMPLE_BWD, a->dx.dtype, w->n * w->c * w->h * w->w, &g,
+                             buffers, 4);
+    }
+    OCL_VIEW(y, a->y);
+    OCL_VIEW(x, a->x);
+    ocl_arg buffers[] = {OCL_ARG(y), OCL_ARG(y_off), OCL_ARG(x), OCL_ARG(x_off)};
+    return launch_window(dev, OCL_UPSAMPLE_FWD, a->x.dtype, w->n * w->c * w->oh * w->ow, &g,
+                         buffers, 4);
 }

@@ -1,4 +1,4 @@
-/* Convolutional networks: 2-D convolution, pooling and batch normalisation
+/* Convolutional networks: 2-D convolution, pooling, upsampling and batch normalisation
  * over NCHW tensors, eager (on tensors) and in graphs (differentiable), with
  * PyTorch's semantics and output sizes. x, the weight and the bias may be
  * f32, f16 or bf16 (the arithmetic is f32; the result has x's dtype);
@@ -47,6 +47,10 @@ UG_API ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *param
 UG_API ug_status ug_avg_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out);
 /* The mean of each channel's image: [N, C, H, W] to [N, C, 1, 1]. */
 UG_API ug_status ug_global_avg_pool2d(const ug_tensor *x, ug_tensor **out);
+/* Nearest-neighbour upsampling by integer factors (torch.nn.Upsample with
+ * scale_factor (scale_h, scale_w), mode "nearest"): y [N, C, H * scale_h,
+ * W * scale_w], each pixel copied into a scale_h x scale_w block. */
+UG_API ug_status ug_upsample2d(const ug_tensor *x, int scale_h, int scale_w, ug_tensor **out);
 /* Batch normalisation per channel of x [N, C], [N, C, L] or [N, C, H, W]
  * (axis 1),
  * as torch.nn.functional.batch_norm: in training, the batch's mean and
@@ -66,6 +70,8 @@ UG_API ug_status ug_g_max_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_param
 UG_API ug_status ug_g_avg_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params,
                                  ug_value **out);
 UG_API ug_status ug_g_global_avg_pool2d(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_upsample2d(ug_graph *g, ug_value *x, int scale_h, int scale_w,
+                                 ug_value **out);
 /* Training or eval as the graph's mode at each run (ug_graph_set_training).
  * running_mean and running_var are model parameters (ug_graph_param) that
  * the op updates in training and that get no gradient: model state, saved

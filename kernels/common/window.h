@@ -1,4 +1,4 @@
-/* The per-element math of im2col, col2im and 2-D pooling, written once for
+/* The per-element math of im2col, col2im, 2-D pooling and upsampling, written once for
  * every dialect (C11, OpenCL C, HIP/CUDA), like elementwise.h. Each
  * function computes one element of its result from a global index i, so a
  * backend only maps indices to threads. Pointers are already offset to the
@@ -166,6 +166,27 @@ UG_MATH_FN float ug_avgpool_grad_at##S(const UG_GLOBAL T *dy, ug_i64 i, UG_WINDO
     for (ug_i64 oy = oy0; oy < oy1; oy++)                                                           \
         for (ug_i64 ox = ox0; ox < ox1; ox++)                                                       \
             sum += LD(dy, base + oy * ow + ox) / ug_avgpool_count(oy, ox, UG_WINDOW_ARGS);          \
+    return sum;                                                                                     \
+}                                                                                                   \
+                                                                                                    \
+/* Nearest upsampling by (sh, sw): y [n, c, oh, ow], element i. */                                  \
+UG_MATH_FN float ug_upsample_at##S(const UG_GLOBAL T *x, ug_i64 i, UG_WINDOW_PARAMS)                \
+{                                                                                                   \
+    (void)n, (void)c, (void)kh, (void)kw, (void)ph, (void)pw, (void)dh, (void)dw;                   \
+    const ug_i64 ox = i % ow, oy = i / ow % oh, plane = i / (oh * ow);                              \
+    return LD(x, (plane * h + oy / sh) * w + ox / sw);                                              \
+}                                                                                                   \
+                                                                                                    \
+/* dx [n, c, h, w], element i: the sum of the sh x sw outputs copied from it. */                    \
+UG_MATH_FN float ug_upsample_grad_at##S(const UG_GLOBAL T *dy, ug_i64 i, UG_WINDOW_PARAMS)          \
+{                                                                                                   \
+    (void)n, (void)c, (void)kh, (void)kw, (void)ph, (void)pw, (void)dh, (void)dw;                   \
+    const ug_i64 ix = i % w, iy = i / w % h, plane = i / (h * w);                                   \
+    const ug_i64 first = (plane * oh + iy * sh) * ow + ix * sw;                                     \
+    float sum = 0.0f;                                                                               \
+    for (int a = 0; a < sh; a++)                                                                    \
+        for (int b = 0; b < sw; b++)                                                                \
+            sum += LD(dy, first + (ug_i64)a * ow + b);                                              \
     return sum;                                                                                     \
 }
 

@@ -1,4 +1,4 @@
-/* Convolution and pooling kernels (grid-stride, one thread per result
+/* Convolution, pooling and upsampling kernels (grid-stride, one thread per result
  * element, with the formulas of kernels/common/window.h). The data (image
  * and col) are f32, f16 or bf16, one type per call and a kernel per type;
  * the pooling index is i32, and all arithmetic is f32, each result rounded
@@ -12,7 +12,9 @@
 UG_WINDOW_FUNCTIONS(, __half, UG_WINDOW_LD_WIDEN)
 UG_WINDOW_FUNCTIONS(, ug_bf16, UG_WINDOW_LD_WIDEN)
 
-enum window_kind { IM2COL, COL2IM, MAXPOOL_FWD, MAXPOOL_BWD, AVGPOOL_FWD, AVGPOOL_BWD };
+enum window_kind {
+    IM2COL, COL2IM, MAXPOOL_FWD, MAXPOOL_BWD, AVGPOOL_FWD, AVGPOOL_BWD, UPSAMPLE_FWD, UPSAMPLE_BWD
+};
 
 typedef struct window_k {
     int kind;
@@ -46,7 +48,9 @@ __global__ void ug_window_kernel(window_k k)
         }
         case MAXPOOL_BWD: v = ug_maxpool_grad_at(in, k.index_in, i, ARGS); break;
         case AVGPOOL_FWD: v = ug_avgpool_at(in, i, ARGS); break;
-        default: v = ug_avgpool_grad_at(in, i, ARGS); break;
+        case AVGPOOL_BWD: v = ug_avgpool_grad_at(in, i, ARGS); break;
+        case UPSAMPLE_FWD: v = ug_upsample_at(in, i, ARGS); break;
+        default: v = ug_upsample_grad_at(in, i, ARGS); break;
         }
         out[i] = ug_narrow<T>(v);
     }
@@ -113,4 +117,18 @@ ug_status ug_hip_pool2d(ug_bdev *dev, const ug_pool2d_args *a)
     }
     k.in = ug_hip_ptr(in);
     return launch_window(dev, &k, in->dtype, max ? "max pool" : "average pool");
+}
+
+ug_status ug_hip_upsample2d(ug_bdev *dev, const ug_upsample2d_args *a)
+{
+    const ug_window2d &w = a->win;
+    window_k k;
+    memset(&k, 0, sizeof k);
+    k.w = w;
+    const ug_kview *in = a->backward ? &a->dy : &a->x;
+    k.kind = a->backward ? UPSAMPLE_BWD : UPSAMPLE_FWD;
+    k.in = ug_hip_ptr(in);
+    k.out = ug_hip_ptr(a->backward ? &a->dx : &a->y);
+    k.count = a->backward ? w.n * w.c * w.h * w.w : w.n * w.c * w.oh * w.ow;
+    return launch_window(dev, &k, in->dtype, "upsample");
 }

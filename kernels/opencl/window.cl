@@ -1,4 +1,4 @@
-/* Convolution and pooling kernels: one item per result element, computed
+/* Convolution, pooling and upsampling kernels: one item per result element, computed
  * with kernels/common/window.h. Data in f32, f16 or bf16 (a kernel per
  * dtype), arithmetic in f32. */
 
@@ -55,6 +55,18 @@ UG_WINDOW_FUNCTIONS(_bf16, ushort, UG_LD_bf16)
     {                                                                                      \
         UG_WINDOW_ITEM(n * c * h * w)                                                      \
         UG_ST_##T(dx, dxoff + i, UG_WINDOW_FN_##T(ug_avgpool_grad_at)(dy + dyoff, i, UG_WINDOW_ARGS)); \
+    }                                                                                      \
+    kernel void upsample_fwd_##T(global UG_T_##T *y, ulong yoff, const global UG_T_##T *x,\
+                                 ulong xoff, UG_WINDOW_PARAMS)                             \
+    {                                                                                      \
+        UG_WINDOW_ITEM(n * c * oh * ow)                                                    \
+        UG_ST_##T(y, yoff + i, UG_WINDOW_FN_##T(ug_upsample_at)(x + xoff, i, UG_WINDOW_ARGS)); \
+    }                                                                                      \
+    kernel void upsample_bwd_##T(global UG_T_##T *dx, ulong dxoff,                        \
+                                 const global UG_T_##T *dy, ulong dyoff, UG_WINDOW_PARAMS) \
+    {                                                                                      \
+        UG_WINDOW_ITEM(n * c * h * w)                                                      \
+        UG_ST_##T(dx, dxoff + i, UG_WINDOW_FN_##T(ug_upsample_grad_at)(dy + dyoff, i, UG_WINDOW_ARGS)); \
     }
 
 UG_WINDOW_KERNELS(f32)
