@@ -1,6 +1,7 @@
 /* Device memory, transfers and the queue. Allocations are plain
  * hipMalloc/hipFree: the core's pool caches them. Every transfer is queued
- * on the device's one stream, so it is ordered with the kernels. */
+ * on the current stream (the default one unless a side stream is bound),
+ * so it is ordered with the kernels of that stream. */
 #include "backends/hip/internal.h"
 
 ug_status ug_hip_alloc(ug_bdev *dev, size_t bytes, ug_mem *out)

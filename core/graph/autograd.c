@@ -1,6 +1,6 @@
 /* Reverse-mode differentiation: walks the forward nodes backwards and adds,
- * for each, the nodes its definition's backward rule gives (ops_*.c). Gradients of values
- * used more than once are summed; gradients of broadcast operands are
+ * for each, the nodes its definition's backward rule gives (core/ops/).
+ * Gradients of values used more than once are summed; gradients of broadcast operands are
  * summed back to the operand's shape. */
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* Building graphs: values, nodes, leaves, and the calls that complete a
  * graph (backward, optimizer). The ops themselves are definitions in
- * ops_*.c, added through ug_op_graph. */
+ * core/ops/, added through ug_op_graph. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

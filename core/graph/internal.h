@@ -1,5 +1,5 @@
 /* The training graph's internal representation, shared by graph.c (building),
- * the op definitions (ops_*.c), autograd.c (backward), optim.c (update
+ * the op definitions (core/ops/), autograd.c (backward), optim.c (update
  * nodes), graph/check.c (numeric checks), graph/plan.c (fusion and memory
  * plan) and graph/run.c (replay and phases). */
 #ifndef UG_CORE_GRAPH_INTERNAL_H
@@ -132,7 +132,7 @@ typedef struct ug_graph_mark {
 ug_graph_mark ug_graph_mark_now(const ug_graph *g);
 void ug_graph_rollback(ug_graph *g, ug_graph_mark mark);
 
-/* Internal graph ops, each a node of one definition (ops_*.c). */
+/* Internal graph ops, each a node of one definition (core/ops/). */
 ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, ug_value *b,
                       ug_value **out);
 ug_status ug_g_unary(ug_graph *g, ug_unary_kind op, float alpha, float beta, ug_value *x,

@@ -1,6 +1,6 @@
 /* One definition per op, and the one point where kernels are dispatched.
  *
- * An op is defined once (a ug_op_def in core/ops_<family>.c): how it infers
+ * An op is defined once (a ug_op_def in core/ops/<family>.c): how it infers
  * the shape and dtype of its result from its inputs' (with every check and
  * overflow-checked element counts), how it launches its kernels into
  * tensors that exist, and how it adds its gradient to a graph. The eager
