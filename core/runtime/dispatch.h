@@ -2,9 +2,10 @@
  *
  * Every call of a backend table entry (device discovery and opening,
  * memory, transfers, synchronisation, kernels, plans) is made here and
- * nowhere else (tests/check_structure.cmake fails the suite otherwise). This
- * is where a missing entry becomes UG_ERR_UNSUPPORTED, where waits fail
- * under fault injection, and where a failure is prefixed with the device. */
+ * nowhere else (tests/structure/check_structure.cmake fails the suite
+ * otherwise). This is where a missing entry becomes UG_ERR_UNSUPPORTED,
+ * where waits fail under fault injection, and where a failure is prefixed
+ * with the device. */
 #ifndef UG_CORE_DISPATCH_H
 #define UG_CORE_DISPATCH_H
 

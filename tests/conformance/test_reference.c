@@ -240,7 +240,7 @@ static void check_kind_covered(const char *family, const char *kind, int index, 
     bool block = false;
     for (int i = 0; i < nblocks; i++)
         block |= !strcmp(blocks[i].kind, kind);
-    CHECK_MSG(has_row || block, "%s op %s (%d) has no row in tests/op_table.c", family, kind, index);
+    CHECK_MSG(has_row || block, "%s op %s (%d) has no row in tests/support/op_table.c", family, kind, index);
     CHECK_MSG(!(has_row && block), "%s op %s has a row and is listed as a building block", family,
               kind);
 }

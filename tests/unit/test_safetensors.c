@@ -9,7 +9,7 @@
  * the final rename) with no temporary file left; the rotation of kept
  * copies; a real write failure (RLIMIT_FSIZE) for the short-write loop.
  *
- * Modes for the independent reader tests/read_safetensors.py:
+ * Modes for the independent reader tests/unit/read_safetensors.py:
  *   --write-sample FILE   write the sample file it checks
  *   --check-python FILE   check the file it wrote (exit 0 when right)
  *   --write-corpus DIR    write the fuzzer's seed files */
@@ -119,7 +119,7 @@ static uint64_t le64(const unsigned char *p)
     return v;
 }
 
-/* ---- the sample (shared with tests/read_safetensors.py) ---- */
+/* ---- the sample (shared with tests/unit/read_safetensors.py) ---- */
 
 /* Values from formulas the Python reader recomputes by itself. f16 and
  * bf16 values are exact in their types, so no rounding rule is shared. */
@@ -1048,7 +1048,7 @@ static int fail_line(const char *what)
     return 1;
 }
 
-/* Checks the file tests/read_safetensors.py writes (its write_sample). */
+/* Checks the file tests/unit/read_safetensors.py writes (its write_sample). */
 static int check_python(const char *path)
 {
     ug_st_file *f = NULL;

@@ -10,7 +10,7 @@ strings), then the byte buffer, which the tensors (little-endian, row-major)
 must cover exactly.
 
     read_safetensors.py TEST_SAFETENSORS
-        TEST_SAFETENSORS is the test program (tests/test_safetensors.c). It
+        TEST_SAFETENSORS is the test program (tests/unit/test_safetensors.c). It
         writes its sample file (--write-sample), which is parsed and checked
         here against values recomputed from the same formulas; a file
         written here with numpy is then checked by it (--check-python); and
