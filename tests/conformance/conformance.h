@@ -115,6 +115,8 @@ void test_global_avg_pool_ops(ug_device *dev);
 void test_batch_norm_ops(ug_device *dev);
 /* conv.h and nn.h in graphs (conformance_conv_grad.c) */
 void test_conv_grads(ug_device *dev);
+/* conv.h's upsampling, eager and in graphs (conformance_upsample.c) */
+void test_upsample_ops(ug_device *dev);
 void test_batch_norm_running_stats(ug_device *dev);
 void test_batch_norm_1d_momentum_rows(ug_device *dev);
 void test_nn_conv2d_layer(ug_device *dev);

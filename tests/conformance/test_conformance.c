@@ -324,6 +324,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(global_avg_pool_ops),
         TH_DEVICE_TEST(batch_norm_ops),
         TH_DEVICE_TEST(conv_grads),
+        TH_DEVICE_TEST(upsample_ops),
         TH_DEVICE_TEST(batch_norm_running_stats),
         TH_DEVICE_TEST(batch_norm_1d_momentum_rows),
         TH_DEVICE_TEST(nn_conv2d_layer),
