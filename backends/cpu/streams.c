@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backends/cpu/internal.h"
+#include "base/fault.h"
 
 typedef enum task_kind { TASK_CALL, TASK_MARKER, TASK_WAIT } task_kind;
 
@@ -97,7 +98,7 @@ ug_status ug_cpu_event_create(ug_bdev *dev, bool timing, ug_bevent **out)
 {
     (void)dev;
     (void)timing; /* the host clock costs nothing to read */
-    ug_bevent *e = calloc(1, sizeof *e);
+    ug_bevent *e = ug_calloc(1, sizeof *e);
     if (!e)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for an event");
     pthread_mutex_init(&e->lock, NULL);
@@ -202,7 +203,7 @@ static void push(ug_bstream *s, task *t)
 
 static task *new_task(task_kind kind, size_t args_bytes)
 {
-    task *t = calloc(1, sizeof *t + args_bytes);
+    task *t = ug_calloc(1, sizeof *t + args_bytes);
     if (t)
         t->kind = kind;
     return t;
@@ -215,7 +216,7 @@ static ug_status no_task_memory(void)
 
 ug_status ug_cpu_stream_create(ug_bdev *dev, ug_bstream **out)
 {
-    ug_bstream *s = calloc(1, sizeof *s);
+    ug_bstream *s = ug_calloc(1, sizeof *s);
     if (!s)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for a stream");
     s->dev = dev;

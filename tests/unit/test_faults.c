@@ -81,7 +81,50 @@ static ug_status cycle(const char *device_id, float *loss)
     return st;
 }
 
-static void sweep(ug_device *dev, ug_fault_kind kind, const char *what)
+/* Work on a side stream: an add queued there behind a timing event,
+ * waited for through another event, its sum read back as *loss. */
+static ug_status stream_cycle(const char *device_id, float *loss)
+{
+    ug_device *dev = NULL;
+    ug_stream *side = NULL;
+    ug_event *start = NULL, *end = NULL;
+    ug_tensor *a = NULL, *b = NULL, *c = NULL, *sum = NULL;
+    float v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = (float)i / 8.0f;
+    int64_t n = 64, elapsed = 0;
+    ug_status st = ug_device_open(device_id, &dev);
+    if (st == UG_OK) st = ug_tensor_from_host(dev, UG_F32, 1, &n, v, &a);
+    if (st == UG_OK) st = ug_tensor_from_host(dev, UG_F32, 1, &n, v, &b);
+    if (st == UG_OK) st = ug_stream_create(dev, &side);
+    if (st == UG_OK) st = ug_event_create(dev, true, &start);
+    if (st == UG_OK) st = ug_event_create(dev, true, &end);
+    if (st == UG_OK) st = ug_event_record(start, side);
+    if (st == UG_OK) st = ug_stream_set_current(dev, side);
+    if (st == UG_OK) {
+        st = ug_add(a, b, &c);
+        if (st == UG_OK) st = ug_sum(c, 0, &sum);
+        ug_status back = ug_stream_set_current(dev, NULL);
+        st = st != UG_OK ? st : back;
+    }
+    if (st == UG_OK) st = ug_event_record(end, side);
+    if (st == UG_OK) st = ug_event_synchronize(end);
+    if (st == UG_OK) st = ug_event_elapsed_ns(start, end, &elapsed);
+    if (st == UG_OK) st = ug_tensor_download(sum, loss, sizeof *loss);
+    ug_tensor_free(sum);
+    ug_tensor_free(c);
+    ug_tensor_free(b);
+    ug_tensor_free(a);
+    ug_event_free(end);
+    ug_event_free(start);
+    ug_stream_free(side);
+    ug_device_close(dev);
+    return st;
+}
+
+typedef ug_status (*cycle_fn)(const char *device_id, float *loss);
+
+static void sweep(ug_device *dev, ug_fault_kind kind, const char *what, cycle_fn cycle)
 {
     ug_device_info info;
     REQUIRE_OK(ug_device_get_info(dev, &info));
@@ -122,12 +165,18 @@ static void sweep(ug_device *dev, ug_fault_kind kind, const char *what)
 
 static void test_host_allocation_sweep(ug_device *dev)
 {
-    sweep(dev, UG_FAULT_HOST_ALLOC, "host allocation");
+    sweep(dev, UG_FAULT_HOST_ALLOC, "host allocation", cycle);
+}
+
+/* Streams and events: every host allocation of their path fails once. */
+static void test_stream_allocation_sweep(ug_device *dev)
+{
+    sweep(dev, UG_FAULT_HOST_ALLOC, "stream host allocation", stream_cycle);
 }
 
 static void test_device_allocation_sweep(ug_device *dev)
 {
-    sweep(dev, UG_FAULT_DEVICE_ALLOC, "device allocation");
+    sweep(dev, UG_FAULT_DEVICE_ALLOC, "device allocation", cycle);
 }
 
 /* Child mode: a fresh process (its OpenCL program is built and stored in
@@ -230,6 +279,7 @@ int main(int argc, char **argv)
         return cache_write_child(argv[2], atoll(argv[3]));
     static const th_test tests[] = {
         TH_DEVICE_TEST(host_allocation_sweep),
+        TH_DEVICE_TEST(stream_allocation_sweep),
         TH_DEVICE_TEST(device_allocation_sweep),
         TH_DEVICE_TEST(cache_write_sweep),
     };
