@@ -245,21 +245,24 @@ static void test_wrong_dtype(ug_device *dev)
     ug_tensor *out = NULL;
     /* Each row refuses the dtypes it does not take, naming the dtype and
      * itself; a binary op refuses mixed dtypes too. */
-    ug_tensor *const refused[] = {i32, u8};
+    const struct {
+        ug_tensor *t;
+        ug_dtype dtype;
+    } refused[] = {{i32, UG_I32}, {u8, UG_U8}};
     for (int r = 0; r < 2; r++) {
-        const char *dtype = ug_dtype_name(refused[r] == i32 ? UG_I32 : UG_U8);
+        const char *dtype = ug_dtype_name(refused[r].dtype);
         for (int i = 0; i < op_unary_count; i++) {
             const op_unary *op = &op_unaries[i];
             th_context("%s of %s", op->name, dtype);
-            if (!(op->dtypes & OP_DTYPE(refused[r] == i32 ? UG_I32 : UG_U8)) &&
-                CHECK_STATUS(op->eager(refused[r], &out), UG_ERR_DTYPE))
+            if (!(op->dtypes & OP_DTYPE(refused[r].dtype)) &&
+                CHECK_STATUS(op->eager(refused[r].t, &out), UG_ERR_DTYPE))
                 CHECK_ERROR_HAS(dtype, op->name);
         }
         for (int i = 0; i < op_binary_count; i++) {
             const op_binary *op = &op_binaries[i];
             th_context("%s of %s", op->name, dtype);
-            if (!(op->dtypes & OP_DTYPE(refused[r] == i32 ? UG_I32 : UG_U8)) &&
-                CHECK_STATUS(op->eager(refused[r], refused[r], &out), UG_ERR_DTYPE))
+            if (!(op->dtypes & OP_DTYPE(refused[r].dtype)) &&
+                CHECK_STATUS(op->eager(refused[r].t, refused[r].t, &out), UG_ERR_DTYPE))
                 CHECK_ERROR_HAS(dtype, op->name);
         }
     }
