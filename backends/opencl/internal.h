@@ -99,10 +99,13 @@ typedef struct ocl_queue {
     cl_mem scratch_i;               /* i32 partial indices (ARGMAX) */
     size_t scratch_elems;
     /* A profiled queue that stamps this queue's timing events (created at
-     * the first one): a marker there waiting for a marker here completes
-     * when this queue's work before it has, by the device's clock, and the
-     * queue itself stays unprofiled. */
+     * the first one): a 4-byte fill of stamp_target there, waiting for a
+     * marker here, ends when this queue's work before it has, by the
+     * device's clock, and the queue itself stays unprofiled. The stamp is a
+     * fill, not a marker, because NVIDIA's OpenCL gives markers no device
+     * times (every marker read the same instant on an H100). */
     cl_command_queue stamps;
+    cl_mem stamp_target;
 } ocl_queue;
 
 struct ug_bstream {

@@ -3,7 +3,7 @@
  * A side stream is an in-order queue of the device's context with its own
  * reduction scratch; entries go to the queue bound on the calling thread
  * (thread-local), else to the default one. An event is a marker enqueued
- * on the stream's queue; a timing event is also stamped by a marker on the
+ * on the stream's queue; a timing event is also stamped by a 4-byte fill on the
  * queue's profiled companion that waits for it, so only timing pays for
  * profiling. */
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 struct ug_bevent {
     bool timing;
     cl_event marker; /* NULL until recorded */
-    cl_event stamp;  /* timing events: the companion's marker */
+    cl_event stamp;  /* timing events: the companion's fill */
 };
 
 static _Thread_local ug_bstream *bound;
@@ -48,6 +48,8 @@ void ocl_queue_close(ocl_queue *q)
         clFinish(q->queue);
     if (q->stamps)
         clReleaseCommandQueue(q->stamps);
+    if (q->stamp_target)
+        clReleaseMemObject(q->stamp_target);
     if (q->scratch_v)
         clReleaseMemObject(q->scratch_v);
     if (q->scratch_i)
@@ -156,12 +158,19 @@ void ocl_event_destroy(ug_bdev *dev, ug_bevent *e)
 static ug_status stamps_of(ug_bdev *dev, ocl_queue *q, cl_command_queue *out)
 {
     cl_int err = CL_SUCCESS;
+    const char *call = NULL;
     pthread_mutex_lock(&dev->streams_lock);
-    if (!q->stamps)
+    if (!q->stamp_target) {
+        q->stamp_target = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof(cl_uint), NULL, &err);
+        call = "clCreateBuffer(event stamp)";
+    }
+    if (q->stamp_target && !q->stamps) {
         q->stamps = clCreateCommandQueue(dev->context, dev->device, CL_QUEUE_PROFILING_ENABLE, &err);
+        call = "clCreateCommandQueue(profiling)";
+    }
     *out = q->stamps;
     pthread_mutex_unlock(&dev->streams_lock);
-    return *out ? UG_OK : ocl_fail(ocl_status_of(err), "clCreateCommandQueue(profiling)", err);
+    return *out ? UG_OK : ocl_fail(ocl_status_of(err), call, err);
 }
 
 ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
@@ -175,10 +184,11 @@ ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueMarkerWithWaitList", err);
     if (stamps) {
-        err = clEnqueueMarkerWithWaitList(stamps, 1, &marker, &stamp);
+        const cl_uint zero = 0;
+        err = clEnqueueFillBuffer(stamps, q->stamp_target, &zero, sizeof zero, 0, sizeof zero, 1, &marker, &stamp);
         if (err != CL_SUCCESS) {
             clReleaseEvent(marker);
-            return ocl_fail(ocl_status_of(err), "clEnqueueMarkerWithWaitList(stamp)", err);
+            return ocl_fail(ocl_status_of(err), "clEnqueueFillBuffer(event stamp)", err);
         }
         clFlush(stamps);
     }

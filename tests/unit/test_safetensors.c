@@ -342,8 +342,8 @@ static char bad_dir[32];
 /* Byte offset in the file of the nth (1-based) occurrence of needle in json. */
 static long long at_nth(const char *json, const char *needle, int nth)
 {
-    const char *p = json - 1;
-    for (int i = 0; i < nth && p; i++)
+    const char *p = strstr(json, needle);
+    for (int i = 1; i < nth && p; i++)
         p = strstr(p + 1, needle);
     return p ? 8 + (long long)(p - json) : -1;
 }

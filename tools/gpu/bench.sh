@@ -33,15 +33,24 @@ section() { printf '\n== %s\n' "$*"; }
 
     for model in mlp cnn; do
         for device in "${devices[@]}"; do
-            section "train-$model: ug-bench train-$model --device $device"
-            "$bin/ug-bench" train-$model --device "$device" --seconds 1
+            section "train-$model: ug-bench train-$model --device $device --precision f32,bf16,f16"
+            "$bin/ug-bench" train-$model --device "$device" --seconds 1 --precision f32,bf16,f16
         done
-        section "train-$model: PyTorch on the same GPU"
-        PYTHONUNBUFFERED=1 python3 tools/gpu/torch_train.py $model --seconds 1
+        for precision in f32 bf16 f16; do
+            section "train-$model: PyTorch on the same GPU, $precision"
+            PYTHONUNBUFFERED=1 python3 tools/gpu/torch_train.py $model --seconds 1 --precision $precision
+        done
     done
 
     for device in "${devices[@]}"; do
-        section "ug-train --epochs 1 --device $device (Fashion-MNIST)"
-        "$bin/ug-train" --epochs 1 --device "$device" --data "$data"
+        for precision in f32 bf16 f16; do
+            section "ug-train --epochs 1 --device $device --precision $precision (Fashion-MNIST)"
+            checkpoint=$logs/ug-train-$precision.safetensors
+            "$bin/ug-train" --epochs 1 --device "$device" --precision $precision --data "$data" \
+                --save "$checkpoint" --quiet | tee "$logs/ug-train.out"
+            accuracy=$(sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' "$logs/ug-train.out" | tail -n 1)
+            tolerance=0.1; [ $precision = f32 ] || tolerance=0.5  # ug-train scores in $precision
+            python3 tools/gpu/check_checkpoint.py "$checkpoint" "$data" --expect "$accuracy" --tolerance $tolerance
+        done
     done
 } 2>&1 | tee "$logs/bench.log"

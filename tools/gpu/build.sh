@@ -35,5 +35,5 @@ if [ -n "${UG_CUDA_ARCHS:-}" ]; then
 fi
 # oneDNN is not among the packages: the CPU device convolves through im2col.
 cmake -S . -B "$UG_GPU_BUILD" -DCMAKE_PREFIX_PATH="$UG_GPU_PREFIX/usr" \
-    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DUG_WITH_HIP=OFF -DUG_WITH_ONEDNN=OFF "${archs[@]}"
+    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DUG_PYTHON3="$(command -v python3)" -DUG_WITH_HIP=OFF -DUG_WITH_ONEDNN=OFF "${archs[@]}"
 cmake --build "$UG_GPU_BUILD" -j "$(nproc)"

@@ -3,7 +3,9 @@ the same models (ug-train's MLP 784-500-10 and its CNN), Adam, cross-entropy,
 batches of 64 and 128 drawn by a fresh permutation from data of
 Fashion-MNIST's size held on the GPU. Prints the median step time over five
 timed rounds and the time from process start to the first finished step.
-Usage: python3 torch_train.py mlp|cnn [--seconds S]"""
+--precision bf16|f16 runs the forward pass under torch.autocast in that type
+(f16 with a GradScaler), as ug-train --precision does with f32 master weights.
+Usage: python3 torch_train.py mlp|cnn [--seconds S] [--precision f32|bf16|f16]"""
 import argparse
 import os
 import statistics
@@ -36,6 +38,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("model", choices=["mlp", "cnn"])
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
     args = parser.parse_args()
     device = torch.device("cuda:0")
     torch.backends.cuda.matmul.allow_tf32 = False  # f32 arithmetic, as unigrad's
@@ -44,12 +47,15 @@ def main():
     images = torch.rand(60000, 1, 28, 28, device=device)
     labels = torch.randint(0, 10, (60000,), device=device)
     first_step = None
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, model {args.model}, Adam")
+    half = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[args.precision]
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, model {args.model}, Adam, "
+          f"{args.precision}")
     print(f"{'batch':>5} {'step ms':>9} {'samples/s':>10}")
     for batch in (64, 128):
         model = model_for(args.model).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
+        scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "f16")
         order = torch.randperm(60000, device=device)
         position = 0
 
@@ -60,9 +66,11 @@ def main():
             index = order[position:position + batch]
             position += batch
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(images[index]), labels[index])
-            loss.backward()
-            optimizer.step()
+            with torch.autocast("cuda", dtype=half, enabled=half is not None):
+                loss = loss_fn(model(images[index]), labels[index])
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
 
         step()
         torch.cuda.synchronize()
