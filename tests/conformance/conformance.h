@@ -89,6 +89,16 @@ struct cf_grad_case {
  * parameter's gradient with the case's reference. */
 void cf_check_grad(ug_device *dev, const cf_grad_case *c);
 
+/* The op definitions the rows' graphs launched: cf_check_grad notes each
+ * (by its family) after compiling, and each table's runner notes that it
+ * ran, so op_definitions_driven (test_conformance.c) can tell a definition
+ * no row drives from a run that left tables out. */
+enum { CF_ROWS_ELEMENTWISE = 1, CF_ROWS_GRAPH_OPS = 2, CF_ROWS_CONV = 4, CF_ROWS_UPSAMPLE = 8,
+       CF_ROWS_ALL = 15 };
+void cf_rows_ran(unsigned table);
+unsigned cf_rows_run(void);
+bool cf_family_driven(const char *family);
+
 /* The unary and binary op tables (test_conformance.c) as gradient cases. */
 void cf_elementwise_grad_cases(ug_device *dev);
 /* Every other differentiable graph op (conformance_grad.c). */

@@ -397,6 +397,7 @@ static void conv_grads_body(ug_device *dev)
         BN("batch_norm 2-D [2,5,3,3] eval", S4(2, 5, 3, 3), 5, 1e-5f, &eval),
     };
     run_table(dev, bn_cases, CF_COUNT(bn_cases));
+    cf_rows_ran(CF_ROWS_CONV);
 }
 
 /* ---- batch normalisation's running statistics in graphs ---- */

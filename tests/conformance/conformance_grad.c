@@ -17,9 +17,37 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "core/graph/internal.h" /* the nodes a row's graph launches */
 #include "train_support.h"
 
 #define CF_TOL_GRAD 1e-6
+
+static const char *driven[64];
+static int driven_count;
+static unsigned rows_run;
+
+void cf_rows_ran(unsigned table) { rows_run |= table; }
+unsigned cf_rows_run(void) { return rows_run; }
+
+bool cf_family_driven(const char *family)
+{
+    for (int i = 0; i < driven_count; i++)
+        if (!strcmp(driven[i], family))
+            return true;
+    return false;
+}
+
+/* Notes the family of every node the compiled graph launches. */
+static void note_driven(const ug_graph *g)
+{
+    for (int i = 0; i < g->node_count; i++) {
+        const graph_node *n = g->nodes[i];
+        if (n->dead || cf_family_driven(n->op.def->family))
+            continue;
+        REQUIRE(driven_count < CF_COUNT(driven));
+        driven[driven_count++] = n->op.def->family;
+    }
+}
 
 void cf_check_grad(ug_device *dev, const cf_grad_case *c)
 {
@@ -76,6 +104,7 @@ void cf_check_grad(ug_device *dev, const cf_grad_case *c)
     for (int i = 0; i < c->count; i++)
         REQUIRE_OK(ug_graph_grad(g, p[i], &grad[i]));
     REQUIRE_OK(ug_graph_compile(g));
+    note_driven(g);
     REQUIRE_OK(ug_graph_bind(g, wv, wt));
     if (cg.labels)
         REQUIRE_OK(ug_graph_bind(g, cg.labels, cg.labels_tensor));
@@ -477,4 +506,5 @@ void cf_graph_op_grad_cases(ug_device *dev)
         cf_check_grad(dev, &graph_op_cases[i]);
         ts_cleanup();
     }
+    cf_rows_ran(CF_ROWS_GRAPH_OPS);
 }

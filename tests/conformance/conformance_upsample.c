@@ -116,5 +116,6 @@ void test_upsample_ops(ug_device *dev)
         cf_check_grad(dev, &upsample_cases[i]);
         ts_cleanup();
     }
+    cf_rows_ran(CF_ROWS_UPSAMPLE);
     check_upsample_eager(dev);
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "op_definitions.h" /* generated: the library's op definitions */
 #include "op_table.h"
 #include "train_support.h"
 
@@ -297,6 +298,40 @@ void cf_elementwise_grad_cases(ug_device *dev)
             ts_cleanup();
         }
     }
+    cf_rows_ran(CF_ROWS_ELEMENTWISE);
+}
+
+/* Every op definition of the library (op_definitions.h, generated from
+ * core/) is launched by the graph of some row above, or is a building block
+ * that op_table.c names with the test covering it. Runs after the rows, in
+ * a run of the whole file. */
+static void test_op_definitions_driven(ug_device *dev)
+{
+    (void)dev;
+    if (cf_rows_run() != CF_ROWS_ALL) {
+        th_skip("the row tables did not all run (a filtered run)");
+        return;
+    }
+    int definitions = 0, launched = 0;
+#define CHECK_DRIVEN(family, file)                                                               \
+    definitions++;                                                                               \
+    launched += cf_family_driven(family);                                                        \
+    CHECK_MSG(cf_family_driven(family) || op_definition_block(family),                           \
+              "op definition '%s' (%s) is launched by no row of the op table: give it a row "     \
+              "(a gradient case whose graph runs it) or a building-block entry in "               \
+              "tests/support/op_table.c", family, file);
+    UG_OP_DEFINITIONS(CHECK_DRIVEN)
+#undef CHECK_DRIVEN
+    /* A building block names a definition that exists. */
+    for (int i = 0; i < op_definition_block_count; i++) {
+        bool exists = false;
+#define MATCHES(family, file) exists |= !strcmp(family, op_definition_blocks[i].kind);
+        UG_OP_DEFINITIONS(MATCHES)
+#undef MATCHES
+        CHECK_MSG(exists, "op_table.c names '%s' among the building blocks, which is no op definition",
+                  op_definition_blocks[i].kind);
+    }
+    printf("    %d op definitions, %d of them launched by the rows' graphs\n", definitions, launched);
 }
 
 TS_TEST(elementwise_grads) { cf_elementwise_grad_cases(dev); }
@@ -328,6 +363,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(batch_norm_running_stats),
         TH_DEVICE_TEST(batch_norm_1d_momentum_rows),
         TH_DEVICE_TEST(nn_conv2d_layer),
+        TH_HOST_TEST(op_definitions_driven),
     };
     return th_main(argc, argv, tests, CF_COUNT(tests));
 }

@@ -104,6 +104,23 @@ const op_building_block op_binary_blocks[] = {
 };
 const int op_binary_block_count = (int)(sizeof op_binary_blocks / sizeof op_binary_blocks[0]);
 
+const op_building_block op_definition_blocks[] = {
+    {"cast", "cast_ops (test_conformance), autocast (test_mixed_precision)"},
+    {"fill", "fill_ops (test_conformance)"},
+    {"random", "random_ops (test_conformance)"},
+    {"optimizer update", "test_optim"},
+    {"loss scaler", "test_loss_scaling"},
+};
+const int op_definition_block_count = (int)(sizeof op_definition_blocks / sizeof op_definition_blocks[0]);
+
+bool op_definition_block(const char *family)
+{
+    for (int i = 0; i < op_definition_block_count; i++)
+        if (!strcmp(op_definition_blocks[i].kind, family))
+            return true;
+    return false;
+}
+
 const op_unary *op_unary_named(const char *name)
 {
     for (int i = 0; i < op_unary_count; i++)

@@ -10,7 +10,10 @@
  * tests (test_errors) all walk these rows, and test_reference fails when a
  * kind of the library has neither a row nor a place among the building
  * blocks below. Adding an elementwise op to the tests is one row in
- * op_table.c. */
+ * op_table.c. The other ops' rows are the gradient cases of the
+ * conformance suite (conformance.h); test_conformance fails when an op
+ * definition of the library is launched by none of them and is not among
+ * op_definition_blocks below. */
 #ifndef UG_TESTS_OP_TABLE_H
 #define UG_TESTS_OP_TABLE_H
 
@@ -67,5 +70,13 @@ typedef struct op_building_block {
 } op_building_block;
 extern const op_building_block op_unary_blocks[], op_binary_blocks[];
 extern const int op_unary_block_count, op_binary_block_count;
+
+/* The op definitions (ug_op_def, by family) that no row's graph launches,
+ * each with the test that covers it: the optimizer's update, the loss
+ * scaler, casts and fills. test_conformance fails when a definition of the
+ * library is neither launched by a row nor listed here. */
+extern const op_building_block op_definition_blocks[];
+extern const int op_definition_block_count;
+bool op_definition_block(const char *family);
 
 #endif
