@@ -15,6 +15,7 @@
 #include "unigrad/optim.h"
 #include "unigrad/data.h"
 #include "unigrad/checkpoint.h"
+#include "unigrad/trainer.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

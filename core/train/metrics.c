@@ -1,0 +1,150 @@
+/* The metrics of a trainer's graph as sums kept on the device across runs
+ * (ug_graph_accumulate), read once per epoch: the samples' losses, the
+ * samples classified right, those whose label is among the k largest
+ * logits, and the confusion matrix. Counts are f32 sums of whole numbers:
+ * exact up to 2^24 per entry. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/fault.h"
+#include "core/train/trainer_internal.h"
+
+/* value [rows] as a column [rows, 1]. */
+static ug_status column(ug_graph *g, ug_value *v, ug_value **out)
+{
+    const int64_t shape[2] = {ug_value_dim(v, 0), 1};
+    return ug_g_reshape(g, v, 2, shape, out);
+}
+
+/* One-hot rows [rows, classes] of whole numbers ids [rows] (f32). */
+static ug_status one_hot(trainer_graph *tg, ug_value *ids, ug_value **out)
+{
+    ug_value *col = NULL;
+    UG_TRY(column(tg->graph, ids, &col));
+    return ug_g_equal(tg->graph, col, tg->class_ids, out);
+}
+
+/* The input holding 0 .. classes-1, bound once. */
+static ug_status add_class_ids(ug_trainer *t, trainer_graph *tg)
+{
+    const int64_t shape[2] = {1, tg->classes};
+    UG_TRY(ug_graph_input(tg->graph, "class_ids", UG_F32, 2, shape, &tg->class_ids));
+    float *ids = ug_malloc((size_t)tg->classes * sizeof *ids);
+    if (!ids)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "trainer: the class numbers (%d)", (int)tg->classes);
+    for (int32_t i = 0; i < tg->classes; i++)
+        ids[i] = (float)i;
+    ug_status st = ug_tensor_create(t->device, UG_F32, 2, shape, &tg->class_ids_tensor);
+    if (st == UG_OK)
+        st = ug_tensor_upload(tg->class_ids_tensor, ids, (size_t)tg->classes * sizeof *ids);
+    free(ids);
+    return st;
+}
+
+/* Samples whose label's logit has fewer than k logits above it (ties count
+ * for the label). */
+static ug_status add_top_k(ug_trainer *t, trainer_graph *tg, ug_value *logits, ug_value *labels_oh)
+{
+    ug_graph *g = tg->graph;
+    ug_value *picked = NULL, *label_logit = NULL, *col = NULL, *higher = NULL, *same = NULL, *above = NULL,
+             *count = NULL, *limit = NULL, *low = NULL, *hit = NULL, *hits = NULL;
+    UG_TRY(ug_g_mul(g, logits, labels_oh, &picked));
+    UG_TRY(ug_g_sum(g, picked, 1, false, &label_logit));
+    UG_TRY(column(g, label_logit, &col));
+    UG_TRY(ug_g_maximum(g, logits, col, &higher));
+    UG_TRY(ug_g_equal(g, higher, col, &same)); /* 1 where the logit is not above the label's */
+    UG_TRY(ug_g_scale_shift(g, same, -1.0f, 1.0f, &above));
+    UG_TRY(ug_g_sum(g, above, 1, false, &count));
+    UG_TRY(ug_g_scale_shift(g, count, 0.0f, (float)t->config.top_k - 0.5f, &limit));
+    UG_TRY(ug_g_minimum(g, count, limit, &low));
+    UG_TRY(ug_g_equal(g, low, count, &hit)); /* count < k */
+    UG_TRY(ug_g_sum(g, hit, 0, true, &hits));
+    return ug_graph_accumulate(g, hits, 1.0f, &tg->top_k_sum);
+}
+
+ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, bool evaluation)
+{
+    ug_graph *g = tg->graph;
+    UG_TRY(ug_graph_accumulate_rows(g, tg->loss, &tg->loss_sum));
+    if (!tg->logits || t->target_width)
+        return UG_OK;
+    if (ug_value_ndim(tg->logits) != 2 || ug_value_dim(tg->logits, 0) != ug_value_dim(tg->x, 0))
+        return ug_set_error(UG_ERR_SHAPE, "trainer: the build function's logits must be [rows, classes], "
+                                          "one row per sample of x");
+    tg->classes = (int32_t)ug_value_dim(tg->logits, 1);
+    ug_value *logits = tg->logits, *pred = NULL, *pred_f = NULL, *labels_f = NULL, *hits = NULL,
+             *correct = NULL;
+    if (ug_value_dtype(logits) != UG_F32) /* whole class numbers and ranks stay exact in f32 */
+        UG_TRY(ug_g_cast(g, logits, UG_F32, &logits));
+    UG_TRY(ug_g_argmax(g, logits, 1, &pred));
+    UG_TRY(ug_g_cast(g, pred, UG_F32, &pred_f));
+    UG_TRY(ug_g_cast(g, tg->y, UG_F32, &labels_f));
+    UG_TRY(ug_g_equal(g, pred_f, labels_f, &hits));
+    UG_TRY(ug_g_sum(g, hits, 0, true, &correct));
+    UG_TRY(ug_graph_accumulate(g, correct, 1.0f, &tg->correct_sum));
+    if (!evaluation || (t->config.top_k <= 0 && !t->config.confusion))
+        return UG_OK;
+    UG_TRY(add_class_ids(t, tg));
+    ug_value *labels_oh = NULL;
+    UG_TRY(one_hot(tg, labels_f, &labels_oh));
+    if (t->config.top_k > 0)
+        UG_TRY(add_top_k(t, tg, logits, labels_oh));
+    if (t->config.confusion) {
+        ug_value *pred_oh = NULL, *matrix = NULL;
+        UG_TRY(one_hot(tg, pred_f, &pred_oh));
+        UG_TRY(ug_g_matmul(g, labels_oh, pred_oh, true, false, &matrix));
+        UG_TRY(ug_graph_accumulate(g, matrix, 1.0f, &tg->confusion_sum));
+    }
+    return UG_OK;
+}
+
+static ug_status read_count(trainer_graph *tg, ug_value *sum, double *out)
+{
+    float v = 0.0f;
+    UG_TRY(ug_graph_read(tg->graph, sum, &v, sizeof v));
+    *out = v;
+    return UG_OK;
+}
+
+ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,
+                               ug_trainer_metrics *out)
+{
+    memset(out, 0, sizeof *out);
+    out->samples = samples;
+    out->accuracy = out->top_k_accuracy = NAN;
+    const double n = samples ? (double)samples : NAN;
+    double loss = 0.0, count = 0.0;
+    UG_TRY(read_count(tg, tg->loss_sum, &loss));
+    out->loss = loss / n;
+    if (tg->correct_sum) {
+        UG_TRY(read_count(tg, tg->correct_sum, &count));
+        out->accuracy = count / n;
+    }
+    if (evaluation && tg->top_k_sum) {
+        UG_TRY(read_count(tg, tg->top_k_sum, &count));
+        out->top_k_accuracy = count / n;
+    }
+    if (evaluation && tg->confusion_sum) {
+        const size_t cells = (size_t)tg->classes * (size_t)tg->classes;
+        float *counts = ug_malloc(cells * sizeof *counts);
+        int64_t *matrix = t->confusion ? t->confusion : ug_malloc(cells * sizeof *matrix);
+        if (!counts || !matrix) {
+            free(counts);
+            if (matrix != t->confusion)
+                free(matrix);
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "trainer: the confusion matrix (%d classes)",
+                                (int)tg->classes);
+        }
+        ug_status st = ug_graph_read(tg->graph, tg->confusion_sum, counts, cells * sizeof *counts);
+        for (size_t i = 0; st == UG_OK && i < cells; i++)
+            matrix[i] = (int64_t)counts[i];
+        free(counts);
+        t->confusion = matrix;
+        UG_TRY(st);
+        out->classes = tg->classes;
+        out->confusion = matrix;
+    }
+    return ug_graph_clear_sums(tg->graph);
+}

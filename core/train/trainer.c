@@ -1,0 +1,351 @@
+/* Opening a training run (include/unigrad/trainer.h): checking the
+ * configuration, the model and optimizer, the training and evaluation
+ * graphs, the batch-size search, the loaders; and evaluating a data set. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/fault.h"
+#include "core/train/trainer_internal.h"
+#include "unigrad/memory.h"
+
+ug_trainer_config ug_trainer_defaults(void)
+{
+    ug_trainer_config c;
+    memset(&c, 0, sizeof c);
+    c.epochs = 10;
+    c.batch_size = 64;
+    c.accumulate = 1;
+    c.precision = UG_F32;
+    c.optimizer = ug_optimizer_defaults(UG_ADAM);
+    c.workers = 1;
+    c.checkpoint_every_epochs = 1;
+    c.keep = 1;
+    c.log_every = 50;
+    return c;
+}
+
+static char *copy_string(const char *s)
+{
+    if (!s)
+        return NULL;
+    char *c = ug_malloc(strlen(s) + 1);
+    return c ? strcpy(c, s) : NULL;
+}
+
+static ug_status check_config(const ug_trainer_config *c)
+{
+    const char *bad = NULL;
+    if (c->epochs < 0) bad = "epochs is negative";
+    else if (c->batch_size < 0) bad = "batch_size is negative (0 picks the largest that fits)";
+    else if (c->accumulate < 1) bad = "accumulate is below 1";
+    else if (c->precision != UG_F32 && c->precision != UG_F16 && c->precision != UG_BF16)
+        bad = "precision is not f32, f16 or bf16";
+    else if (!(c->val_split >= 0.0 && c->val_split < 1.0)) bad = "val_split is not in [0, 1)";
+    else if (c->patience < 0) bad = "patience is negative";
+    else if (c->top_k < 0) bad = "top_k is negative";
+    else if (c->checkpoint_every_epochs < 0 || c->checkpoint_every_updates < 0)
+        bad = "a checkpoint interval is negative";
+    else if (c->keep < 1) bad = "keep is below 1";
+    else if (c->log_every < 0) bad = "log_every is negative";
+    else if (c->workers < 0) bad = "workers is negative";
+    return bad ? ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: %s", bad) : UG_OK;
+}
+
+void trainer_graph_free(trainer_graph *tg)
+{
+    ug_graph_free(tg->graph);
+    ug_tensor_free(tg->class_ids_tensor);
+    memset(tg, 0, sizeof *tg);
+}
+
+ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, trainer_graph *out)
+{
+    memset(out, 0, sizeof *out);
+    UG_TRY(ug_graph_create(t->model, &out->graph));
+    ug_graph *g = out->graph;
+    const int64_t x_shape[2] = {rows, t->features}, y_shape[2] = {rows, t->target_width};
+    ug_trainer_outputs outputs = {0};
+    ug_status st = ug_graph_set_precision(g, t->config.precision);
+    if (st == UG_OK) st = ug_graph_set_seed(g, t->config.seed);
+    /* The features come in the compute dtype (the loader rounds them). */
+    if (st == UG_OK) st = ug_graph_input(g, "x", t->config.precision, 2, x_shape, &out->x);
+    if (st == UG_OK)
+        st = t->target_width ? ug_graph_input(g, "y", UG_F32, 2, y_shape, &out->y)
+                             : ug_graph_input(g, "y", UG_I32, 1, y_shape, &out->y);
+    if (st == UG_OK) {
+        st = t->build(g, out->x, out->y, t->user, &outputs);
+        if (st == UG_OK && !outputs.loss)
+            st = ug_set_error(UG_ERR_INVALID_ARGUMENT, "trainer: the build function returned no loss");
+    }
+    out->loss = outputs.loss;
+    out->logits = outputs.logits;
+    if (st == UG_OK) st = trainer_add_metrics(t, out, !training);
+    if (st == UG_OK && training) st = ug_graph_backward(g, out->loss);
+    if (st == UG_OK && !training) st = ug_graph_set_training(g, false);
+    if (st != UG_OK)
+        trainer_graph_free(out);
+    return st;
+}
+
+/* Compiles a built graph (with the optimizer for training) and binds its
+ * class numbers. */
+static ug_status finish_graph(ug_trainer *t, trainer_graph *tg, bool training)
+{
+    if (training)
+        UG_TRY(ug_graph_set_optimizer(tg->graph, t->optimizer));
+    UG_TRY(ug_graph_compile(tg->graph));
+    return tg->class_ids ? ug_graph_bind(tg->graph, tg->class_ids, tg->class_ids_tensor) : UG_OK;
+}
+
+/* Optimizer updates in an epoch: ceil(batches / accumulate). */
+static int64_t updates_per_epoch(const ug_trainer *t, int64_t count, int64_t batch)
+{
+    int64_t batches = t->config.drop_last ? count / batch : (count + batch - 1) / batch;
+    return (batches + t->config.accumulate - 1) / t->config.accumulate;
+}
+
+/* The optimizer of the configuration for the batch size chosen: cosine
+ * over the run's updates, a step schedule in epochs, loss scaling for f16.
+ * epoch_updates 0: the batch size is still to be chosen, and this one only
+ * counts in its plans (where the schedule makes no difference). */
+static ug_status make_optimizer(ug_trainer *t, int64_t epoch_updates)
+{
+    ug_optimizer_config oc = t->config.optimizer;
+    if (!epoch_updates)
+        oc.schedule = UG_SCHEDULE_CONSTANT;
+    if (oc.schedule == UG_SCHEDULE_COSINE && oc.total_steps == 0)
+        oc.total_steps = t->config.epochs * epoch_updates;
+    if (oc.schedule == UG_SCHEDULE_STEP && oc.step_size == 0)
+        oc.step_size = epoch_updates;
+    if (t->config.precision == UG_F16 && !oc.loss_scaling.enabled) {
+        oc.loss_scaling = ug_optimizer_defaults(oc.type).loss_scaling;
+        oc.loss_scaling.enabled = true;
+    }
+    if (oc.schedule == UG_SCHEDULE_COSINE && oc.warmup_steps >= oc.total_steps && oc.total_steps > 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "trainer: the warm-up (%lld updates) does not end before the run's %lld updates",
+                            (long long)oc.warmup_steps, (long long)oc.total_steps);
+    ug_optimizer_free(t->optimizer);
+    t->optimizer = NULL;
+    t->total_updates = oc.total_steps;
+    return ug_optimizer_create(t->model, &oc, &t->optimizer);
+}
+
+typedef struct batch_search {
+    ug_trainer *t;
+    const ug_dataset *train, *val;
+} batch_search;
+
+/* What a batch of rows would add to the device: both graphs' plans
+ * beyond the model and optimizer already there, and the loaders' slots. */
+static ug_status plan_batch(void *context, int64_t rows, uint64_t *bytes)
+{
+    batch_search *s = context;
+    ug_trainer *t = s->t;
+    uint64_t total = 0;
+    for (int training = 1; training >= 0; training--) {
+        trainer_graph tg;
+        ug_graph_memory_info mem;
+        UG_TRY(trainer_build_graph(t, rows, training, &tg));
+        ug_status st = training ? ug_graph_set_optimizer(tg.graph, t->optimizer) : UG_OK;
+        if (st == UG_OK)
+            st = ug_graph_memory(tg.graph, &mem);
+        trainer_graph_free(&tg);
+        UG_TRY(st);
+        total += mem.total_bytes - mem.parameter_bytes - mem.optimizer_bytes +
+                 (training && t->config.accumulate > 1 ? mem.accumulator_bytes : 0);
+    }
+    ug_loader_config lc = t->loader_config;
+    lc.batch_size = rows;
+    uint64_t slots = 0;
+    UG_TRY(ug_loader_device_bytes(s->train, &lc, &slots));
+    total += slots;
+    if (s->val) {
+        UG_TRY(ug_loader_device_bytes(s->val, &lc, &slots));
+        total += slots;
+    }
+    *bytes = total;
+    return UG_OK;
+}
+
+/* The model's parameters (built once), the batch size, the optimizer, both
+ * graphs compiled. */
+static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_dataset *val)
+{
+    const int64_t count = ug_dataset_count(train);
+    trainer_graph first;
+    UG_TRY(trainer_build_graph(t, t->batch ? t->batch : 1, true, &first));
+    trainer_graph_free(&first);
+    UG_TRY(make_optimizer(t, t->batch ? updates_per_epoch(t, count, t->batch) : 0));
+    if (!t->batch) {
+        batch_search s = {t, train, val};
+        uint64_t need = 0, next = 0;
+        UG_TRY(ug_memory_fit_batch(t->device, plan_batch, &s, 0.05, count, &t->batch, &need, &next));
+    }
+    t->epoch_updates = updates_per_epoch(t, count, t->batch);
+    if (t->epoch_updates == 0)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: the training set's %lld samples make "
+                                                     "no whole batch of %lld (drop_last)",
+                            (long long)count, (long long)t->batch);
+    UG_TRY(make_optimizer(t, t->epoch_updates));
+    UG_TRY(trainer_build_graph(t, t->batch, true, &t->train));
+    UG_TRY(finish_graph(t, &t->train, true));
+    UG_TRY(trainer_build_graph(t, t->batch, false, &t->eval));
+    return finish_graph(t, &t->eval, false);
+}
+
+static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_dataset *validation)
+{
+    const ug_trainer_config *c = &t->config;
+    ug_dataset *fit = NULL, *held = NULL;
+    if (!validation && c->val_split > 0.0) {
+        UG_TRY(ug_dataset_split(train, c->val_split, c->seed, &fit, &held));
+        train = fit;
+        validation = held;
+    }
+    t->features = ug_dataset_features(train);
+    t->target_width = ug_dataset_target_width(train);
+    ug_status st = UG_OK;
+    if (validation && (ug_dataset_features(validation) != t->features ||
+                       ug_dataset_target_width(validation) != t->target_width))
+        st = ug_set_error(UG_ERR_SHAPE, "ug_trainer_create: the validation set's samples (%lld features, "
+                                        "target width %lld) differ from the training set's (%lld, %lld)",
+                          (long long)ug_dataset_features(validation),
+                          (long long)ug_dataset_target_width(validation), (long long)t->features,
+                          (long long)t->target_width);
+    t->loader_config = ug_loader_default_config();
+    t->loader_config.seed = c->seed;
+    t->loader_config.x_dtype = c->precision;
+    t->loader_config.threads = c->workers;
+    t->loader_config.drop_last = c->drop_last;
+    t->batch = c->batch_size;
+    if (st == UG_OK) st = ug_model_create(t->device, c->seed, &t->model);
+    if (st == UG_OK) st = build_run(t, train, validation);
+    ug_loader_config lc = t->loader_config;
+    lc.batch_size = t->batch;
+    if (st == UG_OK) st = ug_loader_create(train, t->device, &lc, &t->train_loader);
+    lc.shuffle = false;
+    lc.drop_last = false;
+    if (st == UG_OK && validation) st = ug_loader_create(validation, t->device, &lc, &t->val_loader);
+    ug_dataset_free(fit); /* the loaders keep what they read */
+    ug_dataset_free(held);
+    UG_TRY(st);
+    UG_TRY(ug_checkpoint_create(&t->checkpoint));
+    UG_TRY(ug_checkpoint_add_model(t->checkpoint, t->model));
+    UG_TRY(ug_checkpoint_add_optimizer(t->checkpoint, t->optimizer));
+    UG_TRY(ug_checkpoint_add_graph(t->checkpoint, "train", t->train.graph));
+    UG_TRY(ug_checkpoint_add_loader(t->checkpoint, "train", t->train_loader));
+    return c->keep > 1 ? ug_checkpoint_set_keep(t->checkpoint, c->keep) : UG_OK;
+}
+
+ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug_dataset *validation,
+                            ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                            ug_trainer **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: out is NULL");
+    *out = NULL;
+    if (!device || !train || !build || !config)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: %s is NULL",
+                            !device ? "device" : !train ? "the training set" : !build ? "build" : "config");
+    UG_TRY(check_config(config));
+    ug_trainer *t = ug_calloc(1, sizeof *t);
+    if (!t)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the trainer");
+    t->config = *config;
+    t->checkpoint_path = copy_string(config->checkpoint);
+    t->resume_path = copy_string(config->resume);
+    t->config.checkpoint = t->checkpoint_path;
+    t->config.resume = t->resume_path;
+    t->build = build;
+    t->user = user;
+    t->device = device;
+    t->best_val_loss = INFINITY;
+    t->best_epoch = -1;
+    ug_status st = (config->checkpoint && !t->checkpoint_path) || (config->resume && !t->resume_path)
+                       ? ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the paths")
+                       : open_run(t, train, validation);
+    if (st == UG_OK && t->resume_path)
+        st = trainer_resume(t);
+    if (st != UG_OK) {
+        ug_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return UG_OK;
+}
+
+ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out)
+{
+    int64_t samples = 0;
+    UG_TRY(ug_graph_clear_sums(t->eval.graph));
+    UG_TRY(ug_loader_start_epoch(loader, 0));
+    for (bool done = false;;) {
+        ug_batch b;
+        UG_TRY(ug_loader_next(loader, &b, &done));
+        if (done)
+            break;
+        UG_TRY(ug_graph_bind(t->eval.graph, t->eval.x, b.x));
+        UG_TRY(ug_graph_bind(t->eval.graph, t->eval.y, b.y));
+        UG_TRY(ug_graph_run_forward(t->eval.graph));
+        samples += b.count;
+    }
+    return trainer_read_metrics(t, &t->eval, samples, true, out);
+}
+
+ug_status ug_trainer_evaluate(ug_trainer *t, const ug_dataset *data, ug_trainer_metrics *out)
+{
+    if (!t || !data || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_evaluate: %s is NULL",
+                            !t ? "trainer" : !data ? "data" : "out");
+    if (ug_dataset_features(data) != t->features || ug_dataset_target_width(data) != t->target_width)
+        return ug_set_error(UG_ERR_SHAPE, "ug_trainer_evaluate: the data set's samples (%lld features, target "
+                                          "width %lld) are not the model's (%lld, %lld)",
+                            (long long)ug_dataset_features(data), (long long)ug_dataset_target_width(data),
+                            (long long)t->features, (long long)t->target_width);
+    ug_loader_config lc = t->loader_config;
+    lc.batch_size = t->batch;
+    lc.shuffle = false;
+    lc.drop_last = false;
+    ug_loader *loader = NULL;
+    UG_TRY(ug_loader_create(data, t->device, &lc, &loader));
+    ug_status st = trainer_evaluate_loader(t, loader, out);
+    ug_loader_free(loader);
+    return st;
+}
+
+bool ug_trainer_stopped(const ug_trainer *t) { return t && t->stopped; }
+ug_model *ug_trainer_model(const ug_trainer *t) { return t ? t->model : NULL; }
+ug_optimizer *ug_trainer_optimizer(const ug_trainer *t) { return t ? t->optimizer : NULL; }
+ug_graph *ug_trainer_graph(const ug_trainer *t) { return t ? t->train.graph : NULL; }
+int64_t ug_trainer_batch_size(const ug_trainer *t) { return t ? t->batch : 0; }
+int64_t ug_trainer_epoch_updates(const ug_trainer *t) { return t ? t->epoch_updates : 0; }
+
+int64_t ug_trainer_epochs_done(const ug_trainer *t)
+{
+    if (!t || !t->train_loader)
+        return 0;
+    int64_t epoch = 0, next = 0;
+    ug_loader_position(t->train_loader, &epoch, &next);
+    return epoch < 0 ? 0 : epoch;
+}
+
+void ug_trainer_free(ug_trainer *t)
+{
+    if (!t)
+        return;
+    ug_checkpoint_free(t->checkpoint);
+    ug_loader_free(t->train_loader);
+    ug_loader_free(t->val_loader);
+    trainer_graph_free(&t->train);
+    trainer_graph_free(&t->eval);
+    ug_optimizer_free(t->optimizer);
+    ug_model_free(t->model);
+    trainer_free_best(t);
+    free(t->confusion);
+    free(t->checkpoint_path);
+    free(t->resume_path);
+    free(t);
+}

@@ -1,0 +1,164 @@
+/* The epochs of a training run (ug_trainer_fit): batches through the
+ * training graph with accumulation, the callbacks, validation, early
+ * stopping and checkpoints at positions a resume continues exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "core/train/trainer_internal.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool stop_asked(const ug_trainer *t) { return t->config.stop && *t->config.stop; }
+
+/* One batch: backward, and the update when accumulate batches are in. */
+static ug_status train_batch(ug_trainer *t, const ug_batch *b)
+{
+    ug_graph *g = t->train.graph;
+    UG_TRY(ug_graph_bind(g, t->train.x, b->x));
+    UG_TRY(ug_graph_bind(g, t->train.y, b->y));
+    if (t->config.accumulate <= 1)
+        return ug_graph_run(g);
+    UG_TRY(ug_graph_run_backward(g));
+    if (++t->pending < t->config.accumulate)
+        return UG_OK;
+    t->pending = 0;
+    return ug_graph_run_update(g);
+}
+
+/* A checkpoint of the run now (between updates). A failed save is
+ * reported by the next epoch's callback (saved false) and training goes
+ * on: the previous checkpoint is whole; fit fails at its end if the last
+ * save did. */
+static bool save(ug_trainer *t)
+{
+    t->last_save_failed = trainer_save_state(t) != UG_OK ||
+                          ug_checkpoint_save(t->checkpoint, t->config.checkpoint) != UG_OK;
+    return !t->last_save_failed;
+}
+
+static bool update_save_due(const ug_trainer *t)
+{
+    const int64_t every = t->config.checkpoint_every_updates;
+    return t->config.checkpoint && every > 0 && ug_optimizer_steps(t->optimizer) % every == 0;
+}
+
+/* The epoch's batches from where the loader stands. */
+static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *report)
+{
+    const ug_trainer_config *c = &t->config;
+    int64_t first_batch = 0, position_epoch = 0;
+    ug_loader_position(t->train_loader, &position_epoch, &first_batch);
+    const int64_t batches = ug_loader_batches(t->train_loader);
+    /* Batches before a resume count in the epoch's sums (the checkpoint
+     * keeps them); their samples are whole batches. */
+    int64_t samples = first_batch * t->batch, index = first_batch;
+    const double start = now_seconds();
+    for (bool done = false;;) {
+        ug_batch b;
+        UG_TRY(ug_loader_next(t->train_loader, &b, &done));
+        if (done)
+            break;
+        const float lr = ug_optimizer_current_lr(t->optimizer);
+        UG_TRY(train_batch(t, &b));
+        samples += b.count;
+        t->global_batch++;
+        if (c->on_step) {
+            ug_trainer_step s = {.epoch = epoch, .batch = index, .batches = batches,
+                                 .global_batch = t->global_batch, .updates = ug_optimizer_steps(t->optimizer),
+                                 .samples = samples, .loss = NAN, .lr = lr};
+            if ((c->log_every && t->global_batch % c->log_every == 0) || index + 1 == batches)
+                UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
+            s.samples_per_second = (double)(samples - first_batch * t->batch) / (now_seconds() - start);
+            c->on_step(&s, c->user);
+        }
+        index++;
+        if (t->pending)
+            continue;
+        if (update_save_due(t))
+            save(t);
+        if (stop_asked(t) && index < batches) {
+            t->stopped = true;
+            if (c->checkpoint)
+                save(t);
+            return UG_OK;
+        }
+    }
+    /* An epoch's leftover micro-batches make its last update. */
+    if (t->pending) {
+        UG_TRY(ug_graph_run_update(t->train.graph));
+        t->pending = 0;
+    }
+    report->seconds = now_seconds() - start;
+    report->samples_per_second = (double)(samples - first_batch * t->batch) / report->seconds;
+    return trainer_read_metrics(t, &t->train, samples, false, &report->train);
+}
+
+/* After validation: whether to stop (patience), keeping the best weights. */
+static ug_status early_stopping(ug_trainer *t, ug_trainer_epoch *report, bool *stop)
+{
+    *stop = false;
+    if (!t->val_loader)
+        return UG_OK;
+    if (report->validation.loss < t->best_val_loss) {
+        t->best_val_loss = report->validation.loss;
+        t->best_epoch = report->epoch;
+        t->bad_epochs = 0;
+        report->best = true;
+        return t->config.patience ? trainer_keep_best(t) : UG_OK;
+    }
+    *stop = t->config.patience && ++t->bad_epochs >= t->config.patience;
+    return UG_OK;
+}
+
+ug_status ug_trainer_fit(ug_trainer *t)
+{
+    if (!t)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_fit: trainer is NULL");
+    const ug_trainer_config *c = &t->config;
+    t->stopped = false;
+    int64_t epoch = 0, next = 0;
+    ug_loader_position(t->train_loader, &epoch, &next);
+    if (epoch < 0) {
+        epoch = 0;
+        UG_TRY(ug_loader_start_epoch(t->train_loader, 0));
+    }
+    bool stop = t->config.patience && t->bad_epochs >= t->config.patience;
+    for (; epoch < c->epochs && !stop; epoch++) {
+        ug_trainer_epoch report = {.epoch = epoch};
+        UG_TRY(train_epoch(t, epoch, &report));
+        if (t->stopped)
+            break;
+        if (t->val_loader)
+            UG_TRY(trainer_evaluate_loader(t, t->val_loader, &report.validation));
+        UG_TRY(early_stopping(t, &report, &stop));
+        report.updates = ug_optimizer_steps(t->optimizer);
+        /* The next epoch starts before the checkpoint, so a resumed run
+         * goes on with it (after the last epoch too: a run resumed with
+         * more epochs). */
+        UG_TRY(ug_loader_start_epoch(t->train_loader, epoch + 1));
+        const bool last = epoch + 1 == c->epochs || stop;
+        const bool due = !c->checkpoint_every_updates && c->checkpoint_every_epochs &&
+                         (epoch + 1) % c->checkpoint_every_epochs == 0;
+        if (c->checkpoint && (last || due || stop_asked(t)))
+            report.saved = save(t);
+        if (c->on_epoch)
+            c->on_epoch(&report, c->user);
+        if (stop_asked(t) && !last) {
+            t->stopped = true;
+            break;
+        }
+    }
+    if (t->last_save_failed)
+        return ug_set_error(UG_ERR_IO, "ug_trainer_fit: the last checkpoint could not be saved to %s, so the "
+                                       "run's end is not saved", c->checkpoint);
+    /* Early stopping ends with the best epoch's weights. */
+    return c->patience && !t->stopped && t->best_count ? trainer_restore_best(t) : UG_OK;
+}

@@ -1,0 +1,71 @@
+/* The trainer's parts (include/unigrad/trainer.h), shared by its files:
+ * trainer.c (creating a run, evaluating), trainer_fit.c (the epochs),
+ * trainer_state.c (what a checkpoint keeps beyond the parts, and resuming)
+ * and metrics.c (the sums a graph keeps for its metrics). */
+#ifndef UG_CORE_TRAIN_TRAINER_INTERNAL_H
+#define UG_CORE_TRAIN_TRAINER_INTERNAL_H
+
+#include "unigrad/checkpoint.h"
+#include "unigrad/trainer.h"
+
+/* A graph built by the caller's function, with the trainer's sums. */
+typedef struct trainer_graph {
+    ug_graph *graph;
+    ug_value *x, *y, *loss, *logits;
+    ug_value *class_ids;          /* input [1, classes]: 0 .. classes-1 (top-k, confusion) */
+    ug_tensor *class_ids_tensor;
+    ug_value *loss_sum;           /* the samples' losses */
+    ug_value *correct_sum;        /* samples whose largest logit is at the label */
+    ug_value *top_k_sum;          /* samples whose label is among the k largest logits */
+    ug_value *confusion_sum;      /* [classes, classes] counts, true label by prediction */
+    int32_t classes;
+} trainer_graph;
+
+struct ug_trainer {
+    ug_trainer_config config;     /* checkpoint and resume point into paths below */
+    char *checkpoint_path, *resume_path;
+    ug_trainer_build_fn build;
+    void *user;
+    ug_device *device;
+    ug_model *model;
+    ug_optimizer *optimizer;
+    trainer_graph train, eval;
+    ug_loader *train_loader, *val_loader;
+    ug_loader_config loader_config;
+    int64_t features, target_width, batch, epoch_updates, total_updates;
+    ug_checkpoint *checkpoint;
+    /* Early stopping, and the best weights on the host. */
+    double best_val_loss;
+    int64_t best_epoch, bad_epochs;
+    int best_count;
+    float **best_values;
+    size_t *best_bytes;
+    int pending;                  /* micro-batches accumulated, not yet applied */
+    int64_t global_batch;
+    bool stopped;
+    bool last_save_failed;
+    int64_t *confusion;           /* the last evaluation's matrix */
+};
+
+/* Builds graph g of the run for batches of rows: inputs, the caller's
+ * model, and the metrics' sums (training: loss and accuracy; evaluation:
+ * also top-k and the confusion matrix, as configured). */
+ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, trainer_graph *out);
+void trainer_graph_free(trainer_graph *tg);
+/* The metric sums of tg's runs since the last clear, over samples, into
+ * out (confusion into t->confusion); then clears them. */
+ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,
+                               ug_trainer_metrics *out);
+ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, bool evaluation);
+/* Runs loader's next epoch through the evaluation graph. */
+ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out);
+
+/* The configuration a checkpoint keeps, and the check on resuming. */
+ug_status trainer_save_state(ug_trainer *t);
+ug_status trainer_resume(ug_trainer *t);
+/* The best weights: kept on the host, restored, saved beside the checkpoint. */
+ug_status trainer_keep_best(ug_trainer *t);
+ug_status trainer_restore_best(ug_trainer *t);
+void trainer_free_best(ug_trainer *t);
+
+#endif

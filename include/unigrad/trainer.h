@@ -1,0 +1,181 @@
+/* A training loop: the caller builds the model's graph, the trainer runs
+ * the epochs.
+ *
+ *   static ug_status build(ug_graph *g, ug_value *x, ug_value *y, void *user,
+ *                          ug_trainer_outputs *out)
+ *   {
+ *       ug_value *h;
+ *       ug_nn_linear(g, "fc1", x, 500, &h);  ug_g_relu(g, h, &h);
+ *       ug_nn_linear(g, "fc2", h, 10, &out->logits);
+ *       return ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss);
+ *   }
+ *   ug_trainer_config c = ug_trainer_defaults();
+ *   c.epochs = 10;  c.val_split = 0.1;  c.checkpoint = "run.safetensors";
+ *   ug_trainer_create(device, train_set, NULL, build, NULL, &c, &t);
+ *   ug_trainer_fit(t);
+ *   ug_trainer_evaluate(t, test_set, &metrics);
+ *
+ * Who owns what. The trainer owns the model (created on the device with
+ * the config's seed), the optimizer, two graphs built by the caller's
+ * function (training, with backward and the update; evaluation, forward
+ * only, sharing the parameters), the loaders and the checkpoint. It keeps
+ * the data sets it was given (they may be freed after create). The caller
+ * owns the device, the build function's user data and the stop flag.
+ *
+ * What it does for the caller:
+ *   - the schedule counts optimizer updates, ceil(batches / accumulate) per
+ *     epoch; a cosine schedule with total_steps 0 decays over the whole
+ *     run, and an epoch's leftover micro-batches are applied at its end;
+ *   - training and evaluation sums live in different graphs, so neither
+ *     disturbs the other;
+ *   - checkpoints are saved between updates and, at an epoch's end, after
+ *     the next epoch has started, so a resumed run continues exactly (the
+ *     same parameters, bit for bit, as an uninterrupted run);
+ *   - a checkpoint keeps the whole configuration, and resuming with one
+ *     that would change the schedule or the numerics is refused, naming the
+ *     field, unless resume_override is set;
+ *   - early stopping on the validation loss restores the best weights at
+ *     the end (and keeps them in CHECKPOINT.best);
+ *   - batch_size 0 picks the largest power of two whose memory plan fits.
+ *
+ * Threads. Everything, the callbacks included, runs on the thread that
+ * calls ug_trainer_fit; the loaders' workers only assemble batches. The
+ * stop flag may be set from a signal handler or another thread: fit stops
+ * at the next update, saves a checkpoint (when a path is set) and returns
+ * UG_OK with ug_trainer_stopped true. */
+#ifndef UNIGRAD_TRAINER_H
+#define UNIGRAD_TRAINER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "unigrad/data.h"
+#include "unigrad/graph.h"
+#include "unigrad/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ug_trainer ug_trainer;
+
+/* What the build function makes. loss is the batch's mean loss (a
+ * scalar). logits [rows, classes], optional: with it the trainer reports
+ * accuracy, top-k accuracy and a confusion matrix. */
+typedef struct ug_trainer_outputs {
+    ug_value *loss;
+    ug_value *logits;
+} ug_trainer_outputs;
+
+/* Builds the forward pass and the loss from x ([rows, features] in the
+ * config's precision) and y (i32 labels [rows], or f32 targets [rows,
+ * width]). The first call creates the parameters (ug_nn_*); later calls
+ * (the evaluation graph, the batch-size search) find them by name. */
+typedef ug_status (*ug_trainer_build_fn)(ug_graph *graph, ug_value *x, ug_value *y, void *user,
+                                         ug_trainer_outputs *out);
+
+/* After each training batch. loss is read from the device (a wait) only
+ * every log_every batches and at an epoch's last batch; NaN otherwise. */
+typedef struct ug_trainer_step {
+    int64_t epoch;            /* from 0 */
+    int64_t batch, batches;   /* this epoch's batch (from 0) and its count */
+    int64_t global_batch;     /* batches trained since the run's start, from 1 */
+    int64_t updates;          /* optimizer updates done */
+    int64_t samples;          /* samples of this epoch so far */
+    float loss;
+    float lr;                 /* the learning rate this batch's update uses */
+    double samples_per_second;
+} ug_trainer_step;
+
+/* Evaluation of a data set, or the training figures of an epoch. */
+typedef struct ug_trainer_metrics {
+    int64_t samples;
+    double loss;              /* mean over the samples */
+    double accuracy;          /* top-1, in [0, 1]; NaN without logits */
+    double top_k_accuracy;    /* with top_k > 0 and logits; else NaN */
+    int32_t classes;          /* of the confusion matrix, 0 without one */
+    /* confusion[true * classes + predicted]: counts; valid until the next
+     * evaluation or ug_trainer_free. NULL unless config.confusion. */
+    const int64_t *confusion;
+} ug_trainer_metrics;
+
+typedef struct ug_trainer_epoch {
+    int64_t epoch;            /* from 0 */
+    int64_t updates;          /* optimizer updates done */
+    ug_trainer_metrics train; /* loss and accuracy of the epoch's batches (no top-k, no matrix) */
+    ug_trainer_metrics validation; /* samples 0 without a validation set */
+    double seconds;           /* training time of the epoch (not evaluation) */
+    double samples_per_second;
+    bool best;                /* the lowest validation loss so far */
+    bool saved;               /* a checkpoint was saved after it */
+} ug_trainer_epoch;
+
+typedef struct ug_trainer_config {
+    int64_t epochs;           /* default 10 */
+    int64_t batch_size;       /* default 64; 0: the largest power of two that fits */
+    int accumulate;           /* micro-batches per update; default 1 */
+    ug_dtype precision;       /* f32 (default), f16 (with loss scaling) or bf16 */
+    /* Type, learning rate, schedule, clipping. total_steps 0 with the cosine
+     * schedule: the run's updates; step_size 0 with the step schedule: an
+     * epoch's. loss_scaling is set from the precision. */
+    ug_optimizer_config optimizer;
+    uint64_t seed;            /* initialisation, shuffling, dropout, the split */
+    int workers;              /* loader threads; default 1 */
+    bool drop_last;           /* drop each epoch's partial batch; default false */
+    /* Validation: the data set given to ug_trainer_create, or this
+     * fraction of the training set held out (a seeded split). */
+    double val_split;
+    int patience;             /* stop after this many epochs without a lower validation loss; 0: never */
+    int top_k;                /* also top-k accuracy in evaluations; 0: not */
+    bool confusion;           /* a confusion matrix in evaluations */
+    /* Checkpoints: after every checkpoint_every_epochs epochs (default 1),
+     * or every checkpoint_every_updates updates when that is set; the last
+     * keep files (PATH, PATH.1, ...). NULL: none. */
+    const char *checkpoint;
+    int64_t checkpoint_every_epochs, checkpoint_every_updates;
+    int keep;
+    /* Continue the run saved at resume; its configuration must match this
+     * one in every field that changes the schedule or the numbers, unless
+     * resume_override (the new values then apply). epochs may grow. */
+    const char *resume;
+    bool resume_override;
+    int64_t log_every;        /* batches between loss reads for on_step; default 50 */
+    void (*on_step)(const ug_trainer_step *step, void *user);
+    void (*on_epoch)(const ug_trainer_epoch *epoch, void *user);
+    void *user;
+    volatile sig_atomic_t *stop;
+} ug_trainer_config;
+
+UG_API ug_trainer_config ug_trainer_defaults(void);
+
+/* Opens the run: the model and optimizer, both graphs, the loaders and,
+ * with config->resume, everything the checkpoint holds. train's targets
+ * decide y (labels or float targets); validation may be NULL. Refused
+ * configurations and checkpoints create nothing and say which field is
+ * wrong. */
+UG_API ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug_dataset *validation,
+                                   ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                                   ug_trainer **out);
+/* Trains from where the run stands to config.epochs (or the stop flag,
+ * or early stopping). */
+UG_API ug_status ug_trainer_fit(ug_trainer *trainer);
+/* Evaluates data (in batches of the training size, eval mode). */
+UG_API ug_status ug_trainer_evaluate(ug_trainer *trainer, const ug_dataset *data, ug_trainer_metrics *out);
+/* Whether the last fit ended on the stop flag. */
+UG_API bool ug_trainer_stopped(const ug_trainer *trainer);
+/* The run's parts, owned by the trainer. */
+UG_API ug_model *ug_trainer_model(const ug_trainer *trainer);
+UG_API ug_optimizer *ug_trainer_optimizer(const ug_trainer *trainer);
+UG_API ug_graph *ug_trainer_graph(const ug_trainer *trainer);
+/* The batch size in use (chosen when config.batch_size was 0), the
+ * epochs done and the updates of one epoch. */
+UG_API int64_t ug_trainer_batch_size(const ug_trainer *trainer);
+UG_API int64_t ug_trainer_epochs_done(const ug_trainer *trainer);
+UG_API int64_t ug_trainer_epoch_updates(const ug_trainer *trainer);
+UG_API void ug_trainer_free(ug_trainer *trainer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

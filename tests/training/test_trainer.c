@@ -1,0 +1,400 @@
+/* The trainer (trainer.h): metrics against a hand computation, training
+ * and evaluation sums kept apart, resuming bit for bit after a save at an
+ * epoch's end and between updates, a resume whose schedule differs
+ * (refused, then accepted with the override), early stopping, the batch
+ * size search, and refused configurations. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train_support.h"
+
+/* Checks that expr returned UG_OK; true when it did. */
+#define OK(expr) CHECK_STATUS(expr, UG_OK)
+#define CHECK_NEAR(got, want, tol)                                                                   \
+    CHECK_MSG(fabs((double)(got) - (double)(want)) <= (tol) * (1.0 + fabs((double)(want))),          \
+              "%s is %.9g, expected %.9g", #got, (double)(got), (double)(want))
+
+/* ---- a model whose logits are its inputs (plus a zero bias) ---- */
+
+static ug_status build_identity(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
+{
+    (void)user;
+    ug_tensor *bias = NULL;
+    ug_value *b = NULL;
+    const int64_t classes = ug_value_dim(x, 1);
+    ug_status st = ug_model_param(ug_graph_model(g), "bias", 1, &classes, UG_INIT_CONSTANT, 0.0f, &bias);
+    if (st == UG_OK) st = ug_graph_param(g, bias, &b);
+    if (st == UG_OK) st = ug_g_add(g, x, b, &out->logits);
+    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
+}
+
+/* Six samples of three classes (logits = x), hand-scored: predictions 0, 1,
+ * 2, 2, 1, 1 against labels 0, 2, 1, 2, 0, 1, so 3 right; the label is
+ * among the two largest logits for all but the third. */
+static const float hand_x[6][3] = {{3, 1, 2}, {1, 3, 2}, {2, 1, 3}, {0, 0, 5}, {4, 5, 1}, {1, 2, 0}};
+static const int32_t hand_labels[6] = {0, 2, 1, 2, 0, 1};
+
+TS_TEST(metrics_by_hand)
+{
+    ug_dataset *data = NULL;
+    REQUIRE_OK(ug_dataset_from_arrays(6, 3, &hand_x[0][0], hand_labels, &data));
+    ug_trainer_config c = ug_trainer_defaults();
+    c.batch_size = 4; /* a full batch and a partial one */
+    c.top_k = 2;
+    c.confusion = true;
+    ug_trainer *t = NULL;
+    ug_status st = ug_trainer_create(dev, data, NULL, build_identity, NULL, &c, &t);
+    OK(st);
+    ug_trainer_metrics m;
+    if (st == UG_OK && OK(ug_trainer_evaluate(t, data, &m))) {
+        double loss = 0.0;
+        for (int i = 0; i < 6; i++) {
+            double sum = 0.0;
+            for (int k = 0; k < 3; k++)
+                sum += exp((double)hand_x[i][k]);
+            loss += log(sum) - hand_x[i][hand_labels[i]];
+        }
+        CHECK_EQ_I64(m.samples, 6);
+        CHECK_NEAR(m.loss, loss / 6.0, 1e-6);
+        CHECK(m.accuracy == 0.5);
+        CHECK(m.top_k_accuracy == 5.0 / 6.0);
+        CHECK_EQ_I64(m.classes, 3);
+        static const int64_t want[9] = {1, 1, 0, 0, 1, 1, 0, 1, 1}; /* rows: true label */
+        for (int i = 0; m.confusion && i < 9; i++)
+            CHECK_MSG(m.confusion[i] == want[i], "confusion[%d][%d] is %lld, by hand %lld", i / 3, i % 3,
+                      (long long)m.confusion[i], (long long)want[i]);
+        CHECK(m.confusion != NULL);
+    }
+    ug_trainer_free(t);
+    ug_dataset_free(data);
+}
+
+/* ---- a small MLP on a seeded problem ---- */
+
+enum { SAMPLES = 240, FEATURES = 6, CLASSES = 3 };
+
+static ug_status build_mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
+{
+    (void)user;
+    ug_value *h = NULL;
+    ug_status st = ug_nn_linear(g, "fc1", x, 16, &h);
+    if (st == UG_OK) st = ug_g_tanh(g, h, &h);
+    if (st == UG_OK) st = ug_g_dropout(g, h, 0.1f, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &out->logits);
+    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
+}
+
+/* Labels from a fixed linear rule with some noise, so training learns. */
+static ug_dataset *problem(uint64_t seed)
+{
+    float *x = th_alloc(SAMPLES * FEATURES * sizeof *x);
+    int32_t *labels = th_alloc(SAMPLES * sizeof *labels);
+    uint64_t s = seed;
+    for (int i = 0; i < SAMPLES; i++) {
+        double score[CLASSES] = {0};
+        for (int f = 0; f < FEATURES; f++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            x[i * FEATURES + f] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            for (int k = 0; k < CLASSES; k++)
+                score[k] += x[i * FEATURES + f] * ((f + k) % 3 - 1.0);
+        }
+        labels[i] = score[0] > score[1] ? (score[0] > score[2] ? 0 : 2) : (score[1] > score[2] ? 1 : 2);
+    }
+    ug_dataset *d = NULL;
+    if (ug_dataset_from_arrays(SAMPLES, FEATURES, x, labels, &d) != UG_OK)
+        th_fail(TH_LOC, "ug_dataset_from_arrays: %s", ug_last_error());
+    return d;
+}
+
+static ug_trainer_config mlp_config(void)
+{
+    ug_trainer_config c = ug_trainer_defaults();
+    c.epochs = 3;
+    c.batch_size = 32;
+    c.accumulate = 2;
+    c.val_split = 0.2;
+    c.seed = 7;
+    c.optimizer.lr = 0.01f;
+    c.optimizer.schedule = UG_SCHEDULE_COSINE;
+    c.optimizer.warmup_steps = 2;
+    c.log_every = 1;
+    return c;
+}
+
+/* The stop flag, set by a callback at a chosen point. */
+static volatile sig_atomic_t stop_flag;
+static int64_t stop_after_epoch = -1, stop_after_batch = -1;
+
+static void stop_on_epoch(const ug_trainer_epoch *e, void *user)
+{
+    (void)user;
+    if (e->epoch == stop_after_epoch)
+        stop_flag = 1;
+}
+
+static void stop_on_step(const ug_trainer_step *s, void *user)
+{
+    (void)user;
+    if (s->global_batch == stop_after_batch)
+        stop_flag = 1;
+}
+
+/* Trains with c, returning the parameters (tracked) and their count. */
+static float *train_params(ug_device *dev, ug_dataset *data, const ug_trainer_config *c, int64_t *count,
+                           bool *stopped)
+{
+    ug_trainer *t = NULL;
+    float *params = NULL;
+    if (!OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, c, &t)))
+        return NULL;
+    if (OK(ug_trainer_fit(t)))
+        params = ts_model_params(ug_trainer_model(t), count);
+    if (stopped)
+        *stopped = ug_trainer_stopped(t);
+    ug_trainer_free(t);
+    return params;
+}
+
+static void check_resumes_exactly(ug_device *dev, bool at_epoch_end)
+{
+    th_context(at_epoch_end ? "stopped at an epoch's end" : "stopped between updates");
+    char dir[] = "/tmp/ug-test-trainer-XXXXXX", path[128];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/run.safetensors", dir);
+    ug_dataset *data = problem(3);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    int64_t n_whole = 0, n_resumed = 0;
+    float *whole = train_params(dev, data, &c, &n_whole, NULL);
+
+    c.checkpoint = path;
+    c.stop = &stop_flag;
+    stop_flag = 0;
+    stop_after_epoch = at_epoch_end ? 0 : -1;
+    stop_after_batch = at_epoch_end ? -1 : 8; /* the 4th update of 6 an epoch */
+    c.on_epoch = stop_on_epoch;
+    c.on_step = stop_on_step;
+    bool stopped = false;
+    train_params(dev, data, &c, &n_resumed, &stopped);
+    CHECK_MSG(stopped, "the run did not stop on the flag");
+    stop_flag = 0;
+    c.resume = path;
+    float *resumed = train_params(dev, data, &c, &n_resumed, NULL);
+    if (whole && resumed) {
+        CHECK_EQ_I64(n_resumed, n_whole);
+        CHECK_MSG(memcmp(whole, resumed, (size_t)n_whole * sizeof *whole) == 0,
+                  "the resumed run's parameters differ from the uninterrupted run's");
+    }
+    char best[160];
+    snprintf(best, sizeof best, "%s.best", path);
+    unlink(best);
+    unlink(path);
+    rmdir(dir);
+    ug_dataset_free(data);
+}
+
+TS_TEST(resume_at_epoch_end) { check_resumes_exactly(dev, true); }
+TS_TEST(resume_between_updates) { check_resumes_exactly(dev, false); }
+
+TS_TEST(resume_with_another_schedule)
+{
+    char dir[] = "/tmp/ug-test-trainer-XXXXXX", path[128];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/run.safetensors", dir);
+    ug_dataset *data = problem(5);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    c.epochs = 1;
+    c.checkpoint = path;
+    int64_t n = 0;
+    train_params(dev, data, &c, &n, NULL);
+    c.resume = path;
+    ug_trainer *t = NULL;
+    /* More epochs stretch the cosine schedule's total updates. */
+    c.epochs = 2;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("optimizer.total_steps 3", "has 6", "resume_override");
+    CHECK(t == NULL);
+    c.epochs = 1;
+    c.optimizer.lr = 0.02f;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("optimizer.lr 0.00999999978", "0.0199999996");
+    c.resume_override = true;
+    c.epochs = 2;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        CHECK_EQ_I64(ug_trainer_epochs_done(t), 1);
+        CHECK_EQ_I64(ug_optimizer_steps(ug_trainer_optimizer(t)), 3); /* 192 samples, 6 batches of 32, 2 a step */
+        OK(ug_trainer_fit(t));
+        CHECK_EQ_I64(ug_optimizer_steps(ug_trainer_optimizer(t)), 6);
+    }
+    ug_trainer_free(t);
+    unlink(path);
+    rmdir(dir);
+    ug_dataset_free(data);
+}
+
+/* ---- training and evaluation sums apart ---- */
+
+typedef struct sums_seen {
+    double loss_rows;         /* sum over batches of loss x rows */
+    int64_t rows;
+    ug_trainer_epoch epoch;
+    int epochs;
+} sums_seen;
+
+static void note_step(const ug_trainer_step *s, void *user)
+{
+    sums_seen *seen = user;
+    const int64_t rows = s->samples - seen->rows;
+    seen->loss_rows += (double)s->loss * (double)rows;
+    seen->rows = s->samples;
+}
+
+static void note_epoch(const ug_trainer_epoch *e, void *user)
+{
+    sums_seen *seen = user;
+    seen->epoch = *e;
+    seen->epochs++;
+}
+
+TS_TEST(training_and_evaluation_sums_apart)
+{
+    ug_dataset *data = problem(11), *train = NULL, *val = NULL;
+    REQUIRE(data);
+    REQUIRE_OK(ug_dataset_split(data, 0.25, 1, &train, &val));
+    ug_trainer_config c = mlp_config();
+    c.epochs = 1;
+    c.accumulate = 1;
+    c.val_split = 0;
+    sums_seen seen = {0};
+    c.user = &seen;
+    c.on_step = note_step;
+    c.on_epoch = note_epoch;
+    ug_trainer *t = NULL;
+    ug_trainer_metrics again;
+    if (OK(ug_trainer_create(dev, train, val, build_mlp, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
+        OK(ug_trainer_evaluate(t, val, &again))) {
+        CHECK(seen.epochs == 1);
+        /* The epoch's training loss is the mean of its batches' losses
+         * (read each step), untouched by the validation after it. */
+        CHECK_EQ_I64(seen.epoch.train.samples, ug_dataset_count(train));
+        CHECK_NEAR(seen.epoch.train.loss, seen.loss_rows / (double)seen.rows, 1e-6);
+        /* Validation sees only the validation set; evaluated again, alone,
+         * it gives the same figures. */
+        CHECK_EQ_I64(seen.epoch.validation.samples, ug_dataset_count(val));
+        CHECK_NEAR(seen.epoch.validation.loss, again.loss, 1e-6);
+        CHECK(seen.epoch.validation.accuracy == again.accuracy);
+    }
+    ug_trainer_free(t);
+    ug_dataset_free(train);
+    ug_dataset_free(val);
+    ug_dataset_free(data);
+}
+
+/* ---- early stopping ---- */
+
+TS_TEST(early_stopping_restores_the_best)
+{
+    ug_dataset *data = problem(13);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    c.epochs = 40;
+    c.optimizer.schedule = UG_SCHEDULE_CONSTANT;
+    c.optimizer.warmup_steps = 0;
+    c.optimizer.lr = 0.3f; /* too high: the validation loss soon stops falling */
+    c.patience = 2;
+    sums_seen seen = {0};
+    c.user = &seen;
+    c.on_epoch = note_epoch;
+    ug_trainer *t = NULL;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t)) && OK(ug_trainer_fit(t))) {
+        CHECK_MSG(seen.epochs < 40, "no early stop in %d epochs", seen.epochs);
+        /* The restored weights score the best epoch's validation loss. */
+        ug_dataset *train = NULL, *val = NULL;
+        ug_trainer_metrics m;
+        REQUIRE_OK(ug_dataset_split(data, c.val_split, c.seed, &train, &val));
+        if (OK(ug_trainer_evaluate(t, val, &m)))
+            CHECK_MSG(m.loss <= seen.epoch.validation.loss, "restored weights score %g, the last epoch %g",
+                      m.loss, seen.epoch.validation.loss);
+        ug_dataset_free(train);
+        ug_dataset_free(val);
+    }
+    ug_trainer_free(t);
+    ug_dataset_free(data);
+}
+
+/* ---- the batch size search ---- */
+
+TS_TEST(batch_size_search)
+{
+    ug_dataset *data = problem(17);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    c.batch_size = 0;
+    ug_trainer *t = NULL;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        const int64_t b = ug_trainer_batch_size(t);
+        CHECK_MSG(b > 0 && (b & (b - 1)) == 0, "batch %lld is not a power of two", (long long)b);
+        /* Everything fits: the largest power of two within the training part. */
+        CHECK_EQ_I64(b, 128);
+        CHECK_EQ_I64(ug_trainer_epoch_updates(t), 1); /* 192 samples: 2 batches, accumulated */
+        OK(ug_trainer_fit(t));
+    }
+    ug_trainer_free(t);
+    ug_dataset_free(data);
+}
+
+/* ---- refused ---- */
+
+TS_TEST(refused_configurations)
+{
+    ug_dataset *data = problem(19);
+    REQUIRE(data);
+    ug_trainer *t = (ug_trainer *)&t; /* must become NULL */
+    ug_trainer_config c = ug_trainer_defaults();
+    CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, NULL), UG_ERR_INVALID_ARGUMENT);
+    if (CHECK_STATUS(ug_trainer_create(dev, NULL, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("training set");
+    CHECK(t == NULL);
+    c.accumulate = 0;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("accumulate");
+    c = ug_trainer_defaults();
+    c.val_split = 1.0;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("val_split");
+    c = ug_trainer_defaults();
+    c.precision = UG_I32;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("precision");
+    c = ug_trainer_defaults();
+    c.batch_size = 1000;
+    c.drop_last = true;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("no whole batch");
+    c = ug_trainer_defaults();
+    c.resume = "/nonexistent/run.safetensors";
+    CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_IO);
+    CHECK(t == NULL);
+    ug_dataset_free(data);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(metrics_by_hand),
+        TH_DEVICE_TEST(resume_at_epoch_end),
+        TH_DEVICE_TEST(resume_between_updates),
+        TH_DEVICE_TEST(resume_with_another_schedule),
+        TH_DEVICE_TEST(training_and_evaluation_sums_apart),
+        TH_DEVICE_TEST(early_stopping_restores_the_best),
+        TH_DEVICE_TEST(batch_size_search),
+        TH_DEVICE_TEST(refused_configurations),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
