@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/fault.h"
+#include "core/io/string_map.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 
@@ -24,14 +25,6 @@ ug_trainer_config ug_trainer_defaults(void)
     c.keep = 1;
     c.log_every = 50;
     return c;
-}
-
-static char *copy_string(const char *s)
-{
-    if (!s)
-        return NULL;
-    char *c = ug_malloc(strlen(s) + 1);
-    return c ? strcpy(c, s) : NULL;
 }
 
 static ug_status check_config(const ug_trainer_config *c)
@@ -255,8 +248,8 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     if (!t)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the trainer");
     t->config = *config;
-    t->checkpoint_path = copy_string(config->checkpoint);
-    t->resume_path = copy_string(config->resume);
+    t->checkpoint_path = config->checkpoint ? ug_string_copy(config->checkpoint) : NULL;
+    t->resume_path = config->resume ? ug_string_copy(config->resume) : NULL;
     t->config.checkpoint = t->checkpoint_path;
     t->config.resume = t->resume_path;
     t->build = build;

@@ -88,7 +88,7 @@ static const char *saved_string(const ug_trainer *t, const char *name)
 }
 
 /* The run's configuration against the checkpoint's, field by field. */
-static ug_status check_config(const ug_trainer *t)
+static ug_status check_saved_config(const ug_trainer *t)
 {
     field f[MAX_FIELDS];
     const int n = config_fields(t, f);
@@ -106,24 +106,22 @@ static ug_status check_config(const ug_trainer *t)
     return UG_OK;
 }
 
-static void best_path(const ug_trainer *t, const char *checkpoint, char *buf, size_t len)
-{
-    (void)t;
-    snprintf(buf, len, "%s.best", checkpoint);
-}
+static void best_path(const char *checkpoint, char *buf, size_t len) { snprintf(buf, len, "%s.best", checkpoint); }
+
+static ug_status take_weights(ug_trainer *t);
 
 /* The best weights beside the checkpoint, into the model and kept. */
 static ug_status load_best(ug_trainer *t)
 {
     char path[4096];
-    best_path(t, t->config.resume, path, sizeof path);
+    best_path(t->config.resume, path, sizeof path);
     if (access(path, R_OK) != 0)
         return UG_OK;
     ug_checkpoint *best = NULL;
     ug_status st = ug_checkpoint_create(&best);
     if (st == UG_OK) st = ug_checkpoint_add_model(best, t->model);
     if (st == UG_OK) st = ug_checkpoint_load(best, path);
-    if (st == UG_OK) st = trainer_keep_best(t);
+    if (st == UG_OK) st = take_weights(t);
     ug_checkpoint_free(best);
     return st;
 }
@@ -134,7 +132,7 @@ ug_status trainer_resume(ug_trainer *t)
     if (t->config.patience)
         UG_TRY(load_best(t));
     UG_TRY(ug_checkpoint_load(t->checkpoint, t->config.resume));
-    UG_TRY(check_config(t));
+    UG_TRY(check_saved_config(t));
     double best = INFINITY;
     long long best_epoch = -1, bad = 0, batches = 0;
     const char *early = saved_string(t, "early_stopping"), *global = saved_string(t, "global_batch");
@@ -160,10 +158,8 @@ void trainer_free_best(ug_trainer *t)
     t->best_count = 0;
 }
 
-/* The model's tensors now, on the host; with a checkpoint path, also in
- * PATH.best (a failed save there is not fatal: the run's own checkpoint
- * is what resumes). */
-ug_status trainer_keep_best(ug_trainer *t)
+/* The model's tensors now, on the host. */
+static ug_status take_weights(ug_trainer *t)
 {
     trainer_free_best(t);
     const int count = ug_model_param_count(t->model);
@@ -189,9 +185,18 @@ ug_status trainer_keep_best(ug_trainer *t)
             return st;
         }
     }
+    return UG_OK;
+}
+
+/* The best weights so far: on the host and, with a checkpoint path, in
+ * PATH.best (a failed save there is not fatal: the run's own checkpoint
+ * is what resumes). */
+ug_status trainer_keep_best(ug_trainer *t)
+{
+    UG_TRY(take_weights(t));
     if (t->config.checkpoint) {
         char path[4096];
-        best_path(t, t->config.checkpoint, path, sizeof path);
+        best_path(t->config.checkpoint, path, sizeof path);
         ug_checkpoint *best = NULL;
         if (ug_checkpoint_create(&best) == UG_OK && ug_checkpoint_add_model(best, t->model) == UG_OK)
             ug_checkpoint_save(best, path);
