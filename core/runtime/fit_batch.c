@@ -13,8 +13,7 @@ ug_status ug_memory_fit_batch(ug_device *device, ug_batch_bytes_fn bytes_of, voi
                             op, headroom, (long long)max_batch);
     ug_memory_stats stats;
     UG_TRY(ug_memory_get_stats(device, &stats));
-    uint64_t limit = stats.limit ? stats.limit : device->info.global_memory;
-    double usable = (double)limit - (double)stats.bytes_in_use;
+    double usable = (double)stats.limit - (double)stats.bytes_in_use;
     *batch = 0;
     *bytes = *next_bytes = 0;
     for (int64_t rows = 1;; rows *= 2) {
@@ -32,7 +31,7 @@ ug_status ug_memory_fit_batch(ug_device *device, ug_batch_bytes_fn bytes_of, voi
     if (*batch == 0) {
         char need[64], lim[64], used[64];
         ug_format_bytes(*next_bytes, need, sizeof need);
-        ug_format_bytes(limit, lim, sizeof lim);
+        ug_format_bytes(stats.limit, lim, sizeof lim);
         ug_format_bytes(stats.bytes_in_use, used, sizeof used);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY,
                             "%s: a batch of 1 needs %s and %.0f%% more on %s, but the limit is %s and %s are "

@@ -296,6 +296,7 @@ ug_status ug_memory_get_stats(ug_device *device, ug_memory_stats *stats)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_memory_get_stats: stats is NULL");
     pthread_mutex_lock(&device->pool->lock);
     *stats = device->pool->stats;
+    stats->limit = effective_limit(device, device->pool);
     pthread_mutex_unlock(&device->pool->lock);
     return UG_OK;
 }

@@ -20,7 +20,7 @@ typedef struct ug_memory_stats {
     uint64_t cache_hits;        /* requests served from the cache */
     uint64_t retries;           /* times the cache was released to retry */
     uint64_t out_of_memory;     /* requests that failed for good */
-    uint64_t limit;             /* bytes the pool may hold; 0: the device's size */
+    uint64_t limit;             /* bytes the pool may hold: the limit set, else the device's size */
 } ug_memory_stats;
 
 UG_API ug_status ug_memory_get_stats(ug_device *device, ug_memory_stats *stats);
