@@ -1,14 +1,15 @@
 /* The metrics of a trainer's graph as sums kept on the device across runs
  * (ug_graph_accumulate), read once per epoch: the samples' losses, the
  * samples classified right, those whose label is among the k largest
- * logits, and the confusion matrix. Counts are f32 sums of whole numbers:
- * exact up to 2^24 per entry. */
+ * logits, the confusion matrix, and the caller's own metrics. Counts are
+ * f32 sums of whole numbers: exact up to 2^24 per entry. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/fault.h"
+#include "core/io/string_map.h"
 #include "core/train/trainer_internal.h"
 
 /* value [rows] as a column [rows, 1]. */
@@ -64,10 +65,39 @@ static ug_status add_top_k(ug_trainer *t, trainer_graph *tg, ug_value *logits, u
     return ug_graph_accumulate(g, hits, 1.0f, &tg->top_k_sum);
 }
 
+ug_status trainer_take_metrics(trainer_graph *tg, const ug_trainer_outputs *o)
+{
+    if (o->metric_count < 0 || o->metric_count > UG_TRAINER_MAX_METRICS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "trainer: the build function gave %d metrics; 0 to %d are "
+                                                     "allowed", o->metric_count, UG_TRAINER_MAX_METRICS);
+    for (int i = 0; i < o->metric_count; i++) {
+        const ug_value *v = o->metrics[i];
+        int64_t elements = 1;
+        for (int d = 0; v && d < ug_value_ndim(v); d++)
+            elements *= ug_value_dim(v, d);
+        if (!v || !o->metric_names[i] || !o->metric_names[i][0] || elements != 1)
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "trainer: metric %d (%s) needs a name and a value of "
+                                                         "one element, the batch's sum (ug_g_sum over the rows)",
+                                i, o->metric_names[i] ? o->metric_names[i] : "no name");
+        tg->metric_names[i] = ug_string_copy(o->metric_names[i]);
+        if (!tg->metric_names[i])
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "trainer: the name of metric %d", i);
+        tg->metric_values[i] = o->metrics[i];
+        tg->metric_count = i + 1;
+    }
+    return UG_OK;
+}
+
 ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, bool evaluation)
 {
     ug_graph *g = tg->graph;
     UG_TRY(ug_graph_accumulate_rows(g, tg->loss, &tg->loss_sum));
+    for (int i = 0; i < tg->metric_count; i++) {
+        ug_value *v = tg->metric_values[i];
+        if (ug_value_dtype(v) != UG_F32)
+            UG_TRY(ug_g_cast(g, v, UG_F32, &v));
+        UG_TRY(ug_graph_accumulate(g, v, 1.0f, &tg->metric_sums[i]));
+    }
     if (!tg->logits || t->target_width)
         return UG_OK;
     if (ug_value_ndim(tg->logits) != 2 || ug_value_dim(tg->logits, 0) != ug_value_dim(tg->x, 0))
@@ -118,6 +148,12 @@ ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples
     double loss = 0.0, count = 0.0;
     UG_TRY(read_count(tg, tg->loss_sum, &loss));
     out->loss = loss / n;
+    out->metric_count = tg->metric_count;
+    out->metric_names = (const char *const *)tg->metric_names;
+    for (int i = 0; i < tg->metric_count; i++) {
+        UG_TRY(read_count(tg, tg->metric_sums[i], &out->metrics[i]));
+        out->metrics[i] /= n;
+    }
     if (tg->correct_sum) {
         UG_TRY(read_count(tg, tg->correct_sum, &count));
         out->accuracy = count / n;

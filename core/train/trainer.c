@@ -50,6 +50,8 @@ void trainer_graph_free(trainer_graph *tg)
 {
     ug_graph_free(tg->graph);
     ug_tensor_free(tg->class_ids_tensor);
+    for (int i = 0; i < tg->metric_count; i++)
+        free(tg->metric_names[i]);
     memset(tg, 0, sizeof *tg);
 }
 
@@ -74,6 +76,7 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     }
     out->loss = outputs.loss;
     out->logits = outputs.logits;
+    if (st == UG_OK) st = trainer_take_metrics(out, &outputs);
     if (st == UG_OK) st = trainer_add_metrics(t, out, !training);
     if (st == UG_OK && training) st = ug_graph_backward(g, out->loss);
     if (st == UG_OK && !training) st = ug_graph_set_training(g, false);
@@ -132,7 +135,9 @@ typedef struct batch_search {
 } batch_search;
 
 /* What a batch of rows would add to the device: both graphs' plans
- * beyond the model and optimizer already there, and the loaders' slots. */
+ * beyond the model and optimizer already there, and the loaders' slots:
+ * training, validation, and one more for ug_trainer_evaluate (whose
+ * slots are a batch of the same samples'). */
 static ug_status plan_batch(void *context, int64_t rows, uint64_t *bytes)
 {
     batch_search *s = context;
@@ -155,6 +160,9 @@ static ug_status plan_batch(void *context, int64_t rows, uint64_t *bytes)
     uint64_t slots = 0;
     UG_TRY(ug_loader_device_bytes(s->train, &lc, &slots));
     total += slots;
+    lc.shuffle = false;
+    UG_TRY(ug_loader_device_bytes(s->train, &lc, &slots));
+    total += slots;
     if (s->val) {
         UG_TRY(ug_loader_device_bytes(s->val, &lc, &slots));
         total += slots;
@@ -174,8 +182,13 @@ static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_data
     UG_TRY(make_optimizer(t, t->batch ? updates_per_epoch(t, count, t->batch) : 0));
     if (!t->batch) {
         batch_search s = {t, train, val};
-        uint64_t need = 0, next = 0;
-        UG_TRY(ug_memory_fit_batch(t->device, plan_batch, &s, 0.05, count, &t->batch, &need, &next));
+        ug_trainer_batch_plan *p = &t->batch_plan;
+        ug_memory_stats stats;
+        UG_TRY(ug_memory_fit_batch(t->device, plan_batch, &s, 0.05, count, &t->batch, &p->bytes, &p->next_bytes));
+        UG_TRY(ug_memory_get_stats(t->device, &stats));
+        p->in_use = stats.bytes_in_use;
+        p->limit = stats.limit;
+        t->batch_searched = true;
     }
     t->epoch_updates = updates_per_epoch(t, count, t->batch);
     if (t->epoch_updates == 0)
@@ -309,7 +322,30 @@ ug_status ug_trainer_evaluate(ug_trainer *t, const ug_dataset *data, ug_trainer_
     return st;
 }
 
+ug_status ug_trainer_last_loss(ug_trainer *t, float *loss)
+{
+    if (!t || !loss)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_last_loss: %s is NULL", !t ? "trainer" : "loss");
+    return ug_graph_read(t->train.graph, t->train.loss, loss, sizeof *loss);
+}
+
+int64_t ug_trainer_best_epoch(const ug_trainer *t, double *val_loss)
+{
+    if (val_loss)
+        *val_loss = t ? t->best_val_loss : INFINITY;
+    return t ? t->best_epoch : -1;
+}
+
+bool ug_trainer_batch_search(const ug_trainer *t, ug_trainer_batch_plan *out)
+{
+    if (!t || !out || !t->batch_searched)
+        return false;
+    *out = t->batch_plan;
+    return true;
+}
+
 bool ug_trainer_stopped(const ug_trainer *t) { return t && t->stopped; }
+ug_checkpoint *ug_trainer_checkpoint(const ug_trainer *t) { return t ? t->checkpoint : NULL; }
 ug_model *ug_trainer_model(const ug_trainer *t) { return t ? t->model : NULL; }
 ug_optimizer *ug_trainer_optimizer(const ug_trainer *t) { return t ? t->optimizer : NULL; }
 ug_graph *ug_trainer_graph(const ug_trainer *t) { return t ? t->train.graph : NULL; }

@@ -34,13 +34,15 @@ static ug_status train_batch(ug_trainer *t, const ug_batch *b)
 }
 
 /* A checkpoint of the run now (between updates). A failed save is
- * reported by the next epoch's callback (saved false) and training goes
+ * reported by the next epoch's callback (save_error) and training goes
  * on: the previous checkpoint is whole; fit fails at its end if the last
  * save did. */
 static bool save(ug_trainer *t)
 {
     t->last_save_failed = trainer_save_state(t) != UG_OK ||
                           ug_checkpoint_save(t->checkpoint, t->config.checkpoint) != UG_OK;
+    if (t->last_save_failed)
+        snprintf(t->save_error, sizeof t->save_error, "%s", ug_last_error());
     return !t->last_save_failed;
 }
 
@@ -77,7 +79,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
             if ((c->log_every && t->global_batch % c->log_every == 0) || index + 1 == batches)
                 UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
             s.samples_per_second = (double)(samples - first_batch * t->batch) / (now_seconds() - start);
-            c->on_step(&s, c->user);
+            UG_TRY(c->on_step(&s, c->user));
         }
         index++;
         if (t->pending)
@@ -149,8 +151,10 @@ ug_status ug_trainer_fit(ug_trainer *t)
                          (epoch + 1) % c->checkpoint_every_epochs == 0;
         if (c->checkpoint && (last || due || stop_asked(t)))
             report.saved = save(t);
+        report.save_error = t->save_error[0] ? t->save_error : NULL;
         if (c->on_epoch)
-            c->on_epoch(&report, c->user);
+            UG_TRY(c->on_epoch(&report, c->user));
+        t->save_error[0] = '\0';
         if (stop_asked(t) && !last) {
             t->stopped = true;
             break;

@@ -19,6 +19,11 @@ typedef struct trainer_graph {
     ug_value *top_k_sum;          /* samples whose label is among the k largest logits */
     ug_value *confusion_sum;      /* [classes, classes] counts, true label by prediction */
     int32_t classes;
+    /* The caller's metrics: their values, names (copied) and sums. */
+    int metric_count;
+    ug_value *metric_values[UG_TRAINER_MAX_METRICS];
+    char *metric_names[UG_TRAINER_MAX_METRICS];
+    ug_value *metric_sums[UG_TRAINER_MAX_METRICS];
 } trainer_graph;
 
 struct ug_trainer {
@@ -33,6 +38,8 @@ struct ug_trainer {
     ug_loader *train_loader, *val_loader;
     ug_loader_config loader_config;
     int64_t features, target_width, batch, epoch_updates, total_updates;
+    bool batch_searched;
+    ug_trainer_batch_plan batch_plan;
     ug_checkpoint *checkpoint;
     /* Early stopping, and the best weights on the host. */
     double best_val_loss;
@@ -44,6 +51,7 @@ struct ug_trainer {
     int64_t global_batch;
     bool stopped;
     bool last_save_failed;
+    char save_error[512];         /* since the last epoch report; "" when none */
     int64_t *confusion;           /* the last evaluation's matrix */
 };
 
@@ -57,6 +65,8 @@ void trainer_graph_free(trainer_graph *tg);
 ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,
                                ug_trainer_metrics *out);
 ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, bool evaluation);
+/* The build function's own metrics, checked, into tg. */
+ug_status trainer_take_metrics(trainer_graph *tg, const ug_trainer_outputs *outputs);
 /* Runs loader's next epoch through the evaluation graph. */
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out);
 

@@ -50,6 +50,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "unigrad/checkpoint.h"
 #include "unigrad/data.h"
 #include "unigrad/graph.h"
 #include "unigrad/optim.h"
@@ -60,12 +61,21 @@ extern "C" {
 
 typedef struct ug_trainer ug_trainer;
 
+enum { UG_TRAINER_MAX_METRICS = 8 };
+
 /* What the build function makes. loss is the batch's mean loss (a
  * scalar). logits [rows, classes], optional: with it the trainer reports
- * accuracy, top-k accuracy and a confusion matrix. */
+ * accuracy, top-k accuracy and a confusion matrix. metrics: the caller's
+ * own, each a value of one element holding the batch's sum of a
+ * per-sample quantity (ug_g_sum over the rows); the trainer adds the sums
+ * up on the device and reports each over the samples, as it does the
+ * loss. Names are copied. */
 typedef struct ug_trainer_outputs {
     ug_value *loss;
     ug_value *logits;
+    int metric_count;
+    const char *metric_names[UG_TRAINER_MAX_METRICS];
+    ug_value *metrics[UG_TRAINER_MAX_METRICS];
 } ug_trainer_outputs;
 
 /* Builds the forward pass and the loss from x ([rows, features] in the
@@ -76,7 +86,8 @@ typedef ug_status (*ug_trainer_build_fn)(ug_graph *graph, ug_value *x, ug_value 
                                          ug_trainer_outputs *out);
 
 /* After each training batch. loss is read from the device (a wait) only
- * every log_every batches and at an epoch's last batch; NaN otherwise. */
+ * every log_every batches and at an epoch's last batch; NaN otherwise
+ * (ug_trainer_last_loss reads it at the caller's own pace). */
 typedef struct ug_trainer_step {
     int64_t epoch;            /* from 0 */
     int64_t batch, batches;   /* this epoch's batch (from 0) and its count */
@@ -94,6 +105,9 @@ typedef struct ug_trainer_metrics {
     double loss;              /* mean over the samples */
     double accuracy;          /* top-1, in [0, 1]; NaN without logits */
     double top_k_accuracy;    /* with top_k > 0 and logits; else NaN */
+    double metrics[UG_TRAINER_MAX_METRICS]; /* the outputs' own, in their order: sum / samples */
+    int metric_count;
+    const char *const *metric_names;
     int32_t classes;          /* of the confusion matrix, 0 without one */
     /* confusion[true * classes + predicted]: counts; valid until the next
      * evaluation or ug_trainer_free. NULL unless config.confusion. */
@@ -109,6 +123,10 @@ typedef struct ug_trainer_epoch {
     double samples_per_second;
     bool best;                /* the lowest validation loss so far */
     bool saved;               /* a checkpoint was saved after it */
+    /* The message of the last checkpoint save that failed since the
+     * previous report (training went on; the earlier file is whole);
+     * NULL when none did. */
+    const char *save_error;
 } ug_trainer_epoch;
 
 typedef struct ug_trainer_config {
@@ -141,8 +159,12 @@ typedef struct ug_trainer_config {
     const char *resume;
     bool resume_override;
     int64_t log_every;        /* batches between loss reads for on_step; default 50 */
-    void (*on_step)(const ug_trainer_step *step, void *user);
-    void (*on_epoch)(const ug_trainer_epoch *epoch, void *user);
+    /* A callback that returns a failed status ends fit with it (return
+     * the status of the library call that failed, whose message stays in
+     * ug_last_error). Callbacks may call ug_trainer_evaluate and
+     * ug_trainer_last_loss. */
+    ug_status (*on_step)(const ug_trainer_step *step, void *user);
+    ug_status (*on_epoch)(const ug_trainer_epoch *epoch, void *user);
     void *user;
     volatile sig_atomic_t *stop;
 } ug_trainer_config;
@@ -162,10 +184,27 @@ UG_API ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, c
 UG_API ug_status ug_trainer_fit(ug_trainer *trainer);
 /* Evaluates data (in batches of the training size, eval mode). */
 UG_API ug_status ug_trainer_evaluate(ug_trainer *trainer, const ug_dataset *data, ug_trainer_metrics *out);
+/* The loss of the last training batch, read from the device (a wait). */
+UG_API ug_status ug_trainer_last_loss(ug_trainer *trainer, float *loss);
+/* The epoch (from 0) of the lowest validation loss so far, and that loss;
+ * -1 before a validation. */
+UG_API int64_t ug_trainer_best_epoch(const ug_trainer *trainer, double *val_loss);
+/* With batch_size 0, what the search found: the chosen batch's plan, the
+ * next power of two's (0 when the data set was reached first), the bytes
+ * in use beside them and the limit (UG_MEMORY_LIMIT, else the device's
+ * memory). false when the batch size was given. */
+typedef struct ug_trainer_batch_plan {
+    uint64_t bytes, next_bytes, in_use, limit;
+} ug_trainer_batch_plan;
+UG_API bool ug_trainer_batch_search(const ug_trainer *trainer, ug_trainer_batch_plan *out);
 /* Whether the last fit ended on the stop flag. */
 UG_API bool ug_trainer_stopped(const ug_trainer *trainer);
-/* The run's parts, owned by the trainer. */
+/* The run's parts, owned by the trainer. The checkpoint takes the
+ * caller's own strings (ug_checkpoint_set_string; "trainer." names are
+ * the trainer's), saved with every checkpoint; after a resume,
+ * ug_checkpoint_string reads the saved ones. */
 UG_API ug_model *ug_trainer_model(const ug_trainer *trainer);
+UG_API ug_checkpoint *ug_trainer_checkpoint(const ug_trainer *trainer);
 UG_API ug_optimizer *ug_trainer_optimizer(const ug_trainer *trainer);
 UG_API ug_graph *ug_trainer_graph(const ug_trainer *trainer);
 /* The batch size in use (chosen when config.batch_size was 0), the

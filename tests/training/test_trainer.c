@@ -2,7 +2,7 @@
  * and evaluation sums kept apart, resuming bit for bit after a save at an
  * epoch's end and between updates, a resume whose schedule differs
  * (refused, then accepted with the override), early stopping, the batch
- * size search, and refused configurations. */
+ * size search, the callbacks, and refused configurations. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <errno.h>
 #include <math.h>
@@ -21,15 +21,20 @@
 
 /* ---- a model whose logits are its inputs (plus a zero bias) ---- */
 
+/* With the caller's own metric "logit sum": each sample's logits summed. */
 static ug_status build_identity(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
 {
     (void)user;
     ug_tensor *bias = NULL;
-    ug_value *b = NULL;
+    ug_value *b = NULL, *rows = NULL;
     const int64_t classes = ug_value_dim(x, 1);
     ug_status st = ug_model_param(ug_graph_model(g), "bias", 1, &classes, UG_INIT_CONSTANT, 0.0f, &bias);
     if (st == UG_OK) st = ug_graph_param(g, bias, &b);
     if (st == UG_OK) st = ug_g_add(g, x, b, &out->logits);
+    if (st == UG_OK) st = ug_g_sum(g, out->logits, 1, false, &rows);
+    if (st == UG_OK) st = ug_g_sum(g, rows, 0, true, &out->metrics[0]);
+    out->metric_names[0] = "logit sum";
+    out->metric_count = 1;
     return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
 }
 
@@ -61,6 +66,9 @@ TS_TEST(metrics_by_hand)
         }
         CHECK_EQ_I64(m.samples, 6);
         CHECK_NEAR(m.loss, loss / 6.0, 1e-6);
+        CHECK_EQ_I64(m.metric_count, 1);
+        CHECK(m.metric_count == 1 && !strcmp(m.metric_names[0], "logit sum"));
+        CHECK(m.metrics[0] == 36.0 / 6.0); /* the rows of hand_x sum to 6, 6, 6, 5, 10, 3 */
         CHECK(m.accuracy == 0.5);
         CHECK(m.top_k_accuracy == 5.0 / 6.0);
         CHECK_EQ_I64(m.classes, 3);
@@ -130,18 +138,20 @@ static ug_trainer_config mlp_config(void)
 static volatile sig_atomic_t stop_flag;
 static int64_t stop_after_epoch = -1, stop_after_batch = -1;
 
-static void stop_on_epoch(const ug_trainer_epoch *e, void *user)
+static ug_status stop_on_epoch(const ug_trainer_epoch *e, void *user)
 {
     (void)user;
     if (e->epoch == stop_after_epoch)
         stop_flag = 1;
+    return UG_OK;
 }
 
-static void stop_on_step(const ug_trainer_step *s, void *user)
+static ug_status stop_on_step(const ug_trainer_step *s, void *user)
 {
     (void)user;
     if (s->global_batch == stop_after_batch)
         stop_flag = 1;
+    return UG_OK;
 }
 
 /* Trains with c, returning the parameters (tracked) and their count. */
@@ -211,10 +221,15 @@ TS_TEST(resume_with_another_schedule)
     ug_trainer_config c = mlp_config();
     c.epochs = 1;
     c.checkpoint = path;
-    int64_t n = 0;
-    train_params(dev, data, &c, &n, NULL);
-    c.resume = path;
     ug_trainer *t = NULL;
+    /* The caller's own string rides in the trainer's checkpoint. */
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        OK(ug_checkpoint_set_string(ug_trainer_checkpoint(t), "caller.note", "kept"));
+        OK(ug_trainer_fit(t));
+    }
+    ug_trainer_free(t);
+    t = NULL;
+    c.resume = path;
     /* More epochs stretch the cosine schedule's total updates. */
     c.epochs = 2;
     if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
@@ -227,6 +242,8 @@ TS_TEST(resume_with_another_schedule)
     c.resume_override = true;
     c.epochs = 2;
     if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        const char *note = ug_checkpoint_string(ug_trainer_checkpoint(t), "caller.note");
+        CHECK_MSG(note && !strcmp(note, "kept"), "the caller's string is %s after the resume", note ? note : "gone");
         CHECK_EQ_I64(ug_trainer_epochs_done(t), 1);
         CHECK_EQ_I64(ug_optimizer_steps(ug_trainer_optimizer(t)), 3); /* 192 samples, 6 batches of 32, 2 a step */
         OK(ug_trainer_fit(t));
@@ -246,23 +263,28 @@ typedef struct sums_seen {
     ug_trainer_epoch epoch;
     int epochs;
     double best_val_loss;     /* the lowest validation loss reported */
+    int64_t best_epoch;
 } sums_seen;
 
-static void note_step(const ug_trainer_step *s, void *user)
+static ug_status note_step(const ug_trainer_step *s, void *user)
 {
     sums_seen *seen = user;
     const int64_t rows = s->samples - seen->rows;
     seen->loss_rows += (double)s->loss * (double)rows;
     seen->rows = s->samples;
+    return UG_OK;
 }
 
-static void note_epoch(const ug_trainer_epoch *e, void *user)
+static ug_status note_epoch(const ug_trainer_epoch *e, void *user)
 {
     sums_seen *seen = user;
     seen->epoch = *e;
-    if (e->best)
+    if (e->best) {
         seen->best_val_loss = e->validation.loss;
+        seen->best_epoch = e->epoch;
+    }
     seen->epochs++;
+    return UG_OK;
 }
 
 TS_TEST(training_and_evaluation_sums_apart)
@@ -318,6 +340,9 @@ TS_TEST(early_stopping_restores_the_best)
     if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t)) && OK(ug_trainer_fit(t))) {
         CHECK_MSG(seen.epochs < 40, "no early stop in %d epochs", seen.epochs);
         CHECK_MSG(seen.epoch.validation.loss > seen.best_val_loss, "the last epoch was the best");
+        double best = 0.0;
+        CHECK_EQ_I64(ug_trainer_best_epoch(t, &best), seen.best_epoch);
+        CHECK(best == seen.best_val_loss);
         /* The restored weights score the best epoch's validation loss. */
         ug_dataset *train = NULL, *val = NULL;
         ug_trainer_metrics m;
@@ -345,7 +370,88 @@ TS_TEST(batch_size_search)
         /* Everything fits: the largest power of two within the training part. */
         CHECK_EQ_I64(b, 128);
         CHECK_EQ_I64(ug_trainer_epoch_updates(t), 1); /* 192 samples: 2 batches, accumulated */
+        /* What the search saw: the limit in force, a plan within it, and
+         * no next power of two (the data set was reached first). */
+        ug_trainer_batch_plan plan;
+        ug_memory_stats stats;
+        const bool searched = ug_trainer_batch_search(t, &plan);
+        CHECK_MSG(searched, "no search reported for batch_size 0");
+        if (searched && OK(ug_memory_get_stats(dev, &stats))) {
+            CHECK_EQ_I64(plan.limit, stats.limit);
+            CHECK(plan.bytes > 0 && plan.in_use + plan.bytes <= plan.limit);
+            CHECK_EQ_I64(plan.next_bytes, 0);
+        }
         OK(ug_trainer_fit(t));
+    }
+    ug_trainer_free(t);
+    c.batch_size = 32;
+    ug_trainer_batch_plan plan;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t)))
+        CHECK_MSG(!ug_trainer_batch_search(t, &plan), "a search reported for a batch size given");
+    ug_trainer_free(t);
+    ug_dataset_free(data);
+}
+
+/* ---- callbacks ---- */
+
+typedef struct step_seen {
+    ug_trainer *trainer;
+    float loss_in_step, last_loss;
+    int epochs;
+    const char *save_error;
+    char error_text[512];
+} step_seen;
+
+/* Reads the loss itself at the 3rd batch, then fails fit. */
+static ug_status failing_step(const ug_trainer_step *s, void *user)
+{
+    step_seen *seen = user;
+    if (s->global_batch < 3)
+        return UG_OK;
+    seen->loss_in_step = s->loss;
+    ug_status st = ug_trainer_last_loss(seen->trainer, &seen->last_loss);
+    return st != UG_OK ? st : UG_ERR_NUMERIC;
+}
+
+static ug_status epoch_save_error(const ug_trainer_epoch *e, void *user)
+{
+    step_seen *seen = user;
+    seen->epochs++;
+    seen->save_error = e->save_error;
+    snprintf(seen->error_text, sizeof seen->error_text, "%s", e->save_error ? e->save_error : "");
+    return UG_OK;
+}
+
+TS_TEST(callbacks)
+{
+    ug_dataset *data = problem(23);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    step_seen seen = {0};
+    c.user = &seen;
+    c.on_step = failing_step;
+    ug_trainer *t = NULL;
+    /* A callback's failure ends fit with its status; the loss it read is
+     * the one the trainer reports (log_every 1). */
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        seen.trainer = t;
+        CHECK_STATUS(ug_trainer_fit(t), UG_ERR_NUMERIC);
+        CHECK(isfinite(seen.last_loss) && seen.last_loss == seen.loss_in_step);
+        CHECK_EQ_I64(ug_optimizer_steps(ug_trainer_optimizer(t)), 1); /* accumulate 2: batches 1-2, then stopped */
+    }
+    ug_trainer_free(t);
+    /* A save that fails is reported to the next epoch's callback, training
+     * goes on, and fit fails at the end: the run's end is not saved. */
+    c.on_step = NULL;
+    c.on_epoch = epoch_save_error;
+    c.epochs = 2;
+    c.checkpoint = "/nonexistent-folder/run.safetensors";
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        if (CHECK_STATUS(ug_trainer_fit(t), UG_ERR_IO))
+            CHECK_ERROR_HAS("the last checkpoint could not be saved", "/nonexistent-folder/run.safetensors");
+        CHECK_EQ_I64(seen.epochs, 2);
+        CHECK_MSG(seen.save_error && strstr(seen.error_text, "nonexistent-folder"),
+                  "the epoch report's save_error is \"%s\"", seen.error_text);
     }
     ug_trainer_free(t);
     ug_dataset_free(data);
@@ -396,6 +502,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(training_and_evaluation_sums_apart),
         TH_DEVICE_TEST(early_stopping_restores_the_best),
         TH_DEVICE_TEST(batch_size_search),
+        TH_DEVICE_TEST(callbacks),
         TH_DEVICE_TEST(refused_configurations),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
