@@ -73,6 +73,13 @@ static ug_status conv_body(ug_graph *g, const mlp_config *c, ug_value *x, ug_val
     return ug_nn_linear(g, "fc2", h, c->classes, logits);
 }
 
+ug_status mlp_forward(ug_graph *g, ug_value *x, ug_value *y, void *config, ug_trainer_outputs *out)
+{
+    const mlp_config *c = config;
+    TRY((c->cnn ? conv_body : dense_body)(g, c, x, &out->logits));
+    return ug_g_cross_entropy(g, out->logits, y, c->label_smoothing, &out->loss);
+}
+
 ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_graph *out)
 {
     memset(out, 0, sizeof *out);
@@ -86,16 +93,17 @@ ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_gra
     if (st != UG_OK)
         return st;
     int64_t xshape[2] = {batch, c->inputs};
-    ug_value *logits = NULL;
+    ug_trainer_outputs model_out = {0};
     /* In the compute dtype: a mixed-precision graph then casts nothing. */
     st = ug_graph_input(g, "images", c->precision, 2, xshape, &out->x);
     if (st == UG_OK)
         st = ug_graph_input(g, "labels", UG_I32, 1, &batch, &out->y);
     if (st == UG_OK)
-        st = (c->cnn ? conv_body : dense_body)(g, c, out->x, &logits);
-    if (st == UG_OK)
-        st = ug_g_cross_entropy(g, logits, out->y, c->label_smoothing, &out->loss);
-    /* The epoch's sums of the samples' losses and correct predictions. */
+        st = mlp_forward(g, out->x, out->y, (void *)c, &model_out);
+    ug_value *logits = model_out.logits;
+    out->loss = model_out.loss;
+    /* The epoch's sums of the samples' losses and correct predictions (as
+     * the trainer keeps them). */
     ug_value *pred = NULL, *pred_f32 = NULL, *labels_f32 = NULL, *hits = NULL, *correct = NULL;
     if (st == UG_OK) st = ug_graph_accumulate_rows(g, out->loss, &out->loss_sum);
     if (st == UG_OK) st = ug_g_argmax(g, logits, -1, &pred);

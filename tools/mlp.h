@@ -44,8 +44,12 @@ typedef struct mlp_graph {
     int64_t batch;
 } mlp_graph;
 
+/* The model's forward pass and mean cross-entropy from x and y, as a
+ * trainer's build function (config: the mlp_config). */
+ug_status mlp_forward(ug_graph *graph, ug_value *x, ug_value *y, void *config, ug_trainer_outputs *out);
+
 /* Builds the training graph (with its backward pass) for batches of up to
- * batch rows; parameters are created in the model on first use
+ * batch rows, as the trainer builds it for ug-train (ug-bench times it); parameters are created in the model on first use
  * ("fc1.weight", ...). Evaluation runs the same graph forward in eval
  * mode. Call mlp_finish to attach the optimizer and compile. */
 ug_status mlp_build(ug_model *model, const mlp_config *config, int64_t batch, mlp_graph *out);

@@ -10,12 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* "--resume" or "--resume=..." (its value follows the first). */
+/* The arguments a checkpoint does not keep, as the count to skip:
+ * "--resume" (its value follows), "--resume=...", "--resume-override"
+ * (which applies to one resume only). */
 static int resume_arg(const char *arg)
 {
     if (!strcmp(arg, "--resume"))
         return 2;
-    return !strncmp(arg, "--resume=", 9) ? 1 : 0;
+    return !strncmp(arg, "--resume=", 9) || !strcmp(arg, "--resume-override") ? 1 : 0;
 }
 
 char *train_join_args(int argc, char **argv)
@@ -85,60 +87,9 @@ char **train_resume_args(const char *path, int argc, char **argv, int *out_argc)
     return args;
 }
 
-ug_status train_weights_take(train_weights *w, const ug_model *model)
-{
-    train_weights_free(w);
-    int count = ug_model_param_count(model);
-    w->values = calloc((size_t)count, sizeof *w->values);
-    w->bytes = calloc((size_t)count, sizeof *w->bytes);
-    if (!w->values || !w->bytes) {
-        train_weights_free(w);
-        return UG_ERR_OUT_OF_MEMORY;
-    }
-    w->count = count;
-    for (int i = 0; i < count; i++) {
-        const char *name = NULL;
-        ug_tensor *t = NULL;
-        ug_status st = ug_model_param_at(model, i, &name, &t);
-        if (st == UG_OK) {
-            w->bytes[i] = ug_tensor_nbytes(t);
-            w->values[i] = malloc(w->bytes[i] ? w->bytes[i] : 1);
-            st = w->values[i] ? ug_model_read_param(model, name, w->values[i], w->bytes[i]) : UG_ERR_OUT_OF_MEMORY;
-        }
-        if (st != UG_OK) {
-            train_weights_free(w);
-            return st;
-        }
-    }
-    return UG_OK;
-}
+volatile sig_atomic_t train_interrupt_signal;
 
-ug_status train_weights_restore(const train_weights *w, ug_model *model)
-{
-    for (int i = 0; i < w->count; i++) {
-        const char *name = NULL;
-        ug_tensor *t = NULL;
-        ug_status st = ug_model_param_at(model, i, &name, &t);
-        if (st == UG_OK)
-            st = ug_model_write_param(model, name, w->values[i], w->bytes[i]);
-        if (st != UG_OK)
-            return st;
-    }
-    return UG_OK;
-}
-
-void train_weights_free(train_weights *w)
-{
-    for (int i = 0; w->values && i < w->count; i++)
-        free(w->values[i]);
-    free(w->values);
-    free(w->bytes);
-    *w = (train_weights){0};
-}
-
-static volatile sig_atomic_t interrupted; /* the signal, 0 before one */
-
-static void on_interrupt(int sig) { interrupted = sig; }
+static void on_interrupt(int sig) { train_interrupt_signal = sig; }
 
 void train_catch_interrupts(void)
 {
@@ -151,8 +102,6 @@ void train_catch_interrupts(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
 }
-
-int train_interrupted(void) { return interrupted; }
 
 bool train_check_save_path(const char *path)
 {

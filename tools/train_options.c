@@ -144,6 +144,9 @@ static const option_spec table[] = {
     {.name = "resume", .value = "FILE", .kind = OPT_STRING, .target = FIELD(resume), .accepts = "a checkpoint file",
      .help = "continue the run saved in FILE exactly where it stopped, with its options (those given here "
              "override them, e.g. --epochs)"},
+    {.name = "resume-override", .kind = OPT_SET, .target = FIELD(resume_override), .set = true,
+     .help = "with --resume: accept options that change the saved run's schedule or numbers (more --epochs "
+             "under the cosine schedule, another --lr); without it such a resume is refused"},
     {.name = "csv", .value = "FILE", .kind = OPT_STRING, .target = FIELD(csv), .accepts = "a file name",
      .help = "log a row per step and per epoch (see below)"},
     {.name = "no-standardize", .kind = OPT_SET, .target = FIELD(standardize), .set = false,
@@ -407,8 +410,9 @@ void train_options_usage(FILE *to)
          "Step rows: the batch's training loss, the learning rate its update used (with --accumulate, the "
          "update its gradients go into) and the epoch's samples/s so far. Epoch rows (step: the epoch's "
          "batches): the epoch's mean training loss, the test loss, the test accuracy in percent, the learning "
-         "rate of the epoch's last update and the epoch's samples/s (training only). A field that does not "
-         "apply is empty.",
+         "rate of the epoch's last update, the epoch's samples/s (training only), and the epoch's training "
+         "and validation accuracy in percent. global_step counts batches from the run's start. A field that "
+         "does not apply is empty.",
          2, 2);
 }
 
@@ -526,7 +530,8 @@ static int check_combinations(const train_options *o, const bool given[OPTION_CO
         bool present;
     } pairs[] = {{"patience", "val-split", o->val_split > 0},
                  {"save-every", "save", o->save != NULL},
-                 {"keep", "save", o->save != NULL}};
+                 {"keep", "save", o->save != NULL},
+                 {"resume-override", "resume", o->resume != NULL}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         const option_spec *s = find(pairs[i].option, strlen(pairs[i].option));
         if (given[s - table] && !pairs[i].present) {

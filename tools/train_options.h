@@ -20,6 +20,7 @@ typedef struct train_options {
     int save_every_epochs;    /* with save_every 0: epochs between saves */
     int keep;                 /* files kept: save, save.1, ... */
     const char *resume;       /* NULL: a fresh run */
+    bool resume_override;     /* resume although options change the run's schedule or numbers */
     float val_split;          /* fraction of the training set held out; 0: none */
     int patience;             /* epochs without a better validation loss before stopping; 0: never */
     int epochs;
@@ -46,8 +47,10 @@ typedef struct train_options {
     mlp_config model;         /* inputs are set from the data */
 } train_options;
 
-/* The header of --csv's log (written by ug_train.c, described by --help). */
-#define TRAIN_CSV_COLUMNS "kind,epoch,step,train_loss,val_loss,test_loss,test_accuracy,lr,samples_per_s"
+/* The header of --csv's log (written by train_report.c, described by --help). */
+#define TRAIN_CSV_COLUMNS                                                                                  \
+    "kind,epoch,step,train_loss,val_loss,test_loss,test_accuracy,lr,samples_per_s,global_step,train_accuracy," \
+    "val_accuracy"
 
 enum {
     TRAIN_OPTIONS_OK = 0,

@@ -97,9 +97,9 @@ static ug_status no_pending_micro_batches(const ug_graph *g, const char *op)
 {
     if (g->micro_batches)
         return ug_set_error(UG_ERR_STATE,
-                            "%s: the gradients of %d micro-batches are accumulated; apply them "
+                            "%s: the gradients of %d micro-batch%s are accumulated; apply them "
                             "with ug_graph_run_update first",
-                            op, g->micro_batches);
+                            op, g->micro_batches, g->micro_batches == 1 ? "" : "es");
     return UG_OK;
 }
 

@@ -301,9 +301,9 @@ static ug_status gather_graph(const named_part *ng, save_list *s)
     const ug_graph *g = ng->graph;
     if (g->micro_batches)
         return ug_set_error(UG_ERR_STATE,
-                            "graph '%s' holds the gradients of %d micro-batches not yet applied; save after "
+                            "graph '%s' holds the gradients of %d micro-batch%s not yet applied; save after "
                             "ug_graph_run_update",
-                            ng->name, g->micro_batches);
+                            ng->name, g->micro_batches, g->micro_batches == 1 ? "" : "es");
     char key[KEY_BYTES];
     snprintf(key, sizeof key, "unigrad.graph.%s.seed", ng->name);
     UG_TRY(meta_u64(&s->meta, key, g->seed));

@@ -121,8 +121,9 @@ static ug_status make_optimizer(ug_trainer *t, int64_t epoch_updates)
     }
     if (oc.schedule == UG_SCHEDULE_COSINE && oc.warmup_steps >= oc.total_steps && oc.total_steps > 0)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
-                            "trainer: the warm-up (%lld updates) does not end before the run's %lld updates",
-                            (long long)oc.warmup_steps, (long long)oc.total_steps);
+                            "trainer: the warm-up (%lld update%s) does not end before the run's %lld update%s",
+                            (long long)oc.warmup_steps, oc.warmup_steps == 1 ? "" : "s",
+                            (long long)oc.total_steps, oc.total_steps == 1 ? "" : "s");
     ug_optimizer_free(t->optimizer);
     t->optimizer = NULL;
     t->total_updates = oc.total_steps;

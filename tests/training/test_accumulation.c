@@ -140,7 +140,7 @@ TS_TEST(phases_refuse_misuse)
     CHECK_OK(ug_graph_run_forward(n.g));
     CHECK_OK(ug_graph_run_backward(n.g));
     if (CHECK_STATUS(ug_graph_run(n.g), UG_ERR_STATE))
-        CHECK_ERROR_HAS("1 micro-batches are accumulated");
+        CHECK_ERROR_HAS("the gradients of 1 micro-batch are accumulated");
     CHECK_OK(ug_graph_run_update(n.g));
     CHECK_OK(ug_graph_run(n.g));
     /* Another graph of the model steps the optimizer while micro-batches are
