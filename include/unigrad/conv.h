@@ -38,7 +38,7 @@ typedef struct ug_pool2d_params {
 UG_API int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int dilation);
 
 /* x [N, C, H, W], weight [OC, C / groups, KH, KW], bias [OC] or NULL:
- * y [N, OC, OH, OW]. */
+ * y [N, OC, OH, OW] (dtypes: f32, f16, bf16). */
 UG_API ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                            const ug_conv2d_params *params, ug_tensor **out);
 /* The maximum of each window (NaN wins); y [N, C, OH, OW]. */

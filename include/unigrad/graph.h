@@ -137,7 +137,8 @@ UG_API ug_status ug_g_minimum(ug_graph *g, ug_value *a, ug_value *b, ug_value **
 /* 1 where a == b, else 0 (not differentiable); with ug_g_cast and ug_g_sum
  * it counts correct predictions on the device. */
 UG_API ug_status ug_g_equal(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
-/* To f32 or f16, from f32, f16, i32 or u8 (not differentiable). */
+/* From any dtype to a float one (dtypes: f32, f16, bf16), as ug_cast (not
+ * differentiable). */
 UG_API ug_status ug_g_cast(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **out);
 UG_API ug_status ug_g_neg(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_abs(ug_graph *g, ug_value *x, ug_value **out);

@@ -1,6 +1,9 @@
 /* Eager operations. Each runs on its inputs' device, is queued
  * asynchronously, and returns a new tensor in *out (free it with
- * ug_tensor_free). Elementwise ops accept f32 and f16 (computed in f32). */
+ * ug_tensor_free). A dtypes note in parentheses lists the dtypes an op
+ * takes; the conformance suite runs each op in each of them and checks the
+ * notes against its tables. Elementwise ops (dtypes: f32, f16, bf16) compute in
+ * f32 and return their input's dtype. */
 #ifndef UNIGRAD_OPS_H
 #define UNIGRAD_OPS_H
 
@@ -40,12 +43,12 @@ UG_API ug_status ug_softplus(const ug_tensor *x, ug_tensor **out);
 /* scale * x + shift */
 UG_API ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor **out);
 
-/* Writes value into every element of x (f32 or f16), in place. */
+/* Writes value into every element of x, in place (dtypes: f32, f16, bf16). */
 UG_API ug_status ug_fill(ug_tensor *x, float value);
 
-/* Counter-based (Philox 4x32-10) random numbers, in place into an f32 or f16
- * tensor. Element i takes counter offset + i, so every device draws the same
- * numbers for the same seed and offset. */
+/* Counter-based (Philox 4x32-10) random numbers, in place into a float
+ * tensor (dtypes: f32, f16, bf16). Element i takes counter offset + i, so
+ * every device draws the same numbers for the same seed and offset. */
 UG_API ug_status ug_random_uniform(ug_tensor *x, uint64_t seed, uint64_t offset,
                             float low, float high);
 UG_API ug_status ug_random_normal(ug_tensor *x, uint64_t seed, uint64_t offset,
@@ -61,7 +64,8 @@ typedef enum ug_reduce_op {
 
 /* Reduces over one axis (negative counts from the end), or over every
  * element when all is true (a scalar result). keepdim keeps the reduced axis
- * as size 1. Sums accumulate in f32 with pairwise/tree order. */
+ * as size 1. Sums accumulate in f32 with pairwise/tree order (dtypes: f32,
+ * f16, bf16; the result has x's dtype, argmax's is i32). */
 UG_API ug_status ug_reduce(const ug_tensor *x, ug_reduce_op op, int axis, bool all,
                     bool keepdim, ug_tensor **out);
 UG_API ug_status ug_sum(const ug_tensor *x, int axis, ug_tensor **out);
@@ -73,19 +77,22 @@ UG_API ug_status ug_argmax(const ug_tensor *x, int axis, ug_tensor **out);
 
 /* Matrix product of the last two axes, optionally transposed: a is [..,M,K]
  * (or [..,K,M] with transpose_a), b is [..,K,N] (or [..,N,K]). Batched when
- * either has more than two axes; a 2-D operand is shared by every batch. f32
- * and f16 (f16 computed through f32). */
+ * either has more than two axes; a 2-D operand is shared by every batch
+ * (dtypes: f32, f16, bf16; the products accumulate in f32). */
 UG_API ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a,
                     bool transpose_b, ug_tensor **out);
 
-/* Softmax and log-softmax over the last axis. */
+/* Softmax and log-softmax over the last axis, computed in f32
+ * (dtypes: f32, f16, bf16). */
 UG_API ug_status ug_softmax(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_log_softmax(const ug_tensor *x, ug_tensor **out);
 
 /* Swaps the last two axes (a contiguous copy). */
 UG_API ug_status ug_transpose(const ug_tensor *x, ug_tensor **out);
 
-/* Casts: f32<->f16, and i32/u8 to f32 or f16. */
+/* Casts from any dtype to a float one (dtypes: f32, f16, bf16), rounding
+ * through f32 (an i32 past 2^24 rounds there first), or to x's own dtype
+ * (a copy of the bits). */
 UG_API ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out);
 
 /* A contiguous copy on the same device. */

@@ -108,6 +108,12 @@ void cf_graph_op_grad_cases(ug_device *dev);
 static inline int32_t cf_label(int64_t r, int64_t classes) { return (int32_t)((r * 7 + 3) % classes); }
 
 /* Tests (registered by test_conformance.c). */
+/* The dtypes the tables run ops through, as masks over ug_dtype (1 << d):
+ * float_dtypes (conformance_ops.c) and the convolutions' (conformance_conv.c). */
+unsigned cf_dtype_mask(const ug_dtype *dtypes, int count);
+unsigned cf_float_dtype_mask(void);
+unsigned cf_window_dtype_mask(void);
+
 void test_reduce_ops(ug_device *dev);
 void test_reduce_special(ug_device *dev);
 void test_reduce_wrappers(ug_device *dev);

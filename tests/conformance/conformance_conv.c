@@ -28,6 +28,8 @@
 /* Convolution and pooling take f16 and bf16 tensors (computing in f32). */
 static const ug_dtype window_dtypes[] = {UG_F32, UG_F16, UG_BF16};
 
+unsigned cf_window_dtype_mask(void) { return cf_dtype_mask(window_dtypes, CF_COUNT(window_dtypes)); }
+
 static double window_tol(ug_dtype dt, double f32_tol) { return dt == UG_F32 ? f32_tol : th_tol(dt); }
 
 /* ---- conv2d ---- */

@@ -11,6 +11,18 @@
 static const ug_dtype float_dtypes[] = {UG_F32, UG_F16, UG_BF16};
 static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8, UG_BF16};
 
+unsigned cf_dtype_mask(const ug_dtype *dtypes, int count)
+{
+    unsigned mask = 0;
+    for (int i = 0; i < count; i++)
+        mask |= 1u << (unsigned)dtypes[i];
+    return mask;
+}
+
+/* Reductions, matmul, softmax, fill, random numbers, and the targets of
+ * casts all run through float_dtypes below. */
+unsigned cf_float_dtype_mask(void) { return cf_dtype_mask(float_dtypes, CF_COUNT(float_dtypes)); }
+
 /* ---- reductions ---- */
 
 static const struct {

@@ -16,6 +16,7 @@
  * against the reference rounded to the output's dtype, exact where the
  * result is exact (max, argmax, transposes, casts, random uniform), and
  * CF_TOL_GRAD for gradients (a few f32 operations each). */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -334,6 +335,138 @@ static void test_op_definitions_driven(ug_device *dev)
     printf("    %d op definitions, %d of them launched by the rows' graphs\n", definitions, launched);
 }
 
+/* ---- the headers' dtype notes against the tables ---- */
+
+/* The dtypes every elementwise row runs through; 0 (with a failure) when
+ * the rows differ, which one note for them all could not say. */
+static unsigned elementwise_dtype_mask(void)
+{
+    const unsigned mask = op_unary_count ? op_unaries[0].dtypes : 0;
+    for (int i = 0; i < op_unary_count; i++)
+        CHECK_MSG(op_unaries[i].dtypes == mask, "the rows of %s and %s take other dtypes", op_unaries[i].name,
+                  op_unaries[0].name);
+    for (int i = 0; i < op_binary_count; i++)
+        CHECK_MSG(op_binaries[i].dtypes == mask, "the rows of %s and %s take other dtypes", op_binaries[i].name,
+                  op_unaries[0].name);
+    return mask;
+}
+
+typedef struct dtype_note {
+    const char *header, *function; /* the declaration a note comes before */
+    unsigned driven;               /* the dtypes the tables run it through */
+    bool seen;
+} dtype_note;
+
+/* "f32, f16, bf16)" or "...; ..." (across comment lines) as a mask;
+ * false at a name that is no dtype. */
+static bool parse_dtypes(const char *p, unsigned *mask)
+{
+    static const ug_dtype known[] = {UG_F32, UG_F16, UG_BF16, UG_I32, UG_U8};
+    *mask = 0;
+    while (*p && *p != ')' && *p != ';') {
+        size_t n = strcspn(p, ",;) \n");
+        bool found = false;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (strlen(ug_dtype_name(known[k])) == n && !strncmp(p, ug_dtype_name(known[k]), n)) {
+                *mask |= 1u << (unsigned)known[k];
+                found = true;
+            }
+        if (!found)
+            return false;
+        p += n;
+        p += strspn(p, ", \n*");
+    }
+    return *mask != 0;
+}
+
+/* "f32, f16, bf16" of a mask. */
+static const char *mask_names(unsigned mask, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (unsigned d = 0; d < 32; d++)
+        if (mask & (1u << d))
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? ", " : "", ug_dtype_name((ug_dtype)d));
+    return buf;
+}
+
+/* The name of the function declared at decl ("UG_API ug_status ug_add(").
+ * "" when there is none. */
+static void declared_function(const char *decl, char *name, size_t len)
+{
+    const char *paren = decl ? strchr(decl, '(') : NULL, *start = paren;
+    while (start && start > decl && (isalnum((unsigned char)start[-1]) || start[-1] == '_'))
+        start--;
+    snprintf(name, len, "%.*s", paren ? (int)(paren - start) : 0, start ? start : "");
+}
+
+/* Checks the notes of one header against notes[]. */
+static void check_header_notes(const char *header, dtype_note *notes, int count)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", UG_PUBLIC_HEADERS, header);
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f != NULL);
+    static char text[1 << 18];
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    for (const char *at = strstr(text, "(dtypes: "); at; at = strstr(at + 1, "(dtypes: ")) {
+        int line = 1;
+        for (const char *c = text; c < at; c++)
+            line += *c == '\n';
+        unsigned claimed = 0;
+        char function[64];
+        declared_function(strstr(at, "UG_API"), function, sizeof function);
+        if (!parse_dtypes(at + 9, &claimed) || !function[0]) {
+            CHECK_MSG(false, "%s:%d: the note \"%.40s\" names no dtypes or comes before no declaration", header,
+                      line, at);
+            continue;
+        }
+        dtype_note *note = NULL;
+        for (int i = 0; i < count; i++)
+            if (!strcmp(notes[i].header, header) && !strcmp(notes[i].function, function))
+                note = &notes[i];
+        if (!note) {
+            CHECK_MSG(false, "%s:%d: %s has a dtype note that no table of this suite backs: add it to the "
+                      "notes in test_header_dtype_notes with the dtypes the tables run it through", header, line,
+                      function);
+            continue;
+        }
+        note->seen = true;
+        char said[64], run[64];
+        CHECK_MSG(claimed == note->driven, "%s:%d says %s takes %s, and the conformance tables run it through %s: "
+                  "correct the note or the table", header, line, function, mask_names(claimed, said, sizeof said),
+                  mask_names(note->driven, run, sizeof run));
+    }
+}
+
+/* Every "(dtypes: ...)" note in the public headers names the dtypes the
+ * conformance tables run its op through, no more and no fewer, and every
+ * op below keeps its note. */
+static void test_header_dtype_notes(ug_device *dev)
+{
+    (void)dev;
+    const unsigned floats = cf_float_dtype_mask();
+    dtype_note notes[] = {
+        {"ops.h", "ug_add", elementwise_dtype_mask(), false}, /* the elementwise ops' one note */
+        {"ops.h", "ug_fill", floats, false},
+        {"ops.h", "ug_random_uniform", floats, false},
+        {"ops.h", "ug_reduce", floats, false},
+        {"ops.h", "ug_matmul", floats, false},
+        {"ops.h", "ug_softmax", floats, false},
+        {"ops.h", "ug_cast", floats, false},    /* the targets; the sources are every dtype */
+        {"graph.h", "ug_g_cast", floats, false}, /* ug_cast's definition */
+        {"conv.h", "ug_conv2d", cf_window_dtype_mask(), false},
+    };
+    const int count = (int)(sizeof notes / sizeof notes[0]);
+    check_header_notes("ops.h", notes, count);
+    check_header_notes("graph.h", notes, count);
+    check_header_notes("conv.h", notes, count);
+    for (int i = 0; i < count; i++)
+        CHECK_MSG(notes[i].seen, "%s no longer says which dtypes %s takes: give it a (dtypes: ...) note",
+                  notes[i].header, notes[i].function);
+}
+
 TS_TEST(elementwise_grads) { cf_elementwise_grad_cases(dev); }
 TS_TEST(graph_op_grads) { cf_graph_op_grad_cases(dev); }
 
@@ -364,6 +497,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(batch_norm_1d_momentum_rows),
         TH_DEVICE_TEST(nn_conv2d_layer),
         TH_HOST_TEST(op_definitions_driven),
+        TH_HOST_TEST(header_dtype_notes),
     };
     return th_main(argc, argv, tests, CF_COUNT(tests));
 }
