@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "unigrad/unigrad.h"
+#include <unigrad/unigrad.h>
 
 /* conv 3x3 (same size) + batch norm + ReLU + 2x2 max-pool. */
 static ug_status conv_block(ug_graph *g, const char *conv, const char *norm, int64_t channels, ug_value **h)

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unigrad/unigrad.h"
+#include <unigrad/unigrad.h>
 
 enum { SAMPLES = 8192, FEATURES = 8, TARGETS = 2, HIDDEN = 64 };
 

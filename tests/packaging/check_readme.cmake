@@ -1,5 +1,7 @@
 # Fails unless README.md contains tests/packaging/readme_example.c verbatim
-# and .ci/run installs the README's packages and runs its test command.
+# and examples/cnn.c from its first #include (the "Training from C"
+# section), and .ci/run installs the README's packages and runs its test
+# command.
 # Run with cmake -P and -DSOURCE_DIR=<repository root>.
 file(READ ${SOURCE_DIR}/README.md readme)
 file(READ ${SOURCE_DIR}/tests/packaging/readme_example.c example)
@@ -7,6 +9,15 @@ string(FIND "${readme}" "```c\n${example}```" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "README.md does not contain tests/packaging/readme_example.c verbatim "
     "in a ```c block: copy the file's text into the README")
+endif()
+
+file(READ ${SOURCE_DIR}/examples/cnn.c cnn)
+string(FIND "${cnn}" "#include" code_start)
+string(SUBSTRING "${cnn}" ${code_start} -1 cnn_code)
+string(FIND "${readme}" "```c\n${cnn_code}```" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "README.md does not show examples/cnn.c (from its first #include) verbatim in a "
+    "```c block: copy the file's code into the \"Training from C\" section")
 endif()
 
 file(READ ${SOURCE_DIR}/.ci/run ci)
