@@ -111,8 +111,11 @@ static ug_status make_optimizer(ug_trainer *t, int64_t epoch_updates)
     ug_optimizer_config oc = t->config.optimizer;
     if (!epoch_updates)
         oc.schedule = UG_SCHEDULE_CONSTANT;
-    if (oc.schedule == UG_SCHEDULE_COSINE && oc.total_steps == 0)
-        oc.total_steps = t->config.epochs * epoch_updates;
+    if (oc.schedule == UG_SCHEDULE_COSINE && oc.total_steps == 0 &&
+        __builtin_mul_overflow(t->config.epochs, epoch_updates, &oc.total_steps))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "trainer: %lld epochs of %lld updates are more updates "
+                                                     "than a step count holds; train fewer epochs",
+                            (long long)t->config.epochs, (long long)epoch_updates);
     if (oc.schedule == UG_SCHEDULE_STEP && oc.step_size == 0)
         oc.step_size = epoch_updates;
     if (t->config.precision == UG_F16 && !oc.loss_scaling.enabled) {

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +486,11 @@ TS_TEST(refused_configurations)
     c.drop_last = true;
     if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
         CHECK_ERROR_HAS("no whole batch");
+    c = ug_trainer_defaults();
+    c.epochs = INT64_MAX; /* the cosine schedule's total updates would overflow (found by fuzz_trainer_config) */
+    c.optimizer.schedule = UG_SCHEDULE_COSINE;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("more updates than a step count holds");
     c = ug_trainer_defaults();
     c.resume = "/nonexistent/run.safetensors";
     CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_IO);
