@@ -404,7 +404,16 @@ void train_options_usage(FILE *to)
             snprintf(help, sizeof help, "%s", s->help);
         wrap(to, help, HELP_INDENT, HELP_INDENT);
     }
-    fprintf(to, "The --csv log has the columns\n  %s\n", TRAIN_CSV_COLUMNS);
+    /* The columns, with a space after each comma so that they wrap. */
+    char columns[2 * sizeof TRAIN_CSV_COLUMNS], *c = columns;
+    for (const char *p = TRAIN_CSV_COLUMNS; *p; p++) {
+        *c++ = *p;
+        if (*p == ',')
+            *c++ = ' ';
+    }
+    *c = '\0';
+    fputs("The --csv log has the columns\n  ", to);
+    wrap(to, columns, 2, 2);
     fputs("  ", to);
     wrap(to,
          "Step rows: the batch's training loss, the learning rate its update used (with --accumulate, the "
