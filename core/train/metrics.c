@@ -65,7 +65,8 @@ static ug_status add_top_k(ug_trainer *t, trainer_graph *tg, ug_value *logits, u
     return ug_graph_accumulate(g, hits, 1.0f, &tg->top_k_sum);
 }
 
-ug_status trainer_take_metrics(trainer_graph *tg, const ug_trainer_outputs *o)
+/* The build function's own metrics, checked, into tg. */
+static ug_status take_metrics(trainer_graph *tg, const ug_trainer_outputs *o)
 {
     if (o->metric_count < 0 || o->metric_count > UG_TRAINER_MAX_METRICS)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "trainer: the build function gave %d metrics; 0 to %d are "
@@ -88,9 +89,11 @@ ug_status trainer_take_metrics(trainer_graph *tg, const ug_trainer_outputs *o)
     return UG_OK;
 }
 
-ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, bool evaluation)
+ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer_outputs *outputs,
+                              bool evaluation)
 {
     ug_graph *g = tg->graph;
+    UG_TRY(take_metrics(tg, outputs));
     UG_TRY(ug_graph_accumulate_rows(g, tg->loss, &tg->loss_sum));
     for (int i = 0; i < tg->metric_count; i++) {
         ug_value *v = tg->metric_values[i];

@@ -76,8 +76,7 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     }
     out->loss = outputs.loss;
     out->logits = outputs.logits;
-    if (st == UG_OK) st = trainer_take_metrics(out, &outputs);
-    if (st == UG_OK) st = trainer_add_metrics(t, out, !training);
+    if (st == UG_OK) st = trainer_add_metrics(t, out, &outputs, !training);
     if (st == UG_OK && training) st = ug_graph_backward(g, out->loss);
     if (st == UG_OK && !training) st = ug_graph_set_training(g, false);
     if (st != UG_OK)

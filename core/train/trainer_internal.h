@@ -64,9 +64,8 @@ void trainer_graph_free(trainer_graph *tg);
  * out (confusion into t->confusion); then clears them. */
 ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,
                                ug_trainer_metrics *out);
-ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, bool evaluation);
-/* The build function's own metrics, checked, into tg. */
-ug_status trainer_take_metrics(trainer_graph *tg, const ug_trainer_outputs *outputs);
+ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer_outputs *outputs,
+                              bool evaluation);
 /* Runs loader's next epoch through the evaluation graph. */
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out);
 
