@@ -52,6 +52,17 @@ bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), voi
                              bool (*blas_fn)(void *ctx), void *blas_ctx, double target_seconds,
                              double *seconds, double *blas_seconds, double *ratio);
 
+/* bench_profile.c: step (with sync as bench_time's, on device) timed with
+ * the profiler off and on, each step in a "step" range, in alternating
+ * rounds over about target_seconds: the median rounds and the median of
+ * the rounds' ratios on / off. */
+bool bench_profiler_overhead(bool (*step)(void *ctx), void *ctx, ug_device *device, double target_seconds,
+                             double *off_seconds, double *on_seconds, double *ratio);
+/* Records steps steps in "step" ranges and writes their Chrome trace to
+ * path; *kernel_seconds: the device time of their launches per step. */
+bool bench_trace(bool (*step)(void *ctx), void *ctx, ug_device *device, int steps, const char *path,
+                 double *kernel_seconds);
+
 /* Every device id this run should cover: the one named (validated by
  * opening it) or all of them. Returns the count, or -1 with the error printed. */
 int bench_device_ids(const char *only, char ids[][32], int max_ids);

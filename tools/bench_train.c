@@ -20,7 +20,7 @@
 #include "bench.h"
 #include "mlp.h"
 
-enum { MAX_DEVICES = 16, FEATURES = 784, HIDDEN = 500, CLASSES = 10, SYNTHETIC_SAMPLES = 60000 };
+enum { MAX_DEVICES = 16, FEATURES = 784, HIDDEN = 500, CLASSES = 10, SYNTHETIC_SAMPLES = 60000, TRACED_STEPS = 10 };
 
 static const char *command = "train-mlp";
 
@@ -29,7 +29,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: ug-bench train-mlp|train-cnn [--device NAME] [--batch N]... [--hidden LIST]\n"
             "                          [--seconds S] [--no-epoch] [--no-modes] [--keep-denormals]\n"
-            "                          [--precision LIST] [--csv FILE]\n"
+            "                          [--precision LIST] [--csv FILE] [--trace FILE]\n"
             "Times ug-train's training step (train-mlp: MLP 784-500-10 by default, --hidden as\n"
             "ug-train's, e.g. 16x1024; train-cnn: ug-train --model cnn; Adam) at batch 64 and 128\n"
             "on changing batches beside the step's matrix products alone through OpenBLAS (for\n"
@@ -38,7 +38,10 @@ static void usage(FILE *out)
             "gradient accumulation over 4 micro-batches and with activation checkpointing (time\n"
             "and memory: the plan's and the pool's measured peak). Denormals are flushed to zero\n"
             "on the CPU backend's threads unless --keep-denormals. --precision f32,f16,bf16 times\n"
-            "each compute precision in turn (default f32; f16 with loss scaling, as ug-train).\n");
+            "each compute precision in turn (default f32; f16 with loss scaling, as ug-train).\n"
+            "The plain step is also timed with the profiler recording (alternating with it off),\n"
+            "and --trace FILE writes a Chrome trace of %d steps (FILE-<device>-b<batch>.json when\n"
+            "several run; open it in ui.perfetto.dev).\n", TRACED_STEPS);
 }
 
 /* One matrix product of the step: C [m, n] = op(A) op(B). */
@@ -281,6 +284,9 @@ typedef struct mode_result {
     uint64_t peak_bytes;                   /* the pool's peak beyond what was in use before */
     double host_s;                         /* the host's time to issue one step (plain only) */
     int kernels;                           /* the step plan's kernels */
+    /* Plain only: the step with the profiler off and on (alternating),
+     * and with --trace the traced steps' device time per step. */
+    double unprofiled_s, profiled_s, profiled_ratio, traced_kernel_s;
 } mode_result;
 
 /* The host's time to issue a step: the median over 5 runs of 20 steps of
@@ -306,10 +312,12 @@ static bool time_host_issue(device_step *ds, double *host_s)
 
 /* Builds the model for mode on ds's device, times its step on ds's
  * batches (against hp's products through OpenBLAS when hp is not NULL),
- * and measures its memory. The model, optimizer and graph stay for the
+ * and measures its memory; the plain step also with the profiler on, and
+ * traced into trace when that is set. The model, optimizer and graph stay for the
  * caller (free_mode). */
 static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batch, step_mode mode, double target,
-                           host_products *hp, ug_model **model, ug_optimizer **opt, mode_result *r)
+                           host_products *hp, const char *trace, ug_model **model, ug_optimizer **opt,
+                           mode_result *r)
 {
     mlp_config cfg = *base;
     cfg.checkpoint = mode == MODE_CHECKPOINT;
@@ -330,6 +338,11 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
                     : bench_time(run_step, sync_step, ds, 3, target, &r->step_s, &reps);
     if (!timed || (mode == MODE_PLAIN && !time_host_issue(ds, &r->host_s)))
         return UG_ERR_BACKEND;
+    if (mode == MODE_PLAIN &&
+        (!bench_profiler_overhead(run_step, ds, ds->device, target, &r->unprofiled_s, &r->profiled_s,
+                                  &r->profiled_ratio) ||
+         (trace && !bench_trace(run_step, ds, ds->device, TRACED_STEPS, trace, &r->traced_kernel_s))))
+        return UG_ERR_BACKEND;
     ug_graph_memory_info mem;
     TRY(ug_graph_memory(ds->step.graph, &mem));
     r->kernels = mem.nodes;
@@ -347,9 +360,26 @@ static void free_mode(device_step *ds, ug_model *model, ug_optimizer *opt)
     ug_model_free(model);
 }
 
+/* --trace's file for one configuration: path itself when the run has one,
+ * else with "-<device>-b<batch>" before its extension. */
+static void trace_name(char *out, size_t len, const char *path, bool several, const char *id, int64_t batch)
+{
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash))
+        dot = path + strlen(path);
+    if (!several) {
+        snprintf(out, len, "%s", path);
+        return;
+    }
+    snprintf(out, len, "%.*s-%s-b%lld%s", (int)(dot - path), path, id, (long long)batch, dot);
+    for (char *c = out + (dot - path); *c; c++)
+        if (*c == '/' || *c == ':')
+            *c = '_'; /* "cpu/f16", "opencl:0" */
+}
+
 static int bench_train(int argc, char **argv, bool cnn)
 {
-    const char *only = NULL, *csv_path = NULL;
+    const char *only = NULL, *csv_path = NULL, *trace_path = NULL;
     int64_t batches[8];
     int batch_count = 0;
     ug_dtype precisions[3] = {UG_F32};
@@ -373,6 +403,8 @@ static int bench_train(int argc, char **argv, bool cnn)
             only = argv[++i];
         } else if (i + 1 < argc && !strcmp(argv[i], "--csv")) {
             csv_path = argv[++i];
+        } else if (i + 1 < argc && !strcmp(argv[i], "--trace")) {
+            trace_path = argv[++i];
         } else if (i + 1 < argc && !strcmp(argv[i], "--seconds")) {
             target = atof(argv[++i]);
         } else if (i + 1 < argc && !cnn && !strcmp(argv[i], "--hidden")) {
@@ -421,7 +453,8 @@ static int bench_train(int argc, char **argv, bool cnn)
         return bench_fail("loading the data set");
     if (csv)
         fprintf(csv, "device,batch,mode,step_ms,over_plain,blas_products_ms,step_over_products,samples_per_s,epoch_s,"
-                     "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib,host_issue_ms,kernels\n");
+                     "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib,host_issue_ms,kernels,"
+                     "profiled_over_plain,traced_launches_ms\n");
     printf("%-10s %5s %-12s %9s %6s %12s %7s %9s %8s %8s %6s %8s %8s %8s\n", "device", "batch", "step", "step ms",
            "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
            "peak MiB");
@@ -434,6 +467,10 @@ static int bench_train(int argc, char **argv, bool cnn)
                  cfg.precision == UG_F32 ? "" : ug_dtype_name(cfg.precision));
         for (int bi = 0; bi < batch_count && !rc; bi++) {
             int64_t batch = batches[bi];
+            char trace[512];
+            if (trace_path)
+                trace_name(trace, sizeof trace, trace_path, device_count * precision_count * batch_count > 1, id,
+                           batch);
             device_step ds = {0};
             ug_loader *loader = NULL;
             host_products hp;
@@ -453,7 +490,8 @@ static int bench_train(int argc, char **argv, bool cnn)
                 ug_model *model = NULL;
                 ug_optimizer *opt = NULL;
                 host_products *products = mode == MODE_PLAIN && have_products ? &hp : NULL;
-                st = time_mode(&ds, &cfg, batch, (step_mode)mode, target, products, &model, &opt, &results[mode]);
+                st = time_mode(&ds, &cfg, batch, (step_mode)mode, target, products, trace_path ? trace : NULL,
+                               &model, &opt, &results[mode]);
                 if (st == UG_OK && mode == MODE_PLAIN && epoch)
                     st = run_epoch(loader, &ds.step, &epoch_s, &epoch_steps);
                 free_mode(&ds, model, opt);
@@ -478,17 +516,25 @@ static int bench_train(int argc, char **argv, bool cnn)
                     printf(" %8s %8s %6s", "-", "-", "-");
                 printf(" %8.1f %8.1f %8.1f\n", (double)r->activation_bytes * mib, (double)r->plan_bytes * mib,
                        (double)r->peak_bytes * mib);
-                if (first)
+                if (first) {
                     printf("%-10s %5s host issues the step's %d kernels in %.3f ms (%.1f us each, %.0f%% of the step)\n",
                            "", "", r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels,
                            100.0 * r->host_s / r->step_s);
+                    printf("%-10s %5s profiler: the step takes %.3f ms off, %.3f ms recording (x%.3f)\n", "", "",
+                           r->unprofiled_s * 1e3, r->profiled_s * 1e3, r->profiled_ratio);
+                    if (trace_path)
+                        printf("%-10s %5s traced %d steps into %s: launches %.3f ms of device time per step "
+                               "(%.0f%% of the step)\n", "", "", TRACED_STEPS, trace, r->traced_kernel_s * 1e3,
+                               100.0 * r->traced_kernel_s / r->step_s);
+                }
                 if (csv)
-                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d\n", id,
+                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d,%.4f,%.4f\n", id,
                             (long long)batch, mode_names[mode], r->step_s * 1e3, over_plain,
                             r->blas_s * 1e3, r->over_blas,
                             (double)batch / r->step_s, first ? epoch_s : 0.0, first ? steps_s : 0.0,
                             first && steps_s > 0 ? epoch_s / steps_s : 0.0, (double)r->activation_bytes * mib,
-                            (double)r->plan_bytes * mib, (double)r->peak_bytes * mib, r->host_s * 1e3, r->kernels);
+                            (double)r->plan_bytes * mib, (double)r->peak_bytes * mib, r->host_s * 1e3, r->kernels,
+                            r->profiled_ratio, r->traced_kernel_s * 1e3);
             }
             fflush(stdout);
             ug_loader_free(loader);

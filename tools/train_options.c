@@ -149,6 +149,13 @@ static const option_spec table[] = {
              "under the cosine schedule, another --lr); without it such a resume is refused"},
     {.name = "csv", .value = "FILE", .kind = OPT_STRING, .target = FIELD(csv), .accepts = "a file name",
      .help = "log a row per step and per epoch (see below)"},
+    {.name = "profile", .value = "FILE", .kind = OPT_STRING, .target = FIELD(profile), .accepts = "a file name",
+     .help = "record --profile-steps steps after --profile-skip with the profiler: their Chrome trace goes to "
+             "FILE (open it in ui.perfetto.dev) and the top ops by device time are printed"},
+    {.name = "profile-skip", .value = "N", .kind = OPT_INT64, .target = FIELD(profile_skip), .min = 0,
+     .help = "with --profile: steps run first (warm-up), fewer when the run is shorter"},
+    {.name = "profile-steps", .value = "N", .kind = OPT_INT64, .target = FIELD(profile_steps), .min = 1,
+     .help = "with --profile: steps recorded"},
     {.name = "no-standardize", .kind = OPT_SET, .target = FIELD(standardize), .set = false,
      .help = "keep pixel values in [0, 1] instead of standardising them with the training set's mean and "
              "standard deviation"},
@@ -168,6 +175,8 @@ void train_options_defaults(train_options *o)
         .workers = 1,
         .save_every_epochs = 1,
         .keep = 1,
+        .profile_skip = 5,
+        .profile_steps = 5,
         .standardize = true,
         .optimizer = UG_ADAM,
         .lr = 1e-3f,

@@ -5,7 +5,7 @@
  * optional CSV log. The options are in train_options.c, the data in
  * train_data.c, the printed lines and the log in train_report.c, the
  * progress display in train_progress.c, the saved options and Ctrl-C in
- * train_checkpoint.c. */
+ * train_checkpoint.c, --profile in train_profile.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -16,6 +16,7 @@
 
 #include "train_checkpoint.h"
 #include "train_data.h"
+#include "train_profile.h"
 #include "train_progress.h"
 #include "train_report.h"
 
@@ -28,6 +29,7 @@ typedef struct run {
     ug_trainer *trainer;
     FILE *csv;
     train_progress bar;
+    train_profile profile;
     /* Where training stands, for the progress display and the messages. */
     int64_t epoch;            /* the epoch under way, from 1 */
     int64_t step, samples, global_step; /* its last batch (from 1), its samples, the run's batches */
@@ -71,6 +73,11 @@ static ug_status on_step(const ug_trainer_step *s, void *user)
         csv_step(r->csv, s, r->loss);
     if (show)
         progress_show(&r->bar, r->step, s->samples, r->loss);
+    TRY(train_profile_step(&r->profile, s->global_batch, s->batches * r->o.epochs));
+    if (train_profile_ready(&r->profile)) {
+        progress_break(&r->bar);
+        TRY(train_profile_report(&r->profile));
+    }
     return UG_OK;
 }
 
@@ -173,6 +180,8 @@ static int finish(run *r, ug_status fitted)
     }
     if (fitted != UG_OK)
         return fail("training");
+    if (train_profile_report(&r->profile) != UG_OK)
+        return fail("writing the profile");
     double best_loss = 0.0;
     const int64_t best = ug_trainer_best_epoch(r->trainer, &best_loss);
     if (!o->patience || best < 0)
@@ -240,6 +249,8 @@ int main(int argc, char **argv)
         rc = open_run(&r);
     if (!rc && r.o.csv)
         rc = open_csv(&r);
+    r.profile = (train_profile){.path = r.o.profile, .skip = r.o.profile_skip, .steps = r.o.profile_steps,
+                                .device = r.dev};
     if (!rc) {
         report_header(&r.o, r.trainer, r.dev, &r.data);
         progress_init(&r.bar, r.o.quiet);
@@ -252,6 +263,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ug-train: writing %s failed: %s\n", r.o.csv, strerror(errno));
         rc = rc ? rc : 1;
     }
+    train_profile_free(&r.profile);
     ug_trainer_free(r.trainer);
     ug_device_close(r.dev);
     train_data_free(&r.data);

@@ -84,7 +84,10 @@ ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
         if (!n->op.def->backward)
             return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient",
                                 n->op.name ? n->op.name : n->op.def->family);
-        UG_TRY(n->op.def->backward(g, n, gy));
+        g->deriving = n;
+        ug_status st = n->op.def->backward(g, n, gy);
+        g->deriving = NULL;
+        UG_TRY(st);
     }
     return UG_OK;
 }

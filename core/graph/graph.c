@@ -147,6 +147,7 @@ ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
     n->op = *op;
     n->phase = g->building;
+    n->origin = g->deriving;
     n->out = out;
     n->nin = nin;
     for (int i = 0; i < nin; i++)

@@ -58,6 +58,11 @@ struct graph_node {
     int segment;              /* a recomputed segment (ug_graph_checkpoint), 0 if none */
     bool writes_cast;         /* a cast was folded in: out is written in its own dtype */
     bool input_cast;          /* autocast's cast of an input: a segment recomputation may take over */
+    graph_node *origin;       /* a backward node: the forward node whose gradient it computes */
+    /* The profiler's name for it (graph/labels.c), made on first use. */
+    bool scoped;
+    char scope[48];
+    char label[112];
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
@@ -96,6 +101,7 @@ struct ug_graph {
     bool checks_added;        /* the check nodes are in (once, even if compile is retried) */
     ug_tensor *flags;         /* f32 [check_count], 0 while every checked value is finite */
     graph_phase building;     /* the phase of nodes being added */
+    graph_node *deriving;     /* during autograd: the forward node whose gradient is being added */
     /* Gradient accumulation (ug_graph_run_backward / ug_graph_run_update):
      * per parameter with a gradient, the sum of the micro-batches'. */
     ug_tensor **accumulated;
@@ -205,6 +211,13 @@ ug_status ug_graph_fit_alias(ug_value *alias);
 
 /* graph/run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
+
+/* graph/labels.c */
+/* The profiler's name of node: "fc1/matmul", "fc1/backward/matmul",
+ * "fc1.weight/update/adam" (made on first use, then kept). */
+const char *ug_graph_node_label(const ug_graph *g, graph_node *node);
+/* Finds every node's scope, which labels use; before fusion rewires values. */
+void ug_graph_find_scopes(const ug_graph *g);
 
 /* model.c */
 int ug_model_param_index(const ug_model *model, const ug_tensor *param);

@@ -314,6 +314,7 @@ static ug_status plan_graph(ug_graph *g)
     g->autocasting = true; /* the nodes compile adds keep their operands' dtypes */
     ug_status st = ug_graph_add_checks(g); /* before fusion: a checked value must exist */
     if (st == UG_OK) {
+        ug_graph_find_scopes(g);
         fuse_activations(g);
         fuse_casts(g);
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */

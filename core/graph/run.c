@@ -4,18 +4,23 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "core/profile/hooks.h"
 #include "core/graph/internal.h"
 
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
 {
-    (void)g;
     ug_tensor *out[UG_OP_MAX_OUTPUTS] = {n->out ? n->out->tensor : NULL};
     const ug_tensor *in[UG_OP_MAX_INPUTS] = {NULL};
     for (int k = 0; k < n->nscratch; k++)
         out[k + 1] = n->scratch[k]->tensor;
     for (int k = 0; k < n->nin; k++)
         in[k] = n->in[k] ? n->in[k]->tensor : NULL;
-    return n->op.def->launch(&n->op, out, in);
+    if (!ug_profiling())
+        return n->op.def->launch(&n->op, out, in);
+    ug_profile_set_label(ug_graph_node_label(g, n));
+    ug_status st = n->op.def->launch(&n->op, out, in);
+    ug_profile_set_label(NULL);
+    return st;
 }
 
 /* A tensor bound to input: its dtype and shape, with 1 to the declared

@@ -3,6 +3,7 @@
  * with broadcasting, casts, expand, fill, transpose, random numbers and
  * dropout. The formulas are kernels/common/elementwise.h's. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/graph/internal.h"
@@ -172,10 +173,29 @@ static ug_unary_kind unary_activation(const ug_op *op)
     return k == UG_UNARY_SCALE_SHIFT || k == UG_UNARY_FILL || k == UG_UNARY_CLAMP ? UG_UNARY_COPY : k;
 }
 
+/* The kinds by their names in kernels/common/elementwise.h, lower case. */
+#define UG_KIND_NAME_(NAME, EXPR) #NAME,
+static const char *const unary_names[] = {UG_UNARY_OPS(UG_KIND_NAME_)};
+static const char *const binary_names[] = {UG_BINARY_OPS(UG_KIND_NAME_)};
+#undef UG_KIND_NAME_
+
+static void kind_name(const char *const *names, int count, int kind, char *out, size_t len)
+{
+    snprintf(out, len, "%s", kind >= 0 && kind < count ? names[kind] : "?");
+    for (; *out; out++)
+        if (*out >= 'A' && *out <= 'Z')
+            *out = (char)(*out - 'A' + 'a');
+}
+
+static void unary_describe(const ug_op *op, char *out, size_t len)
+{
+    kind_name(unary_names, UG_UNARY_COUNT, op->p.unary.op, out, len);
+}
+
 const ug_op_def ug_op_unary = {.family = "unary op", .infer = unary_infer, .launch = unary_launch,
                                .backward = unary_backward, .autocast = unary_autocast,
                                .writes_any_float = ug_writes_any_float,
-                               .activation = unary_activation};
+                               .activation = unary_activation, .describe = unary_describe};
 
 static ug_op unary_op(const char *name, ug_unary_kind kind, float alpha, float beta)
 {
@@ -310,9 +330,22 @@ static bool binary_take_post_op(ug_op *op, ug_unary_kind act)
     return true;
 }
 
+/* "add", or "add+relu" with a fused activation. */
+static void binary_describe(const ug_op *op, char *out, size_t len)
+{
+    kind_name(binary_names, UG_BINARY_COUNT, op->p.binary.op, out, len);
+    if (op->p.binary.post == UG_UNARY_COPY)
+        return;
+    size_t used = strlen(out);
+    if (used + 1 < len) {
+        out[used] = '+';
+        kind_name(unary_names, UG_UNARY_COUNT, op->p.binary.post, out + used + 1, len - used - 1);
+    }
+}
+
 const ug_op_def ug_op_binary = {.family = "binary op", .infer = binary_infer, .launch = binary_launch,
                                 .backward = binary_backward, .autocast = ug_autocast_follow,
-                                .take_post_op = binary_take_post_op};
+                                .take_post_op = binary_take_post_op, .describe = binary_describe};
 
 static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)
 {

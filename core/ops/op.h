@@ -82,6 +82,9 @@ typedef struct ug_op_def {
      * another value's shape. */
     void (*refit_rows)(ug_op *op, const ug_meta *in);
     ug_check_role check_role;
+    /* Its name in profiles where the instance's name says less ("relu",
+     * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
+    void (*describe)(const ug_op *op, char *out, size_t len);
 } ug_op_def;
 
 /* Autocast classes shared by definitions. */

@@ -2,6 +2,7 @@
 #include "core/runtime/dispatch.h"
 
 #include "base/fault.h"
+#include "core/profile/hooks.h"
 
 /* Runs call with the calling thread's current side stream bound in the
  * backend (stream_bind), so every queued entry lands on it. */
@@ -13,6 +14,42 @@
         call;                                                             \
         if (bound_)                                                       \
             (device)->backend->stream_bind((device)->bdev, NULL);         \
+    } while (0)
+
+static const char *const family_names[] = {
+#define UG_FAMILY_NAME_(ctx, NAME, slot, args) [UG_KERNEL_##NAME] = #slot,
+    UG_KERNEL_FAMILIES(UG_FAMILY_NAME_, _) UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_NAME_, _)
+#undef UG_FAMILY_NAME_
+};
+
+/* Runs call (which sets st) recorded by a running profiler as a transfer
+ * of bytes_ named what_. */
+#define PROFILED_TRANSFER(device, what_, bytes_, call)                                  \
+    do {                                                                              \
+        ug_profile_span span_;                                                        \
+        bool profiled_ = ug_profiling() && ug_profile_begin(device, &span_);          \
+        call;                                                                         \
+        if (profiled_) {                                                              \
+            ug_profile_launch launch_ = {.name = what_, .family = UG_KERNEL_FAMILY_COUNT,  \
+                                         .dtype = UG_U8, .bytes = (double)(bytes_)};   \
+            ug_profile_end(device, &span_, &launch_, st);                             \
+        }                                                                             \
+    } while (0)
+
+/* Runs call (which sets st) recorded by a running profiler as a kernel of
+ * family, named by the graph node launching it or else by op. */
+#define PROFILED_KERNEL(device, family_, op_, dtype_, type_, args_, call)                \
+    do {                                                                              \
+        ug_profile_span span_;                                                        \
+        bool profiled_ = ug_profiling() && ug_profile_begin(device, &span_);          \
+        call;                                                                         \
+        if (profiled_) {                                                              \
+            const char *label_ = ug_profile_label();                                  \
+            ug_profile_launch launch_ = {.name = label_ ? label_ : op_, .family = family_, \
+                                         .args = args_, .args_size = sizeof(type_),    \
+                                         .dtype = dtype_};                            \
+            ug_profile_end(device, &span_, &launch_, st);                             \
+        }                                                                             \
     } while (0)
 
 int ug_call_device_count(const ug_backend *backend, char *reason, size_t reason_len)
@@ -77,8 +114,9 @@ ug_status ug_call_write(ug_device *device, ug_mem dst, size_t dst_offset, const 
     if (blocking && ug_fault_hit(UG_FAULT_HOST_WAIT))
         st = injected_wait_failure();
     else
-        ON_CURRENT_STREAM(device, st = device->backend->write(device->bdev, dst, dst_offset, src,
-                                                              bytes, blocking));
+        PROFILED_TRANSFER(device, "upload", bytes,
+                          ON_CURRENT_STREAM(device, st = device->backend->write(device->bdev, dst, dst_offset,
+                                                                                src, bytes, blocking)));
     return on_device(st, what, "to", device);
 }
 
@@ -89,8 +127,9 @@ ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offs
     if (blocking && ug_fault_hit(UG_FAULT_HOST_WAIT))
         st = injected_wait_failure();
     else
-        ON_CURRENT_STREAM(device, st = device->backend->read(device->bdev, dst, src, src_offset,
-                                                             bytes, blocking));
+        PROFILED_TRANSFER(device, "download", bytes,
+                          ON_CURRENT_STREAM(device, st = device->backend->read(device->bdev, dst, src,
+                                                                               src_offset, bytes, blocking)));
     return on_device(st, what, "from", device);
 }
 
@@ -98,15 +137,19 @@ ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem 
                        size_t src_offset, size_t bytes, const char *what)
 {
     ug_status st = UG_OK;
-    ON_CURRENT_STREAM(device, st = device->backend->copy(device->bdev, dst, dst_offset, src,
-                                                         src_offset, bytes));
+    PROFILED_TRANSFER(device, "copy", 2 * bytes,
+                      ON_CURRENT_STREAM(device, st = device->backend->copy(device->bdev, dst, dst_offset,
+                                                                           src, src_offset, bytes)));
     return on_device(st, what, "on", device);
 }
 
 ug_status ug_call_synchronize(ug_device *device, const char *what)
 {
+    int64_t started = ug_profiling() ? ug_profile_clock() : 0;
     ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT) ? injected_wait_failure()
                                                     : device->backend->synchronize(device->bdev);
+    if (started)
+        ug_profile_wait(device, what, started);
     return on_device(st, what, "on", device);
 }
 
@@ -133,9 +176,12 @@ void ug_call_stream_destroy(ug_device *device, ug_bstream *stream)
 
 ug_status ug_call_stream_synchronize(ug_device *device, ug_bstream *stream, const char *what)
 {
+    int64_t started = ug_profiling() ? ug_profile_clock() : 0;
     ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT)
                        ? injected_wait_failure()
                        : device->backend->stream_synchronize(device->bdev, stream);
+    if (started)
+        ug_profile_wait(device, what, started);
     return on_device(st, what, "on", device);
 }
 
@@ -171,8 +217,11 @@ ug_status ug_call_event_query(ug_device *device, ug_bevent *event, bool *done, c
 
 ug_status ug_call_event_synchronize(ug_device *device, ug_bevent *event, const char *what)
 {
+    int64_t started = ug_profiling() ? ug_profile_clock() : 0;
     ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT) ? injected_wait_failure()
                                                     : device->backend->event_synchronize(device->bdev, event);
+    if (started)
+        ug_profile_wait(device, what, started);
     return on_device(st, what, "on", device);
 }
 
@@ -185,11 +234,6 @@ ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *
 
 /* ---- kernels ---- */
 
-static const char *const family_names[] = {
-#define UG_FAMILY_NAME_(ctx, NAME, slot, args) [UG_KERNEL_##NAME] = #slot,
-    UG_KERNEL_FAMILIES(UG_FAMILY_NAME_, _) UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_NAME_, _)
-#undef UG_FAMILY_NAME_
-};
 
 ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_dtype dtype,
                       const void *args)
@@ -202,7 +246,8 @@ ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_
     case UG_KERNEL_##NAME:                              \
         present = b->slot != NULL;                      \
         if (present)                                    \
-            ON_CURRENT_STREAM(d, st = b->slot(d->bdev, (const type *)args)); \
+            PROFILED_KERNEL(d, family, op, dtype, type, args, \
+                            ON_CURRENT_STREAM(d, st = b->slot(d->bdev, (const type *)args))); \
         break;
         UG_KERNEL_FAMILIES(UG_FAMILY_CALL_, _)
         UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_CALL_, _)
@@ -219,6 +264,11 @@ ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_
     if (st != UG_OK)
         return ug_prefix_error(st, "%s (%s) on %s", op, ug_dtype_name(dtype), d->info.id);
     return UG_OK;
+}
+
+const char *ug_kernel_family_name(ug_kernel_family family)
+{
+    return (unsigned)family < UG_KERNEL_FAMILY_COUNT ? family_names[family] : "transfer";
 }
 
 ug_status ug_call_conv_plan(ug_device *device, const ug_conv_args *args, bool *runs,

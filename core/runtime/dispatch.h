@@ -57,6 +57,9 @@ ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *
  * op names the caller and dtype its main operand in messages. */
 ug_status ug_dispatch(ug_device *device, ug_kernel_family family, const char *op, ug_dtype dtype,
                       const void *args);
+/* The family's name ("gemm", "unary", ...); "transfer" for
+ * UG_KERNEL_FAMILY_COUNT. */
+const char *ug_kernel_family_name(ug_kernel_family family);
 /* Whether the device's library runs the convolution of args (see
  * ug_conv_plan_fn); false without a library. */
 ug_status ug_call_conv_plan(ug_device *device, const ug_conv_args *args, bool *runs,

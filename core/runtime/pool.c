@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "core/profile/hooks.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
 
@@ -225,7 +226,10 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
         if (pool->stats.bytes_in_use > pool->stats.peak_bytes_in_use)
             pool->stats.peak_bytes_in_use = pool->stats.bytes_in_use;
     }
+    ug_memory_stats seen = pool->stats;
     pthread_mutex_unlock(&pool->lock);
+    if (st == UG_OK && ug_profiling())
+        ug_profile_memory(device, &seen);
 
     if (st != UG_OK) {
         free(storage);
@@ -277,7 +281,10 @@ void ug_storage_release(ug_storage *storage)
             (void)ug_fence_wait_free(device, fence);
         ug_call_release(device, storage->mem);
     }
+    ug_memory_stats seen = pool->stats;
     pthread_mutex_unlock(&pool->lock);
+    if (ug_profiling())
+        ug_profile_memory(device, &seen);
     free(storage);
     ug_device_close(device);
 }

@@ -2,6 +2,7 @@
  * update nodes appended to a training graph. */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -404,7 +405,14 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
 }
 
-const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch};
+static void optimizer_describe(const ug_op *op, char *out, size_t len)
+{
+    ug_optim_type type = op->p.optim.graph->optimizer->config.type;
+    snprintf(out, len, "%s", type == UG_SGD ? "sgd" : type == UG_ADAM ? "adam" : "adamw");
+}
+
+const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch,
+                                   .describe = optimizer_describe};
 
 /* The loss scaler's update (kernels/common/scaler.h): in the gradients' sum
  * of squares; out the gate every parameter's update reads. */

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "core/train/trainer_internal.h"
+#include "unigrad/profiler.h"
 
 static double now_seconds(void)
 {
@@ -64,12 +65,18 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
     int64_t samples = first_batch * t->batch, index = first_batch;
     const double start = now_seconds();
     for (bool done = false;;) {
+        /* A running profiler (profiler.h) sees each step as a range: the
+         * batch's loading and its training. */
+        UG_TRY(ug_profiler_range_push(t->device, "step"));
         ug_batch b;
         UG_TRY(ug_loader_next(t->train_loader, &b, &done));
-        if (done)
+        if (done) {
+            UG_TRY(ug_profiler_range_pop(t->device));
             break;
+        }
         const float lr = ug_optimizer_current_lr(t->optimizer);
         UG_TRY(train_batch(t, &b));
+        UG_TRY(ug_profiler_range_pop(t->device));
         samples += b.count;
         t->global_batch++;
         if (c->on_step) {

@@ -16,6 +16,7 @@
 #include "unigrad/data.h"
 #include "unigrad/checkpoint.h"
 #include "unigrad/trainer.h"
+#include "unigrad/profiler.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1
