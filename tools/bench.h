@@ -52,16 +52,18 @@ bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), voi
                              bool (*blas_fn)(void *ctx), void *blas_ctx, double target_seconds,
                              double *seconds, double *blas_seconds, double *ratio);
 
-/* bench_profile.c: step (with sync as bench_time's, on device) timed with
- * the profiler off and on, each step in a "step" range, in alternating
- * rounds over about target_seconds: the median rounds and the median of
- * the rounds' ratios on / off. */
+/* bench_profile.c: step (on device; bench_time's sync is the device's)
+ * timed with the profiler off and on, each step in a "step" range, in 5
+ * alternating rounds over about target_seconds: the median rounds and the
+ * median of the rounds' ratios on / off. With trace, the middle recorded
+ * round's Chrome trace is written there, with its launches' device time
+ * per step. */
+typedef struct bench_profile_result {
+    double off_s, on_s, ratio;
+    double traced_launches_s; /* 0 without a trace */
+} bench_profile_result;
 bool bench_profiler_overhead(bool (*step)(void *ctx), void *ctx, ug_device *device, double target_seconds,
-                             double *off_seconds, double *on_seconds, double *ratio);
-/* Records steps steps in "step" ranges and writes their Chrome trace to
- * path; *kernel_seconds: the device time of their launches per step. */
-bool bench_trace(bool (*step)(void *ctx), void *ctx, ug_device *device, int steps, const char *path,
-                 double *kernel_seconds);
+                             const char *trace, bench_profile_result *result);
 
 /* Every device id this run should cover: the one named (validated by
  * opening it) or all of them. Returns the count, or -1 with the error printed. */

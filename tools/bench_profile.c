@@ -1,6 +1,7 @@
-/* The profiler in ug-bench: what recording costs a step (the step timed
- * with the profiler off and on in alternating rounds, so a shared
- * machine's drift falls on both), and --trace's recording of a few steps. */
+/* The profiler in ug-bench: what recording costs a step, timed with the
+ * profiler off and on in alternating rounds so that a shared machine's
+ * drift falls on both, and --trace's Chrome trace of the middle round's
+ * steps, whose launches compare with the step time of the rounds around. */
 #include <string.h>
 
 #include "bench.h"
@@ -11,7 +12,7 @@ typedef struct profiled {
     ug_device *device;
 } profiled;
 
-/* One step inside a "step" range, as ug-train's steps are recorded. */
+/* One step inside a "step" range, as the trainer's steps are recorded. */
 static bool profiled_step(void *arg)
 {
     profiled *p = arg;
@@ -24,49 +25,46 @@ static bool profiled_sync(void *arg)
     return ug_device_synchronize(((profiled *)arg)->device) == UG_OK;
 }
 
+/* The recorded steps' launches: device seconds per step. */
+static bool launches_per_step(const ug_profiler *prof, double *seconds)
+{
+    int64_t device_ns = 0, steps = 0;
+    for (int i = 0; i < ug_profiler_op_count(prof); i++) {
+        ug_profile_op op;
+        if (ug_profiler_op_at(prof, UG_PROFILE_BY_DEVICE_TIME, i, &op) != UG_OK)
+            return false;
+        if (strcmp(op.family, "range") != 0)
+            device_ns += op.device_ns;
+        else if (strcmp(op.name, "step") == 0)
+            steps = op.calls;
+    }
+    *seconds = steps ? (double)device_ns * 1e-9 / (double)steps : 0.0;
+    return steps > 0;
+}
+
 bool bench_profiler_overhead(bool (*step)(void *ctx), void *ctx, ug_device *device, double target_seconds,
-                             double *off_seconds, double *on_seconds, double *ratio)
+                             const char *trace, bench_profile_result *r)
 {
     enum { ROUNDS = 5 };
     profiled p = {step, ctx, device};
     double each = target_seconds / (2 * ROUNDS), off[ROUNDS], on[ROUNDS], ratios[ROUNDS];
     long reps = 0;
-    for (int r = 0; r < ROUNDS; r++) {
+    for (int round = 0; round < ROUNDS; round++) {
         ug_profiler *prof = NULL;
-        if (!bench_time(profiled_step, profiled_sync, &p, r ? 1 : 3, each, &off[r], &reps) ||
+        if (!bench_time(profiled_step, profiled_sync, &p, round ? 1 : 3, each, &off[round], &reps) ||
             ug_profiler_start(device, &prof) != UG_OK)
             return false;
-        bool timed = bench_time(profiled_step, profiled_sync, &p, 1, each, &on[r], &reps);
-        ug_profiler_free(prof); /* reading the events' times is not the step's */
-        if (!timed)
+        bool ok = bench_time(profiled_step, profiled_sync, &p, 1, each, &on[round], &reps);
+        if (ok && trace && round == ROUNDS / 2) /* reading the events' times is not the step's */
+            ok = ug_profiler_stop(prof) == UG_OK && ug_profiler_write_trace(prof, trace) == UG_OK &&
+                 launches_per_step(prof, &r->traced_launches_s);
+        ug_profiler_free(prof);
+        if (!ok)
             return false;
-        ratios[r] = on[r] / off[r];
+        ratios[round] = on[round] / off[round];
     }
-    *off_seconds = bench_median(off, ROUNDS);
-    *on_seconds = bench_median(on, ROUNDS);
-    *ratio = bench_median(ratios, ROUNDS);
+    r->off_s = bench_median(off, ROUNDS);
+    r->on_s = bench_median(on, ROUNDS);
+    r->ratio = bench_median(ratios, ROUNDS);
     return true;
-}
-
-bool bench_trace(bool (*step)(void *ctx), void *ctx, ug_device *device, int steps, const char *path,
-                 double *kernel_seconds)
-{
-    profiled p = {step, ctx, device};
-    ug_profiler *prof = NULL;
-    if (!profiled_sync(&p) || ug_profiler_start(device, &prof) != UG_OK)
-        return false;
-    bool ok = true;
-    for (int i = 0; i < steps && ok; i++)
-        ok = profiled_step(&p);
-    ok = ok && profiled_sync(&p) && ug_profiler_stop(prof) == UG_OK && ug_profiler_write_trace(prof, path) == UG_OK;
-    int64_t device_ns = 0;
-    for (int i = 0; ok && i < ug_profiler_op_count(prof); i++) {
-        ug_profile_op op;
-        ok = ug_profiler_op_at(prof, UG_PROFILE_BY_DEVICE_TIME, i, &op) == UG_OK;
-        if (ok && strcmp(op.family, "range") != 0)
-            device_ns += op.device_ns;
-    }
-    *kernel_seconds = (double)device_ns * 1e-9 / steps;
-    ug_profiler_free(prof);
-    return ok;
 }

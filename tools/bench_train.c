@@ -20,7 +20,7 @@
 #include "bench.h"
 #include "mlp.h"
 
-enum { MAX_DEVICES = 16, FEATURES = 784, HIDDEN = 500, CLASSES = 10, SYNTHETIC_SAMPLES = 60000, TRACED_STEPS = 10 };
+enum { MAX_DEVICES = 16, FEATURES = 784, HIDDEN = 500, CLASSES = 10, SYNTHETIC_SAMPLES = 60000 };
 
 static const char *command = "train-mlp";
 
@@ -39,9 +39,9 @@ static void usage(FILE *out)
             "and memory: the plan's and the pool's measured peak). Denormals are flushed to zero\n"
             "on the CPU backend's threads unless --keep-denormals. --precision f32,f16,bf16 times\n"
             "each compute precision in turn (default f32; f16 with loss scaling, as ug-train).\n"
-            "The plain step is also timed with the profiler recording (alternating with it off),\n"
-            "and --trace FILE writes a Chrome trace of %d steps (FILE-<device>-b<batch>.json when\n"
-            "several run; open it in ui.perfetto.dev).\n", TRACED_STEPS);
+            "The plain step is also timed with the profiler recording, in rounds alternating\n"
+            "with it off; --trace FILE writes the Chrome trace of a recorded round (to\n"
+            "FILE-<device>-b<batch>.json when several run; open it in ui.perfetto.dev).\n");
 }
 
 /* One matrix product of the step: C [m, n] = op(A) op(B). */
@@ -284,9 +284,7 @@ typedef struct mode_result {
     uint64_t peak_bytes;                   /* the pool's peak beyond what was in use before */
     double host_s;                         /* the host's time to issue one step (plain only) */
     int kernels;                           /* the step plan's kernels */
-    /* Plain only: the step with the profiler off and on (alternating),
-     * and with --trace the traced steps' device time per step. */
-    double unprofiled_s, profiled_s, profiled_ratio, traced_kernel_s;
+    bench_profile_result profiled;         /* plain only: the profiler off and on */
 } mode_result;
 
 /* The host's time to issue a step: the median over 5 runs of 20 steps of
@@ -338,10 +336,7 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
                     : bench_time(run_step, sync_step, ds, 3, target, &r->step_s, &reps);
     if (!timed || (mode == MODE_PLAIN && !time_host_issue(ds, &r->host_s)))
         return UG_ERR_BACKEND;
-    if (mode == MODE_PLAIN &&
-        (!bench_profiler_overhead(run_step, ds, ds->device, target, &r->unprofiled_s, &r->profiled_s,
-                                  &r->profiled_ratio) ||
-         (trace && !bench_trace(run_step, ds, ds->device, TRACED_STEPS, trace, &r->traced_kernel_s))))
+    if (mode == MODE_PLAIN && !bench_profiler_overhead(run_step, ds, ds->device, target, trace, &r->profiled))
         return UG_ERR_BACKEND;
     ug_graph_memory_info mem;
     TRY(ug_graph_memory(ds->step.graph, &mem));
@@ -454,7 +449,7 @@ static int bench_train(int argc, char **argv, bool cnn)
     if (csv)
         fprintf(csv, "device,batch,mode,step_ms,over_plain,blas_products_ms,step_over_products,samples_per_s,epoch_s,"
                      "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib,host_issue_ms,kernels,"
-                     "profiled_over_plain,traced_launches_ms\n");
+                     "unprofiled_step_ms,profiled_step_ms,traced_launches_ms\n");
     printf("%-10s %5s %-12s %9s %6s %12s %7s %9s %8s %8s %6s %8s %8s %8s\n", "device", "batch", "step", "step ms",
            "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
            "peak MiB");
@@ -520,21 +515,22 @@ static int bench_train(int argc, char **argv, bool cnn)
                     printf("%-10s %5s host issues the step's %d kernels in %.3f ms (%.1f us each, %.0f%% of the step)\n",
                            "", "", r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels,
                            100.0 * r->host_s / r->step_s);
+                    const bench_profile_result *p = &r->profiled;
                     printf("%-10s %5s profiler: the step takes %.3f ms off, %.3f ms recording (x%.3f)\n", "", "",
-                           r->unprofiled_s * 1e3, r->profiled_s * 1e3, r->profiled_ratio);
+                           p->off_s * 1e3, p->on_s * 1e3, p->ratio);
                     if (trace_path)
-                        printf("%-10s %5s traced %d steps into %s: launches %.3f ms of device time per step "
-                               "(%.0f%% of the step)\n", "", "", TRACED_STEPS, trace, r->traced_kernel_s * 1e3,
-                               100.0 * r->traced_kernel_s / r->step_s);
+                        printf("%-10s %5s traced into %s: launches %.3f ms of device time per step (%.0f%% of "
+                               "the step off)\n", "", "", trace, p->traced_launches_s * 1e3,
+                               100.0 * p->traced_launches_s / p->off_s);
                 }
                 if (csv)
-                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d,%.4f,%.4f\n", id,
+                    fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d,%.4f,%.4f,%.4f\n", id,
                             (long long)batch, mode_names[mode], r->step_s * 1e3, over_plain,
                             r->blas_s * 1e3, r->over_blas,
                             (double)batch / r->step_s, first ? epoch_s : 0.0, first ? steps_s : 0.0,
                             first && steps_s > 0 ? epoch_s / steps_s : 0.0, (double)r->activation_bytes * mib,
                             (double)r->plan_bytes * mib, (double)r->peak_bytes * mib, r->host_s * 1e3, r->kernels,
-                            r->profiled_ratio, r->traced_kernel_s * 1e3);
+                            r->profiled.off_s * 1e3, r->profiled.on_s * 1e3, r->profiled.traced_launches_s * 1e3);
             }
             fflush(stdout);
             ug_loader_free(loader);

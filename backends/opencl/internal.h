@@ -98,13 +98,14 @@ typedef struct ocl_queue {
     cl_mem scratch_v;               /* f32 partials of two-pass reductions */
     cl_mem scratch_i;               /* i32 partial indices (ARGMAX) */
     size_t scratch_elems;
-    /* A profiled queue that stamps this queue's timing events (created at
-     * the first one): a 4-byte fill of stamp_target there, waiting for a
-     * marker here, ends when this queue's work before it has, by the
-     * device's clock, and the queue itself stays unprofiled. The stamp is a
-     * fill, not a marker, because NVIDIA's OpenCL gives markers no device
-     * times (every marker read the same instant on an H100). */
-    cl_command_queue stamps;
+    /* Timing events are 4-byte fills of stamp_target on the queue itself
+     * (created at the first one): in order, a fill ends when the queue's
+     * work before it has, by the device's clock. A fill, not a marker,
+     * because NVIDIA's OpenCL gives markers no device times (every marker
+     * read the same instant on an H100); on the queue itself, not a
+     * profiled companion waiting for a marker here, because POCL starts
+     * such a cross-queue wait up to hundreds of microseconds late, which a
+     * profile of every kernel would misread as idle device time. */
     cl_mem stamp_target;
 } ocl_queue;
 
@@ -129,7 +130,7 @@ struct ug_bdev {
      * between the two passes of one reduction. */
     pthread_mutex_t launch_lock;
 
-    /* Side streams (streams.c); the lock also guards the queues' stamps. */
+    /* Side streams (streams.c); the lock also guards the queues' stamp targets. */
     pthread_mutex_t streams_lock;
     ug_bstream *streams;
 

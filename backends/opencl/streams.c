@@ -3,17 +3,15 @@
  * A side stream is an in-order queue of the device's context with its own
  * reduction scratch; entries go to the queue bound on the calling thread
  * (thread-local), else to the default one. An event is a marker enqueued
- * on the stream's queue; a timing event is also stamped by a 4-byte fill on the
- * queue's profiled companion that waits for it, so only timing pays for
- * profiling. */
+ * on the stream's queue; a timing event is a 4-byte fill there instead,
+ * whose end the queue's profiling times (see ocl_queue). */
 #include <stdlib.h>
 
 #include "backends/opencl/internal.h"
 
 struct ug_bevent {
     bool timing;
-    cl_event marker; /* NULL until recorded */
-    cl_event stamp;  /* timing events: the companion's fill */
+    cl_event marker; /* NULL until recorded; a timing event's fill */
 };
 
 static _Thread_local ug_bstream *bound;
@@ -25,9 +23,11 @@ static ocl_queue *queue_of(ug_bdev *dev, ug_bstream *stream) { return stream ? &
 ug_status ocl_queue_open(ug_bdev *dev, ocl_queue *q)
 {
     cl_int err;
-    /* In order and without profiling: every kernel of a step follows the
-     * previous one and the host never waits between them. */
-    q->queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
+    /* In order: every kernel of a step follows the previous one and the
+     * host never waits between them. Profiled, for timing events; the
+     * kernels' own events are not asked for, so it costs them nothing
+     * measurable (ug-bench train-mlp's step against its products). */
+    q->queue = clCreateCommandQueue(dev->context, dev->device, CL_QUEUE_PROFILING_ENABLE, &err);
     if (!q->queue)
         return ocl_fail(ocl_status_of(err), "clCreateCommandQueue", err);
     /* Partials of two-pass reductions: 64K slots bound the split count. */
@@ -46,8 +46,6 @@ void ocl_queue_close(ocl_queue *q)
 {
     if (q->queue)
         clFinish(q->queue);
-    if (q->stamps)
-        clReleaseCommandQueue(q->stamps);
     if (q->stamp_target)
         clReleaseMemObject(q->stamp_target);
     if (q->scratch_v)
@@ -141,9 +139,7 @@ static void forget(ug_bevent *e)
 {
     if (e->marker)
         clReleaseEvent(e->marker);
-    if (e->stamp)
-        clReleaseEvent(e->stamp);
-    e->marker = e->stamp = NULL;
+    e->marker = NULL;
 }
 
 void ocl_event_destroy(ug_bdev *dev, ug_bevent *e)
@@ -155,47 +151,38 @@ void ocl_event_destroy(ug_bdev *dev, ug_bevent *e)
     free(e);
 }
 
-static ug_status stamps_of(ug_bdev *dev, ocl_queue *q, cl_command_queue *out)
+static ug_status stamp_target_of(ug_bdev *dev, ocl_queue *q, cl_mem *out)
 {
     cl_int err = CL_SUCCESS;
-    const char *call = NULL;
     pthread_mutex_lock(&dev->streams_lock);
-    if (!q->stamp_target) {
+    if (!q->stamp_target)
         q->stamp_target = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof(cl_uint), NULL, &err);
-        call = "clCreateBuffer(event stamp)";
-    }
-    if (q->stamp_target && !q->stamps) {
-        q->stamps = clCreateCommandQueue(dev->context, dev->device, CL_QUEUE_PROFILING_ENABLE, &err);
-        call = "clCreateCommandQueue(profiling)";
-    }
-    *out = q->stamps;
+    *out = q->stamp_target;
     pthread_mutex_unlock(&dev->streams_lock);
-    return *out ? UG_OK : ocl_fail(ocl_status_of(err), call, err);
+    return *out ? UG_OK : ocl_fail(ocl_status_of(err), "clCreateBuffer(event stamp)", err);
 }
 
 ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
 {
     ocl_queue *q = queue_of(dev, stream);
-    cl_command_queue stamps = NULL;
-    if (e->timing)
-        UG_BACKEND_TRY(stamps_of(dev, q, &stamps));
-    cl_event marker = NULL, stamp = NULL;
-    cl_int err = clEnqueueMarkerWithWaitList(q->queue, 0, NULL, &marker);
-    if (err != CL_SUCCESS)
-        return ocl_fail(ocl_status_of(err), "clEnqueueMarkerWithWaitList", err);
-    if (stamps) {
+    cl_event marker = NULL;
+    cl_int err;
+    const char *call;
+    if (e->timing) {
+        cl_mem target = NULL;
+        UG_BACKEND_TRY(stamp_target_of(dev, q, &target));
         const cl_uint zero = 0;
-        err = clEnqueueFillBuffer(stamps, q->stamp_target, &zero, sizeof zero, 0, sizeof zero, 1, &marker, &stamp);
-        if (err != CL_SUCCESS) {
-            clReleaseEvent(marker);
-            return ocl_fail(ocl_status_of(err), "clEnqueueFillBuffer(event stamp)", err);
-        }
-        clFlush(stamps);
+        err = clEnqueueFillBuffer(q->queue, target, &zero, sizeof zero, 0, sizeof zero, 0, NULL, &marker);
+        call = "clEnqueueFillBuffer(event stamp)";
+    } else {
+        err = clEnqueueMarkerWithWaitList(q->queue, 0, NULL, &marker);
+        call = "clEnqueueMarkerWithWaitList";
     }
-    clFlush(q->queue); /* so the marker completes without a later wait */
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), call, err);
+    clFlush(q->queue); /* so the event completes without a later wait */
     forget(e);
     e->marker = marker;
-    e->stamp = stamp;
     return UG_OK;
 }
 
@@ -207,18 +194,14 @@ ug_status ocl_event_wait(ug_bdev *dev, ug_bstream *stream, ug_bevent *e)
     return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clEnqueueBarrierWithWaitList", err);
 }
 
-/* The command whose completion is the event's: the stamp of a timing event
- * (which completes after the marker). */
-static cl_event last_of(const ug_bevent *e) { return e->stamp ? e->stamp : e->marker; }
-
 ug_status ocl_event_query(ug_bdev *dev, ug_bevent *e, bool *done)
 {
     (void)dev;
     *done = true;
-    if (!last_of(e))
+    if (!e->marker)
         return UG_OK;
     cl_int status = CL_QUEUED;
-    cl_int err = clGetEventInfo(last_of(e), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+    cl_int err = clGetEventInfo(e->marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clGetEventInfo", err);
     if (status < 0)
@@ -230,16 +213,17 @@ ug_status ocl_event_query(ug_bdev *dev, ug_bevent *e, bool *done)
 ug_status ocl_event_synchronize(ug_bdev *dev, ug_bevent *e)
 {
     (void)dev;
-    cl_event last = last_of(e);
-    if (!last)
+    if (!e->marker)
         return UG_OK;
-    cl_int err = clWaitForEvents(1, &last);
+    cl_int err = clWaitForEvents(1, &e->marker);
     return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clWaitForEvents", err);
 }
 
 static ug_status stamp_time(const ug_bevent *e, cl_ulong *ns)
 {
-    cl_int err = clGetEventProfilingInfo(e->stamp, CL_PROFILING_COMMAND_END, sizeof *ns, ns, NULL);
+    if (!e->timing || !e->marker)
+        return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT, "OpenCL: the event is not a recorded timing event");
+    cl_int err = clGetEventProfilingInfo(e->marker, CL_PROFILING_COMMAND_END, sizeof *ns, ns, NULL);
     return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clGetEventProfilingInfo", err);
 }
 

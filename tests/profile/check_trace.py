@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Checks a Chrome trace written by unigrad's profiler, from the Trace Event
+Format's specification (the JSON Object Format: an object whose
+"traceEvents" holds the events), with Python's standard library only.
+
+Every event must be well-formed for its phase: complete events ("X") carry
+a name, a category, pid and tid, and non-negative "ts" and "dur" in
+microseconds; counters ("C") a name, pid, ts and numeric args; metadata
+("M") process_name or thread_name with args.name. Every process and
+thread used is named by metadata. On each thread the complete events nest
+(two either do not overlap or one holds the other), as viewers need.
+
+Device processes (every process but the host's) must hold "step" ranges
+with every kernel inside one on its thread; each step's kernels and
+transfers, summed, must come within --tolerance of the step (medians over
+the steps): of the step's own span on the device, or of --step-ms (the
+step time ug-bench measured) when given.
+
+usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10]
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+
+SLACK_US = 0.002  # the writer's nanosecond rounding
+
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def problems_of_event(e):
+    if not isinstance(e, dict):
+        return ["an event is not an object"]
+    ph = e.get("ph")
+    where = "event %r" % (e.get("name"),)
+    out = []
+    if not isinstance(e.get("pid"), int) or isinstance(e.get("pid"), bool):
+        out.append(where + ": pid is not an integer")
+    if ph == "X":
+        if not isinstance(e.get("name"), str) or not e["name"]:
+            out.append(where + ": no name")
+        if not isinstance(e.get("cat"), str):
+            out.append(where + ": no category")
+        if not isinstance(e.get("tid"), int):
+            out.append(where + ": tid is not an integer")
+        for key in ("ts", "dur"):
+            if not number(e.get(key)) or e[key] < 0:
+                out.append("%s: %s is %r, not a non-negative number" % (where, key, e.get(key)))
+        if "args" in e and not isinstance(e["args"], dict):
+            out.append(where + ": args is not an object")
+    elif ph == "C":
+        if not isinstance(e.get("name"), str):
+            out.append(where + ": a counter without a name")
+        if not number(e.get("ts")) or e["ts"] < 0:
+            out.append(where + ": counter ts is not a non-negative number")
+        args = e.get("args")
+        if not isinstance(args, dict) or not args or not all(number(v) for v in args.values()):
+            out.append(where + ": counter args are not numbers")
+    elif ph == "M":
+        if e.get("name") not in ("process_name", "thread_name", "process_sort_index", "thread_sort_index"):
+            out.append(where + ": unknown metadata")
+        elif e["name"].endswith("_name") and not isinstance((e.get("args") or {}).get("name"), str):
+            out.append(where + ": metadata without args.name")
+    else:
+        out.append("%s: phase %r is not one the profiler writes" % (where, ph))
+    return out
+
+
+def nesting_problems(events):
+    """Events of one thread: each pair disjoint or one inside the other."""
+    out = []
+    ordered = sorted(events, key=lambda e: (e["ts"], -e["dur"]))
+    open_ends = []  # ends of the events enclosing the current one
+    for e in ordered:
+        start, end = e["ts"], e["ts"] + e["dur"]
+        while open_ends and open_ends[-1][0] <= start + SLACK_US:
+            open_ends.pop()
+        if open_ends and end > open_ends[-1][0] + SLACK_US:
+            out.append("%r (%.3f..%.3f us) overlaps the end of %r at %.3f without nesting"
+                       % (e["name"], start, end, open_ends[-1][1], open_ends[-1][0]))
+        open_ends.append((end, e["name"]))
+    return out
+
+
+def check(trace, step_ms, tolerance):
+    problems = []
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        return ["the file is not a JSON object with a traceEvents list"], {}
+    events = trace["traceEvents"]
+    for e in events:
+        problems += problems_of_event(e)
+    if problems:
+        return problems, {}
+    processes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e.get("tid")) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    complete = [e for e in events if e["ph"] == "X"]
+    for e in complete + [e for e in events if e["ph"] == "C"]:
+        if e["pid"] not in processes:
+            problems.append("process %d has no process_name" % e["pid"])
+    for e in complete:
+        if (e["pid"], e["tid"]) not in threads:
+            problems.append("thread %d of process %d has no thread_name" % (e["tid"], e["pid"]))
+    tracks = {}
+    for e in complete:
+        tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for track in tracks.values():
+        problems += nesting_problems(track)
+    host = min(processes) if processes else None
+    figures = {"steps": 0, "kernels": 0}
+    sums, spans = [], []
+    for (pid, tid), track in sorted(tracks.items()):
+        if pid == host:
+            continue
+        steps = [e for e in track if e["cat"] == "range" and e["name"] == "step"]
+        work = [e for e in track if e["cat"] in ("kernel", "transfer")]
+        figures["kernels"] += sum(e["cat"] == "kernel" for e in work)
+        if not steps:
+            if any(e["cat"] == "kernel" for e in work):
+                problems.append("thread %d of process %d has kernels but no step" % (tid, pid))
+            continue
+        figures["steps"] += len(steps)
+        inside = {id(s): 0.0 for s in steps}
+        for e in work:
+            holder = [s for s in steps if s["ts"] - SLACK_US <= e["ts"] and
+                      e["ts"] + e["dur"] <= s["ts"] + s["dur"] + SLACK_US]
+            if holder:
+                inside[id(holder[0])] += e["dur"]
+            elif e["cat"] == "kernel":
+                problems.append("kernel %r at %.3f us is in no step" % (e["name"], e["ts"]))
+        sums += [inside[id(s)] for s in steps]
+        spans += [s["dur"] for s in steps]
+    if not figures["steps"]:
+        problems.append("no device holds a step range")
+        return problems, figures
+    # Medians: a burst of load elsewhere on a shared machine stretches a few steps.
+    launches = statistics.median(sums) / 1000.0
+    reference = step_ms if step_ms is not None else statistics.median(spans) / 1000.0
+    figures.update(launches_ms=launches, step_ms=reference,
+                   reference="ug-bench's step" if step_ms is not None else "the steps' spans")
+    if abs(launches - reference) > tolerance * reference:
+        problems.append("the steps' launches take %.3f ms of device time, %.0f%% of %s (%.3f ms); "
+                        "more than %.0f%% apart" % (launches, 100.0 * launches / reference,
+                                                    figures["reference"], reference, 100 * tolerance))
+    return problems, figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("trace")
+    parser.add_argument("--step-ms", type=float)
+    parser.add_argument("--tolerance", type=float, default=0.10)
+    args = parser.parse_args()
+    try:
+        with open(args.trace, encoding="utf-8") as f:
+            trace = json.load(f)
+    except (OSError, ValueError) as error:
+        print("FAIL %s: %s" % (args.trace, error))
+        return 1
+    problems, figures = check(trace, args.step_ms, args.tolerance)
+    for p in problems[:20]:
+        print("FAIL %s: %s" % (args.trace, p))
+    if problems:
+        return 1
+    print("ok %s: %d events well-formed and nested; %d steps, %d kernels; launches %.3f ms of device "
+          "time per step against %s %.3f ms" % (args.trace, len(trace["traceEvents"]), figures["steps"],
+                                               figures["kernels"], figures["launches_ms"],
+                                               figures["reference"], figures["step_ms"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+#!/bin/sh
+# ug-train --profile and ug-bench --trace write traces that the independent
+# checker (check_trace.py) accepts: well-formed, nested, kernels inside
+# their steps, and the launches' device time within 10% of the step: of
+# the step ug-bench measures for ug-bench's trace, of each step's span for
+# ug-train's (its step also loads the batch and computes the accuracy,
+# which ug-bench's does not). A trace spoilt on purpose must fail it.
+# 1024 generated 28x28 images, as gzipped IDX files like Debian's.
+# Usage: profile_trace.sh UG_TRAIN UG_BENCH CHECK_TRACE DEVICE
+set -u
+train=$1 bench=$2 checker=$3 device=$4
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ug-profile.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failed=0
+fail() { echo "FAIL $*"; failed=1; }
+
+{
+    printf '\0\0\10\3\0\0\4\0\0\0\0\34\0\0\0\34'
+    LC_ALL=C awk 'BEGIN { for (i = 0; i < 1024; i++) for (j = 0; j < 784; j++)
+        printf "%c", 1 + (j * (i % 10 + 1) + 7 * i) % 250 }'
+} > "$dir/train-images-idx3-ubyte"
+{
+    printf '\0\0\10\1\0\0\4\0'
+    LC_ALL=C awk 'BEGIN { for (i = 0; i < 1024; i++) printf "%c", i % 10 }'
+} > "$dir/train-labels-idx1-ubyte"
+cp "$dir/train-images-idx3-ubyte" "$dir/t10k-images-idx3-ubyte"
+cp "$dir/train-labels-idx1-ubyte" "$dir/t10k-labels-idx1-ubyte"
+gzip "$dir"/*-ubyte
+
+"$train" --device "$device" --data "$dir" --epochs 1 --quiet --profile "$dir/train.json" \
+    > "$dir/train.out" 2>&1 || fail "ug-train --profile:"
+cat "$dir/train.out"
+grep -q "^profile of steps 6-10 on $device written to $dir/train.json" "$dir/train.out" ||
+    fail "ug-train did not report the profile of steps 6-10"
+grep -q "^fc1/matmul " "$dir/train.out" || fail "the table has no fc1/matmul row"
+python3 "$checker" "$dir/train.json" || fail "ug-train's trace"
+
+"$bench" train-mlp --device "$device" --batch 64 --seconds 1 --no-epoch --no-modes \
+    --trace "$dir/bench.json" --csv "$dir/bench.csv" > "$dir/bench.out" 2>&1 || fail "ug-bench --trace:"
+cat "$dir/bench.out"
+step_ms=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "unprofiled_step_ms") c = i } NR == 2 { print $c }' "$dir/bench.csv")
+python3 "$checker" "$dir/bench.json" --step-ms "$step_ms" || fail "ug-bench's trace"
+
+# The checker catches what it looks for: a kernel moved out of its step,
+# a thread left unnamed, and a step time the launches do not add up to.
+python3 - "$dir/bench.json" "$dir" <<'PY'
+import json, sys
+trace = json.load(open(sys.argv[1]))
+events = trace["traceEvents"]
+kernel = next(e for e in events if e.get("cat") == "kernel")
+kernel["ts"] += 10.0 ** 7
+json.dump(trace, open(sys.argv[2] + "/outside.json", "w"))
+kernel["ts"] -= 10.0 ** 7
+trace["traceEvents"] = [e for e in events if e.get("name") != "thread_name"]
+json.dump(trace, open(sys.argv[2] + "/unnamed.json", "w"))
+PY
+python3 "$checker" "$dir/outside.json" > "$dir/check.out" && fail "a kernel outside its step passed"
+grep -q "is in no step" "$dir/check.out" || fail "the kernel outside its step was not named: $(cat "$dir/check.out")"
+python3 "$checker" "$dir/unnamed.json" > "$dir/check.out" && fail "unnamed threads passed"
+grep -q "has no thread_name" "$dir/check.out" || fail "the unnamed thread was not reported"
+python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print 2 * $step_ms }")" > "$dir/check.out" &&
+    fail "launches half the step passed"
+exit $failed
