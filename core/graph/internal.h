@@ -61,8 +61,8 @@ struct graph_node {
     graph_node *origin;       /* a backward node: the forward node whose gradient it computes */
     /* The profiler's name for it (graph/labels.c), made on first use. */
     bool scoped;
-    char scope[48];
-    char label[112];
+    char scope[64];
+    char label[144];
 };
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */

@@ -30,7 +30,7 @@ typedef struct profile_record {
     int stream;
     int thread;                 /* the host thread's number, from 1 */
     int depth;                  /* RECORD_RANGE: ranges open around it on its thread */
-    char name[112];
+    char name[144];
     const char *family;         /* a static string */
     ug_kernel_family kernel;    /* RECORD_KERNEL: its family, with its arguments */
     profile_args args;
@@ -62,7 +62,7 @@ typedef struct profile_device {
 
 /* A summary row (ug_profile_op) with its own copies of the strings. */
 typedef struct profile_row {
-    char name[112];
+    char name[144];
     const char *family;
     int device;
     bool range;

@@ -148,7 +148,7 @@ ug_status ug_profiler_op_at(const ug_profiler *p, ug_profile_order order, int in
 /* name, cut from the left to width so the op at its end stays. */
 static void fit(char *out, size_t len, const char *prefix, const char *name, int width)
 {
-    char whole[160];
+    char whole[192];
     snprintf(whole, sizeof whole, "%s%s", prefix, name);
     size_t n = strlen(whole);
     if (n <= (size_t)width)

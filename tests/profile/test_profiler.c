@@ -4,6 +4,7 @@
  * the trace file, and its refusals. The trace's format is checked by an
  * independent reader (tests/profile/check_trace.py). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,12 +195,61 @@ static void test_refusals(ug_device *dev)
     ug_profiler_free(NULL);
 }
 
+/* Launches from several threads at once are each recorded, on a track of
+ * their own thread (tested under ThreadSanitizer in CI). */
+enum { WORKERS = 3, LAUNCHES = 40 };
+
+typedef struct worker {
+    ug_tensor *x;
+    int failures;
+} worker;
+
+static void *launch_from_thread(void *arg)
+{
+    worker *w = arg;
+    for (int i = 0; i < LAUNCHES; i++) {
+        ug_tensor *y = NULL;
+        if (ug_relu(w->x, &y) != UG_OK)
+            w->failures++;
+        ug_tensor_free(y);
+    }
+    return NULL;
+}
+
+static void test_threads(ug_device *dev)
+{
+    worker w[WORKERS] = {{0}};
+    for (int i = 0; i < WORKERS; i++) {
+        REQUIRE_OK(ug_tensor_create(dev, UG_F32, 1, (int64_t[]){1000}, &w[i].x));
+        th_track(w[i].x);
+        REQUIRE_OK(ug_fill(w[i].x, 1.0f));
+    }
+    ug_profiler *p = NULL;
+    REQUIRE_OK(ug_profiler_start(dev, &p));
+    pthread_t threads[WORKERS];
+    for (int i = 0; i < WORKERS; i++)
+        REQUIRE(pthread_create(&threads[i], NULL, launch_from_thread, &w[i]) == 0);
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK_EQ_I64(w[i].failures, 0);
+    }
+    CHECK_OK(ug_device_synchronize(dev));
+    REQUIRE_OK(ug_profiler_stop(p));
+    ug_profile_op op;
+    if (EXPECT(find_op(p, "relu", &op))) {
+        CHECK_EQ_I64(op.calls, WORKERS * LAUNCHES);
+        CHECK_MSG(op.bytes == WORKERS * LAUNCHES * 8000.0, "relu bytes %.0f", op.bytes);
+    }
+    ug_profiler_free(p);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(eager_ops),
         TH_DEVICE_TEST(graph_names),
         TH_DEVICE_TEST(refusals),
+        TH_DEVICE_TEST(threads),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
