@@ -28,6 +28,7 @@ typedef struct run {
     ug_device *dev;
     ug_trainer *trainer;
     FILE *csv;
+    ug_tensorboard *tensorboard;
     train_progress bar;
     train_profile profile;
     /* Where training stands, for the progress display and the messages. */
@@ -65,12 +66,17 @@ static ug_status on_step(const ug_trainer_step *s, void *user)
     const bool show = progress_due(&r->bar, r->step);
     /* The run's first step is waited for once, to report the start-up time. */
     const bool first = s->global_batch == 1 && r->first_step_seconds < 0;
-    if (isnan(r->loss) && (r->csv || show || first))
+    if (isnan(r->loss) && (r->csv || r->tensorboard || show || first))
         TRY(ug_trainer_last_loss(r->trainer, &r->loss));
     if (first)
         r->first_step_seconds = seconds_since_process_start();
     if (r->csv)
         csv_step(r->csv, s, r->loss);
+    if (r->tensorboard) {
+        ug_trainer_step read = *s;
+        read.loss = r->loss;
+        TRY(ug_tensorboard_on_step(&read, r->tensorboard));
+    }
     if (show)
         progress_show(&r->bar, r->step, s->samples, r->loss);
     TRY(train_profile_step(&r->profile, s->global_batch, s->batches * r->o.epochs));
@@ -95,6 +101,11 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
         printf("first step finished %.2f s after the process started\n", r->first_step_seconds);
     if (r->csv)
         csv_epoch(r->csv, e, &test, r->step, r->global_step, r->lr);
+    if (r->tensorboard) {
+        TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_loss", e->global_batch, test.loss));
+        TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_accuracy", e->global_batch, test.accuracy));
+        TRY(ug_tensorboard_on_epoch(e, r->tensorboard));
+    }
     fflush(stdout);
     r->epoch = e->epoch + 2; /* a stop now is at the next epoch's start */
     r->step = 0;
@@ -249,6 +260,8 @@ int main(int argc, char **argv)
         rc = open_run(&r);
     if (!rc && r.o.csv)
         rc = open_csv(&r);
+    if (!rc && r.o.tensorboard && ug_tensorboard_open(r.o.tensorboard, &r.tensorboard) != UG_OK)
+        rc = fail("opening the TensorBoard log");
     r.profile = (train_profile){.path = r.o.profile, .skip = r.o.profile_skip, .steps = r.o.profile_steps,
                                 .device = r.dev};
     if (!rc) {
@@ -259,6 +272,8 @@ int main(int argc, char **argv)
         rc = finish(&r, ug_trainer_fit(r.trainer));
         shown = NULL;
     }
+    if (ug_tensorboard_close(r.tensorboard) != UG_OK)
+        rc = rc ? rc : fail("writing the TensorBoard log");
     if (r.csv && fclose(r.csv) != 0) {
         fprintf(stderr, "ug-train: writing %s failed: %s\n", r.o.csv, strerror(errno));
         rc = rc ? rc : 1;

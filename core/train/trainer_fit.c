@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "core/train/trainer_internal.h"
+#include "unigrad/memory.h"
 #include "unigrad/profiler.h"
 
 static double now_seconds(void)
@@ -75,6 +76,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
             break;
         }
         const float lr = ug_optimizer_current_lr(t->optimizer);
+        t->last_lr = lr;
         UG_TRY(train_batch(t, &b));
         UG_TRY(ug_profiler_range_pop(t->device));
         samples += b.count;
@@ -108,6 +110,24 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
     report->seconds = now_seconds() - start;
     report->samples_per_second = (double)(samples - first_batch * t->batch) / report->seconds;
     return trainer_read_metrics(t, &t->train, samples, false, &report->train);
+}
+
+/* The report's figures of the run so far: steps, learning rate, memory,
+ * loss scaling. */
+static ug_status epoch_figures(ug_trainer *t, ug_trainer_epoch *report)
+{
+    report->global_batch = t->global_batch;
+    report->lr = t->last_lr;
+    ug_memory_stats memory;
+    UG_TRY(ug_memory_get_stats(t->device, &memory));
+    report->memory_in_use = memory.bytes_in_use;
+    report->memory_peak = memory.peak_bytes_in_use;
+    ug_loss_scaler_state scaler;
+    if (ug_optimizer_get_config(t->optimizer).loss_scaling.enabled && ug_optimizer_loss_scaler(t->optimizer, &scaler) == UG_OK) {
+        report->loss_scale = scaler.scale;
+        report->skipped_steps = scaler.skipped_steps;
+    }
+    return UG_OK;
 }
 
 /* After validation: whether to stop (patience), keeping the best weights. */
@@ -149,6 +169,7 @@ ug_status ug_trainer_fit(ug_trainer *t)
             UG_TRY(trainer_evaluate_loader(t, t->val_loader, &report.validation));
         UG_TRY(early_stopping(t, &report, &stop));
         report.updates = ug_optimizer_steps(t->optimizer);
+        UG_TRY(epoch_figures(t, &report));
         /* The next epoch starts before the checkpoint, so a resumed run
          * goes on with it (after the last epoch too: a run resumed with
          * more epochs). */

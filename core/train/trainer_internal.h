@@ -49,6 +49,7 @@ struct ug_trainer {
     size_t *best_bytes;
     int pending;                  /* micro-batches accumulated, not yet applied */
     int64_t global_batch;
+    float last_lr;            /* the last batch's learning rate */
     bool stopped;
     bool last_save_failed;
     char save_error[512];         /* since the last epoch report; "" when none */

@@ -117,10 +117,15 @@ typedef struct ug_trainer_metrics {
 typedef struct ug_trainer_epoch {
     int64_t epoch;            /* from 0 */
     int64_t updates;          /* optimizer updates done */
+    int64_t global_batch;     /* batches trained since the run's start */
+    float lr;                 /* the learning rate of the epoch's last update */
     ug_trainer_metrics train; /* loss and accuracy of the epoch's batches (no top-k, no matrix) */
     ug_trainer_metrics validation; /* samples 0 without a validation set */
     double seconds;           /* training time of the epoch (not evaluation) */
     double samples_per_second;
+    uint64_t memory_in_use, memory_peak; /* the device pool's bytes at the epoch's end, and its peak */
+    float loss_scale;         /* the loss scaler's scale (f16); 0 without one */
+    int64_t skipped_steps;    /* updates the loss scaler skipped since the run's start */
     bool best;                /* the lowest validation loss so far */
     bool saved;               /* a checkpoint was saved after it */
     /* The message of the last checkpoint save that failed since the

@@ -17,6 +17,7 @@
 #include "unigrad/checkpoint.h"
 #include "unigrad/trainer.h"
 #include "unigrad/profiler.h"
+#include "unigrad/tensorboard.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

@@ -2,7 +2,7 @@
  * training graph's nodes (names, families, FLOPs and bytes worked out by
  * hand from the shapes), ranges around device work, the summary's sums,
  * the trace file, and its refusals. The trace's format is checked by an
- * independent reader (tests/profile/check_trace.py). */
+ * independent reader (tests/observe/check_trace.py). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <pthread.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 # the step ug-bench measures for ug-bench's trace, of each step's span for
 # ug-train's (its step also loads the batch and computes the accuracy,
 # which ug-bench's does not). A trace spoilt on purpose must fail it.
-# 1024 generated 28x28 images, as gzipped IDX files like Debian's.
+# 1024 generated images (make_idx.sh).
 # Usage: profile_trace.sh UG_TRAIN UG_BENCH CHECK_TRACE DEVICE
 set -u
 train=$1 bench=$2 checker=$3 device=$4
@@ -14,18 +14,7 @@ trap 'rm -rf "$dir"' EXIT
 failed=0
 fail() { echo "FAIL $*"; failed=1; }
 
-{
-    printf '\0\0\10\3\0\0\4\0\0\0\0\34\0\0\0\34'
-    LC_ALL=C awk 'BEGIN { for (i = 0; i < 1024; i++) for (j = 0; j < 784; j++)
-        printf "%c", 1 + (j * (i % 10 + 1) + 7 * i) % 250 }'
-} > "$dir/train-images-idx3-ubyte"
-{
-    printf '\0\0\10\1\0\0\4\0'
-    LC_ALL=C awk 'BEGIN { for (i = 0; i < 1024; i++) printf "%c", i % 10 }'
-} > "$dir/train-labels-idx1-ubyte"
-cp "$dir/train-images-idx3-ubyte" "$dir/t10k-images-idx3-ubyte"
-cp "$dir/train-labels-idx1-ubyte" "$dir/t10k-labels-idx1-ubyte"
-gzip "$dir"/*-ubyte
+sh "$(dirname "$0")/make_idx.sh" "$dir" 1024 || exit 1
 
 "$train" --device "$device" --data "$dir" --epochs 1 --quiet --profile "$dir/train.json" \
     > "$dir/train.out" 2>&1 || fail "ug-train --profile:"
