@@ -149,6 +149,9 @@ static const option_spec table[] = {
              "under the cosine schedule, another --lr); without it such a resume is refused"},
     {.name = "csv", .value = "FILE", .kind = OPT_STRING, .target = FIELD(csv), .accepts = "a file name",
      .help = "log a row per step and per epoch (see below)"},
+    {.name = "plot", .value = "FILE", .kind = OPT_STRING, .target = FIELD(plot), .accepts = "a PNG file name",
+     .help = "draw the loss and accuracy curves into FILE (PNG) with gnuplot after every epoch (ug-plot draws "
+             "them from a --csv log)"},
     {.name = "tensorboard", .value = "DIR", .kind = OPT_STRING, .target = FIELD(tensorboard),
      .accepts = "a folder", .help = "log the figures of the CSV, the pool's memory and loss scaling as "
                                    "TensorBoard scalars in a new event file in DIR (tensorboard --logdir DIR)"},

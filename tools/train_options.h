@@ -15,6 +15,7 @@ typedef struct train_options {
     const char *train_images, *train_labels, *test_images, *test_labels; /* NULL: in data_dir */
     const char *csv;
     const char *tensorboard;  /* --tensorboard's folder; NULL: none */
+    const char *plot;         /* --plot's PNG; NULL: none */
     const char *profile;      /* --profile's trace file; NULL: none */
     int64_t profile_skip, profile_steps;
     /* Checkpoints (train_checkpoint.c). */

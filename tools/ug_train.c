@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "plot_curves.h"
 #include "train_checkpoint.h"
 #include "train_data.h"
 #include "train_profile.h"
@@ -28,6 +29,8 @@ typedef struct run {
     ug_device *dev;
     ug_trainer *trainer;
     FILE *csv;
+    char csv_path[4096];      /* the log's: --csv's, or a temporary one for --plot */
+    bool temporary_csv;
     ug_tensorboard *tensorboard;
     train_progress bar;
     train_profile profile;
@@ -87,6 +90,18 @@ static ug_status on_step(const ug_trainer_step *s, void *user)
     return UG_OK;
 }
 
+/* --plot: the curves so far. A failure is a warning: training goes on. */
+static void plot(run *r)
+{
+    char why[512], title[256];
+    snprintf(title, sizeof title, "ug-train on %s", ug_device_name(r->dev));
+    const bool flushed = fflush(r->csv) == 0;
+    if (!flushed)
+        snprintf(why, sizeof why, "writing the log: %s", strerror(errno));
+    if (!flushed || !plot_curves(r->csv_path, r->o.plot, title, why, sizeof why))
+        fprintf(stderr, "ug-train: warning: --plot %s: %s\n", r->o.plot, why);
+}
+
 /* After each epoch (and its checkpoint): the test set's figures. */
 static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
 {
@@ -101,6 +116,8 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
         printf("first step finished %.2f s after the process started\n", r->first_step_seconds);
     if (r->csv)
         csv_epoch(r->csv, e, &test, r->step, r->global_step, r->lr);
+    if (r->o.plot)
+        plot(r);
     if (r->tensorboard) {
         TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_loss", e->global_batch, test.loss));
         TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_accuracy", e->global_batch, test.accuracy));
@@ -209,13 +226,27 @@ static int finish(run *r, ug_status fitted)
     return 0;
 }
 
-/* The CSV log; a resumed run adds to its own. */
+/* The CSV log; a resumed run adds to its own. --plot without --csv
+ * plots from a temporary log, removed at the end. */
 static int open_csv(run *r)
 {
-    const bool append = r->o.resume && access(r->o.csv, F_OK) == 0;
-    r->csv = fopen(r->o.csv, append ? "a" : "w");
+    char why[512];
+    if (r->o.plot && !plot_available(why, sizeof why)) {
+        fprintf(stderr, "ug-train: --plot: %s\n", why);
+        return 1;
+    }
+    const bool append = r->o.csv && r->o.resume && access(r->o.csv, F_OK) == 0;
+    if (r->o.csv) {
+        snprintf(r->csv_path, sizeof r->csv_path, "%s", r->o.csv);
+        r->csv = fopen(r->o.csv, append ? "a" : "w");
+    } else {
+        snprintf(r->csv_path, sizeof r->csv_path, "%s/ug-train-plot.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        int fd = mkstemp(r->csv_path);
+        r->temporary_csv = fd >= 0;
+        r->csv = fd >= 0 ? fdopen(fd, "w") : NULL;
+    }
     if (!r->csv) {
-        fprintf(stderr, "ug-train: cannot write %s: %s\n", r->o.csv, strerror(errno));
+        fprintf(stderr, "ug-train: cannot write %s: %s\n", r->csv_path, strerror(errno));
         return 1;
     }
     if (!append)
@@ -258,7 +289,7 @@ int main(int argc, char **argv)
         rc = train_data_load(&r.o, &r.data);
     if (!rc)
         rc = open_run(&r);
-    if (!rc && r.o.csv)
+    if (!rc && (r.o.csv || r.o.plot))
         rc = open_csv(&r);
     if (!rc && r.o.tensorboard && ug_tensorboard_open(r.o.tensorboard, &r.tensorboard) != UG_OK)
         rc = fail("opening the TensorBoard log");
@@ -275,9 +306,11 @@ int main(int argc, char **argv)
     if (ug_tensorboard_close(r.tensorboard) != UG_OK)
         rc = rc ? rc : fail("writing the TensorBoard log");
     if (r.csv && fclose(r.csv) != 0) {
-        fprintf(stderr, "ug-train: writing %s failed: %s\n", r.o.csv, strerror(errno));
+        fprintf(stderr, "ug-train: writing %s failed: %s\n", r.csv_path, strerror(errno));
         rc = rc ? rc : 1;
     }
+    if (r.temporary_csv)
+        remove(r.csv_path);
     train_profile_free(&r.profile);
     ug_trainer_free(r.trainer);
     ug_device_close(r.dev);
