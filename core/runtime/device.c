@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "core/monitor/registry.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
 #include "core/runtime/module.h"
@@ -337,6 +338,7 @@ void ug_device_close(ug_device *device)
                 registry[i].devices[device->backend_index] = NULL;
         ug_streams_destroy(device);
         ug_pool_destroy(device);
+        ug_registry_note(device->info.id, NULL, true);
         ug_call_device_close(device->backend, device->bdev);
         free(device);
     }

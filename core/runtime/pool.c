@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "core/monitor/registry.h"
 #include "core/profile/hooks.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
@@ -230,6 +231,8 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
     pthread_mutex_unlock(&pool->lock);
     if (st == UG_OK && ug_profiling())
         ug_profile_memory(device, &seen);
+    if (st == UG_OK)
+        ug_registry_note(device->info.id, &seen, false);
 
     if (st != UG_OK) {
         free(storage);
@@ -285,6 +288,7 @@ void ug_storage_release(ug_storage *storage)
     pthread_mutex_unlock(&pool->lock);
     if (ug_profiling())
         ug_profile_memory(device, &seen);
+    ug_registry_note(device->info.id, &seen, false);
     free(storage);
     ug_device_close(device);
 }

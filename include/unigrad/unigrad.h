@@ -18,6 +18,7 @@
 #include "unigrad/trainer.h"
 #include "unigrad/profiler.h"
 #include "unigrad/tensorboard.h"
+#include "unigrad/monitor.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

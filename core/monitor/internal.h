@@ -1,0 +1,34 @@
+/* The monitor's sources (monitor.h), each filling what it knows of a
+ * sample and the reasons for the rest. Roots and library names are
+ * parameters so the tests can point them at doubles. */
+#ifndef UG_CORE_MONITOR_INTERNAL_H
+#define UG_CORE_MONITOR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "unigrad/monitor.h"
+
+/* Sets a figure missing, with why (printf-style). */
+void ug_sample_missing(ug_sample_figure *f, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Every figure missing with why: the starting point of a sample. */
+void ug_sample_clear(ug_device_sample *s, const char *why);
+/* A number read from the file at root/path; false when it cannot be read. */
+bool ug_read_number(const char *root, const char *path, double *value);
+
+/* host.c: the CPU from root_proc (/proc) and root_sys (/sys). */
+void ug_host_sample(const char *root_proc, const char *root_sys, ug_device_sample *s);
+/* amdgpu.c: the card-th amdgpu card (counted among /sys/class/drm's
+ * cards whose vendor is 0x1002, in name order) under root_sys. */
+bool ug_amdgpu_sample(const char *root_sys, int card, ug_device_sample *s);
+/* nvml.c: NVML device index through library (NULL: libnvidia-ml.so.1,
+ * or UG_NVML_LIBRARY). false with the reason in the figures. */
+bool ug_nvml_sample(const char *library, int index, ug_device_sample *s);
+/* registry.c: the processes that published memory on device id. */
+void ug_registry_processes(const char *id, ug_device_sample *s);
+
+#endif

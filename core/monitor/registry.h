@@ -1,0 +1,17 @@
+/* Publishing this process's pool figures for ug-smi (registry.c). */
+#ifndef UG_CORE_MONITOR_REGISTRY_H
+#define UG_CORE_MONITOR_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "unigrad/memory.h"
+
+/* The pool of device id changed (closing: the device closed). */
+void ug_registry_note(const char *id, const ug_memory_stats *stats, bool closing);
+/* A wait for a device finished: publishes changes noted too soon before. */
+void ug_registry_wait_done(void);
+/* The per-user folder of the files, created if needed; false with why. */
+bool ug_registry_dir(char *dir, size_t len, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,74 @@
+#!/bin/sh
+# ug-smi --json lists the devices with real figures: the CPU's memory is
+# /proc/meminfo's, utilisation a percentage; a running ug-train appears
+# with its pool's memory and, once killed, is recognised as gone; a
+# missing figure is null with a reason. With "nvml" (run with the emulated
+# CUDA device and UG_NVML_LIBRARY set to the fake NVML), cuda:0 shows the
+# fake's figures.
+# Usage: ug_smi.sh UG_SMI UG_TRAIN [nvml]
+set -u
+smi=$1 train=$2 mode=${3:-}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ug-smi.XXXXXX")
+trap '[ $pid -gt 0 ] && kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
+pid=0
+failed=0
+fail() { echo "FAIL $*"; failed=1; }
+
+if [ "$mode" = nvml ]; then
+    "$smi" --json --device cuda:0 > "$dir/smi.json" || { echo "FAIL ug-smi --device cuda:0"; exit 1; }
+    cat "$dir/smi.json"
+    python3 - "$dir/smi.json" <<'PY' || fail "cuda:0's figures"
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"][0]
+assert d["id"] == "cuda:0" and d["source"] == "NVML", d
+assert d["utilization_percent"] == 37 and d["memory_used_bytes"] == 1.5 * 2**30, d
+assert d["memory_total_bytes"] == 80 * 2**30 and d["temperature_c"] == 41 and d["clock_mhz"] == 1755, d
+assert d["power_w"] is None and "Not Supported" in d["power_w_why"], d
+print("ok cuda:0 through NVML:", d["utilization_percent"], "%", d["memory_used_bytes"], "bytes")
+PY
+    exit $failed
+fi
+
+sh "$(dirname "$0")/make_idx.sh" "$dir" 2048 || exit 1
+"$train" --device cpu --data "$dir" --epochs 1000 --quiet > "$dir/train.out" 2>&1 &
+pid=$!
+listed=""
+for _ in $(seq 1 100); do
+    "$smi" --json > "$dir/smi.json" || { fail "ug-smi --json"; break; }
+    if grep -q "\"pid\":$pid," "$dir/smi.json"; then listed=yes; break; fi
+    sleep 0.1
+done
+[ -n "$listed" ] || fail "ug-train (pid $pid) never appeared in ug-smi --json"
+python3 - "$dir/smi.json" "$pid" "${UG_TEST_REQUIRED_DEVICES:-cpu}" <<'PY' || fail "the figures"
+import json, sys
+sample = json.load(open(sys.argv[1]))
+devices = {d["id"]: d for d in sample["devices"]}
+for required in sys.argv[3].split(","):
+    assert required in devices, "%s is not listed: %s" % (required, list(devices))
+kb = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal:"))
+for d in devices.values():
+    for key, value in d.items():
+        if key.endswith("_why"):
+            assert d[key[:-4]] is None and value, (key, d)
+        elif value is None:
+            assert d.get(key + "_why"), "%s of %s is null without a reason" % (key, d["id"])
+cpu = devices["cpu"]
+assert cpu["memory_total_bytes"] == kb * 1024, (cpu["memory_total_bytes"], kb)
+assert 0 <= cpu["utilization_percent"] <= 100, cpu
+assert 0 < cpu["memory_used_bytes"] < cpu["memory_total_bytes"], cpu
+mine = [p for p in cpu["processes"] if p["pid"] == int(sys.argv[2])]
+assert mine and mine[0]["command"] == "ug-train" and mine[0]["bytes_in_use"] > 0, cpu["processes"]
+print("ok", ", ".join(sorted(devices)), "listed; cpu %.0f%% busy, %.1f of %.1f GiB; ug-train holds %.1f MiB"
+      % (cpu["utilization_percent"], cpu["memory_used_bytes"] / 2**30, cpu["memory_total_bytes"] / 2**30,
+         mine[0]["bytes_in_use"] / 2**20))
+PY
+kill -9 $pid
+wait $pid 2>/dev/null
+"$smi" --json > "$dir/smi.json" || fail "ug-smi --json after the kill"
+! grep -q "\"pid\":$pid," "$dir/smi.json" || fail "the killed ug-train (pid $pid) is still listed"
+"$smi" > "$dir/smi.txt" || fail "ug-smi"
+cat "$dir/smi.txt"
+grep -q "^cpu " "$dir/smi.txt" || fail "the table has no cpu row"
+"$smi" --watch 0 > /dev/null 2>&1 && fail "--watch 0 was accepted"
+"$smi" --device nosuch > /dev/null 2>&1 && fail "an unknown device was accepted"
+exit $failed
