@@ -92,6 +92,30 @@ static const char *fmt(char *buf, size_t len, const ug_sample_figure *f, const c
     return buf;
 }
 
+static const ug_sample_figure *figure_of(const ug_device_sample *s, int i)
+{
+    const ug_sample_figure *figures[] = {&s->utilization, &s->memory_used, &s->temperature, &s->power, &s->clock};
+    return figures[i];
+}
+
+/* text in lines of at most 80 columns: two spaces before, four after a break. */
+static void wrapped(const char *text)
+{
+    int column = printf("  ");
+    for (const char *p = text; *p;) {
+        size_t word = strcspn(p, " ");
+        if (column > 4 && column + 1 + (int)word > 80)
+            column = printf("\n    ") - 1;
+        else if (p != text)
+            column += printf(" ");
+        column += printf("%.*s", (int)word, p);
+        p += word;
+        while (*p == ' ')
+            p++;
+    }
+    printf("\n");
+}
+
 static void print_table(const ug_device_sample *s, int count)
 {
     time_t now = time(NULL);
@@ -124,19 +148,28 @@ static void print_table(const ug_device_sample *s, int count)
         }
     if (!processes)
         printf("no unigrad process holds memory on these devices\n");
+    /* Each reason once, with the devices it applies to, wrapped at 80. */
+    static const char *const names[] = {"utilisation", "memory", "temperature", "power", "clock"};
     bool header = false;
-    for (int d = 0; d < count; d++) {
-        const ug_sample_figure *figures[] = {&s[d].utilization, &s[d].memory_used, &s[d].temperature,
-                                             &s[d].power, &s[d].clock};
-        const char *names[] = {"utilisation", "memory", "temperature", "power", "clock"};
-        for (int i = 0; i < 5; i++)
-            if (isnan(figures[i]->value)) {
-                if (!header)
-                    printf("\n'-' is not reported:\n");
-                header = true;
-                printf("  %s %s: %s\n", s[d].id, names[i], figures[i]->why);
-            }
-    }
+    for (int d = 0; d < count; d++)
+        for (int i = 0; i < 5; i++) {
+            const ug_sample_figure *f = figure_of(&s[d], i);
+            bool earlier = false;
+            for (int e = 0; e < d && !earlier; e++)
+                earlier = isnan(figure_of(&s[e], i)->value) && !strcmp(figure_of(&s[e], i)->why, f->why);
+            if (!isnan(f->value) || earlier)
+                continue;
+            if (!header)
+                printf("\n'-' is not reported:\n");
+            header = true;
+            char line[512];
+            int n = snprintf(line, sizeof line, "%s (%s", names[i], s[d].id);
+            for (int e = d + 1; e < count; e++)
+                if (isnan(figure_of(&s[e], i)->value) && !strcmp(figure_of(&s[e], i)->why, f->why))
+                    n += snprintf(line + n, sizeof line - (size_t)n, ", %s", s[e].id);
+            snprintf(line + n, sizeof line - (size_t)n, "): %s", f->why);
+            wrapped(line);
+        }
 }
 
 int main(int argc, char **argv)
