@@ -6,40 +6,14 @@
  * epoch's training, validation and test accuracy). The CSV's columns are
  * found by name, so logs of older versions plot too, and its step and
  * epoch rows go to gnuplot as two data blocks (a series is a line only
- * when its points are consecutive there). The PNG is drawn beside its
- * path and renamed over it, so a reader never sees half a picture. */
-#define _POSIX_C_SOURCE 200809L /* popen, mkstemp */
+ * when its points are consecutive there). */
 #include "plot_curves.h"
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-
-bool plot_available(char *why, size_t len)
-{
-    int rc = system("gnuplot --version > /dev/null 2>&1");
-    if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
-        return true;
-    snprintf(why, len, "gnuplot is not installed (Debian: apt-get install gnuplot-nox)");
-    return false;
-}
-
-/* s as a gnuplot string in single quotes ('' is a quote). */
-static void quoted(FILE *to, const char *s)
-{
-    fputc('\'', to);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputc('\'', to);
-        fputc(*s, to);
-    }
-    fputc('\'', to);
-}
+#include "gnuplot.h"
 
 enum { MAX_FIELDS = 32 };
 
@@ -116,13 +90,11 @@ static bool data_blocks(FILE *g, const char *csv, char *why, size_t len)
     return true;
 }
 
-static void script(FILE *g, const char *png, const char *title)
+static void script(FILE *g, const char *title)
 {
-    fprintf(g, "set terminal pngcairo size 1200,500 font 'sans,11' noenhanced\nset output ");
-    quoted(g, png);
-    fprintf(g, "\nset key top right box opaque\nset grid\nset xlabel 'step (batches trained)'\n"
+    fprintf(g, "set key top right box opaque\nset grid\nset xlabel 'step (batches trained)'\n"
                "set multiplot layout 1,2 title ");
-    quoted(g, title);
+    gnuplot_quoted(g, title);
     fprintf(g, "\nset title 'loss'\nset ylabel 'loss'\n"
                "plot $steps using 1:2 with lines lw 1 lc rgb '#9ecae1' title 'training, per step', \\\n"
                "  $epochs using 1:2 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'training, per epoch', \\\n"
@@ -132,46 +104,16 @@ static void script(FILE *g, const char *png, const char *title)
                "plot $epochs using 1:5 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'training', \\\n"
                "  $epochs using 1:6 with linespoints lw 2 pt 5 lc rgb '#e6550d' title 'validation', \\\n"
                "  $epochs using 1:7 with linespoints lw 2 pt 9 lc rgb '#31a354' title 'test'\n"
-               "unset multiplot\nset output\n");
+               "unset multiplot\n");
 }
 
 bool plot_curves(const char *csv, const char *png, const char *title, char *why, size_t len)
 {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", png) >= sizeof tmp) {
-        snprintf(why, len, "the file name %s is too long", png);
+    gnuplot g;
+    if (!gnuplot_begin(&g, png, 1200, 500, why, len))
         return false;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        snprintf(why, len, "cannot create a file beside %s: %s", png, strerror(errno));
-        return false;
-    }
-    (void)fchmod(fd, 0644); /* a picture to share, not mkstemp's private file */
-    close(fd);
-    FILE *g = popen("gnuplot 2>&1", "w");
-    if (!g) {
-        snprintf(why, len, "cannot run gnuplot: %s", strerror(errno));
-        remove(tmp);
-        return false;
-    }
-    bool read = data_blocks(g, csv, why, len);
+    bool read = data_blocks(g.pipe, csv, why, len);
     if (read)
-        script(g, tmp, title);
-    int rc = pclose(g);
-    if (!read) {
-        remove(tmp);
-        return false;
-    }
-    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-        snprintf(why, len, "gnuplot failed drawing %s from %s (its messages are above)", png, csv);
-        remove(tmp);
-        return false;
-    }
-    if (rename(tmp, png) != 0) {
-        snprintf(why, len, "cannot replace %s: %s", png, strerror(errno));
-        remove(tmp);
-        return false;
-    }
-    return true;
+        script(g.pipe, title);
+    return gnuplot_end(&g, read, why, len) && read;
 }

@@ -7,8 +7,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Whether gnuplot runs; else why not in why. */
-bool plot_available(char *why, size_t len);
 /* Draws csv's curves into png (replaced atomically), titled title; false
  * with the reason in why. */
 bool plot_curves(const char *csv, const char *png, const char *title, char *why, size_t len);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gnuplot.h"
 #include "plot_curves.h"
 
 static void usage(FILE *to)
@@ -43,7 +44,7 @@ int main(int argc, char **argv)
         out = png;
     }
     char why[512];
-    if (!plot_available(why, sizeof why) || !plot_curves(csv, out, title ? title : csv, why, sizeof why)) {
+    if (!gnuplot_available(why, sizeof why) || !plot_curves(csv, out, title ? title : csv, why, sizeof why)) {
         fprintf(stderr, "ug-plot: %s\n", why);
         return 1;
     }

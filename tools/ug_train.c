@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gnuplot.h"
 #include "plot_curves.h"
 #include "train_checkpoint.h"
 #include "train_data.h"
@@ -231,7 +232,7 @@ static int finish(run *r, ug_status fitted)
 static int open_csv(run *r)
 {
     char why[512];
-    if (r->o.plot && !plot_available(why, sizeof why)) {
+    if (r->o.plot && !gnuplot_available(why, sizeof why)) {
         fprintf(stderr, "ug-train: --plot: %s\n", why);
         return 1;
     }
