@@ -9,30 +9,13 @@
  * when its points are consecutive there). */
 #include "plot_curves.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "csv_table.h"
 #include "gnuplot.h"
 
-enum { MAX_FIELDS = 32 };
-
-/* Splits line at commas (in place) into at most MAX_FIELDS fields. */
-static int split(char *line, char **fields)
-{
-    int n = 0;
-    line[strcspn(line, "\r\n")] = '\0';
-    for (char *p = line; n < MAX_FIELDS;) {
-        fields[n++] = p;
-        p = strchr(p, ',');
-        if (!p)
-            break;
-        *p++ = '\0';
-    }
-    return n;
-}
-
-/* The CSV's rows of one kind as a gnuplot data block: x, then the named
+/* The log's rows of one kind as a gnuplot data block: x, then the named
  * columns ("NaN" where empty or absent). */
 typedef struct block {
     const char *name, *kind;
@@ -47,46 +30,31 @@ static const block blocks[] = {
 
 static bool data_blocks(FILE *g, const char *csv, char *why, size_t len)
 {
-    FILE *in = fopen(csv, "r");
-    if (!in) {
-        snprintf(why, len, "cannot read %s: %s", csv, strerror(errno));
+    csv_table t;
+    if (!csv_read(csv, &t, why, len))
         return false;
-    }
-    char header[1024], *names[MAX_FIELDS];
-    int count = fgets(header, sizeof header, in) ? split(header, names) : 0;
-    int at[2][7] = {{0}};
-    for (int b = 0; b < 2; b++)
-        for (int c = 0; c <= blocks[b].count; c++) {
-            const char *want = c ? blocks[b].columns[c - 1] : "global_step";
-            at[b][c] = -1;
-            for (int i = 0; i < count; i++)
-                if (strcmp(names[i], want) == 0)
-                    at[b][c] = i;
-        }
-    if (count < 2 || strcmp(names[0], "kind") != 0 || at[0][0] < 0) {
-        fclose(in);
+    const int kind = csv_column(&t, "kind"), x = csv_column(&t, "global_step");
+    if (kind != 0 || x < 0) {
+        csv_free(&t);
         snprintf(why, len, "%s is not a ug-train --csv log (its header has no kind and global_step)", csv);
         return false;
     }
     for (int b = 0; b < 2; b++) {
         fprintf(g, "%s << EOD\n", blocks[b].name);
-        rewind(in);
-        char line[1024], *fields[MAX_FIELDS];
-        if (!fgets(line, sizeof line, in))
-            break;
-        while (fgets(line, sizeof line, in)) {
-            int n = split(line, fields);
-            if (strcmp(fields[0], blocks[b].kind) != 0 || at[b][0] >= n || !fields[at[b][0]][0])
+        for (int r = 0; r < t.rows; r++) {
+            char **row = t.cells[r];
+            if (strcmp(row[kind], blocks[b].kind) != 0 || !row[x][0])
                 continue;
-            for (int c = 0; c <= blocks[b].count; c++) {
-                const char *v = at[b][c] >= 0 && at[b][c] < n && fields[at[b][c]][0] ? fields[at[b][c]] : "NaN";
-                fprintf(g, "%s%s", c ? " " : "", v);
+            fprintf(g, "%s", row[x]);
+            for (int c = 0; c < blocks[b].count; c++) {
+                int at = csv_column(&t, blocks[b].columns[c]);
+                fprintf(g, " %s", at >= 0 && row[at][0] ? row[at] : "NaN");
             }
             fputc('\n', g);
         }
         fprintf(g, "EOD\n");
     }
-    fclose(in);
+    csv_free(&t);
     return true;
 }
 
