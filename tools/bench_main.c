@@ -8,6 +8,8 @@ static const bench_command commands[] = {
     {"train-mlp", "ug-train's training step and epoch beside its matrix products in OpenBLAS", bench_train_mlp},
     {"train-cnn", "the same for ug-train --model cnn, beside its im2col products in OpenBLAS", bench_train_cnn},
     {"conv", "ug-train --model cnn's convolutions beside oneDNN's and their im2col products in OpenBLAS", bench_conv},
+    {"report", "all of the above on every device: CSV, JSON, plots and a Markdown report", bench_report},
+    {"compare", "two reports' figures side by side, with their ratios", bench_compare},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
