@@ -1,6 +1,5 @@
 /* Saving safetensors files (safetensors.h): the header written with its
  * buffer padded to 8 bytes, the file replaced atomically. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,69 +8,8 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/fault.h"
+#include "base/text.h"
 #include "core/io/safetensors_internal.h"
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void add(sbuf *b, const char *s, size_t k)
-{
-    if (b->oom)
-        return;
-    if (b->len + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + k + 1)
-            cap *= 2;
-        char *p = ug_realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, k);
-    b->len += k;
-    b->p[b->len] = '\0';
-}
-
-static void adds(sbuf *b, const char *s) { add(b, s, strlen(s)); }
-
-static void addf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp)
-        b->oom = true; /* not with this file's formats: numbers and dtype names */
-    else
-        add(b, tmp, (size_t)k);
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped, the
- * rest (valid UTF-8, checked before) as it is. */
-static void add_json_string(sbuf *b, const char *s)
-{
-    add(b, "\"", 1);
-    for (const char *p = s; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            add(b, e, 2);
-        } else if (c < 0x20) {
-            addf(b, "\\u%04x", c);
-        } else {
-            add(b, p, 1);
-        }
-    }
-    add(b, "\"", 1);
-}
 
 static bool valid_utf8(const char *s)
 {
@@ -204,44 +142,44 @@ ug_status ug_st_save(const char *path, const ug_st_entry *tensors, int count,
         return st;
     }
 
-    sbuf h = {0};
-    adds(&h, "{");
+    ug_text h = {0};
+    ug_text_puts(&h, "{");
     if (meta_count) {
-        adds(&h, "\"__metadata__\":{");
+        ug_text_puts(&h, "\"__metadata__\":{");
         for (int i = 0; i < meta_count; i++) {
             if (i)
-                adds(&h, ",");
-            add_json_string(&h, meta_keys[i]);
-            adds(&h, ":");
-            add_json_string(&h, meta_values[i]);
+                ug_text_puts(&h, ",");
+            ug_text_json_string(&h, meta_keys[i]);
+            ug_text_puts(&h, ":");
+            ug_text_json_string(&h, meta_values[i]);
         }
-        adds(&h, "}");
+        ug_text_puts(&h, "}");
     }
     uint64_t offset = 0;
     for (int i = 0; i < count; i++) {
         const ug_st_entry *e = &tensors[i];
         if (i || meta_count)
-            adds(&h, ",");
-        add_json_string(&h, e->name);
-        addf(&h, ":{\"dtype\":\"%s\",\"shape\":[", ug_st_dtype_name(e->dtype));
+            ug_text_puts(&h, ",");
+        ug_text_json_string(&h, e->name);
+        ug_text_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", ug_st_dtype_name(e->dtype));
         for (int d = 0; d < e->ndim; d++)
-            addf(&h, "%s%lld", d ? "," : "", (long long)e->shape[d]);
-        addf(&h, "],\"data_offsets\":[%llu,", (unsigned long long)offset);
+            ug_text_printf(&h, "%s%lld", d ? "," : "", (long long)e->shape[d]);
+        ug_text_printf(&h, "],\"data_offsets\":[%llu,", (unsigned long long)offset);
         offset += sizes[i]; /* no wrap: check_entries checked the total */
-        addf(&h, "%llu]}", (unsigned long long)offset);
+        ug_text_printf(&h, "%llu]}", (unsigned long long)offset);
     }
-    adds(&h, "}");
+    ug_text_puts(&h, "}");
     /* Spaces up to a multiple of 8, so the buffer (at 8 + N) is aligned for
      * readers that map the file. */
-    while (!h.oom && h.len % 8)
-        adds(&h, " ");
-    if (h.oom) {
-        free(h.p);
+    while (!h.failed && h.len % 8)
+        ug_text_puts(&h, " ");
+    if (h.failed) {
+        ug_text_free(&h);
         free(sizes);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "saving %s: out of host memory for the header", path);
     }
     if (h.len > UG_ST_MAX_HEADER) {
-        free(h.p);
+        ug_text_free(&h);
         free(sizes);
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "saving %s: the header would be %zu bytes, more than readers accept (%u)",
@@ -256,10 +194,10 @@ ug_status ug_st_save(const char *path, const ug_st_entry *tensors, int count,
     if (st == UG_OK)
         st = ug_atomic_write(f, len, sizeof len);
     if (st == UG_OK)
-        st = ug_atomic_write(f, h.p, h.len);
+        st = ug_atomic_write(f, h.data, h.len);
     for (int i = 0; i < count && st == UG_OK; i++)
         st = ug_atomic_write(f, tensors[i].data, (size_t)sizes[i]);
-    free(h.p);
+    ug_text_free(&h);
     free(sizes);
     if (st != UG_OK) {
         ug_atomic_abort(f);

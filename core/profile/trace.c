@@ -6,112 +6,56 @@
  * with a thread per stream (0: the default stream): each launch's span on
  * the device, ranges marked on the device, and the pool's counters.
  * Timestamps are microseconds since the profiler started. */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/atomic_file.h"
+#include "base/text.h"
 #include "base/fault.h"
 #include "core/profile/recording.h"
 
 enum { HOST_PID = 1, FIRST_DEVICE_PID = 2 };
 
-typedef struct text {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} text;
-
-static void put(text *t, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)n + 1;
-        char *grown = ug_realloc(t->data, cap);
-        if (!grown) {
-            t->failed = true;
-            return;
-        }
-        t->data = grown;
-        t->cap = cap;
-    }
-}
-
-/* s as a JSON string (quotes included). */
-static void put_string(text *t, const char *s)
-{
-    put(t, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            put(t, "\\%c", c);
-        else if (c < 0x20)
-            put(t, "\\u%04x", c);
-        else
-            put(t, "%c", c);
-    }
-    put(t, "\"");
-}
-
-static void put_us(text *t, int64_t ns)
+static void put_us(ug_text *t, int64_t ns)
 {
     if (ns < 0)
         ns = 0;
-    put(t, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+    ug_text_printf(t, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
 }
 
-static void metadata(text *t, const char *what, int pid, int tid, const char *name)
+static void metadata(ug_text *t, const char *what, int pid, int tid, const char *name)
 {
-    put(t, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", what, pid, tid);
-    put_string(t, name);
-    put(t, "}}");
+    ug_text_printf(t, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", what, pid, tid);
+    ug_text_json_string(t, name);
+    ug_text_printf(t, "}}");
 }
 
-static void complete(text *t, const profile_record *r, const char *category, int pid, int tid,
+static void complete(ug_text *t, const profile_record *r, const char *category, int pid, int tid,
                      int64_t start, int64_t end)
 {
-    put(t, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", category);
-    put_string(t, r->name);
-    put(t, ",\"pid\":%d,\"tid\":%d,\"ts\":", pid, tid);
+    ug_text_printf(t, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", category);
+    ug_text_json_string(t, r->name);
+    ug_text_printf(t, ",\"pid\":%d,\"tid\":%d,\"ts\":", pid, tid);
     put_us(t, start);
-    put(t, ",\"dur\":");
+    ug_text_printf(t, ",\"dur\":");
     put_us(t, end - start);
-    put(t, ",\"args\":{");
+    ug_text_printf(t, ",\"args\":{");
     if (r->kind == RECORD_KERNEL || r->kind == RECORD_TRANSFER) {
-        put(t, "\"family\":\"%s\",\"dtype\":\"%s\",\"shape\":", r->family, ug_dtype_name(r->dtype));
-        put_string(t, r->shape);
-        put(t, ",\"flops\":%.0f,\"bytes\":%.0f", r->flops, r->bytes);
+        ug_text_printf(t, "\"family\":\"%s\",\"dtype\":\"%s\",\"shape\":", r->family, ug_dtype_name(r->dtype));
+        ug_text_json_string(t, r->shape);
+        ug_text_printf(t, ",\"flops\":%.0f,\"bytes\":%.0f", r->flops, r->bytes);
     } else if (r->kind == RECORD_WAIT) {
-        put(t, "\"device\":");
-        put_string(t, r->shape);
+        ug_text_printf(t, "\"device\":");
+        ug_text_json_string(t, r->shape);
     } else {
-        put(t, "\"depth\":%d", r->depth);
+        ug_text_printf(t, "\"depth\":%d", r->depth);
     }
-    put(t, "}}");
+    ug_text_printf(t, "}}");
 }
 
-static void names(text *t, const ug_profiler *p)
+static void names(ug_text *t, const ug_profiler *p)
 {
-    put(t, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"host\"}}",
+    ug_text_printf(t, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"host\"}}",
         HOST_PID);
     for (int k = 1; k <= p->threads; k++) {
         char name[32];
@@ -134,7 +78,7 @@ static void names(text *t, const ug_profiler *p)
     }
 }
 
-static void record(text *t, const profile_record *r)
+static void record(ug_text *t, const profile_record *r)
 {
     int device_pid = FIRST_DEVICE_PID + r->device;
     switch (r->kind) {
@@ -154,13 +98,13 @@ static void record(text *t, const profile_record *r)
             complete(t, r, "range", device_pid, r->stream, r->device_start, r->device_end);
         break;
     case RECORD_MEMORY:
-        put(t, ",\n{\"ph\":\"C\",\"name\":\"pool MiB\",\"pid\":%d,\"tid\":0,\"ts\":", device_pid);
+        ug_text_printf(t, ",\n{\"ph\":\"C\",\"name\":\"pool MiB\",\"pid\":%d,\"tid\":0,\"ts\":", device_pid);
         put_us(t, r->host_start);
-        put(t, ",\"args\":{\"in use\":%.3f,\"cached\":%.3f}}", (double)r->in_use / 1048576.0,
+        ug_text_printf(t, ",\"args\":{\"in use\":%.3f,\"cached\":%.3f}}", (double)r->in_use / 1048576.0,
             (double)r->cached / 1048576.0);
-        put(t, ",\n{\"ph\":\"C\",\"name\":\"pool peak MiB\",\"pid\":%d,\"tid\":0,\"ts\":", device_pid);
+        ug_text_printf(t, ",\n{\"ph\":\"C\",\"name\":\"pool peak MiB\",\"pid\":%d,\"tid\":0,\"ts\":", device_pid);
         put_us(t, r->host_start);
-        put(t, ",\"args\":{\"peak\":%.3f}}", (double)r->peak / 1048576.0);
+        ug_text_printf(t, ",\"args\":{\"peak\":%.3f}}", (double)r->peak / 1048576.0);
         break;
     }
 }
@@ -172,16 +116,16 @@ ug_status ug_profiler_write_trace(const ug_profiler *p, const char *path)
                             p ? "path" : "profiler");
     if (!p->stopped)
         return ug_set_error(UG_ERR_STATE, "ug_profiler_write_trace: stop the profiler first (ug_profiler_stop)");
-    text t = {0};
-    put(&t, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"unigrad\",\"dropped_records\":%llu},\n"
+    ug_text t = {0};
+    ug_text_printf(&t, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"unigrad\",\"dropped_records\":%llu},\n"
             "\"traceEvents\":[\n",
         (unsigned long long)p->dropped);
     names(&t, p);
     for (size_t i = 0; i < p->count; i++)
         record(&t, &p->records[i]);
-    put(&t, "\n]}\n");
+    ug_text_printf(&t, "\n]}\n");
     if (t.failed) {
-        free(t.data);
+        ug_text_free(&t);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_profiler_write_trace: out of host memory for %s", path);
     }
     ug_atomic_file *f = NULL;
@@ -190,6 +134,6 @@ ug_status ug_profiler_write_trace(const ug_profiler *p, const char *path)
         ug_atomic_abort(f);
     else if (st == UG_OK)
         st = ug_atomic_commit(f, 1);
-    free(t.data);
+    ug_text_free(&t);
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "ug_profiler_write_trace");
 }
