@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "csv_table.h"
 #include "gnuplot.h"
+#include "json_string.h"
 
 /* A benchmark of the report: its subcommand, the columns that name a row
  * (the others are figures), and the arguments it runs with. */
@@ -73,19 +74,6 @@ static void describe_machine(machine *m, const char *label)
     snprintf(m->label, sizeof m->label, "%s", label ? label : "");
     time_t now = time(NULL);
     strftime(m->when, sizeof m->when, "%Y-%m-%d %H:%M:%S", localtime(&now));
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    fputc('"', f);
 }
 
 /* ---- figures ---- */

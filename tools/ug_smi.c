@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json_string.h"
 #include "unigrad/unigrad.h"
 
 static void usage(FILE *to)
@@ -24,26 +25,12 @@ static void usage(FILE *to)
                 "--watch); --watch repeats every SECONDS until interrupted.\n");
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 static void json_figure(const char *name, const ug_sample_figure *f)
 {
     printf(",\"%s\":", name);
     if (isnan(f->value)) {
         printf("null,\"%s_why\":", name);
-        json_string(f->why);
+        json_string(stdout, f->why);
     } else {
         printf("%.15g", f->value);
     }
@@ -55,11 +42,11 @@ static void print_json(const ug_device_sample *s, int count)
     for (int d = 0; d < count; d++) {
         const ug_device_sample *x = &s[d];
         printf("%s{\"id\":", d ? "," : "");
-        json_string(x->id);
+        json_string(stdout, x->id);
         printf(",\"name\":");
-        json_string(x->name);
+        json_string(stdout, x->name);
         printf(",\"source\":");
-        json_string(x->source);
+        json_string(stdout, x->source);
         json_figure("utilization_percent", &x->utilization);
         json_figure("memory_used_bytes", &x->memory_used);
         json_figure("memory_total_bytes", &x->memory_total);
@@ -72,7 +59,7 @@ static void print_json(const ug_device_sample *s, int count)
         for (int p = 0; p < shown; p++) {
             const ug_sample_process *q = &x->processes[p];
             printf("%s{\"pid\":%lld,\"command\":", p ? "," : "", (long long)q->pid);
-            json_string(q->command);
+            json_string(stdout, q->command);
             printf(",\"bytes_in_use\":%llu,\"bytes_cached\":%llu,\"peak_bytes_in_use\":%llu}",
                    (unsigned long long)q->bytes_in_use, (unsigned long long)q->bytes_cached,
                    (unsigned long long)q->peak_bytes_in_use);
