@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json_string.h"
 #include "unigrad/unigrad.h"
 
 #define SELFTEST_N 1000
@@ -34,20 +35,6 @@ static void format_bytes(uint64_t bytes, char *buf, size_t len)
         unit++;
     }
     snprintf(buf, len, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-}
-
-static void json_string(const char *text)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
 }
 
 /* Uploads x, computes 2x + 1 and then (2x + 1) + x on the device, and
@@ -145,15 +132,15 @@ int main(int argc, char **argv)
             continue;
         }
         printf("%s\n    {\"id\": ", i ? "," : "");
-        json_string(info.id);
+        json_string(stdout, info.id);
         printf(", \"backend\": ");
-        json_string(info.backend);
+        json_string(stdout, info.backend);
         printf(", \"vendor\": ");
-        json_string(info.vendor);
+        json_string(stdout, info.vendor);
         printf(", \"name\": ");
-        json_string(info.name);
+        json_string(stdout, info.name);
         printf(", \"driver\": ");
-        json_string(info.driver);
+        json_string(stdout, info.driver);
         printf(", \"global_memory\": %" PRIu64 ", \"max_allocation\": %" PRIu64
                ", \"compute_units\": %" PRIu32 ", \"max_work_group\": %" PRIu64
                ", \"fp16\": %s, \"is_gpu\": %s}",
@@ -181,9 +168,9 @@ int main(int argc, char **argv)
                 printf("  %-10s %s%s%s\n", info.id, ok ? "PASS" : "FAIL", ok ? "" : ": ", why);
             } else {
                 printf("%s\n    {\"id\": ", i ? "," : "");
-                json_string(info.id);
+                json_string(stdout, info.id);
                 printf(", \"pass\": %s, \"error\": ", ok ? "true" : "false");
-                json_string(why);
+                json_string(stdout, why);
                 printf("}");
             }
         }
@@ -202,9 +189,9 @@ int main(int argc, char **argv)
         }
         if (json) {
             printf("%s\n    {\"name\": ", b ? "," : "");
-            json_string(name ? name : "");
+            json_string(stdout, name ? name : "");
             printf(", \"devices\": %d, \"reason\": ", devices);
-            json_string(devices == 0 && reason ? reason : "");
+            json_string(stdout, devices == 0 && reason ? reason : "");
             printf("}");
             continue;
         }
