@@ -18,7 +18,16 @@ cat "$dir/train.out"
 set -- "$dir"/runs/events.out.tfevents.*
 [ $# -eq 1 ] && [ -f "$1" ] || { echo "FAIL no single event file in $dir/runs: $*"; exit 1; }
 events=$1
-python3 "$reader" "$events" "$dir/log.csv" || fail "the event file"
+python3 "$reader" "$events" "$dir/log.csv" > "$dir/read.out" || fail "the event file"
+cat "$dir/read.out"
+
+# Memory on every epoch, and with f16 the loss scaler's figures.
+grep -q "memory/pool_in_use_mib, memory/pool_peak_mib" "$dir/read.out" || fail "no pool memory scalars"
+"$train" --device "$device" --data "$dir" --epochs 1 --precision f16 --quiet --csv "$dir/f16.csv" \
+    --tensorboard "$dir/f16" > "$dir/f16.out" 2>&1 || fail "ug-train --precision f16 --tensorboard: $(cat "$dir/f16.out")"
+python3 "$reader" "$dir"/f16/events.out.tfevents.* "$dir/f16.csv" > "$dir/f16.check" || fail "the f16 event file"
+cat "$dir/f16.check"
+grep -q "amp/loss_scale, amp/skipped_steps" "$dir/f16.check" || fail "no loss scaler scalars with f16"
 
 # A flipped byte in the middle breaks a CRC; a cut breaks the framing.
 python3 - "$events" "$dir" <<'PY'
