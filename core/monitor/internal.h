@@ -25,6 +25,10 @@ void ug_host_sample(const char *root_proc, const char *root_sys, ug_device_sampl
 /* amdgpu.c: the card-th amdgpu card (counted among /sys/class/drm's
  * cards whose vendor is 0x1002, in name order) under root_sys. */
 bool ug_amdgpu_sample(const char *root_sys, int card, ug_device_sample *s);
+/* rocm_smi.c: ROCm SMI device index through library (NULL: the
+ * installed librocm_smi64, or UG_ROCM_SMI_LIBRARY) over what s holds:
+ * the figures it gives replace them, the others stay. */
+bool ug_rocm_smi_sample(const char *library, int index, ug_device_sample *s);
 /* nvml.c: NVML device index through library (NULL: libnvidia-ml.so.1,
  * or UG_NVML_LIBRARY). false with the reason in the figures. */
 bool ug_nvml_sample(const char *library, int index, ug_device_sample *s);

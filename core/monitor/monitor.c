@@ -92,6 +92,7 @@ ug_status ug_device_sample_at(int index, ug_device_sample *s)
         ug_nvml_sample(NULL, ordinal(index, &info), s);
     } else if (!strcmp(info.backend, "hip") || vendor_is(&info, "amd") || vendor_is(&info, "advanced micro")) {
         ug_amdgpu_sample(sys, ordinal(index, &info), s);
+        ug_rocm_smi_sample(NULL, ordinal(index, &info), s);
     } else {
         snprintf(s->source, sizeof s->source, "none");
         ug_sample_clear(s, "no monitoring source for this vendor's GPUs");

@@ -1,6 +1,6 @@
 /* Device samples (monitor.h) from each source against test doubles: a
  * fake amdgpu sysfs tree, a fake libnvidia-ml.so.1 (fake_nvml.c, its path
- * in UG_TEST_FAKE_NVML), a fake /proc and /sys for the CPU, each figure
+ * in UG_TEST_FAKE_NVML) and librocm_smi64 (fake_rocm_smi.c), a fake /proc and /sys for the CPU, each figure
  * worked out by hand from the files; missing figures NaN with a reason;
  * the pool registry (this process listed, a dead one's file removed). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep */
@@ -97,6 +97,36 @@ static void test_amdgpu(ug_device *dev)
     }
     CHECK(!ug_amdgpu_sample(root, 2, &s));
     CHECK(isnan(s.utilization.value) && strstr(s.utilization.why, "no amdgpu card"));
+    remove_root();
+}
+
+/* ROCm SMI over a sysfs card without sensors: its temperature, power and
+ * memory replace sysfs's, the utilisation it fails stays sysfs's. */
+static void test_rocm_smi(ug_device *dev)
+{
+    (void)dev;
+    const char *fake = getenv("UG_TEST_FAKE_ROCM_SMI");
+    REQUIRE(fake && *fake);
+    new_root();
+    put("class/drm/card0/device/vendor", "0x1002\n");
+    put("class/drm/card0/device/gpu_busy_percent", "12\n");
+    put("class/drm/card0/device/pp_dpm_sclk", "0: 800Mhz *\n");
+    ug_device_sample s;
+    memset(&s, 0, sizeof s);
+    REQUIRE(ug_amdgpu_sample(root, 0, &s));
+    CHECK(isnan(s.temperature.value) && isnan(s.power.value) && isnan(s.memory_used.value));
+    if (EXPECT(ug_rocm_smi_sample(fake, 0, &s))) {
+        CHECK_NEAR(s.utilization.value, 12.0); /* ROCm SMI's failed: sysfs's stays */
+        CHECK_NEAR(s.temperature.value, 61.0);
+        CHECK_NEAR(s.power.value, 95.5);
+        CHECK_NEAR(s.memory_used.value, 3.0 * 1073741824.0);
+        CHECK_NEAR(s.memory_total.value, 16.0 * 1073741824.0);
+        CHECK_NEAR(s.clock.value, 800.0);
+        CHECK(strstr(s.source, "ROCm SMI") != NULL);
+    }
+    ug_device_sample t = s;
+    CHECK(!ug_rocm_smi_sample("/nonexistent/librocm_smi64.so.7", 0, &t));
+    CHECK_NEAR(t.power.value, 95.5); /* nothing changed without the library */
     remove_root();
 }
 
@@ -220,6 +250,7 @@ int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_HOST_TEST(amdgpu),
+        TH_HOST_TEST(rocm_smi),
         TH_HOST_TEST(nvml),
         TH_HOST_TEST(host),
         TH_HOST_TEST(registry),
