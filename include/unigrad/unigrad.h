@@ -19,6 +19,7 @@
 #include "unigrad/profiler.h"
 #include "unigrad/tensorboard.h"
 #include "unigrad/monitor.h"
+#include "unigrad/comm.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

@@ -1,0 +1,167 @@
+/* Communicators (comm.h): argument checks, and device tensors staged
+ * through this rank's host buffer for the engine's collectives. The
+ * staging waits for the tensor's device (a download on the thread's
+ * current stream) and queues the result back (an upload on it). A rank
+ * that cannot take part (its arguments refused, its download failed)
+ * breaks the group, so the others return at once with its reason. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/fault.h"
+#include "core/comm/internal.h"
+#include "core/runtime/internal.h"
+
+void *ug_comm_local_group(int size);
+
+enum { MAX_LOCAL_RANKS = 64 };
+static const double default_timeout = 300.0;
+
+ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_comm **ranks)
+{
+    if (!devices || !ranks)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_local_create: %s is NULL", devices ? "ranks" : "devices");
+    if (count < 1 || count > MAX_LOCAL_RANKS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_local_create: %d ranks; a group has 1 to %d", count,
+                            MAX_LOCAL_RANKS);
+    for (int i = 0; i < count; i++)
+        if (!devices[i])
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_local_create: devices[%d] is NULL", i);
+    void *group = ug_comm_local_group(count);
+    ug_comm *made[MAX_LOCAL_RANKS] = {NULL};
+    bool ok = group != NULL;
+    for (int i = 0; ok && i < count; i++)
+        ok = (made[i] = ug_calloc(1, sizeof *made[i])) != NULL;
+    if (!ok) {
+        for (int i = 0; i < count; i++)
+            free(made[i]);
+        free(group);
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_local_create: out of host memory");
+    }
+    for (int i = 0; i < count; i++) {
+        ug_device_retain(devices[i]);
+        *made[i] = (ug_comm){.engine = &ug_comm_local_engine, .group = group, .rank = i, .size = count,
+                             .device = devices[i], .timeout = default_timeout};
+        ranks[i] = made[i];
+    }
+    return UG_OK;
+}
+
+void ug_comm_free(ug_comm *c)
+{
+    if (!c)
+        return;
+    c->engine->leave(c);
+    ug_device_close(c->device);
+    free(c->staging);
+    free(c);
+}
+
+int ug_comm_rank(const ug_comm *c) { return c ? c->rank : -1; }
+int ug_comm_size(const ug_comm *c) { return c ? c->size : 0; }
+ug_device *ug_comm_device(const ug_comm *c) { return c ? c->device : NULL; }
+const char *ug_comm_engine(const ug_comm *c) { return c ? c->engine->name : "(null)"; }
+
+ug_status ug_comm_set_timeout(ug_comm *c, double seconds)
+{
+    if (!c)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_set_timeout: comm is NULL");
+    if (!(seconds > 0.0 && seconds <= 1e7))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_set_timeout: %g s; give seconds above 0", seconds);
+    c->timeout = seconds;
+    return UG_OK;
+}
+
+/* A refusal on this rank breaks the group, so the other ranks, waiting
+ * in the same collective, return at once with its reason. */
+static ug_status refuse(ug_comm *c, ug_status st)
+{
+    c->engine->fail(c, ug_last_error());
+    return st;
+}
+
+/* A tensor a collective takes: f32 on this rank's device. */
+static ug_status check_tensor(ug_comm *c, const ug_tensor *t, const char *op, const char *name)
+{
+    if (!c)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: comm is NULL", op);
+    if (!t)
+        return refuse(c, ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, name));
+    if (t->dtype != UG_F32)
+        return refuse(c, ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; collectives take f32 (cast it first)", op,
+                                      name, ug_dtype_name(t->dtype)));
+    if (t->storage->device != c->device)
+        return refuse(c, ug_set_error(UG_ERR_DEVICE, "%s: %s is on %s, rank %d on %s", op, name,
+                                      t->storage->device->info.id, c->rank, c->device->info.id));
+    return UG_OK;
+}
+
+static ug_status staging(ug_comm *c, size_t floats, const char *op)
+{
+    if (c->staging_floats >= floats)
+        return UG_OK;
+    float *grown = ug_realloc(c->staging, (floats ? floats : 1) * sizeof *grown);
+    if (!grown)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu floats", op, floats);
+    c->staging = grown;
+    c->staging_floats = floats;
+    return UG_OK;
+}
+
+ug_status ug_comm_all_reduce(ug_comm *c, ug_tensor *t, ug_comm_op op)
+{
+    UG_TRY(check_tensor(c, t, "ug_comm_all_reduce", "tensor"));
+    if (op != UG_COMM_SUM && op != UG_COMM_AVERAGE && op != UG_COMM_MAX)
+        return refuse(c, ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_all_reduce: %d is not a ug_comm_op", (int)op));
+    size_t n = (size_t)ug_tensor_numel(t);
+    ug_status st = staging(c, n, "ug_comm_all_reduce");
+    if (st == UG_OK)
+        st = ug_tensor_download(t, c->staging, n * sizeof(float));
+    if (st != UG_OK)
+        return refuse(c, st);
+    UG_TRY(c->engine->all_reduce(c, c->staging, n, op));
+    return ug_tensor_upload(t, c->staging, n * sizeof(float));
+}
+
+ug_status ug_comm_broadcast(ug_comm *c, ug_tensor *t, int root)
+{
+    UG_TRY(check_tensor(c, t, "ug_comm_broadcast", "tensor"));
+    if (root < 0 || root >= c->size)
+        return refuse(c, ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_broadcast: root %d is not a rank (0 to %d)",
+                                      root, c->size - 1));
+    size_t n = (size_t)ug_tensor_numel(t);
+    ug_status st = staging(c, n, "ug_comm_broadcast");
+    if (st == UG_OK && c->rank == root)
+        st = ug_tensor_download(t, c->staging, n * sizeof(float));
+    if (st != UG_OK)
+        return refuse(c, st);
+    UG_TRY(c->engine->broadcast(c, c->staging, n, root));
+    return c->rank == root ? UG_OK : ug_tensor_upload(t, c->staging, n * sizeof(float));
+}
+
+ug_status ug_comm_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *out)
+{
+    UG_TRY(check_tensor(c, in, "ug_comm_all_gather", "in"));
+    UG_TRY(check_tensor(c, out, "ug_comm_all_gather", "out"));
+    size_t n = (size_t)ug_tensor_numel(in);
+    if ((size_t)ug_tensor_numel(out) != n * (size_t)c->size)
+        return refuse(c, ug_set_error(UG_ERR_SHAPE, "ug_comm_all_gather: out has %lld elements; it needs %zu (%d "
+                                      "ranks x %zu)", (long long)ug_tensor_numel(out), n * (size_t)c->size,
+                                      c->size, n));
+    ug_status st = staging(c, n * (size_t)(c->size + 1), "ug_comm_all_gather");
+    float *mine = c->staging + n * (size_t)c->size;
+    if (st == UG_OK)
+        st = ug_tensor_download(in, mine, n * sizeof(float));
+    if (st != UG_OK)
+        return refuse(c, st);
+    UG_TRY(c->engine->all_gather(c, mine, n, c->staging));
+    return ug_tensor_upload(out, c->staging, n * (size_t)c->size * sizeof(float));
+}
+
+ug_status ug_comm_barrier(ug_comm *c)
+{
+    if (!c)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_barrier: comm is NULL");
+    return c->engine->barrier(c);
+}

@@ -1,0 +1,38 @@
+/* A communicator's engine (in-process now; MPI and NCCL as modules later):
+ * collectives on host buffers of floats, which comm.c stages device
+ * tensors through. Every entry returns the same status on every rank of a
+ * collective, or an error naming what went wrong. */
+#ifndef UG_CORE_COMM_INTERNAL_H
+#define UG_CORE_COMM_INTERNAL_H
+
+#include <stddef.h>
+
+#include "unigrad/comm.h"
+
+typedef struct comm_engine {
+    const char *name;
+    ug_status (*all_reduce)(ug_comm *c, float *data, size_t n, ug_comm_op op);
+    ug_status (*broadcast)(ug_comm *c, float *data, size_t n, int root);
+    ug_status (*all_gather)(ug_comm *c, const float *in, size_t n, float *out);
+    ug_status (*barrier)(ug_comm *c);
+    /* This rank cannot take part in the collective the others are in (its
+     * arguments were refused): the group breaks with why, so they return
+     * at once rather than at the timeout. */
+    void (*fail)(ug_comm *c, const char *why);
+    /* This rank leaves: the engine's state of it is freed. */
+    void (*leave)(ug_comm *c);
+} comm_engine;
+
+struct ug_comm {
+    const comm_engine *engine;
+    void *group;              /* the engine's */
+    int rank, size;
+    ug_device *device;        /* retained */
+    double timeout;           /* seconds */
+    float *staging;           /* host copies of tensors */
+    size_t staging_floats;
+};
+
+extern const comm_engine ug_comm_local_engine;
+
+#endif

@@ -1,0 +1,241 @@
+/* The in-process engine: the ranks are threads of one process sharing a
+ * group. A collective is a few barriers around work on the ranks' host
+ * buffers, which each rank publishes in its slot: an all-reduce has every
+ * rank combine its share of the elements over all the ranks' buffers in
+ * rank order (so every rank gets the same bits, and the ranks work in
+ * parallel) into the group's scratch, then copy the whole result back.
+ *
+ * A barrier waits at most the rank's timeout. A rank that times out
+ * breaks the group, naming the ranks that did not arrive; a rank that
+ * leaves (ug_comm_free) breaks it too, since the others can no longer
+ * complete a collective. A broken group fails every later call at once. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "base/fault.h"
+#include "core/comm/internal.h"
+
+typedef struct slot {
+    const float *in;          /* the rank's buffer for this collective */
+    float *out;
+    size_t n;
+    int op, root;             /* what the rank asked for: all ranks must agree */
+    uint64_t arrived;         /* the generation the rank last arrived at */
+} slot;
+
+typedef struct group {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int size, members;        /* ranks, and those not freed */
+    int arrived;
+    uint64_t generation;      /* barriers completed */
+    bool broken;
+    char why[384];
+    float *scratch;
+    size_t scratch_floats;
+    slot slots[];
+} group;
+
+static group *group_of(ug_comm *c) { return c->group; }
+
+static ug_status broken(group *g, const char *what)
+{
+    return ug_set_error(UG_ERR_BACKEND, "%s: the group is broken: %s", what, g->why);
+}
+
+/* Waits until every rank has arrived (lock held on entry and exit). */
+static ug_status barrier_locked(ug_comm *c, const char *what)
+{
+    group *g = group_of(c);
+    if (g->broken)
+        return broken(g, what);
+    const uint64_t generation = g->generation;
+    g->slots[c->rank].arrived = generation + 1;
+    if (++g->arrived == g->size) {
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->changed);
+        return UG_OK;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    double whole = floor(c->timeout);
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((c->timeout - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    while (g->generation == generation && !g->broken)
+        if (pthread_cond_timedwait(&g->changed, &g->lock, &deadline) == ETIMEDOUT && g->generation == generation &&
+            !g->broken) {
+            int n = snprintf(g->why, sizeof g->why, "rank %d waited %g s in %s for rank", c->rank, c->timeout, what);
+            int missing = 0;
+            for (int r = 0; r < g->size && n < (int)sizeof g->why; r++)
+                if (g->slots[r].arrived != generation + 1)
+                    n += snprintf(g->why + n, sizeof g->why - (size_t)n, "%s %d", missing++ ? "," : "", r);
+            if (n < (int)sizeof g->why)
+                snprintf(g->why + n, sizeof g->why - (size_t)n, "; raise the timeout (ug_comm_set_timeout) if "
+                         "a rank is slow, or look for one that stopped");
+            g->broken = true;
+            pthread_cond_broadcast(&g->changed);
+        }
+    return g->generation == generation ? broken(g, what) : UG_OK;
+}
+
+/* Publishes this rank's request and waits for the others'; then checks
+ * that they agree (every rank reaches the same verdict). */
+static ug_status gather_requests(ug_comm *c, const char *what, const float *in, float *out, size_t n, int op,
+                                 int root)
+{
+    group *g = group_of(c);
+    g->slots[c->rank].in = in;
+    g->slots[c->rank].out = out;
+    g->slots[c->rank].n = n;
+    g->slots[c->rank].op = op;
+    g->slots[c->rank].root = root;
+    UG_TRY(barrier_locked(c, what));
+    for (int r = 1; r < g->size; r++) {
+        const slot *a = &g->slots[0], *b = &g->slots[r];
+        if (a->n != b->n || a->op != b->op || a->root != b->root)
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, /* every rank sees the same slots: the same verdict */
+                                "%s: rank %d asked for %zu elements (op %d, root %d), rank 0 for %zu (op %d, "
+                                "root %d); every rank must call the same collective on the same sizes",
+                                what, r, b->n, b->op, b->root, a->n, a->op, a->root);
+    }
+    return UG_OK;
+}
+
+static ug_status local_all_reduce(ug_comm *c, float *data, size_t n, ug_comm_op op)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    ug_status st = UG_OK;
+    if (c->rank == 0 && g->scratch_floats < n) { /* before the others can read it */
+        float *grown = ug_realloc(g->scratch, (n ? n : 1) * sizeof *grown);
+        if (grown) {
+            g->scratch = grown;
+            g->scratch_floats = n;
+        }
+    }
+    st = gather_requests(c, "ug_comm_all_reduce", data, data, n, (int)op, 0);
+    if (st == UG_OK && g->scratch_floats < n)
+        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_all_reduce: out of host memory for %zu floats", n);
+    pthread_mutex_unlock(&g->lock);
+    if (st != UG_OK)
+        return st;
+    /* This rank's share, over every rank in order, without the lock. */
+    size_t begin = n * (size_t)c->rank / (size_t)g->size, end = n * (size_t)(c->rank + 1) / (size_t)g->size;
+    for (size_t i = begin; i < end; i++) {
+        float v = g->slots[0].in[i];
+        for (int r = 1; r < g->size; r++) {
+            float x = g->slots[r].in[i];
+            v = op == UG_COMM_MAX ? (x > v || isnan(x) ? x : v) : v + x;
+        }
+        g->scratch[i] = op == UG_COMM_AVERAGE ? v / (float)g->size : v;
+    }
+    pthread_mutex_lock(&g->lock);
+    st = barrier_locked(c, "ug_comm_all_reduce");
+    pthread_mutex_unlock(&g->lock);
+    if (st != UG_OK)
+        return st;
+    memcpy(data, g->scratch, n * sizeof *data);
+    pthread_mutex_lock(&g->lock);
+    st = barrier_locked(c, "ug_comm_all_reduce"); /* the scratch is free again */
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+static ug_status local_broadcast(ug_comm *c, float *data, size_t n, int root)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    ug_status st = gather_requests(c, "ug_comm_broadcast", data, data, n, -1, root);
+    pthread_mutex_unlock(&g->lock);
+    if (st != UG_OK)
+        return st;
+    if (c->rank != root)
+        memcpy(data, g->slots[root].in, n * sizeof *data);
+    pthread_mutex_lock(&g->lock);
+    st = barrier_locked(c, "ug_comm_broadcast"); /* root's buffer is read */
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+static ug_status local_all_gather(ug_comm *c, const float *in, size_t n, float *out)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    ug_status st = gather_requests(c, "ug_comm_all_gather", in, out, n, -2, 0);
+    pthread_mutex_unlock(&g->lock);
+    if (st != UG_OK)
+        return st;
+    for (int r = 0; r < g->size; r++)
+        memcpy(out + (size_t)r * n, g->slots[r].in, n * sizeof *out);
+    pthread_mutex_lock(&g->lock);
+    st = barrier_locked(c, "ug_comm_all_gather");
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+static ug_status local_barrier(ug_comm *c)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    ug_status st = barrier_locked(c, "ug_comm_barrier");
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+static void break_locked(group *g, int rank, const char *why)
+{
+    if (g->broken)
+        return;
+    g->broken = true;
+    snprintf(g->why, sizeof g->why, "rank %d: %s", rank, why);
+    pthread_cond_broadcast(&g->changed);
+}
+
+static void local_fail(ug_comm *c, const char *why)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    break_locked(g, c->rank, why);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void local_leave(ug_comm *c)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    break_locked(g, c->rank, "it has left the group (ug_comm_free)");
+    bool last = --g->members == 0;
+    pthread_mutex_unlock(&g->lock);
+    if (!last)
+        return;
+    pthread_cond_destroy(&g->changed);
+    pthread_mutex_destroy(&g->lock);
+    free(g->scratch);
+    free(g);
+}
+
+const comm_engine ug_comm_local_engine = {"in-process", local_all_reduce, local_broadcast, local_all_gather,
+                                             local_barrier, local_fail, local_leave};
+
+void *ug_comm_local_group(int size)
+{
+    group *g = ug_calloc(1, sizeof *g + (size_t)size * sizeof(slot));
+    if (!g)
+        return NULL;
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->changed, NULL);
+    g->size = g->members = size;
+    return g;
+}

@@ -1,0 +1,70 @@
+/* Communication between replicas: collectives on device tensors, for
+ * training on several devices, processes and machines.
+ *
+ * A communicator is one rank's handle on a group of ranks; every rank of
+ * the group calls the same collectives in the same order, each on its own
+ * tensor (on its own device), as with MPI and NCCL. The in-process group
+ * makes every device a program opened a rank, any mix of backends, each
+ * driven by a thread of its own:
+ *
+ *     ug_device *devices[2];            // e.g. "cpu" and "opencl:0"
+ *     ug_comm *ranks[2];
+ *     ug_comm_local_create(2, devices, ranks);
+ *     // on rank r's thread:
+ *     ug_comm_all_reduce(ranks[r], grad, UG_COMM_AVERAGE);
+ *
+ * A rank that never joins a collective, or one that leaves the group, is
+ * reported to the others as an error within the timeout (ug_comm_set_timeout,
+ * default 300 s), never a silent hang; the group is then broken and every
+ * later collective fails at once with the same message. Collectives take
+ * f32 tensors, contiguous, of the same element count on every rank; a
+ * mismatch is refused on every rank. */
+#ifndef UNIGRAD_COMM_H
+#define UNIGRAD_COMM_H
+
+#include "unigrad/device.h"
+#include "unigrad/export.h"
+#include "unigrad/status.h"
+#include "unigrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ug_comm ug_comm;
+
+typedef enum ug_comm_op {
+    UG_COMM_SUM = 0,
+    UG_COMM_AVERAGE,   /* the sum over the group's size */
+    UG_COMM_MAX
+} ug_comm_op;
+
+/* count ranks in this process, rank i on devices[i] (devices may repeat):
+ * ranks[0..count-1] receive the handles, each freed with ug_comm_free. */
+UG_API ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_comm **ranks);
+/* Frees this rank's handle; the others' collectives then fail (the rank
+ * has left). NULL is ignored. */
+UG_API void ug_comm_free(ug_comm *comm);
+
+UG_API int ug_comm_rank(const ug_comm *comm);
+UG_API int ug_comm_size(const ug_comm *comm);
+UG_API ug_device *ug_comm_device(const ug_comm *comm);
+/* "in-process", later "MPI", "NCCL". */
+UG_API const char *ug_comm_engine(const ug_comm *comm);
+/* Seconds this rank waits for the others in a collective (> 0). */
+UG_API ug_status ug_comm_set_timeout(ug_comm *comm, double seconds);
+
+/* tensor <- op over the ranks' tensors, in place. Every rank receives the
+ * same bits: the ranks' values are combined in rank order. */
+UG_API ug_status ug_comm_all_reduce(ug_comm *comm, ug_tensor *tensor, ug_comm_op op);
+/* tensor <- root's tensor. */
+UG_API ug_status ug_comm_broadcast(ug_comm *comm, ug_tensor *tensor, int root);
+/* out (count x size(in) elements) <- every rank's in, in rank order. */
+UG_API ug_status ug_comm_all_gather(ug_comm *comm, const ug_tensor *in, ug_tensor *out);
+/* Returns when every rank has called it. */
+UG_API ug_status ug_comm_barrier(ug_comm *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,231 @@
+/* Communicators (comm.h), in-process: three ranks (the CPU and the device
+ * under test, mixed where it is another), each on a thread of its own.
+ * Collectives against sums worked out in double; every rank's result
+ * bitwise the same; mismatched and refused arguments, a rank that never
+ * joins (the timeout) and one that leaves, each reported on every rank. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+enum { RANKS = 3, N = 1001 };
+
+typedef struct rank_run {
+    ug_comm *comm;
+    int rank;
+    const char *what;         /* which scenario */
+    ug_status status[4];
+    char message[4][384];
+    float result[3 * N];
+    double seconds;
+} rank_run;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Rank r's value i: distinct per rank, not exact in sums. */
+static float value(int r, int i) { return (float)((r + 1) * 0.37 + i * 0.011 - (i % 7) * 0.3); }
+
+static ug_tensor *tensor_of(ug_device *dev, int rank, int64_t n)
+{
+    float *host = malloc((size_t)n * sizeof *host);
+    for (int64_t i = 0; i < n; i++)
+        host[i] = value(rank, (int)i);
+    ug_tensor *t = NULL;
+    if (ug_tensor_from_host(dev, UG_F32, 1, &n, host, &t) != UG_OK)
+        t = NULL;
+    free(host);
+    return t;
+}
+
+static void note(rank_run *r, int k, ug_status st)
+{
+    r->status[k] = st;
+    snprintf(r->message[k], sizeof r->message[k], "%s", st == UG_OK ? "" : ug_last_error());
+}
+
+static void *run_rank(void *arg)
+{
+    rank_run *r = arg;
+    ug_device *dev = ug_comm_device(r->comm);
+    double start = now();
+    if (!strcmp(r->what, "collectives")) {
+        static const ug_comm_op ops[3] = {UG_COMM_SUM, UG_COMM_AVERAGE, UG_COMM_MAX};
+        for (int k = 0; k < 3; k++) {
+            ug_tensor *t = tensor_of(dev, r->rank, N);
+            note(r, k, t ? ug_comm_all_reduce(r->comm, t, ops[k]) : UG_ERR_BACKEND);
+            if (t && ug_tensor_download(t, r->result + k * N, N * sizeof(float)) != UG_OK)
+                r->status[k] = UG_ERR_BACKEND;
+            ug_tensor_free(t);
+        }
+    } else if (!strcmp(r->what, "broadcast")) {
+        ug_tensor *t = tensor_of(dev, r->rank, N), *gathered = NULL;
+        int64_t all = RANKS * 5;
+        note(r, 0, ug_comm_broadcast(r->comm, t, 1));
+        ug_tensor_download(t, r->result, N * sizeof(float));
+        ug_tensor *small = tensor_of(dev, r->rank, 5);
+        if (ug_tensor_create(dev, UG_F32, 1, &all, &gathered) == UG_OK) {
+            note(r, 1, ug_comm_all_gather(r->comm, small, gathered));
+            ug_tensor_download(gathered, r->result + N, (size_t)all * sizeof(float));
+        }
+        note(r, 2, ug_comm_barrier(r->comm));
+        ug_tensor_free(t);
+        ug_tensor_free(small);
+        ug_tensor_free(gathered);
+    } else if (!strcmp(r->what, "mismatch")) {
+        ug_tensor *t = tensor_of(dev, r->rank, N - (r->rank == 2)); /* rank 2 has one element fewer */
+        note(r, 0, ug_comm_all_reduce(r->comm, t, UG_COMM_SUM));
+        ug_tensor_free(t);
+    } else if (!strcmp(r->what, "refused")) {
+        ug_tensor *t = NULL;
+        int64_t n = 4;
+        ug_tensor_create(dev, r->rank == 1 ? UG_I32 : UG_F32, 1, &n, &t);
+        ug_comm_set_timeout(r->comm, 60.0); /* the others return long before */
+        note(r, 0, ug_comm_all_reduce(r->comm, t, UG_COMM_SUM));
+        note(r, 1, ug_comm_barrier(r->comm)); /* broken: at once */
+        ug_tensor_free(t);
+    } else if (!strcmp(r->what, "timeout")) {
+        ug_comm_set_timeout(r->comm, 0.3);
+        if (r->rank != 2) /* rank 2 never joins */
+            note(r, 0, ug_comm_barrier(r->comm));
+    }
+    r->seconds = now() - start;
+    return NULL;
+}
+
+/* Runs scenario what on a fresh group of RANKS ranks. */
+static bool run_group(ug_device *dev, const char *what, rank_run *runs)
+{
+    ug_device *cpu = NULL;
+    if (ug_device_open("cpu", &cpu) != UG_OK)
+        return false;
+    ug_device *devices[RANKS] = {cpu, dev, cpu};
+    ug_comm *comms[RANKS];
+    if (!CHECK_STATUS(ug_comm_local_create(RANKS, devices, comms), UG_OK)) {
+        ug_device_close(cpu);
+        return false;
+    }
+    pthread_t threads[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        memset(&runs[r], 0, sizeof runs[r]);
+        runs[r] = (rank_run){.comm = comms[r], .rank = r, .what = what};
+        pthread_create(&threads[r], NULL, run_rank, &runs[r]);
+    }
+    for (int r = 0; r < RANKS; r++)
+        pthread_join(threads[r], NULL);
+    for (int r = 0; r < RANKS; r++)
+        ug_comm_free(comms[r]);
+    ug_device_close(cpu);
+    return true;
+}
+
+static rank_run runs[RANKS];
+
+static void test_collectives(ug_device *dev)
+{
+    REQUIRE(run_group(dev, "collectives", runs));
+    for (int r = 0; r < RANKS; r++)
+        for (int k = 0; k < 3; k++)
+            CHECK_MSG(runs[r].status[k] == UG_OK, "rank %d, reduction %d: %s", r, k, runs[r].message[k]);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double sum = 0, max = -INFINITY;
+        for (int r = 0; r < RANKS; r++) {
+            sum += value(r, i);
+            max = fmax(max, value(r, i));
+        }
+        const double want[3] = {sum, sum / RANKS, max};
+        for (int k = 0; k < 3; k++) {
+            double got = runs[0].result[k * N + i];
+            worst = fmax(worst, fabs(got - want[k]) / fmax(1.0, fabs(want[k])));
+        }
+    }
+    CHECK_MSG(worst < 1e-6, "the reductions are %g (relative) from the sums in double", worst);
+    for (int r = 1; r < RANKS; r++)
+        CHECK_MSG(!memcmp(runs[r].result, runs[0].result, 3 * N * sizeof(float)),
+                  "rank %d's results are not bitwise rank 0's", r);
+}
+
+static void test_broadcast_gather_barrier(ug_device *dev)
+{
+    REQUIRE(run_group(dev, "broadcast", runs));
+    for (int r = 0; r < RANKS; r++) {
+        for (int k = 0; k < 3; k++)
+            CHECK_MSG(runs[r].status[k] == UG_OK, "rank %d, call %d: %s", r, k, runs[r].message[k]);
+        bool root = true, gathered = true;
+        for (int i = 0; i < N; i++)
+            root &= runs[r].result[i] == value(1, i);
+        for (int q = 0; q < RANKS; q++)
+            for (int i = 0; i < 5; i++)
+                gathered &= runs[r].result[N + q * 5 + i] == value(q, i);
+        CHECK_MSG(root, "rank %d did not receive rank 1's tensor", r);
+        CHECK_MSG(gathered, "rank %d did not gather every rank's tensor in rank order", r);
+    }
+}
+
+static void test_refusals(ug_device *dev)
+{
+    REQUIRE(run_group(dev, "mismatch", runs));
+    for (int r = 0; r < RANKS; r++)
+        CHECK_MSG(runs[r].status[0] == UG_ERR_INVALID_ARGUMENT && strstr(runs[r].message[0], "rank 2 asked for 1000"),
+                  "rank %d: %s", r, runs[r].message[0]);
+    REQUIRE(run_group(dev, "refused", runs));
+    CHECK_EQ_I64(runs[1].status[0], UG_ERR_DTYPE);
+    for (int r = 0; r < RANKS; r += 2) {
+        CHECK_MSG(runs[r].status[0] != UG_OK && strstr(runs[r].message[0], "rank 1: ug_comm_all_reduce: tensor is i32"),
+                  "rank %d: %s", r, runs[r].message[0]);
+        CHECK_MSG(runs[r].seconds < 30.0, "rank %d waited %.1f s for a refused rank", r, runs[r].seconds);
+    }
+    for (int r = 0; r < RANKS; r++)
+        CHECK_MSG(runs[r].status[1] != UG_OK && strstr(runs[r].message[1], "the group is broken"), "rank %d: %s", r,
+                  runs[r].message[1]);
+    /* A rank that never joins: the others return after the timeout, naming it. */
+    REQUIRE(run_group(dev, "timeout", runs));
+    for (int r = 0; r < 2; r++) {
+        CHECK_MSG(runs[r].status[0] != UG_OK && strstr(runs[r].message[0], "for rank 2"), "rank %d: %s", r,
+                  runs[r].message[0]);
+        CHECK_MSG(runs[r].seconds >= 0.25 && runs[r].seconds < 30.0, "rank %d returned after %.2f s", r,
+                  runs[r].seconds);
+    }
+}
+
+static void test_arguments(ug_device *dev)
+{
+    ug_comm *comms[2];
+    ug_device *devices[2] = {dev, dev};
+    CHECK_STATUS(ug_comm_local_create(0, devices, comms), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_comm_local_create(2, NULL, comms), UG_ERR_INVALID_ARGUMENT);
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    CHECK_EQ_I64(ug_comm_rank(comms[1]), 1);
+    CHECK_EQ_I64(ug_comm_size(comms[0]), 2);
+    CHECK(ug_comm_device(comms[0]) == dev && !strcmp(ug_comm_engine(comms[0]), "in-process"));
+    CHECK_STATUS(ug_comm_set_timeout(comms[0], 0.0), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_comm_set_timeout(comms[0], NAN), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_comm_all_reduce(NULL, NULL, UG_COMM_SUM), UG_ERR_INVALID_ARGUMENT);
+    /* Rank 1 leaves: rank 0's next collective fails at once, naming it. */
+    ug_comm_free(comms[1]);
+    ug_tensor *t = th_track(tensor_of(dev, 0, 8));
+    if (CHECK_STATUS(ug_comm_all_reduce(comms[0], t, UG_COMM_SUM), UG_ERR_BACKEND))
+        CHECK_ERROR_HAS("rank 1: it has left the group");
+    ug_comm_free(comms[0]);
+    ug_comm_free(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(collectives),
+        TH_DEVICE_TEST(broadcast_gather_barrier),
+        TH_DEVICE_TEST(refusals),
+        TH_DEVICE_TEST(arguments),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
