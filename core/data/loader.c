@@ -26,6 +26,10 @@
  * - start_epoch stops claims, waits for in-flight uploads (the workers read
  *   the permutation while gathering, so it may only be rewritten when none
  *   is), frees every slot but the one handed out, and restarts from batch 0.
+ * - Shards (data-parallel training) take their part of each global batch
+ *   from the same order: a shard's full batches and its part of a partial
+ *   last batch each have one size, so the slots and their views are still
+ *   made once; an empty part is handed out as count 0.
  * - The shuffle (ug_shuffled_order) is keyed by (seed, epoch) alone: the
  *   same order on every platform and for any batch size, thread count or
  *   prefetch depth, so an epoch can be resumed at any batch (ug_loader_seek).
@@ -36,6 +40,7 @@
  *   thread-local) in the slot of its batch, and the consumer reports it when
  *   that batch is due. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +50,7 @@
 #include "core/data/internal.h"
 #include "core/runtime/internal.h"
 
-enum { LOADER_MAX_THREADS = 64, LOADER_MAX_PREFETCH = 64, MESSAGE_BYTES = 2048 };
+enum { LOADER_MAX_THREADS = 64, LOADER_MAX_PREFETCH = 64, LOADER_MAX_SHARDS = 64, MESSAGE_BYTES = 2048 };
 
 typedef enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HANDED } slot_state;
 
@@ -62,6 +67,7 @@ typedef struct slot {
     float *scratch;            /* rows * features, for a callback's f32 values, or NULL */
     ug_tensor *x, *y;          /* [rows, features] x_dtype; [rows] i32 or [rows, width] f32 */
     ug_tensor *x_part, *y_part; /* views for the partial last batch, or NULL */
+    ug_tensor *x_full, *y_full; /* views for a shard's full batches, when fewer than rows */
     ug_status status;          /* the worker's result */
     char message[MESSAGE_BYTES];
 } slot;
@@ -71,9 +77,12 @@ struct ug_loader {
     const ug_dataset *dataset;
     ug_device *device;
     ug_loader_config config;
-    int64_t rows;              /* slot capacity: min(batch_size, count) */
+    int64_t rows;              /* slot capacity: the most rows of a batch (of this shard) */
     int64_t full_batches;      /* batches of batch_size samples */
-    int64_t partial;           /* samples of the last batch if it is kept partial, else 0 */
+    int64_t full_rows, full_offset; /* this shard's rows of a full batch, and where they start */
+    int64_t partial;           /* this shard's rows of the last batch if it is kept partial, else 0 */
+    int64_t partial_offset;
+    double shard_weights[LOADER_MAX_SHARDS];
     int64_t batches;           /* per epoch */
     int64_t *perm;             /* the epoch's order of sample indices */
     int nslots;
@@ -101,7 +110,43 @@ struct ug_loader {
 
 static int64_t batch_count(const ug_loader *l, int64_t batch)
 {
-    return batch < l->full_batches ? l->config.batch_size : l->partial;
+    return batch < l->full_batches ? l->full_rows : l->partial;
+}
+
+/* Where this shard's rows of batch start in the epoch's order. */
+static int64_t batch_offset(const ug_loader *l, int64_t batch)
+{
+    return batch * l->config.batch_size + (batch < l->full_batches ? l->full_offset : l->partial_offset);
+}
+
+/* This shard's rows of a global batch of rows: [*begin, *begin + *count). */
+static void shard_of(const ug_loader_config *c, const double *weights, int64_t rows, int64_t *begin,
+                     int64_t *count)
+{
+    if (c->shard_count <= 1) {
+        *begin = 0;
+        *count = rows;
+        return;
+    }
+    double total = 0, before = 0;
+    for (int i = 0; i < c->shard_count; i++) {
+        total += weights ? weights[i] : 1.0;
+        if (i < c->shard_index)
+            before = total;
+    }
+    double mine = before + (weights ? weights[c->shard_index] : 1.0);
+    int64_t start = (int64_t)floor((double)rows * before / total);
+    int64_t end = c->shard_index == c->shard_count - 1 ? rows : (int64_t)floor((double)rows * mine / total);
+    *begin = start;
+    *count = end - start;
+}
+
+/* The slot's tensors (or views of them) of count rows; NULL for none. */
+static void batch_tensors(const ug_loader *l, const slot *s, ug_tensor **x, ug_tensor **y)
+{
+    const bool whole = s->count == l->rows, full = s->count == l->full_rows && s->x_full;
+    *x = !s->count ? NULL : whole ? s->x : full ? s->x_full : s->x_part;
+    *y = !s->count ? NULL : whole ? s->y : full ? s->y_full : s->y_part;
 }
 
 /* Gathers and uploads one batch; runs without the lock. Reads perm, which
@@ -110,11 +155,13 @@ static ug_status fill_slot(ug_loader *l, slot *s)
 {
     const ug_dataset *ds = l->dataset;
     int64_t count = s->count;
-    memcpy(s->ids, l->perm + s->batch * l->config.batch_size, (size_t)count * sizeof *s->ids);
+    if (!count)
+        return UG_OK; /* this shard's part of a small last batch is empty */
+    memcpy(s->ids, l->perm + batch_offset(l, s->batch), (size_t)count * sizeof *s->ids);
     UG_TRY(ug_dataset_gather(ds, s->ids, count, l->config.x_dtype, s->host_x, s->host_y, s->base_ids,
                              s->scratch));
-    bool part = count < l->rows;
-    ug_tensor *x = part ? s->x_part : s->x, *y = part ? s->y_part : s->y;
+    ug_tensor *x = NULL, *y = NULL;
+    batch_tensors(l, s, &x, &y);
     size_t x_bytes = (size_t)count * (size_t)ds->features * ug_dtype_size(l->config.x_dtype);
     if (s->inject_failure)
         x_bytes++; /* the test hook: ug_tensor_upload refuses the size */
@@ -238,6 +285,8 @@ static void free_slots(ug_loader *l)
         free(s->scratch);
         ug_tensor_free(s->x_part);
         ug_tensor_free(s->y_part);
+        ug_tensor_free(s->x_full);
+        ug_tensor_free(s->y_full);
         ug_tensor_free(s->x);
         ug_tensor_free(s->y);
     }
@@ -266,6 +315,10 @@ static ug_status make_slot(ug_loader *l, slot *s)
         UG_TRY(ug_tensor_slice(s->x, 0, l->partial, &s->x_part));
         UG_TRY(ug_tensor_slice(s->y, 0, l->partial, &s->y_part));
     }
+    if (l->full_batches && l->full_rows && l->full_rows < l->rows) {
+        UG_TRY(ug_tensor_slice(s->x, 0, l->full_rows, &s->x_full));
+        UG_TRY(ug_tensor_slice(s->y, 0, l->full_rows, &s->y_full));
+    }
     return UG_OK;
 }
 
@@ -289,12 +342,35 @@ static ug_status resolve_config(const ug_loader_config *config, const char *op, 
     if (c->x_dtype != UG_F32 && c->x_dtype != UG_F16 && c->x_dtype != UG_BF16)
         return ug_set_error(UG_ERR_DTYPE, "%s: x_dtype %s: batches' features are f32, f16 or bf16",
                             op, ug_dtype_size(c->x_dtype) ? ug_dtype_name(c->x_dtype) : "(invalid)");
+    if (c->shard_count < 0 || c->shard_count > LOADER_MAX_SHARDS)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_count %d is outside 0..%d", op, c->shard_count,
+                            LOADER_MAX_SHARDS);
+    if (c->shard_count > 1 && (c->shard_index < 0 || c->shard_index >= c->shard_count))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_index %d is not one of the %d shards (0..%d)", op,
+                            c->shard_index, c->shard_count, c->shard_count - 1);
+    double total = 0.0;
+    for (int i = 0; c->shard_count > 1 && c->shard_weights && i < c->shard_count; i++) {
+        if (!(c->shard_weights[i] > 0.0) || !isfinite(c->shard_weights[i]))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_weights[%d] is %g; weights are positive", op, i,
+                                c->shard_weights[i]);
+        total += c->shard_weights[i];
+    }
+    if (!isfinite(total))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the shard weights sum to %g; scale them down", op, total);
     return UG_OK;
 }
 
+/* The most rows a batch of this shard has: its part of a full batch or
+ * of the partial last one (at least 1, for the slots). */
 static int64_t batch_rows(const ug_dataset *dataset, const ug_loader_config *c)
 {
-    return c->batch_size < dataset->count ? c->batch_size : dataset->count;
+    int64_t begin = 0, full = 0, partial = 0;
+    if (dataset->count >= c->batch_size)
+        shard_of(c, c->shard_weights, c->batch_size, &begin, &full);
+    if (!c->drop_last && dataset->count % c->batch_size)
+        shard_of(c, c->shard_weights, dataset->count % c->batch_size, &begin, &partial);
+    int64_t rows = full > partial ? full : partial;
+    return rows > 0 ? rows : 1;
 }
 
 ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_config *config, uint64_t *bytes)
@@ -333,9 +409,14 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     l->config = c;
     l->rows = batch_rows(dataset, &c);
     l->full_batches = n / c.batch_size;
-    int64_t rest = n % c.batch_size;
-    l->partial = c.drop_last ? 0 : rest;
-    l->batches = l->full_batches + (l->partial ? 1 : 0);
+    int64_t rest = c.drop_last ? 0 : n % c.batch_size;
+    if (c.shard_count > 1 && c.shard_weights) { /* the caller's array need not outlive the call */
+        memcpy(l->shard_weights, c.shard_weights, (size_t)c.shard_count * sizeof *l->shard_weights);
+        l->config.shard_weights = l->shard_weights;
+    }
+    shard_of(&l->config, l->config.shard_weights, c.batch_size, &l->full_offset, &l->full_rows);
+    shard_of(&l->config, l->config.shard_weights, rest, &l->partial_offset, &l->partial);
+    l->batches = l->full_batches + (rest ? 1 : 0);
     l->handed = -1;
     l->fail_batch = -1;
     l->nslots = c.prefetch + 1;
@@ -519,9 +600,7 @@ ug_status ug_loader_next(ug_loader *l, ug_batch *batch, bool *done)
             s->state = SLOT_HANDED;
             l->handed = (int)(s - l->slots);
             l->next_consume++;
-            bool part = s->count < l->rows;
-            batch->x = part ? s->x_part : s->x;
-            batch->y = part ? s->y_part : s->y;
+            batch_tensors(l, s, &batch->x, &batch->y);
             batch->count = s->count;
             batch->index = s->batch;
             batch->sample_ids = s->ids;

@@ -123,6 +123,17 @@ typedef struct ug_loader_config {
      * on the host as batches are assembled: a mixed-precision graph's input
      * then needs no cast, and the upload is half the bytes. */
     ug_dtype x_dtype;
+    /* Sharding, for data-parallel training (DistributedSampler's contract):
+     * this loader takes its part of every global batch of batch_size from
+     * the one order (seed, epoch) every shard shares, so the global
+     * sequence of batches does not depend on how many shards there are.
+     * Shard i of n takes the rows [floor(B W_i / W), floor(B W_i+1 / W))
+     * of a batch of B rows, W_i the sum of the weights before it (NULL
+     * shard_weights: equal). shard_count 0 or 1: the whole batches. A
+     * shard's part of a small last batch may be empty: count 0, x and y
+     * NULL. At most 64 shards; weights positive and finite. */
+    int shard_count, shard_index;
+    const double *shard_weights;
 } ug_loader_config;
 
 /* Defaults: batch 64, shuffle, seed 0, keep last, 1 thread, 2 ahead. */

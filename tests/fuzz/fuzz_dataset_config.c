@@ -117,6 +117,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.threads = (int)fuzz_int(&in, 4);
     c.prefetch = (int)fuzz_int(&in, 4);
     c.x_dtype = (ug_dtype)(fuzz_byte(&in) % 8);
+    double weights[4];
+    c.shard_count = (int)fuzz_int(&in, 4);
+    c.shard_index = (int)fuzz_int(&in, 4);
+    for (int i = 0; i < 4; i++)
+        weights[i] = fuzz_float(&in);
+    c.shard_weights = fuzz_byte(&in) & 1 ? weights : NULL;
+    if (c.shard_count > 4)
+        c.shard_count = 4; /* the weights the harness holds */
     ug_dataset *source = subset && (fuzz_byte(&in) & 1) ? subset : first ? first : ds;
     uint64_t device_bytes = 0;
     ug_status st = ug_loader_device_bytes(source, &c, &device_bytes);
