@@ -211,6 +211,9 @@ ug_status ug_graph_fit_alias(ug_value *alias);
 
 /* graph/run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
+/* The accumulators of the parameters' gradients (g->accumulated), made on
+ * first use, all or none. */
+ug_status ug_graph_make_accumulators(ug_graph *g);
 
 /* graph/labels.c */
 /* The profiler's name of node: "fc1/matmul", "fc1/backward/matmul",

@@ -65,12 +65,18 @@ ug_status ug_graph_bind(ug_graph *g, ug_value *input, const ug_tensor *tensor)
     return ug_graph_refresh_aliases(g, input);
 }
 
-static ug_status check_runnable(ug_graph *g, const char *op)
+static ug_status check_compiled(ug_graph *g, const char *op)
 {
     if (!g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: graph is NULL", op);
     if (!g->compiled)
         return ug_set_error(UG_ERR_STATE, "%s: compile the graph first (ug_graph_compile)", op);
+    return UG_OK;
+}
+
+static ug_status check_runnable(ug_graph *g, const char *op)
+{
+    UG_TRY(check_compiled(g, op));
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
         if (v->kind == VALUE_INPUT && !v->tensor && v->uses > 0)
@@ -131,7 +137,7 @@ static ug_tensor *gradient(const ug_value *v)
     return v->kind == VALUE_PARAM && grad ? grad->tensor : NULL;
 }
 
-static ug_status make_accumulators(ug_graph *g)
+ug_status ug_graph_make_accumulators(ug_graph *g)
 {
     int count = 0;
     for (int i = 0; i < g->value_count; i++)
@@ -183,7 +189,7 @@ ug_status ug_graph_run_backward(ug_graph *g)
     if (!g->has_backward)
         return ug_set_error(UG_ERR_STATE, "%s: the graph has no backward pass (ug_graph_backward)", op);
     if (!g->accumulated)
-        UG_TRY(make_accumulators(g));
+        UG_TRY(ug_graph_make_accumulators(g));
     UG_TRY(same_parameters(g, op));
     UG_TRY(run_phases(g, FORWARD | BACKWARD, op));
     ug_status st = UG_OK;
@@ -210,7 +216,9 @@ ug_status ug_graph_run_backward(ug_graph *g)
 ug_status ug_graph_run_update(ug_graph *g)
 {
     const char *op = "ug_graph_run_update";
-    UG_TRY(check_runnable(g, op));
+    /* Not the inputs: the update reads the gradients only (a data-parallel
+     * replica whose parts were empty has bound none). */
+    UG_TRY(check_compiled(g, op));
     if (!g->micro_batches)
         return ug_set_error(UG_ERR_STATE,
                             "%s: no gradient is accumulated in this graph; run ug_graph_run_backward "

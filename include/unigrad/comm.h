@@ -64,6 +64,24 @@ UG_API ug_status ug_comm_all_gather(ug_comm *comm, const ug_tensor *in, ug_tenso
 /* Returns when every rank has called it. */
 UG_API ug_status ug_comm_barrier(ug_comm *comm);
 
+/* ---- data-parallel training (each rank a replica of one model) ---- */
+
+typedef struct ug_graph ug_graph;
+typedef struct ug_model ug_model;
+
+/* Every rank's model takes rank 0's parameters, after a check that every
+ * rank has the same parameters (count, names, shapes), refused on every
+ * rank otherwise, naming the first that differs. Call it once, before
+ * training. */
+UG_API ug_status ug_comm_broadcast_model(ug_comm *comm, ug_model *model);
+/* Between ug_graph_run_backward on each rank's part of the global batch
+ * and ug_graph_run_update: sums every rank's accumulated gradients and
+ * their rows, so each rank's update sees the gradient of the whole global
+ * batch, as one device on it would, and the replicas stay alike (with the
+ * loss scaler, an overflow on any rank skips the step on all). A rank
+ * whose part was empty (no ug_graph_run_backward) takes part with zeros. */
+UG_API ug_status ug_comm_reduce_gradients(ug_comm *comm, ug_graph *graph);
+
 #ifdef __cplusplus
 }
 #endif
