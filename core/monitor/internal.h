@@ -20,6 +20,17 @@ void ug_sample_clear(ug_device_sample *s, const char *why);
 /* A number read from the file at root/path; false when it cannot be read. */
 bool ug_read_number(const char *root, const char *path, double *value);
 
+/* library.c: a vendor's library loaded at run time with the symbols the
+ * monitor declares. */
+typedef struct ug_library_symbol {
+    void **slot;
+    const char *name;
+} ug_library_symbol;
+/* The first of names (ended by NULL) that loads, with every symbol found;
+ * else NULL with why ("NVML is not installed (...)", "... has no f"). */
+void *ug_library_open(const char *what, const char *const *names, const ug_library_symbol *symbols, int count,
+                      char *why, size_t len);
+
 /* host.c: the CPU from root_proc (/proc) and root_sys (/sys). */
 void ug_host_sample(const char *root_proc, const char *root_sys, ug_device_sample *s);
 /* amdgpu.c: the card-th amdgpu card (counted among /sys/class/drm's

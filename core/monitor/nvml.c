@@ -42,12 +42,7 @@ static bool load(const char *library)
         dlclose(nvml.handle);
     memset(&nvml, 0, sizeof nvml);
     snprintf(loaded_from, sizeof loaded_from, "%s", library);
-    nvml.handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-    if (!nvml.handle) {
-        snprintf(nvml.why, sizeof nvml.why, "NVML is not installed (%s: %s)", library, dlerror());
-        return false;
-    }
-    struct { void **slot; const char *symbol; } symbols[] = {
+    const ug_library_symbol symbols[] = {
         {(void **)&nvml.init, "nvmlInit_v2"},
         {(void **)&nvml.error_string, "nvmlErrorString"},
         {(void **)&nvml.handle_by_index, "nvmlDeviceGetHandleByIndex_v2"},
@@ -58,13 +53,11 @@ static bool load(const char *library)
         {(void **)&nvml.power, "nvmlDeviceGetPowerUsage"},
         {(void **)&nvml.clock, "nvmlDeviceGetClockInfo"},
     };
-    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++)
-        if (!(*symbols[i].slot = dlsym(nvml.handle, symbols[i].symbol))) {
-            snprintf(nvml.why, sizeof nvml.why, "%s has no %s", library, symbols[i].symbol);
-            dlclose(nvml.handle);
-            nvml.handle = NULL;
-            return false;
-        }
+    const char *names[] = {library, NULL};
+    nvml.handle = ug_library_open("NVML", names, symbols, (int)(sizeof symbols / sizeof symbols[0]), nvml.why,
+                                  sizeof nvml.why);
+    if (!nvml.handle)
+        return false;
     nvml_return rc = nvml.init();
     if (rc) {
         snprintf(nvml.why, sizeof nvml.why, "nvmlInit failed: %s", nvml.error_string(rc));

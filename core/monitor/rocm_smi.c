@@ -38,16 +38,10 @@ static bool load(const char *library)
     memset(&rsmi, 0, sizeof rsmi);
     snprintf(loaded_from, sizeof loaded_from, "%s", library);
     /* The soname follows ROCm's releases: the name given, else the known ones. */
-    static const char *const names[] = {"librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.5",
-                                        "librocm_smi64.so.1", "librocm_smi64.so", NULL};
-    rsmi.handle = *library ? dlopen(library, RTLD_NOW | RTLD_LOCAL) : NULL;
-    for (int i = 0; !*library && !rsmi.handle && names[i]; i++)
-        rsmi.handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!rsmi.handle) {
-        snprintf(rsmi.why, sizeof rsmi.why, "ROCm SMI is not installed (%s)", *library ? library : "librocm_smi64");
-        return false;
-    }
-    struct { void **slot; const char *symbol; } symbols[] = {
+    const char *known[] = {"librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.5",
+                           "librocm_smi64.so.1", "librocm_smi64.so", NULL};
+    const char *given[] = {library, NULL};
+    const ug_library_symbol symbols[] = {
         {(void **)&rsmi.init, "rsmi_init"},
         {(void **)&rsmi.busy, "rsmi_dev_busy_percent_get"},
         {(void **)&rsmi.memory_used, "rsmi_dev_memory_usage_get"},
@@ -55,13 +49,10 @@ static bool load(const char *library)
         {(void **)&rsmi.temperature, "rsmi_dev_temp_metric_get"},
         {(void **)&rsmi.power, "rsmi_dev_power_ave_get"},
     };
-    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++)
-        if (!(*symbols[i].slot = dlsym(rsmi.handle, symbols[i].symbol))) {
-            snprintf(rsmi.why, sizeof rsmi.why, "ROCm SMI has no %s", symbols[i].symbol);
-            dlclose(rsmi.handle);
-            rsmi.handle = NULL;
-            return false;
-        }
+    rsmi.handle = ug_library_open("ROCm SMI", *library ? given : known, symbols,
+                                  (int)(sizeof symbols / sizeof symbols[0]), rsmi.why, sizeof rsmi.why);
+    if (!rsmi.handle)
+        return false;
     if (rsmi.init(0) != 0) {
         snprintf(rsmi.why, sizeof rsmi.why, "rsmi_init failed");
         dlclose(rsmi.handle);
