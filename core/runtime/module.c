@@ -30,21 +30,44 @@ static void own_directory(char *dir, size_t len)
     }
 }
 
-static const ug_backend *try_directory(const char *dir, const char *file,
-                                       const ug_backend_host *host, char *reason,
-                                       size_t reason_len, bool *found)
+void *ug_module_open(const char *name, char *path, size_t path_len, char *reason, size_t reason_len)
+{
+    char file[64];
+    snprintf(file, sizeof file, "libunigrad-%s.so", name);
+    char dirs[8192] = "";
+    const char *env = getenv("UG_BACKEND_PATH");
+    if (env && *env)
+        snprintf(dirs, sizeof dirs, "%s:", env);
+    char own[4096];
+    own_directory(own, sizeof own);
+    size_t used = strlen(dirs);
+    snprintf(dirs + used, sizeof dirs - used, "%s:%s", own, UG_INSTALL_LIBDIR);
+    char *save = NULL;
+    for (char *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        if (!*dir)
+            continue;
+        snprintf(path, path_len, "%s/%s", dir, file);
+        if (access(path, F_OK) != 0)
+            continue;
+        void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const char *err = dlerror();
+            snprintf(reason, reason_len, "%s did not load: %s", path, err ? err : "unknown error");
+        }
+        return handle; /* the first one found, loaded or not */
+    }
+    snprintf(reason, reason_len, "module %s not found (looked in UG_BACKEND_PATH, %s, %s)", file,
+             own[0] ? own : "(library directory unknown)", UG_INSTALL_LIBDIR);
+    return NULL;
+}
+
+const ug_backend *ug_module_load(const char *name, const ug_backend_host *host, char *reason,
+                                 size_t reason_len)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (access(path, F_OK) != 0)
+    void *handle = ug_module_open(name, path, sizeof path, reason, reason_len);
+    if (!handle)
         return NULL;
-    *found = true;
-    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *err = dlerror();
-        snprintf(reason, reason_len, "%s did not load: %s", path, err ? err : "unknown error");
-        return NULL;
-    }
     ug_module_entry_fn entry;
     void *symbol = dlsym(handle, UG_MODULE_ENTRY_SYMBOL);
     memcpy(&entry, &symbol, sizeof entry); /* object to function pointer, as POSIX allows */
@@ -66,34 +89,6 @@ static const ug_backend *try_directory(const char *dir, const char *file,
     if (loaded_count < UG_MAX_MODULES)
         loaded[loaded_count++] = handle;
     return backend;
-}
-
-const ug_backend *ug_module_load(const char *name, const ug_backend_host *host, char *reason,
-                                 size_t reason_len)
-{
-    char file[64];
-    snprintf(file, sizeof file, "libunigrad-%s.so", name);
-    char dirs[8192] = "";
-    const char *env = getenv("UG_BACKEND_PATH");
-    if (env && *env)
-        snprintf(dirs, sizeof dirs, "%s:", env);
-    char own[4096];
-    own_directory(own, sizeof own);
-    size_t used = strlen(dirs);
-    snprintf(dirs + used, sizeof dirs - used, "%s:%s", own, UG_INSTALL_LIBDIR);
-
-    bool found = false;
-    char *save = NULL;
-    for (char *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        if (!*dir)
-            continue;
-        const ug_backend *b = try_directory(dir, file, host, reason, reason_len, &found);
-        if (b || found)
-            return b;
-    }
-    snprintf(reason, reason_len, "module %s not found (looked in UG_BACKEND_PATH, %s, %s)", file,
-             own[0] ? own : "(library directory unknown)", UG_INSTALL_LIBDIR);
-    return NULL;
 }
 
 void ug_modules_unload(void)

@@ -13,5 +13,9 @@
 const ug_backend *ug_module_load(const char *name, const ug_backend_host *host,
                                  char *reason, size_t reason_len);
 void ug_modules_unload(void);
+/* The shared object libunigrad-<name>.so, searched as above and opened
+ * (its path in path); NULL with the reason. For other modules than
+ * backends (the MPI engine). */
+void *ug_module_open(const char *name, char *path, size_t path_len, char *reason, size_t reason_len);
 
 #endif
