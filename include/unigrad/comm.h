@@ -42,6 +42,13 @@ typedef enum ug_comm_op {
 /* count ranks in this process, rank i on devices[i] (devices may repeat):
  * ranks[0..count-1] receive the handles, each freed with ug_comm_free. */
 UG_API ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_comm **ranks);
+/* This process's rank of the processes mpirun started (MPI_COMM_WORLD),
+ * on device: the MPI engine, in libunigrad-mpi.so, loaded only by this
+ * call (UG_ERR_UNSUPPORTED, saying why, when unigrad was built without
+ * MPI). Initialises MPI unless the program has, and finalises it at exit
+ * then. A rank that never joins a collective makes the others fail after
+ * their timeout; a rank whose collective failed is broken from then on. */
+UG_API ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out);
 /* Frees this rank's handle; the others' collectives then fail (the rank
  * has left). NULL is ignored. */
 UG_API void ug_comm_free(ug_comm *comm);

@@ -1,0 +1,131 @@
+/* libunigrad-mpi.so: the MPI engine's collectives (mpi_module.h), built
+ * against Open MPI. Each is a non-blocking MPI call polled until it
+ * completes or the timeout passes, so a rank that never joins becomes an
+ * error rather than a hang. A collective that timed out cannot be taken
+ * back: the communicator is broken from then on (comm.c refuses further
+ * calls). */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/comm/mpi_module.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int error(int code, const char *call, char *why, size_t len)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(code, text, &n) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "error %d", code);
+    snprintf(why, len, "%s failed: %s", call, text);
+    return 1;
+}
+
+/* Polls request until done or timeout seconds; sleeps briefly between
+ * polls once the first millisecond has passed. */
+static int wait_for(MPI_Request *request, const char *what, double timeout, char *why, size_t len)
+{
+    const double start = now();
+    for (int flag = 0;;) {
+        int rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return error(rc, what, why, len);
+        if (flag)
+            return 0;
+        double waited = now() - start;
+        if (waited > timeout) {
+            int rank = -1;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            snprintf(why, len, "rank %d waited %g s in %s for the other ranks; raise the timeout "
+                     "(ug_comm_set_timeout) if a rank is slow, or look for one that stopped", rank, timeout, what);
+            return 1;
+        }
+        if (waited > 1e-3)
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+static void finalize(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+}
+
+static int init(int *rank, int *size, char *why, size_t len)
+{
+    int initialized = 0, provided = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS)
+            return error(rc, "MPI_Init_thread", why, len);
+        atexit(finalize);
+    }
+    /* Errors come back as codes, not as an abort of the job. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return 0;
+}
+
+static int all_reduce(float *data, size_t n, int op, double timeout, char *why, size_t len)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Request request;
+    int rc = MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : data, rank == 0 ? data : NULL, (int)n, MPI_FLOAT,
+                         op == 2 ? MPI_MAX : MPI_SUM, 0, MPI_COMM_WORLD, &request);
+    if (rc != MPI_SUCCESS)
+        return error(rc, "MPI_Ireduce", why, len);
+    if (wait_for(&request, "ug_comm_all_reduce (reduce)", timeout, why, len))
+        return 1;
+    if (rank == 0 && op == 1)
+        for (size_t i = 0; i < n; i++)
+            data[i] /= (float)size;
+    rc = MPI_Ibcast(data, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD, &request);
+    if (rc != MPI_SUCCESS)
+        return error(rc, "MPI_Ibcast", why, len);
+    return wait_for(&request, "ug_comm_all_reduce (broadcast)", timeout, why, len);
+}
+
+static int broadcast(float *data, size_t n, int root, double timeout, char *why, size_t len)
+{
+    MPI_Request request;
+    int rc = MPI_Ibcast(data, (int)n, MPI_FLOAT, root, MPI_COMM_WORLD, &request);
+    if (rc != MPI_SUCCESS)
+        return error(rc, "MPI_Ibcast", why, len);
+    return wait_for(&request, "ug_comm_broadcast", timeout, why, len);
+}
+
+static int all_gather(const float *in, size_t n, float *out, double timeout, char *why, size_t len)
+{
+    MPI_Request request;
+    int rc = MPI_Iallgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, MPI_COMM_WORLD, &request);
+    if (rc != MPI_SUCCESS)
+        return error(rc, "MPI_Iallgather", why, len);
+    return wait_for(&request, "ug_comm_all_gather", timeout, why, len);
+}
+
+static int barrier(double timeout, char *why, size_t len)
+{
+    MPI_Request request;
+    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    if (rc != MPI_SUCCESS)
+        return error(rc, "MPI_Ibarrier", why, len);
+    return wait_for(&request, "ug_comm_barrier", timeout, why, len);
+}
+
+static const ug_mpi_module module = {UG_MPI_MODULE_VERSION, init, all_reduce, broadcast, all_gather, barrier};
+
+__attribute__((visibility("default"))) const ug_mpi_module *ug_mpi_module_entry(void) { return &module; }

@@ -1,0 +1,30 @@
+/* The interface between libunigrad and its MPI module, libunigrad-mpi.so
+ * (core/comm/mpi_module.c, built against Open MPI when it is installed and
+ * loaded only by ug_comm_mpi_create), so a program linking libunigrad
+ * needs no MPI unless it asks for it. The module speaks plain C: statuses
+ * are 0 or an error with its message in why. */
+#ifndef UG_CORE_COMM_MPI_MODULE_H
+#define UG_CORE_COMM_MPI_MODULE_H
+
+#include <stddef.h>
+
+#define UG_MPI_MODULE_VERSION 1
+#define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
+
+typedef struct ug_mpi_module {
+    int version;
+    /* Initialises MPI if the program has not (and finalises it at exit):
+     * this process's rank and the world's size. */
+    int (*init)(int *rank, int *size, char *why, size_t len);
+    /* Collectives on MPI_COMM_WORLD, each waiting at most timeout seconds.
+     * op: 0 sum, 1 average, 2 max (ug_comm_op). All-reduce reduces to rank
+     * 0 and broadcasts, so every rank gets the same bits. */
+    int (*all_reduce)(float *data, size_t n, int op, double timeout, char *why, size_t len);
+    int (*broadcast)(float *data, size_t n, int root, double timeout, char *why, size_t len);
+    int (*all_gather)(const float *in, size_t n, float *out, double timeout, char *why, size_t len);
+    int (*barrier)(double timeout, char *why, size_t len);
+} ug_mpi_module;
+
+typedef const ug_mpi_module *ug_mpi_module_entry_fn(void);
+
+#endif

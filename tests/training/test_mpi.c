@@ -1,0 +1,122 @@
+/* The MPI engine, run by mpirun -np 2 (tests/CMakeLists.txt): each process
+ * a rank on the CPU. Collectives against sums worked out in double, the
+ * same bits on both ranks; data-parallel training (a 3 + 5 split of each
+ * global batch) equal to one device on the global batches within 1e-5 and
+ * bitwise equal across the ranks; another model refused on both. The
+ * process exits 1 when a check failed, which fails the mpirun. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replica.h"
+
+enum { N = 1001, RANKS = 2 };
+
+static float value(int r, int i) { return (float)((r + 1) * 0.37 + i * 0.011 - (i % 7) * 0.3); }
+
+static int failures;
+#define EXPECT(cond, ...)                                   \
+    do {                                                    \
+        if (!(cond)) {                                      \
+            fprintf(stderr, "rank %d: ", rank);             \
+            fprintf(stderr, __VA_ARGS__);                   \
+            fprintf(stderr, "\n");                          \
+            failures++;                                     \
+        }                                                   \
+    } while (0)
+
+static int rank;
+
+/* A tensor of n floats from host. */
+static ug_tensor *tensor(ug_device *dev, int64_t n, const float *host)
+{
+    ug_tensor *t = NULL;
+    return ug_tensor_from_host(dev, UG_F32, 1, &n, host, &t) == UG_OK ? t : NULL;
+}
+
+/* Whether every rank holds the same n floats (gathered and compared). */
+static bool same_everywhere(ug_comm *comm, ug_device *dev, const float *data, int64_t n)
+{
+    ug_tensor *mine = tensor(dev, n, data), *all = NULL;
+    int64_t total = n * RANKS;
+    float *host = malloc((size_t)total * sizeof *host);
+    bool same = mine && host && ug_tensor_create(dev, UG_F32, 1, &total, &all) == UG_OK &&
+                ug_comm_all_gather(comm, mine, all) == UG_OK &&
+                ug_tensor_download(all, host, (size_t)total * sizeof *host) == UG_OK;
+    for (int r = 1; same && r < RANKS; r++)
+        same = !memcmp(host, host + r * n, (size_t)n * sizeof *host);
+    ug_tensor_free(mine);
+    ug_tensor_free(all);
+    free(host);
+    return same;
+}
+
+static void collectives(ug_comm *comm, ug_device *dev)
+{
+    float host[N], got[N];
+    for (int i = 0; i < N; i++)
+        host[i] = value(rank, i);
+    ug_tensor *t = tensor(dev, N, host);
+    ug_status st = ug_comm_all_reduce(comm, t, UG_COMM_SUM);
+    EXPECT(st == UG_OK, "all_reduce: %s", ug_last_error());
+    ug_tensor_download(t, got, sizeof got);
+    double worst = 0;
+    for (int i = 0; i < N; i++)
+        worst = fmax(worst, fabs(got[i] - ((double)value(0, i) + value(1, i))) / fmax(1.0, fabs(got[i])));
+    EXPECT(worst < 1e-6, "the sum is %g from the sum in double", worst);
+    EXPECT(same_everywhere(comm, dev, got, N), "the ranks' sums differ");
+    for (int i = 0; i < N; i++)
+        host[i] = value(rank, i);
+    ug_tensor_upload(t, host, sizeof host);
+    EXPECT(ug_comm_broadcast(comm, t, 1) == UG_OK, "broadcast: %s", ug_last_error());
+    ug_tensor_download(t, got, sizeof got);
+    bool root = true;
+    for (int i = 0; i < N; i++)
+        root &= got[i] == value(1, i);
+    EXPECT(root, "the broadcast is not rank 1's tensor");
+    EXPECT(ug_comm_barrier(comm) == UG_OK, "barrier: %s", ug_last_error());
+    ug_tensor_free(t);
+}
+
+static void training(ug_comm *comm, ug_device *dev)
+{
+    static replica one, mine;
+    replica_data();
+    EXPECT(replica_reference(dev, &one), "the one-device reference failed");
+    mine = (replica){.device = dev, .comm = comm, .first = rank ? 3 : 0, .rows = rank ? REPLICA_BATCH - 3 : 3};
+    replica_run(&mine);
+    EXPECT(mine.status == UG_OK, "training: %s", mine.message);
+    double d = replica_distance(&mine, &one);
+    EXPECT(d < 1e-5, "the replica is %g from one device on the global batches", d);
+    EXPECT(same_everywhere(comm, dev, mine.params, mine.param_count), "the ranks' parameters differ");
+    replica_free(&mine);
+    /* Another model on rank 1: refused on both. */
+    mine = (replica){.device = dev, .comm = comm, .rows = 4, .other_model = rank == 1};
+    replica_run(&mine);
+    EXPECT(mine.status == UG_ERR_INVALID_ARGUMENT && strstr(mine.message, "another name or shape"),
+           "another model was not refused: %s", mine.message);
+    replica_free(&mine);
+}
+
+int main(void)
+{
+    ug_device *dev = NULL;
+    ug_comm *comm = NULL;
+    if (ug_device_open("cpu", &dev) != UG_OK || ug_comm_mpi_create(dev, &comm) != UG_OK) {
+        fprintf(stderr, "setting up: %s\n", ug_last_error());
+        return 1;
+    }
+    rank = ug_comm_rank(comm);
+    EXPECT(ug_comm_size(comm) == RANKS, "the world has %d ranks, not %d (run with mpirun -np 2)", ug_comm_size(comm),
+           RANKS);
+    EXPECT(!strcmp(ug_comm_engine(comm), "MPI"), "the engine is %s", ug_comm_engine(comm));
+    if (!failures) {
+        collectives(comm, dev);
+        training(comm, dev);
+    }
+    printf("rank %d: %s\n", rank, failures ? "FAILED" : "ok: collectives, training equal to one device, refusal");
+    ug_comm_free(comm);
+    ug_device_close(dev);
+    return failures ? 1 : 0;
+}
