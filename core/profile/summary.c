@@ -75,6 +75,8 @@ ug_status ug_profile_summarize(ug_profiler *p)
             ops += !row->range;
         }
         profile_row *row = &rows[count - 1];
+        if (strcmp(row->family, r->family) != 0)
+            row->family = "several"; /* one node launching kernels of several families (im2col and gemm) */
         row->calls++;
         if (r->device_start >= 0)
             row->device_ns += r->device_end - r->device_start;

@@ -71,7 +71,8 @@ UG_API ug_status ug_profiler_write_trace(const ug_profiler *profiler, const char
 /* One row of the summary: the launches of one name on one device. */
 typedef struct ug_profile_op {
     const char *name;    /* "fc1/matmul", "upload", "step" (a range) */
-    const char *family;  /* "gemm", "unary", ..., "transfer", "range" */
+    const char *family;  /* "gemm", "unary", ..., "transfer", "range"; "several" for a
+                          * graph node launching kernels of more than one family */
     const char *device;  /* "cpu", "opencl:0" */
     int64_t calls;
     int64_t device_ns;   /* summed device time (for a range: its span on the device) */
