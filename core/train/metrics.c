@@ -141,26 +141,49 @@ static ug_status read_count(trainer_graph *tg, ug_value *sum, double *out)
     return UG_OK;
 }
 
+/* The training sums of every rank (comm): samples, loss, correct and the
+ * caller's metrics, summed over the ranks. */
+static ug_status sum_over_ranks(ug_trainer *t, double *values, int count)
+{
+    float host[UG_TRAINER_MAX_METRICS + 3];
+    for (int i = 0; i < count; i++)
+        host[i] = (float)values[i];
+    ug_tensor *sums = NULL;
+    int64_t n = count;
+    UG_TRY(ug_tensor_from_host(t->device, UG_F32, 1, &n, host, &sums));
+    ug_status st = ug_comm_all_reduce(t->config.comm, sums, UG_COMM_SUM);
+    if (st == UG_OK)
+        st = ug_tensor_download(sums, host, (size_t)count * sizeof *host);
+    ug_tensor_free(sums);
+    for (int i = 0; st == UG_OK && i < count; i++)
+        values[i] = host[i];
+    return st;
+}
+
 ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,
                                ug_trainer_metrics *out)
 {
     memset(out, 0, sizeof *out);
-    out->samples = samples;
     out->accuracy = out->top_k_accuracy = NAN;
-    const double n = samples ? (double)samples : NAN;
-    double loss = 0.0, count = 0.0;
-    UG_TRY(read_count(tg, tg->loss_sum, &loss));
-    out->loss = loss / n;
+    /* sums[0] samples, [1] loss, [2] correct, then the caller's metrics. */
+    double sums[UG_TRAINER_MAX_METRICS + 3] = {(double)samples};
+    UG_TRY(read_count(tg, tg->loss_sum, &sums[1]));
+    if (tg->correct_sum)
+        UG_TRY(read_count(tg, tg->correct_sum, &sums[2]));
+    for (int i = 0; i < tg->metric_count; i++)
+        UG_TRY(read_count(tg, tg->metric_sums[i], &sums[3 + i]));
+    if (t->config.comm && !evaluation)
+        UG_TRY(sum_over_ranks(t, sums, 3 + tg->metric_count));
+    out->samples = (int64_t)sums[0];
+    const double n = out->samples ? sums[0] : NAN;
+    out->loss = sums[1] / n;
     out->metric_count = tg->metric_count;
     out->metric_names = (const char *const *)tg->metric_names;
-    for (int i = 0; i < tg->metric_count; i++) {
-        UG_TRY(read_count(tg, tg->metric_sums[i], &out->metrics[i]));
-        out->metrics[i] /= n;
-    }
-    if (tg->correct_sum) {
-        UG_TRY(read_count(tg, tg->correct_sum, &count));
-        out->accuracy = count / n;
-    }
+    for (int i = 0; i < tg->metric_count; i++)
+        out->metrics[i] = sums[3 + i] / n;
+    double count = 0.0;
+    if (tg->correct_sum)
+        out->accuracy = sums[2] / n;
     if (evaluation && tg->top_k_sum) {
         UG_TRY(read_count(tg, tg->top_k_sum, &count));
         out->top_k_accuracy = count / n;

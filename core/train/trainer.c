@@ -40,6 +40,8 @@ static ug_status check_config(const ug_trainer_config *c)
     else if (c->top_k < 0) bad = "top_k is negative";
     else if (c->checkpoint_every_epochs < 0 || c->checkpoint_every_updates < 0)
         bad = "a checkpoint interval is negative";
+    else if (c->comm && c->batch_size == 0)
+        bad = "batch_size is 0 with comm: give the global batch size (the search is not shared by the ranks)";
     else if (c->keep < 1) bad = "keep is below 1";
     else if (c->log_every < 0) bad = "log_every is negative";
     else if (c->workers < 0) bad = "workers is negative";
@@ -63,7 +65,9 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     const int64_t x_shape[2] = {rows, t->features}, y_shape[2] = {rows, t->target_width};
     ug_trainer_outputs outputs = {0};
     ug_status st = ug_graph_set_precision(g, t->config.precision);
-    if (st == UG_OK) st = ug_graph_set_seed(g, t->config.seed);
+    /* Each rank's own dropout masks, reproducible from the seed. */
+    const uint64_t rank = t->config.comm ? (uint64_t)ug_comm_rank(t->config.comm) : 0;
+    if (st == UG_OK) st = ug_graph_set_seed(g, t->config.seed + rank * 0x9E3779B97F4A7C15ull);
     /* The features come in the compute dtype (the loader rounds them). */
     if (st == UG_OK) st = ug_graph_input(g, "x", t->config.precision, 2, x_shape, &out->x);
     if (st == UG_OK)
@@ -234,7 +238,12 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
     if (st == UG_OK) st = build_run(t, train, validation);
     ug_loader_config lc = t->loader_config;
     lc.batch_size = t->batch;
+    if (c->comm) { /* each rank its part of every global batch */
+        lc.shard_count = ug_comm_size(c->comm);
+        lc.shard_index = ug_comm_rank(c->comm);
+    }
     if (st == UG_OK) st = ug_loader_create(train, t->device, &lc, &t->train_loader);
+    lc.shard_count = 0; /* evaluations run whole on every rank */
     lc.shuffle = false;
     lc.drop_last = false;
     if (st == UG_OK && validation) st = ug_loader_create(validation, t->device, &lc, &t->val_loader);
@@ -260,6 +269,9 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: %s is NULL",
                             !device ? "device" : !train ? "the training set" : !build ? "build" : "config");
     UG_TRY(check_config(config));
+    if (config->comm && ug_comm_device(config->comm) != device)
+        return ug_set_error(UG_ERR_DEVICE, "ug_trainer_create: the trainer is on %s, its rank's comm on %s",
+                            ug_device_name(device), ug_device_name(ug_comm_device(config->comm)));
     ug_trainer *t = ug_calloc(1, sizeof *t);
     if (!t)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the trainer");
@@ -278,6 +290,8 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
                        : open_run(t, train, validation);
     if (st == UG_OK && t->resume_path)
         st = trainer_resume(t);
+    if (st == UG_OK && t->config.comm) /* the replicas start alike: rank 0's */
+        st = ug_comm_broadcast_model(t->config.comm, t->model);
     if (st != UG_OK) {
         ug_trainer_free(t);
         return st;

@@ -20,19 +20,30 @@ static double now_seconds(void)
 
 static bool stop_asked(const ug_trainer *t) { return t->config.stop && *t->config.stop; }
 
-/* One batch: backward, and the update when accumulate batches are in. */
+/* The update of the gradients accumulated: with comm, of every rank's. */
+static ug_status update(ug_trainer *t)
+{
+    t->pending = 0;
+    if (t->config.comm)
+        UG_TRY(ug_comm_reduce_gradients(t->config.comm, t->train.graph));
+    return ug_graph_run_update(t->train.graph);
+}
+
+/* One batch: backward, and the update when accumulate batches are in. A
+ * rank's part of a batch may be empty (comm): it still joins the update. */
 static ug_status train_batch(ug_trainer *t, const ug_batch *b)
 {
     ug_graph *g = t->train.graph;
-    UG_TRY(ug_graph_bind(g, t->train.x, b->x));
-    UG_TRY(ug_graph_bind(g, t->train.y, b->y));
-    if (t->config.accumulate <= 1)
-        return ug_graph_run(g);
-    UG_TRY(ug_graph_run_backward(g));
+    if (b->count) {
+        UG_TRY(ug_graph_bind(g, t->train.x, b->x));
+        UG_TRY(ug_graph_bind(g, t->train.y, b->y));
+        if (t->config.accumulate <= 1 && !t->config.comm)
+            return ug_graph_run(g);
+        UG_TRY(ug_graph_run_backward(g));
+    }
     if (++t->pending < t->config.accumulate)
         return UG_OK;
-    t->pending = 0;
-    return ug_graph_run_update(g);
+    return update(t);
 }
 
 /* A checkpoint of the run now (between updates). A failed save is
@@ -41,6 +52,8 @@ static ug_status train_batch(ug_trainer *t, const ug_batch *b)
  * save did. */
 static bool save(ug_trainer *t)
 {
+    if (t->config.comm && ug_comm_rank(t->config.comm) != 0)
+        return true; /* the replicas are alike: rank 0 writes */
     t->last_save_failed = trainer_save_state(t) != UG_OK ||
                           ug_checkpoint_save(t->checkpoint, t->config.checkpoint) != UG_OK;
     if (t->last_save_failed)
@@ -103,10 +116,8 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
         }
     }
     /* An epoch's leftover micro-batches make its last update. */
-    if (t->pending) {
-        UG_TRY(ug_graph_run_update(t->train.graph));
-        t->pending = 0;
-    }
+    if (t->pending)
+        UG_TRY(update(t));
     report->seconds = now_seconds() - start;
     report->samples_per_second = (double)(samples - first_batch * t->batch) / report->seconds;
     return trainer_read_metrics(t, &t->train, samples, false, &report->train);

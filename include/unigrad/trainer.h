@@ -51,6 +51,7 @@
 #include <stdint.h>
 
 #include "unigrad/checkpoint.h"
+#include "unigrad/comm.h"
 #include "unigrad/data.h"
 #include "unigrad/graph.h"
 #include "unigrad/optim.h"
@@ -172,6 +173,17 @@ typedef struct ug_trainer_config {
     ug_status (*on_epoch)(const ug_trainer_epoch *epoch, void *user);
     void *user;
     volatile sig_atomic_t *stop;
+    /* Data-parallel training (comm.h): this trainer is one rank, on the
+     * communicator's device. Each step it trains on its part of the global
+     * batch of batch_size (a sharded loader: the global sequence of batches
+     * does not depend on the number of ranks), and the gradients and their
+     * rows are summed over the ranks before every update, so each update is
+     * one device's on the global batch. The model starts as rank 0's; the
+     * training figures are summed over the ranks (evaluations run whole on
+     * every rank); dropout masks differ per rank; only rank 0 writes
+     * checkpoints. batch_size must be given (the search is not shared).
+     * NULL: one device. */
+    ug_comm *comm;
 } ug_trainer_config;
 
 UG_API ug_trainer_config ug_trainer_defaults(void);

@@ -6,8 +6,12 @@
  * (ug_comm_reduce_gradients). After 10 steps every replica's parameters
  * equal one device's trained on the whole global batches within 1e-5;
  * replicas on the same kind of device are bitwise equal. A part may be
- * empty; replicas of different models are refused on every rank. */
+ * empty; replicas of different models are refused on every rank. The
+ * trainer with comm (one per rank) ends where one device's does, with the
+ * same epoch figures. */
+#include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +81,121 @@ static void test_other_model_refused(ug_device *dev)
                   "rank %d: %s", r, ranks[r].message);
 }
 
+/* ---- the trainer with comm: one trainer per rank, each on its thread ---- */
+
+enum { SAMPLES = 52, TRAINER_FEATURES = 6, TRAINER_CLASSES = 3 };
+
+static ug_status mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
+{
+    (void)user;
+    ug_value *h = NULL;
+    ug_status st = ug_nn_linear(g, "fc1", x, 8, &h);
+    if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, TRAINER_CLASSES, &out->logits);
+    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
+}
+
+typedef struct trainer_rank {
+    ug_device *device;
+    ug_comm *comm;
+    const ug_dataset *data;
+    ug_status status;
+    char message[384];
+    double loss[2], accuracy[2];
+    float params[REPLICA_MAX_PARAMS];
+    int64_t param_count;
+} trainer_rank;
+
+static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
+{
+    trainer_rank *r = user;
+    r->loss[e->epoch] = e->train.loss;
+    r->accuracy[e->epoch] = e->train.accuracy;
+    return UG_OK;
+}
+
+static void *fit_rank(void *arg)
+{
+    trainer_rank *r = arg;
+    ug_trainer_config c = ug_trainer_defaults();
+    c.epochs = 2;
+    c.batch_size = 16; /* 52 samples: 3 batches of 16 and one of 4, split over the ranks */
+    c.seed = 5;
+    c.optimizer.lr = 0.02f;
+    c.comm = r->comm;
+    c.on_epoch = on_epoch;
+    c.user = r;
+    ug_trainer *t = NULL;
+    ug_status st = ug_trainer_create(r->device, r->data, NULL, mlp, NULL, &c, &t);
+    if (st == UG_OK)
+        st = ug_trainer_fit(t);
+    r->status = st;
+    snprintf(r->message, sizeof r->message, "%s", st == UG_OK ? "" : ug_last_error());
+    ug_model *model = t ? ug_trainer_model(t) : NULL;
+    r->param_count = 0;
+    for (int i = 0; model && i < ug_model_param_count(model); i++) {
+        const char *name = NULL;
+        ug_tensor *p = NULL;
+        ug_model_param_at(model, i, &name, &p);
+        int64_t n = ug_tensor_numel(p);
+        if (r->param_count + n <= REPLICA_MAX_PARAMS &&
+            ug_model_read_param(model, name, r->params + r->param_count, (size_t)n * sizeof(float)) == UG_OK)
+            r->param_count += n;
+    }
+    ug_trainer_free(t);
+    if (r->comm)
+        ug_comm_free(r->comm);
+    return NULL;
+}
+
+static void test_trainer(ug_device *dev)
+{
+    float x[SAMPLES * TRAINER_FEATURES];
+    int32_t y[SAMPLES];
+    th_seed(3);
+    for (int i = 0; i < SAMPLES; i++) {
+        y[i] = i % TRAINER_CLASSES;
+        for (int f = 0; f < TRAINER_FEATURES; f++)
+            x[i * TRAINER_FEATURES + f] = (float)th_uniform(-1, 1) + (f == y[i] ? 1.5f : 0.0f);
+    }
+    ug_dataset *data = NULL;
+    REQUIRE_OK(ug_dataset_from_arrays(SAMPLES, TRAINER_FEATURES, x, y, &data));
+    static trainer_rank single, pair[2];
+    single = (trainer_rank){.device = dev, .data = data};
+    fit_rank(&single);
+    REQUIRE(single.status == UG_OK);
+    ug_device *cpu = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    ug_device *devices[2] = {cpu, dev};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    pthread_t threads[2];
+    for (int r = 0; r < 2; r++) {
+        pair[r] = (trainer_rank){.device = devices[r], .comm = comms[r], .data = data};
+        pthread_create(&threads[r], NULL, fit_rank, &pair[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(threads[r], NULL);
+    for (int r = 0; r < 2; r++) {
+        if (pair[r].status != UG_OK) {
+            th_fail(TH_LOC, "rank %d: %s", r, pair[r].message);
+            continue;
+        }
+        double worst = 0;
+        for (int64_t i = 0; i < single.param_count; i++)
+            worst = fmax(worst, fabs(pair[r].params[i] - single.params[i]) / fmax(1e-3, fabs(single.params[i])));
+        CHECK_MSG(pair[r].param_count == single.param_count && worst < 1e-4,
+                  "rank %d's trained model is %g from one device's", r, worst);
+        for (int e = 0; e < 2; e++)
+            CHECK_MSG(fabs(pair[r].loss[e] - single.loss[e]) <= 1e-5 * single.loss[e] &&
+                          pair[r].accuracy[e] == single.accuracy[e],
+                      "rank %d, epoch %d: training loss %.7f and accuracy %.4f, one device %.7f and %.4f", r, e,
+                      pair[r].loss[e], pair[r].accuracy[e], single.loss[e], single.accuracy[e]);
+    }
+    ug_device_close(cpu);
+    ug_dataset_free(data);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -84,6 +203,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(uneven_split),
         TH_DEVICE_TEST(empty_part),
         TH_DEVICE_TEST(other_model_refused),
+        TH_DEVICE_TEST(trainer),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
