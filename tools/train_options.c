@@ -66,6 +66,11 @@ static const option_spec table[] = {
     {.name = "device", .value = "NAME", .kind = OPT_STRING, .target = FIELD(device),
      .accepts = "a device name: cpu, opencl:N, hip:N, cuda:N or auto",
      .help = "cpu, opencl:N, hip:N, cuda:N or auto (default; UG_DEVICE overrides)"},
+    {.name = "devices", .value = "LIST", .kind = OPT_STRING, .target = FIELD(devices),
+     .accepts = "device names separated by commas, e.g. cpu,opencl:0",
+     .help = "train data parallel on every listed device at once (each takes its part of every batch, "
+             "the gradients are summed before each update); under mpirun each process is one replica on "
+             "--device, which may name {local_rank}"},
     {.name = "epochs", .value = "N", .kind = OPT_INT, .target = FIELD(epochs), .min = 1,
      .help = "passes over the training set"},
     {.name = "batch-size", .value = "N", .kind = OPT_CUSTOM, .parse = parse_batch,

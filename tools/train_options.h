@@ -10,7 +10,8 @@
 #include "mlp.h"
 
 typedef struct train_options {
-    const char *device;       /* NULL: auto (UG_DEVICE overrides) */
+    const char *device;       /* NULL: auto (UG_DEVICE overrides); may hold {local_rank} under mpirun */
+    const char *devices;      /* --devices: a comma-separated list of replicas; NULL: --device alone */
     const char *data_dir;
     const char *train_images, *train_labels, *test_images, *test_labels; /* NULL: in data_dir */
     const char *csv;

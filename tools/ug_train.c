@@ -20,6 +20,7 @@
 #include "train_data.h"
 #include "train_profile.h"
 #include "train_progress.h"
+#include "train_replicas.h"
 #include "train_report.h"
 
 /* Everything a run holds, freed by run_free. */
@@ -28,6 +29,8 @@ typedef struct run {
     char *args;               /* the options, for the checkpoints */
     train_data data;
     ug_device *dev;
+    ug_comm *comm;            /* data parallel: this thread's rank */
+    train_replicas replicas;
     ug_trainer *trainer;
     FILE *csv;
     char csv_path[4096];      /* the log's: --csv's, or a temporary one for --plot */
@@ -164,16 +167,23 @@ static ug_trainer_config trainer_config(run *r)
     c.on_step = on_step;
     c.on_epoch = on_epoch;
     c.user = r;
+    c.comm = r->comm;
     return c;
 }
 
 /* The trainer for the options, resumed with --resume. */
 static int open_run(run *r)
 {
-    if (ug_device_open(r->o.device, &r->dev) != UG_OK)
-        return fail("opening the device");
+    if (replicas_open(&r->o, &r->replicas, &r->dev, &r->comm))
+        return 1;
+    if (r->comm && !r->o.batch) {
+        fprintf(stderr, "ug-train: give --batch-size: the largest batch that fits is not searched across "
+                        "replicas\n");
+        return 1;
+    }
     r->o.model.inputs = ug_dataset_features(r->data.train);
     const ug_trainer_config c = trainer_config(r);
+    replicas_start(&r->replicas, &c, &r->data, &r->o.model); /* the others create theirs alongside */
     if (ug_trainer_create(r->dev, r->data.train, r->data.val, mlp_forward, &r->o.model, &c, &r->trainer) == UG_OK)
         return ug_checkpoint_set_string(ug_trainer_checkpoint(r->trainer), TRAIN_ARGS_KEY, r->args) == UG_OK
                    ? 0
@@ -298,6 +308,12 @@ int main(int argc, char **argv)
                                 .device = r.dev};
     if (!rc) {
         report_header(&r.o, r.trainer, r.dev, &r.data);
+        if (r.comm) {
+            char replicas[256];
+            replicas_describe(&r.replicas, replicas, sizeof replicas);
+            printf("data parallel: %s; each takes its part of every batch of %lld\n", replicas,
+                   (long long)r.o.batch);
+        }
         progress_init(&r.bar, r.o.quiet);
         shown = &r;
         train_catch_interrupts();
@@ -314,6 +330,9 @@ int main(int argc, char **argv)
         remove(r.csv_path);
     train_profile_free(&r.profile);
     ug_trainer_free(r.trainer);
+    ug_comm_free(r.comm); /* after a failure, the other replicas return at once */
+    if (replicas_finish(&r.replicas))
+        rc = rc ? rc : 1;
     ug_device_close(r.dev);
     train_data_free(&r.data);
     free(r.args);

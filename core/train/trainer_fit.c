@@ -119,8 +119,11 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
     if (t->pending)
         UG_TRY(update(t));
     report->seconds = now_seconds() - start;
-    report->samples_per_second = (double)(samples - first_batch * t->batch) / report->seconds;
-    return trainer_read_metrics(t, &t->train, samples, false, &report->train);
+    UG_TRY(trainer_read_metrics(t, &t->train, samples, false, &report->train));
+    /* The run's samples: with comm, every rank's (the sums read above). */
+    const int64_t trained = t->config.comm ? report->train.samples : samples;
+    report->samples_per_second = (double)(trained - first_batch * t->batch) / report->seconds;
+    return UG_OK;
 }
 
 /* The report's figures of the run so far: steps, learning rate, memory,

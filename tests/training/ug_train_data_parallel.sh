@@ -1,0 +1,43 @@
+#!/bin/sh
+# ug-train data parallel: --devices cpu,opencl:0 (replicas in one process)
+# and mpirun -np 2 (one rank per process) each reach the accuracy of one
+# device within 0.5 points after one epoch of Fashion-MNIST (when it is
+# installed; else 4096 generated images), and say how the batch is split.
+# Usage: ug_train_data_parallel.sh UG_TRAIN MPIEXEC|- OPENCL(0|1)
+set -u
+train=$1 mpiexec=$2 opencl=$3
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ug-dp.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failed=0
+fail() { echo "FAIL $*"; failed=1; }
+data=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+    data=$dir
+    sh "$(dirname "$0")/../observe/make_idx.sh" "$dir" 4096 || exit 1
+fi
+accuracy() { sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -n 1; }
+
+"$train" --device cpu --data "$data" --epochs 1 --batch-size 64 --quiet > "$dir/one.out" 2>&1 || fail "one device:"
+cat "$dir/one.out"
+one=$(accuracy "$dir/one.out")
+check() { # name, output file
+    cat "$2"
+    got=$(accuracy "$2")
+    grep -q "^data parallel: " "$2" || fail "$1 did not say how it splits the batch"
+    awk -v a="$got" -v b="$one" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.5) }' ||
+        fail "$1 reached $got%, one device $one%"
+    echo "ok $1: $got% against one device's $one%"
+}
+if [ "$opencl" = 1 ]; then
+    "$train" --devices cpu,opencl:0 --data "$data" --epochs 1 --batch-size 64 --quiet > "$dir/local.out" 2>&1 ||
+        fail "--devices cpu,opencl:0:"
+    check "--devices cpu,opencl:0" "$dir/local.out"
+fi
+if [ "$mpiexec" != - ]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpiexec" --oversubscribe -np 2 -x UG_NUM_THREADS=1 \
+        "$train" --device cpu --data "$data" --epochs 1 --batch-size 64 --quiet > "$dir/mpi.out" 2>&1 ||
+        fail "mpirun -np 2:"
+    check "mpirun -np 2" "$dir/mpi.out"
+    [ "$(grep -c '^epoch 1:' "$dir/mpi.out")" -eq 1 ] || fail "more than rank 0 printed the epoch"
+fi
+exit $failed
