@@ -391,6 +391,7 @@ void ug_trainer_free(ug_trainer *t)
     ug_model_free(t->model);
     trainer_free_best(t);
     free(t->confusion);
+    ug_tensor_free(t->stop_flag);
     free(t->checkpoint_path);
     free(t->resume_path);
     free(t);

@@ -20,6 +20,23 @@ static double now_seconds(void)
 
 static bool stop_asked(const ug_trainer *t) { return t->config.stop && *t->config.stop; }
 
+/* Whether to stop here: with comm, when any rank was asked, so that every
+ * rank stops after the same batch. */
+static ug_status stop_agreed(ug_trainer *t, bool *stop)
+{
+    *stop = stop_asked(t);
+    if (!t->config.comm)
+        return UG_OK;
+    float flag = *stop ? 1.0f : 0.0f;
+    if (!t->stop_flag)
+        UG_TRY(ug_tensor_create(t->device, UG_F32, 1, (int64_t[]){1}, &t->stop_flag));
+    UG_TRY(ug_tensor_upload(t->stop_flag, &flag, sizeof flag));
+    UG_TRY(ug_comm_all_reduce(t->config.comm, t->stop_flag, UG_COMM_MAX));
+    UG_TRY(ug_tensor_download(t->stop_flag, &flag, sizeof flag));
+    *stop = flag > 0.0f;
+    return UG_OK;
+}
+
 /* The update of the gradients accumulated: with comm, of every rank's. */
 static ug_status update(ug_trainer *t)
 {
@@ -108,7 +125,9 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
             continue;
         if (update_save_due(t))
             save(t);
-        if (stop_asked(t) && index < batches) {
+        bool stop = false;
+        UG_TRY(stop_agreed(t, &stop));
+        if (stop && index < batches) {
             t->stopped = true;
             if (c->checkpoint)
                 save(t);
@@ -191,13 +210,15 @@ ug_status ug_trainer_fit(ug_trainer *t)
         const bool last = epoch + 1 == c->epochs || stop;
         const bool due = !c->checkpoint_every_updates && c->checkpoint_every_epochs &&
                          (epoch + 1) % c->checkpoint_every_epochs == 0;
-        if (c->checkpoint && (last || due || stop_asked(t)))
+        bool stopping = false;
+        UG_TRY(stop_agreed(t, &stopping));
+        if (c->checkpoint && (last || due || stopping))
             report.saved = save(t);
         report.save_error = t->save_error[0] ? t->save_error : NULL;
         if (c->on_epoch)
             UG_TRY(c->on_epoch(&report, c->user));
         t->save_error[0] = '\0';
-        if (stop_asked(t) && !last) {
+        if (stopping && !last) {
             t->stopped = true;
             break;
         }

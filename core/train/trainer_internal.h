@@ -50,6 +50,7 @@ struct ug_trainer {
     int pending;                  /* micro-batches accumulated, not yet applied */
     int64_t global_batch;
     float last_lr;            /* the last batch's learning rate */
+    ug_tensor *stop_flag;     /* with comm: the ranks agree on stopping through it */
     bool stopped;
     bool last_save_failed;
     char save_error[512];         /* since the last epoch report; "" when none */

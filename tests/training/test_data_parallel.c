@@ -11,6 +11,7 @@
  * same epoch figures. */
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,10 @@ typedef struct trainer_rank {
     ug_device *device;
     ug_comm *comm;
     const ug_dataset *data;
+    int64_t stop_at;          /* asks this rank alone to stop after that batch (0: never) */
+    volatile sig_atomic_t stop;
+    bool stopped;
+    int64_t updates;
     ug_status status;
     char message[384];
     double loss[2], accuracy[2];
@@ -114,6 +119,14 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
     return UG_OK;
 }
 
+static ug_status on_step(const ug_trainer_step *step, void *user)
+{
+    trainer_rank *r = user;
+    if (r->stop_at && step->global_batch == r->stop_at)
+        r->stop = 1;
+    return UG_OK;
+}
+
 static void *fit_rank(void *arg)
 {
     trainer_rank *r = arg;
@@ -124,6 +137,8 @@ static void *fit_rank(void *arg)
     c.optimizer.lr = 0.02f;
     c.comm = r->comm;
     c.on_epoch = on_epoch;
+    c.on_step = on_step;
+    c.stop = &r->stop;
     c.user = r;
     ug_trainer *t = NULL;
     ug_status st = ug_trainer_create(r->device, r->data, NULL, mlp, NULL, &c, &t);
@@ -131,6 +146,8 @@ static void *fit_rank(void *arg)
         st = ug_trainer_fit(t);
     r->status = st;
     snprintf(r->message, sizeof r->message, "%s", st == UG_OK ? "" : ug_last_error());
+    r->stopped = t && ug_trainer_stopped(t);
+    r->updates = t ? ug_optimizer_steps(ug_trainer_optimizer(t)) : 0;
     ug_model *model = t ? ug_trainer_model(t) : NULL;
     r->param_count = 0;
     for (int i = 0; model && i < ug_model_param_count(model); i++) {
@@ -148,7 +165,36 @@ static void *fit_rank(void *arg)
     return NULL;
 }
 
-static void test_trainer(ug_device *dev)
+static ug_dataset *trainer_data(void);
+
+/* Only rank 1 is asked to stop (Ctrl-C reaching one replica): both stop
+ * after the same batch. */
+static void test_trainer_stop(ug_device *dev)
+{
+    ug_dataset *data = trainer_data();
+    REQUIRE(data);
+    ug_device *cpu = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    ug_device *devices[2] = {cpu, dev};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    static trainer_rank pair[2];
+    pthread_t threads[2];
+    for (int r = 0; r < 2; r++) {
+        pair[r] = (trainer_rank){.device = devices[r], .comm = comms[r], .data = data, .stop_at = r == 1 ? 2 : 0};
+        pthread_create(&threads[r], NULL, fit_rank, &pair[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(threads[r], NULL);
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(pair[r].status == UG_OK && pair[r].stopped && pair[r].updates == 2,
+                  "rank %d: %s, stopped %d after %lld updates (expected 2)", r, pair[r].message, pair[r].stopped,
+                  (long long)pair[r].updates);
+    ug_device_close(cpu);
+    ug_dataset_free(data);
+}
+
+static ug_dataset *trainer_data(void)
 {
     float x[SAMPLES * TRAINER_FEATURES];
     int32_t y[SAMPLES];
@@ -159,7 +205,13 @@ static void test_trainer(ug_device *dev)
             x[i * TRAINER_FEATURES + f] = (float)th_uniform(-1, 1) + (f == y[i] ? 1.5f : 0.0f);
     }
     ug_dataset *data = NULL;
-    REQUIRE_OK(ug_dataset_from_arrays(SAMPLES, TRAINER_FEATURES, x, y, &data));
+    return ug_dataset_from_arrays(SAMPLES, TRAINER_FEATURES, x, y, &data) == UG_OK ? data : NULL;
+}
+
+static void test_trainer(ug_device *dev)
+{
+    ug_dataset *data = trainer_data();
+    REQUIRE(data);
     static trainer_rank single, pair[2];
     single = (trainer_rank){.device = dev, .data = data};
     fit_rank(&single);
@@ -204,6 +256,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(empty_part),
         TH_DEVICE_TEST(other_model_refused),
         TH_DEVICE_TEST(trainer),
+        TH_DEVICE_TEST(trainer_stop),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
