@@ -119,6 +119,14 @@ ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
     }
     for (int k = 0; k < g->accumulated_count; k++)
         UG_TRY(ug_comm_all_reduce(c, g->accumulated[k], UG_COMM_SUM));
+    /* Parameters the graph does not train but its forward pass updates
+     * (batch norm's running statistics) take rank 0's values, as
+     * DistributedDataParallel's buffers do, so the replicas stay alike. */
+    for (int i = 0; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_PARAM && !v->grad && v->param && v->param->dtype == UG_F32)
+            UG_TRY(ug_comm_broadcast(c, v->param, 0));
+    }
     float rows = (float)(g->micro_batches ? g->accumulated_rows : 0);
     UG_TRY(c->engine->all_reduce(c, &rows, 1, UG_COMM_SUM));
     if (rows < 1.0f)

@@ -86,7 +86,9 @@ UG_API ug_status ug_comm_broadcast_model(ug_comm *comm, ug_model *model);
  * their rows, so each rank's update sees the gradient of the whole global
  * batch, as one device on it would, and the replicas stay alike (with the
  * loss scaler, an overflow on any rank skips the step on all). A rank
- * whose part was empty (no ug_graph_run_backward) takes part with zeros. */
+ * whose part was empty (no ug_graph_run_backward) takes part with zeros.
+ * Parameters the graph does not train but updates (batch norm's running
+ * statistics) take rank 0's values, as DistributedDataParallel's buffers. */
 UG_API ug_status ug_comm_reduce_gradients(ug_comm *comm, ug_graph *graph);
 
 #ifdef __cplusplus

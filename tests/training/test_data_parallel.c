@@ -165,6 +165,94 @@ static void *fit_rank(void *arg)
     return NULL;
 }
 
+/* ---- batch norm: the replicas' running statistics stay rank 0's ---- */
+
+typedef struct bn_rank {
+    ug_device *device;
+    ug_comm *comm;
+    ug_status status;
+    char message[384];
+    float running[2][4];      /* running_mean, running_var */
+} bn_rank;
+
+static ug_status bn_train(bn_rank *r)
+{
+    ug_model *model = NULL;
+    ug_graph *g = NULL;
+    ug_optimizer *opt = NULL;
+    ug_value *x = NULL, *y = NULL, *h = NULL, *logits = NULL, *loss = NULL;
+    ug_status st = ug_model_create(r->device, 9, &model);
+    if (st == UG_OK) st = ug_graph_create(model, &g);
+    if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 2, (int64_t[]){4, 3}, &x);
+    if (st == UG_OK) st = ug_graph_input(g, "y", UG_I32, 1, (int64_t[]){4}, &y);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc", x, 4, &h);
+    if (st == UG_OK) st = ug_nn_batch_norm(g, "bn", h, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "out", h, 2, &logits);
+    if (st == UG_OK) st = ug_g_cross_entropy(g, logits, y, 0.0f, &loss);
+    if (st == UG_OK) st = ug_graph_backward(g, loss);
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_SGD);
+    if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
+    if (st == UG_OK) st = ug_graph_set_optimizer(g, opt);
+    if (st == UG_OK) st = ug_graph_compile(g);
+    if (st == UG_OK) st = ug_comm_broadcast_model(r->comm, model);
+    for (int step = 0; st == UG_OK && step < 3; step++) {
+        float xs[12];
+        int32_t ys[4];
+        for (int i = 0; i < 12; i++) /* each rank its own data: its own batch statistics */
+            xs[i] = (float)((i * 7 + step * 3 + ug_comm_rank(r->comm) * 5) % 11) - 5.0f;
+        for (int i = 0; i < 4; i++)
+            ys[i] = i % 2;
+        ug_tensor *xt = NULL, *yt = NULL;
+        st = ug_tensor_from_host(r->device, UG_F32, 2, (int64_t[]){4, 3}, xs, &xt);
+        if (st == UG_OK) st = ug_tensor_from_host(r->device, UG_I32, 1, (int64_t[]){4}, ys, &yt);
+        if (st == UG_OK) st = ug_graph_bind(g, x, xt);
+        if (st == UG_OK) st = ug_graph_bind(g, y, yt);
+        if (st == UG_OK) st = ug_graph_run_backward(g);
+        if (st == UG_OK) st = ug_comm_reduce_gradients(r->comm, g);
+        if (st == UG_OK) st = ug_graph_run_update(g);
+        ug_tensor_free(xt);
+        ug_tensor_free(yt);
+    }
+    if (st == UG_OK) st = ug_model_read_param(model, "bn.running_mean", r->running[0], sizeof r->running[0]);
+    if (st == UG_OK) st = ug_model_read_param(model, "bn.running_var", r->running[1], sizeof r->running[1]);
+    ug_graph_free(g);
+    ug_optimizer_free(opt);
+    ug_model_free(model);
+    return st;
+}
+
+static void *bn_rank_main(void *arg)
+{
+    bn_rank *r = arg;
+    r->status = bn_train(r);
+    snprintf(r->message, sizeof r->message, "%s", r->status == UG_OK ? "" : ug_last_error());
+    ug_comm_free(r->comm);
+    return NULL;
+}
+
+static void test_batch_norm_statistics(ug_device *dev)
+{
+    ug_device *cpu = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    ug_device *devices[2] = {cpu, dev};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    static bn_rank pair[2];
+    pthread_t threads[2];
+    for (int r = 0; r < 2; r++) {
+        pair[r] = (bn_rank){.device = devices[r], .comm = comms[r]};
+        pthread_create(&threads[r], NULL, bn_rank_main, &pair[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(threads[r], NULL);
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(pair[r].status == UG_OK, "rank %d: %s", r, pair[r].message);
+    CHECK_MSG(!memcmp(pair[0].running, pair[1].running, sizeof pair[0].running),
+              "the ranks' running statistics differ: mean %g and %g", pair[0].running[0][0], pair[1].running[0][0]);
+    CHECK_MSG(pair[0].running[0][0] != 0.0f, "the running mean never moved");
+    ug_device_close(cpu);
+}
+
 static ug_dataset *trainer_data(void);
 
 /* Only rank 1 is asked to stop (Ctrl-C reaching one replica): both stop
@@ -257,6 +345,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(other_model_refused),
         TH_DEVICE_TEST(trainer),
         TH_DEVICE_TEST(trainer_stop),
+        TH_DEVICE_TEST(batch_norm_statistics),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
