@@ -78,6 +78,30 @@ ug_status ug_comm_broadcast_model(ug_comm *c, ug_model *model)
     if (!c || !model)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "model" : "comm");
     UG_TRY(check_models(c, model, op));
+    return ug_comm_take_rank0_params(c, model, op);
+}
+
+bool ug_comm_mixed_backends(ug_comm *c)
+{
+    /* Each rank's backend name as a signature; any difference counts. */
+    float mine[4], *all = ug_calloc((size_t)c->size * 4, sizeof *all);
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (const char *p = c->device->backend->name; *p; p++)
+        h = ug_mix64(h ^ (unsigned char)*p);
+    for (int i = 0; i < 4; i++)
+        mine[i] = (float)((h >> (16 * i)) & 0xFFFF);
+    bool mixed = true; /* when it cannot be told: resync, which is always right */
+    if (all && c->engine->all_gather(c, mine, 4, all) == UG_OK) {
+        mixed = false;
+        for (int r = 1; r < c->size; r++)
+            mixed |= memcmp(all, all + 4 * r, 4 * sizeof(float)) != 0;
+    }
+    free(all);
+    return mixed;
+}
+
+ug_status ug_comm_take_rank0_params(ug_comm *c, ug_model *model, const char *op)
+{
     for (int i = 0; i < ug_model_param_count(model); i++) {
         const char *name = NULL;
         ug_tensor *t = NULL;

@@ -35,4 +35,11 @@ struct ug_comm {
 
 extern const comm_engine ug_comm_local_engine;
 
+/* data_parallel.c, for the trainer: every rank takes rank 0's parameters
+ * (through the model, so its half copies follow), with no check of the
+ * models; and whether the ranks' devices are of different backends, whose
+ * kernels may round alike-looking updates differently. */
+ug_status ug_comm_take_rank0_params(ug_comm *c, ug_model *model, const char *op);
+bool ug_comm_mixed_backends(ug_comm *c);
+
 #endif

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "core/comm/internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 #include "unigrad/profiler.h"
@@ -43,7 +44,10 @@ static ug_status update(ug_trainer *t)
     t->pending = 0;
     if (t->config.comm)
         UG_TRY(ug_comm_reduce_gradients(t->config.comm, t->train.graph));
-    return ug_graph_run_update(t->train.graph);
+    UG_TRY(ug_graph_run_update(t->train.graph));
+    /* Backends may round the same update differently: the replicas take
+     * rank 0's parameters again, so they stay bitwise alike. */
+    return t->mixed_backends ? ug_comm_take_rank0_params(t->config.comm, t->model, "trainer: resync") : UG_OK;
 }
 
 /* One batch: backward, and the update when accumulate batches are in. A

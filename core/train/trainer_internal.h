@@ -51,6 +51,7 @@ struct ug_trainer {
     int64_t global_batch;
     float last_lr;            /* the last batch's learning rate */
     ug_tensor *stop_flag;     /* with comm: the ranks agree on stopping through it */
+    bool mixed_backends;      /* with comm: replicas of several backends, resynced after each update */
     bool stopped;
     bool last_save_failed;
     char save_error[512];         /* since the last epoch report; "" when none */
