@@ -259,7 +259,8 @@ static void test_batch_norm_statistics(ug_device *dev)
 
 static ug_dataset *trainer_data(void);
 
-/* Fits a trainer per device of devices (count 1: no comm), each as t. */
+/* Fits a trainer per device of devices (count 1: no comm), each as t
+ * (whose stop_at asks the last rank alone). */
 static void fit_ranks(ug_device *const *devices, int count, const ug_dataset *data, const trainer_rank *t,
                       trainer_rank *out)
 {
@@ -274,6 +275,7 @@ static void fit_ranks(ug_device *const *devices, int count, const ug_dataset *da
         out[r].device = devices[r];
         out[r].comm = comms[r];
         out[r].data = data;
+        out[r].stop_at = r == count - 1 ? t->stop_at : 0; /* the last rank alone is asked */
         if (count > 1)
             pthread_create(&threads[r], NULL, fit_rank, &out[r]);
         else
@@ -332,17 +334,8 @@ static void test_trainer_stop(ug_device *dev)
     REQUIRE(data);
     ug_device *cpu = NULL;
     REQUIRE_OK(ug_device_open("cpu", &cpu));
-    ug_device *devices[2] = {cpu, dev};
-    ug_comm *comms[2];
-    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
     static trainer_rank pair[2];
-    pthread_t threads[2];
-    for (int r = 0; r < 2; r++) {
-        pair[r] = (trainer_rank){.device = devices[r], .comm = comms[r], .data = data, .stop_at = r == 1 ? 2 : 0};
-        pthread_create(&threads[r], NULL, fit_rank, &pair[r]);
-    }
-    for (int r = 0; r < 2; r++)
-        pthread_join(threads[r], NULL);
+    fit_ranks((ug_device *[]){cpu, dev}, 2, data, &(trainer_rank){.stop_at = 2}, pair);
     for (int r = 0; r < 2; r++)
         CHECK_MSG(pair[r].status == UG_OK && pair[r].stopped && pair[r].updates == 2,
                   "rank %d: %s, stopped %d after %lld updates (expected 2)", r, pair[r].message, pair[r].stopped,
@@ -370,21 +363,11 @@ static void test_trainer(ug_device *dev)
     ug_dataset *data = trainer_data();
     REQUIRE(data);
     static trainer_rank single, pair[2];
-    single = (trainer_rank){.device = dev, .data = data};
-    fit_rank(&single);
+    fit_ranks(&dev, 1, data, &(trainer_rank){0}, &single);
     REQUIRE(single.status == UG_OK);
     ug_device *cpu = NULL;
     REQUIRE_OK(ug_device_open("cpu", &cpu));
-    ug_device *devices[2] = {cpu, dev};
-    ug_comm *comms[2];
-    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
-    pthread_t threads[2];
-    for (int r = 0; r < 2; r++) {
-        pair[r] = (trainer_rank){.device = devices[r], .comm = comms[r], .data = data};
-        pthread_create(&threads[r], NULL, fit_rank, &pair[r]);
-    }
-    for (int r = 0; r < 2; r++)
-        pthread_join(threads[r], NULL);
+    fit_ranks((ug_device *[]){cpu, dev}, 2, data, &(trainer_rank){0}, pair);
     for (int r = 0; r < 2; r++) {
         if (pair[r].status != UG_OK) {
             th_fail(TH_LOC, "rank %d: %s", r, pair[r].message);
