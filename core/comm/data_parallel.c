@@ -15,18 +15,28 @@
 #include "core/comm/internal.h"
 #include "core/graph/internal.h"
 
-/* A parameter's name and shape as four floats holding 16 bits each, which
- * f32 carries exactly through any engine. */
-static void signature(const char *name, const ug_tensor *t, float out[4])
+/* A 64-bit hash as four floats holding 16 bits each, which f32 carries
+ * exactly through any engine. */
+static void as_floats(uint64_t h, float out[4])
 {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (const char *c = name; *c; c++)
-        h = ug_mix64(h ^ (unsigned char)*c);
-    h = ug_mix64(h ^ (uint64_t)ug_tensor_ndim(t));
-    for (int d = 0; d < ug_tensor_ndim(t); d++)
-        h = ug_mix64(h ^ (uint64_t)ug_tensor_dim(t, d));
     for (int i = 0; i < 4; i++)
         out[i] = (float)((h >> (16 * i)) & 0xFFFF);
+}
+
+static uint64_t hash_text(uint64_t h, const char *text)
+{
+    for (const char *c = text; *c; c++)
+        h = ug_mix64(h ^ (unsigned char)*c);
+    return h;
+}
+
+/* A parameter's name and shape, as four floats. */
+static void signature(const char *name, const ug_tensor *t, float out[4])
+{
+    uint64_t h = ug_mix64(hash_text(0x9E3779B97F4A7C15ull, name) ^ (uint64_t)ug_tensor_ndim(t));
+    for (int d = 0; d < ug_tensor_ndim(t); d++)
+        h = ug_mix64(h ^ (uint64_t)ug_tensor_dim(t, d));
+    as_floats(h, out);
 }
 
 /* Every rank's parameters against rank 0's; the same verdict on every rank. */
@@ -85,11 +95,7 @@ bool ug_comm_mixed_backends(ug_comm *c)
 {
     /* Each rank's backend name as a signature; any difference counts. */
     float mine[4], *all = ug_calloc((size_t)c->size * 4, sizeof *all);
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (const char *p = c->device->backend->name; *p; p++)
-        h = ug_mix64(h ^ (unsigned char)*p);
-    for (int i = 0; i < 4; i++)
-        mine[i] = (float)((h >> (16 * i)) & 0xFFFF);
+    as_floats(hash_text(0x9E3779B97F4A7C15ull, c->device->backend->name), mine);
     bool mixed = true; /* when it cannot be told: resync, which is always right */
     if (all && c->engine->all_gather(c, mine, 4, all) == UG_OK) {
         mixed = false;
