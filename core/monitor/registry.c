@@ -1,9 +1,11 @@
 /* Each process's pool figures, published for ug-smi: a file per process,
  * <dir>/<pid>.pool, in a folder only its user can enter ($XDG_RUNTIME_DIR/
  * unigrad, else /tmp/unigrad-<uid>, mode 0700, checked to be the user's own
- * folder and no link). The pool notes every change; the file is rewritten
- * (a new file renamed over the old) at most twice a second, when a later
- * change or a wait for a device comes, and removed at exit. A killed
+ * folder and no link). Devices are listed from their opening to their
+ * closing; the pool marks every change (an atomic flag: no lock on its
+ * path), and the file is rewritten (a new file renamed over the old) at
+ * most twice a second, when a later change or a wait for a device comes,
+ * and removed at exit. A killed
  * process's file stays: readers recognise it as stale (no such process,
  * or one started at another time) and remove it. */
 #define _POSIX_C_SOURCE 200809L
@@ -11,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,23 +24,29 @@
 
 #include "core/monitor/internal.h"
 #include "core/monitor/registry.h"
+#include "unigrad/memory.h"
 
 enum { MAX_DEVICES = 64 };
+static const int64_t PUBLISH_EVERY_NS = 500000000;
+
+/* The pool's hot path only stores dirty and reads the coarse clock; the
+ * lock is taken when a publication is due. */
+static atomic_bool dirty;
+static atomic_llong next_due_ns;
 
 static struct {
     pthread_mutex_t lock;
-    struct { char id[32]; ug_memory_stats stats; } devices[MAX_DEVICES];
+    ug_device *devices[MAX_DEVICES]; /* open devices, added at open, removed at close */
     int count;
-    bool dirty, published, exit_hook;
-    double last;
+    bool published, exit_hook;
     char path[512];
 } state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static double now(void)
+static int64_t coarse_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 bool ug_registry_dir(char *dir, size_t len, char *why, size_t why_len)
@@ -92,9 +101,9 @@ static void remove_file(void)
 /* Rewrites the file (lock held). */
 static void publish(void)
 {
+    atomic_store(&dirty, false);
+    atomic_store(&next_due_ns, coarse_ns() + PUBLISH_EVERY_NS);
     char dir[400], why[160];
-    state.dirty = false;
-    state.last = now();
     if (!ug_registry_dir(dir, sizeof dir, why, sizeof why))
         return;
     snprintf(state.path, sizeof state.path, "%s/%ld.pool", dir, (long)getpid());
@@ -114,11 +123,13 @@ static void publish(void)
     }
     fprintf(f, "unigrad-pool 1\npid %ld\nstart %llu\ncommand %s\n", (long)getpid(), start_time((long)getpid()),
             command);
-    for (int i = 0; i < state.count; i++)
-        fprintf(f, "device %s %llu %llu %llu\n", state.devices[i].id,
-                (unsigned long long)state.devices[i].stats.bytes_in_use,
-                (unsigned long long)state.devices[i].stats.bytes_cached,
-                (unsigned long long)state.devices[i].stats.peak_bytes_in_use);
+    for (int i = 0; i < state.count; i++) {
+        ug_memory_stats stats;
+        if (ug_memory_get_stats(state.devices[i], &stats) == UG_OK)
+            fprintf(f, "device %s %llu %llu %llu\n", ug_device_name(state.devices[i]),
+                    (unsigned long long)stats.bytes_in_use, (unsigned long long)stats.bytes_cached,
+                    (unsigned long long)stats.peak_bytes_in_use);
+    }
     bool written = fclose(f) == 0;
     if (written && rename(tmp, state.path) == 0) {
         state.published = true;
@@ -129,31 +140,44 @@ static void publish(void)
     }
 }
 
-void ug_registry_note(const char *id, const ug_memory_stats *stats, bool closing)
+/* Publishes when a change waits and the time has come. */
+static void publish_if_due(void)
 {
+    if (!atomic_load_explicit(&dirty, memory_order_relaxed) ||
+        coarse_ns() < atomic_load_explicit(&next_due_ns, memory_order_relaxed))
+        return;
     pthread_mutex_lock(&state.lock);
-    int i = 0;
-    while (i < state.count && strcmp(state.devices[i].id, id) != 0)
-        i++;
-    if (closing && i < state.count) {
-        state.devices[i] = state.devices[--state.count];
-        state.dirty = true;
-    } else if (!closing && (i < state.count || state.count < MAX_DEVICES)) {
-        if (i == state.count)
-            snprintf(state.devices[state.count++].id, sizeof state.devices[0].id, "%s", id);
-        state.devices[i].stats = *stats;
-        state.dirty = true;
-    }
-    if (state.dirty && (closing || now() - state.last >= 0.5))
+    if (atomic_load(&dirty) && coarse_ns() >= atomic_load(&next_due_ns))
         publish();
     pthread_mutex_unlock(&state.lock);
 }
 
-void ug_registry_wait_done(void)
+void ug_registry_changed(void)
+{
+    atomic_store_explicit(&dirty, true, memory_order_relaxed);
+    publish_if_due();
+}
+
+void ug_registry_wait_done(void) { publish_if_due(); }
+
+void ug_registry_add(ug_device *device)
 {
     pthread_mutex_lock(&state.lock);
-    if (state.dirty && now() - state.last >= 0.5)
-        publish();
+    if (state.count < MAX_DEVICES)
+        state.devices[state.count++] = device;
+    pthread_mutex_unlock(&state.lock);
+}
+
+void ug_registry_remove(ug_device *device)
+{
+    pthread_mutex_lock(&state.lock);
+    for (int i = 0; i < state.count; i++)
+        if (state.devices[i] == device) {
+            state.devices[i] = state.devices[--state.count];
+            atomic_store(&dirty, true);
+            publish(); /* a closed device leaves the file at once */
+            break;
+        }
     pthread_mutex_unlock(&state.lock);
 }
 

@@ -5,10 +5,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "unigrad/memory.h"
+#include "unigrad/device.h"
 
-/* The pool of device id changed (closing: the device closed). */
-void ug_registry_note(const char *id, const ug_memory_stats *stats, bool closing);
+/* Device opened and closes: listed in the file meanwhile. */
+void ug_registry_add(ug_device *device);
+void ug_registry_remove(ug_device *device);
+/* A pool changed: published when due. */
+void ug_registry_changed(void);
 /* A wait for a device finished: publishes changes noted too soon before. */
 void ug_registry_wait_done(void);
 /* The per-user folder of the files, created if needed; false with why. */

@@ -298,6 +298,7 @@ static ug_status open_entry(int b, int index, ug_device **out)
         return st;
     }
     e->devices[index] = dev;
+    ug_registry_add(dev);
     *out = dev;
     return UG_OK;
 }
@@ -336,9 +337,9 @@ void ug_device_close(ug_device *device)
         for (int i = 0; i < registry_size; i++)
             if (registry[i].backend == device->backend)
                 registry[i].devices[device->backend_index] = NULL;
+        ug_registry_remove(device); /* before its pool goes */
         ug_streams_destroy(device);
         ug_pool_destroy(device);
-        ug_registry_note(device->info.id, NULL, true);
         ug_call_device_close(device->backend, device->bdev);
         free(device);
     }

@@ -227,12 +227,12 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
         if (pool->stats.bytes_in_use > pool->stats.peak_bytes_in_use)
             pool->stats.peak_bytes_in_use = pool->stats.bytes_in_use;
     }
-    ug_memory_stats seen = pool->stats;
+    ug_memory_stats seen = pool->stats; /* for the profiler, outside the lock */
     pthread_mutex_unlock(&pool->lock);
     if (st == UG_OK && ug_profiling())
         ug_profile_memory(device, &seen);
     if (st == UG_OK)
-        ug_registry_note(device->info.id, &seen, false);
+        ug_registry_changed();
 
     if (st != UG_OK) {
         free(storage);
@@ -284,11 +284,11 @@ void ug_storage_release(ug_storage *storage)
             (void)ug_fence_wait_free(device, fence);
         ug_call_release(device, storage->mem);
     }
-    ug_memory_stats seen = pool->stats;
+    ug_memory_stats seen = pool->stats; /* for the profiler, outside the lock */
     pthread_mutex_unlock(&pool->lock);
     if (ug_profiling())
         ug_profile_memory(device, &seen);
-    ug_registry_note(device->info.id, &seen, false);
+    ug_registry_changed();
     free(storage);
     ug_device_close(device);
 }
