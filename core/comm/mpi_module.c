@@ -48,7 +48,7 @@ static int wait_for(MPI_Request *request, const char *what, double timeout, char
                      "(ug_comm_set_timeout) if a rank is slow, or look for one that stopped", rank, timeout, what);
             return 1;
         }
-        if (waited > 1e-3)
+        if (waited > 1.0)
             nanosleep(&(struct timespec){0, 50000}, NULL);
     }
 }

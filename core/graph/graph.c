@@ -43,9 +43,7 @@ void ug_graph_free(ug_graph *g)
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
-    for (int i = 0; i < g->accumulated_count; i++)
-        ug_tensor_free(g->accumulated[i]);
-    free(g->accumulated);
+    ug_graph_free_accumulators(g);
     ug_optimizer_free(g->optimizer);
     ug_model_free(g->model);
     ug_storage_release(g->arena);

@@ -65,6 +65,14 @@ struct graph_node {
     char label[144];
 };
 
+/* A bucket of gradient accumulators: ready_order[begin..end) are parts
+ * of one flat f32 tensor, so one collective reduces them. */
+typedef struct graph_bucket {
+    ug_tensor *flat;
+    int begin, end;
+    int64_t elements;         /* with the parts' alignment gaps */
+} graph_bucket;
+
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
 typedef enum check_role { CHECK_NODE, CHECK_LOSS, CHECK_GRADIENT, CHECK_LOGITS } check_role;
 typedef struct graph_check {
@@ -103,9 +111,16 @@ struct ug_graph {
     graph_phase building;     /* the phase of nodes being added */
     graph_node *deriving;     /* during autograd: the forward node whose gradient is being added */
     /* Gradient accumulation (ug_graph_run_backward / ug_graph_run_update):
-     * per parameter with a gradient, the sum of the micro-batches'. */
+     * per parameter with a gradient (k, in value order), the sum of the
+     * micro-batches', a part of a bucket (graph/buckets.c). */
     ug_tensor **accumulated;
     int accumulated_count;    /* parameters with a gradient */
+    const ug_value **gradients; /* per k: the parameter's gradient value */
+    int *accumulate_after;    /* per k: the node after which its gradient is final (-1: before any) */
+    int *ready_order;         /* the k in the order backward finishes them */
+    graph_bucket *buckets;
+    int bucket_count;
+    size_t bucket_first_bytes, bucket_bytes; /* 0: the defaults */
     int micro_batches;        /* summed since the last update */
     int64_t accumulated_rows; /* their rows: the update divides by it */
     int64_t accumulation_step; /* the optimizer's steps at the first of them */
@@ -211,9 +226,21 @@ ug_status ug_graph_fit_alias(ug_value *alias);
 
 /* graph/run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
-/* The accumulators of the parameters' gradients (g->accumulated), made on
- * first use, all or none. */
+/* ug_graph_run_backward, calling ready(ctx, b) as soon as bucket b's
+ * accumulation is launched (NULL: no calls); an error from it stops the
+ * run and discards the accumulated micro-batches. */
+typedef ug_status ug_bucket_ready_fn(void *ctx, int bucket);
+ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, void *ctx);
+
+/* graph/buckets.c */
+/* The accumulators of the parameters' gradients (g->accumulated) in their
+ * buckets, made on first use, all or none. */
 ug_status ug_graph_make_accumulators(ug_graph *g);
+void ug_graph_free_accumulators(ug_graph *g);
+/* The buckets' sizes in bytes (0: the defaults, 1 MiB then 25 MiB), the
+ * accumulators made again on next use; refused while micro-batches are
+ * accumulated. */
+ug_status ug_graph_set_buckets(ug_graph *g, size_t first_bytes, size_t bytes);
 
 /* graph/labels.c */
 /* The profiler's name of node: "fc1/matmul", "fc1/backward/matmul",

@@ -137,34 +137,6 @@ static ug_tensor *gradient(const ug_value *v)
     return v->kind == VALUE_PARAM && grad ? grad->tensor : NULL;
 }
 
-ug_status ug_graph_make_accumulators(ug_graph *g)
-{
-    int count = 0;
-    for (int i = 0; i < g->value_count; i++)
-        count += gradient(g->values[i]) != NULL;
-    g->accumulated = ug_calloc((size_t)count + 1, sizeof *g->accumulated);
-    if (!g->accumulated)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_run_backward: out of host memory");
-    ug_status st = UG_OK;
-    for (int i = 0; i < g->value_count && st == UG_OK; i++) {
-        ug_tensor *grad = gradient(g->values[i]);
-        if (!grad)
-            continue;
-        st = ug_tensor_new(g->device, grad->dtype, grad->ndim, grad->shape, "a gradient accumulator",
-                           &g->accumulated[g->accumulated_count]);
-        if (st == UG_OK)
-            g->accumulated_count++;
-    }
-    if (st != UG_OK) { /* all or nothing: the next call tries again */
-        for (int i = 0; i < g->accumulated_count; i++)
-            ug_tensor_free(g->accumulated[i]);
-        free(g->accumulated);
-        g->accumulated = NULL;
-        g->accumulated_count = 0;
-    }
-    return st;
-}
-
 /* Micro-batches accumulated before the optimizer stepped elsewhere (another
  * graph of the model) hold gradients of parameter values that are gone:
  * they are discarded, with an error. */
@@ -182,7 +154,42 @@ static ug_status same_parameters(ug_graph *g, const char *op)
                         op, count);
 }
 
-ug_status ug_graph_run_backward(ug_graph *g)
+/* Accumulator k takes the micro-batch's gradient (a mean over its rows)
+ * times its rows: the first micro-batch sets it, the others add. */
+static ug_status accumulate(ug_graph *g, int k, const char *op)
+{
+    ug_tensor *acc = g->accumulated[k], *grad = g->gradients[k]->tensor;
+    const float rows = (float)g->rows;
+    return g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD_SCALED, UG_UNARY_COPY, rows, acc, acc, grad)
+                            : ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, rows, 0.0f, acc, grad);
+}
+
+/* Forward and backward, each gradient accumulated right after the node
+ * that finishes it, and ready told of each bucket as its last part is. */
+static ug_status run_accumulating(ug_graph *g, ug_bucket_ready_fn *ready, void *ctx, const char *op)
+{
+    int next = 0, bucket = 0; /* in ready_order */
+    for (int i = -1; i < g->node_count; i++) {
+        if (i >= 0) {
+            graph_node *n = g->nodes[i];
+            if (n->dead || n->phase == PHASE_UPDATE)
+                continue;
+            ug_status st = ug_graph_exec_node(g, n);
+            if (st != UG_OK)
+                return ug_prefix_error(st, "%s (node %d)", op, i);
+        }
+        for (; next < g->accumulated_count && g->accumulate_after[g->ready_order[next]] <= i; next++) {
+            UG_TRY(accumulate(g, g->ready_order[next], op));
+            if (next + 1 == g->buckets[bucket].end && ready)
+                UG_TRY(ready(ctx, bucket));
+            bucket += next + 1 == g->buckets[bucket].end;
+        }
+    }
+    g->runs++; /* fresh dropout masks for the next forward */
+    return UG_OK;
+}
+
+ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, void *ctx)
 {
     const char *op = "ug_graph_run_backward";
     UG_TRY(check_runnable(g, op));
@@ -191,17 +198,7 @@ ug_status ug_graph_run_backward(ug_graph *g)
     if (!g->accumulated)
         UG_TRY(ug_graph_make_accumulators(g));
     UG_TRY(same_parameters(g, op));
-    UG_TRY(run_phases(g, FORWARD | BACKWARD, op));
-    ug_status st = UG_OK;
-    for (int i = 0, k = 0; i < g->value_count && st == UG_OK; i++) {
-        ug_tensor *grad = gradient(g->values[i]);
-        if (!grad)
-            continue;
-        ug_tensor *acc = g->accumulated[k++];
-        float rows = (float)g->rows;
-        st = g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD_SCALED, UG_UNARY_COPY, rows, acc, acc, grad)
-                              : ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, rows, 0.0f, acc, grad);
-    }
+    ug_status st = run_accumulating(g, ready, ctx, op);
     if (st != UG_OK) { /* some accumulators hold this batch and some not: start over */
         g->micro_batches = 0;
         g->accumulated_rows = 0;
@@ -212,6 +209,8 @@ ug_status ug_graph_run_backward(ug_graph *g)
     g->accumulated_rows += g->rows;
     return UG_OK;
 }
+
+ug_status ug_graph_run_backward(ug_graph *g) { return ug_graph_run_backward_notify(g, NULL, NULL); }
 
 ug_status ug_graph_run_update(ug_graph *g)
 {
