@@ -42,7 +42,7 @@ ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_comm **r
     for (int i = 0; i < count; i++) {
         ug_device_retain(devices[i]);
         *made[i] = (ug_comm){.engine = &ug_comm_local_engine, .group = group, .rank = i, .size = count,
-                             .device = devices[i], .timeout = default_timeout};
+                             .device = devices[i], .timeout = default_timeout, .side_allowed = true};
         ranks[i] = made[i];
     }
     return UG_OK;
@@ -52,6 +52,11 @@ void ug_comm_free(ug_comm *c)
 {
     if (!c)
         return;
+    /* The others' collectives with this rank fail from now on, this
+     * rank's communication thread's too, which can then end. */
+    c->engine->fail(c, "it has left the group (ug_comm_free)");
+    ug_comm_side_stop(c);
+    ug_comm_data_parallel_free(c);
     c->engine->leave(c);
     ug_device_close(c->device);
     free(c->staging);
@@ -97,16 +102,43 @@ static ug_status check_tensor(ug_comm *c, const ug_tensor *t, const char *op, co
     return UG_OK;
 }
 
+static ug_status grow(float **buffer, size_t *floats, size_t need, const char *op)
+{
+    if (*floats >= need)
+        return UG_OK;
+    float *grown = ug_realloc(*buffer, (need ? need : 1) * sizeof *grown);
+    if (!grown)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu floats", op, need);
+    *buffer = grown;
+    *floats = need;
+    return UG_OK;
+}
+
 static ug_status staging(ug_comm *c, size_t floats, const char *op)
 {
-    if (c->staging_floats >= floats)
-        return UG_OK;
-    float *grown = ug_realloc(c->staging, (floats ? floats : 1) * sizeof *grown);
-    if (!grown)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu floats", op, floats);
-    c->staging = grown;
-    c->staging_floats = floats;
-    return UG_OK;
+    return grow(&c->staging, &c->staging_floats, floats, op);
+}
+
+/* This thread's collectives come after those queued on the communication
+ * thread, as on every rank. */
+static ug_status after_queued(ug_comm *c)
+{
+    ug_status st = ug_comm_side_drain(c);
+    if (st != UG_OK)
+        c->engine->fail(c, ug_last_error());
+    return st;
+}
+
+ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *t, ug_comm_op op, float **buffer, size_t *floats)
+{
+    size_t n = (size_t)ug_tensor_numel(t);
+    ug_status st = grow(buffer, floats, n, "ug_comm_all_reduce");
+    if (st == UG_OK)
+        st = ug_tensor_download(t, *buffer, n * sizeof(float));
+    if (st != UG_OK)
+        return refuse(c, st);
+    UG_TRY(c->engine->all_reduce(c, *buffer, n, op));
+    return ug_tensor_upload(t, *buffer, n * sizeof(float));
 }
 
 ug_status ug_comm_all_reduce(ug_comm *c, ug_tensor *t, ug_comm_op op)
@@ -114,14 +146,8 @@ ug_status ug_comm_all_reduce(ug_comm *c, ug_tensor *t, ug_comm_op op)
     UG_TRY(check_tensor(c, t, "ug_comm_all_reduce", "tensor"));
     if (op != UG_COMM_SUM && op != UG_COMM_AVERAGE && op != UG_COMM_MAX)
         return refuse(c, ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_all_reduce: %d is not a ug_comm_op", (int)op));
-    size_t n = (size_t)ug_tensor_numel(t);
-    ug_status st = staging(c, n, "ug_comm_all_reduce");
-    if (st == UG_OK)
-        st = ug_tensor_download(t, c->staging, n * sizeof(float));
-    if (st != UG_OK)
-        return refuse(c, st);
-    UG_TRY(c->engine->all_reduce(c, c->staging, n, op));
-    return ug_tensor_upload(t, c->staging, n * sizeof(float));
+    UG_TRY(after_queued(c));
+    return ug_comm_reduce_staged(c, t, op, &c->staging, &c->staging_floats);
 }
 
 ug_status ug_comm_broadcast(ug_comm *c, ug_tensor *t, int root)
@@ -130,6 +156,7 @@ ug_status ug_comm_broadcast(ug_comm *c, ug_tensor *t, int root)
     if (root < 0 || root >= c->size)
         return refuse(c, ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_broadcast: root %d is not a rank (0 to %d)",
                                       root, c->size - 1));
+    UG_TRY(after_queued(c));
     size_t n = (size_t)ug_tensor_numel(t);
     ug_status st = staging(c, n, "ug_comm_broadcast");
     if (st == UG_OK && c->rank == root)
@@ -149,6 +176,7 @@ ug_status ug_comm_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *out)
         return refuse(c, ug_set_error(UG_ERR_SHAPE, "ug_comm_all_gather: out has %lld elements; it needs %zu (%d "
                                       "ranks x %zu)", (long long)ug_tensor_numel(out), n * (size_t)c->size,
                                       c->size, n));
+    UG_TRY(after_queued(c));
     ug_status st = staging(c, n * (size_t)(c->size + 1), "ug_comm_all_gather");
     float *mine = c->staging + n * (size_t)c->size;
     if (st == UG_OK)
@@ -163,5 +191,6 @@ ug_status ug_comm_barrier(ug_comm *c)
 {
     if (!c)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_barrier: comm is NULL");
+    UG_TRY(after_queued(c));
     return c->engine->barrier(c);
 }

@@ -6,6 +6,7 @@
  * rows, and the update divides by the rows accumulated (graph/run.c);
  * summing both over the ranks makes every rank's update the one a single
  * device would make on the global batch, however unevenly it is split. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,25 +131,98 @@ ug_status ug_comm_take_rank0_params(ug_comm *c, ug_model *model, const char *op)
     return UG_OK;
 }
 
-ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
+/* ---- gradient buckets, reduced after backward or overlapped with it ---- */
+
+/* The events and timings of the buckets of the graph last reduced. */
+struct comm_data_parallel {
+    const ug_graph *graph;
+    uint64_t layout;          /* of its accumulators (a graph at a freed one's address has another) */
+    int count;                /* buckets */
+    ug_event **ready;         /* per bucket: backward has finished it */
+    comm_timing *timing;      /* per bucket: its last all-reduce */
+    double backward_end;      /* when the last overlapped backward finished (0: not overlapped) */
+};
+
+void ug_comm_data_parallel_free(ug_comm *c)
 {
-    const char *op = "ug_comm_reduce_gradients";
-    if (!c || !g)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
-    ug_status st = UG_OK;
+    comm_data_parallel *dp = c->data_parallel;
+    if (!dp)
+        return;
+    for (int b = 0; b < dp->count; b++)
+        ug_event_free(dp->ready[b]);
+    free(dp->ready);
+    free(dp->timing);
+    free(dp);
+    c->data_parallel = NULL;
+}
+
+/* Every rank's world size and optimizer against rank 0's, before the
+ * first reduction; the same verdict on every rank, naming what differs. */
+static ug_status check_setup(ug_comm *c, const ug_graph *g, const char *op)
+{
+    static const char *const fields[] = {"world size", "optimizer", "learning rate", "weight decay",
+                                         "momentum", "beta1", "beta2", "eps", "schedule",
+                                         "gradient clipping", "loss scaling", "buckets"};
+    enum { FIELDS = sizeof fields / sizeof fields[0] };
+    ug_optimizer_config oc = {0};
+    const bool has = g->optimizer != NULL;
+    if (has)
+        oc = ug_optimizer_get_config(g->optimizer);
+    float mine[FIELDS] = {(float)c->size, has ? (float)oc.type : -1.0f, oc.lr, oc.weight_decay, oc.momentum,
+                          oc.beta1, oc.beta2, oc.eps, (float)oc.schedule, oc.max_grad_norm,
+                          oc.loss_scaling.enabled ? 1.0f : 0.0f, (float)g->bucket_count};
+    float *all = ug_calloc((size_t)c->size * FIELDS, sizeof *all);
+    if (!all)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    ug_status st = c->engine->all_gather(c, mine, FIELDS, all);
+    for (int r = 1; st == UG_OK && r < c->size; r++)
+        for (int f = 0; f < FIELDS && st == UG_OK; f++)
+            if (memcmp(&all[r * FIELDS + f], &all[f], sizeof(float)))
+                st = ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: rank %d's %s (%g) is not rank 0's (%g); every rank "
+                                  "must train the same model with the same optimizer in one world", op, r,
+                                  fields[f], (double)all[r * FIELDS + f], (double)all[f]);
+    free(all);
+    return st;
+}
+
+/* The graph's accumulators, and this rank's state for its buckets. */
+static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
+{
     if (!g->compiled || !g->has_backward)
-        st = ug_set_error(UG_ERR_STATE, "%s: the graph is not compiled with a backward pass", op);
-    if (st == UG_OK && !g->accumulated)
-        st = ug_graph_make_accumulators(g);
-    /* An empty part adds nothing: zeros, and no rows. */
-    for (int k = 0; st == UG_OK && !g->micro_batches && k < g->accumulated_count; k++)
-        st = ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, g->accumulated[k], NULL);
-    if (st != UG_OK) {
+        return ug_set_error(UG_ERR_STATE, "%s: the graph is not compiled with a backward pass", op);
+    if (!g->accumulated)
+        UG_TRY(ug_graph_make_accumulators(g));
+    comm_data_parallel *dp = c->data_parallel;
+    if (dp && dp->graph == g && dp->layout == g->layout)
+        return UG_OK;
+    ug_comm_data_parallel_free(c);
+    dp = ug_calloc(1, sizeof *dp);
+    if (!dp)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    c->data_parallel = dp;
+    dp->graph = g;
+    dp->layout = g->layout;
+    dp->ready = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->ready);
+    dp->timing = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->timing);
+    if (!dp->ready || !dp->timing)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    for (; dp->count < g->bucket_count; dp->count++)
+        UG_TRY(ug_event_create(c->device, false, &dp->ready[dp->count]));
+    return check_setup(c, g, op);
+}
+
+/* Every rank's verdict: a failure here breaks the group, so that the
+ * others do not wait for this rank's collectives. */
+static ug_status failing(ug_comm *c, ug_status st)
+{
+    if (st != UG_OK)
         c->engine->fail(c, ug_last_error());
-        return st;
-    }
-    for (int k = 0; k < g->accumulated_count; k++)
-        UG_TRY(ug_comm_all_reduce(c, g->accumulated[k], UG_COMM_SUM));
+    return st;
+}
+
+/* After the buckets: the rows summed, batch norm's statistics alike. */
+static ug_status finish(ug_comm *c, ug_graph *g, const char *op)
+{
     /* Parameters the graph does not train but its forward pass updates
      * (batch norm's running statistics) take rank 0's values, as
      * DistributedDataParallel's buffers do, so the replicas stay alike. */
@@ -165,5 +239,100 @@ ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
     if (!g->micro_batches++ && g->optimizer)
         g->accumulation_step = ug_optimizer_steps(g->optimizer);
     g->accumulated_rows = (int64_t)rows;
+    return UG_OK;
+}
+
+ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
+{
+    const char *op = "ug_comm_reduce_gradients";
+    if (!c || !g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
+    UG_TRY(failing(c, prepare(c, g, op)));
+    comm_data_parallel *dp = c->data_parallel;
+    /* An empty part adds nothing: zeros, and no rows. */
+    for (int b = 0; !g->micro_batches && b < g->bucket_count; b++)
+        UG_TRY(failing(c, ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, g->buckets[b].flat, NULL)));
+    dp->backward_end = 0.0;
+    for (int b = 0; b < g->bucket_count; b++) {
+        const double start = ug_comm_now();
+        UG_TRY(ug_comm_all_reduce(c, g->buckets[b].flat, UG_COMM_SUM));
+        dp->timing[b] = (comm_timing){start, ug_comm_now()};
+    }
+    return finish(c, g, op);
+}
+
+/* Backward has launched bucket b's last accumulation: its all-reduce is
+ * queued on the communication thread, to start when the device is there. */
+static ug_status bucket_ready(void *ctx, int b)
+{
+    ug_comm *c = ctx;
+    comm_data_parallel *dp = c->data_parallel;
+    UG_TRY(ug_event_record(dp->ready[b], ug_stream_current(c->device)));
+    return ug_comm_side_submit(c, ((const ug_graph *)dp->graph)->buckets[b].flat, dp->ready[b], &dp->timing[b]);
+}
+
+ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
+{
+    const char *op = "ug_comm_run_backward";
+    if (!c || !g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
+    UG_TRY(failing(c, prepare(c, g, op)));
+    if (!c->side_allowed) { /* MPI allows only its first thread: after backward */
+        UG_TRY(failing(c, ug_graph_run_backward(g)));
+        return ug_comm_reduce_gradients(c, g);
+    }
+    comm_data_parallel *dp = c->data_parallel;
+    dp->backward_end = 0.0;
+    ug_status st = ug_graph_run_backward_notify(g, bucket_ready, c);
+    if (st == UG_OK) { /* when the device finished backward: what the overlap had to hide behind */
+        ug_event *end = dp->ready[g->bucket_count - 1];
+        st = ug_event_synchronize(end);
+        dp->backward_end = ug_comm_now();
+    }
+    if (st != UG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ug_last_error());
+        c->engine->fail(c, why);
+        ug_comm_side_drain(c);
+        return ug_set_error(st, "%s", why);
+    }
+    UG_TRY(failing(c, ug_comm_side_drain(c)));
+    return finish(c, g, op);
+}
+
+ug_status ug_comm_set_bucket_bytes(ug_graph *g, size_t first_bytes, size_t bytes)
+{
+    const char *op = "ug_comm_set_bucket_bytes";
+    if (!g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: graph is NULL", op);
+    if ((first_bytes && first_bytes < sizeof(float)) || (bytes && bytes < sizeof(float)))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: buckets of %zu and %zu bytes; give at least 4 bytes, or 0 "
+                            "for the defaults (1 MiB, then 25 MiB)", op, first_bytes, bytes);
+    ug_status st = ug_graph_set_buckets(g, first_bytes, bytes);
+    return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
+}
+
+int ug_comm_bucket_count(const ug_comm *c)
+{
+    return c && c->data_parallel ? c->data_parallel->count : 0;
+}
+
+ug_status ug_comm_bucket_at(const ug_comm *c, int index, ug_comm_bucket *out)
+{
+    const char *op = "ug_comm_bucket_at";
+    if (!c || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "out" : "comm");
+    const comm_data_parallel *dp = c->data_parallel;
+    if (index < 0 || index >= ug_comm_bucket_count(c))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: bucket %d of %d", op, index, ug_comm_bucket_count(c));
+    const graph_bucket *b = &dp->graph->buckets[index];
+    const comm_timing t = dp->timing[index];
+    double hidden = 0.0;
+    if (dp->backward_end > 0.0 && t.end > t.start) {
+        const double before = (dp->backward_end < t.end ? dp->backward_end : t.end) - t.start;
+        hidden = before <= 0.0 ? 0.0 : before / (t.end - t.start);
+    }
+    *out = (ug_comm_bucket){.parameters = b->end - b->begin, .bytes = b->elements * (int64_t)sizeof(float),
+                            .seconds = t.end - t.start, .hidden = hidden};
     return UG_OK;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "unigrad/comm.h"
+#include "unigrad/stream.h"
 
 typedef struct comm_engine {
     const char *name;
@@ -23,6 +24,9 @@ typedef struct comm_engine {
     void (*leave)(ug_comm *c);
 } comm_engine;
 
+typedef struct comm_side comm_side;
+typedef struct comm_data_parallel comm_data_parallel;
+
 struct ug_comm {
     const comm_engine *engine;
     void *group;              /* the engine's */
@@ -31,7 +35,31 @@ struct ug_comm {
     double timeout;           /* seconds */
     float *staging;           /* host copies of tensors */
     size_t staging_floats;
+    bool side_allowed;        /* the engine may be called from the communication thread */
+    comm_side *side;          /* the communication thread, made on first use (side.c) */
+    comm_data_parallel *data_parallel; /* data_parallel.c's state */
 };
+
+/* comm.c: tensor <- op over the ranks' tensors, staged through *staging
+ * (grown as needed); what ug_comm_all_reduce does, from any thread. */
+ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, float **staging,
+                                size_t *staging_floats);
+
+/* side.c: the communication thread. */
+typedef struct comm_timing {
+    double start, end;        /* seconds of ug_comm_now */
+} comm_timing;
+double ug_comm_now(void);
+/* Queues an all-reduce (sum) of tensor, to start once ready completes;
+ * timing, if not NULL, receives its start and end. */
+ug_status ug_comm_side_submit(ug_comm *c, ug_tensor *tensor, ug_event *ready, comm_timing *timing);
+/* Waits until the queued collectives are done: the first failure among
+ * them since the last drain, or UG_OK. */
+ug_status ug_comm_side_drain(ug_comm *c);
+/* Finishes the queue and ends the thread. */
+void ug_comm_side_stop(ug_comm *c);
+/* data_parallel.c: frees its state. */
+void ug_comm_data_parallel_free(ug_comm *c);
 
 extern const comm_engine ug_comm_local_engine;
 

@@ -125,15 +125,15 @@ ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     }
     g->module = module;
-    int rank = 0, size = 0;
-    if (module->init(&rank, &size, reason, sizeof reason) != 0) {
+    int rank = 0, size = 0, any_thread = 0;
+    if (module->init(&rank, &size, &any_thread, reason, sizeof reason) != 0) {
         free(g);
         free(c);
         return ug_set_error(UG_ERR_BACKEND, "%s: %s", op, reason);
     }
     ug_device_retain(device);
     *c = (ug_comm){.engine = &mpi_engine, .group = g, .rank = rank, .size = size, .device = device,
-                   .timeout = 300.0};
+                   .timeout = 300.0, .side_allowed = any_thread != 0};
     *out = c;
     return UG_OK;
 }

@@ -6,6 +6,7 @@
  * calls). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,8 +30,10 @@ static int error(int code, const char *call, char *why, size_t len)
     return 1;
 }
 
-/* Polls request until done or timeout seconds; sleeps briefly between
- * polls once the first millisecond has passed. */
+/* Polls request until done or timeout seconds. Open MPI moves a
+ * non-blocking collective on only inside MPI calls, so the first second
+ * polls without pause (yielding the core to the rank's compute thread);
+ * later polls, of a rank waiting for a slow one, sleep between. */
 static int wait_for(MPI_Request *request, const char *what, double timeout, char *why, size_t len)
 {
     const double start = now();
@@ -50,6 +53,8 @@ static int wait_for(MPI_Request *request, const char *what, double timeout, char
         }
         if (waited > 1.0)
             nanosleep(&(struct timespec){0, 50000}, NULL);
+        else
+            sched_yield();
     }
 }
 
@@ -61,16 +66,21 @@ static void finalize(void)
         MPI_Finalize();
 }
 
-static int init(int *rank, int *size, char *why, size_t len)
+static int init(int *rank, int *size, int *any_thread, char *why, size_t len)
 {
-    int initialized = 0, provided = 0;
+    int initialized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
     if (!initialized) {
-        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+        /* Serialized: the rank's communication thread calls MPI too,
+         * never at once with another (comm/side.c). */
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS)
             return error(rc, "MPI_Init_thread", why, len);
         atexit(finalize);
+    } else {
+        MPI_Query_thread(&provided);
     }
+    *any_thread = provided >= MPI_THREAD_SERIALIZED;
     /* Errors come back as codes, not as an abort of the job. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
@@ -80,23 +90,19 @@ static int init(int *rank, int *size, char *why, size_t len)
 
 static int all_reduce(float *data, size_t n, int op, double timeout, char *why, size_t len)
 {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Request request;
-    int rc = MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : data, rank == 0 ? data : NULL, (int)n, MPI_FLOAT,
-                         op == 2 ? MPI_MAX : MPI_SUM, 0, MPI_COMM_WORLD, &request);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, op == 2 ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD,
+                            &request);
     if (rc != MPI_SUCCESS)
-        return error(rc, "MPI_Ireduce", why, len);
-    if (wait_for(&request, "ug_comm_all_reduce (reduce)", timeout, why, len))
+        return error(rc, "MPI_Iallreduce", why, len);
+    if (wait_for(&request, "ug_comm_all_reduce", timeout, why, len))
         return 1;
-    if (rank == 0 && op == 1)
+    if (op == 1)
         for (size_t i = 0; i < n; i++)
             data[i] /= (float)size;
-    rc = MPI_Ibcast(data, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD, &request);
-    if (rc != MPI_SUCCESS)
-        return error(rc, "MPI_Ibcast", why, len);
-    return wait_for(&request, "ug_comm_all_reduce (broadcast)", timeout, why, len);
+    return 0;
 }
 
 static int broadcast(float *data, size_t n, int root, double timeout, char *why, size_t len)

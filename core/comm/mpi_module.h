@@ -8,17 +8,20 @@
 
 #include <stddef.h>
 
-#define UG_MPI_MODULE_VERSION 1
+#define UG_MPI_MODULE_VERSION 2
 #define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
 
 typedef struct ug_mpi_module {
     int version;
     /* Initialises MPI if the program has not (and finalises it at exit):
-     * this process's rank and the world's size. */
-    int (*init)(int *rank, int *size, char *why, size_t len);
+     * this process's rank and the world's size, and whether MPI may be
+     * called from any thread, one at a time (MPI_THREAD_SERIALIZED). */
+    int (*init)(int *rank, int *size, int *any_thread, char *why, size_t len);
     /* Collectives on MPI_COMM_WORLD, each waiting at most timeout seconds.
-     * op: 0 sum, 1 average, 2 max (ug_comm_op). All-reduce reduces to rank
-     * 0 and broadcasts, so every rank gets the same bits. */
+     * op: 0 sum, 1 average, 2 max (ug_comm_op). Open MPI's all-reduce
+     * algorithms give every rank the same bits: each element is summed
+     * once and copied (ring, reduce and broadcast), or summed in the same
+     * pairs on both sides (recursive doubling). */
     int (*all_reduce)(float *data, size_t n, int op, double timeout, char *why, size_t len);
     int (*broadcast)(float *data, size_t n, int root, double timeout, char *why, size_t len);
     int (*all_gather)(const float *in, size_t n, float *out, double timeout, char *why, size_t len);

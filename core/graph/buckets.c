@@ -165,5 +165,7 @@ ug_status ug_graph_make_accumulators(ug_graph *g)
         st = make_bucket(g, &g->buckets[b]);
     if (st != UG_OK) /* all or nothing: the next call tries again */
         ug_graph_free_accumulators(g);
+    static _Atomic uint64_t layouts;
+    g->layout = ++layouts;
     return st;
 }

@@ -121,6 +121,7 @@ struct ug_graph {
     graph_bucket *buckets;
     int bucket_count;
     size_t bucket_first_bytes, bucket_bytes; /* 0: the defaults */
+    uint64_t layout;          /* names this layout of the accumulators, unique in the process */
     int micro_batches;        /* summed since the last update */
     int64_t accumulated_rows; /* their rows: the update divides by it */
     int64_t accumulation_step; /* the optimizer's steps at the first of them */

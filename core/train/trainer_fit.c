@@ -38,33 +38,37 @@ static ug_status stop_agreed(ug_trainer *t, bool *stop)
     return UG_OK;
 }
 
-/* The update of the gradients accumulated: with comm, of every rank's. */
+/* The update of the gradients accumulated (with comm, reduced over the
+ * ranks already). */
 static ug_status update(ug_trainer *t)
 {
     t->pending = 0;
-    if (t->config.comm)
-        UG_TRY(ug_comm_reduce_gradients(t->config.comm, t->train.graph));
     UG_TRY(ug_graph_run_update(t->train.graph));
     /* Backends may round the same update differently: the replicas take
      * rank 0's parameters again, so they stay bitwise alike. */
     return t->mixed_backends ? ug_comm_take_rank0_params(t->config.comm, t->model, "trainer: resync") : UG_OK;
 }
 
-/* One batch: backward, and the update when accumulate batches are in. A
- * rank's part of a batch may be empty (comm): it still joins the update. */
-static ug_status train_batch(ug_trainer *t, const ug_batch *b)
+/* One batch: backward, and the update when accumulate batches are in or
+ * the epoch ends (last). With comm, the update's micro-batch reduces the
+ * ranks' gradients as backward produces them; a rank whose part of it is
+ * empty joins the reduction with zeros. */
+static ug_status train_batch(ug_trainer *t, const ug_batch *b, bool last)
 {
     ug_graph *g = t->train.graph;
+    ug_comm *comm = t->config.comm;
+    const bool updating = t->pending + 1 >= t->config.accumulate || last;
     if (b->count) {
         UG_TRY(ug_graph_bind(g, t->train.x, b->x));
         UG_TRY(ug_graph_bind(g, t->train.y, b->y));
-        if (t->config.accumulate <= 1 && !t->config.comm)
+        if (t->config.accumulate <= 1 && !comm)
             return ug_graph_run(g);
-        UG_TRY(ug_graph_run_backward(g));
+        UG_TRY(updating && comm ? ug_comm_run_backward(comm, g) : ug_graph_run_backward(g));
+    } else if (updating && comm) {
+        UG_TRY(ug_comm_reduce_gradients(comm, g));
     }
-    if (++t->pending < t->config.accumulate)
-        return UG_OK;
-    return update(t);
+    t->pending++;
+    return updating ? update(t) : UG_OK;
 }
 
 /* A checkpoint of the run now (between updates). A failed save is
@@ -111,7 +115,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
         }
         const float lr = ug_optimizer_current_lr(t->optimizer);
         t->last_lr = lr;
-        UG_TRY(train_batch(t, &b));
+        UG_TRY(train_batch(t, &b, index + 1 == batches));
         UG_TRY(ug_profiler_range_pop(t->device));
         samples += b.count;
         t->global_batch++;
@@ -138,9 +142,6 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
             return UG_OK;
         }
     }
-    /* An epoch's leftover micro-batches make its last update. */
-    if (t->pending)
-        UG_TRY(update(t));
     report->seconds = now_seconds() - start;
     UG_TRY(trainer_read_metrics(t, &t->train, samples, false, &report->train));
     /* The run's samples: with comm, every rank's (the sums read above). */

@@ -90,6 +90,30 @@ UG_API ug_status ug_comm_broadcast_model(ug_comm *comm, ug_model *model);
  * Parameters the graph does not train but updates (batch norm's running
  * statistics) take rank 0's values, as DistributedDataParallel's buffers. */
 UG_API ug_status ug_comm_reduce_gradients(ug_comm *comm, ug_graph *graph);
+/* The last micro-batch before an update, in place of ug_graph_run_backward
+ * then ug_comm_reduce_gradients, with the same result: the gradients are
+ * accumulated in buckets in the order backward finishes them, and each
+ * bucket's all-reduce starts on this rank's communication thread as soon
+ * as its last gradient is written, while the rest of backward runs. (When
+ * MPI was initialised by the program without MPI_THREAD_SERIALIZED, the
+ * buckets are reduced after backward.) */
+UG_API ug_status ug_comm_run_backward(ug_comm *comm, ug_graph *graph);
+/* The sizes of graph's gradient buckets: the first (small, so that the
+ * first all-reduce starts early) and the others; 0 keeps the defaults,
+ * 1 MiB and 25 MiB, as DistributedDataParallel's. A gradient larger than
+ * a bucket is a bucket of its own. Between updates only. */
+UG_API ug_status ug_comm_set_bucket_bytes(ug_graph *graph, size_t first_bytes, size_t bytes);
+
+/* A bucket of the last update this rank reduced (ug_comm_run_backward or
+ * ug_comm_reduce_gradients), in the order backward finished them. */
+typedef struct ug_comm_bucket {
+    int parameters;           /* gradients in it */
+    int64_t bytes;
+    double seconds;           /* its all-reduce, staging included */
+    double hidden;            /* the share of it that ran while backward did (0 to 1) */
+} ug_comm_bucket;
+UG_API int ug_comm_bucket_count(const ug_comm *comm);
+UG_API ug_status ug_comm_bucket_at(const ug_comm *comm, int index, ug_comm_bucket *out);
 
 #ifdef __cplusplus
 }

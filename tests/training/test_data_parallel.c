@@ -2,12 +2,16 @@
 /* Data-parallel training in one process (comm.h): two replicas (the CPU and
  * the device under test, on threads of their own) start from different
  * initialisations, take rank 0's parameters (ug_comm_broadcast_model),
- * and train an MLP with Adam on their parts of each global batch, split
- * evenly and unevenly, with the gradients summed over the ranks
- * (ug_comm_reduce_gradients). After 10 steps every replica's parameters
- * equal one device's trained on the whole global batches within 1e-5;
- * replicas on the same kind of device are bitwise equal. A part may be
- * empty; replicas of different models are refused on every rank. The
+ * and train an MLP or a CNN with Adam on their parts of each global batch,
+ * split evenly and unevenly (the last batch partial), the gradients
+ * reduced in buckets overlapped with backward (ug_comm_run_backward), or
+ * after it. After 20 steps every replica's parameters equal one device's
+ * trained on the whole global batches within 1e-5, with accumulation,
+ * clipping, and f16 with an overflow on one rank (skipped on both);
+ * replicas on the same kind of device are bitwise equal after every step,
+ * and the overlapped reduction gives the bits of the one after backward.
+ * A part may be empty; replicas of another model or optimizer are refused
+ * on every rank. The
  * trainer with comm (one per rank) ends where one device's does, with the
  * same epoch figures and the replicas bitwise alike. */
 #include <math.h>
@@ -30,7 +34,8 @@ static void *run_replica(void *arg)
 static replica one, ranks[2];
 
 /* Two replicas, rank 1 on dev, splitting each batch at split. */
-static void run_pair(ug_device *dev, int64_t split, bool other_model)
+static void run_pair(ug_device *dev, int64_t split, const replica_setup *setup, bool other_model,
+                     bool other_optimizer)
 {
     ug_device *cpu = NULL;
     REQUIRE_OK(ug_device_open("cpu", &cpu));
@@ -41,7 +46,8 @@ static void run_pair(ug_device *dev, int64_t split, bool other_model)
     for (int r = 0; r < 2; r++) {
         memset(&ranks[r], 0, sizeof ranks[r]);
         ranks[r] = (replica){.device = devices[r], .comm = comms[r], .first = r ? split : 0,
-                             .rows = r ? REPLICA_BATCH - split : split, .other_model = other_model && r == 1};
+                             .rows = r ? REPLICA_BATCH - split : split, .other_model = other_model && r == 1,
+                             .other_optimizer = other_optimizer && r == 1, .setup = *setup};
         pthread_create(&threads[r], NULL, run_replica, &ranks[r]);
     }
     for (int r = 0; r < 2; r++)
@@ -51,35 +57,96 @@ static void run_pair(ug_device *dev, int64_t split, bool other_model)
     ug_device_close(cpu);
 }
 
-static void check_against_one(ug_device *dev, int64_t split)
+static const char *describe(const replica_setup *c)
+{
+    static char text[128];
+    snprintf(text, sizeof text, "%s%s%s%s%s%s", c->cnn ? "cnn" : "mlp", c->f16 ? ", f16" : "",
+             c->accumulate ? ", accumulation" : "", c->clip ? ", clipping" : "",
+             c->overflow_step ? ", overflow on rank 1" : "", c->after_backward ? ", after backward" : "");
+    return text;
+}
+
+static void check_against_one(ug_device *dev, int64_t split, replica_setup setup)
 {
     replica_data();
-    REQUIRE(replica_reference(dev, &one));
-    run_pair(dev, split, false);
+    REQUIRE(replica_reference(dev, &setup, split, &one));
+    run_pair(dev, split, &setup, false, false);
     for (int r = 0; r < 2; r++) {
         if (ranks[r].status != UG_OK) {
-            th_fail(TH_LOC, "rank %d: %s", r, ranks[r].message);
+            th_fail(TH_LOC, "rank %d [%s]: %s", r, describe(&setup), ranks[r].message);
             continue;
         }
         double worst = replica_distance(&ranks[r], &one);
-        CHECK_MSG(worst < 1e-5, "rank %d (split %lld of %d) is %g from one device on the global batch", r,
-                  (long long)split, REPLICA_BATCH, worst);
+        CHECK_MSG(worst < 1e-5, "rank %d (split %lld of %d) [%s] is %g from one device on the global batch", r,
+                  (long long)split, REPLICA_BATCH, describe(&setup), worst);
+        CHECK_MSG(ranks[r].skipped_steps == one.skipped_steps && (!setup.overflow_step || one.skipped_steps > 0),
+                  "rank %d [%s] skipped %lld steps, one device %lld", r, describe(&setup),
+                  (long long)ranks[r].skipped_steps, (long long)one.skipped_steps);
     }
     if (!strcmp(ug_device_name(dev), "cpu"))
-        CHECK_MSG(!memcmp(ranks[0].params, ranks[1].params, (size_t)one.param_count * sizeof(float)),
-                  "two replicas on the CPU are not bitwise equal");
+        for (int s = 0; s < REPLICA_STEPS; s++)
+            if (ranks[0].step_hash[s] != ranks[1].step_hash[s]) {
+                th_fail(TH_LOC, "two replicas on the CPU differ after step %d [%s]", s + 1, describe(&setup));
+                break;
+            }
 }
 
-static void test_even_split(ug_device *dev) { check_against_one(dev, REPLICA_BATCH / 2); }
-static void test_uneven_split(ug_device *dev) { check_against_one(dev, 3); }
-static void test_empty_part(ug_device *dev) { check_against_one(dev, REPLICA_BATCH); } /* rank 1 gets no rows */
+static void test_even_split(ug_device *dev) { check_against_one(dev, REPLICA_BATCH / 2, (replica_setup){0}); }
+static void test_uneven_split(ug_device *dev) { check_against_one(dev, 3, (replica_setup){0}); }
+static void test_empty_part(ug_device *dev) /* rank 1 gets no rows */
+{
+    check_against_one(dev, REPLICA_BATCH, (replica_setup){0});
+}
+static void test_cnn(ug_device *dev) { check_against_one(dev, 3, (replica_setup){.cnn = true}); }
+static void test_accumulation(ug_device *dev)
+{
+    check_against_one(dev, 3, (replica_setup){.accumulate = true});
+    check_against_one(dev, 5, (replica_setup){.cnn = true, .accumulate = true});
+}
+static void test_clipping(ug_device *dev) { check_against_one(dev, 5, (replica_setup){.clip = true}); }
+static void test_f16_overflow(ug_device *dev)
+{
+    check_against_one(dev, 3, (replica_setup){.f16 = true, .overflow_step = 7});
+}
+
+/* The buckets reduced as backward finishes them give the bits of the
+ * buckets reduced after it: each is reduced once its gradients are final. */
+static void test_overlap_same_bits(ug_device *dev)
+{
+    uint64_t overlapped[2][REPLICA_STEPS];
+    replica_data();
+    for (int pass = 0; pass < 2; pass++) {
+        const replica_setup setup = {.cnn = true, .accumulate = true, .after_backward = pass == 1};
+        run_pair(dev, 5, &setup, false, false);
+        for (int r = 0; r < 2; r++) {
+            if (ranks[r].status != UG_OK) {
+                th_fail(TH_LOC, "rank %d [%s]: %s", r, describe(&setup), ranks[r].message);
+                return;
+            }
+            if (!pass)
+                memcpy(overlapped[r], ranks[r].step_hash, sizeof overlapped[r]);
+            else
+                CHECK_MSG(!memcmp(overlapped[r], ranks[r].step_hash, sizeof overlapped[r]),
+                          "rank %d: the overlapped reduction differs from the one after backward", r);
+        }
+    }
+}
 
 static void test_other_model_refused(ug_device *dev)
 {
     replica_data();
-    run_pair(dev, REPLICA_BATCH / 2, true);
+    run_pair(dev, REPLICA_BATCH / 2, &(replica_setup){0}, true, false);
     for (int r = 0; r < 2; r++)
         CHECK_MSG(ranks[r].status == UG_ERR_INVALID_ARGUMENT && strstr(ranks[r].message, "another name or shape"),
+                  "rank %d: %s", r, ranks[r].message);
+}
+
+static void test_other_optimizer_refused(ug_device *dev)
+{
+    replica_data();
+    run_pair(dev, REPLICA_BATCH / 2, &(replica_setup){0}, false, true);
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(ranks[r].status == UG_ERR_INVALID_ARGUMENT && strstr(ranks[r].message, "rank 1's optimizer"),
                   "rank %d: %s", r, ranks[r].message);
 }
 
@@ -398,7 +465,13 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(even_split),
         TH_DEVICE_TEST(uneven_split),
         TH_DEVICE_TEST(empty_part),
+        TH_DEVICE_TEST(cnn),
+        TH_DEVICE_TEST(accumulation),
+        TH_DEVICE_TEST(clipping),
+        TH_DEVICE_TEST(f16_overflow),
+        TH_DEVICE_TEST(overlap_same_bits),
         TH_DEVICE_TEST(other_model_refused),
+        TH_DEVICE_TEST(other_optimizer_refused),
         TH_DEVICE_TEST(trainer),
         TH_DEVICE_TEST(trainer_stop),
         TH_DEVICE_TEST(batch_norm_statistics),

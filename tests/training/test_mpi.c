@@ -1,9 +1,12 @@
 /* The MPI engine, run by mpirun -np 2 (tests/CMakeLists.txt): each process
  * a rank on the CPU. Collectives against sums worked out in double, the
- * same bits on both ranks; data-parallel training (a 3 + 5 split of each
- * global batch) equal to one device on the global batches within 1e-5 and
- * bitwise equal across the ranks; another model refused on both. The
- * process exits 1 when a check failed, which fails the mpirun. */
+ * same bits on both ranks; data-parallel training of the MLP and the CNN
+ * (uneven splits of each global batch, the last one partial; gradient
+ * buckets overlapped with backward; accumulation, clipping, f16 with an
+ * overflow on rank 1) equal to one device on the global batches within
+ * 1e-5 and bitwise equal across the ranks after every step; another model
+ * or optimizer refused on both. The process exits 1 when a check failed,
+ * which fails the mpirun. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,24 +82,48 @@ static void collectives(ug_comm *comm, ug_device *dev)
     ug_tensor_free(t);
 }
 
-static void training(ug_comm *comm, ug_device *dev)
+static void train_case(ug_comm *comm, ug_device *dev, int64_t split, replica_setup setup, const char *what)
 {
     static replica one, mine;
-    replica_data();
-    EXPECT(replica_reference(dev, &one), "the one-device reference failed");
-    mine = (replica){.device = dev, .comm = comm, .first = rank ? 3 : 0, .rows = rank ? REPLICA_BATCH - 3 : 3};
+    EXPECT(replica_reference(dev, &setup, split, &one), "[%s] the one-device reference failed", what);
+    mine = (replica){.device = dev, .comm = comm, .first = rank ? split : 0,
+                     .rows = rank ? REPLICA_BATCH - split : split, .setup = setup};
     replica_run(&mine);
-    EXPECT(mine.status == UG_OK, "training: %s", mine.message);
+    EXPECT(mine.status == UG_OK, "[%s] training: %s", what, mine.message);
     double d = replica_distance(&mine, &one);
-    EXPECT(d < 1e-5, "the replica is %g from one device on the global batches", d);
-    EXPECT(same_everywhere(comm, dev, mine.params, mine.param_count), "the ranks' parameters differ");
+    EXPECT(d < 1e-5, "[%s] the replica is %g from one device on the global batches", what, d);
+    EXPECT(mine.skipped_steps == one.skipped_steps && (!setup.overflow_step || one.skipped_steps > 0),
+           "[%s] skipped %lld steps, one device %lld", what, (long long)mine.skipped_steps,
+           (long long)one.skipped_steps);
+    float hashes[REPLICA_STEPS * 4]; /* 16 bits a float: exact in f32 */
+    for (int s = 0; s < REPLICA_STEPS; s++)
+        for (int k = 0; k < 4; k++)
+            hashes[s * 4 + k] = (float)((mine.step_hash[s] >> (16 * k)) & 0xFFFF);
+    EXPECT(same_everywhere(comm, dev, hashes, REPLICA_STEPS * 4), "[%s] the ranks' parameters differ after some step",
+           what);
     replica_free(&mine);
-    /* Another model on rank 1: refused on both. */
-    mine = (replica){.device = dev, .comm = comm, .rows = 4, .other_model = rank == 1};
+}
+
+static void refused(ug_comm *comm, ug_device *dev, bool model, const char *expect)
+{
+    static replica mine;
+    mine = (replica){.device = dev, .comm = comm, .rows = 4, .other_model = model && rank == 1,
+                     .other_optimizer = !model && rank == 1};
     replica_run(&mine);
-    EXPECT(mine.status == UG_ERR_INVALID_ARGUMENT && strstr(mine.message, "another name or shape"),
-           "another model was not refused: %s", mine.message);
+    EXPECT(mine.status == UG_ERR_INVALID_ARGUMENT && strstr(mine.message, expect),
+           "another %s was not refused: %s", model ? "model" : "optimizer", mine.message);
     replica_free(&mine);
+}
+
+static void training(ug_comm *comm, ug_device *dev)
+{
+    replica_data();
+    train_case(comm, dev, 3, (replica_setup){0}, "mlp");
+    train_case(comm, dev, 5, (replica_setup){.cnn = true, .accumulate = true}, "cnn, accumulation");
+    train_case(comm, dev, 3, (replica_setup){.clip = true, .after_backward = true}, "mlp, clipping, after backward");
+    train_case(comm, dev, 3, (replica_setup){.f16 = true, .overflow_step = 7}, "mlp, f16, overflow on rank 1");
+    refused(comm, dev, true, "another name or shape");
+    refused(comm, dev, false, "rank 1's optimizer");
 }
 
 int main(void)
@@ -108,6 +135,7 @@ int main(void)
         return 1;
     }
     rank = ug_comm_rank(comm);
+    ug_comm_set_timeout(comm, 20.0); /* a failing check ends the run soon */
     EXPECT(ug_comm_size(comm) == RANKS, "the world has %d ranks, not %d (run with mpirun -np 2)", ug_comm_size(comm),
            RANKS);
     EXPECT(!strcmp(ug_comm_engine(comm), "MPI"), "the engine is %s", ug_comm_engine(comm));
@@ -115,7 +143,7 @@ int main(void)
         collectives(comm, dev);
         training(comm, dev);
     }
-    printf("rank %d: %s\n", rank, failures ? "FAILED" : "ok: collectives, training equal to one device, refusal");
+    printf("rank %d: %s\n", rank, failures ? "FAILED" : "ok: collectives, training equal to one device, refusals");
     ug_comm_free(comm);
     ug_device_close(dev);
     return failures ? 1 : 0;
