@@ -134,7 +134,7 @@ ug_status ug_stream_create(ug_device *device, ug_stream **out)
     pthread_mutex_lock(&device->stream_lock);
     s->next = device->side_streams;
     device->side_streams = s;
-    device->live_streams++;
+    __atomic_add_fetch(&device->live_streams, 1, __ATOMIC_RELEASE); /* the pool reads it without the lock */
     pthread_mutex_unlock(&device->stream_lock);
     ug_device_retain(device);
     *out = s;
@@ -148,7 +148,7 @@ void ug_stream_free(ug_stream *stream)
     ug_device *device = stream->device;
     pthread_mutex_lock(&device->stream_lock);
     stream->freed = true;
-    device->live_streams--;
+    __atomic_sub_fetch(&device->live_streams, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&device->stream_lock);
     ug_call_stream_destroy(device, stream->bstream);
     stream->bstream = NULL;
