@@ -10,6 +10,7 @@ static const bench_command commands[] = {
     {"conv", "ug-train --model cnn's convolutions beside oneDNN's and their im2col products in OpenBLAS", bench_conv},
     {"report", "all of the above on every device: CSV, JSON, plots and a Markdown report", bench_report},
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},
+    {"data-parallel", "weak scaling under mpirun: one rank's step alone against every rank's", bench_data_parallel},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
