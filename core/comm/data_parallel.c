@@ -284,9 +284,8 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
     comm_data_parallel *dp = c->data_parallel;
     dp->backward_end = 0.0;
     ug_status st = ug_graph_run_backward_notify(g, bucket_ready, c);
-    if (st == UG_OK) { /* when the device finished backward: what the overlap had to hide behind */
-        ug_event *end = dp->ready[g->bucket_count - 1];
-        st = ug_event_synchronize(end);
+    if (st == UG_OK && g->bucket_count) { /* when the device finished backward: what the overlap hid behind */
+        st = ug_event_synchronize(dp->ready[g->bucket_count - 1]);
         dp->backward_end = ug_comm_now();
     }
     if (st != UG_OK) {
