@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/fault.h"
 #include "base/mix64.h"
@@ -254,9 +255,9 @@ ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
         UG_TRY(failing(c, ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, g->buckets[b].flat, NULL)));
     dp->backward_end = 0.0;
     for (int b = 0; b < g->bucket_count; b++) {
-        const double start = ug_comm_now();
+        const double start = ug_seconds_now();
         UG_TRY(ug_comm_all_reduce(c, g->buckets[b].flat, UG_COMM_SUM));
-        dp->timing[b] = (comm_timing){start, ug_comm_now()};
+        dp->timing[b] = (comm_timing){start, ug_seconds_now()};
     }
     return finish(c, g, op);
 }
@@ -268,7 +269,7 @@ static ug_status bucket_ready(void *ctx, int b)
     ug_comm *c = ctx;
     comm_data_parallel *dp = c->data_parallel;
     UG_TRY(ug_event_record(dp->ready[b], ug_stream_current(c->device)));
-    return ug_comm_side_submit(c, ((const ug_graph *)dp->graph)->buckets[b].flat, dp->ready[b], &dp->timing[b]);
+    return ug_comm_side_submit(c, dp->graph->buckets[b].flat, dp->ready[b], &dp->timing[b]);
 }
 
 ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
@@ -286,7 +287,7 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
     ug_status st = ug_graph_run_backward_notify(g, bucket_ready, c);
     if (st == UG_OK && g->bucket_count) { /* when the device finished backward: what the overlap hid behind */
         st = ug_event_synchronize(dp->ready[g->bucket_count - 1]);
-        dp->backward_end = ug_comm_now();
+        dp->backward_end = ug_seconds_now();
     }
     if (st != UG_OK) {
         char why[512];

@@ -47,9 +47,8 @@ ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, fl
 
 /* side.c: the communication thread. */
 typedef struct comm_timing {
-    double start, end;        /* seconds of ug_comm_now */
+    double start, end;        /* seconds of ug_seconds_now */
 } comm_timing;
-double ug_comm_now(void);
 /* Queues an all-reduce (sum) of tensor, to start once ready completes;
  * timing, if not NULL, receives its start and end. */
 ug_status ug_comm_side_submit(ug_comm *c, ug_tensor *tensor, ug_event *ready, comm_timing *timing);

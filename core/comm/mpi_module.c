@@ -11,14 +11,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "core/comm/mpi_module.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int error(int code, const char *call, char *why, size_t len)
 {
@@ -36,14 +30,14 @@ static int error(int code, const char *call, char *why, size_t len)
  * later polls, of a rank waiting for a slow one, sleep between. */
 static int wait_for(MPI_Request *request, const char *what, double timeout, char *why, size_t len)
 {
-    const double start = now();
+    const double start = ug_seconds_now();
     for (int flag = 0;;) {
         int rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)
             return error(rc, what, why, len);
         if (flag)
             return 0;
-        double waited = now() - start;
+        double waited = ug_seconds_now() - start;
         if (waited > timeout) {
             int rank = -1;
             MPI_Comm_rank(MPI_COMM_WORLD, &rank);

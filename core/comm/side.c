@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/fault.h"
 #include "core/comm/internal.h"
@@ -43,20 +43,13 @@ struct comm_side {
     size_t staging_floats;
 };
 
-double ug_comm_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static ug_status run_job(comm_side *s, const side_job *job)
 {
     UG_TRY(ug_event_synchronize(job->ready));
-    const double start = ug_comm_now();
+    const double start = ug_seconds_now();
     UG_TRY(ug_comm_reduce_staged(s->comm, job->tensor, UG_COMM_SUM, &s->staging, &s->staging_floats));
     if (job->timing)
-        *job->timing = (comm_timing){start, ug_comm_now()};
+        *job->timing = (comm_timing){start, ug_seconds_now()};
     return UG_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "core/monitor/internal.h"
 
 typedef struct reading {
@@ -21,9 +22,7 @@ typedef struct reading {
 
 static bool take(const char *root_proc, const char *root_sys, reading *r)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r->seconds = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    r->seconds = ug_seconds_now();
     char path[512];
     snprintf(path, sizeof path, "%s/stat", root_proc);
     FILE *f = fopen(path, "r");

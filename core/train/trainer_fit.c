@@ -4,20 +4,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "core/comm/internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 #include "unigrad/profiler.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool stop_asked(const ug_trainer *t) { return t->config.stop && *t->config.stop; }
 
@@ -102,7 +95,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
     /* Batches before a resume count in the epoch's sums (the checkpoint
      * keeps them); their samples are whole batches. */
     int64_t samples = first_batch * t->batch, index = first_batch;
-    const double start = now_seconds();
+    const double start = ug_seconds_now();
     for (bool done = false;;) {
         /* A running profiler (profiler.h) sees each step as a range: the
          * batch's loading and its training. */
@@ -125,7 +118,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
                                  .samples = samples, .loss = NAN, .lr = lr};
             if ((c->log_every && t->global_batch % c->log_every == 0) || index + 1 == batches)
                 UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
-            s.samples_per_second = (double)(samples - first_batch * t->batch) / (now_seconds() - start);
+            s.samples_per_second = (double)(samples - first_batch * t->batch) / (ug_seconds_now() - start);
             UG_TRY(c->on_step(&s, c->user));
         }
         index++;
@@ -142,7 +135,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
             return UG_OK;
         }
     }
-    report->seconds = now_seconds() - start;
+    report->seconds = ug_seconds_now() - start;
     UG_TRY(trainer_read_metrics(t, &t->train, samples, false, &report->train));
     /* The run's samples: with comm, every rank's (the sums read above). */
     const int64_t trained = t->config.comm ? report->train.samples : samples;
