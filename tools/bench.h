@@ -60,10 +60,10 @@ bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), voi
  * alternating rounds over about target_seconds: the median rounds and the
  * median of the rounds' ratios on / off. With trace, the middle recorded
  * round's Chrome trace is written there, with its launches' device time
- * per step. */
+ * per step and that round's step time (the steps the trace holds). */
 typedef struct bench_profile_result {
     double off_s, on_s, ratio;
-    double traced_launches_s; /* 0 without a trace */
+    double traced_launches_s, traced_step_s; /* 0 without a trace */
 } bench_profile_result;
 bool bench_profiler_overhead(bool (*step)(void *ctx), void *ctx, ug_device *device, double target_seconds,
                              const char *trace, bench_profile_result *result);

@@ -1,7 +1,7 @@
 /* The profiler in ug-bench: what recording costs a step, timed with the
  * profiler off and on in alternating rounds so that a shared machine's
  * drift falls on both, and --trace's Chrome trace of the middle round's
- * steps, whose launches compare with the step time of the rounds around. */
+ * steps, whose launches compare with those steps' own time. */
 #include <string.h>
 
 #include "bench.h"
@@ -55,9 +55,11 @@ bool bench_profiler_overhead(bool (*step)(void *ctx), void *ctx, ug_device *devi
             ug_profiler_start(device, &prof) != UG_OK)
             return false;
         bool ok = bench_time(profiled_step, profiled_sync, &p, 1, each, &on[round], &reps);
-        if (ok && trace && round == ROUNDS / 2) /* reading the events' times is not the step's */
+        if (ok && trace && round == ROUNDS / 2) { /* reading the events' times is not the step's */
             ok = ug_profiler_stop(prof) == UG_OK && ug_profiler_write_trace(prof, trace) == UG_OK &&
                  launches_per_step(prof, &r->traced_launches_s);
+            r->traced_step_s = on[round];
+        }
         ug_profiler_free(prof);
         if (!ok)
             return false;

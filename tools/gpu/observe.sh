@@ -20,7 +20,7 @@ $train --epochs 1 --profile "$logs/cuda-train.json" | tail -n 20 || status=1
 python3 tests/observe/check_trace.py "$logs/cuda-train.json" || status=1
 "$UG_GPU_BUILD/ug-bench" train-mlp --device cuda:0 --no-epoch --no-modes --seconds 1 \
     --trace "$logs/cuda-bench.json" --csv "$logs/cuda-bench.csv" | grep -E "^cuda|profiler|traced" || status=1
-step=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "unprofiled_step_ms") c = i } NR == 2 { print $c }' \
+step=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms") c = i } NR == 2 { print $c }' \
     "$logs/cuda-bench.csv")
 python3 tests/observe/check_trace.py "$logs/cuda-bench.json" --step-ms "$step" || status=1
 
