@@ -155,3 +155,17 @@ void replicas_describe(const train_replicas *rp, char *out, size_t len)
     if (n < (int)len)
         snprintf(out + n, len - (size_t)n, ")");
 }
+
+void replicas_report_shares(const train_replicas *rp, const ug_trainer_epoch *e)
+{
+    if (e->replicas < 2)
+        return;
+    printf("world of %d: shares of each batch", e->replicas);
+    for (int r = 0; r < e->replicas; r++) {
+        if (rp->mpi)
+            printf("%s rank %d %.1f%%", r ? "," : "", r, 100.0 * e->shares[r]);
+        else
+            printf("%s %s %.1f%%", r ? "," : "", ug_device_name(rp->replicas[r].device), 100.0 * e->shares[r]);
+    }
+    printf("\n");
+}

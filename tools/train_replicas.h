@@ -44,4 +44,8 @@ int replicas_finish(train_replicas *rp);
 /* "2 replicas (cpu, opencl:0)" or "rank 0 of 2 (MPI)" for the header. */
 void replicas_describe(const train_replicas *rp, char *out, size_t len);
 
+/* The epoch report's world size and each replica's share of the batch
+ * (measured when the devices differ); nothing for one device. */
+void replicas_report_shares(const train_replicas *rp, const ug_trainer_epoch *e);
+
 #endif

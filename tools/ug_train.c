@@ -116,6 +116,7 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
     ug_trainer_metrics test;
     TRY(ug_trainer_evaluate(r->trainer, r->data.test, &test));
     report_epoch(r->trainer, e, &test);
+    replicas_report_shares(&r->replicas, e);
     if (r->first_step_seconds >= 0 && e->epoch == 0)
         printf("first step finished %.2f s after the process started\n", r->first_step_seconds);
     if (r->csv)

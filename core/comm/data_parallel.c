@@ -93,12 +93,12 @@ ug_status ug_comm_broadcast_model(ug_comm *c, ug_model *model)
     return ug_comm_take_rank0_params(c, model, op);
 }
 
-bool ug_comm_mixed_backends(ug_comm *c)
+bool ug_comm_ranks_differ(ug_comm *c, const char *text)
 {
-    /* Each rank's backend name as a signature; any difference counts. */
+    /* Each rank's text as a signature; any difference counts. */
     float mine[4], *all = ug_calloc((size_t)c->size * 4, sizeof *all);
-    as_floats(hash_text(0x9E3779B97F4A7C15ull, c->device->backend->name), mine);
-    bool mixed = true; /* when it cannot be told: resync, which is always right */
+    as_floats(hash_text(0x9E3779B97F4A7C15ull, text), mine);
+    bool mixed = true; /* when it cannot be told: the safe answer for both callers */
     if (all && c->engine->all_gather(c, mine, 4, all) == UG_OK) {
         mixed = false;
         for (int r = 1; r < c->size; r++)
@@ -142,6 +142,7 @@ struct comm_data_parallel {
     ug_event **ready;         /* per bucket: backward has finished it */
     comm_timing *timing;      /* per bucket: its last all-reduce */
     double backward_end;      /* when the last overlapped backward finished (0: not overlapped) */
+    double compute_seconds;   /* the last ug_comm_run_backward's forward and backward, on the device */
 };
 
 void ug_comm_data_parallel_free(ug_comm *c)
@@ -278,16 +279,20 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
     if (!c || !g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
     UG_TRY(failing(c, prepare(c, g, op)));
+    comm_data_parallel *dp = c->data_parallel;
+    const double start = ug_seconds_now();
     if (!c->side_allowed) { /* MPI allows only its first thread: after backward */
         UG_TRY(failing(c, ug_graph_run_backward(g)));
+        UG_TRY(failing(c, ug_device_synchronize(c->device)));
+        dp->compute_seconds = ug_seconds_now() - start;
         return ug_comm_reduce_gradients(c, g);
     }
-    comm_data_parallel *dp = c->data_parallel;
     dp->backward_end = 0.0;
     ug_status st = ug_graph_run_backward_notify(g, bucket_ready, c);
     if (st == UG_OK && g->bucket_count) { /* when the device finished backward: what the overlap hid behind */
         st = ug_event_synchronize(dp->ready[g->bucket_count - 1]);
         dp->backward_end = ug_seconds_now();
+        dp->compute_seconds = dp->backward_end - start;
     }
     if (st != UG_OK) {
         char why[512];
@@ -310,6 +315,20 @@ ug_status ug_comm_set_bucket_bytes(ug_graph *g, size_t first_bytes, size_t bytes
                             "for the defaults (1 MiB, then 25 MiB)", op, first_bytes, bytes);
     ug_status st = ug_graph_set_buckets(g, first_bytes, bytes);
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
+}
+
+double ug_comm_compute_seconds(const ug_comm *c)
+{
+    if (!c->data_parallel)
+        return 0.0;
+    const ug_graph *g = c->data_parallel->graph;
+    return c->debug_seconds_per_row > 0 ? c->debug_seconds_per_row * (double)g->rows
+                                        : c->data_parallel->compute_seconds;
+}
+
+void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds)
+{
+    c->debug_seconds_per_row = seconds;
 }
 
 int ug_comm_bucket_count(const ug_comm *c)

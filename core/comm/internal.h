@@ -38,6 +38,7 @@ struct ug_comm {
     bool side_allowed;        /* the engine may be called from the communication thread */
     comm_side *side;          /* the communication thread, made on first use (side.c) */
     comm_data_parallel *data_parallel; /* data_parallel.c's state */
+    double debug_seconds_per_row; /* test hook: > 0 replaces the timed compute (ug_comm_debug_seconds_per_row) */
 };
 
 /* comm.c: tensor <- op over the ranks' tensors, staged through *staging
@@ -64,9 +65,16 @@ extern const comm_engine ug_comm_local_engine;
 
 /* data_parallel.c, for the trainer: every rank takes rank 0's parameters
  * (through the model, so its half copies follow), with no check of the
- * models; and whether the ranks' devices are of different backends, whose
- * kernels may round alike-looking updates differently. */
+ * models; whether any rank's text differs from the others' (a collective:
+ * true when it cannot be told), e.g. the devices' backends, whose kernels
+ * may round alike-looking updates differently; and how long the last
+ * ug_comm_run_backward's forward and backward took this rank's device,
+ * waiting for no other rank (0 before one). */
 ug_status ug_comm_take_rank0_params(ug_comm *c, ug_model *model, const char *op);
-bool ug_comm_mixed_backends(ug_comm *c);
+bool ug_comm_ranks_differ(ug_comm *c, const char *text);
+double ug_comm_compute_seconds(const ug_comm *c);
+/* Test hook: this rank's forward and backward take seconds per row, as if
+ * timed, so that a test knows the shares the trainer must choose. */
+void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds);
 
 #endif

@@ -2,12 +2,11 @@
  *
  * Design, and why:
  * - Slots. The loader owns prefetch + 1 slots, each a pinned host buffer
- *   pair (x, y) and a device tensor pair allocated once at create: the
- *   consumer holds one slot while up to `prefetch` others are filled ahead.
- *   Nothing is allocated per batch, so a training loop's pool statistics
- *   stay flat. A partial last batch is a view (ug_tensor_slice) of a slot's
- *   tensors; its size is the same every epoch, so the views are made once at
- *   create too.
+ *   pair (x, y) and a device tensor pair allocated at create: the consumer
+ *   holds one slot while up to `prefetch` others are filled ahead. A batch
+ *   of fewer rows than its slot holds is a view (ug_tensor_slice) of the
+ *   slot's tensors, made again only when the count changes: nothing is
+ *   allocated per batch, so a training loop's pool statistics stay flat.
  * - Workers claim batch numbers in increasing order, each into any free
  *   slot, gather the rows into the slot's pinned buffers and upload them with
  *   the blocking ug_tensor_upload. The consumer takes batches in order. Since
@@ -27,9 +26,11 @@
  *   the permutation while gathering, so it may only be rewritten when none
  *   is), frees every slot but the one handed out, and restarts from batch 0.
  * - Shards (data-parallel training) take their part of each global batch
- *   from the same order: a shard's full batches and its part of a partial
- *   last batch each have one size, so the slots and their views are still
- *   made once; an empty part is handed out as count 0.
+ *   from the same order; an empty part is handed out as count 0. The shares
+ *   may change between batches (ug_loader_set_shard_weights, as replicas'
+ *   speeds are measured): the batches assembled ahead are assembled again,
+ *   and a slot too small for a larger part grows in the worker that fills
+ *   it (the pool fences a freed tensor the device may still read).
  * - The shuffle (ug_shuffled_order) is keyed by (seed, epoch) alone: the
  *   same order on every platform and for any batch size, thread count or
  *   prefetch depth, so an epoch can be resumed at any batch (ug_loader_seek).
@@ -65,9 +66,10 @@ typedef struct slot {
     int64_t *ids;              /* rows dataset indices */
     int64_t *base_ids;         /* the same in the data set's storage */
     float *scratch;            /* rows * features, for a callback's f32 values, or NULL */
-    ug_tensor *x, *y;          /* [rows, features] x_dtype; [rows] i32 or [rows, width] f32 */
-    ug_tensor *x_part, *y_part; /* views for the partial last batch, or NULL */
-    ug_tensor *x_full, *y_full; /* views for a shard's full batches, when fewer than rows */
+    int64_t capacity;          /* rows it holds */
+    ug_tensor *x, *y;          /* [capacity, features] x_dtype; [capacity] i32 or [capacity, width] f32 */
+    ug_tensor *x_view, *y_view; /* their first view_rows rows, for a batch of fewer, or NULL */
+    int64_t view_rows;
     ug_status status;          /* the worker's result */
     char message[MESSAGE_BYTES];
 } slot;
@@ -77,11 +79,12 @@ struct ug_loader {
     const ug_dataset *dataset;
     ug_device *device;
     ug_loader_config config;
-    int64_t rows;              /* slot capacity: the most rows of a batch (of this shard) */
+    int64_t rows;              /* the most rows of a batch (of this shard) at create: the slots' */
     int64_t full_batches;      /* batches of batch_size samples */
     int64_t full_rows, full_offset; /* this shard's rows of a full batch, and where they start */
     int64_t partial;           /* this shard's rows of the last batch if it is kept partial, else 0 */
     int64_t partial_offset;
+    int64_t rest;              /* rows of the partial last batch kept, or 0 */
     double shard_weights[LOADER_MAX_SHARDS];
     int64_t batches;           /* per epoch */
     int64_t *perm;             /* the epoch's order of sample indices */
@@ -141,12 +144,50 @@ static void shard_of(const ug_loader_config *c, const double *weights, int64_t r
     *count = end - start;
 }
 
-/* The slot's tensors (or views of them) of count rows; NULL for none. */
-static void batch_tensors(const ug_loader *l, const slot *s, ug_tensor **x, ug_tensor **y)
+/* This shard's part of the full batches and of the partial last one, by
+ * weights (NULL: equal), kept in the loader: the caller's array need not
+ * outlive the call. */
+static void place_shard(ug_loader *l, const double *weights)
 {
-    const bool whole = s->count == l->rows, full = s->count == l->full_rows && s->x_full;
-    *x = !s->count ? NULL : whole ? s->x : full ? s->x_full : s->x_part;
-    *y = !s->count ? NULL : whole ? s->y : full ? s->y_full : s->y_part;
+    ug_loader_config *c = &l->config;
+    c->shard_weights = NULL;
+    if (c->shard_count > 1 && weights) {
+        memmove(l->shard_weights, weights, (size_t)c->shard_count * sizeof *l->shard_weights);
+        c->shard_weights = l->shard_weights;
+    }
+    shard_of(c, c->shard_weights, c->batch_size, &l->full_offset, &l->full_rows);
+    shard_of(c, c->shard_weights, l->rest, &l->partial_offset, &l->partial);
+}
+
+/* The slot's tensors (or views of them) of its count rows; NULL for none. */
+static void batch_tensors(const slot *s, ug_tensor **x, ug_tensor **y)
+{
+    const bool whole = s->count == s->capacity;
+    *x = !s->count ? NULL : whole ? s->x : s->x_view;
+    *y = !s->count ? NULL : whole ? s->y : s->y_view;
+}
+
+static void free_slot_buffers(ug_loader *l, slot *s);
+static ug_status make_slot(ug_loader *l, slot *s, int64_t rows);
+
+/* The slot ready for its count rows: grown if it holds fewer (the shares
+ * changed), with views of count rows if it holds more. */
+static ug_status shape_slot(ug_loader *l, slot *s)
+{
+    if (s->count > s->capacity) {
+        free_slot_buffers(l, s);
+        UG_TRY(make_slot(l, s, s->count));
+    }
+    if (s->count == s->capacity || s->count == s->view_rows)
+        return UG_OK;
+    ug_tensor_free(s->x_view);
+    ug_tensor_free(s->y_view);
+    s->x_view = s->y_view = NULL;
+    s->view_rows = 0;
+    UG_TRY(ug_tensor_slice(s->x, 0, s->count, &s->x_view));
+    UG_TRY(ug_tensor_slice(s->y, 0, s->count, &s->y_view));
+    s->view_rows = s->count;
+    return UG_OK;
 }
 
 /* Gathers and uploads one batch; runs without the lock. Reads perm, which
@@ -157,11 +198,12 @@ static ug_status fill_slot(ug_loader *l, slot *s)
     int64_t count = s->count;
     if (!count)
         return UG_OK; /* this shard's part of a small last batch is empty */
+    UG_TRY(shape_slot(l, s));
     memcpy(s->ids, l->perm + batch_offset(l, s->batch), (size_t)count * sizeof *s->ids);
     UG_TRY(ug_dataset_gather(ds, s->ids, count, l->config.x_dtype, s->host_x, s->host_y, s->base_ids,
                              s->scratch));
     ug_tensor *x = NULL, *y = NULL;
-    batch_tensors(l, s, &x, &y);
+    batch_tensors(s, &x, &y);
     size_t x_bytes = (size_t)count * (size_t)ds->features * ug_dtype_size(l->config.x_dtype);
     if (s->inject_failure)
         x_bytes++; /* the test hook: ug_tensor_upload refuses the size */
@@ -271,54 +313,69 @@ static void live_remove(ug_loader *l)
     pthread_mutex_unlock(&live_lock);
 }
 
-/* Frees everything except the threads (stopped before) and the sync
- * objects. Host buffers go before the tensors: the tensors' storage keeps
- * the device open, and ug_host_free needs it. */
+/* A slot's buffers, freed and set to NULL (its state stays). Host buffers
+ * go before the tensors: the tensors' storage keeps the device open, and
+ * ug_host_free needs it. */
+static void free_slot_buffers(ug_loader *l, slot *s)
+{
+    ug_host_free(l->device, s->host_x);
+    ug_host_free(l->device, s->host_y);
+    free(s->ids);
+    free(s->base_ids);
+    free(s->scratch);
+    ug_tensor_free(s->x_view);
+    ug_tensor_free(s->y_view);
+    ug_tensor_free(s->x);
+    ug_tensor_free(s->y);
+    s->host_x = s->host_y = NULL;
+    s->ids = s->base_ids = NULL;
+    s->scratch = NULL;
+    s->x = s->y = s->x_view = s->y_view = NULL;
+    s->capacity = s->view_rows = 0;
+}
+
+/* Frees everything except the threads (stopped before) and the sync objects. */
 static void free_slots(ug_loader *l)
 {
-    for (int i = 0; l->slots && i < l->nslots; i++) {
-        slot *s = &l->slots[i];
-        ug_host_free(l->device, s->host_x);
-        ug_host_free(l->device, s->host_y);
-        free(s->ids);
-        free(s->base_ids);
-        free(s->scratch);
-        ug_tensor_free(s->x_part);
-        ug_tensor_free(s->y_part);
-        ug_tensor_free(s->x_full);
-        ug_tensor_free(s->y_full);
-        ug_tensor_free(s->x);
-        ug_tensor_free(s->y);
-    }
+    for (int i = 0; l->slots && i < l->nslots; i++)
+        free_slot_buffers(l, &l->slots[i]);
     free(l->slots);
     l->slots = NULL;
 }
 
-static ug_status make_slot(ug_loader *l, slot *s)
+static ug_status make_slot(ug_loader *l, slot *s, int64_t rows)
 {
     const ug_dataset *ds = l->dataset;
     int64_t features = ds->features, width = ug_dataset_target_width(ds);
-    size_t values = (size_t)l->rows * (size_t)features;
+    size_t values = (size_t)rows * (size_t)features;
     UG_TRY(ug_host_alloc(l->device, values * ug_dtype_size(l->config.x_dtype), &s->host_x));
-    UG_TRY(ug_host_alloc(l->device, (size_t)l->rows * ug_dataset_y_bytes(ds), &s->host_y));
-    s->ids = ug_malloc((size_t)l->rows * sizeof *s->ids);
-    s->base_ids = ug_malloc((size_t)l->rows * sizeof *s->base_ids);
+    UG_TRY(ug_host_alloc(l->device, (size_t)rows * ug_dataset_y_bytes(ds), &s->host_y));
+    s->ids = ug_malloc((size_t)rows * sizeof *s->ids);
+    s->base_ids = ug_malloc((size_t)rows * sizeof *s->base_ids);
     bool scratch = ug_dataset_gather_needs_scratch(ds, l->config.x_dtype);
     if (scratch)
         s->scratch = ug_malloc(values * sizeof(float));
     if (!s->ids || !s->base_ids || (scratch && !s->scratch))
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_loader_create: out of host memory");
-    int64_t xs[2] = {l->rows, features}, ys[2] = {l->rows, width};
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "the loader's batches of %lld rows: out of host memory",
+                            (long long)rows);
+    int64_t xs[2] = {rows, features}, ys[2] = {rows, width};
     UG_TRY(ug_tensor_create(l->device, l->config.x_dtype, 2, xs, &s->x));
     UG_TRY(width ? ug_tensor_create(l->device, UG_F32, 2, ys, &s->y) : ug_tensor_create(l->device, UG_I32, 1, ys, &s->y));
-    if (l->partial && l->partial < l->rows) {
-        UG_TRY(ug_tensor_slice(s->x, 0, l->partial, &s->x_part));
-        UG_TRY(ug_tensor_slice(s->y, 0, l->partial, &s->y_part));
+    s->capacity = rows;
+    return UG_OK;
+}
+
+static ug_status check_weights(int count, const double *weights, const char *op)
+{
+    double total = 0.0;
+    for (int i = 0; i < count; i++) {
+        if (!(weights[i] > 0.0) || !isfinite(weights[i]))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_weights[%d] is %g; weights are positive", op, i,
+                                weights[i]);
+        total += weights[i];
     }
-    if (l->full_batches && l->full_rows && l->full_rows < l->rows) {
-        UG_TRY(ug_tensor_slice(s->x, 0, l->full_rows, &s->x_full));
-        UG_TRY(ug_tensor_slice(s->y, 0, l->full_rows, &s->y_full));
-    }
+    if (!isfinite(total))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the shard weights sum to %g; scale them down", op, total);
     return UG_OK;
 }
 
@@ -348,16 +405,7 @@ static ug_status resolve_config(const ug_loader_config *config, const char *op, 
     if (c->shard_count > 1 && (c->shard_index < 0 || c->shard_index >= c->shard_count))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_index %d is not one of the %d shards (0..%d)", op,
                             c->shard_index, c->shard_count, c->shard_count - 1);
-    double total = 0.0;
-    for (int i = 0; c->shard_count > 1 && c->shard_weights && i < c->shard_count; i++) {
-        if (!(c->shard_weights[i] > 0.0) || !isfinite(c->shard_weights[i]))
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_weights[%d] is %g; weights are positive", op, i,
-                                c->shard_weights[i]);
-        total += c->shard_weights[i];
-    }
-    if (!isfinite(total))
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the shard weights sum to %g; scale them down", op, total);
-    return UG_OK;
+    return c->shard_count > 1 && c->shard_weights ? check_weights(c->shard_count, c->shard_weights, op) : UG_OK;
 }
 
 /* The most rows a batch of this shard has: its part of a full batch or
@@ -410,12 +458,8 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     l->rows = batch_rows(dataset, &c);
     l->full_batches = n / c.batch_size;
     int64_t rest = c.drop_last ? 0 : n % c.batch_size;
-    if (c.shard_count > 1 && c.shard_weights) { /* the caller's array need not outlive the call */
-        memcpy(l->shard_weights, c.shard_weights, (size_t)c.shard_count * sizeof *l->shard_weights);
-        l->config.shard_weights = l->shard_weights;
-    }
-    shard_of(&l->config, l->config.shard_weights, c.batch_size, &l->full_offset, &l->full_rows);
-    shard_of(&l->config, l->config.shard_weights, rest, &l->partial_offset, &l->partial);
+    l->rest = rest;
+    place_shard(l, c.shard_weights);
     l->batches = l->full_batches + (rest ? 1 : 0);
     l->handed = -1;
     l->fail_batch = -1;
@@ -436,7 +480,7 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     if (!l->perm || !l->slots || !l->threads)
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     for (int i = 0; st == UG_OK && i < l->nslots; i++)
-        st = make_slot(l, &l->slots[i]);
+        st = make_slot(l, &l->slots[i], l->rows);
     if (st != UG_OK)
         st = ug_prefix_error(st, "%s: batches of %lld x %lld on %s", op, (long long)l->rows,
                              (long long)dataset->features, device->info.id);
@@ -488,6 +532,40 @@ void ug_loader_debug_fail_batch(ug_loader *l, int64_t batch)
 
 /* ---- the consumer ---- */
 
+/* Under the lock: claims stopped, uploads in flight waited for (the
+ * workers read the permutation and the shard's place while gathering),
+ * and every batch assembled ahead dropped. The caller sets active again. */
+static void drop_assembled(ug_loader *l)
+{
+    l->active = false;
+    while (l->filling > 0)
+        pthread_cond_wait(&l->ready, &l->lock);
+    for (int i = 0; i < l->nslots; i++)
+        if (l->slots[i].state != SLOT_HANDED) /* valid until the next ug_loader_next */
+            l->slots[i].state = SLOT_FREE;
+    l->generation++;
+}
+
+ug_status ug_loader_set_shard_weights(ug_loader *l, const double *weights)
+{
+    const char *op = "ug_loader_set_shard_weights";
+    if (!l || !weights)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, l ? "weights" : "loader");
+    if (l->config.shard_count <= 1)
+        return ug_set_error(UG_ERR_STATE, "%s: the loader is not sharded (shard_count %d); weights divide a batch "
+                            "between shards", op, l->config.shard_count);
+    UG_TRY(check_weights(l->config.shard_count, weights, op));
+    pthread_mutex_lock(&l->lock);
+    const bool active = l->active;
+    drop_assembled(l);
+    place_shard(l, weights);
+    l->next_claim = l->next_consume;
+    l->active = active;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->lock);
+    return UG_OK;
+}
+
 ug_status ug_loader_seek(ug_loader *l, int64_t epoch, int64_t batch)
 {
     const char *op = "ug_loader_seek";
@@ -501,13 +579,7 @@ ug_status ug_loader_seek(ug_loader *l, int64_t epoch, int64_t batch)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: batch %lld is outside the epoch's 0..%lld", op,
                             (long long)batch, (long long)l->batches);
     pthread_mutex_lock(&l->lock);
-    l->active = false;
-    while (l->filling > 0)
-        pthread_cond_wait(&l->ready, &l->lock);
-    for (int i = 0; i < l->nslots; i++)
-        if (l->slots[i].state != SLOT_HANDED) /* valid until the next ug_loader_next */
-            l->slots[i].state = SLOT_FREE;
-    l->generation++;
+    drop_assembled(l);
     l->failed = UG_OK;
     l->started = epoch >= 0;
     l->active = epoch >= 0;
@@ -600,7 +672,7 @@ ug_status ug_loader_next(ug_loader *l, ug_batch *batch, bool *done)
             s->state = SLOT_HANDED;
             l->handed = (int)(s - l->slots);
             l->next_consume++;
-            batch_tensors(l, s, &batch->x, &batch->y);
+            batch_tensors(s, &batch->x, &batch->y);
             batch->count = s->count;
             batch->index = s->batch;
             batch->sample_ids = s->ids;

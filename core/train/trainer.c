@@ -9,6 +9,7 @@
 #include "base/fault.h"
 #include "core/io/string_map.h"
 #include "core/comm/internal.h"
+#include "core/runtime/internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 
@@ -294,7 +295,9 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     if (st == UG_OK && t->config.comm) /* the replicas start alike: rank 0's */
         st = ug_comm_broadcast_model(t->config.comm, t->model);
     if (st == UG_OK && t->config.comm)
-        t->mixed_backends = ug_comm_mixed_backends(t->config.comm);
+        t->mixed_backends = ug_comm_ranks_differ(t->config.comm, device->info.backend);
+    if (st == UG_OK)
+        st = trainer_balance_start(t);
     if (st != UG_OK) {
         ug_trainer_free(t);
         return st;

@@ -61,7 +61,10 @@ static ug_status train_batch(ug_trainer *t, const ug_batch *b, bool last)
         UG_TRY(ug_comm_reduce_gradients(comm, g));
     }
     t->pending++;
-    return updating ? update(t) : UG_OK;
+    if (!updating)
+        return UG_OK;
+    UG_TRY(update(t));
+    return trainer_balance_after_update(t, b->count);
 }
 
 /* A checkpoint of the run now (between updates). A failed save is
@@ -148,6 +151,8 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
 static ug_status epoch_figures(ug_trainer *t, ug_trainer_epoch *report)
 {
     report->global_batch = t->global_batch;
+    report->replicas = t->balance.replicas;
+    report->shares = t->balance.shares;
     report->lr = t->last_lr;
     ug_memory_stats memory;
     UG_TRY(ug_memory_get_stats(t->device, &memory));

@@ -26,6 +26,17 @@ typedef struct trainer_graph {
     ug_value *metric_sums[UG_TRAINER_MAX_METRICS];
 } trainer_graph;
 
+/* With comm: each replica's share of the global batch (trainer_balance.c). */
+enum { TRAINER_MAX_REPLICAS = 64 }; /* the loader's shards */
+typedef struct trainer_balance {
+    int replicas;
+    double shares[TRAINER_MAX_REPLICAS]; /* summing to 1 */
+    bool measuring;               /* the ranks' devices differ, and the rounds are not over */
+    int updates, rounds;
+    int64_t rows;                 /* this rank's, over the round so far */
+    double seconds;
+} trainer_balance;
+
 struct ug_trainer {
     ug_trainer_config config;     /* checkpoint and resume point into paths below */
     char *checkpoint_path, *resume_path;
@@ -52,6 +63,7 @@ struct ug_trainer {
     float last_lr;            /* the last batch's learning rate */
     ug_tensor *stop_flag;     /* with comm: the ranks agree on stopping through it */
     bool mixed_backends;      /* with comm: replicas of several backends, resynced after each update */
+    trainer_balance balance;
     bool stopped;
     bool last_save_failed;
     char save_error[512];         /* since the last epoch report; "" when none */
@@ -71,6 +83,12 @@ ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer
                               bool evaluation);
 /* Runs loader's next epoch through the evaluation graph. */
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out);
+
+/* trainer_balance.c: whether the shares are to be measured (a collective,
+ * at create); and after each update, with this rank's rows of the update's
+ * last micro-batch, timed by ug_comm_run_backward. */
+ug_status trainer_balance_start(ug_trainer *t);
+ug_status trainer_balance_after_update(ug_trainer *t, int64_t rows);
 
 /* The configuration a checkpoint keeps, and the check on resuming. */
 ug_status trainer_save_state(ug_trainer *t);

@@ -171,6 +171,13 @@ UG_API ug_status ug_loader_start_epoch(ug_loader *loader, int64_t epoch);
  * part-way, with the same order as if it had run from its start. Epoch -1
  * with batch 0 puts the loader back before its first epoch. */
 UG_API ug_status ug_loader_seek(ug_loader *loader, int64_t epoch, int64_t batch);
+/* New shard weights for a sharded loader (its config's shard_count > 1),
+ * from the next batch ug_loader_next hands out: every shard must change
+ * at the same batch, so that the global batches are still split whole
+ * (the trainer does, as it measures replicas' speeds). Batches assembled
+ * ahead are assembled again. Refused (nothing changes) for an unsharded
+ * loader or weights that are not positive and finite. */
+UG_API ug_status ug_loader_set_shard_weights(ug_loader *loader, const double *weights);
 /* Where the loader stands: the epoch last started and the batches of it
  * handed out so far (the batch ug_loader_next gives next); -1 and 0 before
  * any epoch. With the seed, all a checkpoint needs to continue. */

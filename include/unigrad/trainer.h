@@ -127,6 +127,11 @@ typedef struct ug_trainer_epoch {
     uint64_t memory_in_use, memory_peak; /* the device pool's bytes at the epoch's end, and its peak */
     float loss_scale;         /* the loss scaler's scale (f16); 0 without one */
     int64_t skipped_steps;    /* updates the loss scaler skipped since the run's start */
+    /* The replicas (comm's ranks; 1 without comm) and each one's share of
+     * the global batch, in rank order, summing to 1: equal, or measured
+     * from the replicas' speeds when their devices differ. */
+    int replicas;
+    const double *shares;
     bool best;                /* the lowest validation loss so far */
     bool saved;               /* a checkpoint was saved after it */
     /* The message of the last checkpoint save that failed since the
@@ -182,7 +187,10 @@ typedef struct ug_trainer_config {
      * training figures are summed over the ranks (evaluations run whole on
      * every rank); dropout masks differ per rank; only rank 0 writes
      * checkpoints. batch_size must be given (the search is not shared).
-     * NULL: one device. */
+     * When the ranks' devices differ, each rank's share of the global
+     * batch follows its measured speed (its forward and backward, timed
+     * over the first updates), so that fast and slow replicas finish each
+     * step together; the epoch report gives the shares. NULL: one device. */
     ug_comm *comm;
 } ug_trainer_config;
 

@@ -2,7 +2,9 @@
  * training: each shard's part of every batch, equal and weighted, put side
  * by side in shard order, is the unsharded loader's batch (sample ids and
  * values), whatever the number of shards; parts of a small last batch may
- * be empty; bad shard settings are refused. */
+ * be empty; weights changed mid-epoch (ug_loader_set_shard_weights) split
+ * the later batches by the new ones, a shard's part growing past what its
+ * slots held; bad shard settings are refused. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,15 +35,21 @@ typedef struct epoch_rows {
     bool empty_is_null;
 } epoch_rows;
 
+/* Shard weights: first, then later from batch `from` on (later NULL: none). */
+typedef struct shard_weights {
+    const double *first, *later;
+    int64_t from;
+} shard_weights;
+
 static bool read_epoch(ug_device *dev, const ug_dataset *ds, int64_t batch, int shards, int shard,
-                       const double *weights, epoch_rows *out)
+                       shard_weights w, epoch_rows *out)
 {
     ug_loader_config c = ug_loader_default_config();
     c.batch_size = batch;
     c.seed = 7;
     c.shard_count = shards;
     c.shard_index = shard;
-    c.shard_weights = weights;
+    c.shard_weights = w.first;
     ug_loader *l = NULL;
     if (!CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_OK))
         return false;
@@ -50,6 +58,8 @@ static bool read_epoch(ug_device *dev, const ug_dataset *ds, int64_t batch, int 
     bool ok = CHECK_STATUS(ug_loader_start_epoch(l, 3), UG_OK);
     for (bool done = false; ok;) {
         ug_batch b;
+        if (w.later && out->batches == w.from && !CHECK_STATUS(ug_loader_set_shard_weights(l, w.later), UG_OK))
+            break;
         ok = CHECK_STATUS(ug_loader_next(l, &b, &done), UG_OK);
         if (!ok || done)
             break;
@@ -66,13 +76,13 @@ static bool read_epoch(ug_device *dev, const ug_dataset *ds, int64_t batch, int 
 }
 
 /* The shards' parts of each batch, side by side, are the whole batch. */
-static void check_parts(ug_device *dev, int64_t count, int64_t batch, int shards, const double *weights,
+static void check_parts(ug_device *dev, int64_t count, int64_t batch, int shards, shard_weights weights,
                         const int64_t *want_rows)
 {
     ug_dataset *ds = dataset(count);
     REQUIRE(ds);
     static epoch_rows whole, part[4];
-    REQUIRE(read_epoch(dev, ds, batch, 0, 0, NULL, &whole));
+    REQUIRE(read_epoch(dev, ds, batch, 0, 0, (shard_weights){0}, &whole));
     for (int s = 0; s < shards; s++)
         REQUIRE(read_epoch(dev, ds, batch, shards, s, weights, &part[s]));
     for (int s = 0; s < shards; s++) {
@@ -101,8 +111,8 @@ static void test_equal_shards(ug_device *dev)
 {
     /* 21 samples in batches of 8: 8, 8, 5 split 4+4, 4+4, 2+3. */
     static const int64_t rows[] = {4, 4, 4, 4, 2, 3};
-    check_parts(dev, 21, 8, 2, NULL, rows);
-    check_parts(dev, 21, 8, 3, NULL, NULL);
+    check_parts(dev, 21, 8, 2, (shard_weights){0}, rows);
+    check_parts(dev, 21, 8, 3, (shard_weights){0}, NULL);
 }
 
 static void test_weighted_shards(ug_device *dev)
@@ -110,7 +120,18 @@ static void test_weighted_shards(ug_device *dev)
     /* Weights 1 and 3: a batch of 8 splits 2 + 6, the last batch of 5 1 + 4. */
     static const double weights[] = {1.0, 3.0};
     static const int64_t rows[] = {2, 6, 2, 6, 1, 4};
-    check_parts(dev, 21, 8, 2, weights, rows);
+    check_parts(dev, 21, 8, 2, (shard_weights){weights, NULL, 0}, rows);
+}
+
+static void test_weights_changed(ug_device *dev)
+{
+    /* Equal, then 3 and 1 from batch 1: 4 + 4, 6 + 2, and 3 + 2 of the last
+     * 5 (shard 0's part outgrows its slots). Then 1 and 7 from batch 2 of
+     * weights 3 and 1: 6 + 2, 6 + 2, 0 + 5 (an empty part). */
+    static const int64_t rows[] = {4, 4, 6, 2, 3, 2};
+    check_parts(dev, 21, 8, 2, (shard_weights){NULL, (const double[]){3.0, 1.0}, 1}, rows);
+    static const int64_t shrunk[] = {6, 2, 6, 2, 0, 5};
+    check_parts(dev, 21, 8, 2, (shard_weights){(const double[]){3.0, 1.0}, (const double[]){1.0, 7.0}, 2}, shrunk);
 }
 
 static void test_empty_parts(ug_device *dev)
@@ -118,7 +139,7 @@ static void test_empty_parts(ug_device *dev)
     /* 9 samples in batches of 8 over 4 shards: the last batch's one row
      * goes to the last shard; the others' parts are empty. */
     static const int64_t rows[] = {2, 2, 2, 2, 0, 0, 0, 1};
-    check_parts(dev, 9, 8, 4, NULL, rows);
+    check_parts(dev, 9, 8, 4, (shard_weights){0}, rows);
 }
 
 static void test_refusals(ug_device *dev)
@@ -142,6 +163,18 @@ static void test_refusals(ug_device *dev)
     c.shard_count = 65;
     CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_ERR_INVALID_ARGUMENT);
     CHECK(l == NULL);
+    /* New weights: only for a sharded loader, and checked as at create. */
+    c.shard_count = 0;
+    REQUIRE(CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_OK));
+    if (CHECK_STATUS(ug_loader_set_shard_weights(l, (const double[]){1.0, 2.0}), UG_ERR_STATE))
+        CHECK_ERROR_HAS("not sharded");
+    ug_loader_free(l);
+    c.shard_count = 2;
+    REQUIRE(CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_OK));
+    if (CHECK_STATUS(ug_loader_set_shard_weights(l, (const double[]){0.0, 2.0}), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("shard_weights[0] is 0");
+    CHECK_STATUS(ug_loader_set_shard_weights(l, NULL), UG_ERR_INVALID_ARGUMENT);
+    ug_loader_free(l);
     ug_dataset_free(ds);
 }
 
@@ -150,6 +183,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(equal_shards),
         TH_DEVICE_TEST(weighted_shards),
+        TH_DEVICE_TEST(weights_changed),
         TH_DEVICE_TEST(empty_parts),
         TH_DEVICE_TEST(refusals),
     };
