@@ -2,6 +2,7 @@
 #include "replica.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -112,6 +113,8 @@ static uint64_t hash_params(const replica *r)
 static ug_status train(replica *r)
 {
     for (int s = 0; s < STEPS; s++) {
+        if (r->killed_at_step == s + 1)
+            raise(SIGKILL); /* a rank that dies: the others must not hang */
         int64_t begin = r->first < batch_rows(s) ? r->first : batch_rows(s);
         int64_t end = r->first + r->rows < batch_rows(s) ? r->first + r->rows : batch_rows(s);
         int64_t middle = r->setup.accumulate ? (begin + end) / 2 : end;

@@ -31,6 +31,7 @@ typedef struct replica {
     int64_t first, rows;      /* its part of each global batch (cut to the batch's rows) */
     bool other_model;         /* builds a wider hidden layer (the refusal case) */
     bool other_optimizer;     /* SGD, not Adam (the refusal case) */
+    int killed_at_step;       /* 1 + the step whose start kills this process (SIGKILL; 0: never) */
     int64_t reference_split;  /* one device: the rows where rank 1's part starts, as a micro-batch (0: none) */
     replica_setup setup;
     ug_model *model;

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* The MPI engine, run by mpirun -np 2 (tests/CMakeLists.txt): each process
  * a rank on the CPU. Collectives against sums worked out in double, the
  * same bits on both ranks; data-parallel training of the MLP and the CNN
@@ -6,11 +7,16 @@
  * overflow on rank 1) equal to one device on the global batches within
  * 1e-5 and bitwise equal across the ranks after every step; another model
  * or optimizer refused on both. The process exits 1 when a check failed,
- * which fails the mpirun. */
+ * which fails the mpirun.
+ *
+ * With --rank-killed (mpirun told to keep the others running when one
+ * dies), rank 1 kills itself at the start of a training step; rank 0,
+ * in that step's all-reduce, must return an error within its timeout. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "replica.h"
 
@@ -126,8 +132,33 @@ static void training(ug_comm *comm, ug_device *dev)
     refused(comm, dev, false, "rank 1's optimizer");
 }
 
-int main(void)
+/* Rank 1 dies at step 3's start; rank 0 returns an error naming the wait. */
+static void rank_killed(ug_comm *comm, ug_device *dev)
 {
+    const double timeout = 5.0;
+    ug_comm_set_timeout(comm, timeout);
+    replica_data();
+    static replica mine;
+    mine = (replica){.device = dev, .comm = comm, .first = rank ? 3 : 0, .rows = rank ? REPLICA_BATCH - 3 : 3,
+                     .killed_at_step = rank ? 3 : 0};
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    replica_run(&mine);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const double seconds = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    EXPECT(mine.status == UG_ERR_BACKEND && strstr(mine.message, "waited"),
+           "training beside a killed rank returned %d: %s", mine.status, mine.message);
+    /* Not a speed figure: a bound that tells an error from a hang. */
+    EXPECT(seconds < timeout + 30.0, "the error came after %.1f s, the timeout being %g s", seconds, timeout);
+    if (!failures)
+        printf("rank 0: ok: rank 1 killed mid-run, this rank returned after %.1f s (timeout %g s): %s\n", seconds,
+               timeout, mine.message);
+    replica_free(&mine);
+}
+
+int main(int argc, char **argv)
+{
+    const bool killed = argc > 1 && !strcmp(argv[1], "--rank-killed");
     ug_device *dev = NULL;
     ug_comm *comm = NULL;
     if (ug_device_open("cpu", &dev) != UG_OK || ug_comm_mpi_create(dev, &comm) != UG_OK) {
@@ -139,11 +170,15 @@ int main(void)
     EXPECT(ug_comm_size(comm) == RANKS, "the world has %d ranks, not %d (run with mpirun -np 2)", ug_comm_size(comm),
            RANKS);
     EXPECT(!strcmp(ug_comm_engine(comm), "MPI"), "the engine is %s", ug_comm_engine(comm));
-    if (!failures) {
+    if (!failures && killed) {
+        rank_killed(comm, dev);
+    } else if (!failures) {
         collectives(comm, dev);
         training(comm, dev);
+        printf("rank %d: ok: collectives, training equal to one device, refusals\n", rank);
     }
-    printf("rank %d: %s\n", rank, failures ? "FAILED" : "ok: collectives, training equal to one device, refusals");
+    if (failures)
+        printf("rank %d: FAILED\n", rank);
     ug_comm_free(comm);
     ug_device_close(dev);
     return failures ? 1 : 0;
