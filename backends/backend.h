@@ -415,6 +415,12 @@ typedef ug_status ug_event_query_fn(ug_bdev *dev, ug_bevent *event, bool *done);
 typedef ug_status ug_event_synchronize_fn(ug_bdev *dev, ug_bevent *event);
 typedef ug_status ug_event_elapsed_fn(ug_bdev *dev, ug_bevent *start, ug_bevent *end,
                                       int64_t *nanoseconds);
+/* What a vendor library working on the device's own memory and streams
+ * (NCCL, RCCL) needs: mem's device address, and the calling thread's
+ * current stream (cudaStream_t, hipStream_t), the device made current on
+ * the thread. UG_ERR_UNSUPPORTED, saying why, where the backend's memory
+ * is not a CUDA or HIP device's. */
+typedef ug_status ug_native_fn(ug_bdev *dev, ug_mem mem, void **address, void **stream);
 /* Reserved for capturing a stream's work into a replayable object (CUDA
  * and HIP graphs): begin, then end giving the object. No backend has it
  * yet; the core reports UG_ERR_UNSUPPORTED. */
@@ -466,6 +472,7 @@ typedef struct ug_backend {
     ug_event_query_fn *event_query;
     ug_event_synchronize_fn *event_synchronize;
     ug_event_elapsed_fn *event_elapsed;
+    ug_native_fn *native;
     /* Optional (see ug_stream_capture_begin_fn). */
     ug_stream_capture_begin_fn *stream_capture_begin;
     ug_stream_capture_end_fn *stream_capture_end;
@@ -511,7 +518,8 @@ typedef struct ug_backend {
         .event_record = prefix##_event_record, .event_wait = prefix##_event_wait,        \
         .event_query = prefix##_event_query,                                             \
         .event_synchronize = prefix##_event_synchronize,                                 \
-        .event_elapsed = prefix##_event_elapsed, .stream_capture_begin = NULL,           \
+        .event_elapsed = prefix##_event_elapsed, .native = prefix##_native,              \
+        .stream_capture_begin = NULL,                                                    \
         .stream_capture_end = NULL,                                                      \
         UG_KERNEL_FAMILIES(UG_TABLE_SLOT_, prefix).conv_plan = NULL,                     \
         UG_OPTIONAL_KERNEL_FAMILIES(UG_TABLE_NULL_, prefix)                              \

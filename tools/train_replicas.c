@@ -83,6 +83,17 @@ int replicas_open(train_options *o, train_replicas *rp, ug_device **device, ug_c
     rp->mpi = true;
     rp->rank = ug_comm_rank(*comm);
     rp->size = ug_comm_size(*comm);
+    /* GPUs reduce in place through NCCL or RCCL where every rank has it;
+     * otherwise MPI carries the gradients through host memory. */
+    ug_device_info info;
+    ug_comm *nccl = NULL;
+    if (ug_device_get_info(*device, &info) == UG_OK && info.is_gpu) {
+        if (ug_comm_nccl_create(*comm, &nccl) == UG_OK)
+            *comm = nccl;
+        else if (rp->rank == 0)
+            fprintf(stderr, "ug-train: gradients go through MPI and host memory: %s\n", ug_last_error());
+    }
+    rp->engine = ug_comm_engine(*comm);
     if (rp->rank) { /* rank 0 speaks for the run */
         o->quiet = true;
         o->csv = o->tensorboard = o->plot = o->profile = NULL;
@@ -146,7 +157,8 @@ int replicas_finish(train_replicas *rp)
 void replicas_describe(const train_replicas *rp, char *out, size_t len)
 {
     if (rp->mpi) {
-        snprintf(out, len, "%d ranks through MPI", rp->size);
+        snprintf(out, len, "%d ranks through %s%s", rp->size, rp->engine,
+                 strcmp(rp->engine, "MPI") ? " (started over MPI)" : "");
         return;
     }
     int n = snprintf(out, len, "%d replicas in this process (", rp->count);

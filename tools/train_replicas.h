@@ -27,6 +27,7 @@ typedef struct train_replicas {
     int count;                /* ranks in this process; 0: one device, no comm */
     bool mpi;
     int rank, size;           /* this process's (mpirun), else 0 and count */
+    const char *engine;       /* under mpirun: "MPI", or "NCCL"/"RCCL" on GPUs that have it */
     train_replica replicas[TRAIN_MAX_REPLICAS];
 } train_replicas;
 

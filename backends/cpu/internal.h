@@ -68,6 +68,7 @@ ug_event_wait_fn ug_cpu_event_wait;
 ug_event_query_fn ug_cpu_event_query;
 ug_event_synchronize_fn ug_cpu_event_synchronize;
 ug_event_elapsed_fn ug_cpu_event_elapsed;
+ug_native_fn ug_cpu_native;
 /* Whether a side stream is bound on the calling thread. */
 bool ug_cpu_queue_bound(void);
 /* Queues call(dev, copy of args) on the bound stream; blocking waits for it

@@ -137,6 +137,12 @@ ug_status ug_cpu_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, i
     return UG_OK;
 }
 
+ug_status ug_cpu_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
+{
+    (void)dev, (void)mem, (void)address, (void)stream;
+    return ug_cpu_host->set_error(UG_ERR_UNSUPPORTED, "cpu: its memory is the host's, not a CUDA or HIP device's");
+}
+
 /* ---- side streams ---- */
 
 static void run_task(ug_bstream *s, task *t)

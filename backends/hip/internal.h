@@ -83,6 +83,7 @@ ug_event_wait_fn ug_hip_event_wait;
 ug_event_query_fn ug_hip_event_query;
 ug_event_synchronize_fn ug_hip_event_synchronize;
 ug_event_elapsed_fn ug_hip_event_elapsed;
+ug_native_fn ug_hip_native;
 
 static inline size_t ug_hip_dtype_size(ug_dtype t)
 {

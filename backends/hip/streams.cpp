@@ -163,6 +163,16 @@ ug_status ug_hip_event_synchronize(ug_bdev *dev, ug_bevent *e)
     return err == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, err, UG_HIP_RT "EventSynchronize");
 }
 
+ug_status ug_hip_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
+{
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK)
+        return st;
+    *address = mem; /* the module's buffers are device pointers */
+    *stream = (void *)ug_hip_current(dev)->stream;
+    return UG_OK;
+}
+
 ug_status ug_hip_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, int64_t *ns)
 {
     UG_BACKEND_TRY(ug_hip_enter(dev));

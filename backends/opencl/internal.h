@@ -169,6 +169,7 @@ ug_event_wait_fn ocl_event_wait;
 ug_event_query_fn ocl_event_query;
 ug_event_synchronize_fn ocl_event_synchronize;
 ug_event_elapsed_fn ocl_event_elapsed;
+ug_native_fn ocl_native;
 
 extern const ug_backend_host *ocl_host;
 

@@ -227,6 +227,13 @@ static ug_status stamp_time(const ug_bevent *e, cl_ulong *ns)
     return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clGetEventProfilingInfo", err);
 }
 
+ug_status ocl_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
+{
+    (void)dev, (void)mem, (void)address, (void)stream;
+    return ocl_host->set_error(UG_ERR_UNSUPPORTED, "OpenCL: its buffers are cl_mem objects, not CUDA or HIP device "
+                                                   "memory");
+}
+
 ug_status ocl_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, int64_t *ns)
 {
     (void)dev;

@@ -131,6 +131,8 @@ static ug_status after_queued(ug_comm *c)
 
 ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *t, ug_comm_op op, float **buffer, size_t *floats)
 {
+    if (c->engine->device_all_reduce)
+        return c->engine->device_all_reduce(c, t, op);
     size_t n = (size_t)ug_tensor_numel(t);
     ug_status st = grow(buffer, floats, n, "ug_comm_all_reduce");
     if (st == UG_OK)
@@ -157,6 +159,8 @@ ug_status ug_comm_broadcast(ug_comm *c, ug_tensor *t, int root)
         return refuse(c, ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_broadcast: root %d is not a rank (0 to %d)",
                                       root, c->size - 1));
     UG_TRY(after_queued(c));
+    if (c->engine->device_broadcast)
+        return c->engine->device_broadcast(c, t, root);
     size_t n = (size_t)ug_tensor_numel(t);
     ug_status st = staging(c, n, "ug_comm_broadcast");
     if (st == UG_OK && c->rank == root)
@@ -177,6 +181,8 @@ ug_status ug_comm_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *out)
                                       "ranks x %zu)", (long long)ug_tensor_numel(out), n * (size_t)c->size,
                                       c->size, n));
     UG_TRY(after_queued(c));
+    if (c->engine->device_all_gather)
+        return c->engine->device_all_gather(c, in, out);
     ug_status st = staging(c, n * (size_t)(c->size + 1), "ug_comm_all_gather");
     float *mine = c->staging + n * (size_t)c->size;
     if (st == UG_OK)

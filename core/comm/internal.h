@@ -22,6 +22,13 @@ typedef struct comm_engine {
     void (*fail)(ug_comm *c, const char *why);
     /* This rank leaves: the engine's state of it is freed. */
     void (*leave)(ug_comm *c);
+    /* Optional: collectives on this rank's device tensors in place,
+     * queued on the calling thread's current stream and waited for (NCCL,
+     * RCCL); NULL: comm.c stages the tensors through host buffers for the
+     * host collectives above, which every engine has. */
+    ug_status (*device_all_reduce)(ug_comm *c, ug_tensor *t, ug_comm_op op);
+    ug_status (*device_broadcast)(ug_comm *c, ug_tensor *t, int root);
+    ug_status (*device_all_gather)(ug_comm *c, const ug_tensor *in, ug_tensor *out);
 } comm_engine;
 
 typedef struct comm_side comm_side;
@@ -41,8 +48,9 @@ struct ug_comm {
     double debug_seconds_per_row; /* test hook: > 0 replaces the timed compute (ug_comm_debug_seconds_per_row) */
 };
 
-/* comm.c: tensor <- op over the ranks' tensors, staged through *staging
- * (grown as needed); what ug_comm_all_reduce does, from any thread. */
+/* comm.c: tensor <- op over the ranks' tensors, in place on the device
+ * or staged through *staging (grown as needed); what ug_comm_all_reduce
+ * does, from any thread. */
 ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, float **staging,
                                 size_t *staging_floats);
 

@@ -226,8 +226,9 @@ static void local_leave(ug_comm *c)
     free(g);
 }
 
-const comm_engine ug_comm_local_engine = {"in-process", local_all_reduce, local_broadcast, local_all_gather,
-                                             local_barrier, local_fail, local_leave};
+const comm_engine ug_comm_local_engine = {
+    .name = "in-process", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
+    .all_gather = local_all_gather, .barrier = local_barrier, .fail = local_fail, .leave = local_leave};
 
 void *ug_comm_local_group(int size)
 {

@@ -96,8 +96,9 @@ static void mpi_fail(ug_comm *c, const char *why)
 
 static void mpi_leave(ug_comm *c) { free(c->group); }
 
-static const comm_engine mpi_engine = {"MPI", mpi_all_reduce, mpi_broadcast, mpi_all_gather, mpi_barrier, mpi_fail,
-                                       mpi_leave};
+static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast,
+                                       .all_gather = mpi_all_gather, .barrier = mpi_barrier, .fail = mpi_fail,
+                                       .leave = mpi_leave};
 
 ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
 {

@@ -234,6 +234,17 @@ ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *
                      "on", device);
 }
 
+/* The thread's current stream is bound while the backend reads it. */
+ug_status ug_call_native(ug_device *device, const ug_tensor *t, void **address, void **stream, const char *what)
+{
+    ug_status st = UG_OK;
+    void *base = NULL;
+    ON_CURRENT_STREAM(device, st = device->backend->native(device->bdev, t ? t->storage->mem : NULL, &base, stream));
+    if (st == UG_OK && t)
+        *address = (char *)base + (size_t)t->offset * ug_dtype_size(t->dtype);
+    return on_device(st, what, "on", device);
+}
+
 /* ---- kernels ---- */
 
 

@@ -52,6 +52,9 @@ ug_status ug_call_event_query(ug_device *device, ug_bevent *event, bool *done, c
 ug_status ug_call_event_synchronize(ug_device *device, ug_bevent *event, const char *what);
 ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *end,
                                 int64_t *nanoseconds, const char *what);
+/* t's first element's device address (t NULL: none) and the thread's
+ * current native stream, for NCCL and RCCL (backend.h's ug_native_fn). */
+ug_status ug_call_native(ug_device *device, const ug_tensor *t, void **address, void **stream, const char *what);
 
 /* Calls the device's kernel of family with args (the family's ug_*_args).
  * op names the caller and dtype its main operand in messages. */

@@ -49,6 +49,19 @@ UG_API ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_c
  * then. A rank that never joins a collective makes the others fail after
  * their timeout; a rank whose collective failed is broken from then on. */
 UG_API ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out);
+/* This rank's NCCL (on "cuda" devices) or RCCL ("hip") communicator over
+ * the ranks of bootstrap (MPI or in-process): collectives then run on the
+ * devices' memory in place, with no staging through the host. The library
+ * (libnccl.so.2, librccl.so.1, 2.10 or later) is loaded at run time. A
+ * collective: every rank of bootstrap calls it, each on its own thread,
+ * and rank 0's unique id reaches the others through bootstrap. On success
+ * the new communicator owns bootstrap, which carries its host-side work
+ * (checks, agreements) and is freed with it; when any rank cannot use the
+ * library (another kind of device, the library missing or too old) every
+ * rank returns UG_ERR_UNSUPPORTED, saying why, and bootstrap stays the
+ * caller's, whole. A collective that does not complete within the timeout
+ * (a rank died) aborts the NCCL communicator and is an error. */
+UG_API ug_status ug_comm_nccl_create(ug_comm *bootstrap, ug_comm **out);
 /* Frees this rank's handle; the others' collectives then fail (the rank
  * has left). NULL is ignored. */
 UG_API void ug_comm_free(ug_comm *comm);
@@ -56,7 +69,7 @@ UG_API void ug_comm_free(ug_comm *comm);
 UG_API int ug_comm_rank(const ug_comm *comm);
 UG_API int ug_comm_size(const ug_comm *comm);
 UG_API ug_device *ug_comm_device(const ug_comm *comm);
-/* "in-process", later "MPI", "NCCL". */
+/* "in-process", "MPI", "NCCL" or "RCCL". */
 UG_API const char *ug_comm_engine(const ug_comm *comm);
 /* Seconds this rank waits for the others in a collective (> 0). */
 UG_API ug_status ug_comm_set_timeout(ug_comm *comm, double seconds);

@@ -5,14 +5,16 @@ UG_GPU_BUILD=${UG_GPU_BUILD:-build-gpu}
 ug_gpu_lib=$UG_GPU_PREFIX/usr/lib/x86_64-linux-gnu
 
 # The first file called $1 under the usual CUDA and driver folders (and
-# PyTorch's pip packages, which carry cuBLAS), or nothing.
+# PyTorch's pip packages, which carry cuBLAS and NCCL), or nothing.
 ug_gpu_find() {
     find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/local/nvidia /usr/lib/x86_64-linux-gnu \
         /usr/lib64 /opt /usr/local/lib -name "$1" -print -quit 2>/dev/null || true
 }
 
 cublas=$(ug_gpu_find 'libcublas.so.1[0-9]*')
-export LD_LIBRARY_PATH=$ug_gpu_lib:$ug_gpu_lib/openblas-pthread${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# NCCL, for ug_comm_nccl_create (data_parallel@cuda:0 runs it for real).
+nccl=$(ug_gpu_find 'libnccl.so.2')
+export LD_LIBRARY_PATH=$ug_gpu_lib:$ug_gpu_lib/openblas-pthread${cublas:+:$(dirname "$cublas")}${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # NVIDIA's OpenCL library, when the driver has one, registered with the ICD
 # loader through a private vendors folder (nothing is written outside it).
