@@ -227,15 +227,20 @@ static ug_status wait_done(ug_comm *c, const char *op)
     return st == UG_OK ? st : breaks(c, st);
 }
 
+/* A usable communicator, and t's device address and the thread's stream. */
+static ug_status native(ug_comm *c, const ug_tensor *t, void **address, void **stream, const char *op)
+{
+    UG_TRY(usable(c, op));
+    ug_status st = ug_call_native(c->device, t, address, stream, op);
+    return st == UG_OK ? st : breaks(c, st);
+}
+
 static ug_status device_all_reduce(ug_comm *c, ug_tensor *t, ug_comm_op op)
 {
     const char *name = "ug_comm_all_reduce";
     nccl_rank *r = c->group;
     void *address = NULL, *stream = NULL;
-    UG_TRY(usable(c, name));
-    ug_status st = ug_call_native(c->device, t, &address, &stream, name);
-    if (st != UG_OK)
-        return breaks(c, st);
+    UG_TRY(native(c, t, &address, &stream, name));
     const int nccl_op = op == UG_COMM_MAX ? NCCL_MAX : op == UG_COMM_AVERAGE ? NCCL_AVG : NCCL_SUM;
     UG_TRY(checked(c, r->lib->all_reduce(address, address, (size_t)ug_tensor_numel(t), NCCL_FLOAT32, nccl_op,
                                          r->comm, stream), "ncclAllReduce", name));
@@ -247,10 +252,7 @@ static ug_status device_broadcast(ug_comm *c, ug_tensor *t, int root)
     const char *name = "ug_comm_broadcast";
     nccl_rank *r = c->group;
     void *address = NULL, *stream = NULL;
-    UG_TRY(usable(c, name));
-    ug_status st = ug_call_native(c->device, t, &address, &stream, name);
-    if (st != UG_OK)
-        return breaks(c, st);
+    UG_TRY(native(c, t, &address, &stream, name));
     UG_TRY(checked(c, r->lib->broadcast(address, address, (size_t)ug_tensor_numel(t), NCCL_FLOAT32, root, r->comm,
                                         stream), "ncclBroadcast", name));
     return wait_done(c, name);
@@ -261,12 +263,8 @@ static ug_status device_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *o
     const char *name = "ug_comm_all_gather";
     nccl_rank *r = c->group;
     void *send = NULL, *recv = NULL, *stream = NULL;
-    UG_TRY(usable(c, name));
-    ug_status st = ug_call_native(c->device, in, &send, &stream, name);
-    if (st == UG_OK)
-        st = ug_call_native(c->device, out, &recv, &stream, name);
-    if (st != UG_OK)
-        return breaks(c, st);
+    UG_TRY(native(c, in, &send, &stream, name));
+    UG_TRY(native(c, out, &recv, &stream, name));
     UG_TRY(checked(c, r->lib->all_gather(send, recv, (size_t)ug_tensor_numel(in), NCCL_FLOAT32, r->comm, stream),
                    "ncclAllGather", name));
     return wait_done(c, name);

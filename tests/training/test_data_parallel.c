@@ -343,6 +343,16 @@ static void test_batch_norm_statistics(ug_device *dev)
 
 static ug_dataset *trainer_data(void);
 
+/* The largest difference of a's parameters from b's, relative to each of
+ * b's (at least 1e-3); infinite when their counts differ. */
+static double params_apart(const trainer_rank *a, const trainer_rank *b)
+{
+    double worst = a->param_count == b->param_count ? 0.0 : INFINITY;
+    for (int64_t i = 0; i < b->param_count && worst < INFINITY; i++)
+        worst = fmax(worst, fabs(a->params[i] - b->params[i]) / fmax(1e-3, fabs(b->params[i])));
+    return worst;
+}
+
 /* Fits a trainer per device of devices (count 1: no comm), each as t
  * (whose stop_at asks the last rank alone). */
 static void fit_ranks(ug_device *const *devices, int count, const ug_dataset *data, const trainer_rank *t,
@@ -397,9 +407,7 @@ static void test_resume_other_world(ug_device *dev)
     for (int r = 0; r < 2; r++) {
         CHECK_MSG(whole[r].status == UG_OK && two[r].status == UG_OK, "rank %d: %s %s", r, whole[r].message,
                   two[r].message);
-        double apart = two[r].param_count == whole[r].param_count ? 0.0 : INFINITY;
-        for (int64_t i = 0; i < whole[r].param_count; i++)
-            apart = fmax(apart, fabs(two[r].params[i] - whole[r].params[i]) / fmax(1e-3, fabs(whole[r].params[i])));
+        const double apart = params_apart(&two[r], &whole[r]);
         if (one_kind)
             CHECK_MSG(two[r].param_count == whole[r].param_count &&
                           !memcmp(two[r].params, whole[r].params, (size_t)whole[r].param_count * sizeof(float)),
@@ -407,10 +415,8 @@ static void test_resume_other_world(ug_device *dev)
         else
             CHECK_MSG(apart < 1e-5, "rank %d resumed on 2 ranks is %g from the uninterrupted run", r, apart);
     }
-    double worst = 0;
-    for (int64_t i = 0; i < whole[0].param_count; i++)
-        worst = fmax(worst, fabs(one[0].params[i] - whole[0].params[i]) / fmax(1e-3, fabs(whole[0].params[i])));
-    CHECK_MSG(one[0].status == UG_OK && one[0].param_count == whole[0].param_count && worst < 1e-4,
+    const double worst = params_apart(&one[0], &whole[0]);
+    CHECK_MSG(one[0].status == UG_OK && worst < 1e-4,
               "resumed on 1 device: %s, %g from the 2-rank run", one[0].message, worst);
     char command[96];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
@@ -460,9 +466,7 @@ static void test_measured_shares(ug_device *dev)
                           fabs(pair[r].shares[e][1] - want[e][1]) < 1e-6,
                       "rank %d, epoch %d: %d replicas, shares %.6f and %.6f; expected %.2f and %.2f", r, e,
                       pair[r].replicas[e], pair[r].shares[e][0], pair[r].shares[e][1], want[e][0], want[e][1]);
-        double worst = pair[r].param_count == single.param_count ? 0.0 : INFINITY;
-        for (int64_t i = 0; i < single.param_count; i++)
-            worst = fmax(worst, fabs(pair[r].params[i] - single.params[i]) / fmax(1e-3, fabs(single.params[i])));
+        const double worst = params_apart(&pair[r], &single);
         CHECK_MSG(worst < 1e-4, "rank %d's trained model is %g from one device's", r, worst);
     }
     CHECK_MSG(single.replicas[1] == 1 && single.shares[1][0] == 1.0, "one device: %d replicas, share %g",
@@ -637,10 +641,8 @@ static void test_trainer(ug_device *dev)
             th_fail(TH_LOC, "rank %d: %s", r, pair[r].message);
             continue;
         }
-        double worst = 0;
-        for (int64_t i = 0; i < single.param_count; i++)
-            worst = fmax(worst, fabs(pair[r].params[i] - single.params[i]) / fmax(1e-3, fabs(single.params[i])));
-        CHECK_MSG(pair[r].param_count == single.param_count && worst < 1e-4,
+        const double worst = params_apart(&pair[r], &single);
+        CHECK_MSG(worst < 1e-4,
                   "rank %d's trained model is %g from one device's", r, worst);
         if (r == 1) /* resynced after every update where the backends differ */
             CHECK_MSG(pair[1].param_count == pair[0].param_count &&
