@@ -443,6 +443,19 @@ static void test_trainer_stop(ug_device *dev)
     ug_dataset_free(data);
 }
 
+/* One device's run, then a pair's (the CPU and dev) as setup. */
+static bool single_and_pair(ug_device *dev, const ug_dataset *data, const trainer_rank *setup, trainer_rank *single,
+                            trainer_rank *pair)
+{
+    fit_ranks(&dev, 1, data, &(trainer_rank){0}, single);
+    ug_device *cpu = NULL;
+    if (single->status != UG_OK || ug_device_open("cpu", &cpu) != UG_OK)
+        return false;
+    fit_ranks((ug_device *[]){cpu, dev}, 2, data, setup, pair);
+    ug_device_close(cpu);
+    return true;
+}
+
 /* Rank 1 four times slower per row than rank 0 (the test hook, in place
  * of timing): after the first update (warm-up) and a round of 4, the
  * devices of two kinds split each batch 80:20; two of one kind keep equal
@@ -452,11 +465,7 @@ static void test_measured_shares(ug_device *dev)
     ug_dataset *data = trainer_data();
     REQUIRE(data);
     static trainer_rank single, pair[2];
-    fit_ranks(&dev, 1, data, &(trainer_rank){0}, &single);
-    REQUIRE(single.status == UG_OK);
-    ug_device *cpu = NULL;
-    REQUIRE_OK(ug_device_open("cpu", &cpu));
-    fit_ranks((ug_device *[]){cpu, dev}, 2, data, &(trainer_rank){.seconds_per_row = 1e-3}, pair);
+    REQUIRE(single_and_pair(dev, data, &(trainer_rank){.seconds_per_row = 1e-3}, &single, pair));
     const bool one_kind = !strcmp(ug_device_name(dev), "cpu");
     const double want[2][2] = {{0.5, 0.5}, {one_kind ? 0.5 : 0.8, one_kind ? 0.5 : 0.2}};
     for (int r = 0; r < 2; r++) {
@@ -471,7 +480,6 @@ static void test_measured_shares(ug_device *dev)
     }
     CHECK_MSG(single.replicas[1] == 1 && single.shares[1][0] == 1.0, "one device: %d replicas, share %g",
               single.replicas[1], single.shares[1][0]);
-    ug_device_close(cpu);
     ug_dataset_free(data);
 }
 
@@ -631,11 +639,7 @@ static void test_trainer(ug_device *dev)
     ug_dataset *data = trainer_data();
     REQUIRE(data);
     static trainer_rank single, pair[2];
-    fit_ranks(&dev, 1, data, &(trainer_rank){0}, &single);
-    REQUIRE(single.status == UG_OK);
-    ug_device *cpu = NULL;
-    REQUIRE_OK(ug_device_open("cpu", &cpu));
-    fit_ranks((ug_device *[]){cpu, dev}, 2, data, &(trainer_rank){0}, pair);
+    REQUIRE(single_and_pair(dev, data, &(trainer_rank){0}, &single, pair));
     for (int r = 0; r < 2; r++) {
         if (pair[r].status != UG_OK) {
             th_fail(TH_LOC, "rank %d: %s", r, pair[r].message);
@@ -654,7 +658,6 @@ static void test_trainer(ug_device *dev)
                       "rank %d, epoch %d: training loss %.7f and accuracy %.4f, one device %.7f and %.4f", r, e,
                       pair[r].loss[e], pair[r].accuracy[e], single.loss[e], single.accuracy[e]);
     }
-    ug_device_close(cpu);
     ug_dataset_free(data);
 }
 
