@@ -42,8 +42,8 @@ typedef int nccl_result;
 typedef struct nccl_library {
     const char *name;                   /* "NCCL", "RCCL" */
     const char *const *files;
-    bool tried;
-    void *handle;                       /* NULL: not loaded, why says so */
+    bool tried, usable;                 /* opened once; usable, or why says why not */
+    void *handle;
     char why[256];
     nccl_result (*get_version)(int *version);
     nccl_result (*get_unique_id)(nccl_id *id);
@@ -64,15 +64,17 @@ static const char *const rccl_files[] = {"librccl.so.1", "librccl.so", NULL};
 static nccl_library libraries[] = {{.name = "NCCL", .files = nccl_files}, {.name = "RCCL", .files = rccl_files}};
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The library, loaded once (kept for the process: NCCL's threads may
- * outlive a communicator); NULL with lib->why when it cannot be. */
-static const nccl_library *load(nccl_library *lib)
+/* Opens lib and resolves what the engine calls; false with lib->why. A
+ * library that falls short stays loaded: dlclose of a half-used library
+ * is not worth its risk. */
+static bool open_library(nccl_library *lib)
 {
-    pthread_mutex_lock(&load_lock);
-    for (int i = 0; !lib->tried && !lib->handle && lib->files[i]; i++)
+    for (int i = 0; !lib->handle && lib->files[i]; i++)
         lib->handle = dlopen(lib->files[i], RTLD_NOW | RTLD_LOCAL);
-    if (!lib->tried && !lib->handle)
+    if (!lib->handle) {
         snprintf(lib->why, sizeof lib->why, "%s is not installed (%s: %s)", lib->name, lib->files[0], dlerror());
+        return false;
+    }
     struct { void **slot; const char *symbol; } wanted[] = {
         {(void **)&lib->get_version, "ncclGetVersion"},
         {(void **)&lib->get_unique_id, "ncclGetUniqueId"},
@@ -85,20 +87,30 @@ static const nccl_library *load(nccl_library *lib)
         {(void **)&lib->broadcast, "ncclBroadcast"},
         {(void **)&lib->all_gather, "ncclAllGather"},
     };
-    for (size_t i = 0; !lib->tried && lib->handle && i < sizeof wanted / sizeof wanted[0]; i++)
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
         if (!(*wanted[i].slot = dlsym(lib->handle, wanted[i].symbol))) {
             snprintf(lib->why, sizeof lib->why, "%s has no %s: too old (2.10 or later is needed)", lib->name,
                      wanted[i].symbol);
-            lib->handle = NULL; /* kept loaded: dlclose of a half-used library is not worth its risk */
+            return false;
         }
     int version = 0;
-    if (!lib->tried && lib->handle && (lib->get_version(&version) != NCCL_SUCCESS || version < NCCL_OLDEST)) {
+    if (lib->get_version(&version) != NCCL_SUCCESS || version < NCCL_OLDEST) {
         snprintf(lib->why, sizeof lib->why, "%s is version %d; 2.10 (21000) or later is needed", lib->name, version);
-        lib->handle = NULL;
+        return false;
     }
+    return true;
+}
+
+/* The library, opened once (kept for the process: NCCL's threads may
+ * outlive a communicator); NULL with lib->why when it cannot be. */
+static const nccl_library *load(nccl_library *lib)
+{
+    pthread_mutex_lock(&load_lock);
+    if (!lib->tried)
+        lib->usable = open_library(lib);
     lib->tried = true;
     pthread_mutex_unlock(&load_lock);
-    return lib->handle ? lib : NULL;
+    return lib->usable ? lib : NULL;
 }
 
 /* One rank's state: the engine's group pointer. */
@@ -270,14 +282,13 @@ static ug_status device_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *o
     return wait_done(c, name);
 }
 
-static const comm_engine nccl_engine = {
-    .name = "NCCL", .all_reduce = host_all_reduce, .broadcast = host_broadcast, .all_gather = host_all_gather,
-    .barrier = host_barrier, .fail = fail, .leave = leave, .device_all_reduce = device_all_reduce,
-    .device_broadcast = device_broadcast, .device_all_gather = device_all_gather};
-static const comm_engine rccl_engine = {
-    .name = "RCCL", .all_reduce = host_all_reduce, .broadcast = host_broadcast, .all_gather = host_all_gather,
-    .barrier = host_barrier, .fail = fail, .leave = leave, .device_all_reduce = device_all_reduce,
-    .device_broadcast = device_broadcast, .device_all_gather = device_all_gather};
+/* One engine, named after its library (ug_comm_engine). */
+#define NCCL_ENGINE(NAME)                                                                                     \
+    {.name = NAME, .all_reduce = host_all_reduce, .broadcast = host_broadcast, .all_gather = host_all_gather, \
+     .barrier = host_barrier, .fail = fail, .leave = leave, .device_all_reduce = device_all_reduce,           \
+     .device_broadcast = device_broadcast, .device_all_gather = device_all_gather}
+static const comm_engine nccl_engine = NCCL_ENGINE("NCCL"), rccl_engine = NCCL_ENGINE("RCCL");
+#undef NCCL_ENGINE
 
 /* This rank's library, or why not; then every rank learns whether all
  * have theirs, and all refuse together if not, the bootstrap still whole
