@@ -415,11 +415,12 @@ typedef ug_status ug_event_query_fn(ug_bdev *dev, ug_bevent *event, bool *done);
 typedef ug_status ug_event_synchronize_fn(ug_bdev *dev, ug_bevent *event);
 typedef ug_status ug_event_elapsed_fn(ug_bdev *dev, ug_bevent *start, ug_bevent *end,
                                       int64_t *nanoseconds);
-/* What a vendor library working on the device's own memory and streams
- * (NCCL, RCCL) needs: mem's device address, and the calling thread's
- * current stream (cudaStream_t, hipStream_t), the device made current on
- * the thread. UG_ERR_UNSUPPORTED, saying why, where the backend's memory
- * is not a CUDA or HIP device's. */
+/* What a library working on the device's own memory and streams needs:
+ * mem's device address, and the calling thread's current stream
+ * (cudaStream_t, hipStream_t; NCCL, RCCL), the device made current on the
+ * thread. Where the memory is the host's (cpu), its host address and a
+ * NULL stream, for MPI to work on in place. UG_ERR_UNSUPPORTED, saying
+ * why, where the memory is neither (OpenCL buffers). */
 typedef ug_status ug_native_fn(ug_bdev *dev, ug_mem mem, void **address, void **stream);
 /* Reserved for capturing a stream's work into a replayable object (CUDA
  * and HIP graphs): begin, then end giving the object. No backend has it

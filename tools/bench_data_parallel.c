@@ -1,8 +1,10 @@
 /* ug-bench data-parallel: weak scaling of data-parallel training under
  * mpirun. Every rank trains ug-train's model (the MLP, or --model cnn) on
  * --batch rows of its own; rank 0 times, in alternating rounds of the same
- * invocation, three steps:
+ * invocation, four steps:
  *   alone     rank 0 by itself (the others wait), one device's plain step;
+ *   apart     every rank its own plain step at once, with no communication:
+ *             what sharing the machine (cores, caches, memory) costs;
  *   overlap   every rank, the gradient buckets' all-reduces started as
  *             backward finishes them (ug_comm_run_backward);
  *   after     every rank, the buckets reduced after backward
@@ -16,8 +18,9 @@
 #include "bench.h"
 #include "mlp.h"
 
-enum { ROUNDS = 5, MODES = 3, MAX_BUCKETS = 64 };
-static const char *const mode_names[MODES] = {"alone", "overlap", "after"};
+enum { ROUNDS = 5, MODES = 4, MAX_BUCKETS = 64 };
+enum { ALONE, APART, OVERLAP, AFTER };
+static const char *const mode_names[MODES] = {"alone", "apart", "overlap", "after"};
 
 static void usage(FILE *out)
 {
@@ -25,8 +28,9 @@ static void usage(FILE *out)
             "usage: mpirun -np N ug-bench data-parallel [--model mlp|cnn] [--batch ROWS]\n"
             "                          [--steps N] [--bucket-kib FIRST,REST] [--device NAME]\n"
             "Weak scaling: each rank trains ug-train's model (Adam) on ROWS rows of its own\n"
-            "(default 64); rank 0 times its step alone, then every rank's step with the\n"
-            "gradient buckets reduced while backward runs (overlap) and after it (after),\n"
+            "(default 64); rank 0 times its step alone, every rank's at once with no\n"
+            "communication (apart: what sharing the machine costs), and every rank's with\n"
+            "the gradient buckets reduced while backward runs (overlap) and after it (after),\n"
             "in %d alternating rounds of N steps (default: about 0.2 s each). Prints the\n"
             "median step times, their ratios to alone, and each bucket's all-reduce with the\n"
             "share of it hidden behind backward. Buckets default to 1 MiB first, then\n"
@@ -71,9 +75,9 @@ typedef struct bucket_sums {
 static ug_status step(int mode, ug_comm *comm, replica *alone, replica *dp, bucket_sums *sums)
 {
     ug_graph *g = dp->mlp.graph;
-    if (mode == 0)
+    if (mode == ALONE || mode == APART)
         return ug_graph_run(alone->mlp.graph);
-    if (mode == 1)
+    if (mode == OVERLAP)
         TRY(ug_comm_run_backward(comm, g));
     else {
         TRY(ug_graph_run_backward(g));
@@ -81,7 +85,7 @@ static ug_status step(int mode, ug_comm *comm, replica *alone, replica *dp, buck
     }
     TRY(ug_graph_run_update(g));
     sums->count = ug_comm_bucket_count(comm) < MAX_BUCKETS ? ug_comm_bucket_count(comm) : MAX_BUCKETS;
-    for (int b = 0; mode == 1 && b < sums->count; b++) {
+    for (int b = 0; mode == OVERLAP && b < sums->count; b++) {
         TRY(ug_comm_bucket_at(comm, b, &sums->last[b]));
         sums->seconds[b] += sums->last[b].seconds;
         sums->hidden[b] += sums->last[b].seconds * sums->last[b].hidden;
@@ -89,14 +93,14 @@ static ug_status step(int mode, ug_comm *comm, replica *alone, replica *dp, buck
     return UG_OK;
 }
 
-/* Seconds per step of steps steps in mode; rank 0 alone in mode 0. */
+/* Seconds per step of steps steps in mode; rank 0 by itself when alone. */
 static ug_status round_of(int mode, int steps, ug_comm *comm, replica *alone, replica *dp, bucket_sums *sums,
                           double *seconds)
 {
     ug_device *dev = ug_comm_device(comm);
     TRY(ug_comm_barrier(comm));
     const double start = bench_now();
-    if (mode || ug_comm_rank(comm) == 0)
+    if (mode != ALONE || ug_comm_rank(comm) == 0)
         for (int s = 0; s < steps; s++)
             TRY(step(mode, comm, alone, dp, sums));
     TRY(ug_device_synchronize(dev));
@@ -152,7 +156,7 @@ static int run(ug_comm *comm, const mlp_config *config, const char *model, int64
     for (int m = 0; st == UG_OK && m < MODES; m++) /* warm up, and size the rounds */
         st = round_of(m, 10, comm, &alone, &dp, &sums, &times[m][0]);
     if (st == UG_OK && !steps) {
-        float guess = (float)(0.2 / (times[1][0] > 1e-6 ? times[1][0] : 1e-6));
+        float guess = (float)(0.2 / (times[OVERLAP][0] > 1e-6 ? times[OVERLAP][0] : 1e-6));
         ug_tensor *t = NULL; /* rank 0's guess, for every rank */
         st = ug_tensor_from_host(dev, UG_F32, 1, (int64_t[]){1}, &guess, &t);
         if (st == UG_OK) st = ug_comm_broadcast(comm, t, 0);
@@ -167,7 +171,7 @@ static int run(ug_comm *comm, const mlp_config *config, const char *model, int64
     if (st == UG_OK && ug_comm_rank(comm) == 0) {
         for (int m = 0; m < MODES; m++) {
             for (int r = 0; r < ROUNDS; r++)
-                ratios[m][r] = times[m][r] / times[0][r];
+                ratios[m][r] = times[m][r] / times[ALONE][r];
             ratio[m] = bench_median(ratios[m], ROUNDS);
             median[m] = bench_median(times[m], ROUNDS);
         }

@@ -137,10 +137,13 @@ ug_status ug_cpu_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, i
     return UG_OK;
 }
 
+/* The memory is the host's: its address, and no native stream. */
 ug_status ug_cpu_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
 {
-    (void)dev, (void)mem, (void)address, (void)stream;
-    return ug_cpu_host->set_error(UG_ERR_UNSUPPORTED, "cpu: its memory is the host's, not a CUDA or HIP device's");
+    (void)dev;
+    *address = mem;
+    *stream = NULL;
+    return UG_OK;
 }
 
 /* ---- side streams ---- */

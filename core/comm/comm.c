@@ -1,7 +1,8 @@
 /* Communicators (comm.h): argument checks, and device tensors staged
- * through this rank's host buffer for the engine's collectives. The
- * staging waits for the tensor's device (a download on the thread's
- * current stream) and queues the result back (an upload on it). A rank
+ * through this rank's host buffer for the engine's collectives (host
+ * memory, the CPU backend's, is worked on in place). The staging waits
+ * for the tensor's device (a download on the thread's current stream) and
+ * queues the result back (an upload on it). A rank
  * that cannot take part (its arguments refused, its download failed)
  * breaks the group, so the others return at once with its reason. */
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "core/comm/internal.h"
+#include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
 
 void *ug_comm_local_group(int size);
@@ -129,12 +131,30 @@ static ug_status after_queued(ug_comm *c)
     return st;
 }
 
+/* The tensor's memory where it is the host's (the CPU backend's), once
+ * the thread's stream has written it, for the engine to work on in place
+ * with no copies; NULL where it is a device's, or on failure (*st). */
+static float *host_memory(ug_comm *c, const ug_tensor *t, ug_status *st)
+{
+    void *address = NULL, *stream = NULL;
+    *st = UG_OK;
+    if (ug_call_native(c->device, t, &address, &stream, "ug_comm") != UG_OK || stream)
+        return NULL;
+    *st = ug_stream_synchronize(ug_stream_current(c->device));
+    return *st == UG_OK ? address : NULL;
+}
+
 ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *t, ug_comm_op op, float **buffer, size_t *floats)
 {
     if (c->engine->device_all_reduce)
         return c->engine->device_all_reduce(c, t, op);
     size_t n = (size_t)ug_tensor_numel(t);
-    ug_status st = grow(buffer, floats, n, "ug_comm_all_reduce");
+    ug_status st = UG_OK;
+    float *in_place = host_memory(c, t, &st);
+    if (in_place)
+        return c->engine->all_reduce(c, in_place, n, op);
+    if (st == UG_OK)
+        st = grow(buffer, floats, n, "ug_comm_all_reduce");
     if (st == UG_OK)
         st = ug_tensor_download(t, *buffer, n * sizeof(float));
     if (st != UG_OK)
@@ -162,7 +182,12 @@ ug_status ug_comm_broadcast(ug_comm *c, ug_tensor *t, int root)
     if (c->engine->device_broadcast)
         return c->engine->device_broadcast(c, t, root);
     size_t n = (size_t)ug_tensor_numel(t);
-    ug_status st = staging(c, n, "ug_comm_broadcast");
+    ug_status st = UG_OK;
+    float *in_place = host_memory(c, t, &st);
+    if (in_place)
+        return c->engine->broadcast(c, in_place, n, root);
+    if (st == UG_OK)
+        st = staging(c, n, "ug_comm_broadcast");
     if (st == UG_OK && c->rank == root)
         st = ug_tensor_download(t, c->staging, n * sizeof(float));
     if (st != UG_OK)
@@ -183,7 +208,14 @@ ug_status ug_comm_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *out)
     UG_TRY(after_queued(c));
     if (c->engine->device_all_gather)
         return c->engine->device_all_gather(c, in, out);
-    ug_status st = staging(c, n * (size_t)(c->size + 1), "ug_comm_all_gather");
+    ug_status st = UG_OK;
+    /* In place only apart: MPI takes no aliased buffers. */
+    float *in_place = in->storage != out->storage ? host_memory(c, out, &st) : NULL;
+    float *from = in_place ? host_memory(c, in, &st) : NULL;
+    if (from)
+        return c->engine->all_gather(c, from, n, in_place);
+    if (st == UG_OK)
+        st = staging(c, n * (size_t)(c->size + 1), "ug_comm_all_gather");
     float *mine = c->staging + n * (size_t)c->size;
     if (st == UG_OK)
         st = ug_tensor_download(in, mine, n * sizeof(float));

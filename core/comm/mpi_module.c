@@ -4,7 +4,7 @@
  * error rather than a hang. A collective that timed out cannot be taken
  * back: the communicator is broken from then on (comm.c refuses further
  * calls). */
-#define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime, setenv */
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
@@ -65,6 +65,13 @@ static int init(int *rank, int *size, int *any_thread, char *why, size_t len)
     int initialized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
     if (!initialized) {
+        /* Open MPI's non-blocking all-reduce (libnbc) takes, on buffers
+         * reduced in place, a binomial tree: to rank 0 and back, twice
+         * the time of its blocking all-reduce (1 MiB floats between two
+         * ranks of one machine: 0.95 ms against 0.70 ms by the ring,
+         * 6 M floats: 9.3 against 3.8). The ring, as NCCL's, where the
+         * user chose none. */
+        setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
         /* Serialized: the rank's communication thread calls MPI too,
          * never at once with another (comm/side.c). */
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
