@@ -318,11 +318,12 @@ typedef enum ug_optim_kind {
  * computed on the host. With gated (loss scaling), grad_scale is instead
  * the scaler's gate (kernels/common/scaler.h): the update does nothing
  * when gate[UG_GATE_SKIP] is not 0, g is read as g * gate[UG_GATE_FACTOR],
- * and the step t = gate[UG_GATE_STEP] gives first_step (t == 1) and the
- * bias corrections, computed on the device in f32.
+ * the step t = gate[UG_GATE_STEP] gives first_step (t == 1), and the bias
+ * corrections are gate[UG_GATE_BC1] and gate[UG_GATE_BC2].
  * UG_OPTIM_SCALER: ug_scaler_update on state0 (UG_SCALER_SIZE values),
  * grad[0] (the gradients' sum of squares) and the gate param (UG_GATE_SIZE
- * values) with growth, backoff, growth_interval and max_norm. All f32,
+ * values) with growth, backoff, growth_interval, max_norm, and beta1 and
+ * beta2 for the bias corrections (0 for SGD). All f32,
  * except copy: when copy.mem is set (SGD, Adam, AdamW), the updated
  * parameter is also stored there in copy.dtype (f16 or bf16), the half copy
  * that mixed-precision graphs read; a skipped step leaves it as it is. */
@@ -492,7 +493,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 8
+#define UG_BACKEND_INTERFACE_REVISION 9
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

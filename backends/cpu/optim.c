@@ -82,7 +82,7 @@ static ug_status scaler_update(const ug_optim_args *a)
     float state[UG_SCALER_SIZE], gate[UG_GATE_SIZE];
     memcpy(state, ug_cpu_ptr(a->state0), sizeof state);
     ug_scaler_update(state, gate, *(const float *)ug_cpu_ptr(a->grad), a->growth, a->backoff,
-                     a->growth_interval, a->max_norm);
+                     a->growth_interval, a->max_norm, a->beta1, a->beta2);
     memcpy(ug_cpu_ptr(a->state0), state, sizeof state);
     memcpy(ug_cpu_ptr(a->param), gate, sizeof gate);
     return UG_OK;
@@ -120,10 +120,9 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
         if (a->gated) {
             if (scale[UG_GATE_SKIP] != 0.0f)
                 return UG_OK;
-            float t = scale[UG_GATE_STEP];
-            gated.first_step = t == 1.0f;
-            gated.bias_correction1 = 1.0f - powf(a->beta1, t);
-            gated.bias_correction2 = 1.0f - powf(a->beta2, t);
+            gated.first_step = scale[UG_GATE_STEP] == 1.0f;
+            gated.bias_correction1 = scale[UG_GATE_BC1];
+            gated.bias_correction2 = scale[UG_GATE_BC2];
         }
     }
     if (!sgd) {

@@ -42,7 +42,9 @@
     X(LAYERNORM_FWD, "layernorm_fwd", 0, 0)                                  \
     X(LAYERNORM_BWD, "layernorm_bwd", 0, 0)                                  \
     X(OPTIM_SGD, "optim_sgd", 0, 0)                                          \
+    X(OPTIM_SGD_PLAIN, "optim_sgd_plain", 0, 0)                              \
     X(OPTIM_ADAM, "optim_adam", 0, 0)                                        \
+    X(OPTIM_ADAM_PLAIN, "optim_adam_plain", 0, 0)                            \
     X(OPTIM_SCALER, "optim_scaler", 0, 0)                                    \
     X(IM2COL, "im2col", OCL_FLOATS, 0)                                       \
     X(COL2IM, "col2im", OCL_FLOATS, 0)                                       \

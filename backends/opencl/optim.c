@@ -17,6 +17,8 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_ulong coff = a->copy.mem ? (cl_ulong)a->copy.offset : 0;
     cl_int cdt = (cl_int)a->copy.dtype;
     flags |= a->copy.mem ? OCL_OPTIM_COPY : 0;
+    /* Neither gate nor half copy: the kernel POCL vectorizes (optim.cl). */
+    const bool plain = !(flags & (OCL_OPTIM_GATED | OCL_OPTIM_COPY));
     if (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: an optimizer's half copy must be f16 or bf16");
 
@@ -26,13 +28,13 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
         cl_mem state = (cl_mem)a->state0.mem;
         cl_ulong state_off = (cl_ulong)a->state0.offset;
         cl_float growth = a->growth, backoff = a->backoff, interval = a->growth_interval,
-                 max_norm = a->max_norm;
+                 max_norm = a->max_norm, beta1 = a->beta1, beta2 = a->beta2;
         ocl_arg args[] = {OCL_ARG(state), OCL_ARG(state_off), OCL_ARG(p),       OCL_ARG(poff),
                           OCL_ARG(g),     OCL_ARG(goff),      OCL_ARG(growth),  OCL_ARG(backoff),
-                          OCL_ARG(interval), OCL_ARG(max_norm)};
+                          OCL_ARG(interval), OCL_ARG(max_norm), OCL_ARG(beta1), OCL_ARG(beta2)};
         const ocl_kernel *k;
         ug_status st = ocl_kernel_for(dev, OCL_OPTIM_SCALER, UG_F32, UG_F32, &k);
-        return st != UG_OK ? st : ocl_launch_1d(dev, k, 1, args, 10);
+        return st != UG_OK ? st : ocl_launch_1d(dev, k, 1, args, 12);
     }
 
     if (a->kind == UG_OPTIM_SGD) {
@@ -48,7 +50,7 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
                           OCL_ARG(copy), OCL_ARG(coff), OCL_ARG(cdt), OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd), OCL_ARG(momentum),
                           OCL_ARG(dampening), OCL_ARG(flags)};
         const ocl_kernel *k;
-        ug_status st = ocl_kernel_for(dev, OCL_OPTIM_SGD, UG_F32, UG_F32, &k);
+        ug_status st = ocl_kernel_for(dev, plain ? OCL_OPTIM_SGD_PLAIN : OCL_OPTIM_SGD, UG_F32, UG_F32, &k);
         return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 17);
     }
     if (a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
@@ -67,6 +69,6 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
                       OCL_ARG(copy), OCL_ARG(coff), OCL_ARG(cdt), OCL_ARG(n),  OCL_ARG(lr),   OCL_ARG(wd),   OCL_ARG(b1),  OCL_ARG(b2),
                       OCL_ARG(eps), OCL_ARG(bc1), OCL_ARG(bc2),  OCL_ARG(flags)};
     const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, OCL_OPTIM_ADAM, UG_F32, UG_F32, &k);
+    ug_status st = ocl_kernel_for(dev, plain ? OCL_OPTIM_ADAM_PLAIN : OCL_OPTIM_ADAM, UG_F32, UG_F32, &k);
     return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, 22);
 }

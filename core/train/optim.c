@@ -431,6 +431,8 @@ static ug_status scaler_launch(const ug_op *op, ug_tensor *const *out, const ug_
                           .state0 = ug_kview_of(opt->scaler), .n = 1, .growth = ls->growth_factor,
                           .backoff = ls->backoff_factor, .growth_interval = (float)ls->growth_interval,
                           .max_norm = opt->config.max_grad_norm};
+    if (opt->config.type != UG_SGD) /* the gate carries Adam's bias corrections */
+        args.beta1 = opt->config.beta1, args.beta2 = opt->config.beta2;
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_OPTIMIZER, op->name, UG_F32, &args);
 }
 

@@ -23,6 +23,7 @@
 #define ug_tanhf tanh
 #define ug_erff erf
 #define ug_log1pf log1p
+#define ug_powf pow
 #else
 #include <math.h>
 #if defined(__device__) /* HIP or CUDA, the runtime header included first */
@@ -37,6 +38,7 @@
 #define ug_tanhf tanhf
 #define ug_erff erff
 #define ug_log1pf log1pf
+#define ug_powf powf
 #endif
 
 #define UG_SQRT1_2_F 0.70710678118654752440f

@@ -33,10 +33,9 @@ __global__ void ug_optim_kernel(optim_k k)
     if (k.gated) { /* the loss scaler's gate: skip, or this step's number */
         if (k.scale[UG_GATE_SKIP] != 0.0f)
             return;
-        const float t = k.scale[UG_GATE_STEP];
-        k.first_step = t == 1.0f;
-        k.bc1 = 1.0f - powf(k.beta1, t);
-        k.bc2 = 1.0f - powf(k.beta2, t);
+        k.first_step = k.scale[UG_GATE_STEP] == 1.0f;
+        k.bc1 = k.scale[UG_GATE_BC1];
+        k.bc2 = k.scale[UG_GATE_BC2];
     }
     UG_FOR(i, k.n, int64_t) {
         float p = k.p[i], g = k.g[i];
@@ -71,12 +70,12 @@ __global__ void ug_optim_kernel(optim_k k)
 
 /* One thread: kernels/common/scaler.h on the state, the sum and the gate. */
 __global__ void ug_scaler_kernel(float *state_out, float *gate_out, const float *sum_squares, float growth,
-                                 float backoff, float growth_interval, float max_norm)
+                                 float backoff, float growth_interval, float max_norm, float beta1, float beta2)
 {
     float state[UG_SCALER_SIZE], gate[UG_GATE_SIZE];
     for (int i = 0; i < UG_SCALER_SIZE; i++)
         state[i] = state_out[i];
-    ug_scaler_update(state, gate, sum_squares[0], growth, backoff, growth_interval, max_norm);
+    ug_scaler_update(state, gate, sum_squares[0], growth, backoff, growth_interval, max_norm, beta1, beta2);
     for (int i = 0; i < UG_SCALER_SIZE; i++)
         state_out[i] = state[i];
     for (int i = 0; i < UG_GATE_SIZE; i++)
@@ -97,7 +96,7 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
             return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: loss scaler buffers missing",
                                           UG_HIP_BACKEND);
         ug_scaler_kernel<<<1, 1, 0, ug_hip_current(dev)->stream>>>(state, gate, sum, a->growth, a->backoff,
-                                                   a->growth_interval, a->max_norm);
+                                                   a->growth_interval, a->max_norm, a->beta1, a->beta2);
         return ug_hip_launched("loss scaler");
     }
     optim_k k;
