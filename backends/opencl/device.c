@@ -309,6 +309,9 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     dev->is_pocl = strstr(plat_name, "Portable Computing Language") != NULL ||
                    strstr(dev->platform_version, "PoCL") != NULL ||
                    strstr(dev->platform_version, "pocl") != NULL;
+    cl_device_type type = 0;
+    dev->is_cpu = clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+                  (type & CL_DEVICE_TYPE_CPU);
 
     cl_uint units = 1;
     clGetDeviceInfo(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);

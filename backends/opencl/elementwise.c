@@ -14,6 +14,10 @@ static int64_t numel_of(int ndim, const int64_t *shape)
     return n;
 }
 
+/* Work-items of the chunked kernels (elementwise.cl's UG_CHUNK each). */
+enum { CHUNK = 64 };
+static size_t work_items(int64_t n) { return (size_t)((n + CHUNK - 1) / CHUNK); }
+
 /* Row-major contiguous strides for shape (axes of size 1 match anything). */
 static bool is_contiguous(int ndim, const int64_t *shape, const int64_t *strides)
 {
@@ -82,9 +86,10 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
         xdt = a->y.dtype;
         contig = true;
     }
+    const bool chunked = contig && dev->is_cpu && xdt == UG_F32 && a->y.dtype == UG_F32;
     const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, contig ? OCL_UNARY_CONTIG : OCL_UNARY_STRIDED, xdt,
-                                  a->y.dtype, &k);
+    ug_status st = chunked ? ocl_kernel_for(dev, OCL_UNARY_CHUNKED, UG_F32, UG_F32, &k)
+                           : ocl_kernel_for(dev, contig ? OCL_UNARY_CONTIG : OCL_UNARY_STRIDED, xdt, a->y.dtype, &k);
     if (st != UG_OK)
         return st;
     cl_int op = a->op;
@@ -92,7 +97,7 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
     ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff),  OCL_ARG(x),    OCL_ARG(xoff),
                       OCL_ARG(cn), OCL_ARG(op),    OCL_ARG(alpha), OCL_ARG(beta),
                       OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, k, (size_t)n, args, contig ? 8 : 10);
+    return ocl_launch_1d(dev, k, chunked ? work_items(n) : (size_t)n, args, contig ? 8 : 10);
 }
 
 ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
@@ -107,8 +112,10 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
     const ocl_kernel *k;
     bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
                   is_contiguous(a->ndim, a->shape, a->b_strides);
-    ug_status st = ocl_kernel_for(dev, contig ? OCL_BINARY_CONTIG : OCL_BINARY_STRIDED,
-                                  a->y.dtype, a->y.dtype, &k);
+    const bool chunked = contig && dev->is_cpu && a->y.dtype == UG_F32;
+    ug_status st = chunked ? ocl_kernel_for(dev, OCL_BINARY_CHUNKED, UG_F32, UG_F32, &k)
+                           : ocl_kernel_for(dev, contig ? OCL_BINARY_CONTIG : OCL_BINARY_STRIDED, a->y.dtype,
+                                            a->y.dtype, &k);
     if (st != UG_OK)
         return st;
     cl_mem y = (cl_mem)a->y.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
@@ -124,5 +131,5 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
     ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff), OCL_ARG(am),    OCL_ARG(aoff),
                       OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(cn),    OCL_ARG(op),
                       OCL_ARG(post), OCL_ARG(alpha), OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, k, (size_t)n, args, contig ? 10 : 12);
+    return ocl_launch_1d(dev, k, chunked ? work_items(n) : (size_t)n, args, contig ? 10 : 12);
 }

@@ -135,13 +135,9 @@ static const size_t k_routine_pocl[] = {64};
 
 void ocl_gemm_tune(ug_bdev *dev)
 {
-    if (!dev->is_pocl)
-        return;
     /* Only POCL's CPU devices: its CUDA or Level Zero devices are GPUs,
      * where CLBlast's own database knows better. */
-    cl_device_type type = 0;
-    if (clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) != CL_SUCCESS ||
-        !(type & CL_DEVICE_TYPE_CPU))
+    if (!dev->is_pocl || !dev->is_cpu)
         return;
     /* Best effort: a refusal leaves CLBlast's defaults, which still work. */
     CLBlastOverrideParameters(dev->device, "Xgemm", CLBlastPrecisionSingle,

@@ -31,6 +31,8 @@
     X(COPY_STRIDED, "copy_strided", OCL_ALL_DTYPES, 0)                       \
     X(BINARY_CONTIG, "binary_contig", OCL_FLOATS, 0)                         \
     X(BINARY_STRIDED, "binary_strided", OCL_FLOATS, 0)                       \
+    X(UNARY_CHUNKED, "unary_chunked", 0, 0)                                  \
+    X(BINARY_CHUNKED, "binary_chunked", 0, 0)                                \
     X(GEMM_SCALE_C, "gemm_scale_c", 0, 0)                                    \
     /* half A and B, f32 accumulation */                                     \
     X(GEMM_HALF, "gemm", OCL_DT(UG_F16) | OCL_DT(UG_BF16), OCL_FLOATS)       \
@@ -127,6 +129,7 @@ struct ug_bdev {
     ocl_kernel kernels[OCL_FAMILY_COUNT][UG_DTYPE_COUNT][UG_DTYPE_COUNT];
     size_t target_groups;           /* work-groups that keep the device busy */
     bool is_pocl;
+    bool is_cpu;                    /* CL_DEVICE_TYPE_CPU: POCL's pthread device, Intel's CPU runtime */
 
     /* Guards clSetKernelArg + enqueue, and a queue's reduction scratch
      * between the two passes of one reduction. */
