@@ -54,10 +54,17 @@ inline float ug_adam_element(float pv, float g, global float *m, global float *v
  *   the general kernel: UG_OPTIM_GATED when gscale is the loss scaler's
  *     gate (skip, or the step and its bias corrections), UG_OPTIM_COPY when
  *     the result also goes to the half copy in cdt. */
-kernel void optim_sgd_plain(global float *p, ulong poff, const global float *grad, ulong goff,
-                            global float *mbuf, ulong boff, const global float *gscale, ulong soff,
-                            global uchar *copy, ulong coff, int cdt,
-                            long n, float lr, float wd, float momentum, float dampening, int flags)
+#define UG_SGD_PARAMS                                                                              \
+    global float *p, ulong poff, const global float *grad, ulong goff, global float *mbuf, ulong boff, \
+        const global float *gscale, ulong soff, global uchar *copy, ulong coff, int cdt, long n,     \
+        float lr, float wd, float momentum, float dampening, int flags
+#define UG_ADAM_PARAMS                                                                             \
+    global float *p, ulong poff, const global float *grad, ulong goff, global float *m, ulong moff,   \
+        global float *v, ulong voff, const global float *gscale, ulong soff, global uchar *copy,     \
+        ulong coff, int cdt, long n, float lr, float wd, float beta1, float beta2, float eps,        \
+        float bc1, float bc2, int flags
+
+kernel void optim_sgd_plain(UG_SGD_PARAMS)
 {
     const long i = get_global_id(0);
     if (i >= n)
@@ -68,10 +75,7 @@ kernel void optim_sgd_plain(global float *p, ulong poff, const global float *gra
     p[poff + i] = ug_sgd_element(p[poff + i], g, mbuf + boff + i, lr, wd, momentum, dampening, flags);
 }
 
-kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulong goff,
-                      global float *mbuf, ulong boff, const global float *gscale, ulong soff,
-                      global uchar *copy, ulong coff, int cdt,
-                      long n, float lr, float wd, float momentum, float dampening, int flags)
+kernel void optim_sgd(UG_SGD_PARAMS)
 {
     const long i = get_global_id(0);
     if (i >= n)
@@ -91,11 +95,7 @@ kernel void optim_sgd(global float *p, ulong poff, const global float *grad, ulo
         ug_store_dt(copy, (long)coff + i, cdt, result);
 }
 
-kernel void optim_adam_plain(global float *p, ulong poff, const global float *grad, ulong goff,
-                             global float *m, ulong moff, global float *v, ulong voff,
-                             const global float *gscale, ulong soff, global uchar *copy, ulong coff,
-                             int cdt, long n, float lr, float wd,
-                             float beta1, float beta2, float eps, float bc1, float bc2, int flags)
+kernel void optim_adam_plain(UG_ADAM_PARAMS)
 {
     const long i = get_global_id(0);
     if (i >= n)
@@ -107,11 +107,7 @@ kernel void optim_adam_plain(global float *p, ulong poff, const global float *gr
                                   bc2, flags);
 }
 
-kernel void optim_adam(global float *p, ulong poff, const global float *grad, ulong goff,
-                       global float *m, ulong moff, global float *v, ulong voff,
-                       const global float *gscale, ulong soff, global uchar *copy, ulong coff,
-                       int cdt, long n, float lr, float wd,
-                       float beta1, float beta2, float eps, float bc1, float bc2, int flags)
+kernel void optim_adam(UG_ADAM_PARAMS)
 {
     const long i = get_global_id(0);
     if (i >= n)
