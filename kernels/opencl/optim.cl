@@ -64,14 +64,19 @@ inline float ug_adam_element(float pv, float g, global float *m, global float *v
         ulong coff, int cdt, long n, float lr, float wd, float beta1, float beta2, float eps,        \
         float bc1, float bc2, int flags
 
+/* The element's gradient, times the clipping (or unscaling) factor when
+ * there is one. */
+inline float ug_optim_grad(const global float *grad, const global float *gscale, int flags)
+{
+    return (flags & UG_OPTIM_GRAD_SCALE) ? *grad * gscale[UG_GATE_FACTOR] : *grad;
+}
+
 kernel void optim_sgd_plain(UG_SGD_PARAMS)
 {
     const long i = get_global_id(0);
     if (i >= n)
         return;
-    float g = grad[goff + i];
-    if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff + UG_GATE_FACTOR];
+    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
     p[poff + i] = ug_sgd_element(p[poff + i], g, mbuf + boff + i, lr, wd, momentum, dampening, flags);
 }
 
@@ -86,9 +91,7 @@ kernel void optim_sgd(UG_SGD_PARAMS)
         if (gscale[soff + UG_GATE_STEP] == 1.0f)
             flags |= UG_OPTIM_FIRST_STEP;
     }
-    float g = grad[goff + i];
-    if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff + UG_GATE_FACTOR];
+    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
     const float result = ug_sgd_element(p[poff + i], g, mbuf + boff + i, lr, wd, momentum, dampening, flags);
     p[poff + i] = result;
     if (flags & UG_OPTIM_COPY)
@@ -100,9 +103,7 @@ kernel void optim_adam_plain(UG_ADAM_PARAMS)
     const long i = get_global_id(0);
     if (i >= n)
         return;
-    float g = grad[goff + i];
-    if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff + UG_GATE_FACTOR];
+    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
     p[poff + i] = ug_adam_element(p[poff + i], g, m + moff + i, v + voff + i, lr, wd, beta1, beta2, eps, bc1,
                                   bc2, flags);
 }
@@ -118,9 +119,7 @@ kernel void optim_adam(UG_ADAM_PARAMS)
         bc1 = gscale[soff + UG_GATE_BC1];
         bc2 = gscale[soff + UG_GATE_BC2];
     }
-    float g = grad[goff + i];
-    if (flags & UG_OPTIM_GRAD_SCALE)
-        g = g * gscale[soff + UG_GATE_FACTOR];
+    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
     const float result = ug_adam_element(p[poff + i], g, m + moff + i, v + voff + i, lr, wd, beta1, beta2, eps,
                                          bc1, bc2, flags);
     p[poff + i] = result;
