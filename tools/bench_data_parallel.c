@@ -8,7 +8,7 @@
  *   overlap   every rank, the gradient buckets' all-reduces started as
  *             backward finishes them (ug_comm_run_backward);
  *   after     every rank, the buckets reduced after backward
- *             (ug_graph_run_backward, then ug_comm_reduce_gradients);
+ *             (ug_comm_set_overlap(false));
  * and prints the step times, their ratios to alone (weak scaling: 1 is
  * perfect), and each bucket's all-reduce with the share of it that ran
  * while backward did. */
@@ -77,12 +77,8 @@ static ug_status step(int mode, ug_comm *comm, replica *alone, replica *dp, buck
     ug_graph *g = dp->mlp.graph;
     if (mode == ALONE || mode == APART)
         return ug_graph_run(alone->mlp.graph);
-    if (mode == OVERLAP)
-        TRY(ug_comm_run_backward(comm, g));
-    else {
-        TRY(ug_graph_run_backward(g));
-        TRY(ug_comm_reduce_gradients(comm, g));
-    }
+    TRY(ug_comm_set_overlap(comm, mode == OVERLAP));
+    TRY(ug_comm_run_backward(comm, g));
     TRY(ug_graph_run_update(g));
     sums->count = ug_comm_bucket_count(comm) < MAX_BUCKETS ? ug_comm_bucket_count(comm) : MAX_BUCKETS;
     for (int b = 0; mode == OVERLAP && b < sums->count; b++) {

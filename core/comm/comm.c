@@ -80,6 +80,14 @@ ug_status ug_comm_set_timeout(ug_comm *c, double seconds)
     return UG_OK;
 }
 
+ug_status ug_comm_set_overlap(ug_comm *c, bool overlap)
+{
+    if (!c)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_comm_set_overlap: comm is NULL");
+    c->overlap_off = !overlap;
+    return UG_OK;
+}
+
 /* A refusal on this rank breaks the group, so the other ranks, waiting
  * in the same collective, return at once with its reason. */
 static ug_status refuse(ug_comm *c, ug_status st)

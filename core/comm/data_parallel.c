@@ -2,10 +2,11 @@
  * made one (rank 0's parameters, after checking that every rank has the
  * same ones), and the accumulated gradients summed over the ranks.
  *
- * A graph's accumulators hold each micro-batch's mean gradient times its
- * rows, and the update divides by the rows accumulated (graph/run.c);
- * summing both over the ranks makes every rank's update the one a single
- * device would make on the global batch, however unevenly it is split. */
+ * Before an update's gradients are summed, the ranks sum their rows, and
+ * each weights its micro-batches' gradients by their share of all the
+ * rows (graph/run.c's ug_graph_weigh_gradients): the sum is then the
+ * global batch's mean gradient, the update one device would make on it,
+ * however unevenly the batch is split. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,8 +223,23 @@ static ug_status failing(ug_comm *c, ug_status st)
     return st;
 }
 
-/* After the buckets: the rows summed, batch norm's statistics alike. */
-static ug_status finish(ug_comm *c, ug_graph *g, const char *op)
+/* The rows of the ranks' batch, summed before their gradients are: each
+ * rank weights its micro-batches by their share of them, so that the sum
+ * of the buckets is the batch's mean gradient, with no pass after it.
+ * rows: those this rank is about to run, besides those accumulated. */
+static ug_status weigh_by_all_rows(ug_comm *c, ug_graph *g, int64_t rows, float *total, const char *op)
+{
+    *total = (float)((g->micro_batches ? g->accumulated_rows : 0) + rows);
+    UG_TRY(c->engine->all_reduce(c, total, 1, UG_COMM_SUM));
+    if (*total < 1.0f)
+        return ug_set_error(UG_ERR_STATE, "%s: no rank ran a micro-batch (ug_graph_run_backward) since the last "
+                            "update", op);
+    return failing(c, ug_graph_weigh_gradients(g, *total, op));
+}
+
+/* After the buckets: batch norm's statistics made rank 0's, and the
+ * update told of every rank's rows. */
+static ug_status finish(ug_comm *c, ug_graph *g, float total)
 {
     /* Parameters the graph does not train but its forward pass updates
      * (batch norm's running statistics) take rank 0's values, as
@@ -233,25 +249,17 @@ static ug_status finish(ug_comm *c, ug_graph *g, const char *op)
         if (v->kind == VALUE_PARAM && !v->grad && v->param && v->param->dtype == UG_F32)
             UG_TRY(ug_comm_broadcast(c, v->param, 0));
     }
-    float rows = (float)(g->micro_batches ? g->accumulated_rows : 0);
-    UG_TRY(c->engine->all_reduce(c, &rows, 1, UG_COMM_SUM));
-    if (rows < 1.0f)
-        return ug_set_error(UG_ERR_STATE, "%s: no rank ran a micro-batch (ug_graph_run_backward) since the last "
-                            "update", op);
     if (!g->micro_batches++ && g->optimizer)
         g->accumulation_step = ug_optimizer_steps(g->optimizer);
-    g->accumulated_rows = (int64_t)rows;
+    g->accumulated_rows = (int64_t)total;
     return UG_OK;
 }
 
-ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
+/* Each bucket's all-reduce, one after the other. */
+static ug_status reduce_buckets(ug_comm *c, ug_graph *g, float total, const char *op)
 {
-    const char *op = "ug_comm_reduce_gradients";
-    if (!c || !g)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
-    UG_TRY(failing(c, prepare(c, g, op)));
     comm_data_parallel *dp = c->data_parallel;
-    /* An empty part adds nothing: zeros, and no rows. */
+    /* An empty part adds nothing: zeros. */
     for (int b = 0; !g->micro_batches && b < g->bucket_count; b++)
         UG_TRY(failing(c, ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, g->buckets[b].flat, NULL)));
     dp->backward_end = 0.0;
@@ -260,7 +268,18 @@ ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
         UG_TRY(ug_comm_all_reduce(c, g->buckets[b].flat, UG_COMM_SUM));
         dp->timing[b] = (comm_timing){start, ug_seconds_now()};
     }
-    return finish(c, g, op);
+    return finish(c, g, total);
+}
+
+ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
+{
+    const char *op = "ug_comm_reduce_gradients";
+    if (!c || !g)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
+    UG_TRY(failing(c, prepare(c, g, op)));
+    float total = 0.0f;
+    UG_TRY(weigh_by_all_rows(c, g, 0, &total, op));
+    return reduce_buckets(c, g, total, op);
 }
 
 /* Backward has launched bucket b's last accumulation: its all-reduce is
@@ -279,13 +298,17 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
     if (!c || !g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
     UG_TRY(failing(c, prepare(c, g, op)));
+    int64_t rows = 0;
+    UG_TRY(failing(c, ug_graph_rows_to_run(g, op, &rows)));
+    float total = 0.0f;
+    UG_TRY(weigh_by_all_rows(c, g, rows, &total, op));
     comm_data_parallel *dp = c->data_parallel;
     const double start = ug_seconds_now();
-    if (!c->side_allowed) { /* MPI allows only its first thread: after backward */
+    if (!c->side_allowed || c->overlap_off) { /* (MPI may allow only its first thread) */
         UG_TRY(failing(c, ug_graph_run_backward(g)));
         UG_TRY(failing(c, ug_device_synchronize(c->device)));
         dp->compute_seconds = ug_seconds_now() - start;
-        return ug_comm_reduce_gradients(c, g);
+        return reduce_buckets(c, g, total, op);
     }
     dp->backward_end = 0.0;
     ug_status st = ug_graph_run_backward_notify(g, bucket_ready, c);
@@ -302,7 +325,7 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
         return ug_set_error(st, "%s", why);
     }
     UG_TRY(failing(c, ug_comm_side_drain(c)));
-    return finish(c, g, op);
+    return finish(c, g, total);
 }
 
 ug_status ug_comm_set_bucket_bytes(ug_graph *g, size_t first_bytes, size_t bytes)

@@ -43,6 +43,7 @@ struct ug_comm {
     float *staging;           /* host copies of tensors */
     size_t staging_floats;
     bool side_allowed;        /* the engine may be called from the communication thread */
+    bool overlap_off;         /* ug_comm_set_overlap(false): buckets reduced after backward */
     comm_side *side;          /* the communication thread, made on first use (side.c) */
     comm_data_parallel *data_parallel; /* data_parallel.c's state */
     double debug_seconds_per_row; /* test hook: > 0 replaces the timed compute (ug_comm_debug_seconds_per_row) */

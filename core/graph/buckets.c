@@ -8,7 +8,10 @@
  * engine's bandwidth.
  *
  * A gradient is final after the last backward node writing it; its
- * accumulation (graph/run.c) is launched right after that node. */
+ * accumulation (graph/run.c) is launched right after that node. A
+ * parameter's gradient lives in its part: backward writes a first
+ * micro-batch's gradient there, and no pass copies it in. A later
+ * micro-batch's gradients go to their own buffers and are added in. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,18 +30,48 @@ static const ug_value *gradient_value(const ug_value *v)
     return v->kind == VALUE_PARAM ? ug_value_base(v->grad) : NULL;
 }
 
+/* Makes t view what view views (t keeps its shape). */
+static void retarget(ug_tensor *t, const ug_tensor *view)
+{
+    ug_storage_retain(view->storage);
+    ug_storage_release(t->storage);
+    t->storage = view->storage;
+    t->offset = view->offset;
+}
+
+ug_status ug_graph_place_gradients(ug_graph *g, bool in_buckets)
+{
+    if (!g->own_buffers || g->gradients_in_buckets == in_buckets)
+        return UG_OK;
+    for (int k = 0; k < g->accumulated_count; k++) {
+        if (!g->own_buffers[k])
+            continue;
+        const ug_value *grad = g->gradients[k];
+        retarget(grad->tensor, in_buckets ? g->accumulated[k] : g->own_buffers[k]);
+        UG_TRY(ug_graph_refresh_aliases(g, grad));
+    }
+    g->gradients_in_buckets = in_buckets;
+    return UG_OK;
+}
+
 void ug_graph_free_accumulators(ug_graph *g)
 {
+    /* Back to their own buffers: aliases are made again from those, and
+     * no failure is possible with the graph's plan in place. */
+    (void)ug_graph_place_gradients(g, false);
+    for (int k = 0; g->own_buffers && k < g->accumulated_count; k++)
+        ug_tensor_free(g->own_buffers[k]);
     for (int k = 0; k < g->accumulated_count; k++)
         ug_tensor_free(g->accumulated[k]);
     for (int b = 0; b < g->bucket_count; b++)
         ug_tensor_free(g->buckets[b].flat);
     free(g->accumulated);
+    free(g->own_buffers);
     free(g->gradients);
     free(g->accumulate_after);
     free(g->ready_order);
     free(g->buckets);
-    g->accumulated = NULL;
+    g->accumulated = g->own_buffers = NULL;
     g->gradients = NULL;
     g->accumulate_after = g->ready_order = NULL;
     g->buckets = NULL;
@@ -136,6 +169,34 @@ static ug_status make_bucket(ug_graph *g, graph_bucket *b)
     return UG_OK;
 }
 
+/* The gradients that can live in their parts: a gradient value of its
+ * own (kind VALUE_GRAD), not shared with another parameter; each keeps a
+ * view of its own buffer. */
+static ug_status find_own_buffers(ug_graph *g)
+{
+    for (int k = 0; k < g->accumulated_count; k++) {
+        const ug_value *grad = g->gradients[k];
+        bool shared = grad->kind != VALUE_GRAD || !grad->tensor;
+        for (int j = 0; j < g->accumulated_count && !shared; j++)
+            shared = j != k && g->gradients[j] == grad;
+        if (!shared)
+            UG_TRY(ug_tensor_over_storage(grad->tensor->storage, grad->tensor->dtype, grad->tensor->ndim,
+                                          grad->tensor->shape, grad->tensor->offset, &g->own_buffers[k]));
+    }
+    return UG_OK;
+}
+
+/* The rows of a full batch: the first input's planned leading size. */
+static float planned_rows(const ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        const ug_value *v = g->values[i];
+        if (v->kind == VALUE_INPUT && v->ndim > 0 && v->uses > 0)
+            return (float)v->shape[0];
+    }
+    return 1.0f;
+}
+
 ug_status ug_graph_make_accumulators(ug_graph *g)
 {
     int count = 0;
@@ -143,11 +204,12 @@ ug_status ug_graph_make_accumulators(ug_graph *g)
         count += gradient_value(g->values[i]) != NULL;
     const ug_value **grads = g->gradients = ug_calloc((size_t)count + 1, sizeof *grads);
     g->accumulated = ug_calloc((size_t)count + 1, sizeof *g->accumulated);
+    g->own_buffers = ug_calloc((size_t)count + 1, sizeof *g->own_buffers);
     g->accumulate_after = ug_calloc((size_t)count + 1, sizeof *g->accumulate_after);
     g->ready_order = ug_calloc((size_t)count + 1, sizeof *g->ready_order);
     g->buckets = ug_calloc((size_t)count + 1, sizeof *g->buckets);
     ug_status st = UG_OK;
-    if (!grads || !g->accumulated || !g->accumulate_after || !g->ready_order || !g->buckets)
+    if (!grads || !g->accumulated || !g->own_buffers || !g->accumulate_after || !g->ready_order || !g->buckets)
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_run_backward: out of host memory");
     g->accumulated_count = count;
     if (st == UG_OK) {
@@ -163,8 +225,13 @@ ug_status ug_graph_make_accumulators(ug_graph *g)
     }
     for (int b = 0; st == UG_OK && b < g->bucket_count; b++)
         st = make_bucket(g, &g->buckets[b]);
+    if (st == UG_OK)
+        st = find_own_buffers(g);
+    if (st == UG_OK)
+        st = ug_graph_place_gradients(g, true);
     if (st != UG_OK) /* all or nothing: the next call tries again */
         ug_graph_free_accumulators(g);
+    g->gradient_rows = g->full_batch_rows = planned_rows(g);
     static _Atomic uint64_t layouts;
     g->layout = ++layouts;
     return st;

@@ -32,6 +32,7 @@ void ug_graph_free(ug_graph *g)
 {
     if (!g)
         return;
+    ug_graph_free_accumulators(g); /* first: it points gradients back at their own buffers */
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
         if (v->kind != VALUE_PARAM && v->kind != VALUE_PARAM_COPY) /* the model's */
@@ -43,7 +44,6 @@ void ug_graph_free(ug_graph *g)
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
-    ug_graph_free_accumulators(g);
     ug_optimizer_free(g->optimizer);
     ug_model_free(g->model);
     ug_storage_release(g->arena);

@@ -116,6 +116,14 @@ struct ug_graph {
     ug_tensor **accumulated;
     int accumulated_count;    /* parameters with a gradient */
     const ug_value **gradients; /* per k: the parameter's gradient value */
+    /* Per k: the gradient's own buffer when the gradient lives in its
+     * bucket part, so a first micro-batch needs no copy (NULL: a gradient
+     * value shared with another parameter, copied into its part). */
+    ug_tensor **own_buffers;
+    bool gradients_in_buckets; /* those gradients' tensors view their parts now */
+    bool accumulating;        /* in ug_graph_run_backward: the loss seed weights the rows */
+    float gradient_rows;      /* the rows a micro-batch's gradient is weighted against */
+    float full_batch_rows;    /* the planned rows: gradient_rows after each update */
     int *accumulate_after;    /* per k: the node after which its gradient is final (-1: before any) */
     int *ready_order;         /* the k in the order backward finishes them */
     graph_bucket *buckets;
@@ -232,12 +240,23 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
  * run and discards the accumulated micro-batches. */
 typedef ug_status ug_bucket_ready_fn(void *ctx, int bucket);
 ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, void *ctx);
+/* The rows the next run would take, after the checks a run makes. */
+ug_status ug_graph_rows_to_run(ug_graph *g, const char *op, int64_t *rows);
+/* A micro-batch's gradient is its mean's times its rows over rows (the
+ * loss seed weights it): weighted against the rows of all the ranks' batch,
+ * they add up to its mean, and the update divides by nothing. The
+ * accumulated micro-batches are weighted again. */
+ug_status ug_graph_weigh_gradients(ug_graph *g, float rows, const char *op);
 
 /* graph/buckets.c */
 /* The accumulators of the parameters' gradients (g->accumulated) in their
  * buckets, made on first use, all or none. */
 ug_status ug_graph_make_accumulators(ug_graph *g);
 void ug_graph_free_accumulators(ug_graph *g);
+/* Points the gradients that live in buckets at their parts (true) or at
+ * their own buffers (false), where a later micro-batch's gradients go
+ * before they are added in. */
+ug_status ug_graph_place_gradients(ug_graph *g, bool in_buckets);
 /* The buckets' sizes in bytes (0: the defaults, 1 MiB then 25 MiB), the
  * accumulators made again on next use; refused while micro-batches are
  * accumulated. */

@@ -130,11 +130,29 @@ ug_status ug_graph_run_forward(ug_graph *g)
     return run_phases(g, FORWARD, "ug_graph_run_forward");
 }
 
-/* A parameter value's gradient buffer (NULL for other values). */
-static ug_tensor *gradient(const ug_value *v)
+/* No micro-batch accumulated: the next are weighted against a full batch. */
+static void clear_accumulation(ug_graph *g)
 {
-    const ug_value *grad = ug_value_base(v->grad);
-    return v->kind == VALUE_PARAM && grad ? grad->tensor : NULL;
+    g->micro_batches = 0;
+    g->accumulated_rows = 0;
+    g->gradient_rows = g->full_batch_rows;
+}
+
+ug_status ug_graph_weigh_gradients(ug_graph *g, float rows, const char *op)
+{
+    for (int b = 0; g->micro_batches && rows != g->gradient_rows && b < g->bucket_count; b++) {
+        ug_tensor *flat = g->buckets[b].flat;
+        UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, g->gradient_rows / rows, 0.0f, flat, flat));
+    }
+    g->gradient_rows = rows;
+    return UG_OK;
+}
+
+ug_status ug_graph_rows_to_run(ug_graph *g, const char *op, int64_t *rows)
+{
+    UG_TRY(check_runnable(g, op));
+    *rows = g->rows;
+    return UG_OK;
 }
 
 /* Micro-batches accumulated before the optimizer stepped elsewhere (another
@@ -145,8 +163,7 @@ static ug_status same_parameters(ug_graph *g, const char *op)
     if (!g->micro_batches || !g->optimizer || ug_optimizer_steps(g->optimizer) == g->accumulation_step)
         return UG_OK;
     int count = g->micro_batches;
-    g->micro_batches = 0;
-    g->accumulated_rows = 0;
+    clear_accumulation(g);
     return ug_set_error(UG_ERR_STATE,
                         "%s: the optimizer made a step (through another graph) after the first of %d "
                         "accumulated micro-batches; their gradients are of the parameters before it and "
@@ -154,20 +171,22 @@ static ug_status same_parameters(ug_graph *g, const char *op)
                         op, count);
 }
 
-/* Accumulator k takes the micro-batch's gradient (a mean over its rows)
- * times its rows: the first micro-batch sets it, the others add. */
+/* Accumulator k takes the micro-batch's gradient, which the loss seed
+ * weighted by its rows: the first micro-batch sets it (a gradient living
+ * in its part is there already), the others add. */
 static ug_status accumulate(ug_graph *g, int k, const char *op)
 {
     ug_tensor *acc = g->accumulated[k], *grad = g->gradients[k]->tensor;
-    const float rows = (float)g->rows;
-    return g->micro_batches ? ug_launch_binary(op, UG_BINARY_ADD_SCALED, UG_UNARY_COPY, rows, acc, acc, grad)
-                            : ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, rows, 0.0f, acc, grad);
+    if (g->micro_batches)
+        return ug_launch_binary(op, UG_BINARY_ADD, UG_UNARY_COPY, 0.0f, acc, acc, grad);
+    return g->own_buffers[k] ? UG_OK : ug_tensor_copy(acc, grad);
 }
 
 /* Forward and backward, each gradient accumulated right after the node
  * that finishes it, and ready told of each bucket as its last part is. */
 static ug_status run_accumulating(ug_graph *g, ug_bucket_ready_fn *ready, void *ctx, const char *op)
 {
+    UG_TRY(ug_graph_place_gradients(g, !g->micro_batches));
     int next = 0, bucket = 0; /* in ready_order */
     for (int i = -1; i < g->node_count; i++) {
         if (i >= 0) {
@@ -198,10 +217,13 @@ ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, v
     if (!g->accumulated)
         UG_TRY(ug_graph_make_accumulators(g));
     UG_TRY(same_parameters(g, op));
+    g->accumulating = true;
     ug_status st = run_accumulating(g, ready, ctx, op);
+    g->accumulating = false;
+    if (st == UG_OK)
+        st = ug_graph_place_gradients(g, true);
     if (st != UG_OK) { /* some accumulators hold this batch and some not: start over */
-        g->micro_batches = 0;
-        g->accumulated_rows = 0;
+        clear_accumulation(g);
         return ug_prefix_error(st, "%s: the accumulated gradients were discarded", op);
     }
     if (!g->micro_batches++ && g->optimizer)
@@ -226,15 +248,15 @@ ug_status ug_graph_run_update(ug_graph *g)
     UG_TRY(same_parameters(g, op));
     /* The update sees the micro-batches' gradients weighted by their rows,
      * as one batch of all their rows would give (the loss is a mean over
-     * rows). */
-    float mean = 1.0f / (float)g->accumulated_rows;
-    for (int i = 0, k = 0; i < g->value_count; i++) {
-        ug_tensor *grad = gradient(g->values[i]);
-        if (grad)
-            UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, mean, 0.0f, grad, g->accumulated[k++]));
-    }
-    g->micro_batches = 0;
-    g->accumulated_rows = 0;
+     * rows). A gradient living in its part is scaled in place, and not at
+     * all when the weights were the rows' shares already (one full batch,
+     * or a data-parallel update: ug_graph_weigh_gradients). */
+    const float mean = g->gradient_rows / (float)g->accumulated_rows;
+    for (int k = 0; k < g->accumulated_count; k++)
+        if (mean != 1.0f || !g->own_buffers[k])
+            UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, mean, 0.0f, g->gradients[k]->tensor,
+                                   g->accumulated[k]));
+    clear_accumulation(g);
     if (!g->optimizer) /* the mean stays in the gradients, for ug_graph_grad */
         return UG_OK;
     UG_TRY(run_phases(g, UPDATE, op));

@@ -439,7 +439,11 @@ static ug_status scaler_launch(const ug_op *op, ug_tensor *const *out, const ug_
 const ug_op_def ug_op_loss_scaler = {.family = "loss scaler", .infer = scaler_infer, .launch = scaler_launch};
 
 /* The backward pass's first gradient, d loss / d loss: 1, or the loss
- * scale when the graph's optimizer scales the loss (read on the device). */
+ * scale when the graph's optimizer scales the loss (read on the device).
+ * A micro-batch accumulated (ug_graph_run_backward) weights it by its
+ * share of a full batch's rows, so that gradients of unequal batches add
+ * up as one batch of all their rows; a full batch's gradient stays that
+ * of ug_graph_run bit for bit. */
 static ug_status seed_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     (void)nin, (void)in, (void)nout;
@@ -451,12 +455,15 @@ static ug_status seed_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
 static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     (void)in;
-    const ug_optimizer *opt = op->p.seed.graph->optimizer;
+    const ug_graph *g = op->p.seed.graph;
+    const float weight = g->accumulating ? (float)g->rows / g->gradient_rows : 1.0f;
+    const ug_optimizer *opt = g->optimizer;
     if (!opt || !opt->scaler)
-        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 1.0f, out[0], NULL);
-    ug_unary_args copy = {.op = UG_UNARY_COPY, .y = ug_kview_of(out[0]), .x = ug_kview_of(opt->scaler),
-                          .ndim = 1, .shape = {ug_tensor_numel(out[0])}, .x_strides = {0}};
-    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &copy);
+        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, weight, out[0], NULL);
+    ug_unary_args scaled = {.op = UG_UNARY_SCALE_SHIFT, .alpha = weight, .y = ug_kview_of(out[0]),
+                            .x = ug_kview_of(opt->scaler), .ndim = 1, .shape = {ug_tensor_numel(out[0])},
+                            .x_strides = {0}};
+    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &scaled);
 }
 
 const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch};

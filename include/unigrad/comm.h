@@ -73,6 +73,10 @@ UG_API ug_device *ug_comm_device(const ug_comm *comm);
 UG_API const char *ug_comm_engine(const ug_comm *comm);
 /* Seconds this rank waits for the others in a collective (> 0). */
 UG_API ug_status ug_comm_set_timeout(ug_comm *comm, double seconds);
+/* Whether ug_comm_run_backward reduces each gradient bucket while the rest
+ * of backward runs (the default) or all of them after it, with the same
+ * bits: to measure what the overlap hides, or to keep a side stream free. */
+UG_API ug_status ug_comm_set_overlap(ug_comm *comm, bool overlap);
 
 /* tensor <- op over the ranks' tensors, in place. Every rank receives the
  * same bits: the ranks' values are combined in rank order. */
@@ -100,16 +104,20 @@ UG_API ug_status ug_comm_broadcast_model(ug_comm *comm, ug_model *model);
  * batch, as one device on it would, and the replicas stay alike (with the
  * loss scaler, an overflow on any rank skips the step on all). A rank
  * whose part was empty (no ug_graph_run_backward) takes part with zeros.
+ * It weights the gradients by the rows in a pass over them, which
+ * ug_comm_run_backward needs not (so the two may differ in the last bit).
  * Parameters the graph does not train but updates (batch norm's running
  * statistics) take rank 0's values, as DistributedDataParallel's buffers. */
 UG_API ug_status ug_comm_reduce_gradients(ug_comm *comm, ug_graph *graph);
 /* The last micro-batch before an update, in place of ug_graph_run_backward
- * then ug_comm_reduce_gradients, with the same result: the gradients are
- * accumulated in buckets in the order backward finishes them, and each
- * bucket's all-reduce starts on this rank's communication thread as soon
- * as its last gradient is written, while the rest of backward runs. (When
- * MPI was initialised by the program without MPI_THREAD_SERIALIZED, the
- * buckets are reduced after backward.) */
+ * then ug_comm_reduce_gradients, with the same result: the ranks first sum
+ * their rows, so that backward weights each rank's gradients by its share
+ * of them; the gradients are accumulated in buckets in the order backward
+ * finishes them, and each bucket's all-reduce starts on this rank's
+ * communication thread as soon as its last gradient is written, while the
+ * rest of backward runs. (After backward instead with
+ * ug_comm_set_overlap(false), or when MPI was initialised by the program
+ * without MPI_THREAD_SERIALIZED.) */
 UG_API ug_status ug_comm_run_backward(ug_comm *comm, ug_graph *graph);
 /* The sizes of graph's gradient buckets: the first (small, so that the
  * first all-reduce starts early) and the others; 0 keeps the defaults,

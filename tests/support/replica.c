@@ -112,6 +112,8 @@ static uint64_t hash_params(const replica *r)
  * rows: in one or two micro-batches, the last one reducing over comm. */
 static ug_status train(replica *r)
 {
+    if (r->comm)
+        TRY(ug_comm_set_overlap(r->comm, !r->setup.no_overlap));
     for (int s = 0; s < STEPS; s++) {
         if (r->killed_at_step == s + 1)
             raise(SIGKILL); /* a rank that dies: the others must not hang */

@@ -23,6 +23,7 @@ typedef struct replica_setup {
     bool clip;                /* global-norm clipping at 0.5 */
     int overflow_step;        /* 1 + the step whose row REPLICA_BATCH / 2 overflows f16 (0: none) */
     bool after_backward;      /* ug_comm_reduce_gradients, not ug_comm_run_backward */
+    bool no_overlap;          /* ug_comm_run_backward with ug_comm_set_overlap(false) */
 } replica_setup;
 
 typedef struct replica {

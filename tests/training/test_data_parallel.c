@@ -71,7 +71,8 @@ static const char *describe(const replica_setup *c)
     static char text[128];
     snprintf(text, sizeof text, "%s%s%s%s%s%s", c->cnn ? "cnn" : "mlp", c->f16 ? ", f16" : "",
              c->accumulate ? ", accumulation" : "", c->clip ? ", clipping" : "",
-             c->overflow_step ? ", overflow on rank 1" : "", c->after_backward ? ", after backward" : "");
+             c->overflow_step ? ", overflow on rank 1" : "",
+             c->after_backward ? ", after backward" : c->no_overlap ? ", overlap off" : "");
     return text;
 }
 
@@ -111,6 +112,7 @@ static void test_accumulation(ug_device *dev)
 {
     check_against_one(dev, 3, (replica_setup){.accumulate = true});
     check_against_one(dev, 5, (replica_setup){.cnn = true, .accumulate = true});
+    check_against_one(dev, 3, (replica_setup){.accumulate = true, .after_backward = true});
 }
 static void test_clipping(ug_device *dev) { check_against_one(dev, 5, (replica_setup){.clip = true}); }
 static void test_f16_overflow(ug_device *dev)
@@ -125,7 +127,7 @@ static void test_overlap_same_bits(ug_device *dev)
     uint64_t overlapped[2][REPLICA_STEPS];
     replica_data();
     for (int pass = 0; pass < 2; pass++) {
-        const replica_setup setup = {.cnn = true, .accumulate = true, .after_backward = pass == 1};
+        const replica_setup setup = {.cnn = true, .accumulate = true, .no_overlap = pass == 1};
         run_pair(dev, 5, &setup, false, false);
         for (int r = 0; r < 2; r++) {
             if (ranks[r].status != UG_OK) {

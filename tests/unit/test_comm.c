@@ -209,6 +209,7 @@ static void test_arguments(ug_device *dev)
     CHECK(ug_comm_device(comms[0]) == dev && !strcmp(ug_comm_engine(comms[0]), "in-process"));
     CHECK_STATUS(ug_comm_set_timeout(comms[0], 0.0), UG_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(ug_comm_set_timeout(comms[0], NAN), UG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ug_comm_set_overlap(NULL, false), UG_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(ug_comm_all_reduce(NULL, NULL, UG_COMM_SUM), UG_ERR_INVALID_ARGUMENT);
     /* Rank 1 leaves: rank 0's next collective fails at once, naming it. */
     ug_comm_free(comms[1]);
