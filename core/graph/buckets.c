@@ -7,8 +7,10 @@
  * others about 25 MB, so each collective is long enough to run near the
  * engine's bandwidth.
  *
- * A gradient is final after the last backward node writing it; its
- * accumulation (graph/run.c) is launched right after that node. A
+ * A gradient is done with after the last forward or backward node writing
+ * or reading it (a numeric check reads it); its accumulation (graph/run.c)
+ * is launched right after that node, and its bucket reduced after its
+ * last part's, while backward goes on. A
  * parameter's gradient lives in its part: backward writes a first
  * micro-batch's gradient there, and no pass copies it in. A later
  * micro-batch's gradients go to their own buffers and are added in. */
@@ -90,8 +92,9 @@ ug_status ug_graph_set_buckets(ug_graph *g, size_t first_bytes, size_t bytes)
 }
 
 /* For each parameter with a gradient (k in value order): its gradient's
- * value, and the last forward or backward node writing it (-1: none). */
-static void find_last_writers(ug_graph *g, const ug_value **grads, int *after)
+ * value, and the last forward or backward node writing or reading it
+ * (-1: none). */
+static void find_last_uses(ug_graph *g, const ug_value **grads, int *after)
 {
     for (int i = 0, k = 0; i < g->value_count; i++)
         if (gradient_value(g->values[i]))
@@ -102,12 +105,15 @@ static void find_last_writers(ug_graph *g, const ug_value **grads, int *after)
         const graph_node *node = g->nodes[n];
         if (node->dead || node->phase == PHASE_UPDATE)
             continue;
-        /* Its result, and the others it writes (batch norm's gradient
-         * writes those of its scale and shift). */
-        for (int out = -1; out < node->nscratch; out++) {
-            const ug_value *written = ug_value_base(out < 0 ? node->out : node->scratch[out]);
-            for (int k = 0; written && k < g->accumulated_count; k++)
-                if (grads[k] == written)
+        /* Its result, the others it writes (batch norm's gradient writes
+         * those of its scale and shift) and its inputs. */
+        for (int v = -1; v < node->nscratch + node->nin; v++) {
+            const ug_value *used = v < 0                ? node->out
+                                   : v < node->nscratch ? node->scratch[v]
+                                                        : node->in[v - node->nscratch];
+            used = used ? ug_value_base(used) : NULL;
+            for (int k = 0; used && k < g->accumulated_count; k++)
+                if (grads[k] == used)
                     after[k] = n;
         }
     }
@@ -213,7 +219,7 @@ ug_status ug_graph_make_accumulators(ug_graph *g)
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_run_backward: out of host memory");
     g->accumulated_count = count;
     if (st == UG_OK) {
-        find_last_writers(g, grads, g->accumulate_after);
+        find_last_uses(g, grads, g->accumulate_after);
         for (int k = 0; k < count; k++)
             if (grads[k]->dtype != UG_F32)
                 st = ug_set_error(UG_ERR_DTYPE, "ug_graph_run_backward: the gradient of parameter %s is %s; "

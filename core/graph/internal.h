@@ -124,7 +124,7 @@ struct ug_graph {
     bool accumulating;        /* in ug_graph_run_backward: the loss seed weights the rows */
     float gradient_rows;      /* the rows a micro-batch's gradient is weighted against */
     float full_batch_rows;    /* the planned rows: gradient_rows after each update */
-    int *accumulate_after;    /* per k: the node after which its gradient is final (-1: before any) */
+    int *accumulate_after;    /* per k: the node after which its gradient is done with (-1: before any) */
     int *ready_order;         /* the k in the order backward finishes them */
     graph_bucket *buckets;
     int bucket_count;
