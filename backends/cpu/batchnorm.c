@@ -19,6 +19,7 @@ static double lanes_total(const float *acc)
 }
 
 /* sum of p[i] - shift (sq NULL), or of its square (sum NULL). */
+UG_CPU_WIDE
 static void run_sums(const float *p, int64_t n, float shift, double *sum, double *sq)
 {
     for (int64_t start = 0; start < n; start += BLOCK) {
@@ -45,6 +46,7 @@ static void run_sums(const float *p, int64_t n, float shift, double *sum, double
 }
 
 /* sum of dy, and of dy * (x - mean) * rstd. */
+UG_CPU_WIDE
 static void grad_sums(const float *dy, const float *x, int64_t n, float mean, float rstd,
                       double *sum_dy, double *sum_dy_xhat)
 {
@@ -73,6 +75,7 @@ typedef struct bn_job {
 
 #define BN_F32(view) ((float *)ug_cpu_ptr(view))
 
+UG_CPU_WIDE
 static void bn_forward(void *ctx, int64_t begin, int64_t end)
 {
     const ug_batchnorm_args *a = ((const bn_job *)ctx)->a;
@@ -112,6 +115,7 @@ static void bn_forward(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+UG_CPU_WIDE
 static void bn_backward(void *ctx, int64_t begin, int64_t end)
 {
     const ug_batchnorm_args *a = ((const bn_job *)ctx)->a;

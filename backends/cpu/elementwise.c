@@ -109,6 +109,7 @@ static void walk(const ew_plan *p, int64_t begin, int64_t end, piece_fn piece, v
 
 /* y = f(x) over n contiguous floats; y may be in. The formulas are
  * kernels/common/elementwise.h's, expanded into one loop per op. */
+UG_CPU_WIDE
 static void unary_block(ug_unary_kind op, float alpha, float beta, const float *in, float *y,
                         int64_t n)
 {
@@ -157,6 +158,7 @@ static void unary_block(ug_unary_kind op, float alpha, float beta, const float *
 
 /* y = a op b over n floats; a scalar operand is element 0 only; y may be av
  * or bv. */
+UG_CPU_WIDE
 static void binary_block(ug_binary_kind op, float alpha, int mode, const float *av,
                          const float *bv, float *y, int64_t n)
 {

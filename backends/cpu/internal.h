@@ -40,6 +40,25 @@ extern const ug_backend_host *ug_cpu_host;
 #define UG_CPU_IVDEP
 #endif
 
+/* The kernel loops, compiled for the baseline x86-64 (SSE2, 4 floats a
+ * vector), AVX2 (8) and AVX-512 (16), the widest the processor has picked
+ * when the library loads (an ifunc). Contraction into FMA stays off
+ * (-ffp-contract=off, CMakeLists.txt), and the reductions keep their
+ * lanes, so every version gives the same bits. ThreadSanitizer cannot run
+ * an ifunc's resolver, so its builds keep the baseline. */
+#if defined(__SANITIZE_THREAD__)
+#define UG_CPU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UG_CPU_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__linux__) && !defined(UG_CPU_TSAN)
+#define UG_CPU_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define UG_CPU_WIDE
+#endif
+
 /* Address of element `offset` of a view. */
 static inline char *ug_cpu_ptr(ug_kview v)
 {

@@ -16,6 +16,7 @@ typedef struct opt_job {
     float step, sqrt_bc2, decay; /* Adam: lr/bc1, sqrt(bc2); AdamW: 1 - lr*wd */
 } opt_job;
 
+UG_CPU_WIDE
 static void sgd_range(const opt_job *j, int64_t b, int64_t e)
 {
     const ug_optim_args *a = j->args;
@@ -34,6 +35,7 @@ static void sgd_range(const opt_job *j, int64_t b, int64_t e)
     }
 }
 
+UG_CPU_WIDE
 static void adam_range(const opt_job *j, int64_t b, int64_t e)
 {
     const ug_optim_args *a = j->args;

@@ -44,6 +44,7 @@ static bool is_sum(ug_reduce_kind op)
 
 /* ---- inner == 1: contiguous rows ---- */
 
+UG_CPU_WIDE
 static float lanes_sum(const float *p, int64_t n, bool sq)
 {
     float acc[LANES] = {0};
@@ -77,6 +78,7 @@ static const float *leaf(const red_job *j, const char *row, int64_t c0, int64_t 
     return buf;
 }
 
+UG_CPU_WIDE
 static float row_sum(const red_job *j, const char *row, int64_t l0, int64_t l1)
 {
     int64_t n = l1 - l0;
@@ -90,6 +92,7 @@ static float row_sum(const red_job *j, const char *row, int64_t l0, int64_t l1)
 }
 
 /* NaN-sticky max: once a lane holds NaN, v > NaN is false and it stays. */
+UG_CPU_WIDE
 static float row_max(const red_job *j, const char *row, int64_t l0, int64_t l1)
 {
     float m[LANES];
@@ -116,6 +119,7 @@ static float row_max(const red_job *j, const char *row, int64_t l0, int64_t l1)
     return r;
 }
 
+UG_CPU_WIDE
 static float row_argmax(const red_job *j, const char *row, int64_t l0, int64_t l1, int64_t *idx)
 {
     float best = -INFINITY;
@@ -153,6 +157,7 @@ static const float *tile_row(const red_job *j, const char *base, int64_t l, int6
 /* Few narrow columns (inner <= LANES): the rows are one contiguous run, so
  * sum it in L interleaved lanes, L a multiple of w; lane k holds column
  * k % w. Far fewer loop trips than row by row. */
+UG_CPU_WIDE
 static void narrow_sum(const float *p, int64_t n, int64_t w, bool sq, float *out)
 {
     float acc[2 * LANES] = {0};
@@ -176,6 +181,7 @@ static void narrow_sum(const float *p, int64_t n, int64_t w, bool sq, float *out
 
 static bool narrow(const red_job *j, int64_t w) { return w == j->inner && w <= LANES; }
 
+UG_CPU_WIDE
 static void col_sum(const red_job *j, const char *base, int64_t l0, int64_t l1, int64_t w,
                     float *out)
 {
@@ -216,6 +222,7 @@ static void col_sum(const red_job *j, const char *base, int64_t l0, int64_t l1, 
     }
 }
 
+UG_CPU_WIDE
 static void col_max(const red_job *j, const char *base, int64_t l0, int64_t l1, int64_t w,
                     float *out, int64_t *idx)
 {
@@ -306,6 +313,7 @@ static void units_range(void *vjob, int64_t begin, int64_t end)
 }
 
 /* Pairwise sum of the partials of blocks [b0, b1) of one pair into out. */
+UG_CPU_WIDE
 static void combine_sum(const red_job *j, int64_t pair, int64_t b0, int64_t b1, int64_t w,
                         float *out)
 {

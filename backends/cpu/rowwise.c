@@ -22,6 +22,7 @@ static int64_t chunk_len(int64_t c0, int64_t cols) { return cols - c0 < CH ? col
 
 /* Largest value of a row; NaNs are skipped here and reach the result
  * through the sum of exponentials instead. */
+UG_CPU_WIDE
 static float row_max(const char *row, ug_dtype dt, int64_t cols)
 {
     float buf[CH], m = -INFINITY;
@@ -58,6 +59,7 @@ typedef struct sm_job {
     char *y;
 } sm_job;
 
+UG_CPU_WIDE
 static void softmax_range(void *vjob, int64_t r0, int64_t r1)
 {
     const sm_job *j = vjob;
@@ -126,6 +128,7 @@ typedef struct xent_job {
     float k; /* backward: scale * dloss[0] */
 } xent_job;
 
+UG_CPU_WIDE
 static void xent_range(void *vjob, int64_t r0, int64_t r1)
 {
     const xent_job *j = vjob;
@@ -208,6 +211,7 @@ typedef struct ln_job {
     float *y, *mean, *rstd, *dx;
 } ln_job;
 
+UG_CPU_WIDE
 static void layernorm_fwd_range(void *vjob, int64_t r0, int64_t r1)
 {
     const ln_job *j = vjob;
@@ -241,6 +245,7 @@ static void layernorm_fwd_range(void *vjob, int64_t r0, int64_t r1)
 }
 
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
+UG_CPU_WIDE
 static void layernorm_bwd_range(void *vjob, int64_t r0, int64_t r1)
 {
     const ln_job *j = vjob;

@@ -6,7 +6,13 @@
  * caller finds no task left it waits for active == 0 and detaches the job,
  * so a worker that wakes late never sees a finished job. A second caller
  * (another thread, or a nested call from inside a task) finds `busy` held
- * and runs its work inline instead of waiting. */
+ * and runs its work inline instead of waiting.
+ *
+ * Waking a sleeping thread costs tens of microseconds (more in a virtual
+ * machine), as long as a small op itself: a worker that finished a job
+ * spins a while for the next one, and the caller spins for the workers to
+ * finish, before either sleeps on its condition variable. A training step
+ * issues its ops back to back, so the spin mostly meets the next job. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #endif
@@ -15,6 +21,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -27,6 +34,10 @@
 #include "backends/cpu/internal.h"
 
 enum { UG_CPU_MAX_THREADS = 1024, UG_CPU_TASKS_PER_THREAD = 4 };
+
+/* How long a thread spins before it sleeps: about the time between two
+ * ops of a step, far below what an idle process would notice. */
+#define UG_CPU_SPIN_SECONDS 100e-6
 
 typedef struct worker_job {
     ug_cpu_range_fn fn;
@@ -41,8 +52,8 @@ struct ug_cpu_workers {
     pthread_cond_t idle; /* caller: active fell to 0 */
     pthread_mutex_t busy; /* held by the one caller running a job */
     worker_job *job;        /* NULL between jobs */
-    uint64_t generation;
-    int active; /* workers attached to job */
+    _Atomic uint64_t generation; /* written under mutex; read by spinning workers */
+    atomic_int active; /* workers attached to job (changed under mutex) */
     bool stop;
     int nworkers;
     pthread_t *threads;
@@ -121,12 +132,58 @@ static void run_tasks(worker_job *job)
     }
 }
 
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+
+/* Spins until done(ctx) or UG_CPU_SPIN_SECONDS have passed. */
+static void spin_until(bool (*done)(void *), void *ctx)
+{
+    const double until = seconds_now() + UG_CPU_SPIN_SECONDS;
+    for (int i = 0; !done(ctx); i++) {
+        cpu_relax();
+        if (i % 64 == 63 && seconds_now() > until)
+            return;
+    }
+}
+
+typedef struct generation_watch {
+    ug_cpu_workers *workers;
+    uint64_t seen;
+} generation_watch;
+
+static bool new_generation(void *ctx)
+{
+    const generation_watch *w = ctx;
+    return atomic_load_explicit(&w->workers->generation, memory_order_acquire) != w->seen;
+}
+
+static bool no_active(void *ctx)
+{
+    return atomic_load_explicit(&((ug_cpu_workers *)ctx)->active, memory_order_acquire) == 0;
+}
+
 static void *worker_main(void *arg)
 {
     ug_cpu_workers *workers = arg;
     uint64_t seen = 0;
     pthread_mutex_lock(&workers->mutex);
     for (;;) {
+        if (!workers->stop && workers->generation == seen) {
+            pthread_mutex_unlock(&workers->mutex);
+            spin_until(new_generation, &(generation_watch){workers, seen});
+            pthread_mutex_lock(&workers->mutex);
+        }
         while (!workers->stop && workers->generation == seen)
             pthread_cond_wait(&workers->wake, &workers->mutex);
         if (workers->stop)
@@ -235,6 +292,7 @@ void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
     run_tasks(&job);
 
     /* Every task is claimed; those still running belong to attached workers. */
+    spin_until(no_active, workers);
     pthread_mutex_lock(&workers->mutex);
     while (workers->active > 0)
         pthread_cond_wait(&workers->idle, &workers->mutex);

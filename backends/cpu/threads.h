@@ -1,6 +1,6 @@
 /* A small fixed set of worker threads with a blocking parallel-for: every op of the
- * CPU backend, GEMM tiles included, runs on it. Workers sleep on a
- * condition variable between jobs. */
+ * CPU backend, GEMM tiles included, runs on it. Workers spin briefly, then
+ * sleep on a condition variable between jobs. */
 #ifndef UG_CPU_THREADS_H
 #define UG_CPU_THREADS_H
 

@@ -72,6 +72,7 @@ static void zero(float *p, int64_t n)
  * block's inside rows follow each other in the image too, so they are one
  * copy, after which only the columns the tap moved across an edge are
  * zeroed; otherwise row by row. */
+UG_CPU_WIDE
 static void im2col_rows(void *ctx, int64_t begin, int64_t end)
 {
     const im2col_job *j = ctx;
@@ -137,6 +138,7 @@ static inline void add_taps(float *restrict dst, const float *restrict src, int6
 
 /* Planes of the image: each sums its own taps' rows, so planes are
  * independent. */
+UG_CPU_WIDE
 static void col2im_planes(void *ctx, int64_t begin, int64_t end)
 {
     const im2col_job *j = ctx;
@@ -223,6 +225,7 @@ static inline void max_pool_taps(const float *row, int64_t stride, int32_t first
 /* One output row of the common 2x2, stride 2, unpadded max pooling: the
  * four taps of each output in one loop (a loop per tap is too short to pay
  * for itself). */
+UG_CPU_WIDE
 static void max_pool_row_2x2(const float *img, int64_t width, int64_t oy, int64_t ow,
                              float *restrict best, int32_t *restrict at)
 {
@@ -243,6 +246,7 @@ static void max_pool_row_2x2(const float *img, int64_t width, int64_t oy, int64_
 /* One output row of max pooling: each window row and tap adds its column
  * range in a loop over ox with no per-element clipping, in the window's
  * row-major order, so the first maximum stays (NaN wins). */
+UG_CPU_WIDE
 static void max_pool_row(const float *img, const ug_window2d *w, const tap_ranges *cols,
                          int64_t oy, float *best, int32_t *at)
 {
@@ -367,6 +371,7 @@ typedef struct upsample_job {
     float *out;
 } upsample_job;
 
+UG_CPU_WIDE
 static void upsample_range(void *ctx, int64_t begin, int64_t end)
 {
     const upsample_job *j = ctx;
