@@ -222,24 +222,39 @@ static inline void max_pool_taps(const float *row, int64_t stride, int32_t first
         take_max(row[ox * stride], first + (int32_t)(ox * stride), &best[ox], &at[ox]);
 }
 
-/* One output row of the common 2x2, stride 2, unpadded max pooling: the
- * four taps of each output in one loop (a loop per tap is too short to pay
- * for itself). */
+/* The common 2x2, stride 2, unpadded max pooling of an image of even
+ * width, over output rows [oy0, oy1): each pair of neighbours in a row
+ * first (one loop over all the rows' pairs, long enough to vectorise where
+ * a row of outputs is not), then each output the better of its two pairs.
+ * The first maximum in the window's order wins, as tap by tap. */
+enum { POOL_PAIRS = 2048 };
+
 UG_CPU_WIDE
-static void max_pool_row_2x2(const float *img, int64_t width, int64_t oy, int64_t ow,
-                             float *restrict best, int32_t *restrict at)
+static void max_pool_rows_2x2(const float *img, int64_t width, int64_t oy0, int64_t oy1, float *restrict best,
+                              int32_t *restrict at)
 {
-    const int32_t top = (int32_t)(2 * oy * width), below = top + (int32_t)width;
-    const float *r0 = img + top, *r1 = r0 + width;
-    for (int64_t ox = 0; ox < ow; ox++) {
-        const int32_t x = (int32_t)(2 * ox);
-        float b = r0[x];
-        int32_t i = top + x;
-        take_max(r0[x + 1], top + x + 1, &b, &i);
-        take_max(r1[x], below + x, &b, &i);
-        take_max(r1[x + 1], below + x + 1, &b, &i);
-        best[ox] = b;
-        at[ox] = i;
+    float pair[POOL_PAIRS];
+    int32_t from[POOL_PAIRS];
+    const int64_t ow = width / 2, pairs = 2 * (oy1 - oy0) * ow;
+    const float *rows = img + 2 * oy0 * width;
+    const int32_t first = (int32_t)(2 * oy0 * width);
+    for (int64_t p = 0; p < pairs; p++) {
+        float b = rows[2 * p];
+        int32_t i = first + (int32_t)(2 * p);
+        take_max(rows[2 * p + 1], i + 1, &b, &i);
+        pair[p] = b;
+        from[p] = i;
+    }
+    for (int64_t oy = 0; oy < oy1 - oy0; oy++) {
+        const float *top = pair + 2 * oy * ow, *below = top + ow;
+        const int32_t *top_at = from + 2 * oy * ow, *below_at = top_at + ow;
+        for (int64_t ox = 0; ox < ow; ox++) {
+            float b = top[ox];
+            int32_t i = top_at[ox];
+            take_max(below[ox], below_at[ox], &b, &i);
+            best[oy * ow + ox] = b;
+            at[oy * ow + ox] = i;
+        }
     }
 }
 
@@ -287,7 +302,8 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
     const ug_window2d *w = &a->win;
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
     const bool two_by_two = w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 && w->ph == 0 &&
-                            w->pw == 0;
+                            w->pw == 0 && w->w % 2 == 0 && w->w <= POOL_PAIRS;
+    const int64_t rows_at_once = two_by_two ? POOL_PAIRS / w->w : 0; /* output rows per call */
     tap_ranges rows, cols;
     if (a->kind == UG_POOL_MAX && !a->backward)
         window_ranges(w, &rows, &cols);
@@ -296,11 +312,12 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
         if (!a->backward) {
             const float *img = j->in + plane * hw;
             float *y = j->out + plane * ohw;
-            for (int64_t oy = 0; oy < w->oh; oy++)
-                if (a->kind == UG_POOL_MAX && two_by_two)
-                    max_pool_row_2x2(img, w->w, oy, w->ow, y + oy * w->ow,
-                                     j->index_out + plane * ohw + oy * w->ow);
-                else if (a->kind == UG_POOL_MAX)
+            for (int64_t oy = 0; a->kind == UG_POOL_MAX && two_by_two && oy < w->oh; oy += rows_at_once) {
+                const int64_t end = oy + rows_at_once < w->oh ? oy + rows_at_once : w->oh;
+                max_pool_rows_2x2(img, w->w, oy, end, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
+            }
+            for (int64_t oy = 0; !(a->kind == UG_POOL_MAX && two_by_two) && oy < w->oh; oy++)
+                if (a->kind == UG_POOL_MAX)
                     max_pool_row(img, w, &cols, oy, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
                 else
                     for (int64_t ox = 0; ox < w->ow; ox++)
