@@ -58,7 +58,7 @@ done | awk '
             o = median(times[key, "old"]); n = median(times[key, "new"])
             po = median(over[key, "old"]); pn = median(over[key, "new"])
             printf "%-10s %-8s %5d %9.3f %9.3f %7.3f %10.3f %10.3f %7.3f\n", k[1], k[2], k[3], o, n, n / o, po, pn,
-                   po > 0 ? pn / po : 0
+                   (po > 0 ? pn / po : 0)
         }
     }' | sort -k1,1 -k3,3n
 echo "(medians of $rounds alternating rounds; each run times the step for 0.5 s; -prod: the step's time"

@@ -53,6 +53,7 @@ struct ug_cpu_workers {
     pthread_mutex_t busy; /* held by the one caller running a job */
     worker_job *job;        /* NULL between jobs */
     _Atomic uint64_t generation; /* written under mutex; read by spinning workers */
+    atomic_bool shared;     /* ug_cpu_workers_share_cores: no spinning from then on */
     atomic_int active; /* workers attached to job (changed under mutex) */
     bool stop;
     int nworkers;
@@ -146,9 +147,13 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Spins until done(ctx) or UG_CPU_SPIN_SECONDS have passed. */
-static void spin_until(bool (*done)(void *), void *ctx)
+/* Spins until done(ctx) or UG_CPU_SPIN_SECONDS have passed; not at all
+ * when another thread pool shares the cores (a spinning thread there
+ * holds a core that pool's threads wait for). */
+static void spin_until(ug_cpu_workers *workers, bool (*done)(void *), void *ctx)
 {
+    if (atomic_load_explicit(&workers->shared, memory_order_relaxed))
+        return;
     const double until = seconds_now() + UG_CPU_SPIN_SECONDS;
     for (int i = 0; !done(ctx); i++) {
         cpu_relax();
@@ -165,12 +170,19 @@ typedef struct generation_watch {
 static bool new_generation(void *ctx)
 {
     const generation_watch *w = ctx;
-    return atomic_load_explicit(&w->workers->generation, memory_order_acquire) != w->seen;
+    return atomic_load_explicit(&w->workers->generation, memory_order_acquire) != w->seen ||
+           atomic_load_explicit(&w->workers->shared, memory_order_relaxed);
 }
 
 static bool no_active(void *ctx)
 {
     return atomic_load_explicit(&((ug_cpu_workers *)ctx)->active, memory_order_acquire) == 0;
+}
+
+void ug_cpu_workers_share_cores(ug_cpu_workers *workers)
+{
+    if (workers)
+        atomic_store_explicit(&workers->shared, true, memory_order_relaxed);
 }
 
 static void *worker_main(void *arg)
@@ -181,7 +193,7 @@ static void *worker_main(void *arg)
     for (;;) {
         if (!workers->stop && workers->generation == seen) {
             pthread_mutex_unlock(&workers->mutex);
-            spin_until(new_generation, &(generation_watch){workers, seen});
+            spin_until(workers, new_generation, &(generation_watch){workers, seen});
             pthread_mutex_lock(&workers->mutex);
         }
         while (!workers->stop && workers->generation == seen)
@@ -292,7 +304,7 @@ void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
     run_tasks(&job);
 
     /* Every task is claimed; those still running belong to attached workers. */
-    spin_until(no_active, workers);
+    spin_until(workers, no_active, workers);
     pthread_mutex_lock(&workers->mutex);
     while (workers->active > 0)
         pthread_cond_wait(&workers->idle, &workers->mutex);

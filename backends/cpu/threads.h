@@ -24,6 +24,10 @@ ug_status ug_cpu_workers_create(int threads, ug_cpu_workers **out);
 /* Joins every worker. NULL is ignored. */
 void ug_cpu_workers_destroy(ug_cpu_workers *workers);
 
+/* Another thread pool (oneDNN's OpenMP team) runs on these cores too: from
+ * now on the threads sleep between jobs at once, without spinning. */
+void ug_cpu_workers_share_cores(ug_cpu_workers *workers);
+
 /* Calls fn over [0, n) split into ranges of at least min_chunk indices,
  * on the caller and the workers, and returns when all have finished. Runs
  * everything inline when the work is small, the workers is NULL or has no
