@@ -16,12 +16,12 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #endif
+#include "base/clock.h"
 #include "base/fault.h"
 #include "backends/cpu/threads.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <time.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -133,13 +133,6 @@ static void run_tasks(worker_job *job)
     }
 }
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -154,10 +147,10 @@ static void spin_until(ug_cpu_workers *workers, bool (*done)(void *), void *ctx)
 {
     if (atomic_load_explicit(&workers->shared, memory_order_relaxed))
         return;
-    const double until = seconds_now() + UG_CPU_SPIN_SECONDS;
+    const double until = ug_seconds_now() + UG_CPU_SPIN_SECONDS;
     for (int i = 0; !done(ctx); i++) {
         cpu_relax();
-        if (i % 64 == 63 && seconds_now() > until)
+        if (i % 64 == 63 && ug_seconds_now() > until)
             return;
     }
 }

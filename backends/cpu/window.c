@@ -301,9 +301,9 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
     const ug_pool2d_args *a = j->args;
     const ug_window2d *w = &a->win;
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
-    const bool two_by_two = w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 && w->ph == 0 &&
-                            w->pw == 0 && w->w % 2 == 0 && w->w <= POOL_PAIRS;
-    const int64_t rows_at_once = two_by_two ? POOL_PAIRS / w->w : 0; /* output rows per call */
+    const bool max_2x2 = a->kind == UG_POOL_MAX && w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 &&
+                         w->ph == 0 && w->pw == 0 && w->w % 2 == 0 && w->w <= POOL_PAIRS;
+    const int64_t rows_at_once = max_2x2 ? POOL_PAIRS / w->w : 0; /* output rows per call */
     tap_ranges rows, cols;
     if (a->kind == UG_POOL_MAX && !a->backward)
         window_ranges(w, &rows, &cols);
@@ -312,11 +312,11 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
         if (!a->backward) {
             const float *img = j->in + plane * hw;
             float *y = j->out + plane * ohw;
-            for (int64_t oy = 0; a->kind == UG_POOL_MAX && two_by_two && oy < w->oh; oy += rows_at_once) {
-                const int64_t end = oy + rows_at_once < w->oh ? oy + rows_at_once : w->oh;
-                max_pool_rows_2x2(img, w->w, oy, end, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
+            for (int64_t oy = 0; max_2x2 && oy < w->oh; oy += rows_at_once) {
+                const int64_t stop = oy + rows_at_once < w->oh ? oy + rows_at_once : w->oh;
+                max_pool_rows_2x2(img, w->w, oy, stop, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
             }
-            for (int64_t oy = 0; !(a->kind == UG_POOL_MAX && two_by_two) && oy < w->oh; oy++)
+            for (int64_t oy = 0; !max_2x2 && oy < w->oh; oy++)
                 if (a->kind == UG_POOL_MAX)
                     max_pool_row(img, w, &cols, oy, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
                 else

@@ -10,10 +10,10 @@
  * A gradient is done with after the last forward or backward node writing
  * or reading it (a numeric check reads it); its accumulation (graph/run.c)
  * is launched right after that node, and its bucket reduced after its
- * last part's, while backward goes on. A
- * parameter's gradient lives in its part: backward writes a first
- * micro-batch's gradient there, and no pass copies it in. A later
- * micro-batch's gradients go to their own buffers and are added in. */
+ * last part's, while backward goes on. A parameter's gradient lives in its
+ * part: backward writes a first micro-batch's gradient there, and no pass
+ * copies it in. A later micro-batch's gradients go to their own buffers
+ * and are added in. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,17 +192,6 @@ static ug_status find_own_buffers(ug_graph *g)
     return UG_OK;
 }
 
-/* The rows of a full batch: the first input's planned leading size. */
-static float planned_rows(const ug_graph *g)
-{
-    for (int i = 0; i < g->value_count; i++) {
-        const ug_value *v = g->values[i];
-        if (v->kind == VALUE_INPUT && v->ndim > 0 && v->uses > 0)
-            return (float)v->shape[0];
-    }
-    return 1.0f;
-}
-
 ug_status ug_graph_make_accumulators(ug_graph *g)
 {
     int count = 0;
@@ -237,7 +226,8 @@ ug_status ug_graph_make_accumulators(ug_graph *g)
         st = ug_graph_place_gradients(g, true);
     if (st != UG_OK) /* all or nothing: the next call tries again */
         ug_graph_free_accumulators(g);
-    g->gradient_rows = g->full_batch_rows = planned_rows(g);
+    const ug_value *batch = ug_graph_batch_input(g); /* a full batch: its planned rows */
+    g->gradient_rows = g->full_batch_rows = batch ? (float)batch->shape[0] : 1.0f;
     static _Atomic uint64_t layouts;
     g->layout = ++layouts;
     return st;

@@ -228,6 +228,9 @@ void ug_graph_free_checks(ug_graph *g);
 ug_status ug_graph_add_recompute(ug_graph *g);
 
 /* graph/rows.c */
+/* The input whose leading size is the batch's rows: the first used input
+ * with any axis (NULL: none). */
+const ug_value *ug_graph_batch_input(const ug_graph *g);
 /* Before a run: the tensors' shapes for the rows bound (when they changed). */
 ug_status ug_graph_fit_rows(ug_graph *g);
 /* A reshape follows its base's tensor shape (fewer rows bound). */

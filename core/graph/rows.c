@@ -104,19 +104,23 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
     return UG_OK;
 }
 
+const ug_value *ug_graph_batch_input(const ug_graph *g)
+{
+    for (int i = 0; i < g->value_count; i++) {
+        const ug_value *v = g->values[i];
+        if (v->kind == VALUE_INPUT && v->ndim > 0 && v->uses > 0)
+            return v;
+    }
+    return NULL;
+}
+
 ug_status ug_graph_fit_rows(ug_graph *g)
 {
     if (g->shapes_fitted)
         return UG_OK;
     /* The inputs' reshapes followed them at ug_graph_bind. */
-    g->rows = 1;
-    for (int i = 0; i < g->value_count; i++) {
-        const ug_value *v = g->values[i];
-        if (v->kind == VALUE_INPUT && v->tensor && v->ndim > 0 && v->uses > 0) {
-            g->rows = v->tensor->shape[0];
-            break;
-        }
-    }
+    const ug_value *batch = ug_graph_batch_input(g);
+    g->rows = batch && batch->tensor ? batch->tensor->shape[0] : 1;
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
         if (n->dead)
