@@ -51,13 +51,13 @@ done | awk '
     }
     { key = $1 " " $2 " " $3; keys[key] = 1; times[key, $4] = times[key, $4] " " $5; over[key, $4] = over[key, $4] " " $6 }
     END {
-        printf "%-10s %-8s %5s %9s %9s %7s %10s %10s %7s\n", "model", "device", "batch", "old ms", "new ms", "new/old",
+        printf "%-9s %-8s %5s %8s %8s %7s %9s %9s %7s\n", "model", "device", "batch", "old ms", "new ms", "new/old",
                "old-prod", "new-prod", "new/old"
         for (key in keys) {
             split(key, k, " ")
             o = median(times[key, "old"]); n = median(times[key, "new"])
             po = median(over[key, "old"]); pn = median(over[key, "new"])
-            printf "%-10s %-8s %5d %9.3f %9.3f %7.3f %10.3f %10.3f %7.3f\n", k[1], k[2], k[3], o, n, n / o, po, pn,
+            printf "%-9s %-8s %5d %8.3f %8.3f %7.3f %9.3f %9.3f %7.3f\n", k[1], k[2], k[3], o, n, n / o, po, pn,
                    (po > 0 ? pn / po : 0)
         }
     }' | sort -k1,1 -k3,3n
