@@ -45,7 +45,9 @@ extern const ug_backend_host *ug_cpu_host;
  * when the library loads (an ifunc). Contraction into FMA stays off
  * (-ffp-contract=off, CMakeLists.txt), and the reductions keep their
  * lanes, so every version gives the same bits. ThreadSanitizer cannot run
- * an ifunc's resolver, so its builds keep the baseline. */
+ * an ifunc's resolver, so its builds keep the baseline. GCC only: clang 14
+ * gives a static function's resolver an external name, so two files' clones
+ * of one name (row_max in reduce.c and rowwise.c) collide at link time. */
 #if defined(__SANITIZE_THREAD__)
 #define UG_CPU_TSAN 1
 #elif defined(__has_feature)
@@ -53,7 +55,7 @@ extern const ug_backend_host *ug_cpu_host;
 #define UG_CPU_TSAN 1
 #endif
 #endif
-#if defined(__x86_64__) && defined(__linux__) && !defined(UG_CPU_TSAN)
+#if defined(__x86_64__) && defined(__linux__) && !defined(__clang__) && !defined(UG_CPU_TSAN)
 #define UG_CPU_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define UG_CPU_WIDE
