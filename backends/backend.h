@@ -52,8 +52,8 @@ typedef struct ug_bdev ug_bdev;     /* a backend's per-device state */
 typedef struct ug_bstream ug_bstream; /* a side stream (NULL: the device's default stream) */
 typedef struct ug_bevent ug_bevent; /* a marker in a stream's work */
 
-/* What the core lends a backend: error reporting, so modules loaded at run
- * time need no symbols from the core. */
+/* What the core lends a backend: error and warning reporting, so modules
+ * loaded at run time need no symbols from the core. */
 typedef struct ug_backend_host {
     ug_status (*set_error)(ug_status status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -62,6 +62,12 @@ typedef struct ug_backend_host {
         ;
     /* The calling thread's message, to carry a failure across threads. */
     const char *(*last_error)(void);
+    /* A warning for the user (ug_set_warning_handler). */
+    void (*warn)(const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 1, 2)))
+#endif
+        ;
 } ug_backend_host;
 
 /* Returns a failed status to the caller (backends do not include the
@@ -428,6 +434,12 @@ typedef ug_status ug_native_fn(ug_bdev *dev, ug_mem mem, void **address, void **
  * yet; the core reports UG_ERR_UNSUPPORTED. */
 typedef ug_status ug_stream_capture_begin_fn(ug_bdev *dev, ug_bstream *stream);
 typedef ug_status ug_stream_capture_end_fn(ug_bdev *dev, ug_bstream *stream, void **replay);
+/* Measures the device's tunable choices (its GEMM's kernel parameters)
+ * now, installs the fastest and caches them on disk per device, driver and
+ * library version (base/cache_file.h), as a first use without a cache
+ * would. report gets a few lines saying what was measured. Optional: NULL
+ * where nothing is tuned. */
+typedef ug_status ug_autotune_fn(ug_bdev *dev, char *report, size_t report_len);
 #define UG_FAMILY_TYPEDEF_(ctx, NAME, slot, args) typedef ug_status ug_##slot##_fn(ug_bdev *dev, const args *a);
 UG_KERNEL_FAMILIES(UG_FAMILY_TYPEDEF_, _)
 UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_TYPEDEF_, _)
@@ -478,6 +490,8 @@ typedef struct ug_backend {
     /* Optional (see ug_stream_capture_begin_fn). */
     ug_stream_capture_begin_fn *stream_capture_begin;
     ug_stream_capture_end_fn *stream_capture_end;
+    /* Optional. */
+    ug_autotune_fn *autotune;
 
 #define UG_FAMILY_SLOT_(ctx, NAME, slot, args) ug_##slot##_fn *slot;
     UG_KERNEL_FAMILIES(UG_FAMILY_SLOT_, _)
@@ -493,7 +507,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 9
+#define UG_BACKEND_INTERFACE_REVISION 10
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \
@@ -522,7 +536,7 @@ typedef struct ug_backend {
         .event_synchronize = prefix##_event_synchronize,                                 \
         .event_elapsed = prefix##_event_elapsed, .native = prefix##_native,              \
         .stream_capture_begin = NULL,                                                    \
-        .stream_capture_end = NULL,                                                      \
+        .stream_capture_end = NULL, .autotune = NULL,                                    \
         UG_KERNEL_FAMILIES(UG_TABLE_SLOT_, prefix).conv_plan = NULL,                     \
         UG_OPTIONAL_KERNEL_FAMILIES(UG_TABLE_NULL_, prefix)                              \
     }

@@ -1,4 +1,5 @@
-/* Thread-local error messages. */
+/* Thread-local error messages, and warnings. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,36 @@ ug_status ug_prefix_error(ug_status status, const char *fmt, ...)
     memcpy(error_message, prefix, head - 2);
     memcpy(error_message + head - 2, ": ", 2);
     return status;
+}
+
+/* One lock for the handler and its calls: handlers need not be
+ * thread-safe, and a replaced one is never called after the call that
+ * replaced it returns. */
+static pthread_mutex_t warning_lock = PTHREAD_MUTEX_INITIALIZER;
+static ug_warning_handler *warning_handler;
+static void *warning_user;
+
+void ug_set_warning_handler(ug_warning_handler *handler, void *user)
+{
+    pthread_mutex_lock(&warning_lock);
+    warning_handler = handler;
+    warning_user = user;
+    pthread_mutex_unlock(&warning_lock);
+}
+
+void ug_warn(const char *fmt, ...)
+{
+    char message[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&warning_lock);
+    if (warning_handler)
+        warning_handler(message, warning_user);
+    else
+        fprintf(stderr, "unigrad: warning: %s\n", message);
+    pthread_mutex_unlock(&warning_lock);
 }
 
 const char *ug_status_name(ug_status status)

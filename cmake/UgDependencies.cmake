@@ -49,6 +49,10 @@ if(UG_WITH_OPENCL)
     list(APPEND UG_BACKEND_SUMMARY "opencl: out (CLBlast not found: install libclblast-dev)")
   else()
     set(UG_HAVE_OPENCL ON)
+    # CLBlast is C++, and reading its own parameters takes its C++ API
+    # (backends/opencl/clblast_database.cpp): the compiler that CLBlast's
+    # users need anyway. Enabled here, at the top, where the library is.
+    enable_language(CXX)
     list(APPEND UG_BACKEND_SUMMARY "opencl: in (OpenCL ${OpenCL_VERSION_STRING}, CLBlast)")
   endif()
 else()

@@ -11,6 +11,7 @@ static const bench_command commands[] = {
     {"report", "all of the above on every device: CSV, JSON, plots and a Markdown report", bench_report},
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},
     {"data-parallel", "weak scaling under mpirun: one rank's step alone against every rank's", bench_data_parallel},
+    {"tune", "measure each device's tunable choices (OpenCL: CLBlast's GEMM) and cache them", bench_tune},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

@@ -330,7 +330,7 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     }
     if ((st = ocl_queue_open(dev, &dev->main)) != UG_OK || (st = ocl_program_create(dev)) != UG_OK)
         goto fail;
-    ocl_gemm_tune(dev);
+    ocl_gemm_open(dev);
     if (!ocl_open_list_add(dev)) {
         st = ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
         goto fail;
@@ -354,10 +354,11 @@ static void ocl_shutdown(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-static const ug_backend g_backend = UG_BACKEND_TABLE("opencl", ocl);
+static ug_backend g_backend = UG_BACKEND_TABLE("opencl", ocl);
 
 const ug_backend *ug_opencl_backend(const ug_backend_host *host)
 {
     ocl_host = host;
+    g_backend.autotune = ocl_autotune;
     return &g_backend;
 }

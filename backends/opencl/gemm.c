@@ -3,10 +3,8 @@
  * CLBlastSgemmStridedBatched for a batch. K == 0 (which CLBlast rejects)
  * runs our gemm_scale_c kernel: C = beta * C.
  *
- * On POCL, CLBlast's built-in parameters are poor (its database has no
- * entry for POCL's CPU devices, so it falls back to defaults): ocl_gemm_tune
- * installs parameters measured there (see the table below). They are set
- * per device in CLBlast's process-wide override table, once per open. */
+ * CLBlast's kernel parameters are measured per device at the first product
+ * (gemm_tune.c). */
 #include <clblast_c.h>
 
 #include "backends/opencl/internal.h"
@@ -89,6 +87,8 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
      * GEMMs ordered with the launches of other threads the same way. */
     cl_command_queue queue = ocl_current(dev)->queue;
     pthread_mutex_lock(&dev->launch_lock);
+    if (!dev->gemm_tuned)
+        ocl_gemm_first_use(dev);
     if (a->batch == 1) {
         code = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n,
                             (size_t)a->k, a->alpha, (cl_mem)a->a.mem, (size_t)a->a.offset,
@@ -107,44 +107,6 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
     if (code != CLBlastSuccess)
         return clblast_fail(a->batch == 1 ? "CLBlastSgemm" : "CLBlastSgemmStridedBatched", code, a);
     return UG_OK;
-}
-
-/* Parameters for POCL's CPU devices, picked by timing candidate sets on
- * POCL 3.1 (2 AVX2 cores, CLBlast 1.5.3). GFLOP/s, best of 5, three runs on
- * a quiet machine:
- *
- *   shape (row-major)        default   tuned   OpenBLAS
- *   NN 1024 x 1024 x 1024    15-20     69-73   155-182
- *   NN 64 x 500 x 784        11-13     35-54    71-146
- *   NT 64 x 784 x 500        10-12     18-39    67-139
- *   TN 784 x 500 x 64        10-13     20-48    72-132
- *
- * Xgemm: 8 x 8 work-items with 8-wide vectors (POCL's work-group vectoriser
- * maps them onto AVX), tiles staged in local memory (SA = SB = 1).
- * GemmRoutine: every product of at least 64^3 multiply-adds goes through
- * that kernel rather than XgemmDirect. Tuned XgemmDirect sets ran at most
- * as fast on the training shapes but took ~55 s to compile on a cold POCL
- * cache (8 s for this whole configuration), so the direct kernel keeps its
- * defaults and serves only tiny products. */
-static const char *const k_xgemm_names[] = {"GEMMK", "KREG", "KWG",   "KWI",  "MDIMA", "MDIMC",
-                                            "MWG",   "NDIMB", "NDIMC", "NWG",  "SA",    "SB",
-                                            "STRM",  "STRN", "VWM",   "VWN"};
-static const size_t k_xgemm_pocl[] = {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 1, 1, 1, 1, 8, 8};
-static const char *const k_routine_names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
-static const size_t k_routine_pocl[] = {64};
-
-void ocl_gemm_tune(ug_bdev *dev)
-{
-    /* Only POCL's CPU devices: its CUDA or Level Zero devices are GPUs,
-     * where CLBlast's own database knows better. */
-    if (!dev->is_pocl || !dev->is_cpu)
-        return;
-    /* Best effort: a refusal leaves CLBlast's defaults, which still work. */
-    CLBlastOverrideParameters(dev->device, "Xgemm", CLBlastPrecisionSingle,
-                              sizeof k_xgemm_pocl / sizeof k_xgemm_pocl[0],
-                              (const char **)k_xgemm_names, k_xgemm_pocl);
-    CLBlastOverrideParameters(dev->device, "GemmRoutine", CLBlastPrecisionSingle, 1,
-                              (const char **)k_routine_names, k_routine_pocl);
 }
 
 void ocl_gemm_release(void)

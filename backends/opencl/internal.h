@@ -147,6 +147,7 @@ struct ug_bdev {
     char name[128];
     char driver[128];
     char platform_version[256];
+    bool gemm_tuned; /* gemm_tune.c has chosen the GEMM's parameters; under launch_lock */
 };
 
 /* Open devices, whose queues are finished before the process's exit
@@ -237,10 +238,18 @@ ug_status ocl_launch_1d(ug_bdev *dev, const ocl_kernel *kernel, size_t n, const 
 /* One entry per kernel family (ocl_<slot>), each in its family's file. */
 UG_BACKEND_KERNELS(ocl)
 
-/* gemm.c */
-/* Installs CLBlast parameters that suit the device (POCL only for now). */
-void ocl_gemm_tune(ug_bdev *dev);
-/* Drops CLBlast's compiled programs, which hold our context. */
+/* gemm.c: drops CLBlast's compiled programs, which hold our context. */
 void ocl_gemm_release(void);
+/* gemm_tune.c: at open, notes CLBlast's own parameters and installs the
+ * fixed ones; at the first product (launch_lock held), loads or measures
+ * the device's best; the autotune entry. */
+void ocl_gemm_open(ug_bdev *dev);
+void ocl_gemm_first_use(ug_bdev *dev);
+ug_autotune_fn ocl_autotune;
+/* clblast_database.cpp: CLBlast's own values of a kernel's parameters on a
+ * device, read through its C++ API (the C API has no such call); false if
+ * any is missing. Read before any override, which it would return. */
+bool ocl_clblast_database(cl_device_id device, const char *kernel, const char *const *names,
+                          int count, size_t *values);
 
 #endif

@@ -2,28 +2,21 @@
  * cmake/UgEmbed.cmake embedded, with the device binary cached on disk so a
  * second process skips the compiler (seconds on POCL).
  *
- * Cache: $XDG_CACHE_HOME/unigrad (else $HOME/.cache/unigrad), one file per
- * FNV-1a 64 hash of device name, driver version, platform version, build
- * options and source text. A file is replaced atomically (base/atomic_file.h),
- * so readers never see half of one; one that fails any check, or
- * that the runtime will not load, is ignored and replaced. No usable
- * directory means no caching, never an error.
+ * Cache: base/cache_file.h, keyed by device name, driver version, platform
+ * version, build options and the sources' hash. A file that fails any check,
+ * or that the runtime will not load, is ignored and replaced: the binary
+ * only saves time, so no message is worth giving.
  *
  * On POCL, asking for CL_PROGRAM_BINARIES compiles every kernel into the
  * binary (~10 s of CPU once per driver and source version); later
  * processes then open in ~0.05 s instead of ~1.3 s even with an empty
  * POCL_CACHE_DIR. */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "base/atomic_file.h"
+#include "base/cache_file.h"
 #include "base/fault.h"
 #include "backends/opencl/internal.h"
 
@@ -66,116 +59,8 @@ ug_status ocl_kernel_for(ug_bdev *dev, ocl_family family, ug_dtype in, ug_dtype 
     return UG_OK;
 }
 
-#define CACHE_MAGIC "UGOCLBN1"
-#define CACHE_MAX_BYTES ((uint64_t)1 << 30)
-
-typedef struct cache_header {
-    char magic[8];
-    uint64_t key;
-    uint64_t size;
-    uint64_t checksum; /* FNV-1a 64 of the binary: catches truncation and damage */
-} cache_header;
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; ++i) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t fnv1a_str(uint64_t h, const char *s)
-{
-    /* The terminating NUL separates fields, so "ab"+"c" != "a"+"bc". */
-    return fnv1a(h, s, strlen(s) + 1);
-}
-
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Creates base/sub (sub may hold one '/') below an existing base, never
- * the base itself (a missing $HOME is not ours to create); true when the
- * result is a writable directory. */
-static bool make_below(const char *base, const char *sub, char *out, size_t len)
-{
-    if (!is_dir(base) || snprintf(out, len, "%s/%s", base, sub) >= (int)len)
-        return false;
-    for (char *p = out + strlen(base) + 1; *p; ++p) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(out, 0700) != 0 && errno != EEXIST)
-            return false;
-        *p = '/';
-    }
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return false;
-    return is_dir(out) && access(out, W_OK | X_OK) == 0;
-}
-
-static bool cache_dir(char *out, size_t len)
-{
-    /* XDG: a relative or empty $XDG_CACHE_HOME is invalid and ignored; a
-     * missing one is created when its parent exists. */
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && xdg[0] == '/') {
-        if (!is_dir(xdg))
-            mkdir(xdg, 0700); /* one level: fails harmlessly without a parent */
-        if (make_below(xdg, "unigrad", out, len))
-            return true;
-    }
-    const char *home = getenv("HOME");
-    if (home && home[0] == '/' && make_below(home, ".cache/unigrad", out, len))
-        return true;
-    return false;
-}
-
-static unsigned char *cache_load(const char *path, uint64_t key, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    cache_header h;
-    unsigned char *bin = NULL;
-    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, CACHE_MAGIC, 8) != 0 || h.key != key ||
-        h.size == 0 || h.size > CACHE_MAX_BYTES)
-        goto bad;
-    bin = ug_malloc((size_t)h.size);
-    if (!bin || fread(bin, 1, (size_t)h.size, f) != (size_t)h.size || fgetc(f) != EOF ||
-        fnv1a(0xcbf29ce484222325ull, bin, (size_t)h.size) != h.checksum)
-        goto bad;
-    fclose(f);
-    *size = (size_t)h.size;
-    return bin;
-bad:
-    free(bin);
-    fclose(f);
-    return NULL;
-}
-
-/* Best effort: any failure leaves no file behind (ug_atomic_file) and is
- * otherwise ignored, as a missing cache is. */
-static void cache_store(const char *path, uint64_t key, const unsigned char *bin, size_t size)
-{
-    cache_header h;
-    memcpy(h.magic, CACHE_MAGIC, 8);
-    h.key = key;
-    h.size = size;
-    h.checksum = fnv1a(0xcbf29ce484222325ull, bin, size);
-    ug_atomic_file *f = NULL;
-    if (ug_atomic_open(path, &f) != UG_OK)
-        return;
-    if (ug_atomic_write(f, &h, sizeof h) != UG_OK || ug_atomic_write(f, bin, size) != UG_OK) {
-        ug_atomic_abort(f);
-        return;
-    }
-    ug_atomic_commit(f, 1);
-}
+#define CACHE_MAGIC "UGOCLBN2"
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
 
 static void release_kernels(ug_bdev *dev)
 {
@@ -317,7 +202,9 @@ static ug_status build_from_source(ug_bdev *dev, const char *options, cl_program
     return UG_OK;
 }
 
-static void store_binary(cl_program prog, const char *path, uint64_t key)
+/* Best effort: a failure leaves no file behind (base/cache_file.h) and is
+ * otherwise ignored, as a missing cache is. */
+static void store_binary(cl_program prog, const char *path, const char *key, size_t key_len)
 {
     size_t size = 0;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS ||
@@ -328,7 +215,7 @@ static void store_binary(cl_program prog, const char *path, uint64_t key)
         return;
     unsigned char *bins[1] = {bin};
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS)
-        cache_store(path, key, bin, size);
+        ug_cache_store(path, CACHE_MAGIC, key, key_len, bin, size);
     free(bin);
 }
 
@@ -337,21 +224,23 @@ ug_status ocl_program_create(ug_bdev *dev)
     char options[512];
     build_options(dev, options, sizeof options);
 
-    uint64_t key = 0xcbf29ce484222325ull;
-    key = fnv1a_str(key, dev->name);
-    key = fnv1a_str(key, dev->driver);
-    key = fnv1a_str(key, dev->platform_version);
-    key = fnv1a_str(key, options);
+    /* The key: what the binary depends on, the sources by their hash. */
+    uint64_t sources = UG_FNV1A_BASIS;
     for (int i = 0; i < ug_ocl_source_count; ++i)
-        key = fnv1a_str(key, ug_ocl_sources[i]);
-
-    char dir[PATH_MAX], path[PATH_MAX + 64];
-    bool cache = cache_dir(dir, sizeof dir) &&
-                 snprintf(path, sizeof path, "%s/opencl-%016llx.bin", dir,
-                          (unsigned long long)key) < (int)sizeof path;
+        sources = ug_fnv1a_str(sources, ug_ocl_sources[i]);
+    char key[1024];
+    int key_len = snprintf(key, sizeof key, "%s\n%s\n%s\n%s\nsources %016llx", dev->name,
+                           dev->driver, dev->platform_version, options,
+                           (unsigned long long)sources);
+    char path[PATH_MAX];
+    bool cache = key_len > 0 && (size_t)key_len < sizeof key &&
+                 ug_cache_path("opencl", key, (size_t)key_len, ".bin", path, sizeof path);
     if (cache) {
         size_t size = 0;
-        unsigned char *bin = cache_load(path, key, &size);
+        unsigned char *bin = NULL;
+        char why[8];
+        ug_cache_load(path, CACHE_MAGIC, key, (size_t)key_len, CACHE_MAX_BYTES, &bin, &size, why,
+                      sizeof why);
         if (bin) {
             cl_program prog = build_from_binary(dev, bin, size, options);
             free(bin);
@@ -361,8 +250,8 @@ ug_status ocl_program_create(ug_bdev *dev)
             }
             if (prog)
                 clReleaseProgram(prog);
-            /* Unloadable: fall through, rebuild, and overwrite it. */
         }
+        /* Missing, damaged or unloadable: rebuild, and overwrite it. */
     }
 
     cl_program prog;
@@ -376,7 +265,7 @@ ug_status ocl_program_create(ug_bdev *dev)
     }
     dev->program = prog;
     if (cache)
-        store_binary(prog, path, key);
+        store_binary(prog, path, key, (size_t)key_len);
     return UG_OK;
 }
 

@@ -26,7 +26,8 @@ static int registry_size;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const ug_backend_host host_api = {.set_error = ug_set_error, .last_error = ug_last_error};
+static const ug_backend_host host_api = {
+    .set_error = ug_set_error, .last_error = ug_last_error, .warn = ug_warn};
 
 const ug_backend_host *ug_host_api(void) { return &host_api; }
 
@@ -362,4 +363,18 @@ ug_status ug_device_synchronize(ug_device *device)
     if (!device)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_device_synchronize: device is NULL");
     return ug_call_synchronize(device, "ug_device_synchronize");
+}
+
+ug_status ug_device_autotune(ug_device *device, char *report, size_t report_len)
+{
+    if (!device)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_device_autotune: device is NULL");
+    if (report && report_len)
+        report[0] = '\0';
+    if (!device->backend->autotune) {
+        if (report && report_len)
+            snprintf(report, report_len, "%s: nothing to tune\n", device->info.id);
+        return UG_OK;
+    }
+    return ug_call_autotune(device, report, report_len);
 }

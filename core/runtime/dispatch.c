@@ -155,6 +155,12 @@ ug_status ug_call_synchronize(ug_device *device, const char *what)
     return on_device(st, what, "on", device);
 }
 
+ug_status ug_call_autotune(ug_device *device, char *report, size_t report_len)
+{
+    return on_device(device->backend->autotune(device->bdev, report, report_len),
+                     "ug_device_autotune", "on", device);
+}
+
 /* ---- streams and events ---- */
 
 static ug_status no_streams(const ug_device *device, const char *what)

@@ -36,6 +36,8 @@ ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offs
 ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem src,
                        size_t src_offset, size_t bytes, const char *what);
 ug_status ug_call_synchronize(ug_device *device, const char *what);
+/* The backend's autotune entry (the caller has checked it has one). */
+ug_status ug_call_autotune(ug_device *device, char *report, size_t report_len);
 
 /* Streams and events (stream.c keeps the handles); stream NULL is the
  * default stream. */

@@ -54,6 +54,21 @@ UG_API const char *ug_device_name(const ug_device *device);
 /* Waits until all work queued on the device has finished. */
 UG_API ug_status ug_device_synchronize(ug_device *device);
 
+/* Tuning. On OpenCL, CLBlast's GEMM kernel parameters are chosen at the
+ * device's first matrix product by timing a few candidate sets on
+ * training-sized products (seconds on POCL, which compiles each set), and
+ * cached in $XDG_CACHE_HOME/unigrad (else ~/.cache/unigrad) under the
+ * device, driver and library versions, written atomically; later
+ * processes load the choice, and a damaged cache is ignored with a warning
+ * (ug_set_warning_handler) and measured again. UG_AUTOTUNE=0 in the
+ * environment turns this off: fixed parameters, no cache.
+ *
+ * ug_device_autotune measures now (ahead of use, or again after a driver
+ * change the key cannot see) and replaces the cached choice; report (may be
+ * NULL) gets what was measured and chosen. Devices with nothing to tune
+ * (cpu) say so in report. */
+UG_API ug_status ug_device_autotune(ug_device *device, char *report, size_t report_len);
+
 /* Denormal (subnormal) floats flushed to zero on the CPU, as PyTorch's
  * torch.set_flush_denormal: x86 computes with them up to 100 times slower,
  * and training values can drift into their range. Applies to the calling

@@ -34,6 +34,14 @@ UG_API const char *ug_status_name(ug_status status);
 /* Forget the last error on this thread. */
 UG_API void ug_clear_error(void);
 
+/* Warnings: what the library noticed and worked around, which a user may
+ * still want to know (a damaged tuning cache ignored and measured again).
+ * Each is written to stderr as "unigrad: warning: MESSAGE" unless a handler
+ * is set; handler NULL restores that. The handler may be called from any
+ * thread, one call at a time. */
+typedef void ug_warning_handler(const char *message, void *user);
+UG_API void ug_set_warning_handler(ug_warning_handler *handler, void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -202,6 +202,7 @@ static int run_child(const char *device_id, int64_t n, const char *cache)
     pid_t pid = fork();
     if (pid == 0) {
         setenv("XDG_CACHE_HOME", cache, 1);
+        setenv("UG_AUTOTUNE", "0", 1); /* the program's cache alone: test_tuning has the GEMM's */
         execl("/proc/self/exe", "test_faults", "--cache-write", device_id, arg, (char *)NULL);
         _exit(127);
     }

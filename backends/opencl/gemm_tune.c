@@ -1,0 +1,528 @@
+/* CLBlast's GEMM kernel parameters, measured on each device.
+ *
+ * CLBlast ships parameters per device in a database; for devices it does
+ * not know (POCL's CPU devices above all) it falls back to defaults that
+ * run 3-5x slower than sets measured there. At the first product big enough
+ * to matter, each candidate set below is installed
+ * (CLBlastOverrideParameters), checked for exact results and timed on the
+ * three products of a training step (forward, the input's and the weight's
+ * gradient, at batch 64, 768 -> 512); the fastest stays installed and is
+ * cached (base/cache_file.h) under the device's name, its driver, the
+ * platform and CLBlast's version, so later processes load it. A process
+ * that finds another tuning the same device waits for it (a lock file
+ * beside the cache) rather than measuring on a busy device.
+ *
+ * A few hand-picked sets rather than CLBlast's own tuner: its search
+ * compiles hundreds of kernels (minutes on POCL, where a compile takes
+ * seconds), while the sets below span what has won on CPUs (8- or 16-wide
+ * vectors for POCL's vectoriser, tiles in local memory or not) and on GPUs,
+ * and CLBlast's own choice is always one of them. UG_AUTOTUNE=0 skips all
+ * this for fixed parameters: the POCL set on POCL's CPU devices, CLBlast's
+ * own elsewhere. */
+#include <clblast_c.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "backends/opencl/internal.h"
+#include "base/cache_file.h"
+#include "base/clock.h"
+#include "base/fault.h"
+
+#define XGEMM_PARAMS 16
+static const char *const xgemm_names[XGEMM_PARAMS] = {
+    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
+
+typedef struct gemm_params {
+    bool override;               /* false: CLBlast's database */
+    size_t xgemm[XGEMM_PARAMS];  /* in xgemm_names' order */
+    size_t min_indirect;         /* XGEMM_MIN_INDIRECT_SIZE; 0: CLBlast's */
+} gemm_params;
+
+/* The POCL set was picked by timing candidates on POCL 3.1 (2 AVX2 cores,
+ * CLBlast 1.5.3): 69-73 GFLOP/s at 1024^3 where CLBlast's defaults give
+ * 15-20. Its products of at least 64^3 multiply-adds go through the Xgemm
+ * kernel rather than XgemmDirect, whose tuned sets took ~55 s to compile. */
+static const struct {
+    const char *label;
+    gemm_params params;
+} candidates[] = {
+    {"CLBlast's database", {false, {0}, 0}},
+    {"POCL: 64x64 tiles in local memory, 8-wide",
+     {true, {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 1, 1, 1, 1, 8, 8}, 64}},
+    {"64x64 tiles in registers, 8-wide",
+     {true, {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 1, 1, 8, 8}, 64}},
+    {"64x64 tiles in local memory, 16-wide",
+     {true, {0, 1, 32, 2, 4, 4, 64, 4, 4, 64, 1, 1, 1, 1, 16, 16}, 64}},
+    {"GPU: 64x64 tiles, 16x16 threads, 4-wide",
+     {true, {0, 1, 16, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 4, 4}, 0}},
+};
+enum { CANDIDATES = sizeof candidates / sizeof candidates[0], POCL_SET = 1 };
+
+#define TUNE_MAGIC "UGCLBTN1"
+#define TUNE_MAX_BYTES 4096
+
+/* The timed products: row-major m x n x k with A and B transposed or not. */
+static const struct {
+    bool ta, tb;
+    size_t m, n, k;
+} shapes[] = {{false, false, 64, 512, 768}, {false, true, 64, 768, 512}, {true, false, 768, 512, 64}};
+enum { SHAPES = sizeof shapes / sizeof shapes[0], OPERAND = 768 * 512, ROUNDS = 3, BATCH = 4 };
+
+/* CLBlast's own set for each device this process has met, read before
+ * anything was installed over it: CLBlast cannot go back to its database
+ * once overridden, so choosing it again means installing it as a set. */
+static pthread_mutex_t database_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    cl_device_id device;
+    gemm_params params;
+} databases[16];
+static int database_count;
+
+static void note_database(ug_bdev *dev)
+{
+    pthread_mutex_lock(&database_lock);
+    int i = 0;
+    while (i < database_count && databases[i].device != dev->device)
+        i++;
+    if (i == database_count && i < (int)(sizeof databases / sizeof databases[0])) {
+        gemm_params p = {true, {0}, 0};
+        if (ocl_clblast_database(dev->device, "Xgemm", xgemm_names, XGEMM_PARAMS, p.xgemm) &&
+            ocl_clblast_database(dev->device, "GemmRoutine",
+                                 (const char *const[]){"XGEMM_MIN_INDIRECT_SIZE"}, 1,
+                                 &p.min_indirect)) {
+            databases[i].device = dev->device;
+            databases[i].params = p;
+            database_count++;
+        }
+    }
+    pthread_mutex_unlock(&database_lock);
+}
+
+static bool database_params(ug_bdev *dev, gemm_params *out)
+{
+    pthread_mutex_lock(&database_lock);
+    bool found = false;
+    for (int i = 0; i < database_count && !found; ++i) {
+        if (databases[i].device == dev->device) {
+            *out = databases[i].params;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&database_lock);
+    return found;
+}
+
+/* Candidate i's set; false for CLBlast's when it was never read. A set
+ * without its own switch to the indirect kernel takes CLBlast's. */
+static bool candidate_params(ug_bdev *dev, int i, gemm_params *out)
+{
+    gemm_params own;
+    bool known = database_params(dev, &own);
+    *out = candidates[i].params.override ? candidates[i].params : own;
+    if (!out->min_indirect)
+        out->min_indirect = known ? own.min_indirect : 0;
+    return (candidates[i].params.override || known) && out->min_indirect;
+}
+
+static ug_status install(ug_bdev *dev, const gemm_params *p)
+{
+    static const char *const routine_names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
+    CLBlastStatusCode code = CLBlastOverrideParameters(dev->device, "Xgemm", CLBlastPrecisionSingle,
+                                                       XGEMM_PARAMS, (const char **)xgemm_names,
+                                                       p->xgemm);
+    if (code == CLBlastSuccess)
+        code = CLBlastOverrideParameters(dev->device, "GemmRoutine", CLBlastPrecisionSingle, 1,
+                                         (const char **)routine_names, &p->min_indirect);
+    if (code != CLBlastSuccess)
+        return ocl_host->set_error(UG_ERR_BACKEND, "CLBlastOverrideParameters: %d %s", (int)code,
+                                   ocl_clblast_error_name(code));
+    return UG_OK;
+}
+
+/* The fixed choice: the POCL set on POCL's CPU devices (its database has
+ * none for them), CLBlast's own elsewhere. */
+static void install_builtin(ug_bdev *dev)
+{
+    gemm_params own;
+    /* A refusal leaves what was installed before: it still computes. */
+    if (dev->is_pocl && dev->is_cpu)
+        install(dev, &candidates[POCL_SET].params);
+    else if (database_params(dev, &own))
+        install(dev, &own);
+}
+
+/* ---- measuring ---- */
+
+typedef struct bench {
+    cl_command_queue queue; /* its own: the step's work is not timed */
+    cl_mem a, b, c;
+    float *host_a, *host_b, *host_c;
+    double *expected[SHAPES];
+} bench;
+
+/* Multiples of 1/8 up to 6/8: every partial sum of the products is a
+ * multiple of 1/64 below 2^9, exact in f32 in any order, so a candidate
+ * either gives exactly the double-precision reference or is broken. */
+static float operand_value(size_t i, unsigned salt)
+{
+    return (float)((int)((i * 7 + salt) % 13) - 6) / 8.0f;
+}
+
+static void reference(int s, const float *a, const float *b, double *out)
+{
+    size_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
+    for (size_t i = 0; i < m; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (size_t p = 0; p < k; ++p) {
+                double x = shapes[s].ta ? a[p * m + i] : a[i * k + p];
+                double y = shapes[s].tb ? b[j * k + p] : b[p * n + j];
+                sum += x * y;
+            }
+            out[i * n + j] = sum;
+        }
+    }
+}
+
+static void bench_release(bench *b)
+{
+    if (b->queue)
+        clReleaseCommandQueue(b->queue);
+    if (b->a)
+        clReleaseMemObject(b->a);
+    if (b->b)
+        clReleaseMemObject(b->b);
+    if (b->c)
+        clReleaseMemObject(b->c);
+    free(b->host_a);
+    free(b->host_b);
+    free(b->host_c);
+    for (int s = 0; s < SHAPES; ++s)
+        free(b->expected[s]);
+}
+
+static ug_status bench_create(ug_bdev *dev, bench *b)
+{
+    memset(b, 0, sizeof *b);
+    cl_int err = CL_SUCCESS;
+    const size_t bytes = OPERAND * sizeof(float);
+    b->queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
+    if (b->queue)
+        b->a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (b->a)
+        b->b = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (b->b)
+        b->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (!b->c) {
+        bench_release(b);
+        return ocl_fail(ocl_status_of(err), "clCreateBuffer for the GEMM tuning", err);
+    }
+    b->host_a = ug_malloc(bytes);
+    b->host_b = ug_malloc(bytes);
+    b->host_c = ug_malloc(bytes);
+    bool ok = b->host_a && b->host_b && b->host_c;
+    for (int s = 0; s < SHAPES && ok; ++s)
+        ok = (b->expected[s] = ug_malloc(shapes[s].m * shapes[s].n * sizeof(double))) != NULL;
+    if (!ok) {
+        bench_release(b);
+        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+    }
+    for (size_t i = 0; i < OPERAND; ++i) {
+        b->host_a[i] = operand_value(i, 0);
+        b->host_b[i] = operand_value(i, 5);
+    }
+    for (int s = 0; s < SHAPES; ++s)
+        reference(s, b->host_a, b->host_b, b->expected[s]);
+    if ((err = clEnqueueWriteBuffer(b->queue, b->a, CL_TRUE, 0, bytes, b->host_a, 0, NULL,
+                                    NULL)) != CL_SUCCESS ||
+        (err = clEnqueueWriteBuffer(b->queue, b->b, CL_TRUE, 0, bytes, b->host_b, 0, NULL,
+                                    NULL)) != CL_SUCCESS) {
+        bench_release(b);
+        return ocl_fail(ocl_status_of(err), "clEnqueueWriteBuffer for the GEMM tuning", err);
+    }
+    return UG_OK;
+}
+
+/* Enqueues one product on the bench's queue. */
+static ug_status run_shape(bench *b, int s)
+{
+    size_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
+    CLBlastStatusCode code = CLBlastSgemm(
+        CLBlastLayoutRowMajor, shapes[s].ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+        shapes[s].tb ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, 1.0f, b->a, 0,
+        shapes[s].ta ? m : k, b->b, 0, shapes[s].tb ? k : n, 0.0f, b->c, 0, n, &b->queue, NULL);
+    if (code != CLBlastSuccess)
+        return ocl_host->set_error(UG_ERR_BACKEND, "CLBlastSgemm: %d %s", (int)code,
+                                   ocl_clblast_error_name(code));
+    return UG_OK;
+}
+
+/* The time of one product, from BATCH of them back to back: by the host's
+ * clock, since a routine may run several kernels (padding, transposes)
+ * and an event would time only the last. */
+static ug_status time_shape(bench *b, int s, double *seconds)
+{
+    double start = ug_seconds_now();
+    for (int i = 0; i < BATCH; ++i)
+        UG_BACKEND_TRY(run_shape(b, s));
+    cl_int err = clFinish(b->queue);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clFinish for the GEMM tuning", err);
+    *seconds = (ug_seconds_now() - start) / BATCH;
+    return UG_OK;
+}
+
+/* A candidate's time for the three products (the best of ROUNDS each),
+ * after checking each product's result. */
+static ug_status measure(ug_bdev *dev, bench *b, const gemm_params *p, double *seconds)
+{
+    UG_BACKEND_TRY(install(dev, p));
+    *seconds = 0;
+    for (int s = 0; s < SHAPES; ++s) {
+        double best = INFINITY, t = 0;
+        UG_BACKEND_TRY(run_shape(b, s)); /* compiles the kernels: not timed */
+        size_t count = shapes[s].m * shapes[s].n;
+        cl_int err = clEnqueueReadBuffer(b->queue, b->c, CL_TRUE, 0, count * sizeof(float),
+                                         b->host_c, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer for the GEMM tuning", err);
+        for (size_t i = 0; i < count; ++i) {
+            if ((double)b->host_c[i] != b->expected[s][i])
+                return ocl_host->set_error(UG_ERR_BACKEND,
+                                           "a wrong product (%g for %g at %zu of %zux%zux%zu)",
+                                           b->host_c[i], b->expected[s][i], i, shapes[s].m,
+                                           shapes[s].n, shapes[s].k);
+        }
+        for (int r = 0; r < ROUNDS; ++r) {
+            UG_BACKEND_TRY(time_shape(b, s, &t));
+            best = t < best ? t : best;
+        }
+        *seconds += best;
+    }
+    return UG_OK;
+}
+
+/* ---- the cache ---- */
+
+static int cache_key(ug_bdev *dev, char *key, size_t len)
+{
+    return snprintf(key, len, "CLBlast %d.%d.%d Xgemm f32, tuner 1\n%s\n%s\n%s",
+                    CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH,
+                    dev->name, dev->driver, dev->platform_version);
+}
+
+static void format_params(const gemm_params *p, double seconds, const char *label, char *out,
+                          size_t len)
+{
+    int n = snprintf(out, len, "Xgemm");
+    for (int i = 0; i < XGEMM_PARAMS && n > 0 && (size_t)n < len; ++i)
+        n += snprintf(out + n, len - (size_t)n, " %zu", p->xgemm[i]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, "\nXGEMM_MIN_INDIRECT_SIZE %zu\nmicroseconds %.1f\n%s\n",
+                 p->min_indirect, 1e6 * seconds, label);
+}
+
+/* Strict: every value present and in range, nothing else but the label. */
+static bool parse_params(const char *text, gemm_params *p, double *seconds, char *label,
+                         size_t label_len)
+{
+    const char *at = text;
+    int used = 0;
+    if (sscanf(at, "Xgemm%n", &used) != 0 || used != 5)
+        return false;
+    at += used;
+    p->override = true;
+    for (int i = 0; i < XGEMM_PARAMS; ++i) {
+        unsigned long v;
+        if (sscanf(at, " %lu%n", &v, &used) != 1 || v > 1024)
+            return false;
+        p->xgemm[i] = v;
+        at += used;
+    }
+    unsigned long indirect;
+    used = 0;
+    if (sscanf(at, "\nXGEMM_MIN_INDIRECT_SIZE %lu\nmicroseconds %lf\n%n", &indirect, seconds,
+               &used) != 2 ||
+        used == 0 || indirect == 0 || indirect > 65536 || !(*seconds >= 0))
+        return false;
+    at += used;
+    p->min_indirect = indirect;
+    *seconds *= 1e-6;
+    const char *end = strchr(at, '\n');
+    if (!end || end[1] != '\0' || (size_t)(end - at) >= label_len)
+        return false;
+    memcpy(label, at, (size_t)(end - at));
+    label[end - at] = '\0';
+    return true;
+}
+
+/* ---- choosing ---- */
+
+/* Appends a formatted line to the report (which may be NULL). */
+static void say(char *report, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *report, size_t len, const char *fmt, ...)
+{
+    if (!report || !len)
+        return;
+    size_t used = strnlen(report, len);
+    if (used + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(report + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+/* Times every candidate and installs the fastest; seconds and label say
+ * which. Candidates that fail (a kernel the device refuses, a wrong
+ * product) are reported and passed over. */
+static ug_status search(ug_bdev *dev, gemm_params *best, double *best_seconds, char *label,
+                        size_t label_len, char *report, size_t report_len)
+{
+    bench b;
+    UG_BACKEND_TRY(bench_create(dev, &b));
+    *best_seconds = INFINITY;
+    for (int i = 0; i < CANDIDATES; ++i) {
+        gemm_params p;
+        double seconds;
+        if (!candidate_params(dev, i, &p)) {
+            say(report, report_len, "  %-44s not known (CLBlast's C++ API refused it)\n",
+                candidates[i].label);
+            continue;
+        }
+        ug_status st = measure(dev, &b, &p, &seconds);
+        if (st != UG_OK) {
+            say(report, report_len, "  %-44s failed: %s\n", candidates[i].label,
+                ocl_host->last_error());
+            continue;
+        }
+        say(report, report_len, "  %-44s %9.1f us\n", candidates[i].label, 1e6 * seconds);
+        if (seconds < *best_seconds) {
+            *best_seconds = seconds;
+            *best = p;
+            snprintf(label, label_len, "%s", candidates[i].label);
+        }
+    }
+    bench_release(&b);
+    if (!(*best_seconds < INFINITY))
+        return ocl_host->set_error(UG_ERR_BACKEND,
+                                   "OpenCL: no GEMM parameter set worked on %s; see the report",
+                                   dev->name);
+    return install(dev, best);
+}
+
+/* Another process tuning the same device holds this lock; waiting for it
+ * beats measuring on a device it keeps busy. Best effort: without a lock
+ * file, or after a minute, this process measures anyway. */
+static int lock_path(const char *path)
+{
+    char lock[PATH_MAX + 8];
+    if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock)
+        return -1;
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; ++tries) {
+        if (errno != EWOULDBLOCK || tries >= 1200) {
+            close(fd);
+            return -1;
+        }
+        usleep(50000);
+    }
+    return fd;
+}
+
+static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
+{
+    char key[1024], path[PATH_MAX], label[128] = "", why[PATH_MAX + 128];
+    int key_len = cache_key(dev, key, sizeof key);
+    bool cache = key_len > 0 && (size_t)key_len < sizeof key &&
+                 ug_cache_path("clblast-gemm", key, (size_t)key_len, ".txt", path, sizeof path);
+    int lock = cache ? lock_path(path) : -1;
+    gemm_params params;
+    double seconds = 0;
+    ug_status st = UG_OK;
+    say(report, report_len, "%s: CLBlast %d.%d.%d's SGEMM parameters\n", dev->name,
+        CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH);
+    bool loaded = false;
+    if (cache && !again) {
+        unsigned char *text = NULL;
+        size_t size = 0;
+        ug_cache_result r = ug_cache_load(path, TUNE_MAGIC, key, (size_t)key_len, TUNE_MAX_BYTES,
+                                          &text, &size, why, sizeof why);
+        if (r == UG_CACHE_HIT && !parse_params((const char *)text, &params, &seconds, label,
+                                               sizeof label)) {
+            snprintf(why, sizeof why, "%s holds no parameter set it can use", path);
+            r = UG_CACHE_DAMAGED;
+        }
+        free(text);
+        if (r == UG_CACHE_DAMAGED)
+            ocl_host->warn("the GEMM tuning cache %s; measuring again", why);
+        if (r == UG_CACHE_HIT && (st = install(dev, &params)) == UG_OK) {
+            say(report, report_len, "  loaded from %s\n  %-44s %9.1f us when measured\n", path,
+                label, 1e6 * seconds);
+            loaded = true;
+        }
+    }
+    if (!loaded) {
+        say(report, report_len,
+            "  each set's time for 64x512x768 NN, 64x768x512 NT and 768x512x64 TN\n");
+        st = search(dev, &params, &seconds, label, sizeof label, report, report_len);
+        if (st == UG_OK) {
+            say(report, report_len, "  chosen: %s\n", label);
+            char text[512];
+            format_params(&params, seconds, label, text, sizeof text);
+            if (cache && ug_cache_store(path, TUNE_MAGIC, key, (size_t)key_len, text,
+                                        strlen(text)) == UG_OK)
+                say(report, report_len, "  saved to %s\n", path);
+            else
+                say(report, report_len, "  not saved: %s\n",
+                    cache ? ocl_host->last_error() : "no usable cache folder");
+        }
+    }
+    if (lock >= 0)
+        close(lock);
+    return st;
+}
+
+ug_status ocl_autotune(ug_bdev *dev, char *report, size_t report_len)
+{
+    if (report && report_len)
+        report[0] = '\0';
+    pthread_mutex_lock(&dev->launch_lock);
+    ug_status st = tune(dev, true, report, report_len);
+    dev->gemm_tuned = true;
+    pthread_mutex_unlock(&dev->launch_lock);
+    return st;
+}
+
+void ocl_gemm_open(ug_bdev *dev)
+{
+    note_database(dev);
+    install_builtin(dev);
+}
+
+/* The caller holds launch_lock. Tuning never fails a product: a device
+ * that cannot be tuned keeps its fixed parameters, with a warning. */
+void ocl_gemm_first_use(ug_bdev *dev)
+{
+    dev->gemm_tuned = true;
+    const char *env = getenv("UG_AUTOTUNE");
+    if (env && strcmp(env, "0") == 0)
+        return;
+    char report[2048] = "";
+    if (tune(dev, false, report, sizeof report) != UG_OK) {
+        ocl_host->warn("OpenCL: tuning the GEMM on %s failed (%s); it keeps fixed parameters",
+                       dev->name, ocl_host->last_error());
+        install_builtin(dev);
+    }
+}
