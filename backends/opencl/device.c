@@ -278,6 +278,7 @@ static void ocl_device_close(ug_bdev *dev)
     pthread_mutex_destroy(&dev->launch_lock);
     pthread_mutex_destroy(&dev->pin_lock);
     pthread_mutex_destroy(&dev->streams_lock);
+    pthread_mutex_destroy(&dev->tune_lock);
     free(dev->pins);
     free(dev);
 }
@@ -298,6 +299,7 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     pthread_mutex_init(&dev->launch_lock, NULL);
     pthread_mutex_init(&dev->pin_lock, NULL);
     pthread_mutex_init(&dev->streams_lock, NULL);
+    pthread_mutex_init(&dev->tune_lock, NULL);
 
     char plat_name[256];
     if ((st = ocl_device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof dev->name)) != UG_OK ||

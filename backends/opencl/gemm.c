@@ -65,6 +65,7 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
         return ug_gemm_sum_batch_by_loop(dev, a, ocl_gemm);
     if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");
+    ocl_gemm_ready(dev);
     cl_mem c = (cl_mem)a->c.mem;
 
     if (a->k <= 0) {
@@ -87,8 +88,6 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
      * GEMMs ordered with the launches of other threads the same way. */
     cl_command_queue queue = ocl_current(dev)->queue;
     pthread_mutex_lock(&dev->launch_lock);
-    if (!dev->gemm_tuned)
-        ocl_gemm_first_use(dev);
     if (a->batch == 1) {
         code = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n,
                             (size_t)a->k, a->alpha, (cl_mem)a->a.mem, (size_t)a->a.offset,

@@ -70,12 +70,20 @@ enum { CANDIDATES = sizeof candidates / sizeof candidates[0], POCL_SET = 1 };
 #define TUNE_MAGIC "UGCLBTN1"
 #define TUNE_MAX_BYTES 4096
 
-/* The timed products: row-major m x n x k with A and B transposed or not. */
+/* The timed products, row-major m x n x k with A and B transposed or
+ * not: a training step's three at batch 64 for a 768 -> 512 layer. */
 static const struct {
     bool ta, tb;
     size_t m, n, k;
 } shapes[] = {{false, false, 64, 512, 768}, {false, true, 64, 768, 512}, {true, false, 768, 512, 64}};
 enum { SHAPES = sizeof shapes / sizeof shapes[0], OPERAND = 768 * 512, ROUNDS = 3, BATCH = 4 };
+
+/* What the tuning chose, as cached. */
+typedef struct gemm_choice {
+    gemm_params params;
+    double seconds; /* the products' time with params */
+    char label[96];
+} gemm_choice;
 
 /* CLBlast's own set for each device this process has met, read before
  * anything was installed over it: CLBlast cannot go back to its database
@@ -163,7 +171,6 @@ static void install_builtin(ug_bdev *dev)
 /* ---- measuring ---- */
 
 typedef struct bench {
-    cl_command_queue queue; /* its own: the step's work is not timed */
     cl_mem a, b, c;
     float *host_a, *host_b, *host_c;
     double *expected[SHAPES];
@@ -195,8 +202,6 @@ static void reference(int s, const float *a, const float *b, double *out)
 
 static void bench_release(bench *b)
 {
-    if (b->queue)
-        clReleaseCommandQueue(b->queue);
     if (b->a)
         clReleaseMemObject(b->a);
     if (b->b)
@@ -215,9 +220,7 @@ static ug_status bench_create(ug_bdev *dev, bench *b)
     memset(b, 0, sizeof *b);
     cl_int err = CL_SUCCESS;
     const size_t bytes = OPERAND * sizeof(float);
-    b->queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
-    if (b->queue)
-        b->a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    b->a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (b->a)
         b->b = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (b->b)
@@ -242,57 +245,56 @@ static ug_status bench_create(ug_bdev *dev, bench *b)
     }
     for (int s = 0; s < SHAPES; ++s)
         reference(s, b->host_a, b->host_b, b->expected[s]);
-    if ((err = clEnqueueWriteBuffer(b->queue, b->a, CL_TRUE, 0, bytes, b->host_a, 0, NULL,
-                                    NULL)) != CL_SUCCESS ||
-        (err = clEnqueueWriteBuffer(b->queue, b->b, CL_TRUE, 0, bytes, b->host_b, 0, NULL,
-                                    NULL)) != CL_SUCCESS) {
+    cl_command_queue queue = ocl_current(dev)->queue;
+    if ((err = clEnqueueWriteBuffer(queue, b->a, CL_TRUE, 0, bytes, b->host_a, 0, NULL, NULL)) !=
+            CL_SUCCESS ||
+        (err = clEnqueueWriteBuffer(queue, b->b, CL_TRUE, 0, bytes, b->host_b, 0, NULL, NULL)) !=
+            CL_SUCCESS) {
         bench_release(b);
         return ocl_fail(ocl_status_of(err), "clEnqueueWriteBuffer for the GEMM tuning", err);
     }
     return UG_OK;
 }
 
-/* Enqueues one product on the bench's queue. */
-static ug_status run_shape(bench *b, int s)
+/* Enqueues one product on the queue the step's work goes to, as ocl_gemm
+ * would. */
+static ug_status run_shape(ug_bdev *dev, bench *b, int s)
 {
     size_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
+    size_t lda = shapes[s].ta ? m : k, ldb = shapes[s].tb ? k : n;
+    cl_command_queue queue = ocl_current(dev)->queue;
+    pthread_mutex_lock(&dev->launch_lock);
     CLBlastStatusCode code = CLBlastSgemm(
         CLBlastLayoutRowMajor, shapes[s].ta ? CLBlastTransposeYes : CLBlastTransposeNo,
-        shapes[s].tb ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, 1.0f, b->a, 0,
-        shapes[s].ta ? m : k, b->b, 0, shapes[s].tb ? k : n, 0.0f, b->c, 0, n, &b->queue, NULL);
+        shapes[s].tb ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, 1.0f, b->a, 0, lda, b->b,
+        0, ldb, 0.0f, b->c, 0, n, &queue, NULL);
+    pthread_mutex_unlock(&dev->launch_lock);
     if (code != CLBlastSuccess)
         return ocl_host->set_error(UG_ERR_BACKEND, "CLBlastSgemm: %d %s", (int)code,
                                    ocl_clblast_error_name(code));
     return UG_OK;
 }
 
-/* The time of one product, from BATCH of them back to back: by the host's
- * clock, since a routine may run several kernels (padding, transposes)
- * and an event would time only the last. */
-static ug_status time_shape(bench *b, int s, double *seconds)
+static ug_status finish(ug_bdev *dev)
 {
-    double start = ug_seconds_now();
-    for (int i = 0; i < BATCH; ++i)
-        UG_BACKEND_TRY(run_shape(b, s));
-    cl_int err = clFinish(b->queue);
-    if (err != CL_SUCCESS)
-        return ocl_fail(ocl_status_of(err), "clFinish for the GEMM tuning", err);
-    *seconds = (ug_seconds_now() - start) / BATCH;
-    return UG_OK;
+    cl_int err = clFinish(ocl_current(dev)->queue);
+    return err == CL_SUCCESS ? UG_OK
+                             : ocl_fail(ocl_status_of(err), "clFinish for the GEMM tuning", err);
 }
 
-/* A candidate's time for the three products (the best of ROUNDS each),
- * after checking each product's result. */
-static ug_status measure(ug_bdev *dev, bench *b, const gemm_params *p, double *seconds)
+/* The products' time, each the best of ROUNDS batches of BATCH back to
+ * back, by the host's clock (a CLBlast routine may run several kernels:
+ * padding, transposes), after a first run (which compiles) whose product
+ * is checked. */
+static ug_status measure(ug_bdev *dev, bench *b, double *seconds)
 {
-    UG_BACKEND_TRY(install(dev, p));
+    UG_BACKEND_TRY(finish(dev)); /* the step's earlier work is not timed */
     *seconds = 0;
     for (int s = 0; s < SHAPES; ++s) {
-        double best = INFINITY, t = 0;
-        UG_BACKEND_TRY(run_shape(b, s)); /* compiles the kernels: not timed */
+        UG_BACKEND_TRY(run_shape(dev, b, s));
         size_t count = shapes[s].m * shapes[s].n;
-        cl_int err = clEnqueueReadBuffer(b->queue, b->c, CL_TRUE, 0, count * sizeof(float),
-                                         b->host_c, 0, NULL, NULL);
+        cl_int err = clEnqueueReadBuffer(ocl_current(dev)->queue, b->c, CL_TRUE, 0,
+                                         count * sizeof(float), b->host_c, 0, NULL, NULL);
         if (err != CL_SUCCESS)
             return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer for the GEMM tuning", err);
         for (size_t i = 0; i < count; ++i) {
@@ -302,8 +304,13 @@ static ug_status measure(ug_bdev *dev, bench *b, const gemm_params *p, double *s
                                            b->host_c[i], b->expected[s][i], i, shapes[s].m,
                                            shapes[s].n, shapes[s].k);
         }
+        double best = INFINITY;
         for (int r = 0; r < ROUNDS; ++r) {
-            UG_BACKEND_TRY(time_shape(b, s, &t));
+            double start = ug_seconds_now();
+            for (int i = 0; i < BATCH; ++i)
+                UG_BACKEND_TRY(run_shape(dev, b, s));
+            UG_BACKEND_TRY(finish(dev));
+            double t = (ug_seconds_now() - start) / BATCH;
             best = t < best ? t : best;
         }
         *seconds += best;
@@ -320,21 +327,21 @@ static int cache_key(ug_bdev *dev, char *key, size_t len)
                     dev->name, dev->driver, dev->platform_version);
 }
 
-static void format_params(const gemm_params *p, double seconds, const char *label, char *out,
-                          size_t len)
+static void format_choice(const gemm_choice *c, char *out, size_t len)
 {
     int n = snprintf(out, len, "Xgemm");
     for (int i = 0; i < XGEMM_PARAMS && n > 0 && (size_t)n < len; ++i)
-        n += snprintf(out + n, len - (size_t)n, " %zu", p->xgemm[i]);
+        n += snprintf(out + n, len - (size_t)n, " %zu", c->params.xgemm[i]);
     if (n > 0 && (size_t)n < len)
-        snprintf(out + n, len - (size_t)n, "\nXGEMM_MIN_INDIRECT_SIZE %zu\nmicroseconds %.1f\n%s\n",
-                 p->min_indirect, 1e6 * seconds, label);
+        snprintf(out + n, len - (size_t)n,
+                 "\nXGEMM_MIN_INDIRECT_SIZE %zu\nmicroseconds %.1f\n%s\n", c->params.min_indirect,
+                 1e6 * c->seconds, c->label);
 }
 
 /* Strict: every value present and in range, nothing else but the label. */
-static bool parse_params(const char *text, gemm_params *p, double *seconds, char *label,
-                         size_t label_len)
+static bool parse_choice(const char *text, gemm_choice *c)
 {
+    gemm_params *p = &c->params;
     const char *at = text;
     int used = 0;
     if (sscanf(at, "Xgemm%n", &used) != 0 || used != 5)
@@ -350,18 +357,18 @@ static bool parse_params(const char *text, gemm_params *p, double *seconds, char
     }
     unsigned long indirect;
     used = 0;
-    if (sscanf(at, "\nXGEMM_MIN_INDIRECT_SIZE %lu\nmicroseconds %lf\n%n", &indirect, seconds,
-               &used) != 2 ||
-        used == 0 || indirect == 0 || indirect > 65536 || !(*seconds >= 0))
+    if (sscanf(at, "\nXGEMM_MIN_INDIRECT_SIZE %lu\nmicroseconds %lf\n%n", &indirect,
+               &c->seconds, &used) != 2 ||
+        used == 0 || indirect == 0 || indirect > 65536 || !(c->seconds >= 0))
         return false;
     at += used;
     p->min_indirect = indirect;
-    *seconds *= 1e-6;
+    c->seconds *= 1e-6;
     const char *end = strchr(at, '\n');
-    if (!end || end[1] != '\0' || (size_t)(end - at) >= label_len)
+    if (!end || end[1] != '\0' || (size_t)(end - at) >= sizeof c->label)
         return false;
-    memcpy(label, at, (size_t)(end - at));
-    label[end - at] = '\0';
+    memcpy(c->label, at, (size_t)(end - at));
+    c->label[end - at] = '\0';
     return true;
 }
 
@@ -382,42 +389,45 @@ static void say(char *report, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Times every candidate and installs the fastest; seconds and label say
- * which. Candidates that fail (a kernel the device refuses, a wrong
- * product) are reported and passed over. */
-static ug_status search(ug_bdev *dev, gemm_params *best, double *best_seconds, char *label,
-                        size_t label_len, char *report, size_t report_len)
+/* Times every candidate and installs the fastest. Candidates that fail (a
+ * kernel the device refuses, a wrong product) are reported and passed
+ * over. */
+static ug_status search(ug_bdev *dev, gemm_choice *choice, char *report, size_t report_len)
 {
     bench b;
     UG_BACKEND_TRY(bench_create(dev, &b));
-    *best_seconds = INFINITY;
+    say(report, report_len, "  each set's time for 64x512x768 NN, 64x768x512 NT, 768x512x64 TN\n");
+    choice->seconds = INFINITY;
     for (int i = 0; i < CANDIDATES; ++i) {
         gemm_params p;
         double seconds;
         if (!candidate_params(dev, i, &p)) {
-            say(report, report_len, "  %-44s not known (CLBlast's C++ API refused it)\n",
+            say(report, report_len, "  %-42s not known to CLBlast's C++ API\n",
                 candidates[i].label);
             continue;
         }
-        ug_status st = measure(dev, &b, &p, &seconds);
+        ug_status st = install(dev, &p);
+        if (st == UG_OK)
+            st = measure(dev, &b, &seconds);
         if (st != UG_OK) {
-            say(report, report_len, "  %-44s failed: %s\n", candidates[i].label,
+            say(report, report_len, "  %-42s failed: %s\n", candidates[i].label,
                 ocl_host->last_error());
             continue;
         }
-        say(report, report_len, "  %-44s %9.1f us\n", candidates[i].label, 1e6 * seconds);
-        if (seconds < *best_seconds) {
-            *best_seconds = seconds;
-            *best = p;
-            snprintf(label, label_len, "%s", candidates[i].label);
+        say(report, report_len, "  %-42s %8.0f us\n", candidates[i].label, 1e6 * seconds);
+        if (seconds < choice->seconds) {
+            choice->seconds = seconds;
+            choice->params = p;
+            snprintf(choice->label, sizeof choice->label, "%s", candidates[i].label);
         }
     }
     bench_release(&b);
-    if (!(*best_seconds < INFINITY))
+    if (!(choice->seconds < INFINITY))
         return ocl_host->set_error(UG_ERR_BACKEND,
                                    "OpenCL: no GEMM parameter set worked on %s; see the report",
                                    dev->name);
-    return install(dev, best);
+    say(report, report_len, "  chosen: %s\n", choice->label);
+    return install(dev, &choice->params);
 }
 
 /* Another process tuning the same device holds this lock; waiting for it
@@ -441,56 +451,50 @@ static int lock_path(const char *path)
     return fd;
 }
 
+/* Loads the cached choice (unless again) or measures and caches one, and
+ * applies it; the caller holds tune_lock. */
 static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
 {
-    char key[1024], path[PATH_MAX], label[128] = "", why[PATH_MAX + 128];
+    char key[1024], path[PATH_MAX], why[PATH_MAX + 128];
     int key_len = cache_key(dev, key, sizeof key);
     bool cache = key_len > 0 && (size_t)key_len < sizeof key &&
                  ug_cache_path("clblast-gemm", key, (size_t)key_len, ".txt", path, sizeof path);
     int lock = cache ? lock_path(path) : -1;
-    gemm_params params;
-    double seconds = 0;
+    gemm_choice choice = {0};
     ug_status st = UG_OK;
-    say(report, report_len, "%s: CLBlast %d.%d.%d's SGEMM parameters\n", dev->name,
-        CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH);
+    say(report, report_len, "%s: CLBlast %d.%d.%d's SGEMM\n", dev->name, CLBLAST_VERSION_MAJOR,
+        CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH);
     bool loaded = false;
     if (cache && !again) {
         unsigned char *text = NULL;
         size_t size = 0;
         ug_cache_result r = ug_cache_load(path, TUNE_MAGIC, key, (size_t)key_len, TUNE_MAX_BYTES,
                                           &text, &size, why, sizeof why);
-        if (r == UG_CACHE_HIT && !parse_params((const char *)text, &params, &seconds, label,
-                                               sizeof label)) {
-            snprintf(why, sizeof why, "%s holds no parameter set it can use", path);
+        if (r == UG_CACHE_HIT && !parse_choice((const char *)text, &choice)) {
+            snprintf(why, sizeof why, "%s holds no choice it can use", path);
             r = UG_CACHE_DAMAGED;
         }
         free(text);
         if (r == UG_CACHE_DAMAGED)
             ocl_host->warn("the GEMM tuning cache %s; measuring again", why);
-        if (r == UG_CACHE_HIT && (st = install(dev, &params)) == UG_OK) {
-            say(report, report_len, "  loaded from %s\n  %-44s %9.1f us when measured\n", path,
-                label, 1e6 * seconds);
+        if (r == UG_CACHE_HIT && (st = install(dev, &choice.params)) == UG_OK) {
+            say(report, report_len, "  loaded from %s: %s\n", path, choice.label);
             loaded = true;
         }
     }
-    if (!loaded) {
-        say(report, report_len,
-            "  each set's time for 64x512x768 NN, 64x768x512 NT and 768x512x64 TN\n");
-        st = search(dev, &params, &seconds, label, sizeof label, report, report_len);
-        if (st == UG_OK) {
-            say(report, report_len, "  chosen: %s\n", label);
-            char text[512];
-            format_params(&params, seconds, label, text, sizeof text);
-            if (cache && ug_cache_store(path, TUNE_MAGIC, key, (size_t)key_len, text,
-                                        strlen(text)) == UG_OK)
-                say(report, report_len, "  saved to %s\n", path);
-            else
-                say(report, report_len, "  not saved: %s\n",
-                    cache ? ocl_host->last_error() : "no usable cache folder");
-        }
+    if (!loaded && (st = search(dev, &choice, report, report_len)) == UG_OK) {
+        char text[512];
+        format_choice(&choice, text, sizeof text);
+        if (cache &&
+            ug_cache_store(path, TUNE_MAGIC, key, (size_t)key_len, text, strlen(text)) == UG_OK)
+            say(report, report_len, "  saved to %s\n", path);
+        else
+            say(report, report_len, "  not saved: %s\n",
+                cache ? ocl_host->last_error() : "no usable cache folder");
     }
     if (lock >= 0)
         close(lock);
+    dev->gemm_tuned = true;
     return st;
 }
 
@@ -498,10 +502,9 @@ ug_status ocl_autotune(ug_bdev *dev, char *report, size_t report_len)
 {
     if (report && report_len)
         report[0] = '\0';
-    pthread_mutex_lock(&dev->launch_lock);
+    pthread_mutex_lock(&dev->tune_lock);
     ug_status st = tune(dev, true, report, report_len);
-    dev->gemm_tuned = true;
-    pthread_mutex_unlock(&dev->launch_lock);
+    pthread_mutex_unlock(&dev->tune_lock);
     return st;
 }
 
@@ -511,18 +514,20 @@ void ocl_gemm_open(ug_bdev *dev)
     install_builtin(dev);
 }
 
-/* The caller holds launch_lock. Tuning never fails a product: a device
- * that cannot be tuned keeps its fixed parameters, with a warning. */
-void ocl_gemm_first_use(ug_bdev *dev)
+/* Tuning never fails a product: a device that cannot be tuned keeps its
+ * fixed parameters, with a warning. */
+void ocl_gemm_ready(ug_bdev *dev)
 {
-    dev->gemm_tuned = true;
-    const char *env = getenv("UG_AUTOTUNE");
-    if (env && strcmp(env, "0") == 0)
-        return;
-    char report[2048] = "";
-    if (tune(dev, false, report, sizeof report) != UG_OK) {
-        ocl_host->warn("OpenCL: tuning the GEMM on %s failed (%s); it keeps fixed parameters",
-                       dev->name, ocl_host->last_error());
-        install_builtin(dev);
+    pthread_mutex_lock(&dev->tune_lock);
+    if (!dev->gemm_tuned) {
+        const char *env = getenv("UG_AUTOTUNE");
+        if (env && strcmp(env, "0") == 0) {
+            dev->gemm_tuned = true;
+        } else if (tune(dev, false, NULL, 0) != UG_OK) {
+            ocl_host->warn("OpenCL: tuning the GEMM on %s failed (%s); it keeps fixed parameters",
+                           dev->name, ocl_host->last_error());
+            install_builtin(dev);
+        }
     }
+    pthread_mutex_unlock(&dev->tune_lock);
 }

@@ -147,7 +147,9 @@ struct ug_bdev {
     char name[128];
     char driver[128];
     char platform_version[256];
-    bool gemm_tuned; /* gemm_tune.c has chosen the GEMM's parameters; under launch_lock */
+    /* Whether gemm_tune.c has chosen the GEMM's parameters. */
+    pthread_mutex_t tune_lock;
+    bool gemm_tuned;
 };
 
 /* Open devices, whose queues are finished before the process's exit
@@ -241,10 +243,10 @@ UG_BACKEND_KERNELS(ocl)
 /* gemm.c: drops CLBlast's compiled programs, which hold our context. */
 void ocl_gemm_release(void);
 /* gemm_tune.c: at open, notes CLBlast's own parameters and installs the
- * fixed ones; at the first product (launch_lock held), loads or measures
- * the device's best; the autotune entry. */
+ * fixed ones; before each f32 product, makes sure the device's parameters
+ * were loaded or measured (the first time); the autotune entry. */
 void ocl_gemm_open(ug_bdev *dev);
-void ocl_gemm_first_use(ug_bdev *dev);
+void ocl_gemm_ready(ug_bdev *dev);
 ug_autotune_fn ocl_autotune;
 /* clblast_database.cpp: CLBlast's own values of a kernel's parameters on a
  * device, read through its C++ API (the C API has no such call); false if
