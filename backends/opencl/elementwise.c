@@ -100,6 +100,22 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
     return ocl_launch_1d(dev, k, chunked ? work_items(n) : (size_t)n, args, contig ? 8 : 10);
 }
 
+/* The period with which an operand's elements repeat along a row-major
+ * walk of shape: the trailing axes it is contiguous on, after leading axes
+ * it is broadcast on (stride 0); n when contiguous throughout; 0 when
+ * neither (a transposed view, a column broadcast). */
+static int64_t repeat_period(int ndim, const int64_t *shape, const int64_t *strides)
+{
+    int64_t period = 1;
+    int d = ndim - 1;
+    for (; d >= 0 && (shape[d] == 1 || strides[d] == period); --d)
+        period *= shape[d];
+    for (; d >= 0; --d)
+        if (shape[d] != 1 && strides[d] != 0)
+            return 0;
+    return period;
+}
+
 ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
 {
     int64_t n = numel_of(a->ndim, a->shape);
@@ -109,21 +125,38 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: binary ops take one dtype, not %s, %s -> %s",
                                    ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
                                    ug_dtype_name(a->y.dtype));
-    const ocl_kernel *k;
-    bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
-                  is_contiguous(a->ndim, a->shape, a->b_strides);
-    const bool chunked = contig && dev->is_cpu && a->y.dtype == UG_F32;
-    ug_status st = chunked ? ocl_kernel_for(dev, OCL_BINARY_CHUNKED, UG_F32, UG_F32, &k)
-                           : ocl_kernel_for(dev, contig ? OCL_BINARY_CONTIG : OCL_BINARY_STRIDED, a->y.dtype,
-                                            a->y.dtype, &k);
-    if (st != UG_OK)
-        return st;
     cl_mem y = (cl_mem)a->y.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, aoff = (cl_ulong)a->a.offset,
              boff = (cl_ulong)a->b.offset;
     cl_long cn = n;
     cl_int op = a->op, post = a->post, ndim = a->ndim;
     cl_float alpha = a->alpha;
+    const ocl_kernel *k;
+    ug_status st;
+
+    /* On CPU devices: full operands, or one repeating each row (a bias),
+     * rows long enough to fill chunks. */
+    int64_t pa = repeat_period(a->ndim, a->shape, a->a_strides);
+    int64_t pb = repeat_period(a->ndim, a->shape, a->b_strides);
+    cl_long period = pa < pb ? pa : pb;
+    if (dev->is_cpu && a->y.dtype == UG_F32 && (period == n || period >= CHUNK) &&
+        (pa == n || pa == period) && (pb == n || pb == period)) {
+        if ((st = ocl_kernel_for(dev, OCL_BINARY_CHUNKED, UG_F32, UG_F32, &k)) != UG_OK)
+            return st;
+        cl_int a_full = pa == n, b_full = pb == n;
+        ocl_arg args[] = {OCL_ARG(y),      OCL_ARG(yoff),   OCL_ARG(am),     OCL_ARG(aoff),
+                          OCL_ARG(bm),     OCL_ARG(boff),   OCL_ARG(cn),     OCL_ARG(period),
+                          OCL_ARG(a_full), OCL_ARG(b_full), OCL_ARG(op),     OCL_ARG(post),
+                          OCL_ARG(alpha)};
+        return ocl_launch_1d(dev, k, (size_t)(n / period) * work_items(period), args, 13);
+    }
+
+    bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
+                  is_contiguous(a->ndim, a->shape, a->b_strides);
+    st = ocl_kernel_for(dev, contig ? OCL_BINARY_CONTIG : OCL_BINARY_STRIDED, a->y.dtype,
+                        a->y.dtype, &k);
+    if (st != UG_OK)
+        return st;
     ocl_layout2 lay;
     fill8(lay.shape, a->ndim, a->shape, 1);
     fill8(lay.as, a->ndim, a->a_strides, 0);
@@ -131,5 +164,5 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
     ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff), OCL_ARG(am),    OCL_ARG(aoff),
                       OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(cn),    OCL_ARG(op),
                       OCL_ARG(post), OCL_ARG(alpha), OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, k, chunked ? work_items(n) : (size_t)n, args, contig ? 10 : 12);
+    return ocl_launch_1d(dev, k, (size_t)n, args, contig ? 10 : 12);
 }

@@ -137,6 +137,12 @@ static void test_binary_broadcast(ug_device *dev)
         {8, 3, {1, 2, 1, 2, 1, 2, 1, 3}, {2, 1, 1}},
         {2, 2, {1000, 1}, {1, 17}},
         {1, 1, {65537}, {1}},
+        /* A row repeated, as a bias is: rows of at least a chunk (64) and
+         * not a multiple of it, either side. */
+        {2, 1, {7, 200}, {200}},
+        {1, 2, {130}, {3, 130}},
+        {3, 2, {2, 3, 70}, {3, 70}},
+        {2, 2, {1, 100}, {5, 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int o = 0; o < op_binary_count; o++) {
