@@ -34,6 +34,7 @@ typedef struct train_options {
     int workers;              /* the loaders' background threads */
     uint64_t seed;
     bool quiet, standardize;
+    bool keep_denormals;      /* IEEE denormals on the CPU instead of flushing them */
     /* Optimizer and schedule. Choices are ints until train_options_parse
      * returns: optimizer a ug_optim_type, schedule a ug_schedule. */
     int optimizer;

@@ -156,6 +156,7 @@ static ug_trainer_config trainer_config(run *r)
     c.optimizer.warmup_steps = o->warmup;
     c.seed = o->seed;
     c.workers = o->workers;
+    c.keep_denormals = o->keep_denormals;
     c.patience = o->patience;
     c.checkpoint = o->save;
     c.checkpoint_every_updates = o->save_every;

@@ -113,9 +113,12 @@ bool ug_set_flush_denormal(bool enabled)
     apply_flush_denormal();
     return true;
 }
+
+bool ug_flush_denormal(void) { return atomic_load(&flush_denormal) != 0; }
 #else
 static void apply_flush_denormal(void) {}
 bool ug_set_flush_denormal(bool enabled) { return !enabled; }
+bool ug_flush_denormal(void) { return false; }
 #endif
 
 static void run_tasks(worker_job *job)

@@ -340,7 +340,9 @@ ug_status ug_trainer_evaluate(ug_trainer *t, const ug_dataset *data, ug_trainer_
     lc.drop_last = false;
     ug_loader *loader = NULL;
     UG_TRY(ug_loader_create(data, t->device, &lc, &loader));
+    bool flushed = trainer_denormals_begin(t);
     ug_status st = trainer_evaluate_loader(t, loader, out);
+    ug_set_flush_denormal(flushed);
     ug_loader_free(loader);
     return st;
 }

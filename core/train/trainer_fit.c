@@ -183,10 +183,8 @@ static ug_status early_stopping(ug_trainer *t, ug_trainer_epoch *report, bool *s
     return UG_OK;
 }
 
-ug_status ug_trainer_fit(ug_trainer *t)
+static ug_status fit(ug_trainer *t)
 {
-    if (!t)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_fit: trainer is NULL");
     const ug_trainer_config *c = &t->config;
     t->stopped = false;
     int64_t epoch = 0, next = 0;
@@ -231,4 +229,14 @@ ug_status ug_trainer_fit(ug_trainer *t)
                                        "run's end is not saved", c->checkpoint);
     /* Early stopping ends with the best epoch's weights. */
     return c->patience && !t->stopped && t->best_count ? trainer_restore_best(t) : UG_OK;
+}
+
+ug_status ug_trainer_fit(ug_trainer *t)
+{
+    if (!t)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_fit: trainer is NULL");
+    bool flushed = trainer_denormals_begin(t);
+    ug_status st = fit(t);
+    ug_set_flush_denormal(flushed);
+    return st;
 }

@@ -6,6 +6,7 @@
 #define UG_CORE_TRAIN_TRAINER_INTERNAL_H
 
 #include "unigrad/checkpoint.h"
+#include "unigrad/device.h"
 #include "unigrad/trainer.h"
 
 /* A graph built by the caller's function, with the trainer's sums. */
@@ -83,6 +84,14 @@ ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer
                               bool evaluation);
 /* Runs loader's next epoch through the evaluation graph. */
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out);
+/* Sets denormal flushing as the configuration asks (keep_denormals);
+ * returns the setting before, for ug_set_flush_denormal to restore. */
+static inline bool trainer_denormals_begin(const ug_trainer *t)
+{
+    bool before = ug_flush_denormal();
+    ug_set_flush_denormal(!t->config.keep_denormals);
+    return before;
+}
 
 /* trainer_balance.c: whether the shares are to be measured (a collective,
  * at create); and after each update, with this rank's rows of the update's

@@ -75,6 +75,8 @@ UG_API ug_status ug_device_autotune(ug_device *device, char *report, size_t repo
  * thread and the CPU backend's own threads (not OpenBLAS's). Returns false,
  * changing nothing, where the processor has no such mode. */
 UG_API bool ug_set_flush_denormal(bool enabled);
+/* Whether ug_set_flush_denormal last turned flushing on. */
+UG_API bool ug_flush_denormal(void);
 
 #ifdef __cplusplus
 }

@@ -192,6 +192,13 @@ typedef struct ug_trainer_config {
      * over the first updates), so that fast and slow replicas finish each
      * step together; the epoch report gives the shares. NULL: one device. */
     ug_comm *comm;
+    /* Denormal floats are flushed to zero while fit and evaluate run
+     * (ug_set_flush_denormal; the process's setting is restored after):
+     * the CPU computes with them up to 100 times slower, and Adam's
+     * moments for rarely seen inputs decay into their range. true keeps
+     * them, for IEEE arithmetic throughout. Not part of what a resumed
+     * run must match. */
+    bool keep_denormals;
 } ug_trainer_config;
 
 UG_API ug_trainer_config ug_trainer_defaults(void);

@@ -423,6 +423,57 @@ static ug_status epoch_save_error(const ug_trainer_epoch *e, void *user)
     return UG_OK;
 }
 
+/* ---- denormals ---- */
+
+/* What a step sees: the setting, and whether a denormal survives the
+ * calling thread's arithmetic (2^-140 * 0.5 is 2^-141, or 0 flushed). */
+typedef struct denormal_seen {
+    int steps, flushed_setting, flushed_arithmetic;
+} denormal_seen;
+
+static ug_status note_denormals(const ug_trainer_step *s, void *user)
+{
+    (void)s;
+    denormal_seen *seen = user;
+    volatile float tiny = 0x1p-140f, half = 0.5f;
+    seen->steps++;
+    seen->flushed_setting += ug_flush_denormal();
+    seen->flushed_arithmetic += tiny * half == 0.0f;
+    return UG_OK;
+}
+
+TS_TEST(denormals_flushed_while_training)
+{
+    ug_dataset *data = problem(17);
+    REQUIRE(data);
+    if (!ug_set_flush_denormal(false)) {
+        ug_dataset_free(data);
+        th_skip("this processor cannot flush denormals");
+        return;
+    }
+    for (int keep = 0; keep < 2; keep++) {
+        th_context(keep ? "keep_denormals" : "by default");
+        ug_trainer_config c = mlp_config();
+        c.epochs = 1;
+        c.keep_denormals = keep;
+        denormal_seen seen = {0};
+        c.user = &seen;
+        c.on_step = note_denormals;
+        ug_trainer *t = NULL;
+        if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t)) && OK(ug_trainer_fit(t))) {
+            CHECK(seen.steps > 0);
+            CHECK_EQ_I64(seen.flushed_setting, keep ? 0 : seen.steps);
+            CHECK_EQ_I64(seen.flushed_arithmetic, keep ? 0 : seen.steps);
+        }
+        /* The process's setting is back as it was. */
+        CHECK(!ug_flush_denormal());
+        volatile float tiny = 0x1p-140f, half = 0.5f;
+        CHECK(tiny * half != 0.0f);
+        ug_trainer_free(t);
+    }
+    ug_dataset_free(data);
+}
+
 TS_TEST(callbacks)
 {
     ug_dataset *data = problem(23);
@@ -508,6 +559,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(training_and_evaluation_sums_apart),
         TH_DEVICE_TEST(early_stopping_restores_the_best),
         TH_DEVICE_TEST(batch_size_search),
+        TH_DEVICE_TEST(denormals_flushed_while_training),
         TH_DEVICE_TEST(callbacks),
         TH_DEVICE_TEST(refused_configurations),
     };
