@@ -302,8 +302,10 @@ typedef struct ug_pool2d_args {
  * rstd * weight * (dy - mean(dy) - xhat * mean(dy * xhat)), in eval
  * dy * rstd * weight. x, y, dy and dx share one dtype, f32, f16 or bf16;
  * the rest is f32, and so is all arithmetic. */
+/* relu: the forward writes relu(y) (a ReLU after it, fused by the graph;
+ * kernels/common/batchnorm.h's ug_bn_output). */
 typedef struct ug_batchnorm_args {
-    bool backward, training, update_running;
+    bool backward, training, update_running, relu;
     ug_kview x, y, weight, bias, mean, rstd, running_mean, running_var;
     ug_kview dy, dx, dweight, dbias;
     int64_t n, c, inner;

@@ -35,12 +35,12 @@ ug_status ocl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     OCL_VIEW(rmean, a->running_mean);
     OCL_VIEW(rvar, a->running_var);
     cl_float eps = a->eps, momentum = a->momentum;
-    cl_int update = a->update_running;
+    cl_int update = a->update_running, relu = a->relu;
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(y_off),     OCL_ARG(x),      OCL_ARG(x_off),
                       OCL_ARG(weight), OCL_ARG(weight_off), OCL_ARG(bias), OCL_ARG(bias_off),
                       OCL_ARG(mean),  OCL_ARG(mean_off),  OCL_ARG(rstd),   OCL_ARG(rstd_off),
                       OCL_ARG(rmean), OCL_ARG(rmean_off), OCL_ARG(rvar),   OCL_ARG(rvar_off),
                       OCL_ARG(n),     OCL_ARG(c),         OCL_ARG(inner),  OCL_ARG(eps),
-                      OCL_ARG(momentum), OCL_ARG(training), OCL_ARG(update)};
-    return ocl_launch(dev, k, 1, &global, &local, args, 23);
+                      OCL_ARG(momentum), OCL_ARG(training), OCL_ARG(update), OCL_ARG(relu)};
+    return ocl_launch(dev, k, 1, &global, &local, args, 24);
 }

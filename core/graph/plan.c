@@ -36,8 +36,9 @@ static void count_uses(ug_graph *g)
     }
 }
 
-/* Bias add + activation: an activation whose input is a binary op's result
- * read by nothing else becomes that binary op's fused post-op. relu,
+/* Bias add + activation, batch norm + ReLU: an activation whose input is
+ * the result, read by nothing else, of an op that takes post-ops (binary
+ * ops any activation, batch norm a ReLU) becomes that op's. relu,
  * sigmoid and tanh gradients read the output, so training graphs fuse them
  * too; gelu's reads its input, so it fuses only where nothing else does.
  * Any unary op whose formula reads only x can be a post-op. */

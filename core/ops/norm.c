@@ -1,6 +1,7 @@
 /* The normalisations, each defined once with its gradient: batch norm over
  * [N, C, ...] tensors, eager and in graphs (weights and running statistics
  * are f32), and layer norm over the last axis in graphs (f32). */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/graph/internal.h"
@@ -62,6 +63,7 @@ static ug_batchnorm_args batchnorm_args(const ug_op *op, const ug_tensor *x)
     int64_t n = x->shape[0], c = x->shape[1];
     return (ug_batchnorm_args){.training = batchnorm_training(op),
                                .update_running = op->p.batchnorm.update_running,
+                               .relu = op->p.batchnorm.relu,
                                .x = ug_kview_of(x), .n = n, .c = c,
                                .inner = n * c != 0 ? ug_tensor_numel(x) / (n * c) : 0,
                                .eps = op->p.batchnorm.eps, .momentum = op->p.batchnorm.momentum};
@@ -138,10 +140,28 @@ static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
  * already moved them. */
 static void batchnorm_for_recompute(ug_op *op) { op->p.batchnorm.update_running = false; }
 
+/* A ReLU after batch norm is applied as the output is written: one pass
+ * over the activations fewer each way. The backward needs only x: the
+ * ReLU's gradient reads the ReLU's output, which this now writes. */
+static bool batchnorm_take_post_op(ug_op *op, ug_unary_kind act)
+{
+    if (act != UG_UNARY_RELU || op->p.batchnorm.relu)
+        return false;
+    op->p.batchnorm.relu = true;
+    return true;
+}
+
+static void batchnorm_describe(const ug_op *op, char *out, size_t len)
+{
+    snprintf(out, len, "%s", op->p.batchnorm.relu ? "batch_norm+relu" : "batch_norm");
+}
+
 const ug_op_def ug_op_batchnorm = {.family = "batch_norm", .infer = batchnorm_infer,
                                    .launch = batchnorm_launch, .backward = batchnorm_backward,
                                    .inputs = {"x", "weight", "bias", "running_mean", "running_var"},
-                                   .for_recompute = batchnorm_for_recompute};
+                                   .for_recompute = batchnorm_for_recompute,
+                                   .take_post_op = batchnorm_take_post_op,
+                                   .describe = batchnorm_describe};
 
 ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,
                         ug_tensor *running_mean, ug_tensor *running_var, bool training,

@@ -67,8 +67,8 @@ typedef struct ug_op_def {
     /* Whether the launch writes its result in whatever float dtype it is
      * given, so a cast of the result folds into the op (graph/plan.c). */
     bool (*writes_any_float)(const ug_op *op);
-    /* The activation this op is, which a binary op producing its input can
-     * apply as its post-op; UG_UNARY_COPY: none. */
+    /* The activation this op is, which the op producing its input may
+     * apply as its post-op (take_post_op); UG_UNARY_COPY: none. */
     ug_unary_kind (*activation)(const ug_op *op);
     /* Takes activation act as its post-op; false: it cannot. */
     bool (*take_post_op)(ug_op *op, ug_unary_kind act);
@@ -122,7 +122,8 @@ struct ug_op {
         struct { ug_pool2d_kind kind; ug_window2d win; } window;
         /* training is the graph's mode when graph is set; recomputed copies
          * (recomputation) leave the running statistics alone */
-        struct { const ug_graph *graph; bool training, update_running; float momentum, eps; } batchnorm;
+        /* relu: a following ReLU fused in (graph/plan.c) */
+        struct { const ug_graph *graph; bool training, update_running, relu; float momentum, eps; } batchnorm;
     } p;
 };
 

@@ -40,6 +40,14 @@ UG_MATH_FN float ug_bn_running(float running, float momentum, float batch)
 UG_MATH_FN float ug_bn_scale(float rstd, float weight) { return rstd * weight; }
 UG_MATH_FN float ug_bn_shift(float mean, float scale, float bias) { return bias - mean * scale; }
 
+/* The output, with the ReLU the graph fused into it applied as
+ * elementwise.h's RELU does (x < 0 ? 0 : x: NaN passes). */
+UG_MATH_FN float ug_bn_output(float x, float scale, float shift, bool relu)
+{
+    const float y = x * scale + shift;
+    return relu && y < 0.0f ? 0.0f : y;
+}
+
 /* dx from dy and xhat = (x - mean) rstd, with k = rstd * weight. In
  * training the batch's statistics depend on x: dx = k (dy - mean(dy) - xhat
  * mean(dy xhat)); in evaluation they are constants and both means are 0.

@@ -12,7 +12,7 @@ typedef struct batchnorm_k {
     float *mean, *rstd, *running_mean, *running_var, *dweight, *dbias;
     int64_t n, c, inner;
     float eps, momentum;
-    bool training, update_running;
+    bool training, update_running, relu;
 } batchnorm_k;
 
 UG_DEV int64_t bn_at(const batchnorm_k &k, int64_t ch, int64_t j)
@@ -58,7 +58,7 @@ __global__ void ug_batchnorm_fwd_kernel(batchnorm_k k)
         const float shift = ug_bn_shift(mean, scale, k.bias[ch]);
         for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
             const int64_t at = bn_at(k, ch, j);
-            y[at] = ug_narrow<T>(ug_widen(x[at]) * scale + shift);
+            y[at] = ug_narrow<T>(ug_bn_output(ug_widen(x[at]), scale, shift, k.relu));
         }
     }
 }
@@ -123,6 +123,7 @@ ug_status ug_hip_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     k.momentum = a->momentum;
     k.training = a->training;
     k.update_running = a->update_running;
+    k.relu = a->relu;
     const unsigned g = ug_hip_blocks(a->c, 1);
     return ug_with_type(a->x.dtype, [&](auto tag) {
         typedef typename decltype(tag)::type T;

@@ -11,7 +11,7 @@ kernel void batchnorm_fwd_##T(global UG_T_##T *y, ulong yoff, const global UG_T_
                           ulong boff, global float *mean, ulong moff, global float *rstd,           \
                           ulong roff, global float *rmean, ulong rmoff, global float *rvar,         \
                           ulong rvoff, long n, long c, long inner, float eps, float momentum,       \
-                          int training, int update_running)                                         \
+                          int training, int update_running, int relu)                               \
 {                                                                                                   \
     local float buf[UG_WG];                                                                         \
     const long ch = get_group_id(0), count = n * inner;                                             \
@@ -48,7 +48,7 @@ kernel void batchnorm_fwd_##T(global UG_T_##T *y, ulong yoff, const global UG_T_
     const float shift = ug_bn_shift(mu, scale, bias[boff + ch]);                                    \
     for (long j = lid; j < count; j += L) {                                                         \
         const long at = UG_BN_AT(j);                                                                \
-        UG_ST_##T(y, yoff + at, UG_LD_##T(x, xoff + at) * scale + shift);                           \
+        UG_ST_##T(y, yoff + at, ug_bn_output(UG_LD_##T(x, xoff + at), scale, shift, relu));        \
     }                                                                                               \
 }                                                                                                   \
                                                                                                     \

@@ -484,6 +484,82 @@ TS_TEST(graph_memory_figures)
               (unsigned long long)info.gradient_bytes);
 }
 
+/* Batch norm takes the ReLU after it (one node fewer), and the graph gives
+ * what the unfused graph, whose normalised values are kept readable and so
+ * not fused, gives: outputs and gradients (x's, the weight's, the bias's)
+ * within float rounding. */
+enum { BNR_N = 6, BNR_C = 3, BNR_HW = 20, BNR_NUMEL = BNR_N * BNR_C * BNR_HW };
+
+static void bn_relu_run(ug_device *dev, bool keep, float **read, int *fused)
+{
+    ug_model *m = ts_model(dev, 21);
+    ug_graph *g = m ? ts_graph(m) : NULL;
+    REQUIRE(g);
+    const int64_t shape[4] = {BNR_N, BNR_C, 4, 5};
+    ug_tensor *xp = NULL;
+    REQUIRE_OK(ug_model_param(m, "x", 4, shape, UG_INIT_UNIFORM, 2.0f, &xp));
+    float cf[BNR_NUMEL];
+    for (int i = 0; i < BNR_NUMEL; i++)
+        cf[i] = (float)((i * 7) % 11) - 5.0f;
+    ug_tensor *ct = ts_tensor_f32(dev, 4, shape, cf);
+    REQUIRE(ct);
+    ug_value *x = NULL, *c = NULL, *b = NULL, *r = NULL, *p = NULL, *loss = NULL;
+    REQUIRE_OK(ug_graph_param(g, xp, &x));
+    REQUIRE_OK(ug_graph_input(g, "c", UG_F32, 4, shape, &c));
+    REQUIRE_OK(ug_graph_bind(g, c, ct));
+    REQUIRE_OK(ug_nn_batch_norm(g, "bn", x, &b));
+    REQUIRE_OK(ug_g_relu(g, b, &r));
+    REQUIRE_OK(ug_g_mul(g, r, c, &p));
+    REQUIRE_OK(ug_g_mean(g, p, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    if (keep)
+        REQUIRE_OK(ug_graph_keep(g, b));
+    REQUIRE_OK(ug_graph_keep(g, r));
+    ug_tensor *wp = NULL, *bp = NULL;
+    REQUIRE_OK(ug_model_find_param(m, "bn.weight", &wp));
+    REQUIRE_OK(ug_model_find_param(m, "bn.bias", &bp));
+    ug_value *w = NULL, *bias = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
+    REQUIRE_OK(ug_graph_param(g, wp, &w));
+    REQUIRE_OK(ug_graph_param(g, bp, &bias));
+    REQUIRE_OK(ug_graph_grad(g, x, &gx));
+    REQUIRE_OK(ug_graph_grad(g, w, &gw));
+    REQUIRE_OK(ug_graph_grad(g, bias, &gb));
+    REQUIRE_OK(ug_graph_compile(g));
+    REQUIRE_OK(ug_graph_run(g));
+    ug_graph_memory_info info;
+    REQUIRE_OK(ug_graph_memory(g, &info));
+    *fused = info.fused;
+    read[0] = ts_read(g, r);
+    read[1] = ts_read(g, gx);
+    read[2] = ts_read(g, gw);
+    read[3] = ts_read(g, gb);
+}
+
+TS_TEST(batch_norm_takes_its_relu)
+{
+    float *fused[4] = {0}, *plain[4] = {0};
+    int fused_count = 0, plain_count = 0;
+    bn_relu_run(dev, false, fused, &fused_count);
+    bn_relu_run(dev, true, plain, &plain_count);
+    CHECK_MSG(fused_count == plain_count + 1, "fused %d nodes, %d with the values kept", fused_count,
+              plain_count);
+    static const char *const names[4] = {"relu(bn(x))", "x's gradient", "weight's gradient",
+                                         "bias's gradient"};
+    static const int counts[4] = {BNR_NUMEL, BNR_NUMEL, BNR_C, BNR_C};
+    int zeros = 0;
+    for (int k = 0; k < 4; k++) {
+        REQUIRE(fused[k] && plain[k]);
+        for (int i = 0; i < counts[k]; i++) {
+            zeros += k == 0 && fused[k][i] == 0.0f;
+            CHECK_MSG(ts_close(fused[k][i], plain[k][i], 1e-6, 1e-6), "%s[%d]: fused %.9g, unfused %.9g",
+                      names[k], i, (double)fused[k][i], (double)plain[k][i]);
+        }
+    }
+    /* The ReLU did something: about half the normalised values are below 0. */
+    CHECK_MSG(zeros > BNR_NUMEL / 4 && zeros < 3 * BNR_NUMEL / 4, "%d of %d outputs are 0", zeros,
+              BNR_NUMEL);
+}
+
 /* ---- dropout ---- */
 
 enum { DROP_ROWS = 64, DROP_COLS = 64, DROP_N = DROP_ROWS * DROP_COLS };
@@ -848,6 +924,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(same_seed_across_devices),
         TH_DEVICE_TEST(steady_state_no_allocation),
         TH_DEVICE_TEST(graph_memory_figures),
+        TH_DEVICE_TEST(batch_norm_takes_its_relu),
         TH_DEVICE_TEST(dropout),
         TH_DEVICE_TEST(dropout_independent_of_init),
         TH_HOST_TEST(dropout_across_devices),
