@@ -441,7 +441,6 @@ ug_status ug_cpu_conv2d(ug_bdev *dev, const ug_conv_args *args)
                           args->workspace_bytes, e->runs ? e->workspace_bytes : 0);
     if (st == UG_OK) { /* the caller's own OpenMP setting is given back */
         int before = omp_get_max_threads();
-        ug_cpu_workers_share_cores(dev->workers);
         omp_set_num_threads(dev->threads);
         st = run_entry(c, e, args);
         omp_set_num_threads(before);

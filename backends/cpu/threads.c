@@ -12,7 +12,15 @@
  * machine), as long as a small op itself: a worker that finished a job
  * spins a while for the next one, and the caller spins for the workers to
  * finish, before either sleeps on its condition variable. A training step
- * issues its ops back to back, so the spin mostly meets the next job. */
+ * issues its ops back to back, so the spin mostly meets the next job.
+ *
+ * Built with oneDNN, whose convolutions run on OpenMP's threads, the jobs
+ * run on those same threads instead (an OpenMP parallel region of the
+ * thread budget's size), and no worker of our own is started: two pools on
+ * the same cores each keep cores the other waits for (libgomp's threads
+ * spin for milliseconds after every region, the convolutions' included),
+ * which made the CNN's step 30-40% slower on two cores. OpenMP's threads
+ * claim tasks from the job just as the workers do. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
 #endif
@@ -29,6 +37,9 @@
 #include <string.h>
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h> /* the MXCSR register */
+#endif
+#ifdef UG_CPU_ONEDNN
+#include <omp.h>
 #endif
 
 #include "backends/cpu/internal.h"
@@ -53,10 +64,10 @@ struct ug_cpu_workers {
     pthread_mutex_t busy; /* held by the one caller running a job */
     worker_job *job;        /* NULL between jobs */
     _Atomic uint64_t generation; /* written under mutex; read by spinning workers */
-    atomic_bool shared;     /* ug_cpu_workers_share_cores: no spinning from then on */
     atomic_int active; /* workers attached to job (changed under mutex) */
     bool stop;
     int nworkers;
+    int team; /* threads running a job, the caller's included */
     pthread_t *threads;
 };
 
@@ -143,13 +154,9 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Spins until done(ctx) or UG_CPU_SPIN_SECONDS have passed; not at all
- * when another thread pool shares the cores (a spinning thread there
- * holds a core that pool's threads wait for). */
-static void spin_until(ug_cpu_workers *workers, bool (*done)(void *), void *ctx)
+/* Spins until done(ctx) or UG_CPU_SPIN_SECONDS have passed. */
+static void spin_until(bool (*done)(void *), void *ctx)
 {
-    if (atomic_load_explicit(&workers->shared, memory_order_relaxed))
-        return;
     const double until = ug_seconds_now() + UG_CPU_SPIN_SECONDS;
     for (int i = 0; !done(ctx); i++) {
         cpu_relax();
@@ -166,19 +173,12 @@ typedef struct generation_watch {
 static bool new_generation(void *ctx)
 {
     const generation_watch *w = ctx;
-    return atomic_load_explicit(&w->workers->generation, memory_order_acquire) != w->seen ||
-           atomic_load_explicit(&w->workers->shared, memory_order_relaxed);
+    return atomic_load_explicit(&w->workers->generation, memory_order_acquire) != w->seen;
 }
 
 static bool no_active(void *ctx)
 {
     return atomic_load_explicit(&((ug_cpu_workers *)ctx)->active, memory_order_acquire) == 0;
-}
-
-void ug_cpu_workers_share_cores(ug_cpu_workers *workers)
-{
-    if (workers)
-        atomic_store_explicit(&workers->shared, true, memory_order_relaxed);
 }
 
 static void *worker_main(void *arg)
@@ -189,7 +189,7 @@ static void *worker_main(void *arg)
     for (;;) {
         if (!workers->stop && workers->generation == seen) {
             pthread_mutex_unlock(&workers->mutex);
-            spin_until(workers, new_generation, &(generation_watch){workers, seen});
+            spin_until(new_generation, &(generation_watch){workers, seen});
             pthread_mutex_lock(&workers->mutex);
         }
         while (!workers->stop && workers->generation == seen)
@@ -235,7 +235,11 @@ ug_status ug_cpu_workers_create(int threads, ug_cpu_workers **out)
 {
     *out = NULL;
     ug_cpu_workers *workers = ug_calloc(1, sizeof *workers);
+#ifdef UG_CPU_ONEDNN
+    int nworkers = 0; /* OpenMP's threads run the jobs */
+#else
     int nworkers = threads > 1 ? threads - 1 : 0;
+#endif
     if (!workers)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu: out of host memory for the worker threads");
     workers->threads = ug_calloc((size_t)(nworkers ? nworkers : 1), sizeof *workers->threads);
@@ -259,6 +263,7 @@ ug_status ug_cpu_workers_create(int threads, ug_cpu_workers **out)
         }
     }
     workers->nworkers = nworkers;
+    workers->team = threads > 1 ? threads : 1;
     *out = workers;
     return UG_OK;
 }
@@ -280,16 +285,22 @@ void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
         min_chunk = 1;
     int64_t ntasks = n / min_chunk;
     if (workers) {
-        int64_t cap = (int64_t)(workers->nworkers + 1) * UG_CPU_TASKS_PER_THREAD;
+        int64_t cap = (int64_t)workers->team * UG_CPU_TASKS_PER_THREAD;
         if (ntasks > cap)
             ntasks = cap;
     }
-    if (!workers || workers->nworkers == 0 || ntasks <= 1 || pthread_mutex_trylock(&workers->busy) != 0) {
+    if (!workers || workers->team == 1 || ntasks <= 1 || pthread_mutex_trylock(&workers->busy) != 0) {
         fn(ctx, 0, n);
         return;
     }
     worker_job job = {.fn = fn, .ctx = ctx, .n = n, .ntasks = ntasks};
     atomic_init(&job.next, 0);
+#ifdef UG_CPU_ONEDNN
+#pragma omp parallel num_threads(workers->team)
+    run_tasks(&job);
+    pthread_mutex_unlock(&workers->busy);
+    return;
+#endif
 
     pthread_mutex_lock(&workers->mutex);
     workers->job = &job;
@@ -300,7 +311,7 @@ void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
     run_tasks(&job);
 
     /* Every task is claimed; those still running belong to attached workers. */
-    spin_until(workers, no_active, workers);
+    spin_until(no_active, workers);
     pthread_mutex_lock(&workers->mutex);
     while (workers->active > 0)
         pthread_cond_wait(&workers->idle, &workers->mutex);

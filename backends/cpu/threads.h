@@ -1,6 +1,7 @@
 /* A small fixed set of worker threads with a blocking parallel-for: every op of the
  * CPU backend, GEMM tiles included, runs on it. Workers spin briefly, then
- * sleep on a condition variable between jobs. */
+ * sleep on a condition variable between jobs. Built with oneDNN, the jobs
+ * run on OpenMP's threads instead, which oneDNN's convolutions use too. */
 #ifndef UG_CPU_THREADS_H
 #define UG_CPU_THREADS_H
 
@@ -23,10 +24,6 @@ ug_status ug_cpu_thread_budget(int *threads, bool report);
 ug_status ug_cpu_workers_create(int threads, ug_cpu_workers **out);
 /* Joins every worker. NULL is ignored. */
 void ug_cpu_workers_destroy(ug_cpu_workers *workers);
-
-/* Another thread pool (oneDNN's OpenMP team) runs on these cores too: from
- * now on the threads sleep between jobs at once, without spinning. */
-void ug_cpu_workers_share_cores(ug_cpu_workers *workers);
 
 /* Calls fn over [0, n) split into ranges of at least min_chunk indices,
  * on the caller and the workers, and returns when all have finished. Runs
