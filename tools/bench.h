@@ -38,6 +38,11 @@ double bench_median(double *v, int n);
 bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int warmup,
                 double target_seconds, double *seconds, long *reps);
 
+/* The host's memory bandwidth in bytes per second: the best of a few
+ * 64 MiB copies split over bench_cpu_threads() threads, reads and writes
+ * counted; 0 without the memory. */
+double bench_host_bandwidth(void);
+
 /* The CPU device's thread budget (UG_NUM_THREADS, else the CPUs allowed). */
 int bench_cpu_threads(void);
 

@@ -284,6 +284,7 @@ typedef struct mode_result {
     uint64_t peak_bytes;                   /* the pool's peak beyond what was in use before */
     double host_s;                         /* the host's time to issue one step (plain only) */
     int kernels;                           /* the step plan's kernels */
+    int64_t params;                        /* the model's parameters */
     bench_profile_result profiled;         /* plain only: the profiler off and on */
 } mode_result;
 
@@ -341,6 +342,12 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
     ug_graph_memory_info mem;
     TRY(ug_graph_memory(ds->step.graph, &mem));
     r->kernels = mem.nodes;
+    r->params = 0;
+    for (int i = 0; i < ug_model_param_count(*model); i++) {
+        ug_tensor *p = NULL;
+        TRY(ug_model_param_at(*model, i, NULL, &p));
+        r->params += ug_tensor_numel(p);
+    }
     TRY(ug_memory_get_stats(ds->device, &after));
     r->activation_bytes = mem.activation_bytes;
     r->plan_bytes = mem.total_bytes + (ds->accumulate ? mem.accumulator_bytes : 0);
@@ -450,6 +457,8 @@ static int bench_train(int argc, char **argv, bool cnn)
         fprintf(csv, "device,batch,mode,step_ms,over_plain,blas_products_ms,step_over_products,samples_per_s,epoch_s,"
                      "sum_of_steps_s,epoch_over_steps,activation_mib,plan_mib,peak_mib,host_issue_ms,kernels,"
                      "unprofiled_step_ms,profiled_step_ms,traced_launches_ms,traced_step_ms\n");
+    /* The bound's memory side, measured before any device's threads run. */
+    const double bandwidth = bench_host_bandwidth();
     printf("%-10s %5s %-12s %9s %6s %12s %7s %9s %8s %8s %6s %8s %8s %8s\n", "device", "batch", "step", "step ms",
            "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
            "peak MiB");
@@ -474,7 +483,9 @@ static int bench_train(int argc, char **argv, bool cnn)
             lc.batch_size = batch;
             lc.drop_last = true; /* full batches: the micro-batches split them evenly */
             lc.x_dtype = cfg.precision;
+            ug_device_info info = {0};
             ug_status st = ug_device_open(ids[d / precision_count], &ds.device);
+            if (st == UG_OK) st = ug_device_get_info(ds.device, &info);
             if (st == UG_OK) st = ug_loader_create(data, ds.device, &lc, &loader);
             if (st == UG_OK) st = fill_batches(&ds, loader);
             if (st == UG_OK && modes) st = split_batches(&ds, batch);
@@ -518,6 +529,16 @@ static int bench_train(int argc, char **argv, bool cnn)
                     const bench_profile_result *p = &r->profiled;
                     printf("%-10s %5s profiler: the step takes %.3f ms off, %.3f ms recording (x%.3f)\n", "", "",
                            p->off_s * 1e3, p->on_s * 1e3, p->ratio);
+                    if (r->blas_s > 0 && bandwidth > 0 && !info.is_gpu) {
+                        /* Adam reads each parameter, its gradient and both
+                         * moments, and writes back all but the gradient. */
+                        double adam_bytes = 28.0 * (double)r->params;
+                        double bound = r->blas_s + adam_bytes / bandwidth;
+                        printf("%-10s %5s bound: products %.3f + Adam's %.1f MB at %.1f GB/s %.3f = %.3f ms; "
+                               "step x%.2f\n", "", "", r->blas_s * 1e3,
+                               adam_bytes * 1e-6, bandwidth * 1e-9, adam_bytes / bandwidth * 1e3,
+                               bound * 1e3, r->step_s / bound);
+                    }
                     if (trace_path)
                         printf("%-10s %5s traced into %s: launches %.3f ms of device time per step, %.0f%% "
                                "of those steps' %.3f ms\n", "", "", trace, p->traced_launches_s * 1e3,
@@ -547,6 +568,8 @@ static int bench_train(int argc, char **argv, bool cnn)
     printf("BLAS prod: the step's matrix products alone through OpenBLAS on the host%s, timed in 5 rounds\n"
            "  alternating with the plain step's; ratio = the median round's step / products\n",
            cnn ? " (each convolution's im2col products as one GEMM over the batch)" : "");
+    printf("bound (devices on the host's cores): the products' time through OpenBLAS, plus Adam's\n"
+           "  bytes (28 a parameter) at the host's memory bandwidth (threaded 64 MiB copies)\n");
     printf("memory: the plan's activations and total (model, optimizer, gradients, activations), and the pool's "
            "measured peak during the steps\n");
     if (epoch)

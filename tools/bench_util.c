@@ -1,6 +1,8 @@
 /* Timing and device selection shared by the ug-bench subcommands. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -158,4 +160,58 @@ bool bench_time_host_blas(bool (*fn)(void *ctx), void *ctx, int warmup, double t
     bool ok = bench_time(fn, NULL, ctx, warmup, target_seconds, seconds, reps);
     openblas_set_num_threads(before);
     return ok;
+}
+
+typedef struct copy_part {
+    char *dst;
+    const char *src;
+    size_t bytes;
+} copy_part;
+
+static void *copy_part_main(void *arg)
+{
+    const copy_part *c = arg;
+    memcpy(c->dst, c->src, c->bytes);
+    return NULL;
+}
+
+double bench_host_bandwidth(void)
+{
+    enum { MAX_THREADS = 64, ROUNDS = 5 };
+    const size_t bytes = (size_t)64 << 20;
+    char *src = malloc(bytes), *dst = malloc(bytes);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return 0.0;
+    }
+    memset(src, 1, bytes);
+    memset(dst, 0, bytes); /* first touch outside the timing */
+    int threads = bench_cpu_threads();
+    if (threads > MAX_THREADS)
+        threads = MAX_THREADS;
+    double best = 0.0;
+    for (int r = 0; r < ROUNDS; r++) {
+        pthread_t ids[MAX_THREADS];
+        bool started[MAX_THREADS] = {false};
+        copy_part parts[MAX_THREADS];
+        size_t share = bytes / (size_t)threads;
+        double start = bench_now();
+        for (int t = 0; t < threads; t++) {
+            parts[t] = (copy_part){dst + t * share, src + t * share,
+                                   t == threads - 1 ? bytes - t * share : share};
+            started[t] = t > 0 && pthread_create(&ids[t], NULL, copy_part_main, &parts[t]) == 0;
+        }
+        for (int t = 0; t < threads; t++) /* the caller's part, and any a thread did not take */
+            if (!started[t])
+                copy_part_main(&parts[t]);
+        for (int t = 1; t < threads; t++)
+            if (started[t])
+                pthread_join(ids[t], NULL);
+        double seconds = bench_now() - start, rate = 2.0 * (double)bytes / seconds;
+        best = rate > best ? rate : best;
+    }
+    free(src);
+    free(dst);
+    return best;
 }
