@@ -19,6 +19,7 @@
 #include <limits.h>
 #ifdef UG_CPU_ONEDNN
 #include <dnnl.h>
+#include <omp.h>
 #endif
 #include <stdbool.h>
 #include <stdlib.h>
@@ -45,14 +46,23 @@ static ug_status fix_ld(const char *name, int64_t rows, int64_t cols, int64_t *l
     return UG_OK;
 }
 
-/* Row-major C = alpha op(A) op(B) + beta C on f32, sizes checked. */
+/* Row-major C = alpha op(A) op(B) + beta C on f32, sizes checked, on the
+ * calling thread alone: the tiles are the parallelism. */
 static void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                   int64_t ldc)
 {
 #ifdef UG_CPU_ONEDNN
+    /* Inside a job's parallel region oneDNN runs on this thread; outside
+     * one (a single tile) it would start a team of every CPU's size. */
+    const bool outside = !omp_in_parallel();
+    const int before = outside ? omp_get_max_threads() : 1;
+    if (outside)
+        omp_set_num_threads(1);
     dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
                ldc);
+    if (outside)
+        omp_set_num_threads(before);
 #else
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, alpha, a,
