@@ -7,7 +7,10 @@
 # ug-train's, whose step also loads the batch and computes the accuracy,
 # within 15% of each step's own span. A trace spoilt on purpose must fail
 # it.
-# 1024 generated images (make_idx.sh).
+# 4096 generated images (make_idx.sh); ug-train at batch 256, so that its
+# steps' own host work (taking the batch, the accuracy), which no launch
+# accounts for, stays a small part of a step however fast the device is
+# (at batch 64 the CPU's MLP step is 0.3 ms, and that work a sixth of it).
 # Usage: profile_trace.sh UG_TRAIN UG_BENCH CHECK_TRACE DEVICE
 set -u
 train=$1 bench=$2 checker=$3 device=$4
@@ -16,9 +19,10 @@ trap 'rm -rf "$dir"' EXIT
 failed=0
 fail() { echo "FAIL $*"; failed=1; }
 
-sh "$(dirname "$0")/make_idx.sh" "$dir" 1024 || exit 1
+sh "$(dirname "$0")/make_idx.sh" "$dir" 4096 || exit 1
 
-"$train" --device "$device" --data "$dir" --epochs 1 --quiet --profile "$dir/train.json" --profile-steps 10 \
+"$train" --device "$device" --data "$dir" --epochs 1 --batch-size 256 --quiet --profile "$dir/train.json" \
+    --profile-steps 10 \
     > "$dir/train.out" 2>&1 || fail "ug-train --profile:"
 cat "$dir/train.out"
 grep -q "^profile of steps 6-15 on $device written to $dir/train.json" "$dir/train.out" ||
