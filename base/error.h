@@ -13,8 +13,7 @@ ug_status ug_set_error(ug_status status, const char *fmt, ...)
 ug_status ug_prefix_error(ug_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Passes a warning to the handler ug_set_warning_handler set (stderr by
- * default). */
+/* Passes a warning to the handler ug_set_warning_handler set, if any. */
 void ug_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define UG_TRY(expr)                     \

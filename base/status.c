@@ -68,8 +68,6 @@ void ug_warn(const char *fmt, ...)
     pthread_mutex_lock(&warning_lock);
     if (warning_handler)
         warning_handler(message, warning_user);
-    else
-        fprintf(stderr, "unigrad: warning: %s\n", message);
     pthread_mutex_unlock(&warning_lock);
 }
 

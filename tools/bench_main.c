@@ -1,4 +1,5 @@
 /* ug-bench: dispatches to a subcommand (bench.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
@@ -22,8 +23,15 @@ static void usage(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+static void print_warning(const char *message, void *user)
+{
+    (void)user;
+    fprintf(stderr, "ug-bench: warning: %s\n", message);
+}
+
 int main(int argc, char **argv)
 {
+    ug_set_warning_handler(print_warning, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

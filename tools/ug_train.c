@@ -285,8 +285,15 @@ static int parse(int argc, char **argv, run *r, char ***args)
     return rc;
 }
 
+static void print_warning(const char *message, void *user)
+{
+    (void)user;
+    fprintf(stderr, "ug-train: warning: %s\n", message);
+}
+
 int main(int argc, char **argv)
 {
+    ug_set_warning_handler(print_warning, NULL);
     run r = {.first_step_seconds = -1};
     char **args = NULL;
     int rc = parse(argc, argv, &r, &args);

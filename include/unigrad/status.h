@@ -36,9 +36,9 @@ UG_API void ug_clear_error(void);
 
 /* Warnings: what the library noticed and worked around, which a user may
  * still want to know (a damaged tuning cache ignored and measured again).
- * Each is written to stderr as "unigrad: warning: MESSAGE" unless a handler
- * is set; handler NULL restores that. The handler may be called from any
- * thread, one call at a time. */
+ * The library never prints: each goes to the handler set here (NULL, the
+ * default: dropped). The handler may be called from any thread, one call
+ * at a time; unigrad's tools print them to stderr. */
 typedef void ug_warning_handler(const char *message, void *user);
 UG_API void ug_set_warning_handler(ug_warning_handler *handler, void *user);
 
