@@ -36,6 +36,47 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
     return ocl_launch_locked(dev, kernel, 2, global, local, args, 15);
 }
 
+/* f32 rows on CPU devices (reduce.cl's reduce_rows_f32): one group per row
+ * part, each row split until the groups fill the device; the parts'
+ * partials are then summed (or maxed) by the general kernel. */
+static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_kernel *partials)
+{
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, OCL_REDUCE_ROWS, UG_F32, UG_F32, &k);
+    if (st != UG_OK)
+        return st;
+    /* At least 64 terms an item, and the partials within the scratch. */
+    cl_long splits = 1;
+    if (a->outer < (int64_t)dev->target_groups) {
+        splits = ((int64_t)dev->target_groups + a->outer - 1) / a->outer;
+        int64_t by_len = a->len / ((int64_t)k->wg * 64);
+        int64_t by_scratch = (int64_t)ocl_current(dev)->scratch_elems / a->outer;
+        splits = splits < by_len ? splits : by_len;
+        splits = splits < by_scratch ? splits : by_scratch;
+        if (splits < 1)
+            splits = 1;
+    }
+    cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
+    cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
+    cl_int ydt = a->y.dtype, op = a->op;
+    cl_float count = (cl_float)a->len;
+    cl_long len = a->len, chunk = (len + splits - 1) / splits;
+    size_t local = k->wg, global = (size_t)(a->outer * splits) * local;
+    /* Both passes under one lock: the scratch is this reduction's until its
+     * second pass is queued. */
+    pthread_mutex_lock(&dev->launch_lock);
+    ocl_queue *q = ocl_current(dev);
+    cl_mem pv = q->scratch_v;
+    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),  OCL_ARG(ydt),   OCL_ARG(x),
+                      OCL_ARG(xoff),  OCL_ARG(len),   OCL_ARG(splits), OCL_ARG(chunk),
+                      OCL_ARG(op),    OCL_ARG(count), OCL_ARG(pv)};
+    st = ocl_launch_locked(dev, k, 1, &global, &local, args, 11);
+    if (st == UG_OK && splits > 1)
+        st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count);
+    pthread_mutex_unlock(&dev->launch_lock);
+    return st;
+}
+
 ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
 {
     if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
@@ -75,6 +116,8 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
     cl_int ydt = a->y.dtype, op = a->op;
     cl_float count = (cl_float)a->len;
+    if (dev->is_cpu && a->inner == 1 && a->x.dtype == UG_F32 && !argmax)
+        return reduce_rows(dev, a, partials);
     /* Both passes under one lock: the scratch belongs to this reduction
      * until its second pass is queued. */
     pthread_mutex_lock(&dev->launch_lock);

@@ -65,7 +65,9 @@ __global__ void ug_reduce_kernel(reduce_k k)
                         if (k.square)
                             v *= v;
                         const float yv = v - comp, tt = acc + yv; /* Kahan */
-                        comp = (tt - acc) - yv;
+                        /* Past an infinity the compensation would be
+                         * inf - inf: the sum stays infinite, not NaN. */
+                        comp = isfinite(tt) ? (tt - acc) - yv : 0.0f;
                         acc = tt;
                     } else if (k.kind == R_MAX) {
                         acc = ug_max_nan(acc, v);

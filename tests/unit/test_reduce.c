@@ -216,6 +216,38 @@ static void test_argmax_ties(ug_device *dev)
     check_reduce(dev, UG_REDUCE_ARGMAX, UG_F32, 1, &n, z, 0, false, false, true);
 }
 
+/* NaN anywhere in a long row makes its max and sum NaN, also when a
+ * larger value comes after it (a device may sum a row's pieces in lanes of
+ * 8: row 0's NaN and the 50 after it share one, row 1's NaN is the last
+ * term), and an infinity makes the max and sum infinite. Row 3 is plain. */
+static void test_reduce_special_in_long_rows(ug_device *dev)
+{
+    enum { ROWS = 4, COLS = 40003 };
+    int64_t shape[2] = {ROWS, COLS};
+    double *x = th_random_values(ROWS * COLS, -1, 1);
+    x[0 * COLS + 5] = NAN;
+    x[0 * COLS + 13] = 50.0;
+    x[1 * COLS + COLS - 1] = NAN;
+    x[2 * COLS + 17] = INFINITY;
+    ug_tensor *t = th_tensor(dev, UG_F32, 2, shape, x);
+    REQUIRE(t);
+    const ug_reduce_op ops[3] = {UG_REDUCE_MAX, UG_REDUCE_SUM, UG_REDUCE_MEAN};
+    for (int k = 0; k < 3; k++) {
+        th_context("%s over rows of %d with NaN and inf", reduce_names[ops[k]], COLS);
+        ug_tensor *out = NULL;
+        if (!CHECK_STATUS(ug_reduce(t, ops[k], 1, false, false, &out), UG_OK))
+            continue;
+        th_track(out);
+        double *got = th_download(out), want[ROWS];
+        ref_reduce((ref_reduce_op)ops[k], 2, shape, x, 1, false, want);
+        REQUIRE(got);
+        CHECK_MSG(isnan(got[0]) && isnan(got[1]), "rows with NaN gave %g and %g", got[0], got[1]);
+        CHECK_MSG(isinf(got[2]) && got[2] > 0, "the row with +inf gave %g", got[2]);
+        th_compare(reduce_names[ops[k]], got + 3, want + 3, 1, 1e-5);
+    }
+    th_release(t);
+}
+
 /* Reductions over 2^24 and more elements. */
 static void test_reduce_large(ug_device *dev)
 {
@@ -403,6 +435,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(reduce_all),
         TH_DEVICE_TEST(reduce_wrappers),
         TH_DEVICE_TEST(argmax_ties),
+        TH_DEVICE_TEST(reduce_special_in_long_rows),
         TH_DEVICE_TEST(reduce_large),
         TH_DEVICE_TEST(reduce_zero_size),
         TH_DEVICE_TEST(softmax),
