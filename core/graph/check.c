@@ -1,8 +1,10 @@
-/* Numeric checks (ug_graph_set_checks). Each checked value v gets three
+/* Numeric checks (ug_graph_set_checks). Each checked value v gets two
  * small nodes right after the node that produces it:
  *   s = sum(v)          NaN or an infinity anywhere makes the sum non-finite
- *   z = 0 * s + 0       NaN exactly when s is not finite
- *   flag += z           a slot of g->flags: it stays NaN once set
+ *   flag += 0 * s       0 * s is NaN exactly when s is not finite, so the
+ *                       slot of g->flags stays NaN once set (one
+ *                       ADD_SCALED kernel: a launch fewer than a separate
+ *                       0 * s)
  * so no step waits for the device; the flags are read when the program
  * reads a value anyway (ug_graph_read) or asks (ug_graph_check). */
 #include <stdio.h>
@@ -67,13 +69,12 @@ static int by_node(const void *a, const void *b)
     return (x->node > y->node) - (x->node < y->node);
 }
 
-/* The three nodes of check c, appended to the graph. */
+/* The nodes of check c, appended to the graph. */
 static ug_status append_check_nodes(ug_graph *g, graph_check *c, int index)
 {
     ug_value *nonfinite = NULL, *flag = NULL;
     if (c->value->dtype == UG_F32) {
         UG_TRY(ug_g_reduce_axes(g, c->value, UG_RKERNEL_SUM, 0, true, false, &nonfinite));
-        UG_TRY(ug_g_unary(g, UG_UNARY_SCALE_SHIFT, 0.0f, 0.0f, nonfinite, &nonfinite));
     } else { /* an f16 sum would overflow: zero the elements first, sum, widen */
         ug_op cast = {.def = &ug_op_cast, .name = "graph check", .p.cast.dtype = UG_F32};
         UG_TRY(ug_g_unary(g, UG_UNARY_SCALE_SHIFT, 0.0f, 0.0f, c->value, &nonfinite));
@@ -85,7 +86,7 @@ static ug_status append_check_nodes(ug_graph *g, graph_check *c, int index)
     snprintf(flag->name, sizeof flag->name, "check flag %d", index);
     c->flag = flag;
     ug_op add = {.def = &ug_op_binary, .name = "graph check",
-                 .p.binary = {.op = UG_BINARY_ADD, .post = UG_UNARY_COPY}};
+                 .p.binary = {.op = UG_BINARY_ADD_SCALED, .post = UG_UNARY_COPY, .alpha = 0.0f}};
     ug_value *in[2] = {flag, nonfinite};
     graph_node *n;
     return ug_graph_add_node(g, &add, flag, 2, in, &n);
