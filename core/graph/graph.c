@@ -344,18 +344,18 @@ static ug_status accumulate(ug_graph *g, ug_value *value, float scale, bool per_
     const ug_value *base = ug_value_base(value);
     graph_phase before = g->building;
     g->building = base->producer ? base->producer->phase : PHASE_FORWARD;
-    ug_value *scaled = NULL, *acc = NULL;
+    ug_value *acc = NULL;
     graph_node *n = NULL;
-    ug_op add = {.def = &ug_op_binary, .name = op, .p.binary = {.op = UG_BINARY_ADD, .post = UG_UNARY_COPY}};
-    ug_status st = ug_g_scale_shift(g, value, scale, 0.0f, &scaled);
-    if (st == UG_OK && per_row)
-        scaled->producer->per_row_scale = scale;
-    if (st == UG_OK)
-        st = ug_graph_new_value(g, VALUE_SUM, UG_F32, value->ndim, value->shape, &acc);
+    /* sum += scale * value, one kernel. */
+    ug_op add = {.def = &ug_op_binary, .name = op,
+                 .p.binary = {.op = UG_BINARY_ADD_SCALED, .post = UG_UNARY_COPY, .alpha = scale}};
+    ug_status st = ug_graph_new_value(g, VALUE_SUM, UG_F32, value->ndim, value->shape, &acc);
     if (st == UG_OK) {
-        ug_value *in[2] = {acc, scaled};
+        ug_value *in[2] = {acc, value};
         st = ug_graph_add_node(g, &add, acc, 2, in, &n);
     }
+    if (st == UG_OK && per_row)
+        n->per_row_scale = scale;
     g->building = before;
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);

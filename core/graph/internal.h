@@ -54,7 +54,7 @@ struct graph_node {
     int nin;
     ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
     int nscratch;
-    float per_row_scale;      /* a scale_shift whose alpha is this times the run's rows */
+    float per_row_scale;      /* an accumulation (ADD_SCALED) whose alpha is this times the run's rows */
     int segment;              /* a recomputed segment (ug_graph_checkpoint), 0 if none */
     bool writes_cast;         /* a cast was folded in: out is written in its own dtype */
     bool input_cast;          /* autocast's cast of an input: a segment recomputation may take over */

@@ -87,7 +87,7 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
     if (op.def->refit_rows)
         op.def->refit_rows(&op, in);
     if (n->per_row_scale != 0.0f)
-        op.p.unary.alpha = n->per_row_scale * (float)g->rows;
+        op.p.binary.alpha = n->per_row_scale * (float)g->rows;
     int nout = 1;
     UG_TRY(ug_op_infer(&op, n->nin, in, out, &nout));
     if (n->writes_cast)
