@@ -276,6 +276,34 @@ void ug_cpu_workers_destroy(ug_cpu_workers *workers)
     free_workers(workers);
 }
 
+/* Runs job on the caller and the workers (OpenMP's threads with oneDNN);
+ * the caller holds busy. */
+static void run_job(ug_cpu_workers *workers, worker_job *job)
+{
+#ifdef UG_CPU_ONEDNN
+    if (workers->nworkers == 0) { /* a team but no workers: OpenMP's threads */
+#pragma omp parallel num_threads(workers->team)
+        run_tasks(job);
+        return;
+    }
+#endif
+    pthread_mutex_lock(&workers->mutex);
+    workers->job = job;
+    workers->generation++;
+    pthread_cond_broadcast(&workers->wake);
+    pthread_mutex_unlock(&workers->mutex);
+
+    run_tasks(job);
+
+    /* Every task is claimed; those still running belong to attached workers. */
+    spin_until(no_active, workers);
+    pthread_mutex_lock(&workers->mutex);
+    while (workers->active > 0)
+        pthread_cond_wait(&workers->idle, &workers->mutex);
+    workers->job = NULL;
+    pthread_mutex_unlock(&workers->mutex);
+}
+
 void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
                          ug_cpu_range_fn fn, void *ctx)
 {
@@ -295,27 +323,6 @@ void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
     }
     worker_job job = {.fn = fn, .ctx = ctx, .n = n, .ntasks = ntasks};
     atomic_init(&job.next, 0);
-#ifdef UG_CPU_ONEDNN
-#pragma omp parallel num_threads(workers->team)
-    run_tasks(&job);
-    pthread_mutex_unlock(&workers->busy);
-    return;
-#endif
-
-    pthread_mutex_lock(&workers->mutex);
-    workers->job = &job;
-    workers->generation++;
-    pthread_cond_broadcast(&workers->wake);
-    pthread_mutex_unlock(&workers->mutex);
-
-    run_tasks(&job);
-
-    /* Every task is claimed; those still running belong to attached workers. */
-    spin_until(no_active, workers);
-    pthread_mutex_lock(&workers->mutex);
-    while (workers->active > 0)
-        pthread_cond_wait(&workers->idle, &workers->mutex);
-    workers->job = NULL;
-    pthread_mutex_unlock(&workers->mutex);
+    run_job(workers, &job);
     pthread_mutex_unlock(&workers->busy);
 }
