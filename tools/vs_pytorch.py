@@ -106,6 +106,13 @@ def main():
     if args.torch_worker:
         torch_epoch(args.torch_worker[0], int(args.torch_worker[1]), args.data)
         return
+    try:
+        import torch  # noqa: F401 (only whether this python3 has it)
+    except ImportError:
+        sys.exit(f"vs_pytorch: {sys.executable} has no PyTorch: install Debian's python3-torch "
+                 "and run this with /usr/bin/python3")
+    if not os.access(args.ug_train, os.X_OK):
+        sys.exit(f"vs_pytorch: no ug-train at {args.ug_train}: build it, or name it with --ug-train")
     print(f"{'model':5} {'run':14} {'epoch s':>8} {'test acc':>8} {'peak MiB':>8}")
     for model_kind in args.models.split(","):
         runs = {"unigrad": [], "torch 1 thread": [], "torch 2 threads": []}
