@@ -26,6 +26,12 @@ int bench_tune(int argc, char **argv);
 /* Monotonic seconds. */
 double bench_now(void);
 
+/* Waits 30 ms: threads spin for a few milliseconds after their last job
+ * before they sleep (the CPU device's, OpenMP's where it has oneDNN, and
+ * OpenBLAS's), and a timing that follows other work must not run on cores
+ * that work's threads still hold. */
+void bench_settle(void);
+
 /* The median of v[0..n-1] (sorts v). */
 double bench_median(double *v, int n);
 

@@ -49,6 +49,7 @@ bool bench_profiler_overhead(bool (*step)(void *ctx), void *ctx, ug_device *devi
     profiled p = {step, ctx, device};
     double each = target_seconds / (2 * ROUNDS), off[ROUNDS], on[ROUNDS], ratios[ROUNDS];
     long reps = 0;
+    bench_settle(); /* after OpenBLAS's rounds */
     for (int round = 0; round < ROUNDS; round++) {
         ug_profiler *prof = NULL;
         if (!bench_time(profiled_step, profiled_sync, &p, round ? 1 : 3, each, &off[round], &reps) ||

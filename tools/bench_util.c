@@ -85,6 +85,11 @@ bool bench_time(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx, int w
     return true;
 }
 
+void bench_settle(void)
+{
+    nanosleep(&(struct timespec){.tv_nsec = 30 * 1000 * 1000}, NULL);
+}
+
 bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), void *ctx,
                              bool (*blas_fn)(void *ctx), void *blas_ctx, double target_seconds,
                              double *seconds, double *blas_seconds, double *ratio)
@@ -92,16 +97,11 @@ bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), voi
     enum { ROUNDS = 5 };
     double each = target_seconds / (2 * ROUNDS), times[ROUNDS], blas[ROUNDS], ratios[ROUNDS];
     long reps = 0;
-    /* Threads spin for a few milliseconds after their last job before they
-     * sleep (the CPU device's, OpenMP's where it has oneDNN, and
-     * OpenBLAS's): each side waits them out, so neither is timed on cores
-     * the other's threads still hold. */
-    const struct timespec settle = {.tv_nsec = 30 * 1000 * 1000};
     for (int r = 0; r < ROUNDS; r++) {
-        nanosleep(&settle, NULL);
+        bench_settle();
         if (!bench_time(fn, sync, ctx, r ? 1 : 3, each, &times[r], &reps))
             return false;
-        nanosleep(&settle, NULL);
+        bench_settle();
         if (!bench_time_host_blas(blas_fn, blas_ctx, r ? 1 : 3, each, &blas[r], &reps))
             return false;
         ratios[r] = times[r] / blas[r];
