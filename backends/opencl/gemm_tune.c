@@ -42,7 +42,6 @@ static const char *const xgemm_names[XGEMM_PARAMS] = {
     "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
 
 typedef struct gemm_params {
-    bool override;               /* false: CLBlast's database */
     size_t xgemm[XGEMM_PARAMS];  /* in xgemm_names' order */
     size_t min_indirect;         /* XGEMM_MIN_INDIRECT_SIZE; 0: CLBlast's */
 } gemm_params;
@@ -55,17 +54,17 @@ static const struct {
     const char *label;
     gemm_params params;
 } candidates[] = {
-    {"CLBlast's database", {false, {0}, 0}},
+    {"CLBlast's database", {{0}, 0}}, /* read at run time: database_params */
     {"POCL: 64x64 tiles in local memory, 8-wide",
-     {true, {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 1, 1, 1, 1, 8, 8}, 64}},
+     {{0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 1, 1, 1, 1, 8, 8}, 64}},
     {"64x64 tiles in registers, 8-wide",
-     {true, {0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 1, 1, 8, 8}, 64}},
+     {{0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 1, 1, 8, 8}, 64}},
     {"64x64 tiles in local memory, 16-wide",
-     {true, {0, 1, 32, 2, 4, 4, 64, 4, 4, 64, 1, 1, 1, 1, 16, 16}, 64}},
+     {{0, 1, 32, 2, 4, 4, 64, 4, 4, 64, 1, 1, 1, 1, 16, 16}, 64}},
     {"GPU: 64x64 tiles, 16x16 threads, 4-wide",
-     {true, {0, 1, 16, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 4, 4}, 0}},
+     {{0, 1, 16, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 4, 4}, 0}},
 };
-enum { CANDIDATES = sizeof candidates / sizeof candidates[0], POCL_SET = 1 };
+enum { CANDIDATES = sizeof candidates / sizeof candidates[0], DATABASE_SET = 0, POCL_SET = 1 };
 
 #define TUNE_MAGIC "UGCLBTN1"
 #define TUNE_MAX_BYTES 4096
@@ -102,7 +101,7 @@ static void note_database(ug_bdev *dev)
     while (i < database_count && databases[i].device != dev->device)
         i++;
     if (i == database_count && i < (int)(sizeof databases / sizeof databases[0])) {
-        gemm_params p = {true, {0}, 0};
+        gemm_params p = {{0}, 0};
         if (ocl_clblast_database(dev->device, "Xgemm", xgemm_names, XGEMM_PARAMS, p.xgemm) &&
             ocl_clblast_database(dev->device, "GemmRoutine",
                                  (const char *const[]){"XGEMM_MIN_INDIRECT_SIZE"}, 1,
@@ -133,12 +132,12 @@ static bool database_params(ug_bdev *dev, gemm_params *out)
  * without its own switch to the indirect kernel takes CLBlast's. */
 static bool candidate_params(ug_bdev *dev, int i, gemm_params *out)
 {
-    gemm_params own;
+    gemm_params own = {{0}, 0};
     bool known = database_params(dev, &own);
-    *out = candidates[i].params.override ? candidates[i].params : own;
+    *out = i == DATABASE_SET ? own : candidates[i].params;
     if (!out->min_indirect)
         out->min_indirect = known ? own.min_indirect : 0;
-    return (candidates[i].params.override || known) && out->min_indirect;
+    return (i != DATABASE_SET || known) && out->min_indirect;
 }
 
 static ug_status install(ug_bdev *dev, const gemm_params *p)
@@ -347,7 +346,6 @@ static bool parse_choice(const char *text, gemm_choice *c)
     if (sscanf(at, "Xgemm%n", &used) != 0 || used != 5)
         return false;
     at += used;
-    p->override = true;
     for (int i = 0; i < XGEMM_PARAMS; ++i) {
         unsigned long v;
         if (sscanf(at, " %lu%n", &v, &used) != 1 || v > 1024)

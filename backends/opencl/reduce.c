@@ -36,6 +36,21 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
     return ocl_launch_locked(dev, kernel, 2, global, local, args, 15);
 }
 
+/* How many parts to split len into so that groups x parts work-groups fill
+ * the device: at most by_len parts (each keeping enough terms an item), and
+ * with `partials` values a part the partials within the scratch; 1 when a
+ * split is not worth it. */
+static int64_t len_splits(ug_bdev *dev, int64_t groups, int64_t by_len, int64_t partials)
+{
+    if (groups >= (int64_t)dev->target_groups)
+        return 1;
+    int64_t splits = ((int64_t)dev->target_groups + groups - 1) / groups;
+    int64_t by_scratch = (int64_t)ocl_current(dev)->scratch_elems / partials;
+    splits = splits < by_len ? splits : by_len;
+    splits = splits < by_scratch ? splits : by_scratch;
+    return splits < 2 ? 1 : splits;
+}
+
 /* f32 rows on CPU devices (reduce.cl's reduce_rows_f32): one group per row
  * part, each row split until the groups fill the device; the parts'
  * partials are then summed (or maxed) by the general kernel. */
@@ -45,17 +60,8 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_ke
     ug_status st = ocl_kernel_for(dev, OCL_REDUCE_ROWS, UG_F32, UG_F32, &k);
     if (st != UG_OK)
         return st;
-    /* At least 64 terms an item, and the partials within the scratch. */
-    cl_long splits = 1;
-    if (a->outer < (int64_t)dev->target_groups) {
-        splits = ((int64_t)dev->target_groups + a->outer - 1) / a->outer;
-        int64_t by_len = a->len / ((int64_t)k->wg * 64);
-        int64_t by_scratch = (int64_t)ocl_current(dev)->scratch_elems / a->outer;
-        splits = splits < by_len ? splits : by_len;
-        splits = splits < by_scratch ? splits : by_scratch;
-        if (splits < 1)
-            splits = 1;
-    }
+    /* At least 64 terms an item. */
+    cl_long splits = len_splits(dev, a->outer, a->len / ((int64_t)k->wg * 64), a->outer);
     cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
     cl_int ydt = a->y.dtype, op = a->op;
@@ -92,32 +98,21 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
         st = ocl_kernel_for(dev, OCL_REDUCE, UG_F32, UG_F32, &partials);
     if (st != UG_OK)
         return st;
+    if (dev->is_cpu && a->inner == 1 && a->x.dtype == UG_F32 && !argmax)
+        return reduce_rows(dev, a, partials);
     size_t tx, ty;
     reduce_shape(kernel->wg, a->len, a->inner, &tx, &ty);
 
     /* Split len when the output alone gives too few work-groups to fill the
      * device and each split still has a few dozen terms per item; the
-     * partials ([outer, splits, inner]) must fit the scratch. */
+     * partials are [outer, splits, inner]. */
     int64_t groups = (a->inner + (int64_t)tx - 1) / (int64_t)tx * a->outer;
-    int64_t splits = 1;
-    if (groups < (int64_t)dev->target_groups && a->len >= (int64_t)ty * 64) {
-        splits = ((int64_t)dev->target_groups + groups - 1) / groups;
-        int64_t by_len = a->len / ((int64_t)ty * 32);
-        if (splits > by_len)
-            splits = by_len;
-        int64_t by_scratch = (int64_t)ocl_current(dev)->scratch_elems / (a->outer * a->inner);
-        if (splits > by_scratch)
-            splits = by_scratch;
-        if (splits < 2)
-            splits = 1;
-    }
+    int64_t splits = len_splits(dev, groups, a->len / ((int64_t)ty * 32), a->outer * a->inner);
 
     cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
     cl_int ydt = a->y.dtype, op = a->op;
     cl_float count = (cl_float)a->len;
-    if (dev->is_cpu && a->inner == 1 && a->x.dtype == UG_F32 && !argmax)
-        return reduce_rows(dev, a, partials);
     /* Both passes under one lock: the scratch belongs to this reduction
      * until its second pass is queued. */
     pthread_mutex_lock(&dev->launch_lock);

@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "fuzz_file.h"
 
 #include "base/cache_file.h"
 
@@ -19,18 +20,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    snprintf(path, sizeof path, "/tmp/ug-fuzz-cache-%d.bin", (int)getpid());
+    fuzz_file_name(path, sizeof path, "cache", ".bin");
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        abort();
-    if (size && fwrite(data, 1, size, f) != size)
-        abort();
-    fclose(f);
+    fuzz_write_file(path, data, size);
     unsigned char *got = NULL;
     size_t got_size = 0;
     char why[256] = "";

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "fuzz_file.h"
 
 #include "unigrad/unigrad.h"
 
@@ -16,7 +17,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    snprintf(path, sizeof path, "/tmp/ug-fuzz-idx-%d.idx", (int)getpid());
+    fuzz_file_name(path, sizeof path, "idx", ".idx");
     /* Keep each input's declared size small, so the fuzzer explores the
      * format rather than the allocator. */
     ug_idx_set_max_bytes((uint64_t)16 << 20);
@@ -25,12 +26,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        abort();
-    if (size && fwrite(data, 1, size, f) != size)
-        abort();
-    fclose(f);
+    fuzz_write_file(path, data, size);
     ug_idx *idx = NULL;
     ug_status st = ug_idx_read(path, &idx);
     if (st == UG_OK) {
