@@ -133,8 +133,8 @@ def main():
         ours = statistics.median(runs["unigrad"])
         best_key = min((k for k in runs if k != "unigrad"), key=lambda k: statistics.median(runs[k]))
         best = statistics.median(runs[best_key])
-        print(f"{model_kind:5} unigrad / PyTorch's best ({best_key}): epoch x{ours / best:.2f}, "
-              f"peak memory x{rss['unigrad'] / rss[best_key]:.2f}", flush=True)
+        print(f"{model_kind:5} unigrad / {best_key} (PyTorch's best): epoch x{ours / best:.2f}, "
+              f"memory x{rss['unigrad'] / rss[best_key]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

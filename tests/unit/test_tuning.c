@@ -243,6 +243,8 @@ static void test_opencl_gemm_tuning(ug_device *dev)
     ug_device_info info;
     REQUIRE_OK(ug_device_get_info(dev, &info));
     char report[4096];
+    CHECK(ug_device_autotune(NULL, report, sizeof report) == UG_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(ug_last_error(), "device is NULL") != NULL, "message: %s", ug_last_error());
     if (strncmp(info.id, "opencl", 6) != 0) {
         REQUIRE_OK(ug_device_autotune(dev, report, sizeof report));
         if (strcmp(info.id, "cpu") == 0)
