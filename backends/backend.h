@@ -39,6 +39,7 @@
 /* ug_unary_kind and ug_binary_kind, with the formulas of every op; Philox
  * and the random transforms. */
 #include "kernels/common/elementwise.h"
+#include "kernels/common/optim_step.h"
 #include "kernels/common/random.h"
 
 #ifdef __cplusplus
@@ -316,35 +317,31 @@ typedef enum ug_optim_kind {
     UG_OPTIM_SGD = 0,   /* PyTorch SGD: momentum, dampening, nesterov, weight decay */
     UG_OPTIM_ADAM,      /* PyTorch Adam: L2 weight decay added to the gradient */
     UG_OPTIM_ADAMW,     /* decoupled weight decay: p -= lr * wd * p */
-    UG_OPTIM_SCALER     /* the loss scaler's update, before the parameters' */
+    UG_OPTIM_STEP       /* the step's scalars, before the parameters' updates */
 } ug_optim_kind;
 
-/* One parameter's update, in one kernel. g is read as g * grad_scale[0]
- * when grad_scale.mem is not NULL (global-norm clipping). SGD: state0 =
- * momentum buffer (when momentum != 0); first_step makes buf = g.
- * Adam/AdamW: state0 = m, state1 = v; bias_correction1/2 are 1 - beta^t
- * computed on the host. With gated (loss scaling), grad_scale is instead
- * the scaler's gate (kernels/common/scaler.h): the update does nothing
- * when gate[UG_GATE_SKIP] is not 0, g is read as g * gate[UG_GATE_FACTOR],
- * the step t = gate[UG_GATE_STEP] gives first_step (t == 1), and the bias
- * corrections are gate[UG_GATE_BC1] and gate[UG_GATE_BC2].
- * UG_OPTIM_SCALER: ug_scaler_update on state0 (UG_SCALER_SIZE values),
- * grad[0] (the gradients' sum of squares) and the gate param (UG_GATE_SIZE
- * values) with growth, backoff, growth_interval, max_norm, and beta1 and
- * beta2 for the bias corrections (0 for SGD). All f32,
- * except copy: when copy.mem is set (SGD, Adam, AdamW), the updated
- * parameter is also stored there in copy.dtype (f16 or bf16), the half copy
- * that mixed-precision graphs read; a skipped step leaves it as it is. */
+/* One parameter's update, in one kernel. Every scalar that changes from
+ * step to step is read from the step's gate (kernels/common/optim_step.h,
+ * UG_GATE_SIZE f32 values), so the same launch serves every step: the
+ * update does nothing when gate[UG_GATE_SKIP] is not 0, g is read as
+ * g * gate[UG_GATE_FACTOR], the rate is gate[UG_GATE_LR], the update
+ * t = gate[UG_GATE_STEP] (SGD's first step: t == 1) and Adam's bias
+ * corrections are gate[UG_GATE_BC1] and gate[UG_GATE_BC2]. SGD: state0 =
+ * momentum buffer (when momentum != 0). Adam/AdamW: state0 = m, state1 = v.
+ * When copy.mem is set, the updated parameter is also stored there in
+ * copy.dtype (f16 or bf16), the half copy that mixed-precision graphs
+ * read; a skipped step leaves it as it is. All f32 but the copy.
+ * UG_OPTIM_STEP: ug_optim_step with rule on state0 (UG_STEP_STATE_SIZE
+ * values) and grad[0] (the gradients' sum of squares; grad.mem NULL when
+ * the rule neither clips nor scales), writing the gate to param; n is 1. */
 typedef struct ug_optim_args {
     ug_optim_kind kind;
-    ug_kview param, grad, state0, state1, grad_scale, copy;
+    ug_kview param, grad, state0, state1, gate, copy;
     int64_t n;
-    float lr, weight_decay;
-    float momentum, dampening;
-    bool nesterov, first_step, gated;
+    float weight_decay, momentum, dampening;
+    bool nesterov;
     float beta1, beta2, eps;
-    float bias_correction1, bias_correction2;
-    float growth, backoff, growth_interval, max_norm;
+    ug_step_rule rule;
 } ug_optim_args;
 
 /* Nearest-neighbour upsampling by integer factors (win.sh, win.sw), as
@@ -509,7 +506,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 10
+#define UG_BACKEND_INTERFACE_REVISION 11
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

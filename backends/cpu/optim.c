@@ -5,14 +5,13 @@
 #include <string.h>
 
 #include "backends/cpu/internal.h"
-#include "kernels/common/scaler.h"
 
 typedef struct opt_job {
     const ug_optim_args *args;
     float *p, *s0, *s1;
     const float *g;
-    float gscale;
-    bool scaled;
+    float gscale, lr;
+    bool first_step;
     float step, sqrt_bc2, decay; /* Adam: lr/bc1, sqrt(bc2); AdamW: 1 - lr*wd */
 } opt_job;
 
@@ -20,14 +19,14 @@ UG_CPU_WIDE
 static void sgd_range(const opt_job *j, int64_t b, int64_t e)
 {
     const ug_optim_args *a = j->args;
-    float wd = a->weight_decay, mom = a->momentum, damp = 1.0f - a->dampening, lr = a->lr;
+    float wd = a->weight_decay, mom = a->momentum, damp = 1.0f - a->dampening, lr = j->lr;
     for (int64_t i = b; i < e; i++) {
-        float g = j->scaled ? j->g[i] * j->gscale : j->g[i];
+        float g = j->g[i] * j->gscale;
         if (wd != 0.0f)
             g = g + wd * j->p[i];
         if (mom != 0.0f) {
             /* buf = g on the first step, else momentum * buf + (1 - dampening) * g. */
-            float buf = a->first_step ? g : mom * j->s0[i] + damp * g;
+            float buf = j->first_step ? g : mom * j->s0[i] + damp * g;
             j->s0[i] = buf;
             g = a->nesterov ? g + mom * buf : buf;
         }
@@ -42,7 +41,7 @@ static void adam_range(const opt_job *j, int64_t b, int64_t e)
     bool adamw = a->kind == UG_OPTIM_ADAMW;
     /* Branch-free so the loop vectorises: multiplying by 1 and adding 0 * p
      * leave the values exact where scaling, decay or L2 are off. */
-    const float gscale = j->scaled ? j->gscale : 1.0f;
+    const float gscale = j->gscale;
     const float decay = adamw ? j->decay : 1.0f;   /* AdamW: p *= 1 - lr * wd first */
     const float l2 = adamw ? 0.0f : a->weight_decay; /* Adam: wd * p joins the gradient */
     const float b2 = a->beta2, c1 = 1.0f - a->beta1, c2 = 1.0f - b2, eps = a->eps;
@@ -77,14 +76,14 @@ static void optim_range(void *vjob, int64_t b, int64_t e)
                      j->p + b);
 }
 
-static ug_status scaler_update(const ug_optim_args *a)
+static ug_status step_update(const ug_optim_args *a)
 {
-    if (!a->param.mem || !a->grad.mem || !a->state0.mem)
-        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu loss scaler: missing state, sum or gate buffer");
-    float state[UG_SCALER_SIZE], gate[UG_GATE_SIZE];
+    if (!a->param.mem || !a->state0.mem)
+        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu optimizer step: missing state or gate buffer");
+    float state[UG_STEP_STATE_SIZE], gate[UG_GATE_SIZE];
     memcpy(state, ug_cpu_ptr(a->state0), sizeof state);
-    ug_scaler_update(state, gate, *(const float *)ug_cpu_ptr(a->grad), a->growth, a->backoff,
-                     a->growth_interval, a->max_norm, a->beta1, a->beta2);
+    const float sum = a->grad.mem ? *(const float *)ug_cpu_ptr(a->grad) : 0.0f;
+    ug_optim_step(state, gate, sum, &a->rule);
     memcpy(ug_cpu_ptr(a->state0), state, sizeof state);
     memcpy(ug_cpu_ptr(a->param), gate, sizeof gate);
     return UG_OK;
@@ -93,44 +92,35 @@ static ug_status scaler_update(const ug_optim_args *a)
 ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
 {
     const ug_optim_args *a = args;
-    if (a->kind == UG_OPTIM_SCALER)
-        return scaler_update(a);
+    if (a->kind == UG_OPTIM_STEP)
+        return step_update(a);
     bool sgd = a->kind == UG_OPTIM_SGD;
     if (!sgd && a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu optimizer: bad kind %d", (int)a->kind);
     bool need0 = !sgd || a->momentum != 0.0f, need1 = !sgd;
-    if (!a->param.mem || !a->grad.mem || (need0 && !a->state0.mem) || (need1 && !a->state1.mem))
+    if (!a->param.mem || !a->grad.mem || !a->gate.mem || (need0 && !a->state0.mem) ||
+        (need1 && !a->state1.mem))
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
-                            "cpu optimizer: missing parameter, gradient or state buffer");
+                            "cpu optimizer: missing parameter, gradient, gate or state buffer");
     if (a->param.dtype != UG_F32 || a->grad.dtype != UG_F32 ||
         (need0 && a->state0.dtype != UG_F32) || (need1 && a->state1.dtype != UG_F32) ||
-        (a->grad_scale.mem && a->grad_scale.dtype != UG_F32) ||
+        a->gate.dtype != UG_F32 ||
         (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
                             "cpu optimizer: every buffer must be f32 (the half copy f16 or bf16)");
     if (a->n <= 0)
         return UG_OK;
-    ug_optim_args gated = *a; /* with the gate's step, when gated */
-    opt_job j = {.args = &gated, .p = (float *)ug_cpu_ptr(a->param),
-                 .g = (const float *)ug_cpu_ptr(a->grad),
+    const float *gate = (const float *)ug_cpu_ptr(a->gate);
+    if (gate[UG_GATE_SKIP] != 0.0f)
+        return UG_OK;
+    opt_job j = {.args = a, .p = (float *)ug_cpu_ptr(a->param), .g = (const float *)ug_cpu_ptr(a->grad),
                  .s0 = need0 ? (float *)ug_cpu_ptr(a->state0) : NULL,
-                 .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL};
-    if (a->grad_scale.mem) {
-        const float *scale = (const float *)ug_cpu_ptr(a->grad_scale);
-        j.scaled = true;
-        j.gscale = scale[UG_GATE_FACTOR];
-        if (a->gated) {
-            if (scale[UG_GATE_SKIP] != 0.0f)
-                return UG_OK;
-            gated.first_step = scale[UG_GATE_STEP] == 1.0f;
-            gated.bias_correction1 = scale[UG_GATE_BC1];
-            gated.bias_correction2 = scale[UG_GATE_BC2];
-        }
-    }
+                 .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL, .gscale = gate[UG_GATE_FACTOR],
+                 .lr = gate[UG_GATE_LR], .first_step = gate[UG_GATE_STEP] == 1.0f};
     if (!sgd) {
-        j.step = a->lr / gated.bias_correction1;
-        j.sqrt_bc2 = sqrtf(gated.bias_correction2);
-        j.decay = 1.0f - a->lr * a->weight_decay;
+        j.step = j.lr / gate[UG_GATE_BC1];
+        j.sqrt_bc2 = sqrtf(gate[UG_GATE_BC2]);
+        j.decay = 1.0f - j.lr * a->weight_decay;
     }
     ug_cpu_parallel_for(dev->workers, a->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
     return UG_OK;

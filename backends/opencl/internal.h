@@ -48,7 +48,7 @@
     X(OPTIM_SGD_PLAIN, "optim_sgd_plain", 0, 0)                              \
     X(OPTIM_ADAM, "optim_adam", 0, 0)                                        \
     X(OPTIM_ADAM_PLAIN, "optim_adam_plain", 0, 0)                            \
-    X(OPTIM_SCALER, "optim_scaler", 0, 0)                                    \
+    X(OPTIM_STEP, "optim_step", 0, 0)                                        \
     X(IM2COL, "im2col", OCL_FLOATS, 0)                                       \
     X(COL2IM, "col2im", OCL_FLOATS, 0)                                       \
     X(MAXPOOL_FWD, "maxpool_fwd", OCL_FLOATS, 0)                             \
@@ -72,10 +72,7 @@ typedef enum ocl_family {
 enum {
     OCL_OPTIM_NESTEROV = 1,
     OCL_OPTIM_DECOUPLED = 1, /* AdamW */
-    OCL_OPTIM_FIRST_STEP = 2,
-    OCL_OPTIM_GRAD_SCALE = 4,
-    OCL_OPTIM_GATED = 8, /* gscale is the loss scaler's gate */
-    OCL_OPTIM_COPY = 16  /* also store the result in the half copy */
+    OCL_OPTIM_COPY = 2       /* also store the result in the half copy */
 };
 
 /* Bits of the layernorm kernels' flags argument: which optional buffers

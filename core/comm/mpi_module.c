@@ -24,6 +24,12 @@ static int error(int code, const char *call, char *why, size_t len)
     return 1;
 }
 
+/* Set once a collective was given up: MPI_Finalize would then wait for
+ * the abandoned request or the rank that never came, and hang the exit of
+ * a process that already returned the error (seen with Open MPI 4.1 when
+ * a peer died), so the process leaves without it. */
+static volatile int abandoned;
+
 /* Polls request until done or timeout seconds. Open MPI moves a
  * non-blocking collective on only inside MPI calls, so the first second
  * polls without pause (yielding the core to the rank's compute thread);
@@ -33,12 +39,15 @@ static int wait_for(MPI_Request *request, const char *what, double timeout, char
     const double start = ug_seconds_now();
     for (int flag = 0;;) {
         int rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS)
+        if (rc != MPI_SUCCESS) {
+            abandoned = 1;
             return error(rc, what, why, len);
+        }
         if (flag)
             return 0;
         double waited = ug_seconds_now() - start;
         if (waited > timeout) {
+            abandoned = 1;
             int rank = -1;
             MPI_Comm_rank(MPI_COMM_WORLD, &rank);
             snprintf(why, len, "rank %d waited %g s in %s for the other ranks; raise the timeout "
@@ -56,7 +65,7 @@ static void finalize(void)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
+    if (!finalized && !abandoned)
         MPI_Finalize();
 }
 

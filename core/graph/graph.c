@@ -310,7 +310,6 @@ ug_status ug_graph_set_optimizer(ug_graph *g, ug_optimizer *opt)
     g->building = PHASE_FORWARD;
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
-        g->grad_scale = NULL;
         return st;
     }
     ug_optimizer_retain(opt);

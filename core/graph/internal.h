@@ -100,7 +100,6 @@ struct ug_graph {
     int node_count, node_capacity;
     ug_value *loss;
     ug_optimizer *optimizer;
-    ug_value *grad_scale;     /* global-norm clipping factor, or NULL */
     ug_storage *arena;
     ug_graph_memory_info memory;
     ug_check_mode check_mode;

@@ -15,7 +15,7 @@
 #include "core/graph/internal.h"
 #include "core/io/safetensors.h"
 #include "core/io/string_map.h"
-#include "kernels/common/scaler.h"
+#include "kernels/common/optim_step.h"
 #include "unigrad/checkpoint.h"
 
 enum { MAX_PARTS = 16, NAME_BYTES = 64, KEY_BYTES = 256 };
@@ -550,7 +550,7 @@ static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
     if (!scale[0] || *end)
         return ug_set_error(UG_ERR_FORMAT, "%s: metadata 'unigrad.scaler.scale' is \"%s\"; expected a number",
                             file_path(p), scale);
-    UG_TRY(meta_number(p, "unigrad.scaler.clean_steps", 0, UG_SCALER_MAX_COUNT, &p->scaler.clean_steps));
+    UG_TRY(meta_number(p, "unigrad.scaler.clean_steps", 0, UG_STEP_MAX_COUNT, &p->scaler.clean_steps));
     UG_TRY(meta_number(p, "unigrad.scaler.skipped_steps", 0, p->steps, &p->scaler.skipped_steps));
     /* What the optimizer would refuse is refused now, before anything is
      * written. */

@@ -183,7 +183,7 @@ ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint
 extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
     ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
     ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
-    ug_op_layernorm_grad, ug_op_optimizer, ug_op_loss_scaler, ug_op_loss_seed, ug_op_conv2d,
+    ug_op_layernorm_grad, ug_op_optimizer, ug_op_optimizer_step, ug_op_loss_seed, ug_op_conv2d,
     ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
 
 #endif

@@ -8,7 +8,6 @@
 
 #include "base/fault.h"
 #include "core/graph/internal.h"
-#include "kernels/common/scaler.h"
 #include "unigrad/ops.h"
 
 struct ug_optimizer {
@@ -18,7 +17,9 @@ struct ug_optimizer {
     int slots;               /* state tensors per parameter */
     int params;
     ug_tensor **state;       /* params * slots */
-    ug_tensor *scaler;       /* f32 [UG_SCALER_SIZE] with loss scaling, else NULL */
+    /* f32 [UG_STEP_STATE_SIZE] (kernels/common/optim_step.h): the device's
+     * step counts and loss scaler, which every step reads and advances. */
+    ug_tensor *step_state;
     int64_t steps;
 };
 
@@ -86,7 +87,7 @@ static ug_status check_config(const ug_optimizer_config *c)
     /* The scale stays a normal f32: 1 / scale is then finite. */
     if (ls->enabled && (!within(ls->init_scale, FLT_MIN, FLT_MAX) || !(ls->growth_factor > 1.0f) ||
                         !isfinite(ls->growth_factor) || !(ls->backoff_factor > 0.0f && ls->backoff_factor < 1.0f) ||
-                        ls->growth_interval < 1 || ls->growth_interval > UG_SCALER_MAX_COUNT))
+                        ls->growth_interval < 1 || ls->growth_interval > UG_STEP_MAX_COUNT))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "%s: loss scaling needs an init_scale in [%g, %g] (a normal f32; got %g), a finite "
                             "growth_factor > 1 (got %g), a backoff_factor in (0, 1) (got %g) and a "
@@ -96,15 +97,22 @@ static ug_status check_config(const ug_optimizer_config *c)
     return UG_OK;
 }
 
-/* The scaler's state as its f32 values on the device. */
-static ug_status write_scaler(ug_optimizer *opt, const ug_loss_scaler_state *s, int64_t steps)
+static float device_count(int64_t n) { return (float)(n < UG_STEP_MAX_COUNT ? n : UG_STEP_MAX_COUNT); }
+
+/* The step state as its f32 values on the device: steps made, and the
+ * loss scaler's state (scale 1 and no skipped step without scaling). */
+static ug_status write_step_state(ug_optimizer *opt, const ug_loss_scaler_state *s, int64_t steps)
 {
-    float values[UG_SCALER_SIZE] = {0};
-    values[UG_SCALER_SCALE] = s->scale;
-    values[UG_SCALER_TRACKER] = (float)s->clean_steps;
-    values[UG_SCALER_SKIPPED] = (float)s->skipped_steps;
-    values[UG_SCALER_STEPS] = (float)(steps - s->skipped_steps);
-    return ug_tensor_upload(opt->scaler, values, sizeof values);
+    const ug_loss_scaler_state none = {.scale = 1.0f};
+    if (!s)
+        s = &none;
+    float values[UG_STEP_STATE_SIZE] = {0};
+    values[UG_STEP_SCALE] = s->scale;
+    values[UG_STEP_CLEAN] = device_count(s->clean_steps);
+    values[UG_STEP_SKIPPED] = device_count(s->skipped_steps);
+    values[UG_STEP_TAKEN] = device_count(steps - s->skipped_steps);
+    values[UG_STEP_MADE] = device_count(steps);
+    return ug_tensor_upload(opt->step_state, values, sizeof values);
 }
 
 ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config, ug_optimizer **out)
@@ -133,16 +141,14 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
         ug_optimizer_free(opt);
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
     }
-    if (config->loss_scaling.enabled) {
-        ug_loss_scaler_state initial = {.scale = config->loss_scaling.init_scale};
-        ug_status st = ug_tensor_new(ug_model_device(model), UG_F32, 1, (int64_t[]){UG_SCALER_SIZE},
-                                     "loss scaler state", &opt->scaler);
-        if (st == UG_OK)
-            st = write_scaler(opt, &initial, 0);
-        if (st != UG_OK) {
-            ug_optimizer_free(opt);
-            return st;
-        }
+    const ug_loss_scaler_state initial = {.scale = config->loss_scaling.init_scale};
+    ug_status made = ug_tensor_new(ug_model_device(model), UG_F32, 1, (int64_t[]){UG_STEP_STATE_SIZE},
+                                   "optimizer step state", &opt->step_state);
+    if (made == UG_OK)
+        made = write_step_state(opt, config->loss_scaling.enabled ? &initial : NULL, 0);
+    if (made != UG_OK) {
+        ug_optimizer_free(opt);
+        return made;
     }
     for (int i = 0; i < params; i++) {
         ug_tensor *p = NULL;
@@ -171,7 +177,7 @@ void ug_optimizer_free(ug_optimizer *opt)
     for (int i = 0; opt->state && i < opt->params * opt->slots; i++)
         ug_tensor_free(opt->state[i]);
     free(opt->state);
-    ug_tensor_free(opt->scaler);
+    ug_tensor_free(opt->step_state);
     ug_model_free(opt->model);
     free(opt);
 }
@@ -194,8 +200,8 @@ ug_status ug_optimizer_copy(const ug_optimizer *opt, ug_model *model, ug_optimiz
     ug_status st = UG_OK;
     for (int i = 0; i < opt->params * opt->slots && st == UG_OK; i++)
         st = ug_tensor_copy(copy->state[i], opt->state[i]);
-    if (st == UG_OK && opt->scaler)
-        st = ug_tensor_copy(copy->scaler, opt->scaler);
+    if (st == UG_OK)
+        st = ug_tensor_copy(copy->step_state, opt->step_state);
     if (st != UG_OK) {
         ug_optimizer_free(copy);
         return ug_prefix_error(st, "%s", op);
@@ -214,15 +220,15 @@ ug_status ug_optimizer_loss_scaler(const ug_optimizer *opt, ug_loss_scaler_state
     const char *op = "ug_optimizer_loss_scaler";
     if (!opt || !state)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "state" : "optimizer");
-    if (!opt->scaler)
+    if (!opt->config.loss_scaling.enabled)
         return ug_set_error(UG_ERR_STATE, "%s: the optimizer has no loss scaling (config.loss_scaling.enabled)", op);
-    float values[UG_SCALER_SIZE];
-    ug_status st = ug_tensor_download(opt->scaler, values, sizeof values);
+    float values[UG_STEP_STATE_SIZE];
+    ug_status st = ug_tensor_download(opt->step_state, values, sizeof values);
     if (st != UG_OK)
         return ug_prefix_error(st, "%s", op);
-    *state = (ug_loss_scaler_state){.scale = values[UG_SCALER_SCALE],
-                                    .clean_steps = (int64_t)values[UG_SCALER_TRACKER],
-                                    .skipped_steps = (int64_t)values[UG_SCALER_SKIPPED]};
+    *state = (ug_loss_scaler_state){.scale = values[UG_STEP_SCALE],
+                                    .clean_steps = (int64_t)values[UG_STEP_CLEAN],
+                                    .skipped_steps = (int64_t)values[UG_STEP_SKIPPED]};
     return UG_OK;
 }
 
@@ -232,7 +238,7 @@ ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const u
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "steps %lld must be in [0, 2^53]", (long long)steps);
     if (!state)
         return UG_OK;
-    const int64_t exact = UG_SCALER_MAX_COUNT; /* the device keeps counts in f32 */
+    const int64_t exact = UG_STEP_MAX_COUNT; /* the device keeps counts in f32 */
     if (!within(state->scale, FLT_MIN, FLT_MAX) || state->clean_steps < 0 ||
         state->clean_steps >= opt->config.loss_scaling.growth_interval || state->skipped_steps < 0 ||
         state->skipped_steps > steps || state->skipped_steps > exact || steps - state->skipped_steps > exact)
@@ -249,8 +255,14 @@ ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const u
 ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state)
 {
     UG_TRY(ug_optim_check_restore(opt, steps, state));
-    if (state && opt->scaler)
-        UG_TRY(write_scaler(opt, state, steps));
+    ug_loss_scaler_state kept;
+    if (opt->config.loss_scaling.enabled && !state) { /* the scaler stays as it is */
+        UG_TRY(ug_optimizer_loss_scaler(opt, &kept));
+        if (kept.skipped_steps > steps)
+            kept.skipped_steps = steps;
+        state = &kept;
+    }
+    UG_TRY(write_step_state(opt, opt->config.loss_scaling.enabled ? state : NULL, steps));
     opt->steps = steps;
     return UG_OK;
 }
@@ -260,7 +272,7 @@ ug_status ug_optimizer_set_loss_scaler(ug_optimizer *opt, const ug_loss_scaler_s
     const char *op = "ug_optimizer_set_loss_scaler";
     if (!opt || !state)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "state" : "optimizer");
-    if (!opt->scaler)
+    if (!opt->config.loss_scaling.enabled)
         return ug_set_error(UG_ERR_STATE, "%s: the optimizer has no loss scaling (config.loss_scaling.enabled)", op);
     ug_status st = ug_optim_restore(opt, opt->steps, state);
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
@@ -271,13 +283,8 @@ ug_status ug_optimizer_set_steps(ug_optimizer *opt, int64_t steps)
     const char *op = "ug_optimizer_set_steps";
     if (!opt)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", op);
-    ug_loss_scaler_state s;
-    if (opt->scaler) { /* the device's step count follows: steps less those skipped */
-        UG_TRY(ug_optimizer_loss_scaler(opt, &s));
-        if (s.skipped_steps > steps)
-            s.skipped_steps = steps;
-    }
-    ug_status st = ug_optim_restore(opt, steps, opt->scaler ? &s : NULL);
+    /* The device's counts follow (a loss scaler's kept). */
+    ug_status st = ug_optim_restore(opt, steps, NULL);
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
 }
 
@@ -335,71 +342,57 @@ ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot,
     return UG_OK;
 }
 
-static float lr_at(const ug_optimizer_config *c, int64_t step)
+/* What the device's step decides from (kernels/common/optim_step.h). */
+static ug_step_rule step_rule(const ug_optimizer_config *c)
 {
-    switch (c->schedule) {
-    case UG_SCHEDULE_STEP:
-        return c->lr * powf(c->gamma, (float)(step / c->step_size));
-    case UG_SCHEDULE_COSINE: {
-        if (step < c->warmup_steps)
-            return (float)((double)c->lr * (double)(step + 1) / (double)c->warmup_steps); /* no overflow */
-        double progress = (double)(step - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
-        if (progress > 1.0)
-            progress = 1.0;
-        return (float)(c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress)));
-    }
-    default:
-        return c->lr;
-    }
+    const ug_loss_scaling *ls = &c->loss_scaling;
+    ug_step_rule r = {.schedule = c->schedule == UG_SCHEDULE_STEP     ? UG_STEP_DECAY
+                                  : c->schedule == UG_SCHEDULE_COSINE ? UG_STEP_COSINE
+                                                                      : UG_STEP_CONSTANT,
+                      .lr = c->lr, .gamma = c->gamma, .step_size = (float)c->step_size,
+                      .warmup = (float)c->warmup_steps, .total = (float)c->total_steps, .min_lr = c->min_lr,
+                      .scaling = ls->enabled, .growth = ls->growth_factor, .backoff = ls->backoff_factor,
+                      .growth_interval = (float)ls->growth_interval, .max_norm = c->max_grad_norm};
+    if (c->type != UG_SGD) /* the gate carries Adam's bias corrections */
+        r.beta1 = c->beta1, r.beta2 = c->beta2;
+    return r;
 }
 
-float ug_optimizer_current_lr(const ug_optimizer *opt) { return opt ? lr_at(&opt->config, opt->steps) : 0.0f; }
-
-static void fill_args(const ug_optimizer *opt, int param_index, ug_optim_args *args)
+/* The rate the device's next step takes: the same function on the same
+ * f32 count. */
+float ug_optimizer_current_lr(const ug_optimizer *opt)
 {
-    const ug_optimizer_config *c = &opt->config;
-    int64_t t = opt->steps + 1;
-    args->kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW;
-    args->lr = lr_at(c, opt->steps);
-    args->weight_decay = c->weight_decay;
-    args->momentum = c->momentum;
-    args->dampening = c->dampening;
-    args->nesterov = c->nesterov;
-    args->first_step = opt->steps == 0;
-    args->beta1 = c->beta1;
-    args->beta2 = c->beta2;
-    args->eps = c->eps;
-    /* In double, as PyTorch computes 1 - beta^t on the host. */
-    args->bias_correction1 = (float)(1.0 - pow((double)c->beta1, (double)t));
-    args->bias_correction2 = (float)(1.0 - pow((double)c->beta2, (double)t));
-    if (opt->slots > 0)
-        args->state0 = ug_kview_of(opt->state[param_index * opt->slots]);
-    if (opt->slots > 1)
-        args->state1 = ug_kview_of(opt->state[param_index * opt->slots + 1]);
+    if (!opt)
+        return 0.0f;
+    const ug_step_rule r = step_rule(&opt->config);
+    return ug_schedule_lr(r.schedule, r.lr, r.gamma, r.step_size, r.warmup, r.total, r.min_lr,
+                          device_count(opt->steps));
 }
 
 void ug_optim_step_done(ug_optimizer *opt) { opt->steps++; }
 
 int ug_optim_slots(const ug_optimizer *opt) { return opt->slots; }
 
-/* One parameter's update: in param, grad (and the clipping scale); the
+/* One parameter's update: in param, grad and the step's gate; the
  * parameter is updated in place, so the node has no result. */
 static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     (void)out;
-    ug_optim_args args = {0};
-    fill_args(op->p.optim.graph->optimizer, op->p.optim.param_index, &args);
-    args.param = ug_kview_of(in[0]);
-    args.grad = ug_kview_of(in[1]);
-    const ug_tensor *copy = ug_model_half_copy_at(ug_optimizer_model(op->p.optim.graph->optimizer),
-                                                  op->p.optim.param_index);
+    const ug_optimizer *opt = op->p.optim.graph->optimizer;
+    const ug_optimizer_config *c = &opt->config;
+    const int index = op->p.optim.param_index;
+    ug_optim_args args = {.kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW,
+                          .param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .gate = ug_kview_of(in[2]),
+                          .n = ug_tensor_numel(in[0]), .weight_decay = c->weight_decay, .momentum = c->momentum,
+                          .dampening = c->dampening, .nesterov = c->nesterov, .beta1 = c->beta1,
+                          .beta2 = c->beta2, .eps = c->eps};
+    if (opt->slots > 0)
+        args.state0 = ug_kview_of(opt->state[index * opt->slots]);
+    if (opt->slots > 1)
+        args.state1 = ug_kview_of(opt->state[index * opt->slots + 1]);
+    const ug_tensor *copy = ug_model_half_copy_at(opt->model, index);
     if (copy)
         args.copy = ug_kview_of(copy);
-    if (in[2]) {
-        args.grad_scale = ug_kview_of(in[2]);
-        args.gated = op->p.optim.graph->optimizer->scaler != NULL;
-    }
-    args.n = ug_tensor_numel(in[0]);
     if (args.n == 0)
         return UG_OK;
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
@@ -414,29 +407,27 @@ static void optimizer_describe(const ug_op *op, char *out, size_t len)
 const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch,
                                    .describe = optimizer_describe};
 
-/* The loss scaler's update (kernels/common/scaler.h): in the gradients' sum
- * of squares; out the gate every parameter's update reads. */
-static ug_status scaler_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+/* The step's scalars (kernels/common/optim_step.h): in the gradients' sum
+ * of squares when the step clips or scales; out the gate every parameter's
+ * update reads. */
+static ug_status step_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     (void)op, (void)nin, (void)in, (void)nout;
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {UG_GATE_SIZE}};
     return UG_OK;
 }
 
-static ug_status scaler_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+static ug_status step_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     const ug_optimizer *opt = op->p.optim.graph->optimizer;
-    const ug_loss_scaling *ls = &opt->config.loss_scaling;
-    ug_optim_args args = {.kind = UG_OPTIM_SCALER, .param = ug_kview_of(out[0]), .grad = ug_kview_of(in[0]),
-                          .state0 = ug_kview_of(opt->scaler), .n = 1, .growth = ls->growth_factor,
-                          .backoff = ls->backoff_factor, .growth_interval = (float)ls->growth_interval,
-                          .max_norm = opt->config.max_grad_norm};
-    if (opt->config.type != UG_SGD) /* the gate carries Adam's bias corrections */
-        args.beta1 = opt->config.beta1, args.beta2 = opt->config.beta2;
+    ug_optim_args args = {.kind = UG_OPTIM_STEP, .param = ug_kview_of(out[0]), .state0 = ug_kview_of(opt->step_state),
+                          .n = 1, .rule = step_rule(&opt->config)};
+    if (in[0])
+        args.grad = ug_kview_of(in[0]);
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_OPTIMIZER, op->name, UG_F32, &args);
 }
 
-const ug_op_def ug_op_loss_scaler = {.family = "loss scaler", .infer = scaler_infer, .launch = scaler_launch};
+const ug_op_def ug_op_optimizer_step = {.family = "optimizer step", .infer = step_infer, .launch = step_launch};
 
 /* The backward pass's first gradient, d loss / d loss: 1, or the loss
  * scale when the graph's optimizer scales the loss (read on the device).
@@ -458,10 +449,10 @@ static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     const ug_graph *g = op->p.seed.graph;
     const float weight = g->accumulating ? (float)g->rows / g->gradient_rows : 1.0f;
     const ug_optimizer *opt = g->optimizer;
-    if (!opt || !opt->scaler)
+    if (!opt || !opt->config.loss_scaling.enabled)
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, weight, out[0], NULL);
     ug_unary_args scaled = {.op = UG_UNARY_SCALE_SHIFT, .alpha = weight, .y = ug_kview_of(out[0]),
-                            .x = ug_kview_of(opt->scaler), .ndim = 1, .shape = {ug_tensor_numel(out[0])},
+                            .x = ug_kview_of(opt->step_state), .ndim = 1, .shape = {ug_tensor_numel(out[0])},
                             .x_strides = {0}};
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &scaled);
 }
@@ -486,33 +477,15 @@ static ug_status sum_of_squares(ug_graph *g, ug_value **total)
     return UG_OK;
 }
 
-/* scale = min(1, max_norm / (||g||_2 + 1e-6)) over every gradient, as
- * torch.nn.utils.clip_grad_norm_, computed on the device so the step needs
- * no synchronisation. */
-static ug_status append_clipping(ug_graph *g, float max_norm, ug_value **scale)
-{
-    ug_value *total = NULL;
-    UG_TRY(sum_of_squares(g, &total));
-    ug_value *norm = NULL, *shifted = NULL, *inverse = NULL, *ratio = NULL;
-    UG_TRY(ug_g_sqrt(g, total, &norm));
-    UG_TRY(ug_g_scale_shift(g, norm, 1.0f, 1e-6f, &shifted));
-    UG_TRY(ug_g_unary(g, UG_UNARY_RECIPROCAL, 0, 0, shifted, &inverse));
-    UG_TRY(ug_g_scale_shift(g, inverse, max_norm, 0.0f, &ratio));
-    return ug_g_unary(g, UG_UNARY_CLAMP, -INFINITY, 1.0f, ratio, scale);
-}
-
 ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt)
 {
-    ug_value *scale = NULL;
-    if (opt->scaler) { /* the scaler's gate unscales and clips */
-        ug_value *total = NULL;
+    /* The gate: the step's rate and counts, and the factor that unscales
+     * and clips (clip_grad_norm_'s over every gradient). */
+    ug_value *total = NULL, *gate = NULL;
+    if (opt->config.loss_scaling.enabled || opt->config.max_grad_norm > 0.0f)
         UG_TRY(sum_of_squares(g, &total));
-        ug_op op = {.def = &ug_op_loss_scaler, .name = "loss scaler", .p.optim = {.graph = g, .param_index = -1}};
-        UG_TRY(ug_op_graph(g, &op, 1, &total, &scale));
-    } else if (opt->config.max_grad_norm > 0.0f) {
-        UG_TRY(append_clipping(g, opt->config.max_grad_norm, &scale));
-    }
-    g->grad_scale = scale;
+    ug_op step = {.def = &ug_op_optimizer_step, .name = "optimizer step", .p.optim = {.graph = g, .param_index = -1}};
+    UG_TRY(ug_op_graph(g, &step, total ? 1 : 0, &total, &gate));
     for (int i = 0; i < g->value_count; i++) {
         ug_value *p = g->values[i];
         if (p->kind != VALUE_PARAM || !p->grad)
@@ -524,10 +497,10 @@ ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt)
                                 "create the optimizer once the model is complete",
                                 p->name);
         graph_node *n;
-        ug_value *in[3] = {p, p->grad, scale};
+        ug_value *in[3] = {p, p->grad, gate};
         ug_op op = {.def = &ug_op_optimizer, .name = "optimizer update",
                     .p.optim = {.graph = g, .param_index = index}};
-        UG_TRY(ug_graph_add_node(g, &op, NULL, scale ? 3 : 2, in, &n));
+        UG_TRY(ug_graph_add_node(g, &op, NULL, 3, in, &n));
     }
     return UG_OK;
 }

@@ -24,6 +24,9 @@
 #define ug_erff erf
 #define ug_log1pf log1p
 #define ug_powf pow
+#define ug_floorf floor
+#define ug_sinf sin
+#define ug_expm1f expm1
 #else
 #include <math.h>
 #if defined(__device__) /* HIP or CUDA, the runtime header included first */
@@ -39,6 +42,9 @@
 #define ug_erff erff
 #define ug_log1pf log1pf
 #define ug_powf powf
+#define ug_floorf floorf
+#define ug_sinf sinf
+#define ug_expm1f expm1f
 #endif
 
 #define UG_SQRT1_2_F 0.70710678118654752440f

@@ -1,18 +1,18 @@
 /* Optimizer updates, one element per work-item. */
 
-/* PyTorch SGD on one element (flags: UG_OPTIM_NESTEROV,
- * UG_OPTIM_FIRST_STEP), g already scaled:
+/* PyTorch SGD on one element (flags: UG_OPTIM_NESTEROV), g already
+ * scaled:
  *   if wd: g += wd * p
  *   if momentum: buf = first ? g : momentum * buf + (1 - dampening) * g
  *                g = nesterov ? g + momentum * buf : buf
  *   p -= lr * g */
 inline float ug_sgd_element(float pv, float g, global float *buf, float lr, float wd, float momentum,
-                            float dampening, int flags)
+                            float dampening, bool first, int flags)
 {
     if (wd != 0.0f)
         g = g + wd * pv;
     if (momentum != 0.0f) {
-        const float b = (flags & UG_OPTIM_FIRST_STEP) ? g : momentum * *buf + (1.0f - dampening) * g;
+        const float b = first ? g : momentum * *buf + (1.0f - dampening) * g;
         *buf = b;
         g = (flags & UG_OPTIM_NESTEROV) ? g + momentum * b : b;
     }
@@ -44,102 +44,82 @@ inline float ug_adam_element(float pv, float g, global float *m, global float *v
     return pv - (lr / bc1) * (mv / denom);
 }
 
-/* The updates, one element per work-item, in two kernels each with one
- * argument list (flags in backend.h's terms, and UG_OPTIM_GRAD_SCALE when
- * gscale holds a clipping factor):
- *   ..._plain: no gate and no half copy, the common case. On POCL the
- *     general kernel's per-element reads of the gate and its store to the
- *     copy keep the work-group loop from being vectorized: Adam over 392k
- *     parameters took 0.93 ms against 0.2 ms for the plain kernel.
- *   the general kernel: UG_OPTIM_GATED when gscale is the loss scaler's
- *     gate (skip, or the step and its bias corrections), UG_OPTIM_COPY when
- *     the result also goes to the half copy in cdt. */
+/* The updates, one element per work-item, each reading the step's gate
+ * (kernels/common/optim_step.h) for its rate, step and scaling, in two
+ * kernels each with one argument list (flags in backend.h's terms):
+ *   ..._plain: no half copy, the common case. On POCL the general kernel's
+ *     store to the copy keeps the work-group loop from being vectorized.
+ *   the general kernel: UG_OPTIM_COPY, the result also goes to the half
+ *     copy in cdt. */
 #define UG_SGD_PARAMS                                                                              \
-    global float *p, ulong poff, const global float *grad, ulong goff, global float *mbuf, ulong boff, \
-        const global float *gscale, ulong soff, global uchar *copy, ulong coff, int cdt, long n,     \
-        float lr, float wd, float momentum, float dampening, int flags
+    global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
+        global float *restrict mbuf, ulong boff, const global float *restrict gate, ulong gate_off, \
+        global uchar *restrict copy, ulong coff, int cdt, long n, float wd, float momentum,        \
+        float dampening, int flags
 #define UG_ADAM_PARAMS                                                                             \
-    global float *p, ulong poff, const global float *grad, ulong goff, global float *m, ulong moff,   \
-        global float *v, ulong voff, const global float *gscale, ulong soff, global uchar *copy,     \
-        ulong coff, int cdt, long n, float lr, float wd, float beta1, float beta2, float eps,        \
-        float bc1, float bc2, int flags
+    global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
+        global float *restrict m, ulong moff, global float *restrict v, ulong voff,                 \
+        const global float *restrict gate, ulong gate_off, global uchar *restrict copy, ulong coff, \
+        int cdt, long n, float wd, float beta1, float beta2, float eps, int flags
 
-/* The element's gradient, times the clipping (or unscaling) factor when
- * there is one. */
-inline float ug_optim_grad(const global float *grad, const global float *gscale, int flags)
-{
-    return (flags & UG_OPTIM_GRAD_SCALE) ? *grad * gscale[UG_GATE_FACTOR] : *grad;
-}
+/* One element's SGD or Adam update from the gate (skipped: nothing), its
+ * result also stored in the half copy with UG_OPTIM_COPY. */
+#define UG_SGD_BODY                                                                                \
+    const long i = get_global_id(0);                                                              \
+    const global float *gt = gate + gate_off;                                                     \
+    if (i >= n || gt[UG_GATE_SKIP] != 0.0f)                                                       \
+        return;                                                                                   \
+    const float result = ug_sgd_element(p[poff + i], grad[goff + i] * gt[UG_GATE_FACTOR],        \
+                                        mbuf + boff + i, gt[UG_GATE_LR], wd, momentum, dampening, \
+                                        gt[UG_GATE_STEP] == 1.0f, flags);                         \
+    p[poff + i] = result;                                                                         \
+    if (flags & UG_OPTIM_COPY)                                                                    \
+        ug_store_dt(copy, (long)coff + i, cdt, result);
+#define UG_ADAM_BODY                                                                               \
+    const long i = get_global_id(0);                                                              \
+    const global float *gt = gate + gate_off;                                                     \
+    if (i >= n || gt[UG_GATE_SKIP] != 0.0f)                                                       \
+        return;                                                                                   \
+    const float result = ug_adam_element(p[poff + i], grad[goff + i] * gt[UG_GATE_FACTOR],       \
+                                         m + moff + i, v + voff + i, gt[UG_GATE_LR], wd, beta1,   \
+                                         beta2, eps, gt[UG_GATE_BC1], gt[UG_GATE_BC2], flags);    \
+    p[poff + i] = result;                                                                         \
+    if (flags & UG_OPTIM_COPY)                                                                    \
+        ug_store_dt(copy, (long)coff + i, cdt, result);
 
 kernel void optim_sgd_plain(UG_SGD_PARAMS)
 {
-    const long i = get_global_id(0);
-    if (i >= n)
-        return;
-    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
-    p[poff + i] = ug_sgd_element(p[poff + i], g, mbuf + boff + i, lr, wd, momentum, dampening, flags);
+    flags &= ~UG_OPTIM_COPY;
+    UG_SGD_BODY
 }
 
-kernel void optim_sgd(UG_SGD_PARAMS)
-{
-    const long i = get_global_id(0);
-    if (i >= n)
-        return;
-    if (flags & UG_OPTIM_GATED) {
-        if (gscale[soff + UG_GATE_SKIP] != 0.0f)
-            return;
-        if (gscale[soff + UG_GATE_STEP] == 1.0f)
-            flags |= UG_OPTIM_FIRST_STEP;
-    }
-    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
-    const float result = ug_sgd_element(p[poff + i], g, mbuf + boff + i, lr, wd, momentum, dampening, flags);
-    p[poff + i] = result;
-    if (flags & UG_OPTIM_COPY)
-        ug_store_dt(copy, (long)coff + i, cdt, result);
-}
+kernel void optim_sgd(UG_SGD_PARAMS) { UG_SGD_BODY }
 
 kernel void optim_adam_plain(UG_ADAM_PARAMS)
 {
-    const long i = get_global_id(0);
-    if (i >= n)
-        return;
-    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
-    p[poff + i] = ug_adam_element(p[poff + i], g, m + moff + i, v + voff + i, lr, wd, beta1, beta2, eps, bc1,
-                                  bc2, flags);
+    flags &= ~UG_OPTIM_COPY;
+    UG_ADAM_BODY
 }
 
-kernel void optim_adam(UG_ADAM_PARAMS)
-{
-    const long i = get_global_id(0);
-    if (i >= n)
-        return;
-    if (flags & UG_OPTIM_GATED) {
-        if (gscale[soff + UG_GATE_SKIP] != 0.0f)
-            return;
-        bc1 = gscale[soff + UG_GATE_BC1];
-        bc2 = gscale[soff + UG_GATE_BC2];
-    }
-    const float g = ug_optim_grad(grad + goff + i, gscale + soff, flags);
-    const float result = ug_adam_element(p[poff + i], g, m + moff + i, v + voff + i, lr, wd, beta1, beta2, eps,
-                                         bc1, bc2, flags);
-    p[poff + i] = result;
-    if (flags & UG_OPTIM_COPY)
-        ug_store_dt(copy, (long)coff + i, cdt, result);
-}
+kernel void optim_adam(UG_ADAM_PARAMS) { UG_ADAM_BODY }
 
-/* The loss scaler's update (kernels/common/scaler.h), one work-item. */
-kernel void optim_scaler(global float *state, ulong state_off, global float *gate, ulong gate_off,
-                         const global float *sum, ulong sum_off, float growth, float backoff,
-                         float growth_interval, float max_norm, float beta1, float beta2)
+/* The step's scalars (kernels/common/optim_step.h), one work-item. */
+kernel void optim_step(global float *state, ulong state_off, global float *gate, ulong gate_off,
+                       const global float *sum, ulong sum_off, int has_sum, int schedule, float lr,
+                       float gamma, float step_size, float warmup, float total, float min_lr,
+                       int scaling, float growth, float backoff, float growth_interval,
+                       float max_norm, float beta1, float beta2)
 {
     if (get_global_id(0) != 0)
         return;
-    float s[UG_SCALER_SIZE], g[UG_GATE_SIZE];
-    for (int i = 0; i < UG_SCALER_SIZE; i++)
-        s[i] = state[state_off + i];
-    ug_scaler_update(s, g, sum[sum_off], growth, backoff, growth_interval, max_norm, beta1, beta2);
-    for (int i = 0; i < UG_SCALER_SIZE; i++)
-        state[state_off + i] = s[i];
-    for (int i = 0; i < UG_GATE_SIZE; i++)
-        gate[gate_off + i] = g[i];
+    const ug_step_rule r = {schedule, lr,      gamma,           step_size, warmup, total, min_lr,
+                            scaling,  growth,  backoff,         growth_interval,  max_norm, beta1, beta2};
+    float s[UG_STEP_STATE_SIZE], g[UG_GATE_SIZE];
+    for (int k = 0; k < UG_STEP_STATE_SIZE; k++)
+        s[k] = state[state_off + k];
+    ug_optim_step(s, g, has_sum ? sum[sum_off] : 0.0f, &r);
+    for (int k = 0; k < UG_STEP_STATE_SIZE; k++)
+        state[state_off + k] = s[k];
+    for (int k = 0; k < UG_GATE_SIZE; k++)
+        gate[gate_off + k] = g[k];
 }

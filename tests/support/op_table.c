@@ -109,7 +109,7 @@ const op_building_block op_definition_blocks[] = {
     {"fill", "fill_ops (test_conformance)"},
     {"random", "random_ops (test_conformance)"},
     {"optimizer update", "test_optim"},
-    {"loss scaler", "test_loss_scaling"},
+    {"optimizer step", "test_optim (schedules, clipping), test_loss_scaling"},
 };
 const int op_definition_block_count = (int)(sizeof op_definition_blocks / sizeof op_definition_blocks[0]);
 
