@@ -209,6 +209,10 @@ typedef struct ug_random_args {
     bool normal;
     float p0, p1;          /* low, high or mean, stddev */
     uint64_t seed, offset;
+    /* Optional f32 [1]: a graph's run count on the device, read when the
+     * kernel runs; offset then grows by runs[0] << UG_RANDOM_RUN_SHIFT,
+     * so a replayed launch draws each run's own numbers. */
+    ug_kview runs;
     ug_kview y;
     int64_t n;
 } ug_random_args;

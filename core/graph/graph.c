@@ -44,6 +44,7 @@ void ug_graph_free(ug_graph *g)
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
+    ug_tensor_free(g->run_count);
     ug_optimizer_free(g->optimizer);
     ug_model_free(g->model);
     ug_storage_release(g->arena);

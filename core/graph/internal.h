@@ -93,6 +93,9 @@ struct ug_graph {
     bool has_backward;
     uint64_t seed;
     uint64_t runs;
+    /* f32 [1] on the device with dropout: runs modulo UG_RANDOM_RUN_PERIOD,
+     * which the masks read there (ug_graph_count_run keeps it in step). */
+    ug_tensor *run_count;
     uint64_t dropout_streams;
     ug_value **values;
     int value_count, value_capacity;
@@ -237,6 +240,10 @@ ug_status ug_graph_fit_alias(ug_value *alias);
 
 /* graph/run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
+/* A run done: runs + 1, on the host and the device. */
+ug_status ug_graph_count_run(ug_graph *g);
+/* Sets runs (a checkpoint's), on the host and the device. */
+ug_status ug_graph_set_runs(ug_graph *g, uint64_t runs);
 /* ug_graph_run_backward, calling ready(ctx, b) as soon as bucket b's
  * accumulation is launched (NULL: no calls); an error from it stops the
  * run and discards the accumulated micro-batches. */

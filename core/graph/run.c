@@ -23,6 +23,28 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
     return st;
 }
 
+ug_status ug_graph_set_runs(ug_graph *g, uint64_t runs)
+{
+    if (g->run_count) {
+        const float count = (float)(runs % UG_RANDOM_RUN_PERIOD);
+        UG_TRY(ug_tensor_upload(g->run_count, &count, sizeof count));
+    }
+    g->runs = runs;
+    return UG_OK;
+}
+
+/* Fresh dropout masks for the next run: the device's count advances by a
+ * launch (which a replayed step repeats), and wraps with the host's. */
+ug_status ug_graph_count_run(ug_graph *g)
+{
+    if (g->run_count && (g->runs + 1) % UG_RANDOM_RUN_PERIOD == 0)
+        return ug_graph_set_runs(g, g->runs + 1);
+    if (g->run_count)
+        UG_TRY(ug_launch_unary("dropout run count", UG_UNARY_SCALE_SHIFT, 1.0f, 1.0f, g->run_count, g->run_count));
+    g->runs++;
+    return UG_OK;
+}
+
 /* A tensor bound to input: its dtype and shape, with 1 to the declared
  * rows (the leading size). */
 static ug_status check_binding(const ug_value *input, const ug_tensor *tensor)
@@ -97,9 +119,7 @@ static ug_status run_phases(ug_graph *g, unsigned mask, const char *op)
         if (st != UG_OK)
             return ug_prefix_error(st, "%s (node %d)", op, i);
     }
-    if (mask & (1u << PHASE_FORWARD))
-        g->runs++; /* fresh dropout masks for the next forward */
-    return UG_OK;
+    return mask & (1u << PHASE_FORWARD) ? ug_graph_count_run(g) : UG_OK;
 }
 
 enum { FORWARD = 1u << PHASE_FORWARD, BACKWARD = 1u << PHASE_BACKWARD, UPDATE = 1u << PHASE_UPDATE };
@@ -204,8 +224,7 @@ static ug_status run_accumulating(ug_graph *g, ug_bucket_ready_fn *ready, void *
             bucket += next + 1 == g->buckets[bucket].end;
         }
     }
-    g->runs++; /* fresh dropout masks for the next forward */
-    return UG_OK;
+    return ug_graph_count_run(g);
 }
 
 ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, void *ctx)

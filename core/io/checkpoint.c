@@ -650,7 +650,8 @@ static ug_status apply_plan(load_plan *p, ug_checkpoint *ck)
     for (int i = 0; i < ck->graph_count; i++) {
         ug_graph *g = ck->graphs[i].graph;
         g->seed = p->graph_seed[i];
-        g->runs = g->checked_runs = p->graph_runs[i];
+        g->checked_runs = p->graph_runs[i];
+        UG_TRY(ug_graph_set_runs(g, p->graph_runs[i]));
     }
     for (int i = 0; i < ck->loader_count; i++) /* epoch -1: saved before its first epoch; checked, so it holds */
         UG_TRY(ug_loader_seek(ck->loaders[i].loader, p->loader_epoch[i], p->loader_next[i]));

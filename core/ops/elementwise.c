@@ -670,8 +670,10 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
     const ug_graph *g = op->p.dropout.graph;
     if (!g->training)
         return UG_OK; /* eval mode: the mask is not read */
-    uint64_t offset = (g->runs << 40) + (op->p.dropout.stream << 32);
-    return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(g->seed), offset, out[0]);
+    /* The run's part of the counter is read on the device (ug_graph_count_run). */
+    ug_random_args args = {.p0 = 0.0f, .p1 = 1.0f, .seed = dropout_key(g->seed), .offset = op->p.dropout.stream << 32,
+                           .runs = ug_kview_of(g->run_count), .y = ug_kview_of(out[0]), .n = ug_tensor_numel(out[0])};
+    return args.n ? ug_dispatch(ug_dev(out[0]), UG_KERNEL_RANDOM, op->name, out[0]->dtype, &args) : UG_OK;
 }
 
 const ug_op_def ug_op_dropout_mask = {.family = "dropout mask", .infer = dropout_mask_infer,

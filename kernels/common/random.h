@@ -24,6 +24,10 @@ typedef uint32_t ug_u32;
 typedef uint64_t ug_u64;
 #endif
 
+/* Where a graph's run count enters the counter (dropout masks: bits 40-63
+ * the run modulo 2^24, bits 32-39 the mask, bits 0-31 the element). */
+#define UG_RANDOM_RUN_SHIFT 40
+#define UG_RANDOM_RUN_PERIOD (1u << 24)
 #define UG_PHILOX_M0 0xD2511F53u
 #define UG_PHILOX_M1 0xCD9E8D57u
 #define UG_PHILOX_W0 0x9E3779B9u

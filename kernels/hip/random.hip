@@ -9,6 +9,7 @@ typedef struct random_k {
     float p0, p1;
     uint32_t k0, k1;
     uint64_t offset;
+    const float *runs; /* NULL: none */
     char *y;
     int64_t n;
 } random_k;
@@ -16,8 +17,9 @@ typedef struct random_k {
 __global__ void ug_random_kernel(random_k k)
 {
     const uint64_t seed = (uint64_t)k.k1 << 32 | k.k0;
+    const uint64_t base = k.offset + (k.runs ? (uint64_t)k.runs[0] << UG_RANDOM_RUN_SHIFT : 0);
     UG_FOR(i, k.n, int64_t)
-        ug_st(k.y, k.t, i, ug_random_value(seed, k.offset + (uint64_t)i, k.normal, k.p0, k.p1));
+        ug_st(k.y, k.t, i, ug_random_value(seed, base + (uint64_t)i, k.normal, k.p0, k.p1));
 }
 
 ug_status ug_hip_random(ug_bdev *dev, const ug_random_args *a)
@@ -35,6 +37,7 @@ ug_status ug_hip_random(ug_bdev *dev, const ug_random_args *a)
     k.k0 = (uint32_t)a->seed;
     k.k1 = (uint32_t)(a->seed >> 32);
     k.offset = a->offset;
+    k.runs = (const float *)ug_hip_ptr(&a->runs);
     k.y = ug_hip_ptr(&a->y);
     k.n = a->n;
     ug_random_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
