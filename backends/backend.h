@@ -432,11 +432,18 @@ typedef ug_status ug_event_elapsed_fn(ug_bdev *dev, ug_bevent *start, ug_bevent 
  * NULL stream, for MPI to work on in place. UG_ERR_UNSUPPORTED, saying
  * why, where the memory is neither (OpenCL buffers). */
 typedef ug_status ug_native_fn(ug_bdev *dev, ug_mem mem, void **address, void **stream);
-/* Reserved for capturing a stream's work into a replayable object (CUDA
- * and HIP graphs): begin, then end giving the object. No backend has it
- * yet; the core reports UG_ERR_UNSUPPORTED. */
+/* Capturing a stream's work to replay it with one launch (CUDA and HIP
+ * graphs). Optional, all four or none: without them the core launches
+ * each kernel. capture_begin: the work the calling thread issues to stream
+ * (NULL: the device's default) is recorded from now on, not run.
+ * capture_end: stops recording; *replay is the recorded work, or an error
+ * says why the capture failed (an unsupported call in it: nothing of it
+ * ran, and the caller issues the work again itself). replay runs the
+ * recorded work on stream, in order; replay_free releases it. */
 typedef ug_status ug_stream_capture_begin_fn(ug_bdev *dev, ug_bstream *stream);
 typedef ug_status ug_stream_capture_end_fn(ug_bdev *dev, ug_bstream *stream, void **replay);
+typedef ug_status ug_stream_replay_fn(ug_bdev *dev, ug_bstream *stream, void *replay);
+typedef void ug_replay_free_fn(ug_bdev *dev, void *replay);
 /* Measures the device's tunable choices (its GEMM's kernel parameters)
  * now, installs the fastest and caches them on disk per device, driver and
  * library version (base/cache_file.h), as a first use without a cache
@@ -493,6 +500,8 @@ typedef struct ug_backend {
     /* Optional (see ug_stream_capture_begin_fn). */
     ug_stream_capture_begin_fn *stream_capture_begin;
     ug_stream_capture_end_fn *stream_capture_end;
+    ug_stream_replay_fn *stream_replay;
+    ug_replay_free_fn *replay_free;
     /* Optional. */
     ug_autotune_fn *autotune;
 
@@ -510,7 +519,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 11
+#define UG_BACKEND_INTERFACE_REVISION 12
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \
@@ -538,8 +547,8 @@ typedef struct ug_backend {
         .event_query = prefix##_event_query,                                             \
         .event_synchronize = prefix##_event_synchronize,                                 \
         .event_elapsed = prefix##_event_elapsed, .native = prefix##_native,              \
-        .stream_capture_begin = NULL,                                                    \
-        .stream_capture_end = NULL, .autotune = NULL,                                    \
+        .stream_capture_begin = NULL, .stream_capture_end = NULL,                        \
+        .stream_replay = NULL, .replay_free = NULL, .autotune = NULL,                    \
         UG_KERNEL_FAMILIES(UG_TABLE_SLOT_, prefix).conv_plan = NULL,                     \
         UG_OPTIONAL_KERNEL_FAMILIES(UG_TABLE_NULL_, prefix)                              \
     }

@@ -329,7 +329,7 @@ static void ug_hip_shutdown(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-static const ug_backend g_backend = UG_BACKEND_TABLE(UG_HIP_BACKEND, ug_hip);
+static ug_backend g_backend = UG_BACKEND_TABLE(UG_HIP_BACKEND, ug_hip);
 
 /* The one exported symbol (the module is built with hidden visibility). */
 extern "C" __attribute__((visibility("default"))) const ug_backend *
@@ -351,5 +351,9 @@ ug_backend_module_entry(int host_version, const ug_backend_host *host, const cha
         return NULL;
     }
     ug_hip_host = host;
+    g_backend.stream_capture_begin = ug_hip_capture_begin;
+    g_backend.stream_capture_end = ug_hip_capture_end;
+    g_backend.stream_replay = ug_hip_replay;
+    g_backend.replay_free = ug_hip_replay_free;
     return &g_backend;
 }

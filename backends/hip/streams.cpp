@@ -183,3 +183,44 @@ ug_status ug_hip_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, i
     *ns = (int64_t)((double)ms * 1e6);
     return UG_OK;
 }
+
+/* Capture: the queue's work becomes a graph, instantiated once and
+ * replayed with one launch. Thread-local mode: only this thread's calls
+ * that are not stream-ordered (an allocation, a synchronisation) break the
+ * capture, not the loader's uploads on its own threads. */
+ug_status ug_hip_capture_begin(ug_bdev *dev, ug_bstream *stream)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipError_t e = hipStreamBeginCapture(queue_of(dev, stream)->stream, hipStreamCaptureModeThreadLocal);
+    return e == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_UNSUPPORTED, e, UG_HIP_RT "StreamBeginCapture");
+}
+
+ug_status ug_hip_capture_end(ug_bdev *dev, ug_bstream *stream, void **replay)
+{
+    *replay = NULL;
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipGraph_t graph = NULL;
+    hipError_t e = hipStreamEndCapture(queue_of(dev, stream)->stream, &graph);
+    if (e != hipSuccess)
+        return ug_hip_fail(UG_ERR_UNSUPPORTED, e, UG_HIP_RT "StreamEndCapture");
+    hipGraphExec_t exec = NULL;
+    e = hipGraphInstantiateWithFlags(&exec, graph, 0);
+    (void)hipGraphDestroy(graph);
+    if (e != hipSuccess)
+        return ug_hip_fail(UG_ERR_UNSUPPORTED, e, UG_HIP_RT "GraphInstantiateWithFlags");
+    *replay = (void *)exec;
+    return UG_OK;
+}
+
+ug_status ug_hip_replay(ug_bdev *dev, ug_bstream *stream, void *replay)
+{
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    hipError_t e = hipGraphLaunch((hipGraphExec_t)replay, queue_of(dev, stream)->stream);
+    return e == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "GraphLaunch");
+}
+
+void ug_hip_replay_free(ug_bdev *dev, void *replay)
+{
+    if (replay && ug_hip_enter(dev) == UG_OK && hipGraphExecDestroy((hipGraphExec_t)replay) != hipSuccess)
+        (void)hipGetLastError();
+}

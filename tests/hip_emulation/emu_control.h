@@ -29,9 +29,21 @@ typedef struct ug_emu_stats {
     int64_t live_host_allocations;
     int64_t live_streams;
     int64_t live_events;
+    int64_t live_graphs;       /* captured graphs and their instances */
+    uint64_t graph_launches;
     size_t live_bytes;
 } ug_emu_stats;
 UG_EMU_API void ug_emu_get_stats(ug_emu_stats *stats);
+
+/* The next count captures end invalidated (cudaStreamEndCapture:
+ * cudaErrorStreamCaptureInvalidated), as an unsupported call would. */
+UG_EMU_API void ug_emu_fail_captures(int count);
+
+/* Work of a library beside the runtime (the stand-in cuBLAS) on stream:
+ * fn(copy of ctx's bytes) now, or when the graph replays where the stream
+ * is being captured. Returns a cudaError_t. */
+UG_EMU_API int ug_emu_stream_work(void *stream, void (*fn)(const void *ctx), const void *ctx,
+                                  size_t bytes);
 
 /* The emulator's f16 conversions (cuda_fp16.h), for its self-check. */
 UG_EMU_API uint16_t ug_emu_f32_to_f16(float value);

@@ -43,6 +43,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "cuda_fp16.h"
 #include "cuda_runtime.h"
@@ -108,8 +109,21 @@ struct EmuEvent {
     double ms = 0; /* the host's monotonic clock at the record */
 };
 
+/* Work recorded in order: a captured stream's, a graph's. */
+typedef std::vector<std::function<void()>> Work;
+
+struct Capture {
+    Work work;
+    cudaStreamCaptureMode mode;
+    pthread_t thread;
+    bool invalid = false;
+};
+
 struct Machine {
     int devices = 1, sm_count = 8, current_device = 0;
+    std::map<cudaStream_t, Capture> captures;
+    std::set<const Work *> graphs, execs; /* cudaGraph_t and cudaGraphExec_t are Work */
+    int fail_next_capture = 0;
     size_t memory = (size_t)4 << 30, used = 0;
     cudaError_t last_error = cudaSuccess;
     std::map<const char *, size_t> device_allocs; /* start -> bytes */
@@ -339,21 +353,44 @@ void __syncthreads(void)
     yield_to_home();
 }
 
-void ug_emu_launch_grid(void (*body)(void *), void *ctx, dim3 grid, dim3 block, size_t shared,
-                        cudaStream_t stream)
+namespace {
+
+Capture *capture_of(cudaStream_t s)
 {
-    EMU_LOCKED;
+    auto it = g_machine.captures.find(s);
+    return it == g_machine.captures.end() ? nullptr : &it->second;
+}
+
+/* A call that is not stream-ordered, as CUDA forbids it during a global
+ * capture (from any thread) or a thread-local one (from its thread): it
+ * fails and invalidates those captures. */
+bool forbidden_in_capture()
+{
+    bool forbidden = false;
+    for (auto &c : g_machine.captures)
+        if (c.second.mode == cudaStreamCaptureModeGlobal ||
+            (c.second.mode == cudaStreamCaptureModeThreadLocal && pthread_equal(c.second.thread, pthread_self()))) {
+            c.second.invalid = true;
+            forbidden = true;
+        }
+    return forbidden;
+}
+
+/* Runs body, or records it when stream is being captured. */
+void on_stream(cudaStream_t stream, std::function<void()> body)
+{
+    if (Capture *c = capture_of(stream))
+        c->work.push_back(std::move(body));
+    else
+        body();
+}
+
+void run_grid(const std::function<void()> &body, dim3 grid, dim3 block)
+{
     if (g_sched.current || g_sched.direct)
         die("a kernel launched a kernel (not emulated)");
-    g_machine.stats.launches++;
-    /* The module's kernels use static shared memory only. */
-    if (!valid_config(grid, block) || shared != 0 || !stream_ok(stream)) {
-        g_machine.stats.failed_launches++;
-        record(stream_ok(stream) ? cudaErrorInvalidConfiguration : cudaErrorInvalidResourceHandle);
-        return;
-    }
-    g_sched.body = body;
-    g_sched.ctx = ctx;
+    g_sched.body = [](void *p) { (*static_cast<const std::function<void()> *>(p))(); };
+    g_sched.ctx = const_cast<std::function<void()> *>(&body);
     gridDim = grid;
     blockDim = block;
     bool ok = true;
@@ -377,6 +414,26 @@ void ug_emu_launch_grid(void (*body)(void *), void *ctx, dim3 grid, dim3 block, 
     }
 }
 
+} // namespace
+
+void ug_emu_launch_grid(const std::function<void()> &body, dim3 grid, dim3 block, size_t shared,
+                        cudaStream_t stream)
+{
+    EMU_LOCKED;
+    if (g_sched.current || g_sched.direct)
+        die("a kernel launched a kernel (not emulated)");
+    g_machine.stats.launches++;
+    /* The module's kernels use static shared memory only. */
+    if (!valid_config(grid, block) || shared != 0 || !stream_ok(stream)) {
+        g_machine.stats.failed_launches++;
+        if (Capture *c = capture_of(stream))
+            c->invalid = true;
+        record(stream_ok(stream) ? cudaErrorInvalidConfiguration : cudaErrorInvalidResourceHandle);
+        return;
+    }
+    on_stream(stream, [body, grid, block] { run_grid(body, grid, block); });
+}
+
 const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
@@ -389,6 +446,10 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     }
     return "cudaErrorUnknown";
 }
@@ -458,6 +519,8 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
 cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
     EMU_LOCKED;
+    if (forbidden_in_capture())
+        return record(cudaErrorStreamCaptureUnsupported);
     if (bytes > g_machine.memory - g_machine.used)
         return record(cudaErrorMemoryAllocation);
     /* Exactly the bytes asked for, so AddressSanitizer (sanitizer builds)
@@ -477,6 +540,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 cudaError_t cudaFree(void *ptr)
 {
     EMU_LOCKED;
+    if (forbidden_in_capture())
+        return record(cudaErrorStreamCaptureUnsupported);
     if (!ptr)
         return cudaSuccess;
     auto it = g_machine.device_allocs.find((const char *)ptr);
@@ -519,9 +584,15 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     const bool dst_dev = kind != cudaMemcpyDeviceToHost, src_dev = kind != cudaMemcpyHostToDevice;
     if (!stream_ok(stream))
         return record(cudaErrorInvalidResourceHandle);
-    if ((dst_dev && !device_range(dst, bytes)) || (src_dev && !device_range(src, bytes)))
+    if ((dst_dev && !device_range(dst, bytes)) || (src_dev && !device_range(src, bytes))) {
+        if (Capture *c = capture_of(stream))
+            c->invalid = true;
         return record(cudaErrorInvalidValue);
-    memcpy(dst, src, bytes); /* overlapping ranges are an error (ASan reports them) */
+    }
+    /* Captured, the host side is read or written when the graph replays,
+     * so it must still be there then (as with CUDA). Overlapping ranges
+     * are an error (ASan reports them). */
+    on_stream(stream, [dst, src, bytes] { memcpy(dst, src, bytes); });
     return cudaSuccess;
 }
 
@@ -539,13 +610,119 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     EMU_LOCKED;
+    g_machine.captures.erase(stream);
     return record(g_machine.streams.erase(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     EMU_LOCKED;
+    if (Capture *c = capture_of(stream)) {
+        c->invalid = true;
+        return record(cudaErrorStreamCaptureUnsupported);
+    }
+    if (forbidden_in_capture())
+        return record(cudaErrorStreamCaptureUnsupported);
     return record(stream_ok(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)
+{
+    EMU_LOCKED;
+    /* The legacy default stream cannot be captured. */
+    if (!stream || !stream_ok(stream))
+        return record(stream ? cudaErrorInvalidResourceHandle : cudaErrorStreamCaptureUnsupported);
+    if (capture_of(stream) || mode > cudaStreamCaptureModeRelaxed)
+        return record(cudaErrorInvalidValue);
+    Capture &c = g_machine.captures[stream];
+    c.mode = mode;
+    c.thread = pthread_self();
+    if (g_machine.fail_next_capture > 0) { /* ug_emu_fail_captures */
+        g_machine.fail_next_capture--;
+        c.invalid = true;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    EMU_LOCKED;
+    Capture *c = capture_of(stream);
+    *graph = nullptr;
+    if (!c)
+        return record(cudaErrorIllegalState);
+    if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self()))
+        return record(cudaErrorStreamCaptureWrongThread);
+    const bool invalid = c->invalid;
+    Work *work = invalid ? nullptr : new Work(std::move(c->work));
+    g_machine.captures.erase(stream);
+    if (invalid)
+        return record(cudaErrorStreamCaptureInvalidated);
+    g_machine.graphs.insert(work);
+    *graph = (cudaGraph_t)work;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    EMU_LOCKED;
+    auto it = g_machine.graphs.find((const Work *)graph);
+    if (it == g_machine.graphs.end() || flags != 0)
+        return record(cudaErrorInvalidValue);
+    Work *copy = new Work(**it);
+    g_machine.execs.insert(copy);
+    *exec = (cudaGraphExec_t)copy;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    EMU_LOCKED;
+    auto it = g_machine.execs.find((const Work *)exec);
+    if (it == g_machine.execs.end() || !stream_ok(stream))
+        return record(cudaErrorInvalidResourceHandle);
+    g_machine.stats.graph_launches++;
+    const Work *work = *it;
+    on_stream(stream, [work] {
+        for (const auto &step : *work)
+            step();
+    });
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    EMU_LOCKED;
+    if (!g_machine.execs.erase((const Work *)exec))
+        return record(cudaErrorInvalidResourceHandle);
+    delete (Work *)exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    EMU_LOCKED;
+    if (!g_machine.graphs.erase((const Work *)graph))
+        return record(cudaErrorInvalidResourceHandle);
+    delete (Work *)graph;
+    return cudaSuccess;
+}
+
+extern "C" int ug_emu_stream_work(void *stream, void (*fn)(const void *ctx), const void *ctx, size_t bytes)
+{
+    EMU_LOCKED;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (!stream_ok(s))
+        return record(cudaErrorInvalidResourceHandle);
+    std::vector<char> copy((const char *)ctx, (const char *)ctx + bytes);
+    on_stream(s, [fn, copy] { fn(copy.data()); });
+    return cudaSuccess;
+}
+
+extern "C" void ug_emu_fail_captures(int count)
+{
+    EMU_LOCKED;
+    g_machine.fail_next_capture = count;
 }
 
 namespace {
@@ -585,8 +762,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     EmuEvent *e = event_of(event);
     if (!e || !stream_ok(stream))
         return record(cudaErrorInvalidResourceHandle);
-    e->recorded = true;
-    e->ms = host_ms();
+    on_stream(stream, [event] {
+        if (EmuEvent *live = event_of(event)) {
+            live->recorded = true;
+            live->ms = host_ms();
+        }
+    });
     return cudaSuccess;
 }
 
@@ -607,6 +788,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     EMU_LOCKED;
+    if (forbidden_in_capture())
+        return record(cudaErrorStreamCaptureUnsupported);
     return record(event_of(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
 }
 
@@ -636,6 +819,7 @@ extern "C" void ug_emu_get_stats(ug_emu_stats *stats)
     stats->live_host_allocations = (int64_t)g_machine.host_allocs.size();
     stats->live_streams = (int64_t)g_machine.streams.size();
     stats->live_events = (int64_t)g_machine.events.size();
+    stats->live_graphs = (int64_t)(g_machine.graphs.size() + g_machine.execs.size());
     stats->live_bytes = g_machine.used;
 }
 
@@ -658,15 +842,15 @@ struct ExitCheck {
         ug_emu_stats s;
         ug_emu_get_stats(&s);
         if (s.live_allocations == 0 && s.live_host_allocations == 0 && s.live_streams == 0 &&
-            s.live_events == 0 && s.failed_launches == 0)
+            s.live_events == 0 && s.live_graphs == 0 && s.failed_launches == 0)
             return;
         fflush(stdout);
         fprintf(stderr,
                 "CUDA emulator: at exit %lld device allocations (%zu bytes), %lld pinned host "
-                "allocations, %lld streams and %lld events are still live, and %llu launches "
-                "failed\n",
+                "allocations, %lld streams, %lld events and %lld graphs are still live, and %llu "
+                "launches failed\n",
                 (long long)s.live_allocations, s.live_bytes, (long long)s.live_host_allocations,
-                (long long)s.live_streams, (long long)s.live_events,
+                (long long)s.live_streams, (long long)s.live_events, (long long)s.live_graphs,
                 (unsigned long long)s.failed_launches);
         fflush(stderr);
         _exit(1);

@@ -10,7 +10,14 @@
  * converting with the library's host conversions (base/dtype.c). Like
  * cuBLAS it rejects a leading dimension below the rows of the stored
  * matrix (CUBLAS_STATUS_INVALID_VALUE), which the module must never pass,
- * and type combinations cuBLAS does not run (CUBLAS_STATUS_NOT_SUPPORTED). */
+ * and type combinations cuBLAS does not run (CUBLAS_STATUS_NOT_SUPPORTED).
+ *
+ * A GEMM is work on its handle's stream (cublasSetStream), handed to the
+ * emulated runtime (ug_emu_stream_work, found in the emulated module that
+ * loaded this library), so that a captured stream records it for its
+ * graph's replays as it does the kernels, as cuBLAS's work is captured. */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,7 +36,20 @@
 #define FAKE_GEMM_DEFAULT (-1)
 
 static int g_calls, g_ex_calls, g_live_handles, g_math_mode;
-static char g_handle; /* the one handle: its address */
+
+/* Handles: their streams (each of the module's queues creates one). */
+enum { MAX_HANDLES = 64 };
+typedef struct fake_handle {
+    bool live;
+    void *stream;
+} fake_handle;
+static fake_handle g_handles[MAX_HANDLES];
+
+static fake_handle *handle_of(void *handle)
+{
+    fake_handle *h = handle;
+    return h >= g_handles && h < g_handles + MAX_HANDLES && h->live ? h : NULL;
+}
 
 /* Not in cuBLAS: the test finds these to know this library was loaded,
  * and which calls the module made (ex: the mixed-precision ones; the math
@@ -42,28 +62,38 @@ int ug_fake_cublas_math_mode(void) { return g_math_mode; }
 
 int cublasCreate_v2(void **handle)
 {
-    *handle = &g_handle;
-    g_live_handles++;
-    return FAKE_STATUS_SUCCESS;
+    for (int i = 0; i < MAX_HANDLES; i++)
+        if (!g_handles[i].live) {
+            g_handles[i] = (fake_handle){.live = true};
+            *handle = &g_handles[i];
+            g_live_handles++;
+            return FAKE_STATUS_SUCCESS;
+        }
+    return FAKE_STATUS_INVALID_VALUE;
 }
 
 int cublasDestroy_v2(void *handle)
 {
-    if (handle != &g_handle || g_live_handles == 0)
+    fake_handle *h = handle_of(handle);
+    if (!h)
         return FAKE_STATUS_INVALID_VALUE;
+    h->live = false;
     g_live_handles--;
     return FAKE_STATUS_SUCCESS;
 }
 
 int cublasSetStream_v2(void *handle, void *stream)
 {
-    (void)stream;
-    return handle == &g_handle ? FAKE_STATUS_SUCCESS : FAKE_STATUS_INVALID_VALUE;
+    fake_handle *h = handle_of(handle);
+    if (!h)
+        return FAKE_STATUS_INVALID_VALUE;
+    h->stream = stream;
+    return FAKE_STATUS_SUCCESS;
 }
 
 int cublasSetMathMode(void *handle, int mode)
 {
-    if (handle != &g_handle)
+    if (!handle_of(handle))
         return FAKE_STATUS_INVALID_VALUE;
     g_math_mode = mode;
     return FAKE_STATUS_SUCCESS;
@@ -90,18 +120,30 @@ static void store(void *p, int type, long long i, float v)
         ((float *)p)[i] = v;
 }
 
+/* One GEMM's arguments, alpha and beta by value (read at the call, as
+ * cuBLAS's host pointer mode does). */
+typedef struct gemm_job {
+    int ta, tb, m, n, k, lda, ldb, ldc, batch, ab_type, c_type;
+    long long sa, sb, sc;
+    float alpha, beta;
+    const void *A, *B;
+    void *C;
+    bool exact;
+} gemm_job;
+
 /* C[b] = alpha op(A[b]) op(B[b]) + beta C[b], column-major: op(A) is m x k,
  * element (i, p) of A at i + p lda (transposed: p + i lda). A and B of
  * ab_type, C of c_type; the sum in double (exact) or in f32. */
-static int gemm(void *handle, int ta, int tb, int m, int n, int k, float alpha, const void *A,
-                int lda, long long sa, const void *B, int ldb, long long sb, float beta, void *C,
-                int ldc, long long sc, int batch, int ab_type, int c_type, bool exact)
+static void run_gemm(const void *ctx)
 {
-    if (handle != &g_handle || (ta != FAKE_OP_N && ta != FAKE_OP_T) ||
-        (tb != FAKE_OP_N && tb != FAKE_OP_T) || m < 0 || n < 0 || k < 0 || batch < 0 ||
-        lda < max1(ta == FAKE_OP_T ? k : m) || ldb < max1(tb == FAKE_OP_T ? n : k) ||
-        ldc < max1(m))
-        return FAKE_STATUS_INVALID_VALUE;
+    const gemm_job *g = ctx;
+    const int ta = g->ta, tb = g->tb, m = g->m, n = g->n, k = g->k, lda = g->lda, ldb = g->ldb,
+              ldc = g->ldc, batch = g->batch, ab_type = g->ab_type, c_type = g->c_type;
+    const long long sa = g->sa, sb = g->sb, sc = g->sc;
+    const float alpha = g->alpha, beta = g->beta;
+    const void *A = g->A, *B = g->B;
+    void *C = g->C;
+    const bool exact = g->exact;
     for (long long b = 0; b < batch; b++) {
         for (long long j = 0; j < n; j++) {
             for (long long i = 0; i < m; i++) {
@@ -126,6 +168,44 @@ static int gemm(void *handle, int ta, int tb, int m, int n, int k, float alpha, 
             }
         }
     }
+}
+
+typedef int stream_work_fn(void *stream, void (*fn)(const void *), const void *ctx, size_t bytes);
+
+/* The emulated runtime's ug_emu_stream_work, in the module that loaded
+ * this library; NULL outside it (the work then runs at once). */
+static stream_work_fn *stream_work(void)
+{
+    static stream_work_fn *fn;
+    static bool looked;
+    if (!looked) {
+        void *module = dlopen("libunigrad-cuda.so", RTLD_NOW | RTLD_NOLOAD);
+        if (module) {
+            fn = (stream_work_fn *)dlsym(module, "ug_emu_stream_work");
+            dlclose(module); /* the module stays: it loaded this library */
+        }
+        looked = true;
+    }
+    return fn;
+}
+
+static int gemm(void *handle, int ta, int tb, int m, int n, int k, float alpha, const void *A,
+                int lda, long long sa, const void *B, int ldb, long long sb, float beta, void *C,
+                int ldc, long long sc, int batch, int ab_type, int c_type, bool exact)
+{
+    fake_handle *h = handle_of(handle);
+    if (!h || (ta != FAKE_OP_N && ta != FAKE_OP_T) || (tb != FAKE_OP_N && tb != FAKE_OP_T) || m < 0 ||
+        n < 0 || k < 0 || batch < 0 || lda < max1(ta == FAKE_OP_T ? k : m) ||
+        ldb < max1(tb == FAKE_OP_T ? n : k) || ldc < max1(m))
+        return FAKE_STATUS_INVALID_VALUE;
+    const gemm_job job = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+                          .batch = batch, .ab_type = ab_type, .c_type = c_type, .sa = sa, .sb = sb,
+                          .sc = sc, .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .exact = exact};
+    stream_work_fn *work = stream_work();
+    if (!work)
+        run_gemm(&job);
+    else if (work(h->stream, run_gemm, &job, sizeof job) != 0)
+        return FAKE_STATUS_INVALID_VALUE; /* cuBLAS: CUBLAS_STATUS_EXECUTION_FAILED */
     return FAKE_STATUS_SUCCESS;
 }
 

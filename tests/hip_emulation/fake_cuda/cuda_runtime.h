@@ -4,10 +4,13 @@
  * (backends/hip/ *.cpp) compile with g++ and run without a GPU.
  *
  * Device memory is host memory; every call completes before it returns (the
- * stream order is trivially kept). A launch runs every block of the grid,
- * one after another, each GPU thread as a fiber (emu_runtime.cpp).
+ * stream order is trivially kept), except on a stream being captured
+ * (cudaStreamBeginCapture), whose work is recorded into a graph and runs
+ * when the graph is launched. A launch runs every block of the grid, one
+ * after another, each GPU thread as a fiber (emu_runtime.cpp).
  * launch_to_call.cmake rewrites `k<<<grid, block, shared, stream>>>(args)`
- * into ug_emu_launch([&] { k(args); }, grid, block, shared, stream).
+ * into ug_emu_launcher(grid, block, shared, stream).run(k, args): the
+ * arguments are evaluated and copied at the launch, as CUDA does.
  *
  * Only what the module uses is here: add a call when the module starts
  * using one (the build fails until then, which is the point). */
@@ -20,6 +23,8 @@
 
 #include <math.h>
 #include <stddef.h>
+
+#include <functional>
 #include <stdint.h>
 #include <string.h>
 
@@ -51,12 +56,27 @@ typedef enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
-    cudaErrorLaunchFailure = 719
+    cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureWrongThread = 908
 } cudaError_t;
 
 typedef struct ug_emu_stream *cudaStream_t;
 typedef struct ug_emu_event *cudaEvent_t;
+typedef struct ug_emu_graph *cudaGraph_t;
+typedef struct ug_emu_graph_exec *cudaGraphExec_t;
+/* Global and thread-local capture forbid, on the capturing thread (and
+ * for global, every thread), the calls that are not stream-ordered:
+ * allocation, synchronisation; they fail with
+ * cudaErrorStreamCaptureUnsupported and invalidate the capture. */
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+};
 
 struct cudaDeviceProp {
     char name[256];
@@ -96,6 +116,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+/* Capture: the stream's work from Begin to End becomes a graph (a failed
+ * call in between invalidates it: End then returns
+ * cudaErrorStreamCaptureInvalidated and no graph); an instance of it
+ * replays that work, in order, on the stream it is launched on. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                          unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 /* Kernels run when launched, so an event completes when recorded, and its
  * time is the host's clock then. */
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags);
@@ -118,15 +149,25 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 
 /* Runs body() once per GPU thread of every block of grid (body is the
- * rewritten launch: a call of the kernel with its arguments). */
-void ug_emu_launch_grid(void (*body)(void *), void *ctx, dim3 grid, dim3 block, size_t shared,
+ * rewritten launch: a call of the kernel with its arguments), now or, on
+ * a stream being captured, when the graph replays. */
+void ug_emu_launch_grid(const std::function<void()> &body, dim3 grid, dim3 block, size_t shared,
                         cudaStream_t stream);
 
-template <class F>
-void ug_emu_launch(F body, dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0)
-{
-    ug_emu_launch_grid([](void *p) { (*static_cast<F *>(p))(); }, &body, grid, block, shared,
-                       stream);
-}
+/* A launch's configuration; run(kernel, args...) copies the arguments now
+ * (evaluated at the launch, as CUDA does) into the body that runs. */
+struct ug_emu_launcher {
+    dim3 grid, block;
+    size_t shared;
+    cudaStream_t stream;
+    ug_emu_launcher(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0)
+        : grid(g), block(b), shared(s), stream(st)
+    {
+    }
+    template <class K, class... A> void run(K kernel, A... args) const
+    {
+        ug_emu_launch_grid([kernel, args...]() { kernel(args...); }, grid, block, shared, stream);
+    }
+};
 
 #endif
