@@ -32,6 +32,7 @@ void ug_graph_free(ug_graph *g)
 {
     if (!g)
         return;
+    ug_graph_free_replay(g);
     ug_graph_free_accumulators(g); /* first: it points gradients back at their own buffers */
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];

@@ -82,6 +82,8 @@ typedef struct graph_check {
     check_role role;
 } graph_check;
 
+typedef struct graph_replay graph_replay;
+
 struct ug_graph {
     ug_model *model;
     ug_device *device;
@@ -135,6 +137,9 @@ struct ug_graph {
     int micro_batches;        /* summed since the last update */
     int64_t accumulated_rows; /* their rows: the update divides by it */
     int64_t accumulation_step; /* the optimizer's steps at the first of them */
+    /* Replay (replay.c): the step captured once and replayed with one
+     * launch on backends that capture. */
+    graph_replay *replay;
     /* Inputs may be bound with fewer rows than declared: every value's
      * tensor then takes the shape its op infers from the rows bound. */
     bool shapes_fitted;       /* the tensors' shapes follow the inputs bound now */
@@ -240,6 +245,11 @@ ug_status ug_graph_fit_alias(ug_value *alias);
 
 /* graph/run.c */
 ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
+/* ug_graph_run's phases (mask: a bit per graph_phase), replayed when the
+ * device captures (replay.c), else launched node by node. */
+ug_status ug_graph_run_step(ug_graph *g, unsigned mask, const char *op);
+ug_status ug_graph_launch_phases(ug_graph *g, unsigned mask, const char *op);
+void ug_graph_free_replay(ug_graph *g);
 /* A run done: runs + 1, on the host and the device. */
 ug_status ug_graph_count_run(ug_graph *g);
 /* Sets runs (a checkpoint's), on the host and the device. */

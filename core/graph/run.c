@@ -108,8 +108,8 @@ static ug_status check_runnable(ug_graph *g, const char *op)
     return st == UG_OK ? UG_OK : ug_prefix_error(st, "%s", op);
 }
 
-/* Replays the live nodes of the phases in mask (bit per graph_phase). */
-static ug_status run_phases(ug_graph *g, unsigned mask, const char *op)
+/* Launches the live nodes of the phases in mask (bit per graph_phase). */
+ug_status ug_graph_launch_phases(ug_graph *g, unsigned mask, const char *op)
 {
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
@@ -138,7 +138,7 @@ ug_status ug_graph_run(ug_graph *g)
 {
     UG_TRY(check_runnable(g, "ug_graph_run"));
     UG_TRY(no_pending_micro_batches(g, "ug_graph_run"));
-    UG_TRY(run_phases(g, FORWARD | BACKWARD | UPDATE, "ug_graph_run"));
+    UG_TRY(ug_graph_run_step(g, FORWARD | BACKWARD | UPDATE, "ug_graph_run"));
     if (g->optimizer)
         ug_optim_step_done(g->optimizer);
     return UG_OK;
@@ -147,7 +147,7 @@ ug_status ug_graph_run(ug_graph *g)
 ug_status ug_graph_run_forward(ug_graph *g)
 {
     UG_TRY(check_runnable(g, "ug_graph_run_forward"));
-    return run_phases(g, FORWARD, "ug_graph_run_forward");
+    return ug_graph_launch_phases(g, FORWARD, "ug_graph_run_forward");
 }
 
 /* No micro-batch accumulated: the next are weighted against a full batch. */
@@ -278,7 +278,7 @@ ug_status ug_graph_run_update(ug_graph *g)
     clear_accumulation(g);
     if (!g->optimizer) /* the mean stays in the gradients, for ug_graph_grad */
         return UG_OK;
-    UG_TRY(run_phases(g, UPDATE, op));
+    UG_TRY(ug_graph_launch_phases(g, UPDATE, op));
     ug_optim_step_done(g->optimizer);
     return UG_OK;
 }

@@ -177,6 +177,30 @@ ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char 
     return on_device(device->backend->stream_create(device->bdev, out), what, "on", device);
 }
 
+bool ug_device_captures(const ug_device *device)
+{
+    const ug_backend *b = device->backend;
+    return b->stream_capture_begin && b->stream_capture_end && b->stream_replay && b->replay_free;
+}
+
+ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const char *what)
+{
+    return on_device(device->backend->stream_capture_begin(device->bdev, stream), what, "on", device);
+}
+
+ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **replay, const char *what)
+{
+    *replay = NULL;
+    return on_device(device->backend->stream_capture_end(device->bdev, stream, replay), what, "on", device);
+}
+
+ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, const char *what)
+{
+    return on_device(device->backend->stream_replay(device->bdev, stream, replay), what, "on", device);
+}
+
+void ug_call_replay_free(ug_device *device, void *replay) { device->backend->replay_free(device->bdev, replay); }
+
 void ug_call_stream_destroy(ug_device *device, ug_bstream *stream)
 {
     device->backend->stream_destroy(device->bdev, stream);

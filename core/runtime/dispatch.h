@@ -42,6 +42,12 @@ ug_status ug_call_autotune(ug_device *device, char *report, size_t report_len);
 /* Streams and events (stream.c keeps the handles); stream NULL is the
  * default stream. */
 ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char *what);
+/* Capture and replay (backend.h); ug_device_captures: whether the backend has them. */
+bool ug_device_captures(const ug_device *device);
+ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const char *what);
+ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **replay, const char *what);
+ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, const char *what);
+void ug_call_replay_free(ug_device *device, void *replay);
 void ug_call_stream_destroy(ug_device *device, ug_bstream *stream);
 ug_status ug_call_stream_synchronize(ug_device *device, ug_bstream *stream, const char *what);
 ug_status ug_call_event_create(ug_device *device, bool timing, ug_bevent **out, const char *what);

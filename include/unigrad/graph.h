@@ -226,8 +226,19 @@ UG_API ug_status ug_graph_memory(ug_graph *graph, ug_graph_memory_info *info);
  * batch-sized input with the same rows. */
 UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
 /* One step: forward, backward and the optimizer update, queued without
- * waiting. */
+ * waiting. On a device whose backend captures its launches (CUDA and HIP
+ * graphs), the first step with given rows, training mode and stream is
+ * launched kernel by kernel, the next is captured, and the later ones
+ * replay that recording with one launch, with bitwise the same results;
+ * the bound inputs are copied into buffers the recording reads. */
 UG_API ug_status ug_graph_run(ug_graph *graph);
+/* Replay of ug_graph_run's steps, on by default. A capture that fails (an
+ * old driver, a call the runtime cannot capture) falls back to launching
+ * each kernel from then on, until replay is turned on again. */
+UG_API ug_status ug_graph_set_replay(ug_graph *graph, bool on);
+/* Whether the last ug_graph_run was a replay; when not, why gets a line
+ * saying why not (the backend, the profiler, a capture's error). */
+UG_API bool ug_graph_replaying(const ug_graph *graph, char *why, size_t why_len);
 /* The step in parts, none waiting for the device:
  *   ug_graph_run_forward: the forward pass only (evaluation); values kept
  *     with ug_graph_keep are readable after it.

@@ -1,0 +1,241 @@
+/* Replayed steps (core/graph/replay.c): on a device that captures (CUDA
+ * and HIP graphs; here the emulated CUDA runtime, which records a captured
+ * stream's kernels, copies and cuBLAS calls and runs them again on each
+ * graph launch), ug_graph_run captures its second step and replays it
+ * after. A replayed step must give bitwise what launching each kernel
+ * gives, for 50 steps of an MLP and a CNN with dropout, a cosine schedule,
+ * clipping and dynamic loss scaling, through overflows the scaler skips
+ * inside the replay, a partial batch (launched, the recording kept) and
+ * inputs that alternate between tensors. A capture that fails falls back
+ * to launching with its reason. Devices that do not capture launch every
+ * step and say why. */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
+#include <math.h>
+#include <string.h>
+
+#include "train_support.h"
+#include "unigrad/unigrad.h"
+
+enum { BATCH = 8, FEATURES = 12, SIDE = 6, CLASSES = 3, STEPS = 50 };
+
+typedef struct net {
+    ug_graph *g;
+    ug_model *m;
+    ug_optimizer *opt;
+    ug_value *x, *y, *loss;
+    bool cnn;
+} net;
+
+static bool make_net(ug_device *dev, bool cnn, net *n)
+{
+    *n = (net){.m = ts_model(dev, 7), .cnn = cnn};
+    if (!n->m || !(n->g = ts_graph(n->m)))
+        return false;
+    ug_graph *g = n->g;
+    ug_value *h = NULL;
+    ug_status st = ug_graph_set_seed(g, 11);
+    /* The overflowing steps' losses are read too (they are NaN). */
+    if (st == UG_OK) st = ug_graph_set_checks(g, UG_CHECK_NONE);
+    if (cnn) {
+        const int64_t xs[4] = {BATCH, 2, SIDE, SIDE};
+        const ug_conv2d_params p = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1};
+        if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 4, xs, &n->x);
+        if (st == UG_OK) st = ug_nn_conv2d(g, "c1", n->x, 4, 3, 3, &p, &h);
+        if (st == UG_OK) st = ug_nn_batch_norm(g, "bn1", h, &h);
+        if (st == UG_OK) st = ug_g_relu(g, h, &h);
+        if (st == UG_OK) st = ug_g_global_avg_pool2d(g, h, &h);
+        if (st == UG_OK) st = ug_nn_flatten(g, h, &h);
+    } else {
+        const int64_t xs[2] = {BATCH, FEATURES};
+        if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 2, xs, &n->x);
+        if (st == UG_OK) st = ug_nn_linear(g, "fc1", n->x, 16, &h);
+        if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    }
+    const int64_t ys = BATCH;
+    if (st == UG_OK) st = ug_g_dropout(g, h, 0.25f, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &h);
+    if (st == UG_OK) st = ug_graph_input(g, "y", UG_I32, 1, &ys, &n->y);
+    if (st == UG_OK) st = ug_g_cross_entropy(g, h, n->y, 0.0f, &n->loss);
+    if (st == UG_OK) st = ug_graph_keep(g, n->loss);
+    if (st == UG_OK) st = ug_graph_backward(g, n->loss);
+    CHECK_OK(st);
+    if (st != UG_OK)
+        return false;
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    oc.lr = 0.02f;
+    oc.schedule = UG_SCHEDULE_COSINE;
+    oc.warmup_steps = 5;
+    oc.total_steps = STEPS;
+    oc.max_grad_norm = 1.0f;
+    oc.loss_scaling.enabled = true;
+    oc.loss_scaling.init_scale = 1024.0f;
+    oc.loss_scaling.growth_interval = 6;
+    if (!(n->opt = ts_optimizer(n->m, &oc)))
+        return false;
+    CHECK_OK(st = ug_graph_set_optimizer(g, n->opt));
+    if (st == UG_OK)
+        CHECK_OK(st = ug_graph_compile(g));
+    return st == UG_OK;
+}
+
+/* The batches a run alternates between: two ordinary ones, one of
+ * infinities that make the gradients non-finite (the scaler skips its
+ * step), one with fewer rows. */
+typedef struct batches {
+    ug_tensor *x[4], *y[4];
+} batches;
+
+static bool make_batches(ug_device *dev, bool cnn, batches *b)
+{
+    const int64_t per_row = cnn ? 2 * SIDE * SIDE : FEATURES;
+    static float x[BATCH * 2 * SIDE * SIDE];
+    int32_t y[BATCH];
+    for (int k = 0; k < 4; k++) {
+        const int64_t rows = k == 3 ? BATCH - 3 : BATCH;
+        for (int64_t i = 0; i < rows * per_row; i++)
+            x[i] = k == 2 ? INFINITY : (float)sin(0.37 * (double)i + k) * 1.5f;
+        for (int i = 0; i < rows; i++)
+            y[i] = (i + k) % CLASSES;
+        const int64_t xs[4] = {rows, cnn ? 2 : FEATURES, SIDE, SIDE};
+        b->x[k] = ts_tensor_f32(dev, cnn ? 4 : 2, xs, x);
+        b->y[k] = ts_tensor_i32(dev, rows, y);
+        if (!b->x[k] || !b->y[k])
+            return false;
+    }
+    return true;
+}
+
+/* Which batch step s binds: overflows at 20 and 33, fewer rows at 27. */
+static int batch_at(int s) { return s == 20 || s == 33 ? 2 : s == 27 ? 3 : s % 2; }
+
+/* True on the devices whose backend captures. */
+static bool captures(const ug_device *dev)
+{
+    ug_device_info info;
+    return ug_device_get_info((ug_device *)dev, &info) == UG_OK &&
+           (!strncmp(info.id, "cuda", 4) || !strncmp(info.id, "hip", 3));
+}
+
+/* Runs steps first..last-1, the losses into losses; checks that each step
+ * was replayed when replay_expected (but the first, and the partial
+ * batch), else launched with a reason. */
+static void run_steps(net *n, const batches *b, int first, int last, float *losses, bool replay_expected)
+{
+    for (int s = first; s < last; s++) {
+        th_context("%s step %d", n->cnn ? "CNN" : "MLP", s);
+        const int k = batch_at(s);
+        REQUIRE_OK(ug_graph_bind(n->g, n->x, b->x[k]));
+        REQUIRE_OK(ug_graph_bind(n->g, n->y, b->y[k]));
+        REQUIRE_OK(ug_graph_run(n->g));
+        REQUIRE_OK(ug_graph_read(n->g, n->loss, &losses[s], sizeof losses[s]));
+        char why[320];
+        const bool replayed = ug_graph_replaying(n->g, why, sizeof why);
+        /* Step 1 of a shape is launched, 2 captured and replayed; the
+         * partial batch is launched and the next full one replays. */
+        const bool want = replay_expected && s >= 1 && k != 3;
+        CHECK_MSG(replayed == want, "replayed %d, expected %d: %s", replayed, want, why);
+        if (!replay_expected)
+            CHECK_MSG(why[0], "a launched step without a reason");
+    }
+}
+
+static void compare_runs(ug_device *dev, bool cnn)
+{
+    batches b;
+    net replayed, launched;
+    REQUIRE(make_batches(dev, cnn, &b));
+    REQUIRE(make_net(dev, cnn, &replayed) && make_net(dev, cnn, &launched));
+    REQUIRE_OK(ug_graph_set_replay(launched.g, false));
+    float with[STEPS], without[STEPS];
+    const bool capturing = captures(dev);
+    run_steps(&replayed, &b, 0, STEPS, with, capturing);
+    REQUIRE(!th_failures());
+    run_steps(&launched, &b, 0, STEPS, without, false);
+    REQUIRE(!th_failures());
+    th_context("%s", cnn ? "CNN" : "MLP");
+    for (int s = 0; s < STEPS; s++)
+        if (memcmp(&with[s], &without[s], sizeof with[s])) {
+            th_fail(TH_LOC, "step %d: loss %.9g replayed, %.9g launched", s, (double)with[s], (double)without[s]);
+            break;
+        }
+    int64_t count = 0, count2 = 0;
+    const float *p = ts_model_params(replayed.m, &count), *q = ts_model_params(launched.m, &count2);
+    REQUIRE(p && q && count == count2);
+    CHECK_MSG(!memcmp(p, q, (size_t)count * sizeof *p), "the parameters differ after %d steps", STEPS);
+    ug_loss_scaler_state a, c;
+    REQUIRE_OK(ug_optimizer_loss_scaler(replayed.opt, &a));
+    REQUIRE_OK(ug_optimizer_loss_scaler(launched.opt, &c));
+    CHECK_MSG(a.skipped_steps == 2 && c.skipped_steps == 2 && a.scale == c.scale,
+              "skipped %lld and %lld steps (expected the 2 overflows), scales %g and %g",
+              (long long)a.skipped_steps, (long long)c.skipped_steps, (double)a.scale, (double)c.scale);
+    CHECK_EQ_I64(ug_optimizer_steps(replayed.opt), STEPS);
+}
+
+TS_TEST(mlp_replay_equals_launches) { compare_runs(dev, false); }
+
+TS_TEST(cnn_replay_equals_launches) { compare_runs(dev, true); }
+
+/* The emulated runtime's ug_emu_fail_captures, where cuda:0 is emulated. */
+static void (*emulator_fail_captures(void))(int)
+{
+    void *module = dlopen("libunigrad-cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    if (!module)
+        return NULL;
+    void (*fail)(int) = (void (*)(int))dlsym(module, "ug_emu_fail_captures");
+    dlclose(module);
+    return fail;
+}
+
+TS_TEST(failed_capture_falls_back)
+{
+    void (*fail_captures)(int) = emulator_fail_captures();
+    if (!captures(dev) || !fail_captures) {
+        th_skip("needs a device whose capture can be made to fail (the emulated cuda:0)");
+        return;
+    }
+    batches b;
+    net n, launched;
+    REQUIRE(make_batches(dev, false, &b));
+    REQUIRE(make_net(dev, false, &n) && make_net(dev, false, &launched));
+    REQUIRE_OK(ug_graph_set_replay(launched.g, false));
+    float with[12], without[12];
+    run_steps(&n, &b, 0, 1, with, true);
+    REQUIRE(!th_failures());
+    fail_captures(1);
+    run_steps(&n, &b, 1, 8, with, false);
+    REQUIRE(!th_failures());
+    char why[320];
+    CHECK(!ug_graph_replaying(n.g, why, sizeof why));
+    CHECK_MSG(strstr(why, "capturing the step failed") && strstr(why, "cudaErrorStreamCaptureInvalidated"),
+              "reason: %s", why);
+    /* Turned on again: the next step is captured. */
+    REQUIRE_OK(ug_graph_set_replay(n.g, true));
+    run_steps(&n, &b, 8, 9, with, false);
+    REQUIRE(!th_failures());
+    run_steps(&n, &b, 9, 12, with, true);
+    REQUIRE(!th_failures());
+    run_steps(&launched, &b, 0, 12, without, false);
+    REQUIRE(!th_failures());
+    CHECK_MSG(!memcmp(with, without, sizeof with), "the losses differ from the launched run's");
+}
+
+TS_TEST(replay_refuses_null)
+{
+    (void)dev;
+    char why[64];
+    CHECK_STATUS(ug_graph_set_replay(NULL, true), UG_ERR_INVALID_ARGUMENT);
+    CHECK(!ug_graph_replaying(NULL, why, sizeof why));
+    CHECK(strstr(why, "NULL") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(mlp_replay_equals_launches),
+        TH_DEVICE_TEST(cnn_replay_equals_launches),
+        TH_DEVICE_TEST(failed_capture_falls_back),
+        TH_DEVICE_TEST(replay_refuses_null),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
