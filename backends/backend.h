@@ -335,18 +335,45 @@ typedef enum ug_optim_kind {
  * When copy.mem is set, the updated parameter is also stored there in
  * copy.dtype (f16 or bf16), the half copy that mixed-precision graphs
  * read; a skipped step leaves it as it is. All f32 but the copy.
+ * With count > 0 the update is of count parameters at once (PyTorch's
+ * multi-tensor apply), each tensors[i] a parameter's views and n, one
+ * launch where the backend can (param, grad, state0, state1, copy and n of
+ * the args unused).
  * UG_OPTIM_STEP: ug_optim_step with rule on state0 (UG_STEP_STATE_SIZE
  * values) and grad[0] (the gradients' sum of squares; grad.mem NULL when
  * the rule neither clips nor scales), writing the gate to param; n is 1. */
+typedef struct ug_optim_tensor {
+    ug_kview param, grad, state0, state1, copy;
+    int64_t n;
+} ug_optim_tensor;
+
 typedef struct ug_optim_args {
     ug_optim_kind kind;
     ug_kview param, grad, state0, state1, gate, copy;
     int64_t n;
+    int count;
+    const ug_optim_tensor *tensors;
     float weight_decay, momentum, dampening;
     bool nesterov;
     float beta1, beta2, eps;
     ug_step_rule rule;
 } ug_optim_args;
+
+/* Tensor i of a multi-tensor update as a one-tensor update. */
+static inline ug_optim_args ug_optim_args_at(const ug_optim_args *a, int i)
+{
+    ug_optim_args one = *a;
+    const ug_optim_tensor *t = &a->tensors[i];
+    one.param = t->param;
+    one.grad = t->grad;
+    one.state0 = t->state0;
+    one.state1 = t->state1;
+    one.copy = t->copy;
+    one.n = t->n;
+    one.count = 0;
+    one.tensors = NULL;
+    return one;
+}
 
 /* Nearest-neighbour upsampling by integer factors (win.sh, win.sw), as
  * torch.nn.Upsample(mode="nearest"). Forward: y [n, c, oh, ow] with
@@ -519,7 +546,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 12
+#define UG_BACKEND_INTERFACE_REVISION 13
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

@@ -2,6 +2,7 @@
  * single-tensor path), one pass over the parameter. The operation order
  * follows PyTorch's so results match it to the last bit or two. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/internal.h"
@@ -89,11 +90,11 @@ static ug_status step_update(const ug_optim_args *a)
     return UG_OK;
 }
 
-ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
+/* One tensor's update checked and set up as a job; false: nothing to do
+ * (a skipped step). */
+static ug_status prepare_job(const ug_optim_args *a, opt_job *j, bool *run)
 {
-    const ug_optim_args *a = args;
-    if (a->kind == UG_OPTIM_STEP)
-        return step_update(a);
+    *run = false;
     bool sgd = a->kind == UG_OPTIM_SGD;
     if (!sgd && a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu optimizer: bad kind %d", (int)a->kind);
@@ -108,20 +109,79 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
         (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
                             "cpu optimizer: every buffer must be f32 (the half copy f16 or bf16)");
-    if (a->n <= 0)
-        return UG_OK;
     const float *gate = (const float *)ug_cpu_ptr(a->gate);
-    if (gate[UG_GATE_SKIP] != 0.0f)
+    if (a->n <= 0 || gate[UG_GATE_SKIP] != 0.0f)
         return UG_OK;
-    opt_job j = {.args = a, .p = (float *)ug_cpu_ptr(a->param), .g = (const float *)ug_cpu_ptr(a->grad),
-                 .s0 = need0 ? (float *)ug_cpu_ptr(a->state0) : NULL,
-                 .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL, .gscale = gate[UG_GATE_FACTOR],
-                 .lr = gate[UG_GATE_LR], .first_step = gate[UG_GATE_STEP] == 1.0f};
+    *j = (opt_job){.args = a, .p = (float *)ug_cpu_ptr(a->param), .g = (const float *)ug_cpu_ptr(a->grad),
+                   .s0 = need0 ? (float *)ug_cpu_ptr(a->state0) : NULL,
+                   .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL, .gscale = gate[UG_GATE_FACTOR],
+                   .lr = gate[UG_GATE_LR], .first_step = gate[UG_GATE_STEP] == 1.0f};
     if (!sgd) {
-        j.step = j.lr / gate[UG_GATE_BC1];
-        j.sqrt_bc2 = sqrtf(gate[UG_GATE_BC2]);
-        j.decay = 1.0f - j.lr * a->weight_decay;
+        j->step = j->lr / gate[UG_GATE_BC1];
+        j->sqrt_bc2 = sqrtf(gate[UG_GATE_BC2]);
+        j->decay = 1.0f - j->lr * a->weight_decay;
     }
-    ug_cpu_parallel_for(dev->workers, a->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
+    *run = true;
     return UG_OK;
+}
+
+/* A multi-tensor update: one parallel pass over every tensor's elements
+ * end to end, each range split where tensors meet. */
+typedef struct multi_job {
+    const opt_job *jobs;
+    const int64_t *starts; /* count + 1: where each tensor begins */
+    int count;
+} multi_job;
+
+static void multi_range(void *vjob, int64_t b, int64_t e)
+{
+    const multi_job *m = vjob;
+    int t = 0;
+    while (m->starts[t + 1] <= b)
+        t++;
+    for (; b < e; t++) {
+        const int64_t end = e < m->starts[t + 1] ? e : m->starts[t + 1];
+        optim_range((void *)&m->jobs[t], b - m->starts[t], end - m->starts[t]);
+        b = end;
+    }
+}
+
+ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
+{
+    if (args->kind == UG_OPTIM_STEP)
+        return step_update(args);
+    if (args->count <= 0) {
+        opt_job j;
+        bool run = false;
+        UG_BACKEND_TRY(prepare_job(args, &j, &run));
+        if (run)
+            ug_cpu_parallel_for(dev->workers, args->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
+        return UG_OK;
+    }
+    ug_optim_args *ones = malloc((size_t)args->count * sizeof *ones);
+    opt_job *jobs = malloc((size_t)args->count * sizeof *jobs);
+    int64_t *starts = malloc(((size_t)args->count + 1) * sizeof *starts);
+    ug_status st = ones && jobs && starts ? UG_OK
+                                          : UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu optimizer: out of host memory");
+    int count = 0;
+    int64_t total = 0;
+    for (int i = 0; st == UG_OK && i < args->count; i++) {
+        bool run = false;
+        ones[count] = ug_optim_args_at(args, i);
+        st = prepare_job(&ones[count], &jobs[count], &run);
+        if (st == UG_OK && run) {
+            jobs[count].args = &ones[count];
+            starts[count++] = total;
+            total += ones[count - 1].n;
+        }
+    }
+    if (st == UG_OK && count) {
+        starts[count] = total;
+        multi_job m = {.jobs = jobs, .starts = starts, .count = count};
+        ug_cpu_parallel_for(dev->workers, total, UG_CPU_MIN_PARALLEL, multi_range, &m);
+    }
+    free(ones);
+    free(jobs);
+    free(starts);
+    return st;
 }

@@ -1,5 +1,6 @@
 /* Launching the optimizer family: the step's scalars in one work-item, then
- * one kernel per parameter update reading them. */
+ * one kernel per parameter update reading them (a multi-tensor update too:
+ * OpenCL kernels take each buffer as an argument). */
 #include "backends/opencl/internal.h"
 
 static ug_status launch_step(ug_bdev *dev, const ug_optim_args *a)
@@ -32,7 +33,11 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
 {
     if (a->kind == UG_OPTIM_STEP)
         return launch_step(dev, a);
-    if (a->n <= 0)
+    for (int i = 0; i < a->count; i++) {
+        const ug_optim_args one = ug_optim_args_at(a, i);
+        UG_BACKEND_TRY(ocl_optimizer(dev, &one));
+    }
+    if (a->count > 0 || a->n <= 0)
         return UG_OK;
     if (!a->gate.mem)
         return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT, "OpenCL: an optimizer update needs its gate");

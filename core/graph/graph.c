@@ -40,8 +40,10 @@ void ug_graph_free(ug_graph *g)
             ug_tensor_free(v->tensor);
         free(v);
     }
-    for (int i = 0; i < g->node_count; i++)
+    for (int i = 0; i < g->node_count; i++) {
+        ug_graph_free_group(g->nodes[i]);
         free(g->nodes[i]);
+    }
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);

@@ -48,7 +48,14 @@ struct graph_node {
     ug_op op;
     graph_phase phase;
     bool dead;                /* never launched: fused, or a parameter's half copy */
-    bool fused;               /* folded into the node producing its input */
+    bool fused;               /* folded into the node producing its input, or into its group */
+    /* The last node of a group (launch_group) launches the group's
+     * members, itself included (NULL otherwise); group_ops and group_ins
+     * are the launch's arguments, the inputs' tensors filled at each run. */
+    graph_node **group;
+    const ug_op **group_ops;
+    const ug_tensor **group_ins;
+    int group_count;
     ug_value *out;
     ug_value *in[UG_OP_MAX_INPUTS];
     int nin;
@@ -250,6 +257,7 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
 ug_status ug_graph_run_step(ug_graph *g, unsigned mask, const char *op);
 ug_status ug_graph_launch_phases(ug_graph *g, unsigned mask, const char *op);
 void ug_graph_free_replay(ug_graph *g);
+void ug_graph_free_group(graph_node *n);
 /* A run done: runs + 1, on the host and the device. */
 ug_status ug_graph_count_run(ug_graph *g);
 /* Sets runs (a checkpoint's), on the host and the device. */

@@ -77,8 +77,12 @@ const char *ug_graph_node_label(const ug_graph *g, graph_node *n)
         const char *name = n->op.name ? n->op.name : n->op.def->family;
         snprintf(op, sizeof op, "%s", strncmp(name, "graph ", 6) == 0 ? name + 6 : name);
     }
-    const char *scope = scope_of(g, n);
     const char *phase = n->phase == PHASE_BACKWARD ? "backward/" : n->phase == PHASE_UPDATE ? "update/" : "";
+    if (n->group_count) { /* one launch for its members' scopes */
+        snprintf(n->label, sizeof n->label, "%s%s (%d)", phase, op, n->group_count);
+        return n->label;
+    }
+    const char *scope = scope_of(g, n);
     snprintf(n->label, sizeof n->label, "%s%s%s%s", scope, scope[0] ? "/" : "", phase, op);
     return n->label;
 }

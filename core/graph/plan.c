@@ -104,6 +104,62 @@ static void fuse_casts(ug_graph *g)
     }
 }
 
+void ug_graph_free_group(graph_node *n)
+{
+    free(n->group);
+    free(n->group_ops);
+    free(n->group_ins);
+    n->group = NULL;
+    n->group_ops = NULL;
+    n->group_ins = NULL;
+    n->group_count = 0;
+}
+
+/* Neighbouring live nodes of one op with launch_group, in one phase (the
+ * optimizer's updates), run as one launch: the last takes the group, the
+ * others are fused into it. The last, so every member's inputs are ready
+ * when it runs. A graph planned again keeps its groups. */
+static ug_status group_launches(ug_graph *g)
+{
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *first = g->nodes[i];
+        if (first->dead || first->group || !first->op.def->launch_group)
+            continue;
+        int end = i + 1, count = 1;
+        for (; end < g->node_count; end++) {
+            graph_node *n = g->nodes[end];
+            if (n->dead)
+                continue;
+            if (n->op.def != first->op.def || n->phase != first->phase || n->group)
+                break;
+            count++;
+        }
+        if (count < 2)
+            continue;
+        graph_node *last = NULL;
+        for (int k = end - 1; !last; k--)
+            last = g->nodes[k]->dead ? NULL : g->nodes[k];
+        last->group = malloc((size_t)count * sizeof *last->group);
+        last->group_ops = malloc((size_t)count * sizeof *last->group_ops);
+        last->group_ins = calloc((size_t)count * UG_OP_MAX_INPUTS, sizeof *last->group_ins);
+        if (!last->group || !last->group_ops || !last->group_ins) {
+            ug_graph_free_group(last);
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
+        }
+        for (int k = i; k < end; k++) {
+            graph_node *n = g->nodes[k];
+            if (n->dead)
+                continue;
+            last->group_ops[last->group_count] = &n->op;
+            last->group[last->group_count++] = n;
+            if (n != last)
+                n->dead = n->fused = true;
+        }
+        i = end - 1;
+    }
+    return UG_OK;
+}
+
 /* A parameter's gradient gets its own buffer, readable after the run. */
 static void mark_gradients(ug_graph *g)
 {
@@ -320,6 +376,8 @@ static ug_status plan_graph(ug_graph *g)
         fuse_casts(g);
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
     }
+    if (st == UG_OK)
+        st = group_launches(g);
     g->autocasting = false;
     UG_TRY(st);
     count_uses(g);

@@ -7,18 +7,31 @@
 #include "core/profile/hooks.h"
 #include "core/graph/internal.h"
 
-ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
+/* The node's kernels; a group's for all its members, with their inputs
+ * as they are bound now. */
+static ug_status launch_node(graph_node *n)
 {
+    if (n->group_count) {
+        for (int m = 0; m < n->group_count; m++)
+            for (int k = 0; k < n->group[m]->nin; k++)
+                n->group_ins[m * UG_OP_MAX_INPUTS + k] = n->group[m]->in[k] ? n->group[m]->in[k]->tensor : NULL;
+        return n->op.def->launch_group(n->group_ops, n->group_ins, n->group_count);
+    }
     ug_tensor *out[UG_OP_MAX_OUTPUTS] = {n->out ? n->out->tensor : NULL};
     const ug_tensor *in[UG_OP_MAX_INPUTS] = {NULL};
     for (int k = 0; k < n->nscratch; k++)
         out[k + 1] = n->scratch[k]->tensor;
     for (int k = 0; k < n->nin; k++)
         in[k] = n->in[k] ? n->in[k]->tensor : NULL;
+    return n->op.def->launch(&n->op, out, in);
+}
+
+ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
+{
     if (!ug_profiling())
-        return n->op.def->launch(&n->op, out, in);
+        return launch_node(n);
     ug_profile_set_label(ug_graph_node_label(g, n));
-    ug_status st = n->op.def->launch(&n->op, out, in);
+    ug_status st = launch_node(n);
     ug_profile_set_label(NULL);
     return st;
 }

@@ -78,6 +78,10 @@ typedef struct ug_op_def {
     /* A copy run again in the backward pass (activation recomputation)
      * leaves state the forward already changed alone. */
     void (*for_recompute)(ug_op *op);
+    /* Neighbouring nodes of this op in one phase run as one launch
+     * (graph/plan.c groups them): ops[i]'s inputs are
+     * ins[i * UG_OP_MAX_INPUTS ...]. */
+    ug_status (*launch_group)(const ug_op *const *ops, const ug_tensor *const *ins, int count);
     /* With other rows bound (ug_graph_bind): sets parameters that follow
      * another value's shape. */
     void (*refit_rows)(ug_op *op, const ug_meta *in);

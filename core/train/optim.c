@@ -342,6 +342,9 @@ ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot,
     return UG_OK;
 }
 
+/* Parameters per multi-tensor launch: a stack array's. */
+enum { UG_OPTIM_GROUP_MAX = 64 };
+
 /* What the device's step decides from (kernels/common/optim_step.h). */
 static ug_step_rule step_rule(const ug_optimizer_config *c)
 {
@@ -373,29 +376,62 @@ void ug_optim_step_done(ug_optimizer *opt) { opt->steps++; }
 
 int ug_optim_slots(const ug_optimizer *opt) { return opt->slots; }
 
+/* What every parameter's update shares: the rule and the step's gate. */
+static ug_optim_args shared_args(const ug_optimizer *opt, const ug_tensor *gate)
+{
+    const ug_optimizer_config *c = &opt->config;
+    return (ug_optim_args){.kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW,
+                           .gate = ug_kview_of(gate), .weight_decay = c->weight_decay, .momentum = c->momentum,
+                           .dampening = c->dampening, .nesterov = c->nesterov, .beta1 = c->beta1,
+                           .beta2 = c->beta2, .eps = c->eps};
+}
+
+/* Parameter index's buffers: in param and grad, its state and half copy. */
+static ug_optim_tensor param_tensor(const ug_optimizer *opt, int index, const ug_tensor *param, const ug_tensor *grad)
+{
+    ug_optim_tensor t = {.param = ug_kview_of(param), .grad = ug_kview_of(grad), .n = ug_tensor_numel(param)};
+    if (opt->slots > 0)
+        t.state0 = ug_kview_of(opt->state[index * opt->slots]);
+    if (opt->slots > 1)
+        t.state1 = ug_kview_of(opt->state[index * opt->slots + 1]);
+    const ug_tensor *copy = ug_model_half_copy_at(opt->model, index);
+    if (copy)
+        t.copy = ug_kview_of(copy);
+    return t;
+}
+
 /* One parameter's update: in param, grad and the step's gate; the
  * parameter is updated in place, so the node has no result. */
 static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     (void)out;
     const ug_optimizer *opt = op->p.optim.graph->optimizer;
-    const ug_optimizer_config *c = &opt->config;
-    const int index = op->p.optim.param_index;
-    ug_optim_args args = {.kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW,
-                          .param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .gate = ug_kview_of(in[2]),
-                          .n = ug_tensor_numel(in[0]), .weight_decay = c->weight_decay, .momentum = c->momentum,
-                          .dampening = c->dampening, .nesterov = c->nesterov, .beta1 = c->beta1,
-                          .beta2 = c->beta2, .eps = c->eps};
-    if (opt->slots > 0)
-        args.state0 = ug_kview_of(opt->state[index * opt->slots]);
-    if (opt->slots > 1)
-        args.state1 = ug_kview_of(opt->state[index * opt->slots + 1]);
-    const ug_tensor *copy = ug_model_half_copy_at(opt->model, index);
-    if (copy)
-        args.copy = ug_kview_of(copy);
-    if (args.n == 0)
+    const ug_optim_tensor t = param_tensor(opt, op->p.optim.param_index, in[0], in[1]);
+    if (t.n == 0)
         return UG_OK;
+    ug_optim_args args = shared_args(opt, in[2]);
+    args.param = t.param, args.grad = t.grad, args.state0 = t.state0, args.state1 = t.state1;
+    args.copy = t.copy, args.n = t.n;
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
+}
+
+/* Every parameter's update in one launch (PyTorch's multi-tensor apply):
+ * the graph groups the update nodes (they share the gate). */
+static ug_status optimizer_launch_group(const ug_op *const *ops, const ug_tensor *const *ins, int count)
+{
+    const ug_optimizer *opt = ops[0]->p.optim.graph->optimizer;
+    ug_optim_tensor tensors[UG_OPTIM_GROUP_MAX];
+    for (int first = 0; first < count; first += UG_OPTIM_GROUP_MAX) {
+        const ug_tensor *const *in = &ins[first * UG_OP_MAX_INPUTS];
+        ug_optim_args args = shared_args(opt, in[2]);
+        for (int k = first; k < count && k < first + UG_OPTIM_GROUP_MAX; k++) {
+            const ug_tensor *const *mine = &ins[k * UG_OP_MAX_INPUTS];
+            tensors[args.count++] = param_tensor(opt, ops[k]->p.optim.param_index, mine[0], mine[1]);
+        }
+        args.tensors = tensors;
+        UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, ops[first]->name, in[0]->dtype, &args));
+    }
+    return UG_OK;
 }
 
 static void optimizer_describe(const ug_op *op, char *out, size_t len)
@@ -405,7 +441,7 @@ static void optimizer_describe(const ug_op *op, char *out, size_t len)
 }
 
 const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch,
-                                   .describe = optimizer_describe};
+                                   .launch_group = optimizer_launch_group, .describe = optimizer_describe};
 
 /* The step's scalars (kernels/common/optim_step.h): in the gradients' sum
  * of squares when the step clips or scales; out the gate every parameter's

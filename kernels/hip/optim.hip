@@ -9,16 +9,27 @@
  * weights a mixed-precision graph reads), rounded once from the f32 p. */
 #include "kernels/hip/common.h"
 
+/* What every tensor's update shares. */
 typedef struct optim_k {
     int kind;
     bool nesterov;
-    int copy_t;
-    float *p, *s0, *s1;
-    void *copy; /* NULL: no half copy */
-    const float *g, *gate;
-    int64_t n;
+    const float *gate;
     float wd, momentum, dampening, beta1, beta2, eps;
 } optim_k;
+
+/* Up to UG_OPTIM_TENSORS parameters updated by one launch (PyTorch's
+ * multi-tensor apply), passed by value: tensor t takes blocks
+ * first_block[t] to first_block[t + 1] - 1, one element a thread. */
+enum { UG_OPTIM_TENSORS = 16 };
+typedef struct optim_tensors {
+    int count;
+    float *p[UG_OPTIM_TENSORS], *s0[UG_OPTIM_TENSORS], *s1[UG_OPTIM_TENSORS];
+    const float *g[UG_OPTIM_TENSORS];
+    void *copy[UG_OPTIM_TENSORS]; /* NULL: no half copy */
+    int copy_t[UG_OPTIM_TENSORS];
+    int64_t n[UG_OPTIM_TENSORS];
+    unsigned first_block[UG_OPTIM_TENSORS + 1];
+} optim_tensors;
 
 /* torch.lerp: the form depends on the weight, for accuracy at both ends. */
 UG_DEV float ug_lerp(float a, float b, float w)
@@ -26,40 +37,44 @@ UG_DEV float ug_lerp(float a, float b, float w)
     return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
-__global__ void ug_optim_kernel(optim_k k)
+__global__ void ug_optim_kernel(optim_k k, optim_tensors t)
 {
     if (k.gate[UG_GATE_SKIP] != 0.0f)
         return;
+    int ti = 0;
+    while (blockIdx.x >= t.first_block[ti + 1])
+        ti++;
+    const int64_t i = (int64_t)(blockIdx.x - t.first_block[ti]) * blockDim.x + threadIdx.x;
+    if (i >= t.n[ti])
+        return;
+    float *P = t.p[ti], *S0 = t.s0[ti], *S1 = t.s1[ti];
     const float scale = k.gate[UG_GATE_FACTOR], lr = k.gate[UG_GATE_LR];
-    const bool first_step = k.gate[UG_GATE_STEP] == 1.0f;
-    const float bc1 = k.gate[UG_GATE_BC1], bc2 = k.gate[UG_GATE_BC2];
-    UG_FOR(i, k.n, int64_t) {
-        float p = k.p[i], g = k.g[i] * scale;
-        if (k.kind == UG_OPTIM_SGD) {
-            if (k.wd != 0.0f)
-                g += k.wd * p;
-            if (k.momentum != 0.0f) {
-                const float buf = first_step ? g : k.momentum * k.s0[i] + (1.0f - k.dampening) * g;
-                k.s0[i] = buf;
-                g = k.nesterov ? g + k.momentum * buf : buf;
-            }
-            p -= lr * g;
-        } else {
-            if (k.kind == UG_OPTIM_ADAMW)
-                p *= 1.0f - lr * k.wd;
-            else if (k.wd != 0.0f)
-                g += k.wd * p;
-            const float m = ug_lerp(k.s0[i], g, 1.0f - k.beta1);
-            const float v = k.beta2 * k.s1[i] + (1.0f - k.beta2) * (g * g);
-            k.s0[i] = m;
-            k.s1[i] = v;
-            const float denom = sqrtf(v) / sqrtf(bc2) + k.eps;
-            p -= (lr / bc1) * (m / denom);
+    float p = P[i], g = t.g[ti][i] * scale;
+    if (k.kind == UG_OPTIM_SGD) {
+        if (k.wd != 0.0f)
+            g += k.wd * p;
+        if (k.momentum != 0.0f) {
+            const bool first_step = k.gate[UG_GATE_STEP] == 1.0f;
+            const float buf = first_step ? g : k.momentum * S0[i] + (1.0f - k.dampening) * g;
+            S0[i] = buf;
+            g = k.nesterov ? g + k.momentum * buf : buf;
         }
-        k.p[i] = p;
-        if (k.copy)
-            ug_st(k.copy, k.copy_t, i, p);
+        p -= lr * g;
+    } else {
+        if (k.kind == UG_OPTIM_ADAMW)
+            p *= 1.0f - lr * k.wd;
+        else if (k.wd != 0.0f)
+            g += k.wd * p;
+        const float m = ug_lerp(S0[i], g, 1.0f - k.beta1);
+        const float v = k.beta2 * S1[i] + (1.0f - k.beta2) * (g * g);
+        S0[i] = m;
+        S1[i] = v;
+        const float denom = sqrtf(v) / sqrtf(k.gate[UG_GATE_BC2]) + k.eps;
+        p -= (lr / k.gate[UG_GATE_BC1]) * (m / denom);
     }
+    P[i] = p;
+    if (t.copy[ti])
+        ug_st(t.copy[ti], t.copy_t[ti], i, p);
 }
 
 /* One thread: kernels/common/optim_step.h on the state, the sum and the
@@ -79,7 +94,7 @@ __global__ void ug_optim_step_kernel(float *state_out, float *gate_out, const fl
 
 ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
 {
-    if (a->n <= 0)
+    if (a->count <= 0 && a->n <= 0)
         return UG_OK;
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
@@ -96,24 +111,43 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
     optim_k k;
     k.kind = a->kind;
     k.nesterov = a->nesterov;
-    k.p = (float *)ug_hip_ptr(&a->param);
-    k.g = (const float *)ug_hip_ptr(&a->grad);
-    k.s0 = (float *)ug_hip_ptr(&a->state0);
-    k.s1 = (float *)ug_hip_ptr(&a->state1);
     k.gate = (const float *)ug_hip_ptr(&a->gate);
-    k.copy = ug_hip_ptr(&a->copy);
-    k.copy_t = a->copy.dtype;
-    k.n = a->n;
     k.wd = a->weight_decay;
     k.momentum = a->momentum;
     k.dampening = a->dampening;
     k.beta1 = a->beta1;
     k.beta2 = a->beta2;
     k.eps = a->eps;
-    if (!k.gate || (a->kind == UG_OPTIM_SGD && a->momentum != 0.0f && !k.s0) ||
-        (a->kind != UG_OPTIM_SGD && (!k.s0 || !k.s1)))
-        return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer state missing",
-                                      UG_HIP_BACKEND);
-    ug_optim_kernel<<<ug_hip_blocks(a->n, UG_HIP_BLOCK), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
-    return ug_hip_launched("optimizer");
+    const int count = a->count > 0 ? a->count : 1;
+    for (int first = 0; first < count; first += UG_OPTIM_TENSORS) {
+        optim_tensors t;
+        t.count = 0;
+        t.first_block[0] = 0;
+        for (int i = first; i < count && i < first + UG_OPTIM_TENSORS; i++) {
+            const ug_optim_args one = a->count > 0 ? ug_optim_args_at(a, i) : *a;
+            const int c = t.count;
+            t.p[c] = (float *)ug_hip_ptr(&one.param);
+            t.g[c] = (const float *)ug_hip_ptr(&one.grad);
+            t.s0[c] = (float *)ug_hip_ptr(&one.state0);
+            t.s1[c] = (float *)ug_hip_ptr(&one.state1);
+            t.copy[c] = ug_hip_ptr(&one.copy);
+            t.copy_t[c] = one.copy.dtype;
+            t.n[c] = one.n > 0 ? one.n : 0;
+            if (!k.gate || !t.p[c] || !t.g[c] || (a->kind == UG_OPTIM_SGD && a->momentum != 0.0f && !t.s0[c]) ||
+                (a->kind != UG_OPTIM_SGD && (!t.s0[c] || !t.s1[c])))
+                return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer state missing",
+                                              UG_HIP_BACKEND);
+            const int64_t blocks = (t.n[c] + UG_HIP_BLOCK - 1) / UG_HIP_BLOCK;
+            if (blocks > (int64_t)0x7fffffff - t.first_block[c])
+                return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT,
+                                              "%s: an optimizer update of over 2^31 blocks", UG_HIP_BACKEND);
+            t.first_block[c + 1] = t.first_block[c] + (unsigned)blocks;
+            t.count++;
+        }
+        if (t.first_block[t.count] == 0)
+            continue;
+        ug_optim_kernel<<<t.first_block[t.count], UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k, t);
+        UG_BACKEND_TRY(ug_hip_launched("optimizer"));
+    }
+    return UG_OK;
 }
