@@ -2,7 +2,6 @@
  * single-tensor path), one pass over the parameter. The operation order
  * follows PyTorch's so results match it to the last bit or two. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/internal.h"
@@ -129,8 +128,7 @@ static ug_status prepare_job(const ug_optim_args *a, opt_job *j, bool *run)
  * end to end, each range split where tensors meet. */
 typedef struct multi_job {
     const opt_job *jobs;
-    const int64_t *starts; /* count + 1: where each tensor begins */
-    int count;
+    const int64_t *starts; /* one more than jobs: where each tensor begins, then the end */
 } multi_job;
 
 static void multi_range(void *vjob, int64_t b, int64_t e)
@@ -146,6 +144,9 @@ static void multi_range(void *vjob, int64_t b, int64_t e)
     }
 }
 
+/* Tensors per parallel pass of a multi-tensor update (stack arrays). */
+enum { MULTI_MAX = 32 };
+
 ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
 {
     if (args->kind == UG_OPTIM_STEP)
@@ -158,30 +159,25 @@ ug_status ug_cpu_optimizer(ug_bdev *dev, const ug_optim_args *args)
             ug_cpu_parallel_for(dev->workers, args->n, UG_CPU_MIN_PARALLEL, optim_range, &j);
         return UG_OK;
     }
-    ug_optim_args *ones = malloc((size_t)args->count * sizeof *ones);
-    opt_job *jobs = malloc((size_t)args->count * sizeof *jobs);
-    int64_t *starts = malloc(((size_t)args->count + 1) * sizeof *starts);
-    ug_status st = ones && jobs && starts ? UG_OK
-                                          : UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu optimizer: out of host memory");
-    int count = 0;
-    int64_t total = 0;
-    for (int i = 0; st == UG_OK && i < args->count; i++) {
-        bool run = false;
-        ones[count] = ug_optim_args_at(args, i);
-        st = prepare_job(&ones[count], &jobs[count], &run);
-        if (st == UG_OK && run) {
-            jobs[count].args = &ones[count];
-            starts[count++] = total;
-            total += ones[count - 1].n;
+    for (int first = 0; first < args->count; first += MULTI_MAX) {
+        ug_optim_args ones[MULTI_MAX];
+        opt_job jobs[MULTI_MAX];
+        int64_t starts[MULTI_MAX + 1];
+        int count = 0;
+        int64_t total = 0;
+        for (int i = first; i < args->count && i < first + MULTI_MAX; i++) {
+            bool run = false;
+            ones[count] = ug_optim_args_at(args, i);
+            UG_BACKEND_TRY(prepare_job(&ones[count], &jobs[count], &run));
+            if (run) {
+                starts[count] = total;
+                total += ones[count++].n;
+            }
         }
-    }
-    if (st == UG_OK && count) {
         starts[count] = total;
-        multi_job m = {.jobs = jobs, .starts = starts, .count = count};
-        ug_cpu_parallel_for(dev->workers, total, UG_CPU_MIN_PARALLEL, multi_range, &m);
+        multi_job m = {.jobs = jobs, .starts = starts};
+        if (count)
+            ug_cpu_parallel_for(dev->workers, total, UG_CPU_MIN_PARALLEL, multi_range, &m);
     }
-    free(ones);
-    free(jobs);
-    free(starts);
-    return st;
+    return UG_OK;
 }

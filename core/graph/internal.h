@@ -256,6 +256,7 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *node);
  * device captures (replay.c), else launched node by node. */
 ug_status ug_graph_run_step(ug_graph *g, unsigned mask, const char *op);
 ug_status ug_graph_launch_phases(ug_graph *g, unsigned mask, const char *op);
+ug_status ug_graph_make_replay(ug_graph *g);
 void ug_graph_free_replay(ug_graph *g);
 void ug_graph_free_group(graph_node *n);
 /* A run done: runs + 1, on the host and the device. */

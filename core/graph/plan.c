@@ -139,9 +139,9 @@ static ug_status group_launches(ug_graph *g)
         graph_node *last = NULL;
         for (int k = end - 1; !last; k--)
             last = g->nodes[k]->dead ? NULL : g->nodes[k];
-        last->group = malloc((size_t)count * sizeof *last->group);
-        last->group_ops = malloc((size_t)count * sizeof *last->group_ops);
-        last->group_ins = calloc((size_t)count * UG_OP_MAX_INPUTS, sizeof *last->group_ins);
+        last->group = ug_malloc((size_t)count * sizeof *last->group);
+        last->group_ops = ug_malloc((size_t)count * sizeof *last->group_ops);
+        last->group_ins = ug_calloc((size_t)count * UG_OP_MAX_INPUTS, sizeof *last->group_ins);
         if (!last->group || !last->group_ops || !last->group_ins) {
             ug_graph_free_group(last);
             return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_compile: out of host memory");
@@ -416,6 +416,8 @@ ug_status ug_graph_compile(ug_graph *g)
         st = ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){1}, "dropout run count", &g->run_count);
     if (st == UG_OK && g->run_count)
         st = ug_graph_set_runs(g, g->runs);
+    if (st == UG_OK)
+        st = ug_graph_make_replay(g);
     if (st != UG_OK)
         return ug_prefix_error(st, "ug_graph_compile");
     g->compiled = true;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "core/graph/internal.h"
 #include "core/profile/hooks.h"
 #include "core/runtime/dispatch.h"
@@ -79,6 +80,13 @@ static void unprepare(ug_graph *g, graph_replay *r)
     r->stream = NULL;
 }
 
+ug_status ug_graph_make_replay(ug_graph *g)
+{
+    if (!g->replay && !(g->replay = ug_calloc(1, sizeof *g->replay)))
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    return UG_OK;
+}
+
 void ug_graph_free_replay(ug_graph *g)
 {
     if (!g->replay)
@@ -134,9 +142,9 @@ static ug_status prepare(ug_graph *g, graph_replay *r)
     int count = 0;
     for (int i = 0; i < g->value_count; i++)
         count += g->values[i]->kind == VALUE_INPUT && g->values[i]->uses > 0;
-    r->inputs = calloc((size_t)count + 1, sizeof *r->inputs);
-    r->buffers = calloc((size_t)count + 1, sizeof *r->buffers);
-    r->views = calloc((size_t)count + 1, sizeof *r->views);
+    r->inputs = ug_calloc((size_t)count + 1, sizeof *r->inputs);
+    r->buffers = ug_calloc((size_t)count + 1, sizeof *r->buffers);
+    r->views = ug_calloc((size_t)count + 1, sizeof *r->views);
     if (!r->inputs || !r->buffers || !r->views)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < g->value_count; i++) {
@@ -224,9 +232,7 @@ static ug_status capture(ug_graph *g, graph_replay *r, unsigned mask, ug_stream 
 
 ug_status ug_graph_run_step(ug_graph *g, unsigned mask, const char *op)
 {
-    if (!g->replay && !(g->replay = calloc(1, sizeof *g->replay)))
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    graph_replay *r = g->replay;
+    graph_replay *r = g->replay; /* made by ug_graph_compile */
     r->replayed = false;
     ug_stream *caller = ug_stream_current(g->device);
     const uint64_t key = step_key(g, caller);
@@ -268,8 +274,9 @@ ug_status ug_graph_set_replay(ug_graph *g, bool on)
 {
     if (!g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_set_replay: graph is NULL");
-    if (!g->replay && !(g->replay = calloc(1, sizeof *g->replay)))
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_graph_set_replay: out of host memory");
+    ug_status st = ug_graph_make_replay(g);
+    if (st != UG_OK)
+        return ug_prefix_error(st, "ug_graph_set_replay");
     g->replay->off = !on;
     g->replay->failed = false; /* turned on again: a capture is tried again */
     g->replay->launched = 0;
