@@ -125,10 +125,15 @@ void ug_kernel_cost_of(ug_kernel_family family, const void *args, ug_kernel_cost
     }
     case UG_KERNEL_OPTIMIZER: {
         const ug_optim_args *a = args;
-        double n = (double)a->n;
-        /* the parameter and each state read and written, the gradient read */
-        c->bytes = n * (2.0 * size_of(a->param) + size_of(a->grad) + 2.0 * size_of(a->state0) +
-                        2.0 * size_of(a->state1) + size_of(a->copy));
+        double n = 0.0;
+        /* the parameter and each state read and written, the gradient read;
+         * a multi-tensor update's tensors summed */
+        for (int i = 0; i < (a->count > 0 ? a->count : 1); i++) {
+            const ug_optim_args one = a->count > 0 ? ug_optim_args_at(a, i) : *a;
+            n += (double)one.n;
+            c->bytes += (double)one.n * (2.0 * size_of(one.param) + size_of(one.grad) + 2.0 * size_of(one.state0) +
+                                         2.0 * size_of(one.state1) + size_of(one.copy));
+        }
         c->flops = n * (a->kind == UG_OPTIM_SGD ? 4.0 : 12.0);
         flat(c, n);
         break;
