@@ -25,6 +25,7 @@ typedef int (*create_fn)(void **handle);
 typedef int (*destroy_fn)(void *handle);
 typedef int (*set_stream_fn)(void *handle, hipStream_t stream);
 typedef int (*set_math_fn)(void *handle, int mode);
+typedef int (*set_workspace_fn)(void *handle, void *workspace, size_t bytes);
 typedef int (*sgemm_fn)(void *handle, int ta, int tb, int m, int n, int k, const float *alpha,
                         const float *a, int lda, const float *b, int ldb, const float *beta,
                         float *c, int ldc);
@@ -73,6 +74,11 @@ typedef struct vendor {
      * C's type); NULL where the library always does. */
     const char *math_sym;
     int math_mode;
+    /* Optional: a workspace of the given bytes set on each handle, so the
+     * library allocates nothing while a stream is captured (a CUDA graph
+     * capture fails on an allocation); NULL where it keeps its own. */
+    const char *workspace_sym;
+    size_t workspace_bytes;
 } vendor;
 
 /* Enum values as in the vendors' headers: cuBLAS library_types.h
@@ -90,14 +96,14 @@ static const vendor g_vendors[] = {
      {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2",
       "cublasSgemmStridedBatched"},
      0, 1, {"cublasGemmEx", "cublasGemmStridedBatchedEx"}, false, 0, 2, 14, 68, -1,
-     "cublasSetMathMode", 0 | 16},
+     "cublasSetMathMode", 0 | 16, "cublasSetWorkspace_v2", (size_t)8 << 20},
 #else
     {"rocBLAS",
      {"librocblas.so", "librocblas.so.4", "librocblas.so.0", NULL},
      {"rocblas_create_handle", "rocblas_destroy_handle", "rocblas_set_stream", "rocblas_sgemm",
       "rocblas_sgemm_strided_batched"},
      111, 112, {"rocblas_gemm_ex", "rocblas_gemm_strided_batched_ex"}, true, 151, 150, 168, 151,
-     0, NULL, 0},
+     0, NULL, 0, NULL, 0},
     /* Only the _v2 names (hipBLAS 2.x, ROCm 6), whose types are certain:
      * the plain hipblasGemmEx takes hipblasDatatype_t (150, 151, 168) up
      * to hipBLAS 2.x but hipDataType from 3.0 (ROCm 7), and nothing in the
@@ -108,7 +114,7 @@ static const vendor g_vendors[] = {
      {"hipblasCreate", "hipblasDestroy", "hipblasSetStream", "hipblasSgemm",
       "hipblasSgemmStridedBatched"},
      111, 112, {"hipblasGemmEx_v2", "hipblasGemmStridedBatchedEx_v2"}, false, 0, 2, 14, 2, 160,
-     NULL, 0},
+     NULL, 0, NULL, 0},
 #endif
 };
 
@@ -122,6 +128,7 @@ static struct {
     sgemm_batched_fn sgemm_batched;
     void *ex[2];  /* mixed precision GEMM, strided batched: both or none */
     set_math_fn set_math; /* NULL: none */
+    set_workspace_fn set_workspace; /* NULL: none */
     char why[96]; /* why the own kernel runs */
 } g_blas;
 
@@ -144,6 +151,8 @@ static bool bind(void *lib, const vendor *v)
         g_blas.ex[0] = g_blas.ex[1] = NULL;
     void *math = v->math_sym ? dlsym(lib, v->math_sym) : NULL;
     memcpy(&g_blas.set_math, &math, sizeof math);
+    void *workspace = v->workspace_sym ? dlsym(lib, v->workspace_sym) : NULL;
+    memcpy(&g_blas.set_workspace, &workspace, sizeof workspace);
     g_blas.v = v;
     return true;
 }
@@ -200,9 +209,17 @@ void ug_hip_blas_open(ug_hip_queue *q)
         rc = g_blas.set_math(h, g_blas.v->math_mode);
         call = g_blas.v->math_sym;
     }
+    /* Without the memory the library uses its own, as before. */
+    if (rc == 0 && g_blas.set_workspace &&
+        hipMalloc(&q->blas_workspace, g_blas.v->workspace_bytes) == hipSuccess) {
+        rc = g_blas.set_workspace(h, q->blas_workspace, g_blas.v->workspace_bytes);
+        call = g_blas.v->workspace_sym;
+    }
+    (void)hipGetLastError();
     if (rc != 0) {
         snprintf(g_blas.why, sizeof g_blas.why, "%s %s returned %d", g_blas.v->label, call, rc);
         g_blas.destroy(h);
+        ug_hip_blas_close(q);
         return;
     }
     q->blas = h;
@@ -213,6 +230,9 @@ void ug_hip_blas_close(ug_hip_queue *q)
     if (q->blas && g_blas.lib)
         g_blas.destroy(q->blas);
     q->blas = NULL;
+    if (q->blas_workspace)
+        (void)hipFree(q->blas_workspace);
+    q->blas_workspace = NULL;
 }
 
 static bool forced_own(void)

@@ -34,6 +34,7 @@
 typedef struct ug_hip_queue {
     hipStream_t stream;
     void *blas;           /* vendor BLAS handle, NULL: own GEMM kernel */
+    void *blas_workspace; /* the handle's workspace (cuBLAS), or NULL */
     void *scratch;        /* reduction partials, grown on demand */
     size_t scratch_bytes;
 } ug_hip_queue;

@@ -42,6 +42,7 @@ enum { MAX_HANDLES = 64 };
 typedef struct fake_handle {
     bool live;
     void *stream;
+    size_t workspace_bytes; /* cublasSetWorkspace's, 0: none */
 } fake_handle;
 static fake_handle g_handles[MAX_HANDLES];
 
@@ -59,6 +60,15 @@ int ug_fake_cublas_calls(void) { return g_calls; }
 int ug_fake_cublas_ex_calls(void) { return g_ex_calls; }
 int ug_fake_cublas_live_handles(void) { return g_live_handles; }
 int ug_fake_cublas_math_mode(void) { return g_math_mode; }
+/* Live handles given a workspace (cublasSetWorkspace) of at least 4 MiB,
+ * which a captured stream's GEMMs need to allocate nothing. */
+int ug_fake_cublas_workspace_handles(void)
+{
+    int n = 0;
+    for (int i = 0; i < MAX_HANDLES; i++)
+        n += g_handles[i].live && g_handles[i].workspace_bytes >= ((size_t)4 << 20);
+    return n;
+}
 
 int cublasCreate_v2(void **handle)
 {
@@ -88,6 +98,15 @@ int cublasSetStream_v2(void *handle, void *stream)
     if (!h)
         return FAKE_STATUS_INVALID_VALUE;
     h->stream = stream;
+    return FAKE_STATUS_SUCCESS;
+}
+
+int cublasSetWorkspace_v2(void *handle, void *workspace, size_t bytes)
+{
+    fake_handle *h = handle_of(handle);
+    if (!h || (bytes && !workspace))
+        return FAKE_STATUS_INVALID_VALUE;
+    h->workspace_bytes = bytes;
     return FAKE_STATUS_SUCCESS;
 }
 

@@ -110,6 +110,7 @@ typedef struct fake_cublas {
     int (*ex_calls)(void); /* the mixed-precision ones */
     int (*live_handles)(void);
     int (*math_mode)(void); /* the last cublasSetMathMode */
+    int (*workspace_handles)(void); /* live handles with a workspace set */
 } fake_cublas;
 
 static bool find_fake_cublas(fake_cublas *f)
@@ -123,8 +124,9 @@ static bool find_fake_cublas(fake_cublas *f)
     EMU_SYM(lib, f->ex_calls, "ug_fake_cublas_ex_calls");
     EMU_SYM(lib, f->live_handles, "ug_fake_cublas_live_handles");
     EMU_SYM(lib, f->math_mode, "ug_fake_cublas_math_mode");
+    EMU_SYM(lib, f->workspace_handles, "ug_fake_cublas_workspace_handles");
     dlclose(lib); /* drops only the reference NOLOAD added */
-    return f->calls && f->ex_calls && f->live_handles && f->math_mode;
+    return f->calls && f->ex_calls && f->live_handles && f->math_mode && f->workspace_handles;
 }
 
 /* ---- host tests ---- */
@@ -280,6 +282,8 @@ static void test_vendor_gemm(ug_device *dev)
     /* CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: a half C is rounded
      * once, from f32 sums. */
     CHECK_EQ_I64(f.math_mode(), 16);
+    /* A workspace of its own, so that GEMMs in a captured step allocate nothing. */
+    CHECK_EQ_I64(f.workspace_handles(), 1);
     static const struct {
         int na, nb;
         int64_t sa[3], sb[3];
