@@ -375,6 +375,21 @@ static inline ug_optim_args ug_optim_args_at(const ug_optim_args *a, int i)
     return one;
 }
 
+/* A batch of byte images made into the batch's values on the device (the
+ * loader's device conversion and augmentation): y [n, c, h, w] (f32, f16
+ * or bf16) from x [n, c, h, w] (u8) as y(s, k, i, j) = table[b], b =
+ * x(s, k, i + dy - pad, j' + dx - pad) with j' = w - 1 - j when flip, else
+ * j, and b = 0 outside the image; (dy, dx, flip) = place[s] (i32 [n, 3]),
+ * or with place.mem NULL, dy = dx = pad = 0 and no flip (conversion only).
+ * table: f32 [256], the data set's value of each byte, so every device
+ * gives the host's conversion bit for bit (then rounded once to y's
+ * dtype, to nearest even). */
+typedef struct ug_augment_args {
+    ug_kview x, y, table, place;
+    int64_t n, c, h, w;
+    int pad;
+} ug_augment_args;
+
 /* Nearest-neighbour upsampling by integer factors (win.sh, win.sw), as
  * torch.nn.Upsample(mode="nearest"). Forward: y [n, c, oh, ow] with
  * oh = h * sh, ow = w * sw, y(oy, ox) = x(oy / sh, ox / sw). Backward: dx
@@ -406,7 +421,8 @@ typedef struct ug_upsample2d_args {
     X(ctx, IM2COL, im2col, ug_im2col_args)                \
     X(ctx, POOL2D, pool2d, ug_pool2d_args)                \
     X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)      \
-    X(ctx, UPSAMPLE2D, upsample2d, ug_upsample2d_args)
+    X(ctx, UPSAMPLE2D, upsample2d, ug_upsample2d_args)   \
+    X(ctx, AUGMENT, augment, ug_augment_args)
 #define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
 
 /* Declares a backend's kernel entries, <prefix>_<slot> of type ug_<slot>_fn
@@ -546,7 +562,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 13
+#define UG_BACKEND_INTERFACE_REVISION 14
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

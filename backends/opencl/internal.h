@@ -57,6 +57,7 @@
     X(AVGPOOL_BWD, "avgpool_bwd", OCL_FLOATS, 0)                             \
     X(UPSAMPLE_FWD, "upsample_fwd", OCL_FLOATS, 0)                           \
     X(UPSAMPLE_BWD, "upsample_bwd", OCL_FLOATS, 0)                           \
+    X(AUGMENT, "augment", OCL_FLOATS, 0)                                     \
     X(BATCHNORM_FWD, "batchnorm_fwd", OCL_FLOATS, 0)                         \
     X(BATCHNORM_BWD, "batchnorm_bwd", OCL_FLOATS, 0)
 

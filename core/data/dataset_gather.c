@@ -68,6 +68,12 @@ static ug_status gather_callback(const ug_dataset *ds, const ug_dataset *base, c
     return UG_OK;
 }
 
+void ug_dataset_byte_table(const ug_dataset *ds, float table[256])
+{
+    for (int v = 0; v < 256; v++)
+        table[v] = ds->scale * (float)v + ds->shift;
+}
+
 ug_status ug_dataset_gather(const ug_dataset *ds, const int64_t *ids, int64_t count, ug_dtype x_dtype,
                             void *x, void *y, int64_t *base_ids, float *scratch)
 {
@@ -84,9 +90,8 @@ ug_status ug_dataset_gather(const ug_dataset *ds, const int64_t *ids, int64_t co
     float table[256];
     unsigned short half_table[256];
     if (base->x_dtype == UG_U8) {
-        for (int v = 0; v < 256; v++)
-            table[v] = ds->scale * (float)v + ds->shift;
-        if (x_dtype != UG_F32)
+        ug_dataset_byte_table(ds, table);
+        if (x_dtype != UG_F32 && x_dtype != UG_U8)
             store_row(table, 256, x_dtype, half_table);
     }
     float row[256];
@@ -94,7 +99,9 @@ ug_status ug_dataset_gather(const ug_dataset *ds, const int64_t *ids, int64_t co
         char *dst = (char *)x + (size_t)r * out_row;
         if (base->x_dtype == UG_U8) {
             const unsigned char *src = (const unsigned char *)base->x + base_ids[r] * features;
-            if (x_dtype == UG_F32)
+            if (x_dtype == UG_U8) /* the bytes themselves, converted on the device */
+                memcpy(dst, src, (size_t)features);
+            else if (x_dtype == UG_F32)
                 for (int64_t f = 0; f < features; f++)
                     ((float *)dst)[f] = table[src[f]];
             else

@@ -35,13 +35,16 @@ const ug_dataset *ug_dataset_storage(const ug_dataset *ds);
 int64_t ug_dataset_base_id(const ug_dataset *ds, int64_t id);
 
 /* Assembles samples ids[0..count) (indices into ds) into x, count * features
- * values of x_dtype (f32, f16 or bf16), and y (labels i32 or targets f32).
+ * values of x_dtype (f32, f16 or bf16; u8: a byte data set's bytes), and y
+ * (labels i32 or targets f32).
  * base_ids receives the storage's indices (count); scratch is count *
  * features floats when ug_dataset_gather_needs_scratch, else unused. The
  * error names the samples. Thread-safe: loaders' workers call it. */
 ug_status ug_dataset_gather(const ug_dataset *ds, const int64_t *ids, int64_t count,
                             ug_dtype x_dtype, void *x, void *y, int64_t *base_ids, float *scratch);
 bool ug_dataset_gather_needs_scratch(const ug_dataset *ds, ug_dtype x_dtype);
+/* The value of each byte in ds (scale * byte + shift, in f32). */
+void ug_dataset_byte_table(const ug_dataset *ds, float table[256]);
 /* Bytes of one sample's y as a batch holds it. */
 size_t ug_dataset_y_bytes(const ug_dataset *ds);
 
@@ -64,5 +67,24 @@ ug_status ug_idx_read_ex(const char *path, ug_idx **out, size_t *file_elem_size,
  * the core's own error, so the tests can see a worker's error reach
  * ug_loader_next. */
 void ug_loader_debug_fail_batch(ug_loader *loader, int64_t batch);
+
+/* A loader slot's part on the device with device_convert (loader_device.c):
+ * the rows' bytes, and with augmentation each sample's crop and flip. */
+typedef struct ug_device_batch {
+    ug_tensor *bytes;      /* u8 [rows, features] */
+    ug_tensor *places;     /* i32 [rows, 3]: dy, dx, flip; NULL without augmentation */
+    int32_t *host_places;
+} ug_device_batch;
+/* The configuration's device conversion and augmentation against ds. */
+ug_status ug_device_batch_check(const ug_dataset *ds, const ug_loader_config *c, const char *op);
+/* ds's byte table on device (f32 [256]). */
+ug_status ug_device_batch_table(const ug_dataset *ds, ug_device *device, ug_tensor **table);
+ug_status ug_device_batch_make(ug_device_batch *b, ug_device *device, const ug_loader_config *c, int64_t rows,
+                               int64_t features);
+void ug_device_batch_free(ug_device_batch *b);
+/* Uploads count rows of bytes (samples ids) and their places in epoch,
+ * and makes x (count rows) from them on the device. */
+ug_status ug_device_batch_fill(ug_device_batch *b, const ug_loader_config *c, const ug_tensor *table,
+                               int64_t epoch, const int64_t *ids, int64_t count, const void *bytes, ug_tensor *x);
 
 #endif

@@ -69,6 +69,7 @@ typedef struct slot {
     int64_t capacity;          /* rows it holds */
     ug_tensor *x, *y;          /* [capacity, features] x_dtype; [capacity] i32 or [capacity, width] f32 */
     ug_tensor *x_view, *y_view; /* their first view_rows rows, for a batch of fewer, or NULL */
+    ug_device_batch on_device; /* with device_convert: the bytes and crops uploaded */
     int64_t view_rows;
     ug_status status;          /* the worker's result */
     char message[MESSAGE_BYTES];
@@ -79,6 +80,8 @@ struct ug_loader {
     const ug_dataset *dataset;
     ug_device *device;
     ug_loader_config config;
+    ug_dtype host_dtype;       /* what a slot's host_x holds: x_dtype, or u8 with device_convert */
+    ug_tensor *byte_table;     /* with device_convert: the data set's value of each byte */
     int64_t rows;              /* the most rows of a batch (of this shard) at create: the slots' */
     int64_t full_batches;      /* batches of batch_size samples */
     int64_t full_rows, full_offset; /* this shard's rows of a full batch, and where they start */
@@ -200,14 +203,17 @@ static ug_status fill_slot(ug_loader *l, slot *s)
         return UG_OK; /* this shard's part of a small last batch is empty */
     UG_TRY(shape_slot(l, s));
     memcpy(s->ids, l->perm + batch_offset(l, s->batch), (size_t)count * sizeof *s->ids);
-    UG_TRY(ug_dataset_gather(ds, s->ids, count, l->config.x_dtype, s->host_x, s->host_y, s->base_ids,
+    UG_TRY(ug_dataset_gather(ds, s->ids, count, l->host_dtype, s->host_x, s->host_y, s->base_ids,
                              s->scratch));
     ug_tensor *x = NULL, *y = NULL;
     batch_tensors(s, &x, &y);
-    size_t x_bytes = (size_t)count * (size_t)ds->features * ug_dtype_size(l->config.x_dtype);
+    size_t x_bytes = (size_t)count * (size_t)ds->features * ug_dtype_size(l->host_dtype);
     if (s->inject_failure)
         x_bytes++; /* the test hook: ug_tensor_upload refuses the size */
-    UG_TRY(ug_tensor_upload(x, s->host_x, x_bytes));
+    if (l->config.device_convert && !s->inject_failure)
+        UG_TRY(ug_device_batch_fill(&s->on_device, &l->config, l->byte_table, l->epoch, s->ids, count, s->host_x, x));
+    else
+        UG_TRY(ug_tensor_upload(x, s->host_x, x_bytes));
     return ug_tensor_upload(y, s->host_y, (size_t)count * ug_dataset_y_bytes(ds));
 }
 
@@ -327,6 +333,7 @@ static void free_slot_buffers(ug_loader *l, slot *s)
     ug_tensor_free(s->y_view);
     ug_tensor_free(s->x);
     ug_tensor_free(s->y);
+    ug_device_batch_free(&s->on_device);
     s->host_x = s->host_y = NULL;
     s->ids = s->base_ids = NULL;
     s->scratch = NULL;
@@ -348,11 +355,13 @@ static ug_status make_slot(ug_loader *l, slot *s, int64_t rows)
     const ug_dataset *ds = l->dataset;
     int64_t features = ds->features, width = ug_dataset_target_width(ds);
     size_t values = (size_t)rows * (size_t)features;
-    UG_TRY(ug_host_alloc(l->device, values * ug_dtype_size(l->config.x_dtype), &s->host_x));
+    UG_TRY(ug_host_alloc(l->device, values * ug_dtype_size(l->host_dtype), &s->host_x));
+    if (l->config.device_convert)
+        UG_TRY(ug_device_batch_make(&s->on_device, l->device, &l->config, rows, features));
     UG_TRY(ug_host_alloc(l->device, (size_t)rows * ug_dataset_y_bytes(ds), &s->host_y));
     s->ids = ug_malloc((size_t)rows * sizeof *s->ids);
     s->base_ids = ug_malloc((size_t)rows * sizeof *s->base_ids);
-    bool scratch = ug_dataset_gather_needs_scratch(ds, l->config.x_dtype);
+    bool scratch = ug_dataset_gather_needs_scratch(ds, l->host_dtype);
     if (scratch)
         s->scratch = ug_malloc(values * sizeof(float));
     if (!s->ids || !s->base_ids || (scratch && !s->scratch))
@@ -428,10 +437,13 @@ ug_status ug_loader_device_bytes(const ug_dataset *dataset, const ug_loader_conf
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, dataset ? "bytes" : "dataset");
     ug_loader_config c;
     UG_TRY(resolve_config(config, op, &c));
+    UG_TRY(ug_device_batch_check(dataset, &c, op));
     size_t rows = (size_t)batch_rows(dataset, &c);
     size_t x = ug_pool_block_bytes(rows * (size_t)dataset->features * ug_dtype_size(c.x_dtype));
     size_t y = ug_pool_block_bytes(rows * ug_dataset_y_bytes(dataset));
-    *bytes = (uint64_t)(c.prefetch + 1) * (x + y); /* the slots of ug_loader_create */
+    if (c.device_convert) /* the bytes, the crops, and the byte table once */
+        x += ug_pool_block_bytes(rows * (size_t)dataset->features) + ug_pool_block_bytes(rows * 12);
+    *bytes = (uint64_t)(c.prefetch + 1) * (x + y) + (c.device_convert ? ug_pool_block_bytes(1024) : 0);
     return UG_OK;
 }
 
@@ -447,6 +459,7 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
                             dataset ? "device" : "dataset");
     ug_loader_config c;
     UG_TRY(resolve_config(config, op, &c));
+    UG_TRY(ug_device_batch_check(dataset, &c, op));
 
     ug_loader *l = ug_calloc(1, sizeof *l);
     if (!l)
@@ -455,6 +468,7 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     l->dataset = dataset;
     l->device = device;
     l->config = c;
+    l->host_dtype = c.device_convert ? UG_U8 : c.x_dtype;
     l->rows = batch_rows(dataset, &c);
     l->full_batches = n / c.batch_size;
     int64_t rest = c.drop_last ? 0 : n % c.batch_size;
@@ -479,6 +493,8 @@ ug_status ug_loader_create(const ug_dataset *dataset, ug_device *device,
     l->threads = ug_calloc((size_t)l->nthreads, sizeof *l->threads);
     if (!l->perm || !l->slots || !l->threads)
         st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (st == UG_OK && c.device_convert)
+        st = ug_device_batch_table(dataset, device, &l->byte_table);
     for (int i = 0; st == UG_OK && i < l->nslots; i++)
         st = make_slot(l, &l->slots[i], l->rows);
     if (st != UG_OK)
@@ -511,6 +527,7 @@ void ug_loader_free(ug_loader *l)
     live_remove(l);
     stop_workers(l, l->nthreads);
     free_slots(l);
+    ug_tensor_free(l->byte_table);
     free(l->perm);
     free(l->threads);
     pthread_cond_destroy(&l->work);

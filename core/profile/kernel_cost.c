@@ -167,6 +167,14 @@ void ug_kernel_cost_of(ug_kernel_family family, const void *args, ug_kernel_cost
                  (long long)a->inner);
         break;
     }
+    case UG_KERNEL_AUGMENT: {
+        const ug_augment_args *a = args;
+        const double n = (double)a->n * (double)a->c * (double)a->h * (double)a->w;
+        c->bytes = n * (1.0 + size_of(a->y)) + (a->place.mem ? 12.0 * (double)a->n : 0.0) + 1024.0;
+        snprintf(c->shape, sizeof c->shape, "%lldx%lldx%lldx%lld", (long long)a->n, (long long)a->c,
+                 (long long)a->h, (long long)a->w);
+        break;
+    }
     case UG_KERNEL_UPSAMPLE2D: {
         const ug_upsample2d_args *a = args;
         const ug_window2d *w = &a->win;

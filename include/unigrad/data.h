@@ -112,6 +112,19 @@ UG_API ug_status ug_dataset_stats(const ug_dataset *dataset, double *mean, doubl
  * set's statistics. Transform a data set before creating a loader on it. */
 UG_API ug_status ug_dataset_transform(ug_dataset *dataset, float scale, float shift);
 
+/* Image augmentation on the device (ug_loader_config.augment), per sample
+ * as torchvision's RandomCrop(size, padding=crop_padding) then
+ * RandomHorizontalFlip(p=flip): the features are images [channels,
+ * height, width]; each is padded with crop_padding zero bytes on every
+ * side and cut back to its size at a random place, then flipped left to
+ * right with probability flip. Drawn from (seed, epoch, sample index), so
+ * every device, shard and resumed run gives the same. Zero: none. */
+typedef struct ug_image_augment {
+    int64_t channels, height, width;
+    int crop_padding;
+    float flip;
+} ug_image_augment;
+
 typedef struct ug_loader_config {
     int64_t batch_size;
     bool shuffle;            /* a new permutation each epoch from (seed, epoch) */
@@ -134,6 +147,13 @@ typedef struct ug_loader_config {
      * NULL. At most 64 shards; weights positive and finite. */
     int shard_count, shard_index;
     const double *shard_weights;
+    /* Byte data sets' batches converted on the device: uploaded as bytes, a
+     * quarter of f32's, and made x_dtype there through the data set's
+     * value of each byte (its scale and shift), bit for bit what the host
+     * gives; augment (which needs it) applies there too. False: on the
+     * host. */
+    bool device_convert;
+    ug_image_augment augment;
 } ug_loader_config;
 
 /* Defaults: batch 64, shuffle, seed 0, keep last, 1 thread, 2 ahead. */

@@ -125,6 +125,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.shard_weights = fuzz_byte(&in) & 1 ? weights : NULL;
     if (c.shard_count > 4)
         c.shard_count = 4; /* the weights the harness holds */
+    c.device_convert = fuzz_byte(&in) & 1;
+    c.augment = (ug_image_augment){.channels = fuzz_int(&in, 4), .height = fuzz_int(&in, 8),
+                                   .width = fuzz_int(&in, 8), .crop_padding = (int)fuzz_int(&in, 4),
+                                   .flip = fuzz_float(&in)};
     ug_dataset *source = subset && (fuzz_byte(&in) & 1) ? subset : first ? first : ds;
     uint64_t device_bytes = 0;
     ug_status st = ug_loader_device_bytes(source, &c, &device_bytes);
