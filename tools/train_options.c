@@ -122,6 +122,14 @@ static const option_spec table[] = {
      .help = "classes the labels must fall in"},
     {.name = "workers", .value = "N", .kind = OPT_INT, .target = FIELD(workers), .min = 1, .max = 64,
      .help = "the data loaders' background threads (assembling and uploading batches)"},
+    {.name = "device-convert", .kind = OPT_SET, .target = FIELD(device_convert), .set = true,
+     .help = "upload the images as bytes (a quarter of f32's) and convert them on the device"},
+    {.name = "crop-padding", .value = "N", .kind = OPT_INT, .target = FIELD(crop_padding), .min = 0, .max = 64,
+     .help = "augment on the device (implies --device-convert): each training image cut at a random place from "
+             "a copy padded with N zero pixels (torchvision's RandomCrop)"},
+    {.name = "flip", .value = "P", .kind = OPT_FLOAT, .target = FIELD(flip), .min = 0, .max = 1,
+     .help = "augment on the device (implies --device-convert): flip each training image left to right with "
+             "probability P (RandomHorizontalFlip)"},
     {.name = "keep-denormals", .kind = OPT_SET, .target = FIELD(keep_denormals), .set = true,
      .help = "keep denormal floats on the CPU instead of flushing them to zero (IEEE arithmetic throughout; "
              "up to 100x slower where values decay into their range, as Adam's moments of rarely seen "

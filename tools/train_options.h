@@ -32,6 +32,9 @@ typedef struct train_options {
     int64_t batch;            /* 0: auto, the largest that fits */
     int accumulate;           /* batches per optimizer update */
     int workers;              /* the loaders' background threads */
+    bool device_convert;      /* batches uploaded as bytes, converted on the device */
+    int crop_padding;         /* augmentation: random crops of the zero-padded image; 0: none */
+    float flip;               /* augmentation: the probability of a left-right flip */
     uint64_t seed;
     bool quiet, standardize;
     bool keep_denormals;      /* IEEE denormals on the CPU instead of flushing them */

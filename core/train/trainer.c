@@ -235,6 +235,7 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
     t->loader_config.x_dtype = c->precision;
     t->loader_config.threads = c->workers;
     t->loader_config.drop_last = c->drop_last;
+    t->loader_config.device_convert = c->device_convert;
     t->batch = c->batch_size;
     if (st == UG_OK) st = ug_model_create(t->device, c->seed, &t->model);
     if (st == UG_OK) st = build_run(t, train, validation);
@@ -244,7 +245,9 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
         lc.shard_count = ug_comm_size(c->comm);
         lc.shard_index = ug_comm_rank(c->comm);
     }
+    lc.augment = c->augment;
     if (st == UG_OK) st = ug_loader_create(train, t->device, &lc, &t->train_loader);
+    lc.augment = (ug_image_augment){0}; /* evaluations see the images as they are */
     lc.shard_count = 0; /* evaluations run whole on every rank */
     lc.shuffle = false;
     lc.drop_last = false;

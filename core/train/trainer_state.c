@@ -52,6 +52,10 @@ static int config_fields(const ug_trainer *t, field *f)
     INT_FIELD("optimizer.total_steps", o.total_steps);
     REAL_FIELD("optimizer.min_lr", o.min_lr);
     REAL_FIELD("optimizer.max_grad_norm", o.max_grad_norm);
+    const ug_image_augment *a = &t->config.augment;
+    snprintf(f[n].text, FIELD_TEXT, "%lld %lld %lld %d %.9g", (long long)a->channels, (long long)a->height,
+             (long long)a->width, a->crop_padding, (double)a->flip);
+    f[n++].name = "augment";
 #undef INT_FIELD
 #undef REAL_FIELD
     return n;
@@ -94,6 +98,8 @@ static ug_status check_saved_config(const ug_trainer *t)
     const int n = config_fields(t, f);
     for (int i = 0; i < n; i++) {
         const char *saved = saved_string(t, f[i].name);
+        if (!saved && !strcmp(f[i].name, "augment")) /* saved before augmentation existed: none */
+            saved = "0 0 0 0 0";
         if (!saved)
             return ug_set_error(UG_ERR_FORMAT, "trainer: %s holds no trainer.%s: it was not saved by a trainer",
                                 t->config.resume, f[i].name);

@@ -152,6 +152,11 @@ typedef struct ug_trainer_config {
     uint64_t seed;            /* initialisation, shuffling, dropout, the split */
     int workers;              /* loader threads; default 1 */
     bool drop_last;           /* drop each epoch's partial batch; default false */
+    /* Byte data sets' batches uploaded as bytes and converted on the
+     * device (ug_loader_config.device_convert), and the training batches'
+     * augmentation there (ug_loader_config.augment; not the evaluations'). */
+    bool device_convert;
+    ug_image_augment augment;
     /* Validation: the data set given to ug_trainer_create, or this
      * fraction of the training set held out (a seeded split). */
     double val_split;

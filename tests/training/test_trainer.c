@@ -99,10 +99,8 @@ static ug_status build_mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug
 }
 
 /* Labels from a fixed linear rule with some noise, so training learns. */
-static ug_dataset *problem(uint64_t seed)
+static void problem_values(uint64_t seed, float *x, int32_t *labels)
 {
-    float *x = th_alloc(SAMPLES * FEATURES * sizeof *x);
-    int32_t *labels = th_alloc(SAMPLES * sizeof *labels);
     uint64_t s = seed;
     for (int i = 0; i < SAMPLES; i++) {
         double score[CLASSES] = {0};
@@ -114,9 +112,33 @@ static ug_dataset *problem(uint64_t seed)
         }
         labels[i] = score[0] > score[1] ? (score[0] > score[2] ? 0 : 2) : (score[1] > score[2] ? 1 : 2);
     }
+}
+
+static ug_dataset *problem(uint64_t seed)
+{
+    float *x = th_alloc(SAMPLES * FEATURES * sizeof *x);
+    int32_t *labels = th_alloc(SAMPLES * sizeof *labels);
+    problem_values(seed, x, labels);
     ug_dataset *d = NULL;
     if (ug_dataset_from_arrays(SAMPLES, FEATURES, x, labels, &d) != UG_OK)
         th_fail(TH_LOC, "ug_dataset_from_arrays: %s", ug_last_error());
+    return d;
+}
+
+/* The problem's features as bytes (images of 2 x 3), for the loader's
+ * conversion and augmentation on the device. */
+static ug_dataset *byte_problem(uint64_t seed)
+{
+    ug_dataset *d = NULL;
+    float *values = th_alloc(SAMPLES * FEATURES * sizeof *values);
+    uint8_t *x = th_alloc(SAMPLES * FEATURES);
+    int32_t *labels = th_alloc(SAMPLES * sizeof *labels);
+    problem_values(seed, values, labels);
+    for (int i = 0; i < SAMPLES * FEATURES; i++)
+        x[i] = (uint8_t)lround((values[i] + 1.0f) * 127.5f);
+    ug_dataset_arrays a = {.count = SAMPLES, .features = FEATURES, .x_dtype = UG_U8, .x = x, .labels = labels};
+    if (ug_dataset_create(&a, &d) != UG_OK || ug_dataset_transform(d, 2.0f / 255.0f, -1.0f) != UG_OK)
+        th_fail(TH_LOC, "a byte data set: %s", ug_last_error());
     return d;
 }
 
@@ -171,15 +193,20 @@ static float *train_params(ug_device *dev, ug_dataset *data, const ug_trainer_co
     return params;
 }
 
-static void check_resumes_exactly(ug_device *dev, bool at_epoch_end)
+static void check_resumes_exactly(ug_device *dev, bool at_epoch_end, bool augmented)
 {
-    th_context(at_epoch_end ? "stopped at an epoch's end" : "stopped between updates");
+    th_context("%s%s", at_epoch_end ? "stopped at an epoch's end" : "stopped between updates",
+               augmented ? ", augmented on the device" : "");
     char dir[] = "/tmp/ug-test-trainer-XXXXXX", path[128];
     REQUIRE(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/run.safetensors", dir);
-    ug_dataset *data = problem(3);
+    ug_dataset *data = augmented ? byte_problem(3) : problem(3);
     REQUIRE(data);
     ug_trainer_config c = mlp_config();
+    if (augmented) {
+        c.device_convert = true;
+        c.augment = (ug_image_augment){.channels = 1, .height = 2, .width = 3, .crop_padding = 1, .flip = 0.5f};
+    }
     int64_t n_whole = 0, n_resumed = 0;
     float *whole = train_params(dev, data, &c, &n_whole, NULL);
 
@@ -209,8 +236,26 @@ static void check_resumes_exactly(ug_device *dev, bool at_epoch_end)
     ug_dataset_free(data);
 }
 
-TS_TEST(resume_at_epoch_end) { check_resumes_exactly(dev, true); }
-TS_TEST(resume_between_updates) { check_resumes_exactly(dev, false); }
+TS_TEST(resume_at_epoch_end) { check_resumes_exactly(dev, true, false); }
+TS_TEST(resume_between_updates) { check_resumes_exactly(dev, false, false); }
+/* The crops and flips drawn again as they were. */
+TS_TEST(resume_augmented) { check_resumes_exactly(dev, false, true); }
+
+/* Bytes converted on the device train exactly as the host's conversion. */
+TS_TEST(device_conversion_trains_as_host)
+{
+    ug_dataset *data = byte_problem(4);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    int64_t n_host = 0, n_device = 0;
+    float *host = train_params(dev, data, &c, &n_host, NULL);
+    c.device_convert = true;
+    float *device = train_params(dev, data, &c, &n_device, NULL);
+    if (host && device)
+        CHECK_MSG(n_host == n_device && !memcmp(host, device, (size_t)n_host * sizeof *host),
+                  "converted on the device, the parameters differ from the host's conversion");
+    ug_dataset_free(data);
+}
 
 TS_TEST(resume_with_another_schedule)
 {
@@ -555,6 +600,8 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(metrics_by_hand),
         TH_DEVICE_TEST(resume_at_epoch_end),
         TH_DEVICE_TEST(resume_between_updates),
+        TH_DEVICE_TEST(resume_augmented),
+        TH_DEVICE_TEST(device_conversion_trains_as_host),
         TH_DEVICE_TEST(resume_with_another_schedule),
         TH_DEVICE_TEST(training_and_evaluation_sums_apart),
         TH_DEVICE_TEST(early_stopping_restores_the_best),
