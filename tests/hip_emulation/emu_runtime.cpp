@@ -1,5 +1,6 @@
 /* The emulated CUDA runtime (fake_cuda/cuda_runtime.h): the kernel
- * scheduler, device memory and streams.
+ * scheduler, device memory and the machine's bookkeeping (streams, events,
+ * capture and graphs: emu_streams.cpp).
  *
  * Scheduling. Each GPU thread of a block is a fiber (ucontext) with its own
  * stack, all on the calling OS thread. __syncthreads() switches back to the
@@ -40,14 +41,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include <map>
-#include <mutex>
-#include <set>
-#include <vector>
-
 #include "cuda_fp16.h"
-#include "cuda_runtime.h"
-#include "emu_control.h"
+#include "emu_machine.h"
 
 /* AddressSanitizer must be told about every stack switch, or it reports
  * false errors on the fiber stacks (GCC and clang spell the test apart). */
@@ -62,6 +57,8 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+
+using namespace emu;
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -104,43 +101,12 @@ struct Scheduler {
 };
 Scheduler g_sched;
 
-struct EmuEvent {
-    bool timing = true, recorded = false;
-    double ms = 0; /* the host's monotonic clock at the record */
-};
+} // namespace
 
-/* Work recorded in order: a captured stream's, a graph's. */
-typedef std::vector<std::function<void()>> Work;
+namespace emu {
 
-struct Capture {
-    Work work;
-    cudaStreamCaptureMode mode;
-    pthread_t thread;
-    bool invalid = false;
-};
-
-struct Machine {
-    int devices = 1, sm_count = 8, current_device = 0;
-    std::map<cudaStream_t, Capture> captures;
-    std::set<const Work *> graphs, execs; /* cudaGraph_t and cudaGraphExec_t are Work */
-    int fail_next_capture = 0;
-    size_t memory = (size_t)4 << 30, used = 0;
-    cudaError_t last_error = cudaSuccess;
-    std::map<const char *, size_t> device_allocs; /* start -> bytes */
-    std::set<void *> host_allocs;
-    std::set<cudaStream_t> streams;
-    uintptr_t next_stream = 0x5000;
-    std::map<cudaEvent_t, EmuEvent> events;
-    uintptr_t next_event = 0x9000;
-    ug_emu_stats stats = {};
-};
 Machine g_machine;
-
-/* The library's threads (the data loader's workers upload batches) may call
- * into the runtime at once, as they may into CUDA's: every call, a whole
- * launch included, holds this lock (recursive: a call may make another). */
 std::recursive_mutex g_lock;
-#define EMU_LOCKED std::lock_guard<std::recursive_mutex> emu_locked_(g_lock)
 
 cudaError_t record(cudaError_t e)
 {
@@ -148,6 +114,38 @@ cudaError_t record(cudaError_t e)
         g_machine.last_error = e;
     return e;
 }
+
+bool stream_ok(cudaStream_t s) { return s == nullptr || g_machine.streams.count(s) != 0; }
+
+Capture *capture_of(cudaStream_t s)
+{
+    auto it = g_machine.captures.find(s);
+    return it == g_machine.captures.end() ? nullptr : &it->second;
+}
+
+bool forbidden_in_capture()
+{
+    bool forbidden = false;
+    for (auto &c : g_machine.captures)
+        if (c.second.mode == cudaStreamCaptureModeGlobal ||
+            (c.second.mode == cudaStreamCaptureModeThreadLocal && pthread_equal(c.second.thread, pthread_self()))) {
+            c.second.invalid = true;
+            forbidden = true;
+        }
+    return forbidden;
+}
+
+void on_stream(cudaStream_t stream, std::function<void()> body)
+{
+    if (Capture *c = capture_of(stream))
+        c->work.push_back(std::move(body));
+    else
+        body();
+}
+
+} // namespace emu
+
+namespace {
 
 void start_switch(void **save, const void *bottom, size_t size)
 {
@@ -338,8 +336,6 @@ bool device_range(const void *p, size_t bytes)
     return c >= it->first && c + bytes <= it->first + it->second;
 }
 
-bool stream_ok(cudaStream_t s) { return s == nullptr || g_machine.streams.count(s) != 0; }
-
 } // namespace
 
 void __syncthreads(void)
@@ -354,36 +350,6 @@ void __syncthreads(void)
 }
 
 namespace {
-
-Capture *capture_of(cudaStream_t s)
-{
-    auto it = g_machine.captures.find(s);
-    return it == g_machine.captures.end() ? nullptr : &it->second;
-}
-
-/* A call that is not stream-ordered, as CUDA forbids it during a global
- * capture (from any thread) or a thread-local one (from its thread): it
- * fails and invalidates those captures. */
-bool forbidden_in_capture()
-{
-    bool forbidden = false;
-    for (auto &c : g_machine.captures)
-        if (c.second.mode == cudaStreamCaptureModeGlobal ||
-            (c.second.mode == cudaStreamCaptureModeThreadLocal && pthread_equal(c.second.thread, pthread_self()))) {
-            c.second.invalid = true;
-            forbidden = true;
-        }
-    return forbidden;
-}
-
-/* Runs body, or records it when stream is being captured. */
-void on_stream(cudaStream_t stream, std::function<void()> body)
-{
-    if (Capture *c = capture_of(stream))
-        c->work.push_back(std::move(body));
-    else
-        body();
-}
 
 void run_grid(const std::function<void()> &body, dim3 grid, dim3 block)
 {
@@ -593,213 +559,6 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
      * so it must still be there then (as with CUDA). Overlapping ranges
      * are an error (ASan reports them). */
     on_stream(stream, [dst, src, bytes] { memcpy(dst, src, bytes); });
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
-{
-    EMU_LOCKED;
-    if (flags != cudaStreamNonBlocking && flags != 0)
-        return record(cudaErrorInvalidValue);
-    /* A distinct handle that is never dereferenced. */
-    *stream = (cudaStream_t)(g_machine.next_stream += 0x10);
-    g_machine.streams.insert(*stream);
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream)
-{
-    EMU_LOCKED;
-    g_machine.captures.erase(stream);
-    return record(g_machine.streams.erase(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream)
-{
-    EMU_LOCKED;
-    if (Capture *c = capture_of(stream)) {
-        c->invalid = true;
-        return record(cudaErrorStreamCaptureUnsupported);
-    }
-    if (forbidden_in_capture())
-        return record(cudaErrorStreamCaptureUnsupported);
-    return record(stream_ok(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)
-{
-    EMU_LOCKED;
-    /* The legacy default stream cannot be captured. */
-    if (!stream || !stream_ok(stream))
-        return record(stream ? cudaErrorInvalidResourceHandle : cudaErrorStreamCaptureUnsupported);
-    if (capture_of(stream) || mode > cudaStreamCaptureModeRelaxed)
-        return record(cudaErrorInvalidValue);
-    Capture &c = g_machine.captures[stream];
-    c.mode = mode;
-    c.thread = pthread_self();
-    if (g_machine.fail_next_capture > 0) { /* ug_emu_fail_captures */
-        g_machine.fail_next_capture--;
-        c.invalid = true;
-    }
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
-{
-    EMU_LOCKED;
-    Capture *c = capture_of(stream);
-    *graph = nullptr;
-    if (!c)
-        return record(cudaErrorIllegalState);
-    if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self()))
-        return record(cudaErrorStreamCaptureWrongThread);
-    const bool invalid = c->invalid;
-    Work *work = invalid ? nullptr : new Work(std::move(c->work));
-    g_machine.captures.erase(stream);
-    if (invalid)
-        return record(cudaErrorStreamCaptureInvalidated);
-    g_machine.graphs.insert(work);
-    *graph = (cudaGraph_t)work;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
-{
-    EMU_LOCKED;
-    auto it = g_machine.graphs.find((const Work *)graph);
-    if (it == g_machine.graphs.end() || flags != 0)
-        return record(cudaErrorInvalidValue);
-    Work *copy = new Work(**it);
-    g_machine.execs.insert(copy);
-    *exec = (cudaGraphExec_t)copy;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
-{
-    EMU_LOCKED;
-    auto it = g_machine.execs.find((const Work *)exec);
-    if (it == g_machine.execs.end() || !stream_ok(stream))
-        return record(cudaErrorInvalidResourceHandle);
-    g_machine.stats.graph_launches++;
-    const Work *work = *it;
-    on_stream(stream, [work] {
-        for (const auto &step : *work)
-            step();
-    });
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
-{
-    EMU_LOCKED;
-    if (!g_machine.execs.erase((const Work *)exec))
-        return record(cudaErrorInvalidResourceHandle);
-    delete (Work *)exec;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    EMU_LOCKED;
-    if (!g_machine.graphs.erase((const Work *)graph))
-        return record(cudaErrorInvalidResourceHandle);
-    delete (Work *)graph;
-    return cudaSuccess;
-}
-
-extern "C" int ug_emu_stream_work(void *stream, void (*fn)(const void *ctx), const void *ctx, size_t bytes)
-{
-    EMU_LOCKED;
-    cudaStream_t s = (cudaStream_t)stream;
-    if (!stream_ok(s))
-        return record(cudaErrorInvalidResourceHandle);
-    std::vector<char> copy((const char *)ctx, (const char *)ctx + bytes);
-    on_stream(s, [fn, copy] { fn(copy.data()); });
-    return cudaSuccess;
-}
-
-extern "C" void ug_emu_fail_captures(int count)
-{
-    EMU_LOCKED;
-    g_machine.fail_next_capture = count;
-}
-
-namespace {
-double host_ms()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-EmuEvent *event_of(cudaEvent_t e)
-{
-    auto it = g_machine.events.find(e);
-    return it == g_machine.events.end() ? nullptr : &it->second;
-}
-} // namespace
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
-{
-    EMU_LOCKED;
-    if (flags & ~(unsigned)cudaEventDisableTiming)
-        return record(cudaErrorInvalidValue);
-    *event = (cudaEvent_t)(g_machine.next_event += 0x10);
-    g_machine.events[*event].timing = !(flags & cudaEventDisableTiming);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event)
-{
-    EMU_LOCKED;
-    return record(g_machine.events.erase(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-    EMU_LOCKED;
-    EmuEvent *e = event_of(event);
-    if (!e || !stream_ok(stream))
-        return record(cudaErrorInvalidResourceHandle);
-    on_stream(stream, [event] {
-        if (EmuEvent *live = event_of(event)) {
-            live->recorded = true;
-            live->ms = host_ms();
-        }
-    });
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
-{
-    EMU_LOCKED;
-    if (!event_of(event) || !stream_ok(stream))
-        return record(cudaErrorInvalidResourceHandle);
-    return record(flags == 0 ? cudaSuccess : cudaErrorInvalidValue);
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event)
-{
-    EMU_LOCKED;
-    return record(event_of(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    EMU_LOCKED;
-    if (forbidden_in_capture())
-        return record(cudaErrorStreamCaptureUnsupported);
-    return record(event_of(event) ? cudaSuccess : cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-    EMU_LOCKED;
-    EmuEvent *a = event_of(start), *b = event_of(end);
-    if (!a || !b || !a->timing || !b->timing || !a->recorded || !b->recorded)
-        return record(cudaErrorInvalidResourceHandle);
-    *ms = (float)(b->ms - a->ms);
     return cudaSuccess;
 }
 
