@@ -84,6 +84,13 @@ ug_status ug_graph_set_checks(ug_graph *g, ug_check_mode mode)
     return UG_OK;
 }
 
+ug_status ug_graph_set_fusion(ug_graph *g, bool on)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_graph_set_fusion"));
+    g->unfused = !on;
+    return UG_OK;
+}
+
 ug_status ug_graph_set_seed(ug_graph *g, uint64_t seed)
 {
     if (!g)

@@ -100,6 +100,7 @@ struct ug_graph {
     bool compiled;
     bool planned;             /* the plan is made (ug_graph_memory or compile): no more ops */
     bool has_backward;
+    bool unfused;             /* ug_graph_set_fusion(g, false) */
     uint64_t seed;
     uint64_t runs;
     /* f32 [1] on the device with dropout: runs modulo UG_RANDOM_RUN_PERIOD,

@@ -372,11 +372,13 @@ static ug_status plan_graph(ug_graph *g)
     ug_status st = ug_graph_add_checks(g); /* before fusion: a checked value must exist */
     if (st == UG_OK) {
         ug_graph_find_scopes(g);
-        fuse_activations(g);
-        fuse_casts(g);
+        if (!g->unfused) {
+            fuse_activations(g);
+            fuse_casts(g);
+        }
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
     }
-    if (st == UG_OK)
+    if (st == UG_OK && !g->unfused)
         st = group_launches(g);
     g->autocasting = false;
     UG_TRY(st);

@@ -1,0 +1,130 @@
+/* Fusion (graph/plan.c) against the same graph unfused
+ * (ug_graph_set_fusion(g, false)), on every device: the kernels it saves,
+ * counted from the plan, and the same training within float rounding
+ * (activations folded into bias adds and batch norm, casts into their
+ * producers, the optimizer's updates in one launch). */
+#include <string.h>
+
+#include "train_support.h"
+#include "unigrad/unigrad.h"
+
+#define OK(expr) CHECK_STATUS(expr, UG_OK)
+
+enum { BATCH = 8, FEATURES = 12, SIDE = 6, CLASSES = 3, STEPS = 5 };
+
+typedef struct net {
+    ug_graph *g;
+    ug_model *m;
+    ug_value *x, *y, *loss;
+} net;
+
+static bool make_net(ug_device *dev, bool cnn, ug_dtype precision, bool fused, net *n)
+{
+    *n = (net){.m = ts_model(dev, 3)};
+    if (!n->m || !(n->g = ts_graph(n->m)))
+        return false;
+    ug_graph *g = n->g;
+    ug_value *h = NULL;
+    const int64_t ys = BATCH;
+    ug_status st = ug_graph_set_fusion(g, fused);
+    if (st == UG_OK) st = ug_graph_set_precision(g, precision);
+    if (cnn) {
+        const int64_t xs[4] = {BATCH, 2, SIDE, SIDE};
+        const ug_conv2d_params p = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1};
+        if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 4, xs, &n->x);
+        if (st == UG_OK) st = ug_nn_conv2d(g, "c1", n->x, 4, 3, 3, &p, &h);
+        if (st == UG_OK) st = ug_nn_batch_norm(g, "bn1", h, &h);
+        if (st == UG_OK) st = ug_g_relu(g, h, &h);
+        if (st == UG_OK) st = ug_g_global_avg_pool2d(g, h, &h);
+        if (st == UG_OK) st = ug_nn_flatten(g, h, &h);
+    } else {
+        const int64_t xs[2] = {BATCH, FEATURES};
+        if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 2, xs, &n->x);
+        if (st == UG_OK) st = ug_nn_linear(g, "fc1", n->x, 16, &h);
+        if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    }
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &h);
+    if (st == UG_OK) st = ug_graph_input(g, "y", UG_I32, 1, &ys, &n->y);
+    if (st == UG_OK) st = ug_g_cross_entropy(g, h, n->y, 0.0f, &n->loss);
+    if (st == UG_OK) st = ug_graph_backward(g, n->loss);
+    CHECK_OK(st);
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    oc.lr = 0.01f;
+    ug_optimizer *opt = st == UG_OK ? ts_optimizer(n->m, &oc) : NULL;
+    if (!opt)
+        return false;
+    CHECK_OK(st = ug_graph_set_optimizer(g, opt));
+    if (st == UG_OK)
+        CHECK_OK(st = ug_graph_compile(g));
+    return st == UG_OK;
+}
+
+/* STEPS steps on one batch; the model's parameters after them (tracked). */
+static float *train(ug_device *dev, net *n, bool cnn, int64_t *count)
+{
+    static float x[BATCH * 2 * SIDE * SIDE];
+    int32_t y[BATCH];
+    const int64_t numel = BATCH * (cnn ? 2 * SIDE * SIDE : FEATURES);
+    for (int64_t i = 0; i < numel; i++)
+        x[i] = (float)((i * 37 % 101) - 50) / 40.0f;
+    for (int i = 0; i < BATCH; i++)
+        y[i] = i % CLASSES;
+    const int64_t xs[4] = {BATCH, cnn ? 2 : FEATURES, SIDE, SIDE};
+    ug_tensor *xt = ts_tensor_f32(dev, cnn ? 4 : 2, xs, x), *yt = ts_tensor_i32(dev, BATCH, y);
+    if (!xt || !yt || !OK(ug_graph_bind(n->g, n->x, xt)) || !OK(ug_graph_bind(n->g, n->y, yt)))
+        return NULL;
+    for (int s = 0; s < STEPS; s++)
+        if (!OK(ug_graph_run(n->g)))
+            return NULL;
+    return ts_model_params(n->m, count);
+}
+
+/* fused_exact >= 0: the kernels fusion saves; else at least fused_least. */
+static void compare(ug_device *dev, bool cnn, ug_dtype precision, int fused_exact, int fused_least, double tolerance)
+{
+    th_context("%s %s", cnn ? "CNN" : "MLP", ug_dtype_name(precision));
+    net fused, plain;
+    REQUIRE(make_net(dev, cnn, precision, true, &fused) && make_net(dev, cnn, precision, false, &plain));
+    ug_graph_memory_info a, b;
+    REQUIRE_OK(ug_graph_memory(fused.g, &a));
+    REQUIRE_OK(ug_graph_memory(plain.g, &b));
+    CHECK_EQ_I64(b.fused, 0);
+    CHECK_MSG(a.nodes + a.fused == b.nodes, "%d kernels and %d fused away, %d unfused", a.nodes, a.fused, b.nodes);
+    if (fused_exact >= 0)
+        CHECK_EQ_I64(a.fused, fused_exact);
+    else
+        CHECK_MSG(a.fused >= fused_least, "%d kernels fused away, expected at least %d", a.fused, fused_least);
+    int64_t n_fused = 0, n_plain = 0;
+    const float *p = train(dev, &fused, cnn, &n_fused), *q = train(dev, &plain, cnn, &n_plain);
+    REQUIRE(p && q && n_fused == n_plain);
+    const double rel = ts_max_rel(p, q, n_fused);
+    CHECK_MSG(rel <= tolerance, "fused and unfused parameters differ by %.3g (relative) after %d steps", rel, STEPS);
+}
+
+/* The ReLU into fc1's bias add, and three of four updates into one launch. */
+TS_TEST(mlp_fused_as_unfused) { compare(dev, false, UG_F32, 4, 0, 1e-5); }
+/* The same, and casts folded into the ops producing their inputs: where the
+ * unfused graph rounds an intermediate to bf16 the fused one may not, so
+ * within bf16's rounding (2^-7). */
+TS_TEST(mlp_bf16_fused_as_unfused) { compare(dev, false, UG_BF16, -1, 5, 0x1p-7); }
+/* The ReLU into batch norm, five of six updates. */
+TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, -1, 6, 1e-5); }
+
+TS_TEST(fusion_refused_after_compile)
+{
+    net n;
+    REQUIRE(make_net(dev, false, UG_F32, true, &n));
+    CHECK_STATUS(ug_graph_set_fusion(n.g, false), UG_ERR_STATE);
+    CHECK_STATUS(ug_graph_set_fusion(NULL, false), UG_ERR_INVALID_ARGUMENT);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(mlp_fused_as_unfused),
+        TH_DEVICE_TEST(mlp_bf16_fused_as_unfused),
+        TH_DEVICE_TEST(cnn_fused_as_unfused),
+        TH_DEVICE_TEST(fusion_refused_after_compile),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
