@@ -31,9 +31,9 @@ ug_status ug_device_batch_check(const ug_dataset *ds, const ug_loader_config *c,
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                             "%s: augment.flip %g must be in [0, 1] and crop_padding %d in [0, 65535]", op,
                             (double)a->flip, a->crop_padding);
-    if (a->channels <= 0 || a->height <= 0 || a->width <= 0 || a->channels > ds->features ||
-        a->height > ds->features || a->width > ds->features ||
-        a->channels * a->height * a->width != ds->features)
+    /* Divisions, so that no product of the caller's sizes can overflow. */
+    if (a->channels <= 0 || a->height <= 0 || a->width <= 0 || ds->features % a->channels ||
+        ds->features / a->channels % a->height || ds->features / a->channels / a->height != a->width)
         return ug_set_error(UG_ERR_SHAPE,
                             "%s: augment's images of %lld x %lld x %lld (channels, height, width) must "
                             "hold the data set's %lld features",

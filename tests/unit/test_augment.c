@@ -196,7 +196,10 @@ static void test_refusals(ug_device *dev)
     c.augment.width = W + 1;
     CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_ERR_SHAPE);
     CHECK_ERROR_HAS("features");
-    c.augment.width = W;
+    c.augment = (ug_image_augment){.channels = (int64_t)1 << 40, .height = (int64_t)1 << 40, .width = 1 << 20,
+                                   .crop_padding = 1}; /* sizes whose product overflows */
+    CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_ERR_SHAPE);
+    c.augment = (ug_image_augment){.channels = C, .height = H, .width = W, .crop_padding = 1};
     c.augment.flip = NAN;
     CHECK_STATUS(ug_loader_create(ds, dev, &c, &l), UG_ERR_INVALID_ARGUMENT);
     CHECK(l == NULL);
