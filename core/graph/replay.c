@@ -236,19 +236,20 @@ ug_status ug_graph_run_step(ug_graph *g, unsigned mask, const char *op)
     r->replayed = false;
     ug_stream *caller = ug_stream_current(g->device);
     const uint64_t key = step_key(g, caller);
-    if (!launched_because(g, r) && r->recording && r->key == key) {
+    const bool launch = launched_because(g, r) != NULL;
+    if (!launch && r->recording && r->key == key) {
         UG_TRY(replay(g, r, caller, op));
         g->runs++; /* the recording advances the device's count */
         r->replayed = true;
         return UG_OK;
     }
-    if (!launched_because(g, r) && r->stream && r->launched == key) {
+    if (!launch && r->stream && r->launched == key) {
         r->key = key;
         UG_TRY(capture(g, r, mask, caller, op));
         r->replayed = r->recording != NULL;
         return UG_OK;
     }
-    if (launched_because(g, r))
+    if (launch)
         return ug_graph_launch_phases(g, mask, op);
     /* The step before a capture runs on the graph's stream too: what its
      * queue sets up on first use (reduction scratch, the BLAS library's

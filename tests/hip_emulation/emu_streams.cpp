@@ -101,23 +101,21 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
     return cudaSuccess;
 }
 
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+namespace {
+/* A graph or an instance (both are Work), taken out of its set. */
+cudaError_t destroy_work(std::set<const Work *> &live, const void *handle)
 {
     EMU_LOCKED;
-    if (!g_machine.execs.erase((const Work *)exec))
+    if (!live.erase((const Work *)handle))
         return record(cudaErrorInvalidResourceHandle);
-    delete (Work *)exec;
+    delete (const Work *)handle;
     return cudaSuccess;
 }
+} // namespace
 
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    EMU_LOCKED;
-    if (!g_machine.graphs.erase((const Work *)graph))
-        return record(cudaErrorInvalidResourceHandle);
-    delete (Work *)graph;
-    return cudaSuccess;
-}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) { return destroy_work(g_machine.execs, exec); }
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return destroy_work(g_machine.graphs, graph); }
 
 extern "C" int ug_emu_stream_work(void *stream, void (*fn)(const void *ctx), const void *ctx, size_t bytes)
 {

@@ -196,3 +196,23 @@ ug_status ts_compile(ug_graph *graph, ug_model *model, bool adam, float lr)
     }
     return ug_graph_compile(graph);
 }
+
+ug_status ts_small_body(ug_graph *g, bool cnn, int64_t batch, int64_t features, int64_t side, ug_value **x,
+                        ug_value **out)
+{
+    ug_value *h = NULL;
+    if (!cnn) {
+        const int64_t xs[2] = {batch, features};
+        ug_status st = ug_graph_input(g, "x", UG_F32, 2, xs, x);
+        if (st == UG_OK) st = ug_nn_linear(g, "fc1", *x, 16, &h);
+        return st == UG_OK ? ug_g_relu(g, h, out) : st;
+    }
+    const int64_t xs[4] = {batch, 2, side, side};
+    const ug_conv2d_params p = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1};
+    ug_status st = ug_graph_input(g, "x", UG_F32, 4, xs, x);
+    if (st == UG_OK) st = ug_nn_conv2d(g, "c1", *x, 4, 3, 3, &p, &h);
+    if (st == UG_OK) st = ug_nn_batch_norm(g, "bn1", h, &h);
+    if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    if (st == UG_OK) st = ug_g_global_avg_pool2d(g, h, &h);
+    return st == UG_OK ? ug_nn_flatten(g, h, out) : st;
+}

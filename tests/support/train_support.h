@@ -64,6 +64,13 @@ double ts_max_rel(const float *a, const float *b, int64_t count);
  * compiles it. */
 ug_status ts_compile(ug_graph *graph, ug_model *model, bool adam, float lr);
 
+/* A small model's body for graph tests: input "x" [batch, features]
+ * through linear "fc1" 16 and ReLU, or (cnn) "x" [batch, 2, side, side]
+ * through conv "c1" 4 (3x3, padding 1), batch norm "bn1", ReLU and global
+ * average pooling, flattened. */
+ug_status ts_small_body(ug_graph *graph, bool cnn, int64_t batch, int64_t features, int64_t side, ug_value **x,
+                        ug_value **out);
+
 /* |a - b| <= rel * max(|a|, |b|) + abs_tol */
 bool ts_close(double a, double b, double rel, double abs_tol);
 

@@ -37,21 +37,7 @@ static bool make_net(ug_device *dev, bool cnn, net *n)
     ug_status st = ug_graph_set_seed(g, 11);
     /* The overflowing steps' losses are read too (they are NaN). */
     if (st == UG_OK) st = ug_graph_set_checks(g, UG_CHECK_NONE);
-    if (cnn) {
-        const int64_t xs[4] = {BATCH, 2, SIDE, SIDE};
-        const ug_conv2d_params p = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1};
-        if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 4, xs, &n->x);
-        if (st == UG_OK) st = ug_nn_conv2d(g, "c1", n->x, 4, 3, 3, &p, &h);
-        if (st == UG_OK) st = ug_nn_batch_norm(g, "bn1", h, &h);
-        if (st == UG_OK) st = ug_g_relu(g, h, &h);
-        if (st == UG_OK) st = ug_g_global_avg_pool2d(g, h, &h);
-        if (st == UG_OK) st = ug_nn_flatten(g, h, &h);
-    } else {
-        const int64_t xs[2] = {BATCH, FEATURES};
-        if (st == UG_OK) st = ug_graph_input(g, "x", UG_F32, 2, xs, &n->x);
-        if (st == UG_OK) st = ug_nn_linear(g, "fc1", n->x, 16, &h);
-        if (st == UG_OK) st = ug_g_relu(g, h, &h);
-    }
+    if (st == UG_OK) st = ts_small_body(g, cnn, BATCH, FEATURES, SIDE, &n->x, &h);
     const int64_t ys = BATCH;
     if (st == UG_OK) st = ug_g_dropout(g, h, 0.25f, &h);
     if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &h);
