@@ -97,13 +97,15 @@ ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float
 }
 
 ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
-                           uint64_t offset, ug_tensor *y)
+                           uint64_t offset, const ug_tensor *runs, ug_tensor *y)
 {
     int64_t n = ug_tensor_numel(y);
     if (n == 0)
         return UG_OK;
     ug_random_args args = {.normal = normal, .p0 = p0, .p1 = p1, .seed = seed, .offset = offset,
                            .y = ug_kview_of(y), .n = n};
+    if (runs)
+        args.runs = ug_kview_of(runs);
     return ug_dispatch(ug_dev(y), UG_KERNEL_RANDOM, op, y->dtype, &args);
 }
 
@@ -614,7 +616,7 @@ static ug_status random_launch(const ug_op *op, ug_tensor *const *out, const ug_
 {
     (void)in;
     return ug_launch_random(op->name, op->p.random.normal, op->p.random.p0, op->p.random.p1,
-                            op->p.random.seed, op->p.random.offset, out[0]);
+                            op->p.random.seed, op->p.random.offset, NULL, out[0]);
 }
 
 const ug_op_def ug_op_random = {.family = "random", .infer = expand_infer, .launch = random_launch};
@@ -671,9 +673,8 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
     if (!g->training)
         return UG_OK; /* eval mode: the mask is not read */
     /* The run's part of the counter is read on the device (ug_graph_count_run). */
-    ug_random_args args = {.p0 = 0.0f, .p1 = 1.0f, .seed = dropout_key(g->seed), .offset = op->p.dropout.stream << 32,
-                           .runs = ug_kview_of(g->run_count), .y = ug_kview_of(out[0]), .n = ug_tensor_numel(out[0])};
-    return args.n ? ug_dispatch(ug_dev(out[0]), UG_KERNEL_RANDOM, op->name, out[0]->dtype, &args) : UG_OK;
+    return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(g->seed), op->p.dropout.stream << 32,
+                            g->run_count, out[0]);
 }
 
 const ug_op_def ug_op_dropout_mask = {.family = "dropout mask", .infer = dropout_mask_infer,

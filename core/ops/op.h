@@ -179,8 +179,9 @@ ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float
 /* x [outer, len, inner] reduced over len into y. */
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
                            int64_t outer, int64_t len, int64_t inner);
+/* runs: NULL, or a graph's run count on the device (ug_random_args.runs). */
 ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
-                           uint64_t offset, ug_tensor *y);
+                           uint64_t offset, const ug_tensor *runs, ug_tensor *y);
 
 /* ---- the definitions ---- */
 
