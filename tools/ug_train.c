@@ -157,8 +157,9 @@ static ug_trainer_config trainer_config(run *r)
     c.seed = o->seed;
     c.workers = o->workers;
     /* Augmentation runs on the device, so it converts there too. */
-    c.device_convert = o->device_convert || o->crop_padding > 0 || o->flip > 0.0f;
-    if (o->crop_padding > 0 || o->flip > 0.0f) { /* the images are square and one channel, as the CNN's */
+    const bool augment = o->crop_padding > 0 || o->flip > 0.0f;
+    c.device_convert = o->device_convert || augment;
+    if (augment) { /* the images are square and one channel, as the CNN's */
         const int64_t side = (int64_t)llround(sqrt((double)o->model.inputs));
         c.augment = (ug_image_augment){.channels = 1, .height = side, .width = side,
                                        .crop_padding = o->crop_padding, .flip = o->flip};
