@@ -69,6 +69,18 @@ typedef struct ug_backend_host {
         __attribute__((format(printf, 1, 2)))
 #endif
         ;
+    /* The tuning cache (base/cache_file.h), for modules, which link nothing
+     * of the core: a text under name (a file name prefix, "cudnn-conv") and
+     * key (everything the text depends on: device, driver, library
+     * versions). cache_load: true with the text (NUL-terminated) when a
+     * sound file holds it; false with why empty when there is none, or
+     * saying what is wrong with the file (then the caller warns and
+     * measures again). A text over text_len counts as damaged.
+     * cache_store replaces the file atomically; failing (no usable cache
+     * folder, a full disk) it leaves the old one and sets the message. */
+    bool (*cache_load)(const char *name, const char *key, char *text, size_t text_len, char *why,
+                       size_t why_len);
+    ug_status (*cache_store)(const char *name, const char *key, const char *text);
 } ug_backend_host;
 
 /* Returns a failed status to the caller (backends do not include the
@@ -264,7 +276,9 @@ typedef struct ug_im2col_args {
  * (+ bias when bias.mem is set). BACKWARD_DATA: dx from dy and w.
  * BACKWARD_WEIGHTS: dw from x and dy (the bias gradient is the core's).
  * Outputs are overwritten. workspace holds workspace_bytes, the amount
- * conv_plan asked for. with_bias: the forward pass adds bias. */
+ * conv_plan asked for. with_bias: the forward pass adds bias.
+ * deterministic: the same inputs give the same bits on every run, and no
+ * algorithm is chosen by timing (ug_set_deterministic). */
 typedef enum ug_conv_pass {
     UG_CONV_FORWARD = 0,
     UG_CONV_BACKWARD_DATA,
@@ -279,6 +293,7 @@ typedef struct ug_conv_args {
     int64_t oc;
     int groups;
     bool with_bias;
+    bool deterministic;
 } ug_conv_args;
 
 typedef enum ug_pool2d_kind {
@@ -562,7 +577,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 14
+#define UG_BACKEND_INTERFACE_REVISION 15
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

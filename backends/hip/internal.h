@@ -37,12 +37,16 @@ typedef struct ug_hip_queue {
     void *blas_workspace; /* the handle's workspace (cuBLAS), or NULL */
     void *scratch;        /* reduction partials, grown on demand */
     size_t scratch_bytes;
+    void *dnn;            /* convolution library handle (conv.cpp), made at first use */
 } ug_hip_queue;
 
 struct ug_bstream {
     ug_hip_queue q;
     ug_bstream *next;     /* the device's list */
 };
+
+/* The device's convolution plans (conv.cpp). */
+typedef struct ug_hip_convs ug_hip_convs;
 
 struct ug_bdev {
     int index;            /* the module's device index */
@@ -51,6 +55,7 @@ struct ug_bdev {
     ug_hip_queue main;    /* the default stream */
     pthread_mutex_t streams_lock;
     ug_bstream *streams;  /* side streams */
+    ug_hip_convs *convs;
 };
 
 /* Set by the module entry; every error goes through it. */
@@ -123,6 +128,17 @@ void ug_hip_blas_close(ug_hip_queue *q);
 /* "rocBLAS", "cuBLAS", "own (UG_GEMM=own)", "own (no librocblas)" ... */
 const char *ug_hip_blas_path(const ug_bdev *dev);
 ug_gemm_fn ug_hip_gemm;
+
+/* conv.cpp: convolutions through cuDNN or MIOpen, loaded at run time.
+ * device_key names the device and its driver in the choices' cache key. */
+ug_status ug_hip_convs_open(ug_bdev *dev, const char *device_key);
+void ug_hip_convs_close(ug_bdev *dev);
+void ug_hip_conv_close(ug_hip_queue *q); /* the queue's handle */
+/* "cuDNN 9.10.2", or "im2col (libcudnn.so.9: cannot open ...)" */
+const char *ug_hip_conv_path(void);
+ug_conv_plan_fn ug_hip_conv_plan;
+ug_conv2d_fn ug_hip_conv2d;
+ug_autotune_fn ug_hip_autotune;
 
 /* memory.cpp */
 ug_alloc_fn ug_hip_alloc;

@@ -266,8 +266,8 @@ static ug_status ug_hip_device_info(int index, ug_device_info *info)
     pthread_mutex_lock(&g_lock);
     *info = g_info[index];
     /* The driver string also says which GEMM runs (vendor BLAS or own). */
-    snprintf(info->driver, sizeof info->driver, "%s; gemm %s", g_versions,
-             ug_hip_blas_path(g_open[index]));
+    snprintf(info->driver, sizeof info->driver, "%s; gemm %s; conv %s", g_versions,
+             ug_hip_blas_path(g_open[index]), ug_hip_conv_path());
     pthread_mutex_unlock(&g_lock);
     return UG_OK;
 }
@@ -288,7 +288,11 @@ static ug_status ug_hip_device_open(int index, ug_bdev **out)
         free(dev);
         return st;
     }
-    st = ug_hip_queue_open(dev, &dev->main);
+    char key[sizeof g_info[0].name + sizeof g_versions + 8];
+    snprintf(key, sizeof key, "%s; %s", g_info[index].name, g_versions);
+    st = ug_hip_convs_open(dev, key);
+    if (st == UG_OK && (st = ug_hip_queue_open(dev, &dev->main)) != UG_OK)
+        ug_hip_convs_close(dev);
     if (st != UG_OK) {
         free(dev);
         return st;
@@ -308,6 +312,7 @@ static void ug_hip_device_close(ug_bdev *dev)
     if (ug_hip_enter(dev) == UG_OK) {
         ug_hip_queue_close(&dev->main);
     }
+    ug_hip_convs_close(dev);
     pthread_mutex_destroy(&dev->streams_lock);
     (void)hipGetLastError();
     pthread_mutex_lock(&g_lock);
@@ -355,5 +360,8 @@ ug_backend_module_entry(int host_version, const ug_backend_host *host, const cha
     g_backend.stream_capture_end = ug_hip_capture_end;
     g_backend.stream_replay = ug_hip_replay;
     g_backend.replay_free = ug_hip_replay_free;
+    g_backend.autotune = ug_hip_autotune;
+    g_backend.conv_plan = ug_hip_conv_plan;
+    g_backend.conv2d = ug_hip_conv2d;
     return &g_backend;
 }

@@ -3,6 +3,8 @@
  * and in graphs, defined once with its gradients; and the window geometry
  * pooling shares. */
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/graph/internal.h"
@@ -133,6 +135,31 @@ static int64_t image_columns(const ug_window2d *w)
     return w->c * w->kh * w->kw * w->oh * w->ow;
 }
 
+/* -1: not yet read from UG_DETERMINISTIC. */
+static _Atomic int g_deterministic = -1;
+
+void ug_set_deterministic(bool enabled) { g_deterministic = enabled; }
+
+bool ug_deterministic(void)
+{
+    int d = g_deterministic;
+    if (d < 0) {
+        const char *env = getenv("UG_DETERMINISTIC");
+        int from_env = env && *env && strcmp(env, "0") != 0;
+        /* A concurrent ug_set_deterministic wins over the environment. */
+        atomic_compare_exchange_strong(&g_deterministic, &d, from_env);
+        d = g_deterministic;
+    }
+    return d == 1;
+}
+
+/* Whether UG_CONV=im2col keeps every convolution off the libraries. */
+static bool library_refused(void)
+{
+    const char *env = getenv("UG_CONV");
+    return env && strcmp(env, "im2col") == 0;
+}
+
 /* The library's pass of args (views unset) on the op's device: whether it
  * runs it and with how much workspace. */
 static ug_status library_plan(const ug_op *op, ug_dtype dtype, ug_conv_args *args, bool *runs,
@@ -141,9 +168,10 @@ static ug_status library_plan(const ug_op *op, ug_dtype dtype, ug_conv_args *arg
     *runs = false;
     *bytes = 0;
     ug_device *d = op->p.conv.device;
-    if (!d || dtype != UG_F32) /* libraries take f32 */
+    if (!d || dtype != UG_F32 || library_refused()) /* libraries take f32 */
         return UG_OK;
     args->groups = op->p.conv.groups;
+    args->deterministic = ug_deterministic();
     return ug_call_conv_plan(d, args, runs, bytes, op->name);
 }
 

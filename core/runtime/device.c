@@ -1,10 +1,12 @@
 /* The device registry: every backend this build knows, their devices, and
  * opening devices by name. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cache_file.h"
 #include "base/fault.h"
 #include "core/monitor/registry.h"
 #include "core/runtime/dispatch.h"
@@ -26,8 +28,52 @@ static int registry_size;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const ug_backend_host host_api = {
-    .set_error = ug_set_error, .last_error = ug_last_error, .warn = ug_warn};
+/* The modules' tuning cache: text files of choices, one magic for all
+ * (what a file holds is told apart by its name and key). */
+#define MODULE_CACHE_MAGIC "UGTUNE01"
+
+static bool module_cache_path(const char *name, const char *key, char *path, size_t len)
+{
+    return name && key && ug_cache_path(name, key, strlen(key), ".txt", path, len);
+}
+
+static bool module_cache_load(const char *name, const char *key, char *text, size_t text_len,
+                              char *why, size_t why_len)
+{
+    char path[PATH_MAX];
+    if (why_len)
+        why[0] = '\0';
+    if (!text || !text_len || !module_cache_path(name, key, path, sizeof path))
+        return false;
+    unsigned char *data = NULL;
+    size_t size = 0;
+    ug_cache_result r = ug_cache_load(path, MODULE_CACHE_MAGIC, key, strlen(key), text_len - 1,
+                                      &data, &size, why, why_len);
+    if (r == UG_CACHE_HIT && memchr(data, '\0', size)) {
+        snprintf(why, why_len, "%s holds a NUL byte", path);
+        r = UG_CACHE_DAMAGED;
+    }
+    if (r == UG_CACHE_HIT) {
+        memcpy(text, data, size);
+        text[size] = '\0';
+    }
+    free(data);
+    return r == UG_CACHE_HIT;
+}
+
+static ug_status module_cache_store(const char *name, const char *key, const char *text)
+{
+    char path[PATH_MAX];
+    if (!text || !module_cache_path(name, key, path, sizeof path))
+        return ug_set_error(UG_ERR_IO, "no usable cache folder: set XDG_CACHE_HOME or HOME");
+    return ug_cache_store(path, MODULE_CACHE_MAGIC, key, strlen(key), text, strlen(text));
+}
+
+static const ug_backend_host host_api = {.set_error = ug_set_error,
+                                         .last_error = ug_last_error,
+                                         .warn = ug_warn,
+                                         .cache_load = module_cache_load,
+                                         .cache_store = module_cache_store};
 
 const ug_backend_host *ug_host_api(void) { return &host_api; }
 

@@ -37,6 +37,20 @@ typedef struct ug_pool2d_params {
  * floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1. */
 UG_API int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int dilation);
 
+/* Convolutions run by a vendor's library (cuDNN on CUDA devices, MIOpen on
+ * HIP ones) use, for each shape, the algorithm that was fastest when the
+ * candidates were timed at its first use (as torch.backends.cudnn.benchmark),
+ * the choice cached on disk per device, driver and library version
+ * ($XDG_CACHE_HOME/unigrad, written atomically); UG_CONV=im2col in the
+ * environment runs every convolution as im2col + GEMM instead.
+ * Deterministic mode (on: ug_set_deterministic(true), or UG_DETERMINISTIC=1
+ * in the environment) skips the timing and takes fixed algorithms that give
+ * the same bits on every run (no atomic accumulation), at some cost in
+ * speed. It applies to convolutions planned after the call; every other
+ * path of the library is deterministic already. */
+UG_API void ug_set_deterministic(bool enabled);
+UG_API bool ug_deterministic(void);
+
 /* x [N, C, H, W], weight [OC, C / groups, KH, KW], bias [OC] or NULL:
  * y [N, OC, OH, OW] (dtypes: f32, f16, bf16). */
 UG_API ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,

@@ -1,0 +1,346 @@
+/* The HIP/CUDA module's convolution library (backends/hip/conv.cpp,
+ * conv_cudnn.cpp) through the stand-in cuDNN (fake_cudnn.c), process by
+ * process as users meet it. Each step runs a child process (this program
+ * with --child) that trains one step of a grouped, strided, padded and
+ * dilated convolution with bias on the emulated cuda:0 and checks the
+ * output and the three gradients against the double-precision reference
+ * (reference_conv.c); the child then reports the fake's counters and
+ * ug_device_autotune's report, which the parent checks:
+ *
+ * - the first process searches once per pass and takes, per pass, the
+ *   fastest algorithm that ran within the workspace limit (not the faster
+ *   one needing 1 GiB, nor the failed one), with the workspace it needs,
+ *   and caches the choices in one file, with nothing else left in the
+ *   cache folder (written atomically);
+ * - a second process takes the cached choices without searching, even
+ *   where a search would now choose otherwise (UG_FAKE_CUDNN_PREFER);
+ * - a damaged cache file is ignored with a warning naming it, searched
+ *   again, and replaced;
+ * - deterministic mode (UG_DETERMINISTIC=1) searches nothing, runs the
+ *   deterministic algorithms and leaves the cache alone;
+ * - UG_CONV=im2col keeps every pass off the library;
+ * - a cache folder that cannot be written costs a warning, not the step;
+ * - in every child, no call the fake refused for its arguments, and after
+ *   the device closes no handle or descriptor left. */
+#define _GNU_SOURCE /* RTLD_NOLOAD, setenv, mkdtemp */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "reference.h"
+
+/* x [2, 4, 7, 6], weight [6, 2, 3, 3] in 2 groups, stride 2x1, padding
+ * 1x2, dilation 1x2: y [2, 6, 4, 6]. */
+static const ref_conv_geom GEOM = {2, 4, 7, 6, 6, 3, 3, {2, 1}, {1, 2}, {1, 2}, 2};
+enum { XN = 2 * 4 * 7 * 6, WN = 6 * 2 * 3 * 3, BN = 6, YN = 2 * 6 * 4 * 6 };
+
+/* ---- the child ---- */
+
+static void print_warning(const char *message, void *user)
+{
+    (void)user;
+    fprintf(stderr, "warning: %s\n", message);
+}
+
+static bool close_to(const float *got, const double *want, int n, const char *what)
+{
+    double scale = 0;
+    for (int i = 0; i < n; i++)
+        scale = fmax(scale, fabs(want[i]));
+    for (int i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= 1e-5 * scale + 1e-6)) {
+            fprintf(stderr, "child: %s[%d] is %.9g, expected %.9g\n", what, i, (double)got[i], want[i]);
+            return false;
+        }
+    return true;
+}
+
+/* One step on cuda:0, checked; 0 when every value is right. */
+static int train_step(ug_device *dev)
+{
+    ug_model *m = NULL;
+    ug_graph *g = NULL;
+    ug_tensor *px = NULL, *pw = NULL, *pb = NULL, *pt = NULL;
+    ug_value *x, *w, *b, *t, *y, *p, *loss, *gx, *gw, *gb;
+    const int64_t xs[4] = {2, 4, 7, 6}, ws[4] = {6, 2, 3, 3}, bs[1] = {6}, ys[4] = {2, 6, 4, 6};
+    const ug_conv2d_params params = {{2, 1}, {1, 2}, {1, 2}, 2};
+    static float fx[XN], fw[WN], fb[BN], ft[YN], out[4][XN];
+    int rc = 3;
+    if (ug_model_create(dev, 7, &m) == UG_OK && ug_model_param(m, "x", 4, xs, UG_INIT_UNIFORM, 1, &px) == UG_OK &&
+        ug_model_param(m, "w", 4, ws, UG_INIT_UNIFORM, 1, &pw) == UG_OK &&
+        ug_model_param(m, "b", 1, bs, UG_INIT_UNIFORM, 1, &pb) == UG_OK &&
+        ug_model_param(m, "t", 4, ys, UG_INIT_UNIFORM, 1, &pt) == UG_OK && ug_graph_create(m, &g) == UG_OK &&
+        ug_graph_param(g, px, &x) == UG_OK && ug_graph_param(g, pw, &w) == UG_OK &&
+        ug_graph_param(g, pb, &b) == UG_OK && ug_graph_param(g, pt, &t) == UG_OK &&
+        ug_g_conv2d(g, x, w, b, &params, &y) == UG_OK && ug_g_mul(g, y, t, &p) == UG_OK &&
+        ug_g_sum(g, p, 0, true, &loss) == UG_OK && ug_graph_backward(g, loss) == UG_OK &&
+        ug_graph_keep(g, y) == UG_OK && ug_graph_grad(g, x, &gx) == UG_OK &&
+        ug_graph_grad(g, w, &gw) == UG_OK && ug_graph_grad(g, b, &gb) == UG_OK &&
+        ug_graph_compile(g) == UG_OK && ug_graph_run(g) == UG_OK &&
+        ug_graph_read(g, y, out[0], YN * sizeof(float)) == UG_OK &&
+        ug_graph_read(g, gx, out[1], XN * sizeof(float)) == UG_OK &&
+        ug_graph_read(g, gw, out[2], WN * sizeof(float)) == UG_OK &&
+        ug_graph_read(g, gb, out[3], BN * sizeof(float)) == UG_OK &&
+        ug_model_read_param(m, "x", fx, sizeof fx) == UG_OK && ug_model_read_param(m, "w", fw, sizeof fw) == UG_OK &&
+        ug_model_read_param(m, "b", fb, sizeof fb) == UG_OK && ug_model_read_param(m, "t", ft, sizeof ft) == UG_OK)
+        rc = 0;
+    else
+        fprintf(stderr, "child: %s\n", ug_last_error());
+    ug_graph_free(g);
+    ug_model_free(m);
+    if (rc)
+        return rc;
+    static double dx[XN], dw[WN], db[BN], dt[YN], ry[YN], rdx[XN], rdw[WN], rdb[BN];
+    for (int i = 0; i < XN; i++)
+        dx[i] = fx[i];
+    for (int i = 0; i < WN; i++)
+        dw[i] = fw[i];
+    for (int i = 0; i < BN; i++)
+        db[i] = fb[i];
+    for (int i = 0; i < YN; i++)
+        dt[i] = ft[i];
+    ref_conv2d(&GEOM, dx, dw, db, ry);
+    ref_conv2d_backward(&GEOM, dx, dw, dt, rdx, rdw, rdb);
+    bool right = close_to(out[0], ry, YN, "y") & close_to(out[1], rdx, XN, "dx") &
+                 close_to(out[2], rdw, WN, "dweight") & close_to(out[3], rdb, BN, "dbias");
+    return right ? 0 : 4;
+}
+
+/* The fake's counters, found in the process (loaded by the module). */
+static int fake(const char *name, int arg)
+{
+    void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
+    void *f = lib ? dlsym(lib, name) : NULL;
+    int v = -100;
+    if (f) {
+        int (*fn)(int);
+        memcpy(&fn, &f, sizeof fn);
+        v = fn(arg);
+    }
+    if (lib)
+        dlclose(lib);
+    return v;
+}
+
+static int child(void)
+{
+    ug_set_warning_handler(print_warning, NULL);
+    ug_device *dev = NULL;
+    if (ug_device_open("cuda:0", &dev) != UG_OK) {
+        fprintf(stderr, "child: %s\n", ug_last_error());
+        return 3;
+    }
+    int rc = train_step(dev);
+    static char report[4096];
+    if (ug_device_autotune(dev, report, sizeof report) != UG_OK)
+        rc = 5;
+    ug_device_close(dev);
+    printf("%s", report);
+    printf("cudnn finds=%d queries=%d refused=%d live=%d runs=%d,%d,%d algos=%d,%d,%d\n",
+           fake("ug_fake_cudnn_finds", 0), fake("ug_fake_cudnn_workspace_queries", 0),
+           fake("ug_fake_cudnn_refused", 0), fake("ug_fake_cudnn_live", 0),
+           fake("ug_fake_cudnn_runs", 0), fake("ug_fake_cudnn_runs", 1), fake("ug_fake_cudnn_runs", 2),
+           fake("ug_fake_cudnn_last_algo", 0), fake("ug_fake_cudnn_last_algo", 1),
+           fake("ug_fake_cudnn_last_algo", 2));
+    return rc;
+}
+
+/* ---- the parent ---- */
+
+typedef struct outcome {
+    int status;
+    int finds, queries, refused, live, runs[3], algos[3];
+    char out[4096], err[4096];
+} outcome;
+
+static void read_file(const char *path, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Runs the child with XDG_CACHE_HOME=cache and the NULL-ended pairs of
+ * env (name, value; value NULL unsets). */
+static outcome run_child(const char *cache, const char *scratch, const char *const *env)
+{
+    static outcome r;
+    memset(&r, 0, sizeof r);
+    char out[512], err[512];
+    snprintf(out, sizeof out, "%s/stdout", scratch);
+    snprintf(err, sizeof err, "%s/stderr", scratch);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("XDG_CACHE_HOME", cache, 1);
+        unsetenv("UG_DETERMINISTIC");
+        unsetenv("UG_CONV");
+        unsetenv("UG_FAKE_CUDNN_PREFER");
+        for (int i = 0; env && env[i]; i += 2)
+            setenv(env[i], env[i + 1], 1);
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fo >= 0)
+            dup2(fo, 1);
+        if (fe >= 0)
+            dup2(fe, 2);
+        execl("/proc/self/exe", "test_conv_library", "--child", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    r.status = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    read_file(out, r.out, sizeof r.out);
+    read_file(err, r.err, sizeof r.err);
+    const char *line = strstr(r.out, "cudnn finds=");
+    if (!line || sscanf(line, "cudnn finds=%d queries=%d refused=%d live=%d runs=%d,%d,%d algos=%d,%d,%d",
+                        &r.finds, &r.queries, &r.refused, &r.live, &r.runs[0], &r.runs[1], &r.runs[2],
+                        &r.algos[0], &r.algos[1], &r.algos[2]) != 10)
+        r.finds = -1;
+    return r;
+}
+
+static void check_child(const outcome *r, const int algos[3])
+{
+    CHECK_MSG(r->status == 0, "child exit %d; stderr: %s", r->status, r->err);
+    CHECK_MSG(r->finds >= 0, "no counters in the child's output: %s", r->out);
+    CHECK_MSG(r->refused == 0, "the fake refused %d calls for their arguments", r->refused);
+    CHECK_MSG(r->live == 0, "%d cuDNN handles or descriptors left after close", r->live);
+    for (int pass = 0; pass < 3; pass++) {
+        CHECK_MSG(r->runs[pass] == (algos ? 1 : 0), "pass %d ran %d times through cuDNN", pass, r->runs[pass]);
+        if (algos)
+            CHECK_MSG(r->algos[pass] == algos[pass], "pass %d ran algorithm %d, expected %d", pass,
+                      r->algos[pass], algos[pass]);
+    }
+}
+
+/* The folder's cudnn-conv file (path) and its inode, 0 if none; *others
+ * counts every other entry. */
+static ino_t cache_file(const char *cache, char *path, size_t len, int *others)
+{
+    char dir[600], entry[1200];
+    snprintf(dir, sizeof dir, "%s/unigrad", cache);
+    DIR *d = opendir(dir);
+    ino_t inode = 0;
+    *others = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        struct stat st;
+        snprintf(entry, sizeof entry, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.')
+            continue;
+        if (strncmp(e->d_name, "cudnn-conv-", 11) == 0 && stat(entry, &st) == 0) {
+            inode = st.st_ino;
+            snprintf(path, len, "%s", entry);
+        } else {
+            ++*others;
+        }
+    }
+    if (d)
+        closedir(d);
+    return inode;
+}
+
+static void flip_byte(const char *path, long offset)
+{
+    FILE *f = fopen(path, "r+b");
+    REQUIRE(f);
+    REQUIRE(fseek(f, offset, SEEK_END) == 0);
+    int c = fgetc(f);
+    REQUIRE(c != EOF);
+    REQUIRE(fseek(f, -1, SEEK_CUR) == 0);
+    fputc(c ^ 0x21, f);
+    fclose(f);
+}
+
+static void test_choices_across_processes(ug_device *unused)
+{
+    (void)unused;
+    char root[] = "/tmp/ug-test-conv-XXXXXX";
+    REQUIRE(mkdtemp(root));
+    char cache[600], path[1200] = "";
+    snprintf(cache, sizeof cache, "%s/cache", root);
+    int others = 0;
+    static const int chosen[3] = {2, 0, 3}, deterministic[3] = {1, 1, 1};
+    static const char *const prefer[] = {"UG_FAKE_CUDNN_PREFER", "deterministic", NULL};
+
+    th_context("the first process searches and caches");
+    outcome r = run_child(cache, root, NULL);
+    check_child(&r, chosen);
+    CHECK_EQ_I64(r.finds, 3);
+    CHECK_MSG(strstr(r.out, "cuDNN 9.1.2") && strstr(r.out, "forward pass of x 2x4x7x6, weight 6x2x3x3") &&
+                  strstr(r.out, "IMPLICIT_PRECOMP_GEMM") == NULL && strstr(r.out, "(timed now)"),
+              "report: %s", r.out);
+    ino_t first = cache_file(cache, path, sizeof path, &others);
+    CHECK_MSG(first != 0, "no cudnn-conv cache file");
+    CHECK_MSG(others == 0, "%d other files in the cache folder (a temporary left behind?)", others);
+    CHECK_MSG(strstr(r.err, "warning") == NULL, "warnings: %s", r.err);
+
+    th_context("a second process takes the cached choices");
+    r = run_child(cache, root, prefer);
+    check_child(&r, chosen);
+    CHECK_EQ_I64(r.finds, 0);
+    CHECK_MSG(strstr(r.out, "(from the cache)"), "report: %s", r.out);
+    CHECK_MSG(cache_file(cache, path, sizeof path, &others) == first, "the cache file was rewritten");
+
+    th_context("a damaged cache is ignored with a warning and replaced");
+    flip_byte(path, -4);
+    r = run_child(cache, root, prefer);
+    check_child(&r, deterministic);
+    CHECK_EQ_I64(r.finds, 3);
+    CHECK_MSG(strstr(r.err, "warning: the cuDNN algorithm cache") && strstr(r.err, "measuring again"),
+              "stderr: %s", r.err);
+    ino_t replaced = cache_file(cache, path, sizeof path, &others);
+    CHECK_MSG(replaced != 0 && replaced != first && others == 0, "the damaged file was not replaced");
+    r = run_child(cache, root, NULL);
+    check_child(&r, deterministic); /* the replacement's choices, now cached */
+    CHECK_EQ_I64(r.finds, 0);
+
+    th_context("deterministic mode");
+    static const char *const determined[] = {"UG_DETERMINISTIC", "1", NULL};
+    r = run_child(cache, root, determined);
+    check_child(&r, deterministic);
+    CHECK_EQ_I64(r.finds, 0);
+    CHECK_MSG(r.queries >= 3, "%d workspace queries", r.queries);
+    CHECK_MSG(strstr(r.out, "(deterministic, untimed)"), "report: %s", r.out);
+    CHECK_MSG(cache_file(cache, path, sizeof path, &others) == replaced, "deterministic mode wrote the cache");
+
+    th_context("UG_CONV=im2col");
+    static const char *const im2col[] = {"UG_CONV", "im2col", NULL};
+    r = run_child(cache, root, im2col);
+    check_child(&r, NULL);
+    CHECK_EQ_I64(r.finds, 0);
+
+    th_context("a cache folder that cannot be written");
+    char blocked[700];
+    snprintf(blocked, sizeof blocked, "%s/file", root);
+    FILE *f = fopen(blocked, "w"); /* a file where the folder would go */
+    REQUIRE(f);
+    fclose(f);
+    static const char *const no_home[] = {"HOME", "/nonexistent", NULL};
+    r = run_child(blocked, root, no_home);
+    check_child(&r, chosen);
+    CHECK_EQ_I64(r.finds, 3);
+    CHECK_MSG(strstr(r.err, "was not cached"), "stderr: %s", r.err);
+
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", root);
+    CHECK(system(rm) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--child") == 0)
+        return child();
+    static const th_test tests[] = {TH_HOST_TEST(choices_across_processes)};
+    return th_main(argc, argv, tests, 1);
+}
