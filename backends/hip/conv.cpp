@@ -169,6 +169,22 @@ static bool parse_line(const char *line, plan_entry *e)
            e->algo.algo >= 0 && e->algo.workspace <= UG_HIP_CONV_WORKSPACE_LIMIT;
 }
 
+/* The choices of a cache file's text, past its header; NULL without one. */
+static const char *cache_body(const char *text)
+{
+    return strncmp(text, CACHE_HEADER, strlen(CACHE_HEADER)) == 0 ? text + strlen(CACHE_HEADER) : NULL;
+}
+
+/* The choice on the line at *at, moving *at to the next line; false for a
+ * line that holds none. */
+static bool take_line(const char **at, plan_entry *e)
+{
+    const bool read = parse_line(*at, e);
+    const char *next = strchr(*at, '\n');
+    *at = next ? next + 1 : *at + strlen(*at);
+    return read;
+}
+
 /* The cached choice for shape, if the device's file has a sound one. A
  * damaged file is reported once per device and then passed over (the next
  * store replaces it). */
@@ -185,16 +201,15 @@ static bool cached_choice(ug_hip_convs *c, const ug_hip_conv_shape *shape, ug_hi
         *warned = *warned || why[0];
         return false;
     }
-    bool sound = strncmp(text, CACHE_HEADER, strlen(CACHE_HEADER)) == 0, found = false;
-    for (const char *line = text + strlen(CACHE_HEADER); sound && *line;) {
+    const char *line = cache_body(text);
+    bool sound = line != NULL, found = false;
+    while (sound && *line) {
         plan_entry e;
-        sound = parse_line(line, &e);
+        sound = take_line(&line, &e);
         if (sound && same_shape(&e.key.shape, shape)) {
             *out = e.algo;
             found = true;
         }
-        const char *next = strchr(line, '\n');
-        line = next ? next + 1 : line + strlen(line);
     }
     if (!sound && !*warned)
         ug_hip_host->warn("the %s algorithm cache for %s holds a line it cannot read; measuring "
@@ -212,7 +227,7 @@ static void store_choice(ug_hip_convs *c, const plan_entry *e, char *text)
     char why[512], line[CACHE_LINE_MAX], key[600];
     cache_key(c, key, sizeof key);
     bool keep = ug_hip_host->cache_load(lib->cache_name, key, text, CACHE_TEXT_MAX, why, sizeof why) &&
-                strncmp(text, CACHE_HEADER, strlen(CACHE_HEADER)) == 0;
+                cache_body(text);
     if (!keep)
         snprintf(text, CACHE_TEXT_MAX, "%s", CACHE_HEADER);
     int n = format_line(e, line, sizeof line);
@@ -375,6 +390,9 @@ ug_status ug_hip_conv2d(ug_bdev *dev, const ug_conv_args *a)
     return lib->run(handle, &e.key.shape, e.algo.algo, a);
 }
 
+/* Lists the device's plans of this process and the choices its cache
+ * file holds (any process's): nothing is timed again here, as a plan's
+ * answer must never change while graphs hold its workspace. */
 ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
 {
     const ug_hip_conv_library *lib = library();
@@ -393,15 +411,14 @@ ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
         return UG_OK;
     }
     UG_BACKEND_TRY(ug_hip_enter(dev));
+    char what[256];
     ug_hip_convs *c = dev->convs;
     pthread_mutex_lock(&c->lock);
-    SAY("%s %s: the algorithm of each convolution planned in this process\n", lib->label,
+    SAY("%s %s: each convolution's algorithm is timed at its first plan and cached\n", lib->label,
         g_version);
-    if (c->count == 0)
-        SAY("  none yet: tuning happens at each convolution's first plan\n");
+    SAY("planned in this process: %d\n", c->count);
     for (int i = 0; i < c->count; i++) {
         const plan_entry *e = &c->plans[i];
-        char what[256];
         describe(&e->key.shape, what, sizeof what);
         if (!e->runs)
             SAY("  %s: im2col + GEMM\n", what);
@@ -412,6 +429,21 @@ ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
                 lib->algo_name(e->key.shape.pass, e->algo.algo), (double)e->algo.ms, e->algo.workspace,
                 e->timed_here ? "timed now" : "from the cache");
     }
+    char *text = (char *)malloc(CACHE_TEXT_MAX), key[600], why[512];
+    cache_key(c, key, sizeof key);
+    const char *line = text && ug_hip_host->cache_load(lib->cache_name, key, text, CACHE_TEXT_MAX, why,
+                                                       sizeof why) ? cache_body(text) : NULL;
+    if (line)
+        SAY("cached for this device and driver:\n");
+    while (line && *line) {
+        plan_entry e;
+        if (take_line(&line, &e)) {
+            describe(&e.key.shape, what, sizeof what);
+            SAY("  %s: %s, %.4f ms\n", what, lib->algo_name(e.key.shape.pass, e.algo.algo),
+                (double)e.algo.ms);
+        }
+    }
+    free(text);
     pthread_mutex_unlock(&c->lock);
 #undef SAY
     return UG_OK;

@@ -65,8 +65,11 @@ UG_API ug_status ug_device_synchronize(ug_device *device);
  *
  * ug_device_autotune measures now (ahead of use, or again after a driver
  * change the key cannot see) and replaces the cached choice; report (may be
- * NULL) gets what was measured and chosen. Devices with nothing to tune
- * (cpu) say so in report. */
+ * NULL) gets what was measured and chosen. On CUDA and HIP devices, whose
+ * convolution algorithms are timed at each shape's first use instead (see
+ * ug_set_deterministic in conv.h), report lists the algorithm of each
+ * convolution planned in this process and those cached for the device.
+ * Devices with nothing to tune (cpu) say so in report. */
 UG_API ug_status ug_device_autotune(ug_device *device, char *report, size_t report_len);
 
 /* Denormal (subnormal) floats flushed to zero on the CPU, as PyTorch's

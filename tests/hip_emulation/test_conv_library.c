@@ -289,7 +289,9 @@ static void test_choices_across_processes(ug_device *unused)
     r = run_child(cache, root, prefer);
     check_child(&r, chosen);
     CHECK_EQ_I64(r.finds, 0);
-    CHECK_MSG(strstr(r.out, "(from the cache)"), "report: %s", r.out);
+    CHECK_MSG(strstr(r.out, "(from the cache)") &&
+                  strstr(r.out, "cached for this device and driver:\n  forward pass of x 2x4x7x6"),
+              "report: %s", r.out);
     CHECK_MSG(cache_file(cache, path, sizeof path, &others) == first, "the cache file was rewritten");
 
     th_context("a damaged cache is ignored with a warning and replaced");

@@ -3,7 +3,7 @@
 # (after build.sh): ug-bench gemm on cuda:0 through cuBLAS and through the
 # module's own kernel beside cublasSgemm called directly; ug-bench
 # train-mlp and train-cnn beside the same models in PyTorch on the same
-# GPU; ug-train on Fashion-MNIST (one epoch, with its start-up time). When
+# GPU, the CNN also without cuDNN, and cuDNN's choice per convolution; ug-train on Fashion-MNIST (one epoch, with its start-up time). When
 # the driver has an OpenCL library, the same on NVIDIA's OpenCL device.
 # Logs go to $1 (default: the build folder).
 set -uo pipefail
@@ -41,6 +41,11 @@ section() { printf '\n== %s\n' "$*"; }
             PYTHONUNBUFFERED=1 python3 tools/gpu/torch_train.py $model --seconds 1 --precision $precision
         done
     done
+
+    section "train-cnn: im2col + GEMM instead of cuDNN (UG_CONV=im2col)"
+    UG_CONV=im2col "$bin/ug-bench" train-cnn --device cuda:0 --seconds 1 --precision f32
+    section "cuDNN's algorithm for each convolution (ug-bench tune --device cuda:0)"
+    "$bin/ug-bench" tune --device cuda:0
 
     for device in "${devices[@]}"; do
         for precision in f32 bf16 f16; do

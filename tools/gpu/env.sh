@@ -14,7 +14,9 @@ ug_gpu_find() {
 cublas=$(ug_gpu_find 'libcublas.so.1[0-9]*')
 # NCCL, for ug_comm_nccl_create (data_parallel@cuda:0 runs it for real).
 nccl=$(ug_gpu_find 'libnccl.so.2')
-export LD_LIBRARY_PATH=$ug_gpu_lib:$ug_gpu_lib/openblas-pthread${cublas:+:$(dirname "$cublas")}${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuDNN, for the module's convolutions (conv.cpp; UG_CONV=im2col: none).
+cudnn=$(ug_gpu_find 'libcudnn.so.9')
+export LD_LIBRARY_PATH=$ug_gpu_lib:$ug_gpu_lib/openblas-pthread${cublas:+:$(dirname "$cublas")}${nccl:+:$(dirname "$nccl")}${cudnn:+:$(dirname "$cudnn")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # NVIDIA's OpenCL library, when the driver has one, registered with the ICD
 # loader through a private vendors folder (nothing is written outside it).
