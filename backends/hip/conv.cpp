@@ -97,6 +97,11 @@ static bool shape_of(const ug_conv_args *a, ug_hip_conv_shape *s)
             return false;
     if (w->n * w->c * w->h * w->w > INT_MAX || w->n * a->oc * w->oh * w->ow > INT_MAX)
         return false;
+    /* The padded image and the dilated window, which the libraries compute
+     * in int too. */
+    if (w->h + 2 * (int64_t)w->ph > INT_MAX || w->w + 2 * (int64_t)w->pw > INT_MAX ||
+        (int64_t)w->dh * (w->kh - 1) + 1 > INT_MAX || (int64_t)w->dw * (w->kw - 1) + 1 > INT_MAX)
+        return false;
     *s = ug_hip_conv_shape{a->pass, (int)w->n, (int)w->c, (int)w->h, (int)w->w, (int)a->oc,
                            (int)w->oh, (int)w->ow, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw,
                            w->dh, w->dw, a->groups, a->pass == UG_CONV_FORWARD && a->with_bias};

@@ -171,7 +171,10 @@ typedef struct problem {
     const object *x, *w, *y, *conv;
 } problem;
 
-static int out_size(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+static long long out_size(int in, int k, int s, int p, int d)
+{
+    return ((long long)in + 2LL * p - (long long)d * (k - 1) - 1) / s + 1;
+}
 
 static bool consistent(const problem *p)
 {
