@@ -541,14 +541,14 @@ static int bench_train(int argc, char **argv, bool cnn)
                        (double)r->peak_bytes * mib);
                 if (first) {
                     if (r->launched_s > 0)
-                        printf("%-10s %5s host issues the step's %d kernels as one replay in %.3f ms (%.0f%% of the step)\n",
+                        printf("%-10s %5s host issues the step's %d kernels from its recording in %.3f ms (%.0f%% of the step)\n",
                                "", "", r->kernels, r->host_s * 1e3, 100.0 * r->host_s / r->step_s);
                     else
                         printf("%-10s %5s host issues the step's %d kernels in %.3f ms (%.1f us each, %.0f%% of the step)\n",
                                "", "", r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels,
                                100.0 * r->host_s / r->step_s);
                     if (r->launched_s > 0)
-                        printf("%-10s %5s replayed with one launch: x%.2f of launching each kernel (%.3f ms)\n",
+                        printf("%-10s %5s replayed: x%.2f of launching each kernel (%.3f ms)\n",
                                "", "", r->step_s / r->launched_s, r->launched_s * 1e3);
                     else if (strstr(r->replay_why, "failed"))
                         printf("%-10s %5s not replayed: %s\n", "", "", r->replay_why);

@@ -105,8 +105,6 @@ static const char *launched_because(ug_graph *g, graph_replay *r)
     const char *why = NULL;
     if (r->off)
         why = "replay is off (ug_graph_set_replay)";
-    else if (!ug_device_captures(g->device))
-        why = "the device's backend launches each kernel (it has no captured replay)";
     else if (ug_profiling())
         why = "the profiler times each kernel";
     else if (g->run_count && (g->runs + 1) % UG_RANDOM_RUN_PERIOD == 0)

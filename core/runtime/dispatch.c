@@ -108,9 +108,20 @@ static ug_status on_device(ug_status st, const char *what, const char *prepositi
     return st == UG_OK ? st : ug_prefix_error(st, "%s %s %s", what, preposition, device->info.id);
 }
 
+/* What a host recording cannot replay refuses it (recorder.c) and does
+ * nothing now, as work on a captured stream does not run. */
+#define REFUSED_WHILE_RECORDING(device, what_)  \
+    do {                                        \
+        if (ug_recording(device)) {             \
+            ug_record_refuse(what_);            \
+            return UG_OK;                       \
+        }                                       \
+    } while (0)
+
 ug_status ug_call_write(ug_device *device, ug_mem dst, size_t dst_offset, const void *src,
                         size_t bytes, bool blocking, const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "an upload from host memory");
     ug_status st = UG_OK;
     if (blocking && ug_fault_hit(UG_FAULT_HOST_WAIT))
         st = injected_wait_failure();
@@ -124,6 +135,7 @@ ug_status ug_call_write(ug_device *device, ug_mem dst, size_t dst_offset, const 
 ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offset, size_t bytes,
                        bool blocking, const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "a download to host memory");
     ug_status st = UG_OK;
     if (blocking && ug_fault_hit(UG_FAULT_HOST_WAIT))
         st = injected_wait_failure();
@@ -137,6 +149,8 @@ ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offs
 ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem src,
                        size_t src_offset, size_t bytes, const char *what)
 {
+    if (ug_recording(device))
+        return ug_record_copy(dst, dst_offset, src, src_offset, bytes);
     ug_status st = UG_OK;
     PROFILED_TRANSFER(device, "copy", 2 * bytes,
                       ON_CURRENT_STREAM(device, st = device->backend->copy(device->bdev, dst, dst_offset,
@@ -146,6 +160,7 @@ ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem 
 
 ug_status ug_call_synchronize(ug_device *device, const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "a wait for the device");
     int64_t started = ug_profiling() ? ug_profile_clock() : 0;
     ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT) ? injected_wait_failure()
                                                     : device->backend->synchronize(device->bdev);
@@ -177,7 +192,9 @@ ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char 
     return on_device(device->backend->stream_create(device->bdev, out), what, "on", device);
 }
 
-bool ug_device_captures(const ug_device *device)
+/* Whether the backend captures its streams itself; the others' steps are
+ * recorded on the host (recorder.c), the calling thread's work only. */
+static bool backend_captures(const ug_device *device)
 {
     const ug_backend *b = device->backend;
     return b->stream_capture_begin && b->stream_capture_end && b->stream_replay && b->replay_free;
@@ -185,21 +202,35 @@ bool ug_device_captures(const ug_device *device)
 
 ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const char *what)
 {
+    if (!backend_captures(device))
+        return on_device(ug_record_begin(device), what, "on", device);
     return on_device(device->backend->stream_capture_begin(device->bdev, stream), what, "on", device);
 }
 
 ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **replay, const char *what)
 {
     *replay = NULL;
+    if (!backend_captures(device))
+        return on_device(ug_record_end(replay), what, "on", device);
     return on_device(device->backend->stream_capture_end(device->bdev, stream, replay), what, "on", device);
 }
 
+/* A host recording replays on the thread's current stream, which the
+ * caller has made stream. */
 ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, const char *what)
 {
+    if (!backend_captures(device))
+        return ug_record_replay(device, replay);
     return on_device(device->backend->stream_replay(device->bdev, stream, replay), what, "on", device);
 }
 
-void ug_call_replay_free(ug_device *device, void *replay) { device->backend->replay_free(device->bdev, replay); }
+void ug_call_replay_free(ug_device *device, void *replay)
+{
+    if (!backend_captures(device))
+        ug_record_free(replay);
+    else
+        device->backend->replay_free(device->bdev, replay);
+}
 
 void ug_call_stream_destroy(ug_device *device, ug_bstream *stream)
 {
@@ -208,6 +239,7 @@ void ug_call_stream_destroy(ug_device *device, ug_bstream *stream)
 
 ug_status ug_call_stream_synchronize(ug_device *device, ug_bstream *stream, const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "a wait for a stream");
     int64_t started = ug_profiling() ? ug_profile_clock() : 0;
     ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT)
                        ? injected_wait_failure()
@@ -233,12 +265,14 @@ void ug_call_event_destroy(ug_device *device, ug_bevent *event)
 ug_status ug_call_event_record(ug_device *device, ug_bevent *event, ug_bstream *stream,
                                const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "an event");
     return on_device(device->backend->event_record(device->bdev, event, stream), what, "on", device);
 }
 
 ug_status ug_call_event_wait(ug_device *device, ug_bstream *stream, ug_bevent *event,
                              const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "a wait for an event");
     return on_device(device->backend->event_wait(device->bdev, stream, event), what, "on", device);
 }
 
@@ -249,6 +283,7 @@ ug_status ug_call_event_query(ug_device *device, ug_bevent *event, bool *done, c
 
 ug_status ug_call_event_synchronize(ug_device *device, ug_bevent *event, const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "a wait for an event");
     int64_t started = ug_profiling() ? ug_profile_clock() : 0;
     ug_status st = ug_fault_hit(UG_FAULT_HOST_WAIT) ? injected_wait_failure()
                                                     : device->backend->event_synchronize(device->bdev, event);
@@ -267,6 +302,7 @@ ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *
 /* The thread's current stream is bound while the backend reads it. */
 ug_status ug_call_native(ug_device *device, const ug_tensor *t, void **address, void **stream, const char *what)
 {
+    REFUSED_WHILE_RECORDING(device, "work of another library (NCCL, MPI)");
     ug_status st = UG_OK;
     void *base = NULL;
     ON_CURRENT_STREAM(device, st = device->backend->native(device->bdev, t ? t->storage->mem : NULL, &base, stream));
@@ -288,6 +324,8 @@ ug_status ug_dispatch(ug_device *d, ug_kernel_family family, const char *op, ug_
 #define UG_FAMILY_CALL_(ctx, NAME, slot, type)          \
     case UG_KERNEL_##NAME:                              \
         present = b->slot != NULL;                      \
+        if (present && ug_recording(d))                 \
+            return ug_record_call(family, op, dtype, args, sizeof(type)); \
         if (present)                                    \
             PROFILED_KERNEL(d, family, op, dtype, type, args, \
                             ON_CURRENT_STREAM(d, st = b->slot(d->bdev, (const type *)args))); \

@@ -42,8 +42,9 @@ ug_status ug_call_autotune(ug_device *device, char *report, size_t report_len);
 /* Streams and events (stream.c keeps the handles); stream NULL is the
  * default stream. */
 ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char *what);
-/* Capture and replay (backend.h); ug_device_captures: whether the backend has them. */
-bool ug_device_captures(const ug_device *device);
+/* Capture and replay (backend.h) on every device: a backend without them
+ * has the calling thread's kernels and copies recorded on the host
+ * (recorder.c), and replayed as recorded. */
 ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const char *what);
 ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **replay, const char *what);
 ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, const char *what);
@@ -63,6 +64,19 @@ ug_status ug_call_event_elapsed(ug_device *device, ug_bevent *start, ug_bevent *
 /* t's first element's device address (t NULL: none) and the thread's
  * current native stream, for NCCL and RCCL (backend.h's ug_native_fn). */
 ug_status ug_call_native(ug_device *device, const ug_tensor *t, void **address, void **stream, const char *what);
+
+/* recorder.c: the host recording of this thread, if it records for
+ * device (ug_recording), which ug_dispatch and ug_call_copy add to and
+ * the other device calls refuse (ug_record_refuse names what). */
+bool ug_recording(const ug_device *device);
+ug_status ug_record_begin(ug_device *device);
+ug_status ug_record_end(void **replay);
+void ug_record_refuse(const char *what);
+ug_status ug_record_call(ug_kernel_family family, const char *op, ug_dtype dtype, const void *args,
+                         size_t bytes);
+ug_status ug_record_copy(ug_mem dst, size_t dst_offset, ug_mem src, size_t src_offset, size_t bytes);
+ug_status ug_record_replay(ug_device *device, void *replay);
+void ug_record_free(void *replay);
 
 /* Calls the device's kernel of family with args (the family's ug_*_args).
  * op names the caller and dtype its main operand in messages. */

@@ -232,11 +232,12 @@ UG_API ug_status ug_graph_memory(ug_graph *graph, ug_graph_memory_info *info);
  * batch-sized input with the same rows. */
 UG_API ug_status ug_graph_bind(ug_graph *graph, ug_value *input, const ug_tensor *tensor);
 /* One step: forward, backward and the optimizer update, queued without
- * waiting. On a device whose backend captures its launches (CUDA and HIP
- * graphs), the first step with given rows, training mode and stream is
- * launched kernel by kernel, the next is captured, and the later ones
- * replay that recording with one launch, with bitwise the same results;
- * the bound inputs are copied into buffers the recording reads. */
+ * waiting. The first step with given rows, training mode and stream is
+ * launched kernel by kernel, the next is recorded, and the later ones
+ * replay that recording, with bitwise the same results: with one launch
+ * where the backend captures (CUDA and HIP graphs), elsewhere as the
+ * recorded kernel calls without the ops' host work. The bound inputs are
+ * copied into buffers the recording reads. */
 UG_API ug_status ug_graph_run(ug_graph *graph);
 /* Replay of ug_graph_run's steps, on by default. A capture that fails (an
  * old driver, a call the runtime cannot capture) falls back to launching
