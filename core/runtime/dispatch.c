@@ -226,9 +226,14 @@ ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, co
 
 void ug_call_replay_free(ug_device *device, void *replay)
 {
-    if (!backend_captures(device))
+    /* Queued calls of a host recording may still read its arguments (the
+     * CPU's streams run them on threads of their own): they finish first,
+     * as CUDA finishes a graph's launches before destroying it. */
+    if (!backend_captures(device)) {
+        if (replay && device->backend->synchronize(device->bdev) != UG_OK)
+            ug_clear_error(); /* the work's failure was reported by its step */
         ug_record_free(replay);
-    else
+    } else
         device->backend->replay_free(device->bdev, replay);
 }
 
