@@ -9,9 +9,7 @@
  * rounding on tensor cores), as the module's cuBLAS GEMMs do and as the
  * im2col path it replaces computed. */
 #ifdef UG_CUDA
-#include <dlfcn.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "backends/hip/conv_library.h"
 
@@ -76,10 +74,7 @@ static struct {
 
 static bool bind(void *lib)
 {
-    struct {
-        void *slot;
-        const char *name;
-    } syms[] = {
+    const ug_hip_symbol syms[] = {
         {&g.get_version, "cudnnGetVersion"},
         {&g.error_string, "cudnnGetErrorString"},
         {&g.create, "cudnnCreate"},
@@ -107,13 +102,7 @@ static bool bind(void *lib)
         {&g.backward_filter, "cudnnConvolutionBackwardFilter"},
         {&g.add_tensor, "cudnnAddTensor"},
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *f = dlsym(lib, syms[i].name);
-        if (!f)
-            return false;
-        memcpy(syms[i].slot, &f, sizeof f);
-    }
-    return true;
+    return ug_hip_bind_symbols(lib, syms, sizeof syms / sizeof syms[0]);
 }
 
 static bool load(char *version, size_t version_len, char *why, size_t why_len)

@@ -7,6 +7,9 @@
 #ifndef UG_HIP_CONV_LIBRARY_H
 #define UG_HIP_CONV_LIBRARY_H
 
+#include <dlfcn.h>
+#include <string.h>
+
 #include "backends/hip/internal.h"
 
 /* One pass's geometry in the libraries' int sizes (conv.cpp refuses the
@@ -51,6 +54,24 @@ typedef struct ug_hip_conv_library {
     /* The name of a pass's algorithm, for reports. */
     const char *(*algo_name)(ug_conv_pass pass, int algo);
 } ug_hip_conv_library;
+
+/* A symbol an adapter resolves into its function table. */
+typedef struct ug_hip_symbol {
+    void *slot; /* the function pointer to fill */
+    const char *name;
+} ug_hip_symbol;
+
+/* Resolves every symbol of lib; false when one is missing. */
+static inline bool ug_hip_bind_symbols(void *lib, const ug_hip_symbol *syms, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        void *f = dlsym(lib, syms[i].name);
+        if (!f)
+            return false;
+        memcpy(syms[i].slot, &f, sizeof f);
+    }
+    return true;
+}
 
 /* This flavour's library: cuDNN (UG_CUDA) or MIOpen. */
 const ug_hip_conv_library *ug_hip_conv_vendor(void);

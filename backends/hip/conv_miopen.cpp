@@ -11,9 +11,7 @@
  * No AMD GPU or MIOpen test double exists where CI runs: this file is built
  * there (hipcc) but only exercised on a machine with MIOpen. */
 #ifndef UG_CUDA
-#include <dlfcn.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "backends/hip/conv_library.h"
 
@@ -65,10 +63,7 @@ static struct {
 
 static bool bind(void *lib)
 {
-    struct {
-        void *slot;
-        const char *name;
-    } syms[] = {
+    const ug_hip_symbol syms[] = {
         {&g.get_version, "miopenGetVersion"},
         {&g.error_string, "miopenGetErrorString"},
         {&g.create_with_stream, "miopenCreateWithStream"},
@@ -92,13 +87,7 @@ static bool bind(void *lib)
         {&g.backward_weights, "miopenConvolutionBackwardWeights"},
         {&g.forward_bias, "miopenConvolutionForwardBias"},
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *f = dlsym(lib, syms[i].name);
-        if (!f)
-            return false;
-        memcpy(syms[i].slot, &f, sizeof f);
-    }
-    return true;
+    return ug_hip_bind_symbols(lib, syms, sizeof syms / sizeof syms[0]);
 }
 
 static bool load(char *version, size_t version_len, char *why, size_t why_len)

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fake_stream_work.h"
 #include "unigrad/dtype.h"
 
 #define FAKE_STATUS_SUCCESS 0
@@ -187,25 +188,6 @@ static void run_gemm(const void *ctx)
             }
         }
     }
-}
-
-typedef int stream_work_fn(void *stream, void (*fn)(const void *), const void *ctx, size_t bytes);
-
-/* The emulated runtime's ug_emu_stream_work, in the module that loaded
- * this library; NULL outside it (the work then runs at once). */
-static stream_work_fn *stream_work(void)
-{
-    static stream_work_fn *fn;
-    static bool looked;
-    if (!looked) {
-        void *module = dlopen("libunigrad-cuda.so", RTLD_NOW | RTLD_NOLOAD);
-        if (module) {
-            fn = (stream_work_fn *)dlsym(module, "ug_emu_stream_work");
-            dlclose(module); /* the module stays: it loaded this library */
-        }
-        looked = true;
-    }
-    return fn;
 }
 
 static int gemm(void *handle, int ta, int tb, int m, int n, int k, float alpha, const void *A,

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_stream_work.h"
+
 #define ST_SUCCESS 0
 #define ST_BAD_PARAM 2000
 #define ST_NOT_SUPPORTED 3000
@@ -370,24 +372,6 @@ static void run_conv(const void *ctx)
     for (long long i = 0; i < count; i++) /* beta 0: out is not read, as in cuDNN */
         j->out[i] = (float)(j->alpha * acc[i] + (j->beta != 0.0f ? (double)j->beta * j->out[i] : 0.0));
     free(acc);
-}
-
-typedef int stream_work_fn(void *stream, void (*fn)(const void *), const void *ctx, size_t bytes);
-
-/* The emulated runtime's ug_emu_stream_work (see fake_cublas.c). */
-static stream_work_fn *stream_work(void)
-{
-    static stream_work_fn *fn;
-    static bool looked;
-    if (!looked) {
-        void *module = dlopen("libunigrad-cuda.so", RTLD_NOW | RTLD_NOLOAD);
-        if (module) {
-            fn = (stream_work_fn *)dlsym(module, "ug_emu_stream_work");
-            dlclose(module);
-        }
-        looked = true;
-    }
-    return fn;
 }
 
 static int submit(const object *h, void (*fn)(const void *), const void *job, size_t bytes)
