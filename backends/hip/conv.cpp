@@ -24,9 +24,6 @@
 
 #include "backends/hip/conv_library.h"
 
-/* Candidates needing more workspace are passed over: the workspace is part
- * of the graph's memory plan, and the fastest algorithm rarely needs more. */
-#define UG_HIP_CONV_WORKSPACE_LIMIT ((size_t)256 << 20)
 /* The cache file's text: a header line and a line per choice. */
 #define CACHE_HEADER "unigrad convolution choices 1\n"
 enum { CACHE_TEXT_MAX = 64 << 10, CACHE_LINE_MAX = 160 };
@@ -117,14 +114,17 @@ static bool same_shape(const ug_hip_conv_shape *a, const ug_hip_conv_shape *b)
            a->bias == b->bias;
 }
 
-/* "forward x 128x1x28x28, weight 32x1x3x3, stride 1x1, padding 1x1" */
+/* "forward pass of x 128x1x28x28, weight 32x1x3x3, stride 1x1, padding
+ * 1x1", dilation and groups only where not 1. */
 static void describe(const ug_hip_conv_shape *s, char *out, size_t len)
 {
-    snprintf(out, len,
-             "%s pass of x %dx%dx%dx%d, weight %dx%dx%dx%d, stride %dx%d, padding %dx%d, "
-             "dilation %dx%d, %d group(s)",
-             pass_name(s->pass), s->n, s->c, s->h, s->w, s->oc, s->c / s->groups, s->kh, s->kw,
-             s->sh, s->sw, s->ph, s->pw, s->dh, s->dw, s->groups);
+    int n = snprintf(out, len, "%s pass of x %dx%dx%dx%d, weight %dx%dx%dx%d, stride %dx%d, padding %dx%d",
+                     pass_name(s->pass), s->n, s->c, s->h, s->w, s->oc, s->c / s->groups, s->kh,
+                     s->kw, s->sh, s->sw, s->ph, s->pw);
+    if (n > 0 && (size_t)n < len && (s->dh != 1 || s->dw != 1))
+        n += snprintf(out + n, len - (size_t)n, ", dilation %dx%d", s->dh, s->dw);
+    if (n > 0 && (size_t)n < len && s->groups != 1)
+        snprintf(out + n, len - (size_t)n, ", %d groups", s->groups);
 }
 
 /* ---- the cache file ------------------------------------------------------ */
@@ -419,18 +419,18 @@ ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
     char what[256];
     ug_hip_convs *c = dev->convs;
     pthread_mutex_lock(&c->lock);
-    SAY("%s %s: each convolution's algorithm is timed at its first plan and cached\n", lib->label,
-        g_version);
+    SAY("%s %s: convolution algorithms, timed at each shape's first plan\n", lib->label, g_version);
     SAY("planned in this process: %d\n", c->count);
     for (int i = 0; i < c->count; i++) {
         const plan_entry *e = &c->plans[i];
         describe(&e->key.shape, what, sizeof what);
         if (!e->runs)
-            SAY("  %s: im2col + GEMM\n", what);
+            SAY("  %s\n      im2col + GEMM\n", what);
         else if (e->key.deterministic)
-            SAY("  %s: %s (deterministic, untimed)\n", what, lib->algo_name(e->key.shape.pass, e->algo.algo));
+            SAY("  %s\n      %s (deterministic, untimed)\n", what,
+                lib->algo_name(e->key.shape.pass, e->algo.algo));
         else
-            SAY("  %s: %s, %.4f ms, %zu bytes of workspace (%s)\n", what,
+            SAY("  %s\n      %s, %.4f ms, %zu bytes of workspace (%s)\n", what,
                 lib->algo_name(e->key.shape.pass, e->algo.algo), (double)e->algo.ms, e->algo.workspace,
                 e->timed_here ? "timed now" : "from the cache");
     }
@@ -444,7 +444,7 @@ ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
         plan_entry e;
         if (take_line(&line, &e)) {
             describe(&e.key.shape, what, sizeof what);
-            SAY("  %s: %s, %.4f ms\n", what, lib->algo_name(e.key.shape.pass, e.algo.algo),
+            SAY("  %s\n      %s, %.4f ms\n", what, lib->algo_name(e.key.shape.pass, e.algo.algo),
                 (double)e.algo.ms);
         }
     }

@@ -30,6 +30,9 @@ typedef struct ug_hip_conv_algo {
 } ug_hip_conv_algo;
 
 enum { UG_HIP_CONV_MAX_ALGOS = 16 };
+/* Candidates needing more workspace are passed over: the workspace is part
+ * of the graph's memory plan, and the fastest algorithm rarely needs more. */
+#define UG_HIP_CONV_WORKSPACE_LIMIT ((size_t)256 << 20)
 
 typedef struct ug_hip_conv_library {
     const char *label;      /* "cuDNN", in messages */

@@ -234,7 +234,7 @@ static ug_status search(void *handle, const ug_hip_conv_shape *s, size_t workspa
 static ug_status fixed(void *handle, const ug_hip_conv_shape *s, ug_hip_conv_algo *out)
 {
     int count = 0;
-    return find(handle, s, true, (size_t)256 << 20, out, 1, &count);
+    return find(handle, s, true, UG_HIP_CONV_WORKSPACE_LIMIT, out, 1, &count);
 }
 
 static ug_status run(void *handle, const ug_hip_conv_shape *s, int algo, const ug_conv_args *a)
