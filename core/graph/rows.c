@@ -97,6 +97,13 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
     for (int k = 0; k < n->nscratch; k++)
         results[k + 1] = n->scratch[k];
     for (int k = 0; k < nout && k <= n->nscratch; k++) {
+        /* A scratch is room, not a result: its op works within the size it
+         * is given. One that would need more with fewer rows (a library
+         * choosing another algorithm for a smaller batch) keeps its planned
+         * size, and the op takes the path that fits in it. */
+        if (k > 0 && results[k] && ug_shape_numel(out[k].ndim, out[k].shape) >
+                                        ug_shape_numel(results[k]->ndim, results[k]->shape))
+            memcpy(out[k].shape, results[k]->shape, sizeof out[k].shape);
         UG_TRY(fit_result(results[k], &out[k], &op));
         if (results[k])
             UG_TRY(fit_aliases_of(g, results[k]));

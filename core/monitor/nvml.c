@@ -15,6 +15,11 @@ typedef int nvml_return;                  /* nvmlReturn_t: 0 is NVML_SUCCESS */
 typedef struct nvml_device_st *nvml_device; /* nvmlDevice_t */
 typedef struct { unsigned int gpu, memory; } nvml_utilization;   /* nvmlUtilization_t: percent */
 typedef struct { unsigned long long total, free, used; } nvml_memory; /* nvmlMemory_t: bytes */
+/* nvmlMemory_v2_t: its used leaves out what the driver reserves (about 1 GiB
+ * on an H100), as nvidia-smi's memory.used does; version is the struct's size
+ * with 2 in the top byte (NVML_STRUCT_VERSION). */
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvml_memory_v2;
+#define NVML_MEMORY_V2_VERSION ((unsigned int)sizeof(nvml_memory_v2) | 2u << 24)
 enum { NVML_TEMPERATURE_GPU = 0, NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_MEM = 2 };
 
 static struct {
@@ -26,6 +31,7 @@ static struct {
     nvml_return (*name)(nvml_device, char *, unsigned int);
     nvml_return (*utilization)(nvml_device, nvml_utilization *);
     nvml_return (*memory)(nvml_device, nvml_memory *);
+    nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *); /* NULL before driver 510 */
     nvml_return (*temperature)(nvml_device, int, unsigned int *);
     nvml_return (*power)(nvml_device, unsigned int *);
     nvml_return (*clock)(nvml_device, int, unsigned int *);
@@ -58,6 +64,7 @@ static bool load(const char *library)
                                   sizeof nvml.why);
     if (!nvml.handle)
         return false;
+    *(void **)&nvml.memory_v2 = dlsym(nvml.handle, "nvmlDeviceGetMemoryInfo_v2");
     nvml_return rc = nvml.init();
     if (rc) {
         snprintf(nvml.why, sizeof nvml.why, "nvmlInit failed: %s", nvml.error_string(rc));
@@ -101,7 +108,11 @@ bool ug_nvml_sample(const char *library, int index, ug_device_sample *s)
         else
             failed(&s->utilization, "nvmlDeviceGetUtilizationRates", rc);
         nvml_memory m;
-        if ((rc = nvml.memory(dev, &m)) == 0) {
+        nvml_memory_v2 m2 = {.version = NVML_MEMORY_V2_VERSION};
+        if (nvml.memory_v2 && nvml.memory_v2(dev, &m2) == 0) {
+            s->memory_used.value = (double)m2.used;
+            s->memory_total.value = (double)m2.total;
+        } else if ((rc = nvml.memory(dev, &m)) == 0) {
             s->memory_used.value = (double)m.used;
             s->memory_total.value = (double)m.total;
         } else {

@@ -1,6 +1,8 @@
 /* Training checkpoints: everything a run needs to continue bit for bit,
  * in one safetensors file that Python reads with the safetensors or numpy
- * libraries.
+ * libraries. (Where cuDNN or MIOpen run the convolutions, bit for bit needs
+ * deterministic mode, conv.h: their fastest algorithms may sum in any order
+ * and a new process may time another one fastest.)
  *
  * A checkpoint object lists the parts of a training run (a model, its
  * optimizer, graphs, loaders, and the caller's own strings); saving writes

@@ -7,6 +7,7 @@ typedef int nvmlReturn_t;
 typedef struct nvml_device_st *nvmlDevice_t;
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
 
 enum { SUCCESS = 0, ERROR_INVALID_ARGUMENT = 2, ERROR_NOT_SUPPORTED = 3 };
 static int the_device;
@@ -43,12 +44,26 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     return SUCCESS;
 }
 
+/* The first call counts the driver's reserved 0.5 GiB as used, as NVML's
+ * does; the monitor is expected to ask _v2, which leaves it out (1.5 GiB). */
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m)
 {
     (void)device;
     m->total = 80ull << 30;
-    m->used = 3ull << 29; /* 1.5 GiB */
+    m->used = 2ull << 30;
     m->free = m->total - m->used;
+    return SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m)
+{
+    (void)device;
+    if (m->version != ((unsigned int)sizeof *m | 2u << 24))
+        return ERROR_INVALID_ARGUMENT;
+    m->total = 80ull << 30;
+    m->reserved = 1ull << 29;
+    m->used = 3ull << 29; /* 1.5 GiB */
+    m->free = m->total - m->used - m->reserved;
     return SUCCESS;
 }
 

@@ -1,12 +1,12 @@
 #!/bin/sh
 # ug-train --profile and ug-bench --trace write traces that the independent
 # checker (check_trace.py) accepts: well-formed, nested, kernels inside
-# their steps, and the launches' device time within 10% of the step time
-# ug-bench measured for the very steps it traced (what recording costs is
-# ug-bench's "profiler" line, not this check's: about 10% on POCL); for
-# ug-train's, whose step also loads the batch and computes the accuracy,
-# within 15% of each step's own span. A trace spoilt on purpose must fail
-# it.
+# their steps; ug-bench's steps spanning within 10% of the step time it
+# measured for the very steps it traced, their launches inside (what
+# recording costs is ug-bench's "profiler" line, not this check's: about
+# 10% on POCL); ug-train's launches' device time, whose step also loads the
+# batch and computes the accuracy, within 15% of each step's own span. A
+# trace spoilt on purpose must fail it.
 # 4096 generated images (make_idx.sh); ug-train at batch 256, so that its
 # steps' own host work (taking the batch, the accuracy), which no launch
 # accounts for, stays a small part of a step however fast the device is
@@ -43,7 +43,7 @@ step_ms=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms
 python3 "$checker" "$dir/bench.json" --step-ms "$step_ms" || fail "ug-bench's trace"
 
 # The checker catches what it looks for: a kernel moved out of its step,
-# a thread left unnamed, and a step time the launches do not add up to.
+# a thread left unnamed, and a step time the traced steps do not span.
 python3 - "$dir/bench.json" "$dir" <<'PY'
 import json, sys
 trace = json.load(open(sys.argv[1]))
@@ -60,5 +60,5 @@ grep -q "is in no step" "$dir/check.out" || fail "the kernel outside its step wa
 python3 "$checker" "$dir/unnamed.json" > "$dir/check.out" && fail "unnamed threads passed"
 grep -q "has no thread_name" "$dir/check.out" || fail "the unnamed thread was not reported"
 python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print 2 * $step_ms }")" > "$dir/check.out" &&
-    fail "launches half the step passed"
+    fail "steps spanning half ug-bench's step passed"
 exit $failed

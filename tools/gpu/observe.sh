@@ -20,9 +20,10 @@ $train --epochs 1 --profile "$logs/cuda-train.json" | tail -n 20 || status=1
 python3 tests/observe/check_trace.py "$logs/cuda-train.json" || status=1
 "$UG_GPU_BUILD/ug-bench" train-mlp --device cuda:0 --no-epoch --no-modes --seconds 1 \
     --trace "$logs/cuda-bench.json" --csv "$logs/cuda-bench.csv" | grep -E "^cuda|profiler|traced" || status=1
-step=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms") c = i } NR == 2 { print $c }' \
+# One trace per batch size, named after the --trace path; checked at batch 64.
+step=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms") c = i } $2 == 64 { print $c }' \
     "$logs/cuda-bench.csv")
-python3 tests/observe/check_trace.py "$logs/cuda-bench.json" --step-ms "$step" || status=1
+python3 tests/observe/check_trace.py "$logs/cuda-bench-cuda_0-b64.json" --step-ms "$step" || status=1
 
 echo "== ug-train --tensorboard, read by TensorBoard's EventAccumulator"
 rm -rf "$logs/tb" && $train --epochs 2 --val-split 0.25 --tensorboard "$logs/tb" --csv "$logs/tb.csv" >/dev/null || status=1
@@ -39,9 +40,10 @@ print("TensorBoard's EventAccumulator read %d scalar series: %s; last test accur
 PY
 
 echo "== ug-smi --json beside nvidia-smi while ug-train runs"
-$train --epochs 50 >/dev/null 2>&1 &
+# Long enough to outlast the samples (an epoch takes about 0.15 s); killed after.
+$train --epochs 2000 >/dev/null 2>&1 &
 pid=$!
-sleep 8
+sleep 6
 for round in 1 2 3; do
     smi=$(nvidia-smi --query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits -i 0)
     ug=$("$UG_GPU_BUILD/ug-smi" --json --device cuda:0)
