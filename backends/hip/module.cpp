@@ -78,6 +78,33 @@ static bool native_bf16(const hipDeviceProp_t &p)
 #endif
 }
 
+/* Whether the n characters at item are one of the comma-separated list's. */
+static bool in_list(const char *list, const char *item, size_t n)
+{
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, item, n) == 0)
+            return true;
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* Whether the module holds machine code for arch ("sm_90", or HIP's
+ * "gfx90a:sramecc+:xnack-", whose features after ':' are not targets). */
+static bool arch_built(const char *arch)
+{
+#ifdef UG_CUDA
+#ifndef UG_CUDA_ARCH_LIST /* the emulated runtime's build: every device is proved */
+#define UG_CUDA_ARCH_LIST ""
+#endif
+    return strncmp(arch, "sm_", 3) == 0 && in_list(UG_CUDA_ARCH_LIST, arch + 3, strlen(arch + 3));
+#else
+    return in_list(UG_HIP_TARGET_LIST, arch, strcspn(arch, ":"));
+#endif
+}
+
 /* Fills g_info[g_count] from device ordinal, or writes why it is skipped. */
 static bool add_device(int ordinal, char *why, size_t why_len)
 {
@@ -99,11 +126,17 @@ static bool add_device(int ordinal, char *why, size_t why_len)
 #endif
     /* A device the module has no code for (an architecture missing from
      * UG_HIP_TARGETS, or older than the CUDA targets) fails every launch:
-     * leave it out so "auto" does not pick it. */
+     * leave it out so "auto" does not pick it. An architecture built
+     * exactly needs no proof; any other is proved by loading the kernels,
+     * which creates the device's context (some 500 MiB on an H100, held by
+     * every process that only lists devices, ug-smi's included). */
     hipFuncAttributes fa;
-    e = hipSetDevice(ordinal);
-    if (e == hipSuccess)
-        e = hipFuncGetAttributes(&fa, ug_hip_probe_kernel());
+    e = hipSuccess;
+    if (!arch_built(arch)) {
+        e = hipSetDevice(ordinal);
+        if (e == hipSuccess)
+            e = hipFuncGetAttributes(&fa, ug_hip_probe_kernel());
+    }
     if (e != hipSuccess) {
         (void)hipGetLastError();
         snprintf(why, why_len,
@@ -145,19 +178,7 @@ static bool add_device(int ordinal, char *why, size_t why_len)
 #endif
 
 /* Is gfx (e.g. "gfx90a") one of the targets this module was built for? */
-static bool built_for(const char *gfx)
-{
-    const char *list = UG_HIP_TARGET_LIST;
-    const size_t n = strlen(gfx);
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        const size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, gfx, n) == 0)
-            return true;
-        p += len + (end ? 1 : 0);
-    }
-    return false;
-}
+static bool built_for(const char *gfx) { return in_list(UG_HIP_TARGET_LIST, gfx, strlen(gfx)); }
 
 /* ROCm 5.x aborts the process ("hipErrorNoBinaryForGpu: Unable to find code
  * object for all current devices!") at its first call when a loaded fat

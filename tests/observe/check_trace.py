@@ -11,16 +11,18 @@ thread used is named by metadata. On each thread the complete events nest
 (two either do not overlap or one holds the other), as viewers need.
 
 Device processes (every process but the host's) must hold "step" ranges
-with every kernel inside one on its thread. Without --step-ms, each step's
-kernels and transfers, summed, must come within --tolerance of the step
-(their median against the median of the steps' own spans): ug-train's
-profile, whose device is busy through its steps. With --step-ms (the mean
-step time ug-bench measured for the steps it traced), the steps' spans
-must come within --tolerance of it, and their launches must fit in them:
-a fast GPU idles between the small kernels of a step its host issues, so
-there the launches fill only part of the step, as the trace should show.
+with every kernel inside one on its thread; each step's kernels and
+transfers, summed, must come within --tolerance of the step: their median
+against the median of the steps' own spans on the device, or their mean
+against --step-ms (the mean step time ug-bench measured) when given.
+A GPU leaves a gap of a microsecond or two between two kernels even when
+the second is queued (an H100's, with the profiler's events between them,
+is about 1.3 us): --gap-us G counts each gap between a step's kernels up
+to G as the device's, so that a step of 35 small kernels is not a fifth
+short; longer gaps still count against it. 0 (the default) for the CPU
+and POCL, whose kernels follow one another on the host.
 
-usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10]
+usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10] [--gap-us G]
 """
 import argparse
 import json
@@ -89,7 +91,7 @@ def nesting_problems(events):
     return out
 
 
-def check(trace, step_ms, tolerance):
+def check(trace, step_ms, tolerance, gap_us=0.0):
     problems = []
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         return ["the file is not a JSON object with a traceEvents list"], {}
@@ -146,6 +148,10 @@ def check(trace, step_ms, tolerance):
                 inside[id(holder[0])] += e["dur"]
             elif e["cat"] == "kernel":
                 problems.append("kernel %r at %.3f us is in no step" % (e["name"], e["ts"]))
+        if gap_us > 0:
+            for s in steps:
+                inside[id(s)] += dispatch_gaps([e for t in tracks if t[0] == pid for e in tracks[t]
+                                                if e["cat"] in ("kernel", "transfer")], s, gap_us)
         sums += [inside[id(s)] for s in steps]
         spans += [s["dur"] for s in steps]
     if not figures["steps"]:
@@ -155,17 +161,11 @@ def check(trace, step_ms, tolerance):
     # the launches it is held against are too; against the steps' own spans,
     # medians, as a burst of load elsewhere stretches a few steps.
     if step_ms is not None:
-        launches, span = statistics.fmean(sums) / 1000.0, statistics.fmean(spans) / 1000.0
-        figures.update(launches_ms=launches, step_ms=step_ms, span_ms=span, reference="ug-bench's step")
-        if abs(span - step_ms) > tolerance * step_ms:
-            problems.append("the steps span %.3f ms in the trace, %.0f%% of ug-bench's step (%.3f ms); "
-                            "more than %.0f%% apart" % (span, 100.0 * span / step_ms, step_ms, 100 * tolerance))
-        if launches > (1.0 + tolerance) * span:
-            problems.append("the steps' launches take %.3f ms of device time, more than the %.3f ms "
-                            "the steps span" % (launches, span))
-        return problems, figures
-    launches, reference = statistics.median(sums) / 1000.0, statistics.median(spans) / 1000.0
-    figures.update(launches_ms=launches, step_ms=reference, reference="the steps' spans")
+        launches, reference = statistics.fmean(sums) / 1000.0, step_ms
+    else:
+        launches, reference = statistics.median(sums) / 1000.0, statistics.median(spans) / 1000.0
+    figures.update(launches_ms=launches, step_ms=reference,
+                   reference="ug-bench's step" if step_ms is not None else "the steps' spans")
     if abs(launches - reference) > tolerance * reference:
         problems.append("the steps' launches take %.3f ms of device time, %.0f%% of %s (%.3f ms); "
                         "more than %.0f%% apart" % (launches, 100.0 * launches / reference,
@@ -173,11 +173,24 @@ def check(trace, step_ms, tolerance):
     return problems, figures
 
 
+def dispatch_gaps(work, step, gap_us):
+    """The gaps of at most gap_us between the step's consecutive work."""
+    mine = sorted((e for e in work if step["ts"] - SLACK_US <= e["ts"] and
+                   e["ts"] + e["dur"] <= step["ts"] + step["dur"] + SLACK_US), key=lambda e: e["ts"])
+    total, end = 0.0, None
+    for e in mine:
+        if end is not None and 0 < e["ts"] - end <= gap_us:
+            total += e["ts"] - end
+        end = e["ts"] + e["dur"] if end is None else max(end, e["ts"] + e["dur"])
+    return total
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace")
     parser.add_argument("--step-ms", type=float)
     parser.add_argument("--tolerance", type=float, default=0.10)
+    parser.add_argument("--gap-us", type=float, default=0.0)
     args = parser.parse_args()
     try:
         with open(args.trace, encoding="utf-8") as f:
@@ -185,16 +198,15 @@ def main():
     except (OSError, ValueError) as error:
         print("FAIL %s: %s" % (args.trace, error))
         return 1
-    problems, figures = check(trace, args.step_ms, args.tolerance)
+    problems, figures = check(trace, args.step_ms, args.tolerance, args.gap_us)
     for p in problems[:20]:
         print("FAIL %s: %s" % (args.trace, p))
     if problems:
         return 1
-    spans = " (the trace's steps span %.3f ms)" % figures["span_ms"] if "span_ms" in figures else ""
     print("ok %s: %d events well-formed and nested; %d steps, %d kernels; launches %.3f ms of device "
-          "time per step against %s %.3f ms%s" % (args.trace, len(trace["traceEvents"]), figures["steps"],
-                                                 figures["kernels"], figures["launches_ms"],
-                                                 figures["reference"], figures["step_ms"], spans))
+          "time per step against %s %.3f ms" % (args.trace, len(trace["traceEvents"]), figures["steps"],
+                                               figures["kernels"], figures["launches_ms"],
+                                               figures["reference"], figures["step_ms"]))
     return 0
 
 
