@@ -64,4 +64,22 @@ python3 "$checker" "$dir/unnamed.json" > "$dir/check.out" && fail "unnamed threa
 grep -q "has no thread_name" "$dir/check.out" || fail "the unnamed thread was not reported"
 python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print 2 * $step_ms }")" > "$dir/check.out" &&
     fail "launches half the step passed"
+
+# --gap-us: a GPU's step of 10 kernels of 8 us, 2 us apart, spans 98 us;
+# the short gaps are the device's, and gaps of 5 us are not.
+python3 - "$dir" <<'PY'
+import json, sys
+for gap in (2, 5):
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "host"}},
+              {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "gpu"}},
+              {"ph": "M", "name": "thread_name", "pid": 2, "tid": 0, "args": {"name": "stream"}},
+              {"ph": "X", "cat": "range", "name": "step", "pid": 2, "tid": 0, "ts": 0, "dur": 8 + 9 * (8 + gap)}]
+    events += [{"ph": "X", "cat": "kernel", "name": "k%d" % i, "pid": 2, "tid": 0, "ts": i * (8 + gap), "dur": 8}
+               for i in range(10)]
+    json.dump({"traceEvents": events}, open("%s/gaps%d.json" % (sys.argv[1], gap), "w"))
+PY
+python3 "$checker" "$dir/gaps2.json" > /dev/null && fail "kernels covering 82% of their step passed"
+python3 "$checker" "$dir/gaps2.json" --gap-us 3 > "$dir/check.out" ||
+    fail "gaps of 2 us with --gap-us 3 failed: $(cat "$dir/check.out")"
+python3 "$checker" "$dir/gaps5.json" --gap-us 3 > /dev/null && fail "gaps of 5 us with --gap-us 3 passed"
 exit $failed
