@@ -22,11 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/hip/choices.h"
 #include "backends/hip/conv_library.h"
-
-/* The cache file's text: a header line and a line per choice. */
-#define CACHE_HEADER "unigrad convolution choices 1\n"
-enum { CACHE_TEXT_MAX = 64 << 10, CACHE_LINE_MAX = 160 };
 
 /* What identifies a pass: the core's arguments less the views. */
 typedef struct plan_key {
@@ -46,7 +43,7 @@ struct ug_hip_convs {
     plan_entry *plans;
     int count, capacity;
     char device_key[400]; /* the device and its driver, for the cache key */
-    bool cache_warned; /* about a damaged cache file, once */
+    ug_hip_choice_file file;
 };
 
 /* The library, loaded once per process. */
@@ -174,76 +171,38 @@ static bool parse_line(const char *line, plan_entry *e)
            e->algo.algo >= 0 && e->algo.workspace <= UG_HIP_CONV_WORKSPACE_LIMIT;
 }
 
-/* The choices of a cache file's text, past its header; NULL without one. */
-static const char *cache_body(const char *text)
-{
-    return strncmp(text, CACHE_HEADER, strlen(CACHE_HEADER)) == 0 ? text + strlen(CACHE_HEADER) : NULL;
-}
-
-/* The choice on the line at *at, moving *at to the next line; false for a
- * line that holds none. */
-static bool take_line(const char **at, plan_entry *e)
-{
-    const bool read = parse_line(*at, e);
-    const char *next = strchr(*at, '\n');
-    *at = next ? next + 1 : *at + strlen(*at);
-    return read;
-}
-
 /* The cached choice for shape, if the device's file has a sound one. A
  * damaged file is reported once per device and then passed over (the next
  * store replaces it). */
 static bool cached_choice(ug_hip_convs *c, const ug_hip_conv_shape *shape, ug_hip_conv_algo *out,
                           char *text)
 {
-    bool *warned = &c->cache_warned;
-    char why[512], key[600];
-    const ug_hip_conv_library *lib = ug_hip_conv_vendor();
+    char key[600], line[UG_HIP_CHOICE_LINE_MAX];
     cache_key(c, key, sizeof key);
-    if (!ug_hip_host->cache_load(lib->cache_name, key, text, CACHE_TEXT_MAX, why, sizeof why)) {
-        if (why[0] && !*warned)
-            ug_hip_host->warn("the %s algorithm cache %s; measuring again", lib->label, why);
-        *warned = *warned || why[0];
-        return false;
-    }
-    const char *line = cache_body(text);
-    bool sound = line != NULL, found = false;
-    while (sound && *line) {
+    const char *at = ug_hip_choices_read(&c->file, key, text);
+    bool sound = at != NULL, found = false;
+    while (sound && ug_hip_choices_next(&at, line, sizeof line)) {
         plan_entry e;
-        sound = take_line(&line, &e);
+        sound = parse_line(line, &e);
         if (sound && same_shape(&e.key.shape, shape)) {
             *out = e.algo;
             found = true;
         }
     }
-    if (!sound && !*warned)
-        ug_hip_host->warn("the %s algorithm cache for %s holds a line it cannot read; measuring "
-                          "again", lib->label, key);
-    *warned = *warned || !sound;
-    return sound && found;
+    const bool damaged = at && (!sound || *at); /* an unreadable or overlong line */
+    if (damaged)
+        ug_hip_choices_damaged(&c->file, key);
+    return found && !damaged;
 }
 
-/* Adds e's line to the device's cache file (re-read now, so choices other
- * processes stored meanwhile are kept; a damaged file starts afresh). A
- * failure only costs a later process the timing: warned, not returned. */
+/* Adds e's line to the device's cache file. */
 static void store_choice(ug_hip_convs *c, const plan_entry *e, char *text)
 {
-    const ug_hip_conv_library *lib = ug_hip_conv_vendor();
-    char why[512], line[CACHE_LINE_MAX], key[600];
+    char line[UG_HIP_CHOICE_LINE_MAX], key[600];
     cache_key(c, key, sizeof key);
-    bool keep = ug_hip_host->cache_load(lib->cache_name, key, text, CACHE_TEXT_MAX, why, sizeof why) &&
-                cache_body(text);
-    if (!keep)
-        snprintf(text, CACHE_TEXT_MAX, "%s", CACHE_HEADER);
-    int n = format_line(e, line, sizeof line);
-    size_t used = strlen(text);
-    if (n <= 0 || (size_t)n >= sizeof line || used + (size_t)n >= CACHE_TEXT_MAX)
-        return; /* a full file keeps the choices it has */
-    memcpy(text + used, line, (size_t)n + 1);
-    if (ug_hip_host->cache_store(lib->cache_name, key, text) != UG_OK)
-        ug_hip_host->warn("%s: the %s algorithm choice was not cached (%s); a later process "
-                          "times it again", UG_HIP_BACKEND, lib->label,
-                          ug_hip_host->last_error());
+    const int n = format_line(e, line, sizeof line);
+    if (n > 0 && (size_t)n < sizeof line)
+        ug_hip_choices_add(&c->file, key, line, text);
 }
 
 /* ---- handles and plans --------------------------------------------------- */
@@ -280,6 +239,10 @@ ug_status ug_hip_convs_open(ug_bdev *dev, const char *device_key)
                                       UG_HIP_BACKEND);
     pthread_mutex_init(&dev->convs->lock, NULL);
     snprintf(dev->convs->device_key, sizeof dev->convs->device_key, "%s", device_key);
+    ug_hip_choice_file *f = &dev->convs->file;
+    f->name = ug_hip_conv_vendor()->cache_name;
+    f->header = "unigrad convolution choices 1\n";
+    snprintf(f->what, sizeof f->what, "the %s algorithm cache", ug_hip_conv_vendor()->label);
     return UG_OK;
 }
 
@@ -305,7 +268,7 @@ static bool choose(ug_bdev *dev, const ug_hip_conv_library *lib, plan_entry *e)
         st = lib->fixed(handle, &e->key.shape, &e->algo);
         return st == UG_OK;
     }
-    char *text = (char *)malloc(CACHE_TEXT_MAX);
+    char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
     if (!text)
         return false;
     bool chosen = false;
@@ -434,15 +397,14 @@ ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
                 lib->algo_name(e->key.shape.pass, e->algo.algo), (double)e->algo.ms, e->algo.workspace,
                 e->timed_here ? "timed now" : "from the cache");
     }
-    char *text = (char *)malloc(CACHE_TEXT_MAX), key[600], why[512];
+    char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX), key[600], line[UG_HIP_CHOICE_LINE_MAX];
     cache_key(c, key, sizeof key);
-    const char *line = text && ug_hip_host->cache_load(lib->cache_name, key, text, CACHE_TEXT_MAX, why,
-                                                       sizeof why) ? cache_body(text) : NULL;
-    if (line)
+    const char *at = text ? ug_hip_choices_read(&c->file, key, text) : NULL;
+    if (at)
         SAY("cached for this device and driver:\n");
-    while (line && *line) {
+    while (at && ug_hip_choices_next(&at, line, sizeof line)) {
         plan_entry e;
-        if (take_line(&line, &e)) {
+        if (parse_line(line, &e)) {
             describe(&e.key.shape, what, sizeof what);
             SAY("  %s\n      %s, %.4f ms\n", what, lib->algo_name(e.key.shape.pass, e.algo.algo),
                 (double)e.algo.ms);
