@@ -175,6 +175,7 @@ typedef struct ug_reduce_args {
  * (mixed precision: half operands, f32 accumulation, C rounded once). */
 typedef struct ug_gemm_args {
     bool trans_a, trans_b, sum_batch;
+    bool deterministic; /* ug_deterministic(): a backend choosing between paths by timing takes a fixed one */
     int64_t m, n, k;
     float alpha, beta;
     ug_kview a, b, c;
@@ -577,7 +578,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 15
+#define UG_BACKEND_INTERFACE_REVISION 16
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

@@ -17,8 +17,9 @@ static void usage(FILE *out)
             "device, driver and library version. Without it, a device is tuned at its first\n"
             "matrix product (UG_AUTOTUNE=0: never). On OpenCL: CLBlast's SGEMM kernel\n"
             "parameters, a few candidate sets timed on a training step's three products.\n"
-            "On CUDA and HIP devices it lists cuDNN's or MIOpen's algorithm for each\n"
-            "convolution shape cached so far (each is timed at the shape's first use).\n");
+            "On CUDA and HIP devices it lists the GEMM path (vendor library or own kernel)\n"
+            "chosen for each shape in this process and cuDNN's or MIOpen's algorithm for\n"
+            "each convolution shape cached so far (each is timed at the shape's first use).\n");
 }
 
 int bench_tune(int argc, char **argv)

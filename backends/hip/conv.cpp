@@ -361,12 +361,29 @@ ug_status ug_hip_conv2d(ug_bdev *dev, const ug_conv_args *a)
 /* Lists the device's plans of this process and the choices its cache
  * file holds (any process's): nothing is timed again here, as a plan's
  * answer must never change while graphs hold its workspace. */
+typedef struct report_text {
+    char *text;
+    size_t len, used;
+} report_text;
+
+static void append(void *ctx, const char *line)
+{
+    report_text *r = (report_text *)ctx;
+    if (r->used < r->len) {
+        const int n = snprintf(r->text + r->used, r->len - r->used, "%s", line);
+        r->used += n > 0 ? (size_t)n : 0;
+    }
+}
+
+/* The GEMM choices (gemm_choice.cpp), then the convolutions'. */
 ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
 {
     const ug_hip_conv_library *lib = library();
-    size_t used = 0;
     if (report_len)
         report[0] = '\0';
+    report_text gemms = {report, report_len, 0};
+    ug_hip_gemm_report(dev, append, &gemms);
+    size_t used = gemms.used;
 #define SAY(...)                                                                        \
     do {                                                                                \
         if (used < report_len) {                                                        \

@@ -1,7 +1,9 @@
 /* GEMM: the vendor BLAS when its library is present at run time (found
  * with dlopen, so the module needs no BLAS at build or load time), else the
- * module's own kernel (kernels/hip/gemm.hip). UG_GEMM=own forces the own
- * kernel; it is read on every call so one process can test both paths.
+ * module's own kernel (kernels/hip/gemm.hip). With both, each shape runs on
+ * the one that was faster at its first product (gemm_choice.cpp).
+ * UG_GEMM=own forces the own kernel; it is read on every call so one
+ * process can test both paths.
  *
  * f16 and bf16 operands go to the library's mixed-precision call (cuBLAS
  * cublasGemmEx, rocBLAS rocblas_gemm_ex, hipBLAS hipblasGemmEx_v2 and their
@@ -130,7 +132,31 @@ static struct {
     set_math_fn set_math; /* NULL: none */
     set_workspace_fn set_workspace; /* NULL: none */
     char why[96]; /* why the own kernel runs */
+    char version[96]; /* "cuBLAS 13.1.0", for the GEMM choices' cache key */
 } g_blas;
+
+/* The library's version where it tells it (cuBLAS cublasGetProperty:
+ * MAJOR_VERSION 0, MINOR 1, PATCH 2; rocBLAS rocblas_get_version_string),
+ * else the file name it was loaded from. */
+static void read_version(void *lib, const char *file)
+{
+    int parts[3] = {0, 0, 0};
+    void *property = dlsym(lib, "cublasGetProperty");
+    void *text = dlsym(lib, "rocblas_get_version_string");
+    int (*get_property)(int, int *);
+    int (*get_text)(char *, size_t);
+    memcpy(&get_property, &property, sizeof property);
+    memcpy(&get_text, &text, sizeof text);
+    char version[64] = "";
+    if (property && get_property(0, &parts[0]) == 0 && get_property(1, &parts[1]) == 0 &&
+        get_property(2, &parts[2]) == 0)
+        snprintf(version, sizeof version, "%d.%d.%d", parts[0], parts[1], parts[2]);
+    else if (!text || get_text(version, sizeof version) != 0)
+        snprintf(version, sizeof version, "(%s)", file);
+    snprintf(g_blas.version, sizeof g_blas.version, "%s %s", g_blas.v->label, version);
+}
+
+const char *ug_hip_blas_version(void) { return g_blas.lib ? g_blas.version : "none"; }
 
 /* Resolves one vendor's symbols from an opened library. */
 static bool bind(void *lib, const vendor *v)
@@ -181,6 +207,7 @@ void ug_hip_blas_load(void)
                 continue;
             if (bind(lib, &g_vendors[i])) {
                 g_blas.lib = lib;
+                read_version(lib, g_vendors[i].libs[j]);
                 return;
             }
             snprintf(g_blas.why, sizeof g_blas.why, "%s lacks %s", g_vendors[i].libs[j],
@@ -311,24 +338,14 @@ static int vendor_gemm_ex(ug_bdev *dev, const ug_gemm_args *a)
              a->stride_a, &a->beta, C, c, ldc, a->stride_c, batch, v->compute_f32, v->algo);
 }
 
-ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
+/* a through the vendor library (which it fits). */
+static ug_status vendor_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
-    if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
-        return UG_OK;
-    /* One GEMM per entry adds each product to an f32 C; a half C would be
-     * rounded at every entry, so the own kernel sums them all first. */
-    if (a->sum_batch && a->c.dtype != UG_F32)
-        return ug_hip_gemm_own(dev, a);
-    if (a->sum_batch)
-        return ug_gemm_sum_batch_by_loop(dev, a, ug_hip_gemm);
-    const bool half = a->a.dtype != UG_F32;
-    if (!ug_hip_current(dev)->blas || forced_own() || !vendor_fits(a) || (half && !g_blas.ex[0]))
-        return ug_hip_gemm_own(dev, a);
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
         return st;
     const vendor *v = g_blas.v;
-    if (half) {
+    if (a->a.dtype != UG_F32) {
         const int rc = vendor_gemm_ex(dev, a);
         if (rc != 0)
             return ug_hip_host->set_error(UG_ERR_BACKEND, "%s: %s %s (%s) returned status %d",
@@ -353,4 +370,21 @@ ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
                                       UG_HIP_BACKEND, v->label,
                                       a->batch == 1 ? v->syms[3] : v->syms[4], rc);
     return UG_OK;
+}
+
+ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
+{
+    if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
+        return UG_OK;
+    /* One GEMM per entry adds each product to an f32 C; a half C would be
+     * rounded at every entry, so the own kernel sums them all first. */
+    if (a->sum_batch && a->c.dtype != UG_F32)
+        return ug_hip_gemm_own(dev, a);
+    if (a->sum_batch)
+        return ug_gemm_sum_batch_by_loop(dev, a, ug_hip_gemm);
+    const bool half = a->a.dtype != UG_F32;
+    if (!ug_hip_current(dev)->blas || forced_own() || !vendor_fits(a) || (half && !g_blas.ex[0]) ||
+        ug_hip_gemm_prefers_own(dev, a, vendor_gemm))
+        return ug_hip_gemm_own(dev, a);
+    return vendor_gemm(dev, a);
 }

@@ -58,6 +58,9 @@
 #define hipGraphExec_t cudaGraphExec_t
 #define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
 #define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipStreamCaptureStatus cudaStreamCaptureStatus
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #define hipStreamEndCapture cudaStreamEndCapture
 #define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
 #define hipGraphLaunch cudaGraphLaunch

@@ -45,8 +45,10 @@ struct ug_bstream {
     ug_bstream *next;     /* the device's list */
 };
 
-/* The device's convolution plans (conv.cpp). */
+/* The device's convolution plans (conv.cpp) and GEMM choices
+ * (gemm_choice.cpp). */
 typedef struct ug_hip_convs ug_hip_convs;
+typedef struct ug_hip_gemms ug_hip_gemms;
 
 struct ug_bdev {
     int index;            /* the module's device index */
@@ -56,6 +58,7 @@ struct ug_bdev {
     pthread_mutex_t streams_lock;
     ug_bstream *streams;  /* side streams */
     ug_hip_convs *convs;
+    ug_hip_gemms *gemms;
 };
 
 /* Set by the module entry; every error goes through it. */
@@ -127,7 +130,19 @@ void ug_hip_blas_open(ug_hip_queue *q);
 void ug_hip_blas_close(ug_hip_queue *q);
 /* "rocBLAS", "cuBLAS", "own (UG_GEMM=own)", "own (no librocblas)" ... */
 const char *ug_hip_blas_path(const ug_bdev *dev);
+/* The loaded library and its version ("cuBLAS 13.1.0"), or "none". */
+const char *ug_hip_blas_version(void);
 ug_gemm_fn ug_hip_gemm;
+
+/* gemm_choice.cpp: the vendor's or the own GEMM per shape, timed once and
+ * cached. device_key names the device and its driver in the cache key. */
+ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key);
+void ug_hip_gemms_close(ug_bdev *dev);
+/* Whether a's shape runs faster on the own kernel than through vendor
+ * (which a must fit); timed at the shape's first product. */
+bool ug_hip_gemm_prefers_own(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor);
+/* Says each choice made in this process, a line at a time. */
+void ug_hip_gemm_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), void *ctx);
 
 /* conv.cpp: convolutions through cuDNN or MIOpen, loaded at run time.
  * device_key names the device and its driver in the choices' cache key. */

@@ -312,9 +312,13 @@ static ug_status ug_hip_device_open(int index, ug_bdev **out)
     char key[sizeof g_info[0].name + sizeof g_versions + 8];
     snprintf(key, sizeof key, "%s; %s", g_info[index].name, g_versions);
     st = ug_hip_convs_open(dev, key);
-    if (st == UG_OK && (st = ug_hip_queue_open(dev, &dev->main)) != UG_OK)
-        ug_hip_convs_close(dev);
+    if (st == UG_OK)
+        st = ug_hip_gemms_open(dev, key);
+    if (st == UG_OK)
+        st = ug_hip_queue_open(dev, &dev->main);
     if (st != UG_OK) {
+        ug_hip_gemms_close(dev);
+        ug_hip_convs_close(dev);
         free(dev);
         return st;
     }
@@ -334,6 +338,7 @@ static void ug_hip_device_close(ug_bdev *dev)
         ug_hip_queue_close(&dev->main);
     }
     ug_hip_convs_close(dev);
+    ug_hip_gemms_close(dev);
     pthread_mutex_destroy(&dev->streams_lock);
     (void)hipGetLastError();
     pthread_mutex_lock(&g_lock);

@@ -326,7 +326,7 @@ static ug_status conv_gemm_run(const char *op, ug_device *dev, const conv_gemm *
 {
     for (int g = 0; g < groups; g++) {
         ug_gemm_args args = {.trans_a = cg->ta, .trans_b = cg->tb, .sum_batch = cg->sum_batch,
-                             .m = cg->m, .n = cg->n, .k = cg->k,
+                             .deterministic = ug_deterministic(), .m = cg->m, .n = cg->n, .k = cg->k,
                              .alpha = 1.0f, .beta = cg->beta,
                              .a = view_at(cg->a, g * cg->group_a),
                              .b = view_at(cg->b, g * cg->group_b),

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/graph/internal.h"
+#include "unigrad/conv.h"
 #include "unigrad/ops.h"
 
 static int64_t rows_of(const ug_tensor *t) { return t->shape[t->ndim - 2]; }
@@ -14,7 +15,8 @@ static ug_status gemm(const char *op, ug_tensor *c, const ug_tensor *a, const ug
 {
     if (ug_tensor_numel(c) == 0)
         return UG_OK;
-    ug_gemm_args g = {.trans_a = trans_a, .trans_b = trans_b, .alpha = 1.0f, .beta = 0.0f};
+    ug_gemm_args g = {.trans_a = trans_a, .trans_b = trans_b, .deterministic = ug_deterministic(),
+                      .alpha = 1.0f, .beta = 0.0f};
     g.a = ug_kview_of(a);
     g.b = ug_kview_of(b);
     g.c = ug_kview_of(c);

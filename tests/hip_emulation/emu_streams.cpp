@@ -74,6 +74,17 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
     return cudaSuccess;
 }
 
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status)
+{
+    EMU_LOCKED;
+    if (stream && !stream_ok(stream))
+        return record(cudaErrorInvalidResourceHandle);
+    const Capture *c = stream ? capture_of(stream) : nullptr;
+    *status = !c ? cudaStreamCaptureStatusNone
+              : c->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
 {
     EMU_LOCKED;

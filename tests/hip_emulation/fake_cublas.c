@@ -20,6 +20,8 @@
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "fake_stream_work.h"
 #include "unigrad/dtype.h"
@@ -157,6 +159,13 @@ typedef struct gemm_job {
 static void run_gemm(const void *ctx)
 {
     const gemm_job *g = ctx;
+    /* UG_FAKE_CUBLAS_DELAY_US: a slower library, for the GEMM choice. */
+    const char *delay = getenv("UG_FAKE_CUBLAS_DELAY_US");
+    if (delay && atoi(delay) > 0) {
+        const long us = atol(delay);
+        const struct timespec pause = {us / 1000000, us % 1000000 * 1000};
+        nanosleep(&pause, NULL);
+    }
     const int ta = g->ta, tb = g->tb, m = g->m, n = g->n, k = g->k, lda = g->lda, ldb = g->ldb,
               ldc = g->ldc, batch = g->batch, ab_type = g->ab_type, c_type = g->c_type;
     const long long sa = g->sa, sb = g->sb, sc = g->sc;

@@ -1,12 +1,15 @@
-/* The HIP/CUDA module's convolution library (backends/hip/conv.cpp,
- * conv_cudnn.cpp) through the stand-in cuDNN (fake_cudnn.c), process by
- * process as users meet it. Each step runs a child process (this program
- * with --child) that trains one step of a grouped, strided, padded and
- * dilated convolution with bias on the emulated cuda:0 and checks the
- * output and the three gradients against the double-precision reference
- * (reference_conv.c); the child then reports the fake's counters and
- * ug_device_autotune's report, which the parent checks:
+/* The HIP/CUDA module's tuned choices, process by process as users meet
+ * them: the convolution library (backends/hip/conv.cpp, conv_cudnn.cpp)
+ * through the stand-in cuDNN (fake_cudnn.c), and the GEMM path per shape
+ * (gemm_choice.cpp) through the stand-in cuBLAS (fake_cublas.c). Each step
+ * runs a child process (this program with --conv or --gemm) on the
+ * emulated cuda:0 and checks its results against a double-precision
+ * reference; the child then reports the fakes' counters and
+ * ug_device_autotune's report, which the parent checks.
  *
+ * Convolutions: the child trains one step of a grouped, strided, padded
+ * and dilated convolution with bias (output and the three gradients
+ * against reference_conv.c).
  * - the first process searches once per pass and takes, per pass, the
  *   fastest algorithm that ran within the workspace limit (not the faster
  *   one needing 1 GiB, nor the failed one), with the workspace it needs,
@@ -21,7 +24,18 @@
  * - UG_CONV=im2col keeps every pass off the library;
  * - a cache folder that cannot be written costs a warning, not the step;
  * - in every child, no call the fake refused for its arguments, and after
- *   the device closes no handle or descriptor left. */
+ *   the device closes no handle or descriptor left.
+ *
+ * GEMM: the child multiplies the same [48, 40] x [40, 24] product three
+ * times (against ref_matmul each time).
+ * - with the stand-in cuBLAS slowed down (UG_FAKE_CUBLAS_DELAY_US), the
+ *   first process times both paths once (a warm-up and three timed runs of
+ *   each: four cuBLAS calls), takes the own kernel, and caches the choice;
+ * - a second process, with cuBLAS fast again, takes the cached choice
+ *   without timing: no cuBLAS call at all;
+ * - a damaged cache is ignored with a warning, timed again and replaced;
+ * - UG_AUTOTUNE=0 and deterministic mode time nothing, cache nothing and
+ *   run every product through cuBLAS. */
 #define _GNU_SOURCE /* RTLD_NOLOAD, setenv, mkdtemp */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -114,23 +128,34 @@ static int train_step(ug_device *dev)
     return right ? 0 : 4;
 }
 
-/* The fake's counters, found in the process (loaded by the module). */
-static int fake(const char *name, int arg)
+/* A stand-in library's function, in the process (the module loaded it). */
+static void *fake_symbol(const char *library, const char *name)
 {
-    void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
+    void *lib = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
     void *f = lib ? dlsym(lib, name) : NULL;
-    int v = -100;
-    if (f) {
-        int (*fn)(int);
-        memcpy(&fn, &f, sizeof fn);
-        v = fn(arg);
-    }
     if (lib)
-        dlclose(lib);
-    return v;
+        dlclose(lib); /* the module keeps it loaded */
+    return f;
 }
 
-static int child(void)
+/* The stand-in cuDNN's counters. */
+static int fake(const char *name, int arg)
+{
+    void *f = fake_symbol("libcudnn.so.9", name);
+    int (*fn)(int);
+    memcpy(&fn, &f, sizeof fn);
+    return f ? fn(arg) : -100;
+}
+
+static int fake_cublas_calls(void)
+{
+    void *f = fake_symbol("libcublas.so.13", "ug_fake_cublas_calls");
+    int (*fn)(void);
+    memcpy(&fn, &f, sizeof fn);
+    return f ? fn() : -100;
+}
+
+static int conv_child(void)
 {
     ug_set_warning_handler(print_warning, NULL);
     ug_device *dev = NULL;
@@ -153,11 +178,60 @@ static int child(void)
     return rc;
 }
 
+/* The same product three times, each against the reference; then the
+ * report and the stand-in cuBLAS's calls. */
+static int gemm_child(void)
+{
+    ug_set_warning_handler(print_warning, NULL);
+    enum { M = 48, K = 40, N = 24 };
+    static float a[M * K], b[K * N], c[M * N];
+    static double da[M * K], db[K * N], want[M * N];
+    for (int i = 0; i < M * K; i++)
+        da[i] = a[i] = (float)((i * 37 % 101) - 50) / 64.0f;
+    for (int i = 0; i < K * N; i++)
+        db[i] = b[i] = (float)((i * 53 % 97) - 48) / 32.0f;
+    int nout = 0;
+    int64_t sout[2];
+    const int64_t sa[2] = {M, K}, sb[2] = {K, N};
+    if (!ref_matmul(2, sa, da, 2, sb, db, false, false, want, &nout, sout))
+        return 6;
+    ug_device *dev = NULL;
+    if (ug_device_open("cuda:0", &dev) != UG_OK) {
+        fprintf(stderr, "child: %s\n", ug_last_error());
+        return 3;
+    }
+    const int before = fake_cublas_calls();
+    int rc = 0;
+    for (int round = 0; round < 3 && rc == 0; round++) {
+        ug_tensor *ta = NULL, *tb = NULL, *tc = NULL;
+        if (ug_tensor_from_host(dev, UG_F32, 2, sa, a, &ta) != UG_OK ||
+            ug_tensor_from_host(dev, UG_F32, 2, sb, b, &tb) != UG_OK || ug_matmul(ta, tb, false, false, &tc) != UG_OK ||
+            ug_tensor_download(tc, c, sizeof c) != UG_OK) {
+            fprintf(stderr, "child: %s\n", ug_last_error());
+            rc = 3;
+        } else if (!close_to(c, want, M * N, "c")) {
+            rc = 4;
+        }
+        ug_tensor_free(tc);
+        ug_tensor_free(tb);
+        ug_tensor_free(ta);
+    }
+    const int calls = fake_cublas_calls() - before;
+    static char report[4096];
+    if (ug_device_autotune(dev, report, sizeof report) != UG_OK)
+        rc = 5;
+    ug_device_close(dev);
+    printf("%s", report);
+    printf("cublas calls=%d\n", calls);
+    return rc;
+}
+
 /* ---- the parent ---- */
 
 typedef struct outcome {
     int status;
     int finds, queries, refused, live, runs[3], algos[3];
+    int cublas_calls;
     char out[4096], err[4096];
 } outcome;
 
@@ -174,7 +248,7 @@ static void read_file(const char *path, char *buf, size_t len)
 
 /* Runs the child with XDG_CACHE_HOME=cache and the NULL-ended pairs of
  * env (name, value; value NULL unsets). */
-static outcome run_child(const char *cache, const char *scratch, const char *const *env)
+static outcome run_child(const char *mode, const char *cache, const char *scratch, const char *const *env)
 {
     static outcome r;
     memset(&r, 0, sizeof r);
@@ -188,6 +262,12 @@ static outcome run_child(const char *cache, const char *scratch, const char *con
         unsetenv("UG_DETERMINISTIC");
         unsetenv("UG_CONV");
         unsetenv("UG_FAKE_CUDNN_PREFER");
+        unsetenv("UG_FAKE_CUBLAS_DELAY_US");
+        /* The convolutions' children leave GEMMs to cuBLAS, untimed. */
+        if (strcmp(mode, "--conv") == 0)
+            setenv("UG_AUTOTUNE", "0", 1);
+        else
+            unsetenv("UG_AUTOTUNE");
         for (int i = 0; env && env[i]; i += 2)
             setenv(env[i], env[i + 1], 1);
         int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -195,13 +275,16 @@ static outcome run_child(const char *cache, const char *scratch, const char *con
             dup2(fo, 1);
         if (fe >= 0)
             dup2(fe, 2);
-        execl("/proc/self/exe", "test_conv_library", "--child", (char *)NULL);
+        execl("/proc/self/exe", "test_library_choices", mode, (char *)NULL);
         _exit(127);
     }
     int status = 0;
     r.status = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     read_file(out, r.out, sizeof r.out);
     read_file(err, r.err, sizeof r.err);
+    const char *calls = strstr(r.out, "cublas calls=");
+    if (!calls || sscanf(calls, "cublas calls=%d", &r.cublas_calls) != 1)
+        r.cublas_calls = -1;
     const char *line = strstr(r.out, "cudnn finds=");
     if (!line || sscanf(line, "cudnn finds=%d queries=%d refused=%d live=%d runs=%d,%d,%d algos=%d,%d,%d",
                         &r.finds, &r.queries, &r.refused, &r.live, &r.runs[0], &r.runs[1], &r.runs[2],
@@ -224,9 +307,9 @@ static void check_child(const outcome *r, const int algos[3])
     }
 }
 
-/* The folder's cudnn-conv file (path) and its inode, 0 if none; *others
- * counts every other entry. */
-static ino_t cache_file(const char *cache, char *path, size_t len, int *others)
+/* The folder's file named prefix* (path) and its inode, 0 if none;
+ * *others counts every other entry. */
+static ino_t cache_file(const char *cache, const char *prefix, char *path, size_t len, int *others)
 {
     char dir[600], entry[1200];
     snprintf(dir, sizeof dir, "%s/unigrad", cache);
@@ -238,7 +321,7 @@ static ino_t cache_file(const char *cache, char *path, size_t len, int *others)
         snprintf(entry, sizeof entry, "%s/%s", dir, e->d_name);
         if (e->d_name[0] == '.')
             continue;
-        if (strncmp(e->d_name, "cudnn-conv-", 11) == 0 && stat(entry, &st) == 0) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && stat(entry, &st) == 0) {
             inode = st.st_ino;
             snprintf(path, len, "%s", entry);
         } else {
@@ -262,7 +345,7 @@ static void flip_byte(const char *path, long offset)
     fclose(f);
 }
 
-static void test_choices_across_processes(ug_device *unused)
+static void test_conv_choices(ug_device *unused)
 {
     (void)unused;
     char root[] = "/tmp/ug-test-conv-XXXXXX";
@@ -274,51 +357,51 @@ static void test_choices_across_processes(ug_device *unused)
     static const char *const prefer[] = {"UG_FAKE_CUDNN_PREFER", "deterministic", NULL};
 
     th_context("the first process searches and caches");
-    outcome r = run_child(cache, root, NULL);
+    outcome r = run_child("--conv", cache, root, NULL);
     check_child(&r, chosen);
     CHECK_EQ_I64(r.finds, 3);
     CHECK_MSG(strstr(r.out, "cuDNN 9.1.2") && strstr(r.out, "forward pass of x 2x4x7x6, weight 6x2x3x3") &&
                   strstr(r.out, "IMPLICIT_PRECOMP_GEMM") == NULL && strstr(r.out, "(timed now)"),
               "report: %s", r.out);
-    ino_t first = cache_file(cache, path, sizeof path, &others);
+    ino_t first = cache_file(cache, "cudnn-conv-", path, sizeof path, &others);
     CHECK_MSG(first != 0, "no cudnn-conv cache file");
     CHECK_MSG(others == 0, "%d other files in the cache folder (a temporary left behind?)", others);
     CHECK_MSG(strstr(r.err, "warning") == NULL, "warnings: %s", r.err);
 
     th_context("a second process takes the cached choices");
-    r = run_child(cache, root, prefer);
+    r = run_child("--conv", cache, root, prefer);
     check_child(&r, chosen);
     CHECK_EQ_I64(r.finds, 0);
     CHECK_MSG(strstr(r.out, "(from the cache)") &&
                   strstr(r.out, "cached for this device and driver:\n  forward pass of x 2x4x7x6"),
               "report: %s", r.out);
-    CHECK_MSG(cache_file(cache, path, sizeof path, &others) == first, "the cache file was rewritten");
+    CHECK_MSG(cache_file(cache, "cudnn-conv-", path, sizeof path, &others) == first, "the cache file was rewritten");
 
     th_context("a damaged cache is ignored with a warning and replaced");
     flip_byte(path, -4);
-    r = run_child(cache, root, prefer);
+    r = run_child("--conv", cache, root, prefer);
     check_child(&r, deterministic);
     CHECK_EQ_I64(r.finds, 3);
     CHECK_MSG(strstr(r.err, "warning: the cuDNN algorithm cache") && strstr(r.err, "measuring again"),
               "stderr: %s", r.err);
-    ino_t replaced = cache_file(cache, path, sizeof path, &others);
+    ino_t replaced = cache_file(cache, "cudnn-conv-", path, sizeof path, &others);
     CHECK_MSG(replaced != 0 && replaced != first && others == 0, "the damaged file was not replaced");
-    r = run_child(cache, root, NULL);
+    r = run_child("--conv", cache, root, NULL);
     check_child(&r, deterministic); /* the replacement's choices, now cached */
     CHECK_EQ_I64(r.finds, 0);
 
     th_context("deterministic mode");
     static const char *const determined[] = {"UG_DETERMINISTIC", "1", NULL};
-    r = run_child(cache, root, determined);
+    r = run_child("--conv", cache, root, determined);
     check_child(&r, deterministic);
     CHECK_EQ_I64(r.finds, 0);
     CHECK_MSG(r.queries >= 3, "%d workspace queries", r.queries);
     CHECK_MSG(strstr(r.out, "(deterministic, untimed)"), "report: %s", r.out);
-    CHECK_MSG(cache_file(cache, path, sizeof path, &others) == replaced, "deterministic mode wrote the cache");
+    CHECK_MSG(cache_file(cache, "cudnn-conv-", path, sizeof path, &others) == replaced, "deterministic mode wrote the cache");
 
     th_context("UG_CONV=im2col");
     static const char *const im2col[] = {"UG_CONV", "im2col", NULL};
-    r = run_child(cache, root, im2col);
+    r = run_child("--conv", cache, root, im2col);
     check_child(&r, NULL);
     CHECK_EQ_I64(r.finds, 0);
 
@@ -329,7 +412,7 @@ static void test_choices_across_processes(ug_device *unused)
     REQUIRE(f);
     fclose(f);
     static const char *const no_home[] = {"HOME", "/nonexistent", NULL};
-    r = run_child(blocked, root, no_home);
+    r = run_child("--conv", blocked, root, no_home);
     check_child(&r, chosen);
     CHECK_EQ_I64(r.finds, 3);
     CHECK_MSG(strstr(r.err, "was not cached"), "stderr: %s", r.err);
@@ -339,10 +422,69 @@ static void test_choices_across_processes(ug_device *unused)
     CHECK(system(rm) == 0);
 }
 
+static void check_gemm_child(const outcome *r, int cublas_calls)
+{
+    CHECK_MSG(r->status == 0, "child exit %d; stderr: %s", r->status, r->err);
+    CHECK_MSG(r->cublas_calls == cublas_calls, "%d cuBLAS calls, expected %d; report: %s", r->cublas_calls,
+              cublas_calls, r->out);
+}
+
+static void test_gemm_choices(ug_device *unused)
+{
+    (void)unused;
+    char root[] = "/tmp/ug-test-gemm-XXXXXX";
+    REQUIRE(mkdtemp(root));
+    char cache[600], path[1200] = "";
+    snprintf(cache, sizeof cache, "%s/cache", root);
+    int others = 0;
+    static const char *const slow[] = {"UG_FAKE_CUBLAS_DELAY_US", "20000", NULL};
+    const char *shape = "f32 NN 48x24x40: own kernel";
+
+    th_context("the first process times both paths and caches the faster");
+    outcome r = run_child("--gemm", cache, root, slow);
+    check_gemm_child(&r, 4); /* a warm-up and three timed runs; the products on the own kernel */
+    CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "(timed now)"), "report: %s", r.out);
+    ino_t first = cache_file(cache, "cuda-gemm-", path, sizeof path, &others);
+    CHECK_MSG(first != 0 && others == 0, "no cuda-gemm cache file alone in the folder (%d others)", others);
+    CHECK_MSG(strstr(r.err, "warning") == NULL, "warnings: %s", r.err);
+
+    th_context("a second process takes the cached choice");
+    r = run_child("--gemm", cache, root, NULL);
+    check_gemm_child(&r, 0);
+    CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "(from the cache)"), "report: %s", r.out);
+    CHECK_MSG(cache_file(cache, "cuda-gemm-", path, sizeof path, &others) == first, "the cache file was rewritten");
+
+    th_context("a damaged cache is ignored with a warning and replaced");
+    flip_byte(path, -4);
+    r = run_child("--gemm", cache, root, slow);
+    check_gemm_child(&r, 4);
+    CHECK_MSG(strstr(r.err, "warning: the GEMM choices' cache") && strstr(r.err, "measuring again"),
+              "stderr: %s", r.err);
+    ino_t replaced = cache_file(cache, "cuda-gemm-", path, sizeof path, &others);
+    CHECK_MSG(replaced != 0 && replaced != first && others == 0, "the damaged file was not replaced");
+
+    th_context("UG_AUTOTUNE=0 and deterministic mode time nothing");
+    static const char *const vendor[] = {"UG_AUTOTUNE", "0", NULL};
+    static const char *const determined[] = {"UG_DETERMINISTIC", "1", NULL};
+    char fresh[700];
+    snprintf(fresh, sizeof fresh, "%s/fresh", root);
+    r = run_child("--gemm", fresh, root, vendor);
+    check_gemm_child(&r, 3);
+    r = run_child("--gemm", fresh, root, determined);
+    check_gemm_child(&r, 3);
+    CHECK_MSG(cache_file(fresh, "cuda-gemm-", path, sizeof path, &others) == 0, "an untimed choice was cached");
+
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", root);
+    CHECK(system(rm) == 0);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--child") == 0)
-        return child();
-    static const th_test tests[] = {TH_HOST_TEST(choices_across_processes)};
-    return th_main(argc, argv, tests, 1);
+    if (argc == 2 && strcmp(argv[1], "--conv") == 0)
+        return conv_child();
+    if (argc == 2 && strcmp(argv[1], "--gemm") == 0)
+        return gemm_child();
+    static const th_test tests[] = {TH_HOST_TEST(conv_choices), TH_HOST_TEST(gemm_choices)};
+    return th_main(argc, argv, tests, 2);
 }

@@ -1,0 +1,285 @@
+/* Which GEMM runs a shape: the vendor BLAS or the module's own kernel. A
+ * vendor library tuned for large products can lose to a plain tiled
+ * kernel on the small ones a training step is made of, so each shape's
+ * first product (outside a capture) times both, on the device, on the
+ * caller's operands into a C of the module's own, and the faster runs that
+ * shape from then on: fixed for the device's life, and cached per device,
+ * driver and library version (choices.h), so a later process skips the
+ * timing.
+ *
+ * The vendor runs, untimed, where the choice must not depend on a
+ * measurement: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL,
+ * nothing timed, no cache read or written), deterministic mode (ug_set_deterministic: a
+ * process whose cache is gone could time the other path faster and round
+ * differently), a product met first inside a capture (timing synchronises,
+ * which a capture forbids), and one whose C would take more than
+ * TIMING_C_LIMIT. UG_GEMM=own runs the own kernel everywhere (gemm.cpp). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/hip/choices.h"
+
+/* Larger products are the vendor's (and timing them would cost more than
+ * a tiled kernel could win back). */
+#define TIMING_C_LIMIT ((size_t)64 << 20)
+enum { TIMED_RUNS = 3 };
+
+typedef struct gemm_shape {
+    int a_type, c_type; /* ug_dtype */
+    int ta, tb;
+    int64_t m, n, k, batch;
+} gemm_shape;
+
+typedef enum choice_source { FROM_CACHE, TIMED_NOW, UNTIMED } choice_source;
+
+typedef struct gemm_choice {
+    gemm_shape shape;
+    bool own;
+    float vendor_ms, own_ms;
+    choice_source source;
+} gemm_choice;
+
+struct ug_hip_gemms {
+    pthread_mutex_t lock;
+    gemm_choice *choices;
+    int count, capacity;
+    char key[600]; /* the library, the device and its driver */
+    ug_hip_choice_file file;
+};
+
+static bool same_shape(const gemm_shape *a, const gemm_shape *b)
+{
+    return a->a_type == b->a_type && a->c_type == b->c_type && a->ta == b->ta && a->tb == b->tb &&
+           a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch;
+}
+
+static gemm_shape shape_of(const ug_gemm_args *a)
+{
+    return gemm_shape{(int)a->a.dtype, (int)a->c.dtype, (int)a->trans_a, (int)a->trans_b,
+                      a->m, a->n, a->k, a->batch};
+}
+
+static const char *dtype_name(int t) { return t == UG_F16 ? "f16" : t == UG_BF16 ? "bf16" : "f32"; }
+
+static int dtype_of(const char *name)
+{
+    return !strcmp(name, "f16") ? UG_F16 : !strcmp(name, "bf16") ? UG_BF16 : !strcmp(name, "f32") ? UG_F32 : -1;
+}
+
+/* "f32 f32 NT 64 500 784 1 own 0.0123 0.0081": the types of A and C, the
+ * transposes, m n k batch, the path, and the two times in ms. */
+static int format_line(const gemm_choice *c, char *out, size_t len)
+{
+    const gemm_shape *s = &c->shape;
+    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %.6g %.6g\n",
+                    dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
+                    s->m, s->n, s->k, s->batch, c->own ? "own" : "vendor", (double)c->vendor_ms,
+                    (double)c->own_ms);
+}
+
+static bool parse_line(const char *line, gemm_choice *c)
+{
+    char a[8], cc[8], trans[4], path[8];
+    int used = 0;
+    *c = gemm_choice{};
+    gemm_shape *s = &c->shape;
+    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %f %f%n", a, cc, trans,
+               &s->m, &s->n, &s->k, &s->batch, path, &c->vendor_ms, &c->own_ms, &used) != 10 ||
+        line[used] != '\0' || strlen(trans) != 2)
+        return false;
+    s->a_type = dtype_of(a);
+    s->c_type = dtype_of(cc);
+    s->ta = trans[0] == 'T';
+    s->tb = trans[1] == 'T';
+    c->own = strcmp(path, "own") == 0;
+    /* Values no timing could have written make the whole file suspect. */
+    return s->a_type >= 0 && s->c_type >= 0 && strchr("NT", trans[0]) && strchr("NT", trans[1]) &&
+           (c->own || strcmp(path, "vendor") == 0) && s->m > 0 && s->n > 0 && s->k >= 0 && s->batch > 0 &&
+           c->vendor_ms >= 0.0f && c->own_ms >= 0.0f;
+}
+
+static bool cached(ug_hip_gemms *g, const gemm_shape *shape, gemm_choice *out, char *text)
+{
+    char line[UG_HIP_CHOICE_LINE_MAX];
+    const char *at = ug_hip_choices_read(&g->file, g->key, text);
+    bool sound = at != NULL, found = false;
+    while (sound && ug_hip_choices_next(&at, line, sizeof line)) {
+        gemm_choice c;
+        sound = parse_line(line, &c);
+        if (sound && same_shape(&c.shape, shape)) {
+            *out = c;
+            found = true;
+        }
+    }
+    const bool damaged = at && (!sound || *at);
+    if (damaged)
+        ug_hip_choices_damaged(&g->file, g->key);
+    return found && !damaged;
+}
+
+static float median(float v[TIMED_RUNS])
+{
+    for (int i = 1; i < TIMED_RUNS; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            const float t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[TIMED_RUNS / 2];
+}
+
+/* Times the vendor's and the own kernel's product of a into a C of the
+ * module's own (beta 0: nothing the caller holds changes), the median of
+ * TIMED_RUNS after a warm-up each. false: not timed, with the reason set. */
+static bool time_both(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
+{
+    const size_t c_bytes = (size_t)(a->batch * a->m * a->n) * ug_hip_dtype_size(a->c.dtype);
+    void *scratch = NULL;
+    hipEvent_t ev[2 * TIMED_RUNS + 1] = {};
+    bool ok = c_bytes <= TIMING_C_LIMIT && hipMalloc(&scratch, c_bytes) == hipSuccess;
+    for (int i = 0; ok && i < 2 * TIMED_RUNS + 1; i++)
+        ok = hipEventCreateWithFlags(&ev[i], 0) == hipSuccess;
+    ug_gemm_args t = *a;
+    t.c = ug_kview{scratch, 0, a->c.dtype};
+    t.ldc = a->n;
+    t.stride_c = a->m * a->n;
+    t.beta = 0.0f;
+    hipStream_t stream = ug_hip_current(dev)->stream;
+    ok = ok && vendor(dev, &t) == UG_OK && ug_hip_gemm_own(dev, &t) == UG_OK &&
+         hipEventRecord(ev[0], stream) == hipSuccess;
+    for (int r = 0; ok && r < TIMED_RUNS; r++)
+        ok = vendor(dev, &t) == UG_OK && hipEventRecord(ev[1 + 2 * r], stream) == hipSuccess &&
+             ug_hip_gemm_own(dev, &t) == UG_OK && hipEventRecord(ev[2 + 2 * r], stream) == hipSuccess;
+    ok = ok && hipEventSynchronize(ev[2 * TIMED_RUNS]) == hipSuccess;
+    float vendor_ms[TIMED_RUNS], own_ms[TIMED_RUNS];
+    for (int r = 0; ok && r < TIMED_RUNS; r++)
+        ok = hipEventElapsedTime(&vendor_ms[r], ev[2 * r], ev[1 + 2 * r]) == hipSuccess &&
+             hipEventElapsedTime(&own_ms[r], ev[1 + 2 * r], ev[2 + 2 * r]) == hipSuccess;
+    (void)hipGetLastError();
+    for (int i = 0; i < 2 * TIMED_RUNS + 1; i++)
+        if (ev[i])
+            (void)hipEventDestroy(ev[i]);
+    if (scratch) {
+        (void)hipStreamSynchronize(stream); /* the runs may still read it after a failure */
+        (void)hipFree(scratch);
+    }
+    if (!ok)
+        return false;
+    c->vendor_ms = median(vendor_ms);
+    c->own_ms = median(own_ms);
+    c->own = c->own_ms < c->vendor_ms;
+    c->source = TIMED_NOW;
+    return true;
+}
+
+static bool autotune_off(void)
+{
+    const char *e = getenv("UG_AUTOTUNE");
+    return e && strcmp(e, "0") == 0;
+}
+
+/* Whether the current stream is being captured (or its state is unknown). */
+static bool capturing(ug_bdev *dev)
+{
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    const bool known = hipStreamIsCapturing(ug_hip_current(dev)->stream, &status) == hipSuccess;
+    (void)hipGetLastError();
+    return !known || status != hipStreamCaptureStatusNone;
+}
+
+bool ug_hip_gemm_prefers_own(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
+{
+    ug_hip_gemms *g = dev->gemms;
+    if (!g || a->deterministic || autotune_off())
+        return false;
+    const gemm_shape shape = shape_of(a);
+    pthread_mutex_lock(&g->lock);
+    for (int i = 0; i < g->count; i++)
+        if (same_shape(&g->choices[i].shape, &shape)) {
+            const bool own = g->choices[i].own;
+            pthread_mutex_unlock(&g->lock);
+            return own;
+        }
+    gemm_choice c{};
+    c.shape = shape;
+    char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
+    bool known = text && cached(g, &shape, &c, text);
+    /* Met first in a capture: the vendor's now, timed at a later product. */
+    if (!known && text && !capturing(dev)) {
+        known = true;
+        char line[UG_HIP_CHOICE_LINE_MAX];
+        const int n = time_both(dev, a, vendor, &c) ? format_line(&c, line, sizeof line) : 0;
+        if (n > 0 && (size_t)n < sizeof line)
+            ug_hip_choices_add(&g->file, g->key, line, text);
+        else /* too large, or no memory for its C: the vendor's, untimed */
+            c = gemm_choice{shape, false, 0.0f, 0.0f, UNTIMED};
+    }
+    free(text);
+    if (known && g->count == g->capacity) {
+        const int capacity = g->capacity ? 2 * g->capacity : 16;
+        gemm_choice *grown = (gemm_choice *)realloc(g->choices, (size_t)capacity * sizeof *grown);
+        if (grown) {
+            g->choices = grown;
+            g->capacity = capacity;
+        }
+    }
+    if (known && g->count < g->capacity) /* else chosen again next time */
+        g->choices[g->count++] = c;
+    pthread_mutex_unlock(&g->lock);
+    return known && c.own;
+}
+
+ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key)
+{
+    ug_hip_gemms *g = (ug_hip_gemms *)calloc(1, sizeof *g);
+    if (!g)
+        return ug_hip_host->set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", UG_HIP_BACKEND);
+    pthread_mutex_init(&g->lock, NULL);
+    const char *library = ug_hip_blas_version();
+    snprintf(g->key, sizeof g->key, "%s; %s; gemm", library, device_key);
+    g->file.name = UG_HIP_BACKEND "-gemm";
+    g->file.header = "unigrad GEMM choices 1\n";
+    snprintf(g->file.what, sizeof g->file.what, "the GEMM choices' cache");
+    dev->gemms = g;
+    return UG_OK;
+}
+
+void ug_hip_gemms_close(ug_bdev *dev)
+{
+    if (!dev->gemms)
+        return;
+    pthread_mutex_destroy(&dev->gemms->lock);
+    free(dev->gemms->choices);
+    free(dev->gemms);
+    dev->gemms = NULL;
+}
+
+void ug_hip_gemm_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), void *ctx)
+{
+    ug_hip_gemms *g = dev->gemms;
+    if (!g)
+        return;
+    char line[UG_HIP_CHOICE_LINE_MAX + 64];
+    pthread_mutex_lock(&g->lock);
+    snprintf(line, sizeof line, "GEMM (%s or the own kernel), timed at each shape's first product: %d\n",
+             ug_hip_blas_version(), g->count);
+    say(ctx, line);
+    for (int i = 0; i < g->count; i++) {
+        const gemm_choice *c = &g->choices[i];
+        const gemm_shape *s = &c->shape;
+        int n = snprintf(line, sizeof line, "  %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64 "%s: ",
+                         dtype_name(s->a_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k,
+                         s->batch > 1 ? " batched" : "");
+        if (n > 0 && (size_t)n < sizeof line && c->source == UNTIMED)
+            snprintf(line + n, sizeof line - (size_t)n, "vendor (not timed: too large, or no memory)\n");
+        else if (n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, "%s, %.4f ms against %.4f ms (%s)\n",
+                     c->own ? "own kernel" : "vendor", (double)(c->own ? c->own_ms : c->vendor_ms),
+                     (double)(c->own ? c->vendor_ms : c->own_ms),
+                     c->source == TIMED_NOW ? "timed now" : "from the cache");
+        say(ctx, line);
+    }
+    pthread_mutex_unlock(&g->lock);
+}
