@@ -345,13 +345,28 @@ static void flip_byte(const char *path, long offset)
     fclose(f);
 }
 
+/* A scratch folder from root (a mkdtemp template), its cache folder in
+ * cache; removed by remove_folders. */
+static bool make_folders(char *root, char *cache, size_t len)
+{
+    if (!mkdtemp(root))
+        return false;
+    snprintf(cache, len, "%s/cache", root);
+    return true;
+}
+
+static void remove_folders(const char *root)
+{
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", root);
+    CHECK(system(rm) == 0);
+}
+
 static void test_conv_choices(ug_device *unused)
 {
     (void)unused;
-    char root[] = "/tmp/ug-test-conv-XXXXXX";
-    REQUIRE(mkdtemp(root));
-    char cache[600], path[1200] = "";
-    snprintf(cache, sizeof cache, "%s/cache", root);
+    char root[] = "/tmp/ug-test-conv-XXXXXX", cache[600], path[1200] = "";
+    REQUIRE(make_folders(root, cache, sizeof cache));
     int others = 0;
     static const int chosen[3] = {2, 0, 3}, deterministic[3] = {1, 1, 1};
     static const char *const prefer[] = {"UG_FAKE_CUDNN_PREFER", "deterministic", NULL};
@@ -417,9 +432,7 @@ static void test_conv_choices(ug_device *unused)
     CHECK_EQ_I64(r.finds, 3);
     CHECK_MSG(strstr(r.err, "was not cached"), "stderr: %s", r.err);
 
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf %s", root);
-    CHECK(system(rm) == 0);
+    remove_folders(root);
 }
 
 static void check_gemm_child(const outcome *r, int cublas_calls)
@@ -432,10 +445,8 @@ static void check_gemm_child(const outcome *r, int cublas_calls)
 static void test_gemm_choices(ug_device *unused)
 {
     (void)unused;
-    char root[] = "/tmp/ug-test-gemm-XXXXXX";
-    REQUIRE(mkdtemp(root));
-    char cache[600], path[1200] = "";
-    snprintf(cache, sizeof cache, "%s/cache", root);
+    char root[] = "/tmp/ug-test-gemm-XXXXXX", cache[600], path[1200] = "";
+    REQUIRE(make_folders(root, cache, sizeof cache));
     int others = 0;
     static const char *const slow[] = {"UG_FAKE_CUBLAS_DELAY_US", "20000", NULL};
     const char *shape = "f32 NN 48x24x40: own kernel";
@@ -474,9 +485,7 @@ static void test_gemm_choices(ug_device *unused)
     check_gemm_child(&r, 3);
     CHECK_MSG(cache_file(fresh, "cuda-gemm-", path, sizeof path, &others) == 0, "an untimed choice was cached");
 
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf %s", root);
-    CHECK(system(rm) == 0);
+    remove_folders(root);
 }
 
 int main(int argc, char **argv)
