@@ -132,7 +132,8 @@ static float median(float v[TIMED_RUNS])
 
 /* Times the vendor's and the own kernel's product of a into a C of the
  * module's own (beta 0: nothing the caller holds changes), the median of
- * TIMED_RUNS after a warm-up each. false: not timed, with the reason set. */
+ * TIMED_RUNS after a warm-up each. false: not timed (a C too large, no
+ * memory for it, or a failed call). */
 static bool time_both(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
 {
     /* In double: batch, m and n each fit an int, their product need not. */

@@ -46,8 +46,10 @@ UG_API int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int paddi
  * Deterministic mode (on: ug_set_deterministic(true), or UG_DETERMINISTIC=1
  * in the environment) skips the timing and takes fixed algorithms that give
  * the same bits on every run (no atomic accumulation), at some cost in
- * speed. It applies to convolutions planned after the call; every other
- * path of the library is deterministic already. */
+ * speed. It applies to convolutions planned after the call and to matrix
+ * products run after it: on CUDA and HIP devices these go through the
+ * vendor BLAS rather than whichever path timed faster. Every other path of
+ * the library is deterministic already. */
 UG_API void ug_set_deterministic(bool enabled);
 UG_API bool ug_deterministic(void);
 
