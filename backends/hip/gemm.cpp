@@ -1,7 +1,8 @@
 /* GEMM: the vendor BLAS when its library is present at run time (found
  * with dlopen, so the module needs no BLAS at build or load time), else the
- * module's own kernel (kernels/hip/gemm.hip). With both, each shape runs on
- * the one that was faster at its first product (gemm_choice.cpp).
+ * module's own kernel (kernels/hip/gemm.hip) with one of its two tiles.
+ * Each shape runs on whichever was fastest at its first product
+ * (gemm_choice.cpp).
  * UG_GEMM=own forces the own kernel; it is read on every call so one
  * process can test both paths.
  *
@@ -383,8 +384,8 @@ ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
     if (a->sum_batch)
         return ug_gemm_sum_batch_by_loop(dev, a, ug_hip_gemm);
     const bool half = a->a.dtype != UG_F32;
-    if (!ug_hip_current(dev)->blas || forced_own() || !vendor_fits(a) || (half && !g_blas.ex[0]) ||
-        ug_hip_gemm_prefers_own(dev, a, vendor_gemm))
-        return ug_hip_gemm_own(dev, a);
-    return vendor_gemm(dev, a);
+    const bool vendor = ug_hip_current(dev)->blas && !forced_own() && vendor_fits(a) && (!half || g_blas.ex[0]);
+    const int path = ug_hip_gemm_path(dev, a, vendor ? vendor_gemm : NULL);
+    return path == UG_HIP_GEMM_VENDOR ? vendor_gemm(dev, a)
+                                      : ug_hip_gemm_own_tile(dev, a, path == UG_HIP_GEMM_OWN_128 ? 128 : 64);
 }

@@ -1,19 +1,23 @@
-/* Which GEMM runs a shape: the vendor BLAS or the module's own kernel. A
- * vendor library tuned for large products can lose to a plain tiled
- * kernel on the small ones a training step is made of, so each shape's
- * first product (outside a capture) times both, on the device, on the
- * caller's operands into a C of the module's own, and the faster runs that
- * shape from then on: fixed for the device's life, and cached per device,
- * driver and library version (choices.h), so a later process skips the
- * timing.
+/* Which GEMM runs a shape: the vendor BLAS, or the module's own kernel
+ * with a 64x64 or a 128x128 tile. A vendor library tuned for large
+ * products can lose to a plain tiled kernel on the small ones a training
+ * step is made of, and which tile wins depends on how many blocks fill the
+ * GPU; so each shape's first product (outside a capture) times every
+ * candidate, on the device, on the caller's operands into a C of the
+ * module's own, and the fastest runs that shape from then on: fixed for
+ * the device's life, and cached per device, driver and library version
+ * (choices.h), so a later process skips the timing. With UG_GEMM=own, or
+ * where the library cannot run the product, the candidates are the two
+ * tiles.
  *
- * The vendor runs, untimed, where the choice must not depend on a
- * measurement: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL,
- * nothing timed, no cache read or written), deterministic mode (ug_set_deterministic: a
- * process whose cache is gone could time the other path faster and round
+ * Nothing is timed where the choice must not depend on a measurement, and
+ * the vendor (else the tile that fills the GPU, ug_hip_gemm_default_tile)
+ * runs: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL, no cache
+ * read or written), deterministic mode (ug_set_deterministic: a process
+ * whose cache is gone could time another path faster and round
  * differently), a product met first inside a capture (timing synchronises,
  * which a capture forbids), and one whose C would take more than
- * TIMING_C_LIMIT. UG_GEMM=own runs the own kernel everywhere (gemm.cpp). */
+ * TIMING_C_LIMIT. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,20 +28,23 @@
 /* Larger products are the vendor's (and timing them would cost more than
  * a tiled kernel could win back). */
 #define TIMING_C_LIMIT ((size_t)64 << 20)
-enum { TIMED_RUNS = 3 };
+constexpr int TIMED_RUNS = 3;
 
 typedef struct gemm_shape {
     int a_type, c_type; /* ug_dtype */
     int ta, tb;
     int64_t m, n, k, batch;
+    bool vendor; /* the library is a candidate */
 } gemm_shape;
+
+static const char *const PATH_NAMES[UG_HIP_GEMM_PATHS] = {"vendor", "own64", "own128"};
 
 typedef enum choice_source { FROM_CACHE, TIMED_NOW, UNTIMED } choice_source;
 
 typedef struct gemm_choice {
     gemm_shape shape;
-    bool own;
-    float vendor_ms, own_ms;
+    int path;                     /* ug_hip_gemm_path */
+    float ms[UG_HIP_GEMM_PATHS]; /* the median time of each candidate; -1: not one */
     choice_source source;
 } gemm_choice;
 
@@ -52,13 +59,13 @@ struct ug_hip_gemms {
 static bool same_shape(const gemm_shape *a, const gemm_shape *b)
 {
     return a->a_type == b->a_type && a->c_type == b->c_type && a->ta == b->ta && a->tb == b->tb &&
-           a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch;
+           a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch && a->vendor == b->vendor;
 }
 
-static gemm_shape shape_of(const ug_gemm_args *a)
+static gemm_shape shape_of(const ug_gemm_args *a, bool vendor)
 {
     return gemm_shape{(int)a->a.dtype, (int)a->c.dtype, (int)a->trans_a, (int)a->trans_b,
-                      a->m, a->n, a->k, a->batch};
+                      a->m, a->n, a->k, a->batch, vendor};
 }
 
 static const char *dtype_name(int t) { return t == UG_F16 ? "f16" : t == UG_BF16 ? "bf16" : "f32"; }
@@ -68,36 +75,47 @@ static int dtype_of(const char *name)
     return !strcmp(name, "f16") ? UG_F16 : !strcmp(name, "bf16") ? UG_BF16 : !strcmp(name, "f32") ? UG_F32 : -1;
 }
 
-/* "f32 f32 NT 64 500 784 1 own 0.0123 0.0081": the types of A and C, the
- * transposes, m n k batch, the path, and the two times in ms. */
+static int path_of(const char *name)
+{
+    for (int p = 0; p < UG_HIP_GEMM_PATHS; p++)
+        if (!strcmp(name, PATH_NAMES[p]))
+            return p;
+    return -1;
+}
+
+/* "f32 f32 NT 64 500 784 1 all own64 0.0123 0.0081 0.0110": the types of A
+ * and C, the transposes, m n k batch, the candidates (all, or own: the
+ * tiles), the path, and each candidate's time in ms (-1: not one). */
 static int format_line(const gemm_choice *c, char *out, size_t len)
 {
     const gemm_shape *s = &c->shape;
-    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %.6g %.6g\n",
-                    dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
-                    s->m, s->n, s->k, s->batch, c->own ? "own" : "vendor", (double)c->vendor_ms,
-                    (double)c->own_ms);
+    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g\n",
+                    dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m,
+                    s->n, s->k, s->batch, s->vendor ? "all" : "own", PATH_NAMES[c->path], (double)c->ms[0],
+                    (double)c->ms[1], (double)c->ms[2]);
 }
 
 static bool parse_line(const char *line, gemm_choice *c)
 {
-    char a[8], cc[8], trans[4], path[8];
+    char a[8], cc[8], trans[4], candidates[8], path[8];
     int used = 0;
     *c = gemm_choice{};
     gemm_shape *s = &c->shape;
-    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %f %f%n", a, cc, trans,
-               &s->m, &s->n, &s->k, &s->batch, path, &c->vendor_ms, &c->own_ms, &used) != 10 ||
+    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %7s %f %f %f%n", a, cc,
+               trans, &s->m, &s->n, &s->k, &s->batch, candidates, path, &c->ms[0], &c->ms[1], &c->ms[2],
+               &used) != 12 ||
         line[used] != '\0' || strlen(trans) != 2)
         return false;
     s->a_type = dtype_of(a);
     s->c_type = dtype_of(cc);
     s->ta = trans[0] == 'T';
     s->tb = trans[1] == 'T';
-    c->own = strcmp(path, "own") == 0;
+    s->vendor = strcmp(candidates, "all") == 0;
+    c->path = path_of(path);
     /* Values no timing could have written make the whole file suspect. */
     return s->a_type >= 0 && s->c_type >= 0 && strchr("NT", trans[0]) && strchr("NT", trans[1]) &&
-           (c->own || strcmp(path, "vendor") == 0) && s->m > 0 && s->n > 0 && s->k >= 0 && s->batch > 0 &&
-           c->vendor_ms >= 0.0f && c->own_ms >= 0.0f;
+           (s->vendor || strcmp(candidates, "own") == 0) && c->path >= 0 &&
+           (s->vendor || c->path != UG_HIP_GEMM_VENDOR) && s->m > 0 && s->n > 0 && s->k >= 0 && s->batch > 0;
 }
 
 static bool cached(ug_hip_gemms *g, const gemm_shape *shape, gemm_choice *out, char *text)
@@ -130,18 +148,27 @@ static float median(float v[TIMED_RUNS])
     return v[TIMED_RUNS / 2];
 }
 
-/* Times the vendor's and the own kernel's product of a into a C of the
- * module's own (beta 0: nothing the caller holds changes), the median of
- * TIMED_RUNS after a warm-up each. false: not timed (a C too large, no
- * memory for it, or a failed call). */
-static bool time_both(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
+static ug_status run_path(ug_bdev *dev, int path, const ug_gemm_args *a, ug_gemm_fn *vendor)
 {
+    return path == UG_HIP_GEMM_VENDOR ? vendor(dev, a)
+                                      : ug_hip_gemm_own_tile(dev, a, path == UG_HIP_GEMM_OWN_128 ? 128 : 64);
+}
+
+/* Times each candidate's product of a (the vendor's where vendor is not
+ * NULL, and the two tiles) into a C of the module's own (beta 0: nothing
+ * the caller holds changes), the median of TIMED_RUNS after a warm-up
+ * each. false: not timed (a C too large, no memory for it, or a failed
+ * call). */
+static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
+{
+    constexpr int EVENTS = 1 + TIMED_RUNS * (int)UG_HIP_GEMM_PATHS;
+    const int first = vendor ? UG_HIP_GEMM_VENDOR : UG_HIP_GEMM_OWN_64;
     /* In double: batch, m and n each fit an int, their product need not. */
     const double c_bytes = (double)a->batch * (double)a->m * (double)a->n * (double)ug_hip_dtype_size(a->c.dtype);
     void *scratch = NULL;
-    hipEvent_t ev[2 * TIMED_RUNS + 1] = {};
+    hipEvent_t ev[EVENTS] = {};
     bool ok = c_bytes <= (double)TIMING_C_LIMIT && hipMalloc(&scratch, (size_t)c_bytes) == hipSuccess;
-    for (int i = 0; ok && i < 2 * TIMED_RUNS + 1; i++)
+    for (int i = 0; ok && i < EVENTS; i++)
         ok = hipEventCreateWithFlags(&ev[i], 0) == hipSuccess;
     ug_gemm_args t = *a;
     t.c = ug_kview{scratch, 0, a->c.dtype};
@@ -149,18 +176,22 @@ static bool time_both(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, g
     t.stride_c = a->m * a->n;
     t.beta = 0.0f;
     hipStream_t stream = ug_hip_current(dev)->stream;
-    ok = ok && vendor(dev, &t) == UG_OK && ug_hip_gemm_own(dev, &t) == UG_OK &&
-         hipEventRecord(ev[0], stream) == hipSuccess;
-    for (int r = 0; ok && r < TIMED_RUNS; r++)
-        ok = vendor(dev, &t) == UG_OK && hipEventRecord(ev[1 + 2 * r], stream) == hipSuccess &&
-             ug_hip_gemm_own(dev, &t) == UG_OK && hipEventRecord(ev[2 + 2 * r], stream) == hipSuccess;
-    ok = ok && hipEventSynchronize(ev[2 * TIMED_RUNS]) == hipSuccess;
-    float vendor_ms[TIMED_RUNS], own_ms[TIMED_RUNS];
-    for (int r = 0; ok && r < TIMED_RUNS; r++)
-        ok = hipEventElapsedTime(&vendor_ms[r], ev[2 * r], ev[1 + 2 * r]) == hipSuccess &&
-             hipEventElapsedTime(&own_ms[r], ev[1 + 2 * r], ev[2 + 2 * r]) == hipSuccess;
+    for (int p = first; ok && p < UG_HIP_GEMM_PATHS; p++)
+        ok = run_path(dev, p, &t, vendor) == UG_OK;
+    ok = ok && hipEventRecord(ev[0], stream) == hipSuccess;
+    /* Rounds of every candidate in turn, so a drift in the GPU's clock
+     * falls on all of them. */
+    for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)
+        for (int p = first; ok && p < UG_HIP_GEMM_PATHS; p++, e++)
+            ok = run_path(dev, p, &t, vendor) == UG_OK && hipEventRecord(ev[e], stream) == hipSuccess;
+    const int last = 1 + TIMED_RUNS * (UG_HIP_GEMM_PATHS - first) - 1;
+    ok = ok && hipEventSynchronize(ev[last]) == hipSuccess;
+    float ms[UG_HIP_GEMM_PATHS][TIMED_RUNS];
+    for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)
+        for (int p = first; ok && p < UG_HIP_GEMM_PATHS; p++, e++)
+            ok = hipEventElapsedTime(&ms[p][r], ev[e - 1], ev[e]) == hipSuccess;
     (void)hipGetLastError();
-    for (int i = 0; i < 2 * TIMED_RUNS + 1; i++)
+    for (int i = 0; i < EVENTS; i++)
         if (ev[i])
             (void)hipEventDestroy(ev[i]);
     if (scratch) {
@@ -169,9 +200,12 @@ static bool time_both(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, g
     }
     if (!ok)
         return false;
-    c->vendor_ms = median(vendor_ms);
-    c->own_ms = median(own_ms);
-    c->own = c->own_ms < c->vendor_ms;
+    c->path = first;
+    for (int p = 0; p < UG_HIP_GEMM_PATHS; p++) {
+        c->ms[p] = p < first ? -1.0f : median(ms[p]);
+        if (p >= first && c->ms[p] < c->ms[c->path])
+            c->path = p;
+    }
     c->source = TIMED_NOW;
     return true;
 }
@@ -191,32 +225,35 @@ static bool capturing(ug_bdev *dev)
     return !known || status != hipStreamCaptureStatusNone;
 }
 
-bool ug_hip_gemm_prefers_own(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
+int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
 {
     ug_hip_gemms *g = dev->gemms;
+    const int fallback = vendor ? UG_HIP_GEMM_VENDOR
+                         : ug_hip_gemm_default_tile(dev, a) == 128 ? UG_HIP_GEMM_OWN_128 : UG_HIP_GEMM_OWN_64;
     if (!g || a->deterministic || autotune_off())
-        return false;
-    const gemm_shape shape = shape_of(a);
+        return fallback;
+    const gemm_shape shape = shape_of(a, vendor != NULL);
     pthread_mutex_lock(&g->lock);
     for (int i = 0; i < g->count; i++)
         if (same_shape(&g->choices[i].shape, &shape)) {
-            const bool own = g->choices[i].own;
+            const int path = g->choices[i].path;
             pthread_mutex_unlock(&g->lock);
-            return own;
+            return path;
         }
     gemm_choice c{};
     c.shape = shape;
+    c.path = fallback;
     char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
     bool known = text && cached(g, &shape, &c, text);
-    /* Met first in a capture: the vendor's now, timed at a later product. */
+    /* Met first in a capture: the fallback now, timed at a later product. */
     if (!known && text && !capturing(dev)) {
         known = true;
         char line[UG_HIP_CHOICE_LINE_MAX];
-        const int n = time_both(dev, a, vendor, &c) ? format_line(&c, line, sizeof line) : 0;
+        const int n = time_paths(dev, a, vendor, &c) ? format_line(&c, line, sizeof line) : 0;
         if (n > 0 && (size_t)n < sizeof line)
             ug_hip_choices_add(&g->file, g->key, line, text);
-        else /* too large, or no memory for its C: the vendor's, untimed */
-            c = gemm_choice{shape, false, 0.0f, 0.0f, UNTIMED};
+        else /* too large, or no memory for its C */
+            c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f}, UNTIMED};
     }
     free(text);
     if (known && g->count == g->capacity) {
@@ -230,7 +267,7 @@ bool ug_hip_gemm_prefers_own(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *ve
     if (known && g->count < g->capacity) /* else chosen again next time */
         g->choices[g->count++] = c;
     pthread_mutex_unlock(&g->lock);
-    return known && c.own;
+    return c.path;
 }
 
 ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key)
@@ -258,20 +295,29 @@ void ug_hip_gemms_close(ug_bdev *dev)
     dev->gemms = NULL;
 }
 
-/* "  f32 NT 64x500x784: own kernel, 0.0081 ms against 0.0123 ms (timed now)" */
+/* "  f32 NT 64x500x784: own64 0.0081 ms (vendor 0.0123, own128 0.0110; timed
+ * now)" */
 static void describe(const gemm_choice *c, char *line, size_t len)
 {
     const gemm_shape *s = &c->shape;
-    const int n = snprintf(line, len, "  %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64 "%s: ", dtype_name(s->a_type),
-                           s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, s->batch > 1 ? " batched" : "");
-    if (n <= 0 || (size_t)n >= len)
+    int n = snprintf(line, len, "  %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64 "%s: %s", dtype_name(s->a_type),
+                     s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, s->batch > 1 ? " batched" : "",
+                     PATH_NAMES[c->path]);
+    if (c->source == UNTIMED) {
+        if (n > 0 && (size_t)n < len)
+            snprintf(line + n, len - (size_t)n, " (not timed: too large, or no memory)\n");
         return;
-    if (c->source == UNTIMED)
-        snprintf(line + n, len - (size_t)n, "vendor (not timed: too large, or no memory)\n");
-    else
-        snprintf(line + n, len - (size_t)n, "%s, %.4f ms against %.4f ms (%s)\n", c->own ? "own kernel" : "vendor",
-                 (double)(c->own ? c->own_ms : c->vendor_ms), (double)(c->own ? c->vendor_ms : c->own_ms),
-                 c->source == TIMED_NOW ? "timed now" : "from the cache");
+    }
+    if (n > 0 && (size_t)n < len)
+        n += snprintf(line + n, len - (size_t)n, " %.4f ms (", (double)c->ms[c->path]);
+    const char *sep = "";
+    for (int p = 0; p < UG_HIP_GEMM_PATHS; p++)
+        if (p != c->path && c->ms[p] >= 0.0f && n > 0 && (size_t)n < len) {
+            n += snprintf(line + n, len - (size_t)n, "%s%s %.4f", sep, PATH_NAMES[p], (double)c->ms[p]);
+            sep = ", ";
+        }
+    if (n > 0 && (size_t)n < len)
+        snprintf(line + n, len - (size_t)n, "; %s)\n", c->source == TIMED_NOW ? "timed now" : "from the cache");
 }
 
 void ug_hip_gemm_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), void *ctx)
@@ -280,14 +326,9 @@ void ug_hip_gemm_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), 
     if (!g)
         return;
     char line[UG_HIP_CHOICE_LINE_MAX + 64], cached_line[UG_HIP_CHOICE_LINE_MAX];
-    if (!strcmp(ug_hip_blas_version(), "none")) {
-        snprintf(line, sizeof line, "GEMM: the own kernel for every shape (%s)\n", ug_hip_blas_path(dev));
-        say(ctx, line);
-        return;
-    }
     pthread_mutex_lock(&g->lock);
-    snprintf(line, sizeof line, "%s: GEMM, or the own kernel where it was faster\n"
-             "chosen in this process: %d\n", ug_hip_blas_version(), g->count);
+    snprintf(line, sizeof line, "GEMM: %s, or the own kernel's tiles where faster\n"
+             "chosen in this process: %d\n", ug_hip_blas_path(dev), g->count);
     say(ctx, line);
     for (int i = 0; i < g->count; i++) {
         describe(&g->choices[i], line, sizeof line);

@@ -6,15 +6,16 @@
  * once. With sum_batch, one C sums the products of every batch entry in
  * registers before it is stored.
  *
- * 64x64 tile of C per block of 16x16 threads, 4x4 outputs per thread held
- * in registers; K advances 16 at a time through shared memory. A thread's
- * outputs are strided by 16 rows/columns so shared-memory reads are
- * conflict-free and the stores to C coalesce. Tiles are loaded with the
- * stored matrix's contiguous axis across threads, for either transpose. */
+ * A square tile of C per block of 16x16 threads, R x R outputs per thread
+ * held in registers: R = 4 (a 64x64 tile, more blocks for a small C) or
+ * R = 8 (128x128, twice the arithmetic per value staged, for a C that
+ * fills the GPU); K advances 16 at a time through shared memory. A
+ * thread's outputs are strided by 16 rows/columns so shared-memory reads
+ * are conflict-free and the stores to C coalesce. Tiles are loaded with the
+ * stored matrix's contiguous axis across threads, for either transpose.
+ * Which tile runs a shape is chosen in gemm_choice.cpp. */
 #include "kernels/hip/common.h"
 
-#define TM 64 /* tile rows (M) */
-#define TN 64 /* tile columns (N) */
 #define TK 16 /* depth per step */
 
 typedef struct gemm_k {
@@ -27,21 +28,23 @@ typedef struct gemm_k {
 
 /* Adds op(A) op(B) of one batch entry, all of K, to a thread's outputs of
  * the tile at (row0, col0), staging the operands' tiles in As and Bs. */
-template <typename TA>
+template <typename TA, int R>
 UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t row0, int64_t col0,
-                      float (*As)[TM + 4], float (*Bs)[TN + 4], float (&acc)[4][4])
+                      float (*As)[16 * R + 4], float (*Bs)[16 * R + 4], float (&acc)[R][R])
 {
+    constexpr int T = 16 * R;           /* tile rows and columns */
+    constexpr int DEPTH_STEP = 256 / T; /* rows of K a pass of 256 threads loads */
     const int tx = threadIdx.x, ty = threadIdx.y, t = ty * 16 + tx;
     for (int64_t k0 = 0; k0 < g.k; k0 += TK) {
-        /* 1024 elements per tile, 4 per thread. */
-        for (int r = 0; r < 4; r++) {
+        /* T * TK elements per tile, R per thread. */
+        for (int r = 0; r < R; r++) {
             int i, kk;
             if (!g.ta) { /* A is [m, k]: k contiguous */
                 kk = t % TK;
                 i = t / TK + r * 16;
             } else {     /* A is [k, m]: m contiguous */
-                i = t % TM;
-                kk = t / TM + r * 4;
+                i = t % T;
+                kk = t / T + r * DEPTH_STEP;
             }
             const int64_t gi = row0 + i, gk = k0 + kk;
             float v = 0.0f;
@@ -50,8 +53,8 @@ UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t row0, i
             As[kk][i] = v;
             int j;
             if (!g.tb) { /* B is [k, n]: n contiguous */
-                j = t % TN;
-                kk = t / TN + r * 4;
+                j = t % T;
+                kk = t / T + r * DEPTH_STEP;
             } else {     /* B is [n, k]: k contiguous */
                 kk = t % TK;
                 j = t / TK + r * 16;
@@ -65,45 +68,47 @@ UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t row0, i
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < TK; kk++) {
-            float av[4], bv[4];
+            float av[R], bv[R];
 #pragma unroll
-            for (int r = 0; r < 4; r++) {
+            for (int r = 0; r < R; r++) {
                 av[r] = As[kk][ty + 16 * r];
                 bv[r] = Bs[kk][tx + 16 * r];
             }
 #pragma unroll
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < R; r++)
 #pragma unroll
-                for (int c = 0; c < 4; c++)
+                for (int c = 0; c < R; c++)
                     acc[r][c] += av[r] * bv[c];
         }
         __syncthreads();
     }
 }
 
-/* TA: the type of A and B; TC: C's (float, or TA). */
-template <typename TA, typename TC>
+/* TA: the type of A and B; TC: C's (float, or TA); R: outputs per thread
+ * along each axis. */
+template <typename TA, typename TC, int R>
 __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
 {
-    __shared__ float As[TK][TM + 4]; /* As[kk][i] = op(A)(row0 + i, k0 + kk) */
-    __shared__ float Bs[TK][TN + 4]; /* Bs[kk][j] = op(B)(k0 + kk, col0 + j) */
+    constexpr int T = 16 * R;
+    __shared__ float As[TK][T + 4]; /* As[kk][i] = op(A)(row0 + i, k0 + kk) */
+    __shared__ float Bs[TK][T + 4]; /* Bs[kk][j] = op(B)(k0 + kk, col0 + j) */
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int64_t tiles_m = (g.m + TM - 1) / TM;
+    const int64_t tiles_m = (g.m + T - 1) / T;
     const int64_t outputs = g.sum_batch ? 1 : g.batch; /* matrices of C */
     for (int64_t bz = blockIdx.z; bz < outputs; bz += gridDim.z) {
         const int64_t first = g.sum_batch ? 0 : bz, last = g.sum_batch ? g.batch : bz + 1;
         TC *C = (TC *)g.c + bz * g.sc;
         for (int64_t bm = blockIdx.y; bm < tiles_m; bm += gridDim.y) {
-            const int64_t row0 = bm * TM, col0 = (int64_t)blockIdx.x * TN;
-            float acc[4][4] = {{0.0f}};
+            const int64_t row0 = bm * T, col0 = (int64_t)blockIdx.x * T;
+            float acc[R][R] = {{0.0f}};
             for (int64_t e = first; e < last; e++)
-                gemm_tile<TA>(g, (const TA *)g.a + e * g.sa, (const TA *)g.b + e * g.sb, row0,
-                              col0, As, Bs, acc);
-            for (int r = 0; r < 4; r++) {
+                gemm_tile<TA, R>(g, (const TA *)g.a + e * g.sa, (const TA *)g.b + e * g.sb, row0,
+                                 col0, As, Bs, acc);
+            for (int r = 0; r < R; r++) {
                 const int64_t gi = row0 + ty + 16 * r;
                 if (gi >= g.m)
                     continue;
-                for (int c = 0; c < 4; c++) {
+                for (int c = 0; c < R; c++) {
                     const int64_t gj = col0 + tx + 16 * c;
                     if (gj >= g.n)
                         continue;
@@ -118,7 +123,36 @@ __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
     }
 }
 
-ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a)
+/* A tile's launch for R (4 or 8) outputs per thread along each axis. */
+template <int R>
+static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
+{
+    constexpr int T = 16 * R;
+    const int64_t tiles_n = (a->n + T - 1) / T, tiles_m = (a->m + T - 1) / T;
+    const int64_t outputs = a->sum_batch ? 1 : a->batch;
+    if (tiles_n > INT32_MAX / 256)
+        return ug_hip_host->set_error(UG_ERR_UNSUPPORTED, "%s: gemm with n = %lld is too wide",
+                                      UG_HIP_BACKEND, (long long)a->n);
+    const dim3 grid((unsigned)tiles_n, (unsigned)(tiles_m < UG_HIP_MAX_GRID ? tiles_m : UG_HIP_MAX_GRID),
+                    (unsigned)(outputs < UG_HIP_MAX_GRID ? outputs : UG_HIP_MAX_GRID));
+    return ug_with_type(a->a.dtype, [&](auto tag) {
+        typedef typename decltype(tag)::type T_;
+        if (a->c.dtype == UG_F32)
+            ug_gemm_kernel<T_, float, R><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
+        else
+            ug_gemm_kernel<T_, T_, R><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
+        return ug_hip_launched("gemm");
+    });
+}
+
+int ug_hip_gemm_default_tile(const ug_bdev *dev, const ug_gemm_args *a)
+{
+    /* The larger tile once its blocks alone fill every SM. */
+    const int64_t big = ((a->m + 127) / 128) * ((a->n + 127) / 128) * (a->sum_batch ? 1 : a->batch);
+    return big >= dev->sm_count ? 128 : 64;
+}
+
+ug_status ug_hip_gemm_own_tile(ug_bdev *dev, const ug_gemm_args *a, int tile)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
@@ -144,19 +178,10 @@ ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a)
     g.a = ug_hip_ptr(&a->a);
     g.b = ug_hip_ptr(&a->b);
     g.c = ug_hip_ptr(&a->c);
-    const int64_t tiles_n = (a->n + TN - 1) / TN, tiles_m = (a->m + TM - 1) / TM;
-    const int64_t outputs = a->sum_batch ? 1 : a->batch;
-    if (tiles_n > INT32_MAX / 256)
-        return ug_hip_host->set_error(UG_ERR_UNSUPPORTED, "%s: gemm with n = %lld is too wide",
-                                      UG_HIP_BACKEND, (long long)a->n);
-    const dim3 grid((unsigned)tiles_n, (unsigned)(tiles_m < UG_HIP_MAX_GRID ? tiles_m : UG_HIP_MAX_GRID),
-                    (unsigned)(outputs < UG_HIP_MAX_GRID ? outputs : UG_HIP_MAX_GRID));
-    return ug_with_type(a->a.dtype, [&](auto tag) {
-        typedef typename decltype(tag)::type T;
-        if (a->c.dtype == UG_F32)
-            ug_gemm_kernel<T, float><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
-        else
-            ug_gemm_kernel<T, T><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
-        return ug_hip_launched("gemm");
-    });
+    return tile == 128 ? launch<8>(dev, a, g) : launch<4>(dev, a, g);
+}
+
+ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a)
+{
+    return ug_hip_gemm_own_tile(dev, a, ug_hip_gemm_default_tile(dev, a));
 }

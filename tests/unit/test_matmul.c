@@ -59,7 +59,9 @@ static bool check_mkn(ug_device *dev, ug_dtype dt, int64_t m, int64_t k, int64_t
 static void test_matmul_shapes(ug_device *dev)
 {
     static const int64_t mkn[][3] = {{1, 1, 1},   {3, 5, 7},   {17, 33, 65}, {64, 127, 31},
-                                     {1, 1000, 1}, {100, 1, 100}, {2, 3, 4097}, {129, 65, 1}};
+                                     {1, 1000, 1}, {100, 1, 100}, {2, 3, 4097}, {129, 65, 1},
+                                     /* enough 128x128 tiles to fill a GPU, edges in both */
+                                     {300, 70, 520}};
     for (size_t c = 0; c < sizeof mkn / sizeof mkn[0]; c++)
         for (int t = 0; t < 4; t++)
             if (!check_mkn(dev, UG_F32, mkn[c][0], mkn[c][1], mkn[c][2], t & 1, (t & 2) != 0,
