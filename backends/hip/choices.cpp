@@ -40,11 +40,22 @@ bool ug_hip_choices_next(const char **at, char *line, size_t len)
     return true;
 }
 
-void ug_hip_choices_damaged(ug_hip_choice_file *f, const char *key)
+bool ug_hip_choices_find(ug_hip_choice_file *f, const char *key, char *text, ug_hip_choice_reader *read,
+                         void *ctx)
 {
-    if (!f->warned)
+    char line[UG_HIP_CHOICE_LINE_MAX];
+    const char *at = ug_hip_choices_read(f, key, text);
+    bool sound = at != NULL, found = false;
+    while (sound && ug_hip_choices_next(&at, line, sizeof line)) {
+        const int what = read(line, ctx);
+        sound = what != UG_HIP_CHOICE_UNREADABLE;
+        found = found || what == UG_HIP_CHOICE_FOUND;
+    }
+    const bool damaged = at && (!sound || *at); /* an unreadable or overlong line */
+    if (damaged && !f->warned)
         ug_hip_host->warn("%s for %s holds a line it cannot read; measuring again", f->what, key);
-    f->warned = true;
+    f->warned = f->warned || damaged;
+    return found && !damaged;
 }
 
 void ug_hip_choices_add(ug_hip_choice_file *f, const char *key, const char *line, char *text)

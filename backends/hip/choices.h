@@ -27,8 +27,16 @@ const char *ug_hip_choices_read(ug_hip_choice_file *f, const char *key, char *te
  * next; false at the end, or for a line longer than len. */
 bool ug_hip_choices_next(const char **at, char *line, size_t len);
 
-/* Warns, once, that key's file holds a line the caller cannot read. */
-void ug_hip_choices_damaged(ug_hip_choice_file *f, const char *key);
+/* What a caller's reader makes of a line: not the choice sought, the
+ * choice sought (kept by the reader), or no choice at all. */
+enum { UG_HIP_CHOICE_OTHER, UG_HIP_CHOICE_FOUND, UG_HIP_CHOICE_UNREADABLE };
+typedef int ug_hip_choice_reader(const char *line, void *ctx);
+
+/* Whether key's file holds the choice read finds, in text
+ * (UG_HIP_CHOICES_TEXT_MAX bytes); a file with an unreadable or overlong
+ * line counts as none, warned about once. */
+bool ug_hip_choices_find(ug_hip_choice_file *f, const char *key, char *text, ug_hip_choice_reader *read,
+                         void *ctx);
 
 /* Appends line ('\n'-ended) to key's file, re-read first (in text) so that
  * what other processes stored meanwhile is kept; a damaged file starts

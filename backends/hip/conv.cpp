@@ -171,28 +171,34 @@ static bool parse_line(const char *line, plan_entry *e)
            e->algo.algo >= 0 && e->algo.workspace <= UG_HIP_CONV_WORKSPACE_LIMIT;
 }
 
+/* The cached choice for a shape: the reader of choices.h. */
+typedef struct conv_sought {
+    const ug_hip_conv_shape *shape;
+    ug_hip_conv_algo *out;
+} conv_sought;
+
+static int read_choice(const char *line, void *ctx)
+{
+    const conv_sought *sought = (const conv_sought *)ctx;
+    plan_entry e;
+    if (!parse_line(line, &e))
+        return UG_HIP_CHOICE_UNREADABLE;
+    if (!same_shape(&e.key.shape, sought->shape))
+        return UG_HIP_CHOICE_OTHER;
+    *sought->out = e.algo;
+    return UG_HIP_CHOICE_FOUND;
+}
+
 /* The cached choice for shape, if the device's file has a sound one. A
  * damaged file is reported once per device and then passed over (the next
  * store replaces it). */
 static bool cached_choice(ug_hip_convs *c, const ug_hip_conv_shape *shape, ug_hip_conv_algo *out,
                           char *text)
 {
-    char key[600], line[UG_HIP_CHOICE_LINE_MAX];
+    char key[600];
     cache_key(c, key, sizeof key);
-    const char *at = ug_hip_choices_read(&c->file, key, text);
-    bool sound = at != NULL, found = false;
-    while (sound && ug_hip_choices_next(&at, line, sizeof line)) {
-        plan_entry e;
-        sound = parse_line(line, &e);
-        if (sound && same_shape(&e.key.shape, shape)) {
-            *out = e.algo;
-            found = true;
-        }
-    }
-    const bool damaged = at && (!sound || *at); /* an unreadable or overlong line */
-    if (damaged)
-        ug_hip_choices_damaged(&c->file, key);
-    return found && !damaged;
+    conv_sought sought = {shape, out};
+    return ug_hip_choices_find(&c->file, key, text, read_choice, &sought);
 }
 
 /* Adds e's line to the device's cache file. */
@@ -358,9 +364,6 @@ ug_status ug_hip_conv2d(ug_bdev *dev, const ug_conv_args *a)
     return lib->run(handle, &e.key.shape, e.algo.algo, a);
 }
 
-/* Lists the device's plans of this process and the choices its cache
- * file holds (any process's): nothing is timed again here, as a plan's
- * answer must never change while graphs hold its workspace. */
 typedef struct report_text {
     char *text;
     size_t len, used;
@@ -375,7 +378,10 @@ static void append(void *ctx, const char *line)
     }
 }
 
-/* The GEMM choices (gemm_choice.cpp), then the convolutions'. */
+/* Lists the GEMM choices (gemm_choice.cpp), then the device's convolution
+ * plans of this process and the choices its cache file holds (any
+ * process's): nothing is timed again here, as a plan's answer must never
+ * change while graphs hold its workspace. */
 ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
 {
     const ug_hip_conv_library *lib = library();

@@ -118,23 +118,17 @@ static bool parse_line(const char *line, gemm_choice *c)
            (s->vendor || c->path != UG_HIP_GEMM_VENDOR) && s->m > 0 && s->n > 0 && s->k >= 0 && s->batch > 0;
 }
 
-static bool cached(ug_hip_gemms *g, const gemm_shape *shape, gemm_choice *out, char *text)
+/* The cached choice for a shape: the reader of choices.h (out holds the
+ * shape sought). */
+static int read_choice(const char *line, void *ctx)
 {
-    char line[UG_HIP_CHOICE_LINE_MAX];
-    const char *at = ug_hip_choices_read(&g->file, g->key, text);
-    bool sound = at != NULL, found = false;
-    while (sound && ug_hip_choices_next(&at, line, sizeof line)) {
-        gemm_choice c;
-        sound = parse_line(line, &c);
-        if (sound && same_shape(&c.shape, shape)) {
-            *out = c;
-            found = true;
-        }
-    }
-    const bool damaged = at && (!sound || *at);
-    if (damaged)
-        ug_hip_choices_damaged(&g->file, g->key);
-    return found && !damaged;
+    gemm_choice *out = (gemm_choice *)ctx, c;
+    if (!parse_line(line, &c))
+        return UG_HIP_CHOICE_UNREADABLE;
+    if (!same_shape(&c.shape, &out->shape))
+        return UG_HIP_CHOICE_OTHER;
+    *out = c;
+    return UG_HIP_CHOICE_FOUND;
 }
 
 static float median(float v[TIMED_RUNS])
@@ -242,18 +236,17 @@ int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
         }
     gemm_choice c{};
     c.shape = shape;
-    c.path = fallback;
     char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
-    bool known = text && cached(g, &shape, &c, text);
+    bool known = text && ug_hip_choices_find(&g->file, g->key, text, read_choice, &c);
+    if (!known)
+        c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f}, UNTIMED};
     /* Met first in a capture: the fallback now, timed at a later product. */
     if (!known && text && !capturing(dev)) {
         known = true;
         char line[UG_HIP_CHOICE_LINE_MAX];
         const int n = time_paths(dev, a, vendor, &c) ? format_line(&c, line, sizeof line) : 0;
-        if (n > 0 && (size_t)n < sizeof line)
+        if (n > 0 && (size_t)n < sizeof line) /* else too large, or no memory for its C: untimed */
             ug_hip_choices_add(&g->file, g->key, line, text);
-        else /* too large, or no memory for its C */
-            c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f}, UNTIMED};
     }
     free(text);
     if (known && g->count == g->capacity) {
