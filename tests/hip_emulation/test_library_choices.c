@@ -37,7 +37,9 @@
  * - a damaged cache is ignored with a warning, timed again and replaced;
  * - UG_AUTOTUNE=0 and deterministic mode time nothing, cache nothing and
  *   run every product through cuBLAS;
- * - with UG_GEMM=own the two tiles alone are timed, cuBLAS never called. */
+ * - with UG_GEMM=own the two tiles alone are timed, cuBLAS never called;
+ * - a graph's product is timed at its launched first run, and the runs
+ *   captured and replayed after it give the same bits. */
 #define _GNU_SOURCE /* RTLD_NOLOAD, setenv, mkdtemp */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -225,6 +227,62 @@ static int gemm_child(void)
     ug_device_close(dev);
     printf("%s", report);
     printf("cublas calls=%d\n", calls);
+    return rc;
+}
+
+/* A graph's product run three times: launched (the shape timed then),
+ * recorded (captured: no timing may happen inside) and replayed; each
+ * run's product against the reference, the replay bitwise the first. */
+static int gemm_graph_child(void)
+{
+    ug_set_warning_handler(print_warning, NULL);
+    enum { M = 48, K = 40, N = 24 };
+    const int64_t sa[2] = {M, K}, sb[2] = {K, N};
+    static float a[M * K], b[K * N], c[3][M * N];
+    static double da[M * K], db[K * N], want[M * N];
+    ug_device *dev = NULL;
+    ug_model *m = NULL;
+    ug_graph *g = NULL;
+    ug_tensor *pa = NULL, *pb = NULL;
+    ug_value *va, *vb, *vc;
+    int rc = 3;
+    bool replayed = false;
+    if (ug_device_open("cuda:0", &dev) == UG_OK && ug_model_create(dev, 5, &m) == UG_OK &&
+        ug_model_param(m, "a", 2, sa, UG_INIT_UNIFORM, 1, &pa) == UG_OK &&
+        ug_model_param(m, "b", 2, sb, UG_INIT_UNIFORM, 1, &pb) == UG_OK && ug_graph_create(m, &g) == UG_OK &&
+        ug_graph_param(g, pa, &va) == UG_OK && ug_graph_param(g, pb, &vb) == UG_OK &&
+        ug_g_matmul(g, va, vb, false, false, &vc) == UG_OK && ug_graph_keep(g, vc) == UG_OK &&
+        ug_graph_compile(g) == UG_OK && ug_model_read_param(m, "a", a, sizeof a) == UG_OK &&
+        ug_model_read_param(m, "b", b, sizeof b) == UG_OK) {
+        rc = 0;
+        for (int run = 0; run < 3 && rc == 0; run++)
+            if (ug_graph_run(g) != UG_OK || ug_graph_read(g, vc, c[run], sizeof c[run]) != UG_OK)
+                rc = 3;
+        replayed = rc == 0 && ug_graph_replaying(g, NULL, 0);
+    }
+    if (rc)
+        fprintf(stderr, "child: %s\n", ug_last_error());
+    for (int i = 0; i < M * K; i++)
+        da[i] = a[i];
+    for (int i = 0; i < K * N; i++)
+        db[i] = b[i];
+    int nout = 0;
+    int64_t sout[2];
+    if (rc == 0 && (!ref_matmul(2, sa, da, 2, sb, db, false, false, want, &nout, sout) ||
+                    !close_to(c[0], want, M * N, "launched") || !close_to(c[2], want, M * N, "replayed") ||
+                    memcmp(c[0], c[2], sizeof c[0]) != 0))
+        rc = 4;
+    if (rc == 0 && !replayed) {
+        fprintf(stderr, "child: the third run was not a replay\n");
+        rc = 4;
+    }
+    static char report[4096];
+    if (dev && ug_device_autotune(dev, report, sizeof report) != UG_OK)
+        rc = 5;
+    ug_graph_free(g);
+    ug_model_free(m);
+    ug_device_close(dev);
+    printf("%s", report);
     return rc;
 }
 
@@ -494,6 +552,13 @@ static void test_gemm_choices(ug_device *unused)
     check_gemm_child(&r, 0);
     CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "ms (own") && strstr(r.out, "timed now)"), "report: %s", r.out);
 
+    th_context("a replayed graph: timed while launched, then captured and replayed");
+    char graph_cache[700];
+    snprintf(graph_cache, sizeof graph_cache, "%s/graph", root);
+    r = run_child("--gemm-graph", graph_cache, root, slow);
+    CHECK_MSG(r.status == 0, "child exit %d; stderr: %s", r.status, r.err);
+    CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "timed now)"), "report: %s", r.out);
+
     remove_folders(root);
 }
 
@@ -503,6 +568,8 @@ int main(int argc, char **argv)
         return conv_child();
     if (argc == 2 && strcmp(argv[1], "--gemm") == 0)
         return gemm_child();
+    if (argc == 2 && strcmp(argv[1], "--gemm-graph") == 0)
+        return gemm_graph_child();
     static const th_test tests[] = {TH_HOST_TEST(conv_choices), TH_HOST_TEST(gemm_choices)};
     return th_main(argc, argv, tests, 2);
 }
