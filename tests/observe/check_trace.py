@@ -138,20 +138,20 @@ def check(trace, step_ms, tolerance, gap_us=0.0):
                 if e["cat"] not in ("kernel", "transfer"):
                     continue
                 for s in steps:
-                    if s["ts"] - SLACK_US <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + SLACK_US:
+                    if within(e, s):
                         inside[id(s)] += e["dur"]
                         break
         for e in work:
-            holder = [s for s in steps if s["ts"] - SLACK_US <= e["ts"] and
-                      e["ts"] + e["dur"] <= s["ts"] + s["dur"] + SLACK_US]
+            holder = [s for s in steps if within(e, s)]
             if holder:
                 inside[id(holder[0])] += e["dur"]
             elif e["cat"] == "kernel":
                 problems.append("kernel %r at %.3f us is in no step" % (e["name"], e["ts"]))
         if gap_us > 0:
+            device_work = sorted((e for t in tracks if t[0] == pid for e in tracks[t]
+                                  if e["cat"] in ("kernel", "transfer")), key=lambda e: e["ts"])
             for s in steps:
-                inside[id(s)] += dispatch_gaps([e for t in tracks if t[0] == pid for e in tracks[t]
-                                                if e["cat"] in ("kernel", "transfer")], s, gap_us)
+                inside[id(s)] += dispatch_gaps(device_work, s, gap_us)
         sums += [inside[id(s)] for s in steps]
         spans += [s["dur"] for s in steps]
     if not figures["steps"]:
@@ -173,12 +173,15 @@ def check(trace, step_ms, tolerance, gap_us=0.0):
     return problems, figures
 
 
+def within(e, step):
+    return step["ts"] - SLACK_US <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + SLACK_US
+
+
 def dispatch_gaps(work, step, gap_us):
-    """The gaps of at most gap_us between the step's consecutive work."""
-    mine = sorted((e for e in work if step["ts"] - SLACK_US <= e["ts"] and
-                   e["ts"] + e["dur"] <= step["ts"] + step["dur"] + SLACK_US), key=lambda e: e["ts"])
+    """The gaps of at most gap_us between the step's consecutive work
+    (work: the device's, in time order)."""
     total, end = 0.0, None
-    for e in mine:
+    for e in (e for e in work if within(e, step)):
         if end is not None and 0 < e["ts"] - end <= gap_us:
             total += e["ts"] - end
         end = e["ts"] + e["dur"] if end is None else max(end, e["ts"] + e["dur"])
