@@ -550,7 +550,7 @@ static void test_gemm_choices(ug_device *unused)
     static const char *const own[] = {"UG_GEMM", "own", NULL};
     r = run_child("--gemm", fresh, root, own);
     check_gemm_child(&r, 0);
-    CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "ms (own") && strstr(r.out, "timed now)"), "report: %s", r.out);
+    CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "against own") && strstr(r.out, "timed now)"), "report: %s", r.out);
 
     th_context("a replayed graph: timed while launched, then captured and replayed");
     char graph_cache[700];
