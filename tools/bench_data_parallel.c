@@ -109,6 +109,7 @@ static void print_results(ug_comm *comm, const char *model, int64_t batch, int s
 {
     printf("data-parallel: %s, %d ranks (%s) x %lld rows, %s, %d rounds of %d steps\n", model, ug_comm_size(comm),
            ug_comm_engine(comm), (long long)batch, ug_device_name(ug_comm_device(comm)), ROUNDS, steps);
+    printf("all-reduces through %s\n", ug_comm_transport(comm));
     printf("%-8s %10s %14s\n", "step", "ms", "x alone");
     for (int m = 0; m < MODES; m++)
         printf("%-8s %10.3f %14.3f\n", mode_names[m], median[m] * 1e3, ratio[m]);

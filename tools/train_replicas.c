@@ -94,6 +94,7 @@ int replicas_open(train_options *o, train_replicas *rp, ug_device **device, ug_c
             fprintf(stderr, "ug-train: gradients go through MPI and host memory: %s\n", ug_last_error());
     }
     rp->engine = ug_comm_engine(*comm);
+    rp->transport = ug_comm_transport(*comm);
     if (rp->rank) { /* rank 0 speaks for the run */
         o->quiet = true;
         o->csv = o->tensorboard = o->plot = o->profile = NULL;
@@ -157,8 +158,9 @@ int replicas_finish(train_replicas *rp)
 void replicas_describe(const train_replicas *rp, char *out, size_t len)
 {
     if (rp->mpi) {
-        snprintf(out, len, "%d ranks through %s%s", rp->size, rp->engine,
-                 strcmp(rp->engine, "MPI") ? " (started over MPI)" : "");
+        const bool mpi = !strcmp(rp->engine, "MPI");
+        snprintf(out, len, "%d ranks through %s (%s)", rp->size, rp->engine,
+                 !mpi ? "started over MPI" : rp->transport);
         return;
     }
     int n = snprintf(out, len, "%d replicas in this process (", rp->count);

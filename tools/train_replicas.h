@@ -28,6 +28,7 @@ typedef struct train_replicas {
     bool mpi;
     int rank, size;           /* this process's (mpirun), else 0 and count */
     const char *engine;       /* under mpirun: "MPI", or "NCCL"/"RCCL" on GPUs that have it */
+    const char *transport;    /* how its all-reduces travel (ug_comm_transport) */
     train_replica replicas[TRAIN_MAX_REPLICAS];
 } train_replicas;
 

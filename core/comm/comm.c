@@ -69,6 +69,10 @@ int ug_comm_rank(const ug_comm *c) { return c ? c->rank : -1; }
 int ug_comm_size(const ug_comm *c) { return c ? c->size : 0; }
 ug_device *ug_comm_device(const ug_comm *c) { return c ? c->device : NULL; }
 const char *ug_comm_engine(const ug_comm *c) { return c ? c->engine->name : "(null)"; }
+const char *ug_comm_transport(const ug_comm *c)
+{
+    return !c ? "(null)" : c->engine->transport ? c->engine->transport(c) : c->engine->name;
+}
 
 ug_status ug_comm_set_timeout(ug_comm *c, double seconds)
 {

@@ -22,6 +22,9 @@ typedef struct comm_engine {
     void (*fail)(ug_comm *c, const char *why);
     /* This rank leaves: the engine's state of it is freed. */
     void (*leave)(ug_comm *c);
+    /* Optional: how its all-reduces travel, in words (ug_comm_transport);
+     * NULL: the engine's name says it. */
+    const char *(*transport)(const ug_comm *c);
     /* Optional: collectives on this rank's device tensors in place,
      * queued on the calling thread's current stream and waited for (NCCL,
      * RCCL); NULL: comm.c stages the tensors through host buffers for the

@@ -96,9 +96,11 @@ static void mpi_fail(ug_comm *c, const char *why)
 
 static void mpi_leave(ug_comm *c) { free(c->group); }
 
+static const char *mpi_transport(const ug_comm *c) { return ((mpi_group *)c->group)->module->transport(); }
+
 static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast,
                                        .all_gather = mpi_all_gather, .barrier = mpi_barrier, .fail = mpi_fail,
-                                       .leave = mpi_leave};
+                                       .leave = mpi_leave, .transport = mpi_transport};
 
 ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
 {

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#define UG_MPI_MODULE_VERSION 2
+#define UG_MPI_MODULE_VERSION 3
 #define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
 
 typedef struct ug_mpi_module {
@@ -26,6 +26,9 @@ typedef struct ug_mpi_module {
     int (*broadcast)(float *data, size_t n, int root, double timeout, char *why, size_t len);
     int (*all_gather)(const float *in, size_t n, float *out, double timeout, char *why, size_t len);
     int (*barrier)(double timeout, char *why, size_t len);
+    /* How the all-reduces travel, in words: through shared memory among
+     * the ranks of a machine (mpi_shared.c), or MPI's own. */
+    const char *(*transport)(void);
 } ug_mpi_module;
 
 typedef const ug_mpi_module *ug_mpi_module_entry_fn(void);

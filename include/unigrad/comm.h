@@ -71,6 +71,13 @@ UG_API int ug_comm_size(const ug_comm *comm);
 UG_API ug_device *ug_comm_device(const ug_comm *comm);
 /* "in-process", "MPI", "NCCL" or "RCCL". */
 UG_API const char *ug_comm_engine(const ug_comm *comm);
+/* How the engine's all-reduces travel, in words: under MPI, "shared memory
+ * among the 4 ranks of the machine" (ranks of one machine reduce through
+ * an MPI-3 shared window; UG_MPI_SHARED_RANKS=N makes groups of at most N
+ * consecutive ones, 1 leaves every all-reduce to MPI), "shared memory in 2
+ * groups of 4 ranks, MPI between the groups", or "MPI" with the reason
+ * when the window could not be used; otherwise the engine's name. */
+UG_API const char *ug_comm_transport(const ug_comm *comm);
 /* Seconds this rank waits for the others in a collective (> 0). */
 UG_API ug_status ug_comm_set_timeout(ug_comm *comm, double seconds);
 /* Whether ug_comm_run_backward reduces each gradient bucket while the rest

@@ -1,8 +1,10 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* The MPI engine, run by mpirun -np 2 (tests/CMakeLists.txt): each process
  * a rank on the CPU. Collectives against sums worked out in double, the
- * same bits on both ranks; data-parallel training of the MLP and the CNN
- * (uneven splits of each global batch, the last one partial; gradient
+ * same bits on every rank, through the shared-memory window that ranks of
+ * one machine use (or as ug_comm_transport says, --transport); ranks
+ * giving different counts refused; data-parallel training of the MLP and
+ * the CNN (uneven splits of each global batch, the last one partial; gradient
  * buckets overlapped with backward; accumulation, clipping, f16 with an
  * overflow on rank 1) equal to one device on the global batches within
  * 1e-5 and bitwise equal across the ranks after every step; another model
@@ -48,12 +50,13 @@ static ug_tensor *tensor(ug_device *dev, int64_t n, const float *host)
 static bool same_everywhere(ug_comm *comm, ug_device *dev, const float *data, int64_t n)
 {
     ug_tensor *mine = tensor(dev, n, data), *all = NULL;
-    int64_t total = n * RANKS;
+    const int ranks = ug_comm_size(comm);
+    int64_t total = n * ranks;
     float *host = malloc((size_t)total * sizeof *host);
     bool same = mine && host && ug_tensor_create(dev, UG_F32, 1, &total, &all) == UG_OK &&
                 ug_comm_all_gather(comm, mine, all) == UG_OK &&
                 ug_tensor_download(all, host, (size_t)total * sizeof *host) == UG_OK;
-    for (int r = 1; same && r < RANKS; r++)
+    for (int r = 1; same && r < ranks; r++)
         same = !memcmp(host, host + r * n, (size_t)n * sizeof *host);
     ug_tensor_free(mine);
     ug_tensor_free(all);
@@ -61,23 +64,53 @@ static bool same_everywhere(ug_comm *comm, ug_device *dev, const float *data, in
     return same;
 }
 
+/* Every rank's value(r, i) for n elements, reduced by op, against the
+ * same in double; the same bits on every rank. */
+static void all_reduce_case(ug_comm *comm, ug_device *dev, int64_t n, ug_comm_op op)
+{
+    const int ranks = ug_comm_size(comm);
+    float *host = malloc((size_t)n * sizeof *host), *got = malloc((size_t)n * sizeof *got);
+    for (int64_t i = 0; host && i < n; i++)
+        host[i] = value(rank, (int)i);
+    ug_tensor *t = host && got ? tensor(dev, n, host) : NULL;
+    ug_status st = t ? ug_comm_all_reduce(comm, t, op) : UG_ERR_OUT_OF_MEMORY;
+    EXPECT(st == UG_OK, "all_reduce of %lld (op %d): %s", (long long)n, (int)op, ug_last_error());
+    if (st == UG_OK && ug_tensor_download(t, got, (size_t)n * sizeof *got) == UG_OK) {
+        double worst = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double want = op == UG_COMM_MAX ? -INFINITY : 0;
+            for (int r = 0; r < ranks; r++)
+                want = op == UG_COMM_MAX ? fmax(want, value(r, (int)i)) : want + value(r, (int)i);
+            if (op == UG_COMM_AVERAGE)
+                want /= ranks;
+            double d = fabs(got[i] - want) / fmax(1.0, fabs(want));
+            if (!(d <= worst))
+                worst = d, at = i;
+        }
+        EXPECT(worst < 1e-6, "all_reduce of %lld (op %d): element %lld is %g from the result in double", (long long)n,
+               (int)op, (long long)at, worst);
+        EXPECT(same_everywhere(comm, dev, got, n), "all_reduce of %lld (op %d): the ranks' results differ",
+               (long long)n, (int)op);
+    }
+    ug_tensor_free(t);
+    free(host);
+    free(got);
+}
+
+/* All-reduces of one element, one piece and several of the shared window
+ * (its largest piece is 1 Mi floats), each op; a broadcast; a barrier. */
 static void collectives(ug_comm *comm, ug_device *dev)
 {
+    static const int64_t sizes[] = {1, N, 1100000};
+    for (int k = 0; k < 3; k++)
+        all_reduce_case(comm, dev, sizes[k], UG_COMM_SUM);
+    all_reduce_case(comm, dev, N, UG_COMM_AVERAGE);
+    all_reduce_case(comm, dev, N, UG_COMM_MAX);
     float host[N], got[N];
     for (int i = 0; i < N; i++)
         host[i] = value(rank, i);
     ug_tensor *t = tensor(dev, N, host);
-    ug_status st = ug_comm_all_reduce(comm, t, UG_COMM_SUM);
-    EXPECT(st == UG_OK, "all_reduce: %s", ug_last_error());
-    ug_tensor_download(t, got, sizeof got);
-    double worst = 0;
-    for (int i = 0; i < N; i++)
-        worst = fmax(worst, fabs(got[i] - ((double)value(0, i) + value(1, i))) / fmax(1.0, fabs(got[i])));
-    EXPECT(worst < 1e-6, "the sum is %g from the sum in double", worst);
-    EXPECT(same_everywhere(comm, dev, got, N), "the ranks' sums differ");
-    for (int i = 0; i < N; i++)
-        host[i] = value(rank, i);
-    ug_tensor_upload(t, host, sizeof host);
     EXPECT(ug_comm_broadcast(comm, t, 1) == UG_OK, "broadcast: %s", ug_last_error());
     ug_tensor_download(t, got, sizeof got);
     bool root = true;
@@ -86,6 +119,22 @@ static void collectives(ug_comm *comm, ug_device *dev)
     EXPECT(root, "the broadcast is not rank 1's tensor");
     EXPECT(ug_comm_barrier(comm) == UG_OK, "barrier: %s", ug_last_error());
     ug_tensor_free(t);
+}
+
+/* Ranks giving different counts: refused on every rank, saying so, on a
+ * communicator of its own (the refusal breaks it). */
+static void counts_differ(ug_device *dev)
+{
+    ug_comm *comm = NULL;
+    float host[N] = {0};
+    ug_tensor *t = tensor(dev, 100 + rank, host);
+    ug_status st = ug_comm_mpi_create(dev, &comm);
+    if (st == UG_OK)
+        st = ug_comm_all_reduce(comm, t, UG_COMM_SUM);
+    EXPECT(st == UG_ERR_BACKEND && strstr(ug_last_error(), "every rank must give the same count"),
+           "all-reduces of 100 and 101 elements returned %d: %s", (int)st, ug_last_error());
+    ug_tensor_free(t);
+    ug_comm_free(comm);
 }
 
 static void train_case(ug_comm *comm, ug_device *dev, int64_t split, replica_setup setup, const char *what)
@@ -156,9 +205,20 @@ static void rank_killed(ug_comm *comm, ug_device *dev)
     replica_free(&mine);
 }
 
+/* Options: --rank-killed; --collectives (only those, on any number of
+ * ranks); --transport TEXT, a part of ug_comm_transport expected. */
 int main(int argc, char **argv)
 {
-    const bool killed = argc > 1 && !strcmp(argv[1], "--rank-killed");
+    bool killed = false, only_collectives = false;
+    const char *transport = "shared memory among the 2 ranks of the machine";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rank-killed"))
+            killed = true;
+        else if (!strcmp(argv[i], "--collectives"))
+            only_collectives = true;
+        else if (!strcmp(argv[i], "--transport") && i + 1 < argc)
+            transport = argv[++i];
+    }
     ug_device *dev = NULL;
     ug_comm *comm = NULL;
     if (ug_device_open("cpu", &dev) != UG_OK || ug_comm_mpi_create(dev, &comm) != UG_OK) {
@@ -167,15 +227,21 @@ int main(int argc, char **argv)
     }
     rank = ug_comm_rank(comm);
     ug_comm_set_timeout(comm, 20.0); /* a failing check ends the run soon */
-    EXPECT(ug_comm_size(comm) == RANKS, "the world has %d ranks, not %d (run with mpirun -np 2)", ug_comm_size(comm),
-           RANKS);
+    EXPECT(only_collectives || ug_comm_size(comm) == RANKS, "the world has %d ranks, not %d (run with mpirun -np 2)",
+           ug_comm_size(comm), RANKS);
     EXPECT(!strcmp(ug_comm_engine(comm), "MPI"), "the engine is %s", ug_comm_engine(comm));
+    EXPECT(strstr(ug_comm_transport(comm), transport), "the all-reduces travel by \"%s\", not \"%s\"",
+           ug_comm_transport(comm), transport);
     if (!failures && killed) {
         rank_killed(comm, dev);
     } else if (!failures) {
         collectives(comm, dev);
-        training(comm, dev);
-        printf("rank %d: ok: collectives, training equal to one device, refusals\n", rank);
+        if (!only_collectives)
+            training(comm, dev);
+        if (strstr(transport, "shared memory"))
+            counts_differ(dev);
+        printf("rank %d: ok: collectives%s (%s)\n", rank,
+               only_collectives ? "" : ", training equal to one device, refusals", ug_comm_transport(comm));
     }
     if (failures)
         printf("rank %d: FAILED\n", rank);

@@ -1,0 +1,39 @@
+/* Inside libunigrad-mpi.so: all-reduces among the ranks that share a
+ * machine, through an MPI-3 shared-memory window (mpi_shared.c), and the
+ * polled wait that every collective of the module uses (mpi_module.c). */
+#ifndef UG_CORE_COMM_MPI_SHARED_H
+#define UG_CORE_COMM_MPI_SHARED_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Polls request until it completes (0) or timeout seconds pass (1, with
+ * the reason in why); what names the collective in the message. */
+int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *why, size_t len);
+/* MPI cannot be finalised any more: a rank gave up waiting for another
+ * (MPI_Finalize would wait for it too), so the process leaves without. */
+void ug_mpi_abandon(void);
+/* 1, with "call failed: MPI's text for code" in why. */
+int ug_mpi_error(int code, const char *call, char *why, size_t len);
+
+/* Splits MPI_COMM_WORLD into groups of ranks on one machine (at most
+ * UG_MPI_SHARED_RANKS consecutive ones each, when set). Collective; 1 with
+ * why on a malformed setting or an MPI error. Where every group holds one
+ * rank, or the groups differ in size, the module's all-reduces stay
+ * MPI's own and mpi_shared_all_reduce declines. */
+int ug_mpi_shared_init(char *why, size_t len);
+
+/* How the module's all-reduces travel, in words (after init). */
+const char *ug_mpi_shared_transport(void);
+
+/* data <- sum (max: the largest) of every rank's n floats, in place. The
+ * ranks of a group reduce a part each from the others' copies in shared
+ * memory; with several groups, each part then goes through MPI among the
+ * ranks that reduced it in every group; every rank reads the result
+ * back. Each element is combined once, in rank order, and copied: every
+ * rank gets the same bits. *done false: not taken (see init), nothing
+ * was done. */
+int ug_mpi_shared_all_reduce(float *data, size_t n, bool max, double timeout, bool *done, char *why, size_t len);
+
+#endif
