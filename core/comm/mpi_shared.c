@@ -46,7 +46,7 @@ static struct {
     unsigned meetings;             /* meet() calls of this rank */
     size_t piece;                  /* floats a slot holds */
     float *slots;                  /* [size + 1][piece]: the ranks', then the result */
-    char transport[160];           /* how all-reduces travel, for ug_comm_transport */
+    char transport[400];           /* how all-reduces travel, for ug_comm_transport */
 } shared = {.group = MPI_COMM_NULL, .across = MPI_COMM_NULL, .win = MPI_WIN_NULL, .transport = "MPI"};
 
 /* Run at MPI_Finalize's start (an attribute of MPI_COMM_SELF), whoever
