@@ -34,6 +34,8 @@
     X(UNARY_CHUNKED, "unary_chunked", 0, 0)                                  \
     X(BINARY_CHUNKED, "binary_chunked", 0, 0)                                \
     X(GEMM_SCALE_C, "gemm_scale_c", 0, 0)                                    \
+    X(GEMM_TILED, "gemm_f32_tiled", 0, 0)                                    \
+    X(GEMM_NT, "gemm_f32_nt", 0, 0)                                          \
     /* half A and B, f32 accumulation */                                     \
     X(GEMM_HALF, "gemm", OCL_DT(UG_F16) | OCL_DT(UG_BF16), OCL_FLOATS)       \
     X(REDUCE, "reduce", OCL_FLOATS, 0)                                       \

@@ -63,3 +63,118 @@ UG_GEMM_HALF_KERNEL(f16, bf16)
 UG_GEMM_HALF_KERNEL(bf16, f32)
 UG_GEMM_HALF_KERNEL(bf16, f16)
 UG_GEMM_HALF_KERNEL(bf16, bf16)
+
+/* C = alpha op(A) B + beta C in f32 for CPU devices (POCL), where
+ * CLBlast's kernels, made for GPUs' local memory and work-groups, reach a
+ * quarter of this: each work-item alone computes an 8 x 32 tile of C in
+ * sixteen 16-wide registers, B's row read as two vectors and A's element
+ * broadcast, K times (the outer-product microkernel of CPU BLAS). Tiles
+ * past C's edge read clamped addresses and store only what is inside.
+ * One work-item a work-group: nothing to share, no barriers. */
+#define UG_TM 8
+kernel void gemm_f32_tiled(global float *c, ulong coff, const global float *a, ulong aoff,
+                           const global float *b, ulong boff, long m, long n, long k, long lda,
+                           long ldb, long ldc, long sa, long sb, long sc, int ta, float alpha,
+                           float beta)
+{
+    const long c0 = (long)get_global_id(0) * 32, r0 = (long)get_global_id(1) * UG_TM;
+    const long e = get_global_id(2);
+    const global float *ae = a + aoff + e * sa, *be = b + boff + e * sb;
+    const bool full = c0 + 32 <= n;
+    long row[UG_TM];
+    for (int r = 0; r < UG_TM; r++)
+        row[r] = min(r0 + r, m - 1);
+    float16 lo[UG_TM], hi[UG_TM];
+    for (int r = 0; r < UG_TM; r++)
+        lo[r] = hi[r] = 0.0f;
+    for (long p = 0; p < k; p++) {
+        const global float *bp = be + p * ldb;
+        float16 b0, b1;
+        if (full) {
+            b0 = vload16(0, bp + c0);
+            b1 = vload16(0, bp + c0 + 16);
+        } else {
+            float part[32];
+            for (int j = 0; j < 32; j++)
+                part[j] = bp[min(c0 + j, n - 1)];
+            b0 = vload16(0, part);
+            b1 = vload16(1, part);
+        }
+        for (int r = 0; r < UG_TM; r++) {
+            const float16 x = (float16)(ta ? ae[p * lda + row[r]] : ae[row[r] * lda + p]);
+            lo[r] = fma(x, b0, lo[r]);
+            hi[r] = fma(x, b1, hi[r]);
+        }
+    }
+    global float *ce = c + coff + e * sc;
+    for (int r = 0; r < UG_TM && r0 + r < m; r++) {
+        global float *cr = ce + (r0 + r) * ldc + c0;
+        /* beta == 0 never reads C (it may hold NaN), as in BLAS. */
+        if (full) {
+            vstore16(beta == 0.0f ? alpha * lo[r] : alpha * lo[r] + beta * vload16(0, cr), 0, cr);
+            vstore16(beta == 0.0f ? alpha * hi[r] : alpha * hi[r] + beta * vload16(0, cr + 16), 0, cr + 16);
+            continue;
+        }
+        float out[32];
+        vstore16(lo[r], 0, out);
+        vstore16(hi[r], 1, out);
+        for (int j = 0; j < 32 && c0 + j < n; j++)
+            cr[j] = beta == 0.0f ? alpha * out[j] : alpha * out[j] + beta * cr[j];
+    }
+}
+
+/* C = alpha A B^T + beta C in f32 for CPU devices, B's rows being C's
+ * columns (a linear layer's forward, weights [out, in]): each work-item a
+ * 4 x 4 tile of dot products along K, 16 at a time in sixteen 16-wide
+ * registers summed across at the end. Named registers, not arrays: POCL
+ * kept a [4][4] array of them in memory (69 against 153 GFLOP/s). Rows
+ * and columns past C's edge read clamped addresses and store nothing. */
+#define UG_NT_ROW(i)                                                                      \
+    {                                                                                     \
+        const float16 x = vload16(0, a##i + p);                                           \
+        acc##i##0 = fma(x, w0, acc##i##0);                                                \
+        acc##i##1 = fma(x, w1, acc##i##1);                                                \
+        acc##i##2 = fma(x, w2, acc##i##2);                                                \
+        acc##i##3 = fma(x, w3, acc##i##3);                                                \
+    }
+kernel void gemm_f32_nt(global float *c, ulong coff, const global float *a, ulong aoff,
+                        const global float *b, ulong boff, long m, long n, long k, long lda,
+                        long ldb, long ldc, long sa, long sb, long sc, int ta, float alpha,
+                        float beta)
+{
+    (void)ta; /* A is never transposed here */
+    const long c0 = (long)get_global_id(0) * 4, r0 = (long)get_global_id(1) * 4;
+    const long e = get_global_id(2);
+    const global float *ae = a + aoff + e * sa, *be = b + boff + e * sb;
+    const global float *a0 = ae + min(r0, m - 1) * lda, *a1 = ae + min(r0 + 1, m - 1) * lda,
+                       *a2 = ae + min(r0 + 2, m - 1) * lda, *a3 = ae + min(r0 + 3, m - 1) * lda;
+    const global float *b0 = be + min(c0, n - 1) * ldb, *b1 = be + min(c0 + 1, n - 1) * ldb,
+                       *b2 = be + min(c0 + 2, n - 1) * ldb, *b3 = be + min(c0 + 3, n - 1) * ldb;
+    float16 acc00 = 0.0f, acc01 = 0.0f, acc02 = 0.0f, acc03 = 0.0f, acc10 = 0.0f, acc11 = 0.0f,
+            acc12 = 0.0f, acc13 = 0.0f, acc20 = 0.0f, acc21 = 0.0f, acc22 = 0.0f, acc23 = 0.0f,
+            acc30 = 0.0f, acc31 = 0.0f, acc32 = 0.0f, acc33 = 0.0f;
+    long p = 0;
+    for (; p + 16 <= k; p += 16) {
+        const float16 w0 = vload16(0, b0 + p), w1 = vload16(0, b1 + p), w2 = vload16(0, b2 + p),
+                      w3 = vload16(0, b3 + p);
+        UG_NT_ROW(0)
+        UG_NT_ROW(1)
+        UG_NT_ROW(2)
+        UG_NT_ROW(3)
+    }
+    const float16 sums[16] = {acc00, acc01, acc02, acc03, acc10, acc11, acc12, acc13,
+                              acc20, acc21, acc22, acc23, acc30, acc31, acc32, acc33};
+    const global float *rows[4] = {a0, a1, a2, a3}, *cols[4] = {b0, b1, b2, b3};
+    global float *ce = c + coff + e * sc;
+    for (int i = 0; i < 4 && r0 + i < m; i++)
+        for (int j = 0; j < 4 && c0 + j < n; j++) {
+            const float16 v = sums[i * 4 + j];
+            const float8 h8 = v.lo + v.hi;
+            const float4 h4 = h8.lo + h8.hi;
+            float s = (h4.x + h4.y) + (h4.z + h4.w);
+            for (long q = p; q < k; q++)
+                s = fma(rows[i][q], cols[j][q], s);
+            global float *cp = ce + (r0 + i) * ldc + c0 + j;
+            *cp = beta == 0.0f ? alpha * s : alpha * s + beta * *cp;
+        }
+}
