@@ -3,6 +3,14 @@
  * OpenCL kernels take each buffer as an argument). */
 #include "backends/opencl/internal.h"
 
+/* Elements per work-item: optim.cl's UG_OPTIM_LOOP says why. */
+static cl_long chunk_for(const ug_bdev *dev) { return dev->is_cpu ? 64 : 1; }
+
+static size_t work_items(const ug_bdev *dev, cl_long n)
+{
+    return (size_t)((n + chunk_for(dev) - 1) / chunk_for(dev));
+}
+
 static ug_status launch_step(ug_bdev *dev, const ug_optim_args *a)
 {
     if (!a->state0.mem || !a->param.mem)
@@ -44,7 +52,7 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_mem p = (cl_mem)a->param.mem, g = (cl_mem)a->grad.mem, gate = (cl_mem)a->gate.mem;
     cl_ulong poff = (cl_ulong)a->param.offset, goff = (cl_ulong)a->grad.offset,
              gate_off = (cl_ulong)a->gate.offset;
-    cl_long n = a->n;
+    cl_long n = a->n, chunk = chunk_for(dev);
     cl_float wd = a->weight_decay;
     cl_mem copy = a->copy.mem ? (cl_mem)a->copy.mem : p; /* absent: bound to p, never written */
     cl_ulong coff = a->copy.mem ? (cl_ulong)a->copy.offset : 0;
@@ -64,10 +72,11 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
         ocl_arg args[] = {OCL_ARG(p),    OCL_ARG(poff),     OCL_ARG(g),    OCL_ARG(goff),
                           OCL_ARG(b),    OCL_ARG(boff),     OCL_ARG(gate), OCL_ARG(gate_off),
                           OCL_ARG(copy), OCL_ARG(coff),     OCL_ARG(cdt),  OCL_ARG(n),
-                          OCL_ARG(wd),   OCL_ARG(momentum), OCL_ARG(dampening), OCL_ARG(flags)};
+                          OCL_ARG(wd),   OCL_ARG(momentum), OCL_ARG(dampening), OCL_ARG(flags),
+                          OCL_ARG(chunk)};
         const ocl_kernel *k;
         ug_status st = ocl_kernel_for(dev, a->copy.mem ? OCL_OPTIM_SGD : OCL_OPTIM_SGD_PLAIN, UG_F32, UG_F32, &k);
-        return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, sizeof args / sizeof args[0]);
+        return st != UG_OK ? st : ocl_launch_1d(dev, k, work_items(dev, n), args, sizeof args / sizeof args[0]);
     }
     if (a->kind != UG_OPTIM_ADAM && a->kind != UG_OPTIM_ADAMW)
         return ocl_host->set_error(UG_ERR_UNSUPPORTED, "OpenCL: unknown optimizer kind %d",
@@ -82,8 +91,8 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     ocl_arg args[] = {OCL_ARG(p),    OCL_ARG(poff), OCL_ARG(g),    OCL_ARG(goff),     OCL_ARG(m),
                       OCL_ARG(moff), OCL_ARG(v),    OCL_ARG(voff), OCL_ARG(gate),     OCL_ARG(gate_off),
                       OCL_ARG(copy), OCL_ARG(coff), OCL_ARG(cdt),  OCL_ARG(n),        OCL_ARG(wd),
-                      OCL_ARG(b1),   OCL_ARG(b2),   OCL_ARG(eps),  OCL_ARG(flags)};
+                      OCL_ARG(b1),   OCL_ARG(b2),   OCL_ARG(eps),  OCL_ARG(flags),    OCL_ARG(chunk)};
     const ocl_kernel *k;
     ug_status st = ocl_kernel_for(dev, a->copy.mem ? OCL_OPTIM_ADAM : OCL_OPTIM_ADAM_PLAIN, UG_F32, UG_F32, &k);
-    return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)n, args, sizeof args / sizeof args[0]);
+    return st != UG_OK ? st : ocl_launch_1d(dev, k, work_items(dev, n), args, sizeof args / sizeof args[0]);
 }

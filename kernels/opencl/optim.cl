@@ -1,4 +1,4 @@
-/* Optimizer updates, one element per work-item. */
+/* Optimizer updates: a chunk of elements per work-item (UG_OPTIM_LOOP). */
 
 /* PyTorch SGD on one element (flags: UG_OPTIM_NESTEROV), g already
  * scaled:
@@ -44,7 +44,7 @@ inline float ug_adam_element(float pv, float g, global float *m, global float *v
     return pv - (lr / bc1) * (mv / denom);
 }
 
-/* The updates, one element per work-item, each reading the step's gate
+/* The updates, each reading the step's gate
  * (kernels/common/optim_step.h) for its rate, step and scaling, in two
  * kernels each with one argument list (flags in backend.h's terms):
  *   ..._plain: no half copy, the common case. On POCL the general kernel's
@@ -55,37 +55,39 @@ inline float ug_adam_element(float pv, float g, global float *m, global float *v
     global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
         global float *restrict mbuf, ulong boff, const global float *restrict gate, ulong gate_off, \
         global uchar *restrict copy, ulong coff, int cdt, long n, float wd, float momentum,        \
-        float dampening, int flags
+        float dampening, int flags, long chunk
 #define UG_ADAM_PARAMS                                                                             \
     global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
         global float *restrict m, ulong moff, global float *restrict v, ulong voff,                 \
         const global float *restrict gate, ulong gate_off, global uchar *restrict copy, ulong coff, \
-        int cdt, long n, float wd, float beta1, float beta2, float eps, int flags
+        int cdt, long n, float wd, float beta1, float beta2, float eps, int flags, long chunk
 
-/* One element's SGD or Adam update from the gate (skipped: nothing), its
- * result also stored in the half copy with UG_OPTIM_COPY. */
+/* A work-item updates `chunk` elements (one on GPUs, whose neighbouring
+ * work-items then read neighbouring elements; 64 on CPU devices, where
+ * POCL vectorizes the loop: one element a work-item took 0.57 ms for
+ * Adam over 397,510 parameters, 10x the CPU backend). The gate is read
+ * once; a skipped step changes nothing. With UG_OPTIM_COPY each result
+ * also goes to the half copy. */
+#define UG_OPTIM_LOOP(UPDATE)                                                                      \
+    const long begin = get_global_id(0) * chunk, end = min(begin + chunk, n);                     \
+    const global float *gt = gate + gate_off;                                                     \
+    if (begin >= n || gt[UG_GATE_SKIP] != 0.0f)                                                   \
+        return;                                                                                   \
+    const float factor = gt[UG_GATE_FACTOR], lr = gt[UG_GATE_LR];                                 \
+    for (long i = begin; i < end; i++) {                                                          \
+        const float result = (UPDATE);                                                            \
+        p[poff + i] = result;                                                                     \
+        if (flags & UG_OPTIM_COPY)                                                                \
+            ug_store_dt(copy, (long)coff + i, cdt, result);                                       \
+    }
 #define UG_SGD_BODY                                                                                \
-    const long i = get_global_id(0);                                                              \
-    const global float *gt = gate + gate_off;                                                     \
-    if (i >= n || gt[UG_GATE_SKIP] != 0.0f)                                                       \
-        return;                                                                                   \
-    const float result = ug_sgd_element(p[poff + i], grad[goff + i] * gt[UG_GATE_FACTOR],        \
-                                        mbuf + boff + i, gt[UG_GATE_LR], wd, momentum, dampening, \
-                                        gt[UG_GATE_STEP] == 1.0f, flags);                         \
-    p[poff + i] = result;                                                                         \
-    if (flags & UG_OPTIM_COPY)                                                                    \
-        ug_store_dt(copy, (long)coff + i, cdt, result);
+    const bool first = gate[gate_off + UG_GATE_STEP] == 1.0f;                                     \
+    UG_OPTIM_LOOP(ug_sgd_element(p[poff + i], grad[goff + i] * factor, mbuf + boff + i, lr, wd,  \
+                                 momentum, dampening, first, flags))
 #define UG_ADAM_BODY                                                                               \
-    const long i = get_global_id(0);                                                              \
-    const global float *gt = gate + gate_off;                                                     \
-    if (i >= n || gt[UG_GATE_SKIP] != 0.0f)                                                       \
-        return;                                                                                   \
-    const float result = ug_adam_element(p[poff + i], grad[goff + i] * gt[UG_GATE_FACTOR],       \
-                                         m + moff + i, v + voff + i, gt[UG_GATE_LR], wd, beta1,   \
-                                         beta2, eps, gt[UG_GATE_BC1], gt[UG_GATE_BC2], flags);    \
-    p[poff + i] = result;                                                                         \
-    if (flags & UG_OPTIM_COPY)                                                                    \
-        ug_store_dt(copy, (long)coff + i, cdt, result);
+    const float bc1 = gate[gate_off + UG_GATE_BC1], bc2 = gate[gate_off + UG_GATE_BC2];           \
+    UG_OPTIM_LOOP(ug_adam_element(p[poff + i], grad[goff + i] * factor, m + moff + i,            \
+                                  v + voff + i, lr, wd, beta1, beta2, eps, bc1, bc2, flags))
 
 kernel void optim_sgd_plain(UG_SGD_PARAMS)
 {
