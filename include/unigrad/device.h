@@ -75,7 +75,8 @@ UG_API ug_status ug_device_autotune(ug_device *device, char *report, size_t repo
 /* Denormal (subnormal) floats flushed to zero on the CPU, as PyTorch's
  * torch.set_flush_denormal: x86 computes with them up to 100 times slower,
  * and training values can drift into their range. Applies to the calling
- * thread and the CPU backend's own threads (not OpenBLAS's). Returns false,
+ * thread and the CPU backend's own threads (not OpenBLAS's). OpenCL CPU
+ * devices (POCL) flush always: their kernels are built so. Returns false,
  * changing nothing, where the processor has no such mode. */
 UG_API bool ug_set_flush_denormal(bool enabled);
 /* Whether ug_set_flush_denormal last turned flushing on. */
