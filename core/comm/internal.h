@@ -50,6 +50,7 @@ struct ug_comm {
     comm_side *side;          /* the communication thread, made on first use (side.c) */
     comm_data_parallel *data_parallel; /* data_parallel.c's state */
     double debug_seconds_per_row; /* test hook: > 0 replaces the timed compute (ug_comm_debug_seconds_per_row) */
+    double debug_backward_delay;  /* test hook: seconds added to each timed backward (ug_comm_debug_slow) */
 };
 
 /* comm.c: tensor <- op over the ranks' tensors, in place on the device
@@ -88,5 +89,8 @@ double ug_comm_compute_seconds(const ug_comm *c);
 /* Test hook: this rank's forward and backward take seconds per row, as if
  * timed, so that a test knows the shares the trainer must choose. */
 void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds);
+/* Test hook: this rank's ug_comm_run_backward sleeps seconds inside its
+ * timed compute, as a slow device would take them. */
+void ug_comm_debug_slow(ug_comm *c, double seconds);
 
 #endif

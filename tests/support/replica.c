@@ -131,9 +131,12 @@ static ug_status train(replica *r)
             if (cut[m + 1] == cut[m])
                 continue;
             TRY(micro_batch(r, s, cut[m], cut[m + 1] - cut[m]));
-            if (r->comm && m == last && !r->setup.after_backward)
+            if (r->comm && m == last && !r->setup.after_backward) {
                 TRY(ug_comm_run_backward(r->comm, r->graph));
-            else
+                const double compute = r->compute_seconds ? r->compute_seconds(r->comm) : 0.0;
+                if (s > 0 && compute > r->most_compute)
+                    r->most_compute = compute;
+            } else
                 TRY(ug_graph_run_backward(r->graph));
         }
         if (r->comm && (last < 0 || r->setup.after_backward))

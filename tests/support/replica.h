@@ -33,6 +33,9 @@ typedef struct replica {
     bool other_model;         /* builds a wider hidden layer (the refusal case) */
     bool other_optimizer;     /* SGD, not Adam (the refusal case) */
     int killed_at_step;       /* 1 + the step whose start kills this process (SIGKILL; 0: never) */
+    /* Read after each ug_comm_run_backward (when set): the largest after
+     * the first step goes to most_compute. */
+    double (*compute_seconds)(const ug_comm *comm);
     int64_t reference_split;  /* one device: the rows where rank 1's part starts, as a micro-batch (0: none) */
     replica_setup setup;
     ug_model *model;
@@ -45,6 +48,7 @@ typedef struct replica {
     int64_t param_count;
     uint64_t step_hash[REPLICA_STEPS]; /* of the parameters after each step */
     int64_t skipped_steps;    /* by the loss scaler */
+    double most_compute;
 } replica;
 
 /* The global batches (the same in every process). */

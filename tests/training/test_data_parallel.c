@@ -14,7 +14,8 @@
  * on every rank. The trainer with comm (one per rank) ends where one
  * device's does, with the same epoch figures and the replicas bitwise
  * alike; on devices of two kinds each replica's share of the batch follows
- * its speed (made known through a test hook), on one kind it stays equal.
+ * its speed (made known through a test hook), on one kind it stays equal;
+ * the compute a rank measures leaves out its all-reduces' waits.
  * NCCL (ug_comm_nccl_create, on the emulated CUDA device through a stand-in
  * libnccl.so.2): collectives against sums worked out in double, and the
  * replicas' training equal to one device's; elsewhere refused on every
@@ -31,6 +32,12 @@
 /* core/comm/internal.h's test hook: this rank's forward and backward
  * count as seconds per row, in place of the timed ones. */
 void ug_comm_debug_seconds_per_row(ug_comm *comm, double seconds);
+/* core/comm/internal.h: the last ug_comm_run_backward's forward and
+ * backward on the device, without the all-reduces and their waits. */
+double ug_comm_compute_seconds(const ug_comm *comm);
+/* core/comm/internal.h's test hook: this rank's backward takes seconds
+ * more, as on a slow device. */
+void ug_comm_debug_slow(ug_comm *comm, double seconds);
 
 static void *run_replica(void *arg)
 {
@@ -458,6 +465,39 @@ static bool single_and_pair(ug_device *dev, const ug_dataset *data, const traine
     return true;
 }
 
+/* Rank 1 as a slow device (a test hook: its backward takes 60 ms more):
+ * rank 0's all-reduces wait for it, and the compute rank 0 measures
+ * (what the batch's shares follow) must not count that wait, while rank
+ * 1's counts its own slowness. With the wait counted in, the CPU beside
+ * a slower device measured itself the slower one, and its share shrank. */
+static void test_compute_excludes_waits(ug_device *dev)
+{
+    ug_device *cpu = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    ug_device *devices[2] = {cpu, dev};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    ug_comm_debug_slow(comms[1], 0.06);
+    pthread_t threads[2];
+    for (int r = 0; r < 2; r++) {
+        ranks[r] = (replica){.device = devices[r], .comm = comms[r], .first = r ? 4 : 0, .rows = 4,
+                             .compute_seconds = ug_comm_compute_seconds};
+        pthread_create(&threads[r], NULL, run_replica, &ranks[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(threads[r], NULL);
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(ranks[r].status == UG_OK, "rank %d: %s", r, ranks[r].message);
+    CHECK_MSG(ranks[0].most_compute > 0.0 && ranks[0].most_compute < 0.03,
+              "rank 0 measured %.4f s of compute in steps whose all-reduces waited 0.06 s for rank 1",
+              ranks[0].most_compute);
+    CHECK_MSG(ranks[1].most_compute >= 0.06, "rank 1 measured %.4f s of compute, under its own 0.06 s",
+              ranks[1].most_compute);
+    for (int r = 0; r < 2; r++)
+        replica_free(&ranks[r]);
+    ug_device_close(cpu);
+}
+
 /* Rank 1 four times slower per row than rank 0 (the test hook, in place
  * of timing): after the first update (warm-up) and a round of 4, the
  * devices of two kinds split each batch 80:20; two of one kind keep equal
@@ -679,6 +719,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(trainer),
         TH_DEVICE_TEST(trainer_stop),
         TH_DEVICE_TEST(measured_shares),
+        TH_DEVICE_TEST(compute_excludes_waits),
         TH_DEVICE_TEST(nccl),
         TH_DEVICE_TEST(batch_norm_statistics),
         TH_DEVICE_TEST(resume_other_world),
