@@ -192,9 +192,7 @@ ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char 
     return on_device(device->backend->stream_create(device->bdev, out), what, "on", device);
 }
 
-/* Whether the backend captures its streams itself; the others' steps are
- * recorded on the host (recorder.c), the calling thread's work only. */
-static bool backend_captures(const ug_device *device)
+bool ug_backend_captures(const ug_device *device)
 {
     const ug_backend *b = device->backend;
     return b->stream_capture_begin && b->stream_capture_end && b->stream_replay && b->replay_free;
@@ -202,7 +200,7 @@ static bool backend_captures(const ug_device *device)
 
 ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const char *what)
 {
-    if (!backend_captures(device))
+    if (!ug_backend_captures(device))
         return on_device(ug_record_begin(device), what, "on", device);
     return on_device(device->backend->stream_capture_begin(device->bdev, stream), what, "on", device);
 }
@@ -210,7 +208,7 @@ ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const cha
 ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **replay, const char *what)
 {
     *replay = NULL;
-    if (!backend_captures(device))
+    if (!ug_backend_captures(device))
         return on_device(ug_record_end(replay), what, "on", device);
     return on_device(device->backend->stream_capture_end(device->bdev, stream, replay), what, "on", device);
 }
@@ -219,7 +217,7 @@ ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **repl
  * caller has made stream. */
 ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, const char *what)
 {
-    if (!backend_captures(device))
+    if (!ug_backend_captures(device))
         return ug_record_replay(device, replay);
     return on_device(device->backend->stream_replay(device->bdev, stream, replay), what, "on", device);
 }
@@ -229,7 +227,7 @@ void ug_call_replay_free(ug_device *device, void *replay)
     /* Queued calls of a host recording may still read its arguments (the
      * CPU's streams run them on threads of their own): they finish first,
      * as CUDA finishes a graph's launches before destroying it. */
-    if (!backend_captures(device)) {
+    if (!ug_backend_captures(device)) {
         if (replay && device->backend->synchronize(device->bdev) != UG_OK)
             ug_clear_error(); /* the work's failure was reported by its step */
         ug_record_free(replay);

@@ -45,6 +45,9 @@ ug_status ug_call_stream_create(ug_device *device, ug_bstream **out, const char 
 /* Capture and replay (backend.h) on every device: a backend without them
  * has the calling thread's kernels and copies recorded on the host
  * (recorder.c), and replayed as recorded. */
+/* Whether the backend captures its streams itself (a capture then takes
+ * in every thread's work on the stream). */
+bool ug_backend_captures(const ug_device *device);
 ug_status ug_call_capture_begin(ug_device *device, ug_bstream *stream, const char *what);
 ug_status ug_call_capture_end(ug_device *device, ug_bstream *stream, void **replay, const char *what);
 ug_status ug_call_replay(ug_device *device, ug_bstream *stream, void *replay, const char *what);
