@@ -40,6 +40,7 @@
     X(GEMM_HALF, "gemm", OCL_DT(UG_F16) | OCL_DT(UG_BF16), OCL_FLOATS)       \
     X(REDUCE, "reduce", OCL_FLOATS, 0)                                       \
     X(REDUCE_ROWS, "reduce_rows_f32", 0, 0)                                  \
+    X(REDUCE_COLS, "reduce_cols_f32", 0, 0)                                  \
     X(SOFTMAX, "softmax", OCL_FLOATS, 0)                                     \
     X(RANDOM, "random", OCL_FLOATS, 0)                                       \
     X(XENT_FWD, "xent_fwd", 0, 0)                                            \

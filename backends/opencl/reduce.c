@@ -95,6 +95,33 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_ke
     return st;
 }
 
+/* f32 columns on CPU devices (reduce.cl's reduce_cols_f32): an item per
+ * 16 columns of each outer slice, walking len alone. Longer columns take
+ * the general kernel, whose items share len and sum pairwise. */
+enum { COLS_MAX_LEN = 1024 };
+
+static bool columns_apply(const ug_bdev *dev, const ug_reduce_args *a)
+{
+    return dev->is_cpu && a->x.dtype == UG_F32 && a->op != UG_RKERNEL_ARGMAX && a->inner >= 16 &&
+           a->len <= COLS_MAX_LEN;
+}
+
+static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
+{
+    const ocl_kernel *k;
+    ug_status st = ocl_kernel_for(dev, OCL_REDUCE_COLS, UG_F32, UG_F32, &k);
+    if (st != UG_OK)
+        return st;
+    cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
+    cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
+    cl_int ydt = a->y.dtype, op = a->op;
+    cl_long outer = a->outer, len = a->len, inner = a->inner;
+    cl_float count = (cl_float)a->len;
+    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff), OCL_ARG(ydt),   OCL_ARG(x),  OCL_ARG(xoff),
+                      OCL_ARG(outer), OCL_ARG(len),  OCL_ARG(inner), OCL_ARG(op), OCL_ARG(count)};
+    return ocl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args, 10);
+}
+
 ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
 {
     if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
@@ -112,6 +139,8 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
         return st;
     if (dev->is_cpu && a->inner == 1 && a->x.dtype == UG_F32 && !argmax)
         return reduce_rows(dev, a, partials);
+    if (columns_apply(dev, a))
+        return reduce_cols(dev, a);
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, a->len, a->inner, &tx, &ty);
 
