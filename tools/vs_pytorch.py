@@ -10,6 +10,7 @@ Usage: python3 tools/vs_pytorch.py [--ug-train build/ug-train] [--models mlp,cnn
 Needs Debian's python3-torch and python3-numpy."""
 import argparse
 import gzip
+import importlib.util
 import os
 import re
 import statistics
@@ -106,9 +107,10 @@ def main():
     if args.torch_worker:
         torch_epoch(args.torch_worker[0], int(args.torch_worker[1]), args.data)
         return
-    try:
-        import torch  # noqa: F401 (only whether this python3 has it)
-    except ImportError:
+    # Only whether this python3 has it: importing it here would make this
+    # process's 200 MiB every child's peak (a child's pre-exec memory counts
+    # in its ru_maxrss).
+    if importlib.util.find_spec("torch") is None:
         sys.exit(f"vs_pytorch: {sys.executable} has no PyTorch: install Debian's python3-torch "
                  "and run this with /usr/bin/python3")
     if not os.access(args.ug_train, os.X_OK):
