@@ -24,6 +24,7 @@ typedef struct replica_setup {
     int overflow_step;        /* 1 + the step whose row REPLICA_BATCH / 2 overflows f16 (0: none) */
     bool after_backward;      /* ug_comm_reduce_gradients, not ug_comm_run_backward */
     bool no_overlap;          /* ug_comm_run_backward with ug_comm_set_overlap(false) */
+    double slow_seconds;      /* rank 1's backward takes this much more (in-process pairs: a test hook) */
 } replica_setup;
 
 typedef struct replica {

@@ -58,12 +58,15 @@ static void run_pair(ug_device *dev, int64_t split, const replica_setup *setup, 
     ug_device *devices[2] = {cpu, dev};
     ug_comm *comms[2];
     REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    if (setup->slow_seconds > 0)
+        ug_comm_debug_slow(comms[1], setup->slow_seconds);
     pthread_t threads[2];
     for (int r = 0; r < 2; r++) {
         memset(&ranks[r], 0, sizeof ranks[r]);
         ranks[r] = (replica){.device = devices[r], .comm = comms[r], .first = r ? split : 0,
                              .rows = r ? REPLICA_BATCH - split : split, .other_model = other_model && r == 1,
-                             .other_optimizer = other_optimizer && r == 1, .setup = *setup};
+                             .other_optimizer = other_optimizer && r == 1, .setup = *setup,
+                             .compute_seconds = ug_comm_compute_seconds};
         pthread_create(&threads[r], NULL, run_replica, &ranks[r]);
     }
     for (int r = 0; r < 2; r++)
@@ -472,20 +475,7 @@ static bool single_and_pair(ug_device *dev, const ug_dataset *data, const traine
  * a slower device measured itself the slower one, and its share shrank. */
 static void test_compute_excludes_waits(ug_device *dev)
 {
-    ug_device *cpu = NULL;
-    REQUIRE_OK(ug_device_open("cpu", &cpu));
-    ug_device *devices[2] = {cpu, dev};
-    ug_comm *comms[2];
-    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
-    ug_comm_debug_slow(comms[1], 0.06);
-    pthread_t threads[2];
-    for (int r = 0; r < 2; r++) {
-        ranks[r] = (replica){.device = devices[r], .comm = comms[r], .first = r ? 4 : 0, .rows = 4,
-                             .compute_seconds = ug_comm_compute_seconds};
-        pthread_create(&threads[r], NULL, run_replica, &ranks[r]);
-    }
-    for (int r = 0; r < 2; r++)
-        pthread_join(threads[r], NULL);
+    run_pair(dev, REPLICA_BATCH / 2, &(replica_setup){.slow_seconds = 0.06}, false, false);
     for (int r = 0; r < 2; r++)
         CHECK_MSG(ranks[r].status == UG_OK, "rank %d: %s", r, ranks[r].message);
     CHECK_MSG(ranks[0].most_compute > 0.0 && ranks[0].most_compute < 0.03,
@@ -493,9 +483,6 @@ static void test_compute_excludes_waits(ug_device *dev)
               ranks[0].most_compute);
     CHECK_MSG(ranks[1].most_compute >= 0.06, "rank 1 measured %.4f s of compute, under its own 0.06 s",
               ranks[1].most_compute);
-    for (int r = 0; r < 2; r++)
-        replica_free(&ranks[r]);
-    ug_device_close(cpu);
 }
 
 /* Rank 1 four times slower per row than rank 0 (the test hook, in place
