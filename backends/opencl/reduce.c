@@ -69,10 +69,10 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_ke
     ug_status st = ocl_kernel_for(dev, OCL_REDUCE_ROWS, UG_F32, UG_F32, &k);
     if (st != UG_OK)
         return st;
-    /* 64 items a group on CPU devices: a shorter tree of barriers (a
-     * gradient check's sum of 392000 values: 48 us with 256, 32 with 64).
-     * At least 64 terms an item. */
-    size_t local = dev->is_cpu && k->wg > 64 ? 64 : k->wg;
+    /* 64 items a group: a shorter tree of barriers than the kernel's
+     * limit (a gradient check's sum of 392000 values: 48 us with 256, 32
+     * with 64). At least 64 terms an item. */
+    size_t local = k->wg > 64 ? 64 : k->wg;
     cl_long splits = len_splits(dev, a->outer, a->len / ((int64_t)local * 64), a->outer);
     cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;

@@ -332,7 +332,7 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
     UG_TRY(weigh_by_all_rows(c, g, rows, &total, op));
     comm_data_parallel *dp = c->data_parallel;
     const double start = ug_seconds_now();
-    if (c->debug_backward_delay > 0)
+    if (c->debug_backward_delay > 0) /* at most 1 s: ug_comm_debug_slow */
         nanosleep(&(struct timespec){.tv_nsec = (long)(c->debug_backward_delay * 1e9)}, NULL);
     if (!c->side_allowed || c->overlap_off) { /* (MPI may allow only its first thread) */
         UG_TRY(failing(c, ug_graph_run_backward(g)));
@@ -397,7 +397,7 @@ void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds)
 
 void ug_comm_debug_slow(ug_comm *c, double seconds)
 {
-    c->debug_backward_delay = seconds < 1.0 ? seconds : 1.0;
+    c->debug_backward_delay = seconds < 0.999 ? seconds : 0.999; /* nanosleep's tv_nsec */
 }
 
 int ug_comm_bucket_count(const ug_comm *c)

@@ -197,7 +197,7 @@ static ug_bstream *recording_stream(const graph_replay *r, const ug_stream *call
 }
 
 /* The caller's inputs into the recording's buffers, then the recording,
- * on the graph's stream. */
+ * on the graph's stream (a host recording: on the caller's). */
 static ug_status replay(ug_graph *g, graph_replay *r, ug_stream *caller, const char *op)
 {
     ug_status st = enter(g, r, caller);

@@ -72,7 +72,8 @@ UG_GEMM_HALF_KERNEL(bf16, bf16)
  * least 32: the last column tile is moved back inside C and stores only
  * the columns the tile before it left (gathering B's columns up to C's
  * edge instead made the MLP's 500 x 784 x 64 weight gradient about 15%
- * slower); rows past C's edge read a clamped address and store nothing. One work-item a work-group: nothing to share, no barriers. Named
+ * slower); rows past C's edge read a clamped address and store nothing.
+ * One work-item a work-group: nothing to share, no barriers. Named
  * registers and pointers, not arrays indexed by row: POCL kept arrays of
  * them in memory (93 against 305 GFLOP/s at 512^3). */
 #define UG_TILED_ROW(r)                                                                   \
