@@ -75,8 +75,9 @@ static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
                       OCL_ARG(m),   OCL_ARG(n),    OCL_ARG(kk), OCL_ARG(lda),  OCL_ARG(ldb), OCL_ARG(ldc),
                       OCL_ARG(sa),  OCL_ARG(sb),   OCL_ARG(sc), OCL_ARG(ta),   OCL_ARG(alpha), OCL_ARG(beta)};
     const size_t local[3] = {1, 1, 1};
-    const size_t global[3] = {a->trans_b ? ((size_t)a->n + 3) / 4 : ((size_t)a->n + 31) / 32,
-                              a->trans_b ? ((size_t)a->m + 3) / 4 : ((size_t)a->m + 7) / 8, (size_t)a->batch};
+    /* gemm_f32_nt: row tiles along the first dimension (gemm.cl says why) */
+    const size_t global[3] = {a->trans_b ? ((size_t)a->m + 3) / 4 : ((size_t)a->n + 31) / 32,
+                              a->trans_b ? ((size_t)a->n + 3) / 4 : ((size_t)a->m + 7) / 8, (size_t)a->batch};
     return ocl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
