@@ -145,6 +145,7 @@ struct comm_data_parallel {
     comm_timing *timing;      /* per bucket: its last all-reduce */
     double backward_end;      /* when the last overlapped backward finished (0: not overlapped) */
     double compute_seconds;   /* the last ug_comm_run_backward's forward and backward, on the device */
+    bool reduce_inline;       /* each bucket reduced on the compute's thread (side_thread_helps) */
 };
 
 void ug_comm_data_parallel_free(ug_comm *c)
@@ -190,6 +191,21 @@ static ug_status check_setup(ug_comm *c, const ug_graph *g, const char *op)
 }
 
 /* The graph's accumulators, and this rank's state for its buckets. */
+/* Whether the communication thread could reduce beside the compute. Not
+ * where the CPU backend computes with as many threads as the process may
+ * use cores (a rank that mpirun bound to one core, UG_NUM_THREADS=1): the
+ * thread would only take turns with the compute, and cost it more than it
+ * hides (2 ranks on 2 cores: x1.25 of one rank's step, against x1.19
+ * reducing each bucket on the compute's thread as backward finishes it). */
+static bool side_thread_helps(const ug_comm *c)
+{
+    ug_device_info info;
+    if (ug_device_get_info(c->device, &info) != UG_OK || strcmp(info.backend, "cpu"))
+        return true;
+    cpu_set_t allowed;
+    return sched_getaffinity(0, sizeof allowed, &allowed) == 0 && (uint32_t)CPU_COUNT(&allowed) > info.compute_units;
+}
+
 static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
 {
     if (!g->compiled || !g->has_backward)
@@ -206,6 +222,7 @@ static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
     c->data_parallel = dp;
     dp->graph = g;
     dp->layout = g->layout;
+    dp->reduce_inline = !side_thread_helps(c);
     dp->ready = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->ready);
     dp->timing = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->timing);
     if (!dp->ready || !dp->timing)
@@ -305,21 +322,6 @@ static ug_status bucket_reduce_now(void *ctx, int b)
     return UG_OK;
 }
 
-/* Whether the communication thread could reduce beside the compute. Not
- * where the CPU backend computes with as many threads as the process may
- * use cores (a rank that mpirun bound to one core, UG_NUM_THREADS=1): the
- * thread would only take turns with the compute, and cost it more than it
- * hides (2 ranks on 2 cores: x1.25 of one rank's step, against x1.19
- * reducing each bucket on the compute's thread as backward finishes it). */
-static bool side_thread_helps(const ug_comm *c)
-{
-    ug_device_info info;
-    if (ug_device_get_info(c->device, &info) != UG_OK || strcmp(info.backend, "cpu"))
-        return true;
-    cpu_set_t allowed;
-    return sched_getaffinity(0, sizeof allowed, &allowed) == 0 && (uint32_t)CPU_COUNT(&allowed) > info.compute_units;
-}
-
 ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
 {
     const char *op = "ug_comm_run_backward";
@@ -341,7 +343,7 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
         return reduce_buckets(c, g, total, op);
     }
     dp->backward_end = 0.0;
-    if (!side_thread_helps(c)) { /* (nothing hidden: backward_end stays 0) */
+    if (dp->reduce_inline) { /* (nothing hidden: backward_end stays 0) */
         UG_TRY(failing(c, ug_graph_run_backward_notify(g, bucket_reduce_now, c)));
         /* Not the all-reduces run inside, nor their waits for the other
          * ranks: counted in, a CPU replica beside a slower device measured
