@@ -30,6 +30,13 @@
  * left would end the process (SIGBUS). */
 enum { WINDOW_BYTES = 16 << 20, MOST_PIECE = 1 << 20, LEAST_PIECE = 1 << 14 };
 
+/* A part's sum is made here, CHUNK floats at a time, and copied into the
+ * window with memcpy. Stored there by a loop, each of the window's lines
+ * (last read by another rank) took a read for ownership of its own, and
+ * the MLP's 0.75 MB part took 0.097 ms where the copies of it take 0.05;
+ * memcpy stores lines of this length whole. */
+enum { CHUNK = 1 << 16 };
+
 typedef struct header {
     atomic_uint meetings;          /* meet() calls this rank has come to (mod 2^32) */
     int64_t count;                 /* the floats this rank's all-reduce gave */
@@ -47,6 +54,7 @@ static struct {
     size_t piece;                  /* floats a slot holds */
     float *slots;                  /* [size + 1][piece]: the ranks', then the result */
     char transport[400];           /* how all-reduces travel, for ug_comm_transport */
+    _Alignas(64) float chunk[CHUNK]; /* a part's sum on its way to the window */
 } shared = {.group = MPI_COMM_NULL, .across = MPI_COMM_NULL, .win = MPI_WIN_NULL, .transport = "MPI"};
 
 /* Run at MPI_Finalize's start (an attribute of MPI_COMM_SELF), whoever
@@ -229,8 +237,9 @@ static int meet(const char *what, double timeout, char *why, size_t len)
     return 0;
 }
 
-/* out <- a + b (max: the larger of the two), element by element. */
-static void combine(float *out, const float *a, const float *b, size_t n, bool max)
+/* out <- a + b (max: the larger of the two), element by element; out
+ * may be a, never b. */
+static void combine(float *out, const float *a, const float *restrict b, size_t n, bool max)
 {
     if (max) {
         for (size_t i = 0; i < n; i++)
@@ -268,23 +277,32 @@ static int reduce_piece(float *data, size_t m, size_t n, bool max, double timeou
                      (long long)shared.headers[0].world_rank, (long long)shared.headers[0].count);
             return 1;
         }
-    /* This rank's part summed into the result slot in rank order, (r0 +
-     * r1) + r2 ..., whichever rank sums it. */
-    float *part = result + lo;
-    for (int r = 1; r < shared.size; r++)
-        combine(part, r == 1 ? from(data, 0) + lo : part, from(data, r) + lo, hi - lo, max);
-    if (shared.across != MPI_COMM_NULL && hi > lo) {
+    /* This rank's part summed in rank order, (r0 + r1) + r2 ..., whichever
+     * rank sums it, into the result slot and, when that is the sum of
+     * every machine's ranks, into data. */
+    const bool final = shared.across == MPI_COMM_NULL;
+    for (size_t at = lo; at < hi; at += CHUNK) {
+        const size_t k = hi - at < CHUNK ? hi - at : CHUNK;
+        for (int r = 1; r < shared.size; r++)
+            combine(shared.chunk, r == 1 ? from(data, 0) + at : shared.chunk, from(data, r) + at, k, max);
+        memcpy(result + at, shared.chunk, k * sizeof *data);
+        if (final)
+            memcpy(data + at, shared.chunk, k * sizeof *data);
+    }
+    if (!final && hi > lo) {
         MPI_Request request;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, part, (int)(hi - lo), MPI_FLOAT, max ? MPI_MAX : MPI_SUM,
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, result + lo, (int)(hi - lo), MPI_FLOAT, max ? MPI_MAX : MPI_SUM,
                                 shared.across, &request);
         if (rc != MPI_SUCCESS)
             return ug_mpi_error(rc, "MPI_Iallreduce", why, len);
         if (ug_mpi_wait(&request, what, timeout, why, len))
             return 1;
+        memcpy(data + lo, result + lo, (hi - lo) * sizeof *data);
     }
     if (meet(what, timeout, why, len))
         return 1;
-    memcpy(data, result, m * sizeof *data);
+    memcpy(data, result, lo * sizeof *data);
+    memcpy(data + hi, result + hi, (m - hi) * sizeof *data);
     return 0;
 }
 
