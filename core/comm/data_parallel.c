@@ -206,15 +206,37 @@ static bool side_thread_helps(const ug_comm *c)
     return sched_getaffinity(0, sizeof allowed, &allowed) == 0 && (uint32_t)CPU_COUNT(&allowed) > info.compute_units;
 }
 
+static ug_status bucket_memory(void *ctx, size_t bytes, ug_storage **out)
+{
+    ug_comm *c = ctx;
+    return c->engine->bucket_memory(c, bytes, out);
+}
+
+/* The graph's buckets, made again in memory the engine reduces where it
+ * lies, when it has some for this device and every rank can (none holds
+ * accumulated micro-batches): a CPU replica's all-reduce then copies
+ * nothing (mpi_shared.c). */
+static ug_status make_buckets(ug_comm *c, ug_graph *g)
+{
+    ug_device_info info;
+    float cannot = !c->engine->bucket_memory || g->micro_batches ||
+                   ug_device_get_info(c->device, &info) != UG_OK || strcmp(info.backend, "cpu");
+    if (c->engine->bucket_memory) /* (the same engine on every rank) */
+        UG_TRY(c->engine->all_reduce(c, &cannot, 1, UG_COMM_SUM));
+    if (cannot > 0.0f)
+        return g->accumulated ? UG_OK : ug_graph_make_accumulators(g, NULL, NULL);
+    ug_graph_free_accumulators(g);
+    return ug_graph_make_accumulators(g, bucket_memory, c);
+}
+
 static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
 {
     if (!g->compiled || !g->has_backward)
         return ug_set_error(UG_ERR_STATE, "%s: the graph is not compiled with a backward pass", op);
-    if (!g->accumulated)
-        UG_TRY(ug_graph_make_accumulators(g));
     comm_data_parallel *dp = c->data_parallel;
-    if (dp && dp->graph == g && dp->layout == g->layout)
+    if (dp && dp->graph == g && dp->layout == g->layout && g->accumulated)
         return UG_OK;
+    UG_TRY(make_buckets(c, g));
     ug_comm_data_parallel_free(c);
     dp = ug_calloc(1, sizeof *dp);
     if (!dp)

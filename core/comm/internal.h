@@ -10,6 +10,8 @@
 #include "unigrad/comm.h"
 #include "unigrad/stream.h"
 
+struct ug_storage; /* core/runtime/internal.h */
+
 typedef struct comm_engine {
     const char *name;
     ug_status (*all_reduce)(ug_comm *c, float *data, size_t n, ug_comm_op op);
@@ -32,6 +34,11 @@ typedef struct comm_engine {
     ug_status (*device_all_reduce)(ug_comm *c, ug_tensor *t, ug_comm_op op);
     ug_status (*device_broadcast)(ug_comm *c, ug_tensor *t, int root);
     ug_status (*device_all_gather)(ug_comm *c, const ug_tensor *in, ug_tensor *out);
+    /* Optional, a collective: a storage of bytes of host memory for a CPU
+     * replica's gradient buckets, which this engine's all-reduces reduce
+     * where it lies, with no copies (MPI: shared memory among a machine's
+     * ranks); *out NULL where it has none. */
+    ug_status (*bucket_memory)(ug_comm *c, size_t bytes, struct ug_storage **out);
 } comm_engine;
 
 typedef struct comm_side comm_side;

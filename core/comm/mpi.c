@@ -45,6 +45,7 @@ typedef struct call_args {
     float *data;
     const float *in;
     int op, root;
+    void **block;
 } call_args;
 
 static int do_all_reduce(ug_comm *c, size_t n, void *a, char *why, size_t len)
@@ -67,6 +68,11 @@ static int do_barrier(ug_comm *c, size_t n, void *a, char *why, size_t len)
     (void)n;
     (void)a;
     return ((mpi_group *)c->group)->module->barrier(c->timeout, why, len);
+}
+
+static int do_shared_block(ug_comm *c, size_t n, void *a, char *why, size_t len)
+{
+    return ((mpi_group *)c->group)->module->shared_block(n, c->timeout, ((call_args *)a)->block, why, len);
 }
 
 static ug_status mpi_all_reduce(ug_comm *c, float *data, size_t n, ug_comm_op op)
@@ -96,11 +102,28 @@ static void mpi_fail(ug_comm *c, const char *why)
 
 static void mpi_leave(ug_comm *c) { free(c->group); }
 
+static ug_status mpi_bucket_memory(ug_comm *c, size_t bytes, ug_storage **out)
+{
+    mpi_group *g = c->group;
+    void *block = NULL;
+    *out = NULL;
+    if (!g->broken) /* (run keeps its text then) */
+        g->why[0] = '\0';
+    UG_TRY(run(c, "ug_comm_run_backward", 0, bytes, do_shared_block, &(call_args){.block = &block}));
+    if (!block && g->why[0])
+        ug_warn("rank %d: the gradient buckets are copied to be all-reduced, not shared: %s", c->rank, g->why);
+    ug_status st = block ? ug_storage_over_host(c->device, block, bytes, g->module->shared_block_free, out) : UG_OK;
+    if (st != UG_OK)
+        g->module->shared_block_free(block);
+    return st;
+}
+
 static const char *mpi_transport(const ug_comm *c) { return ((mpi_group *)c->group)->module->transport(); }
 
 static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast,
                                        .all_gather = mpi_all_gather, .barrier = mpi_barrier, .fail = mpi_fail,
-                                       .leave = mpi_leave, .transport = mpi_transport};
+                                       .leave = mpi_leave, .transport = mpi_transport,
+                                       .bucket_memory = mpi_bucket_memory};
 
 ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
 {

@@ -153,6 +153,6 @@ static int barrier(double timeout, char *why, size_t len)
 }
 
 static const ug_mpi_module module = {UG_MPI_MODULE_VERSION, init,    all_reduce, broadcast, all_gather, barrier,
-                                     ug_mpi_shared_transport};
+                                     ug_mpi_shared_transport, ug_mpi_shared_block, ug_mpi_shared_block_free};
 
 __attribute__((visibility("default"))) const ug_mpi_module *ug_mpi_module_entry(void) { return &module; }

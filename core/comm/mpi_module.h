@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#define UG_MPI_MODULE_VERSION 3
+#define UG_MPI_MODULE_VERSION 4
 #define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
 
 typedef struct ug_mpi_module {
@@ -29,6 +29,16 @@ typedef struct ug_mpi_module {
     /* How the all-reduces travel, in words: through shared memory among
      * the ranks of a machine (mpi_shared.c), or MPI's own. */
     const char *(*transport)(void);
+    /* A collective: a block of bytes of host memory (each rank its own
+     * size) that the other ranks of this machine map too, so that an
+     * all-reduce of data lying in it reads and writes every rank's data
+     * where it lies, with no copies; a CPU replica's gradient buckets.
+     * *address NULL, with 0, where the ranks share no memory or one could
+     * not make its block (/dev/shm full: why then says so): the same on
+     * every rank of the machine. Given back by shared_block_free, from
+     * any thread. */
+    int (*shared_block)(size_t bytes, double timeout, void **address, char *why, size_t len);
+    void (*shared_block_free)(void *address);
 } ug_mpi_module;
 
 typedef const ug_mpi_module *ug_mpi_module_entry_fn(void);

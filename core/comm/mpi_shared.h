@@ -36,4 +36,9 @@ const char *ug_mpi_shared_transport(void);
  * was done. */
 int ug_mpi_shared_all_reduce(float *data, size_t n, bool max, double timeout, bool *done, char *why, size_t len);
 
+/* A block of bytes of host memory that every rank of the group maps
+ * (mpi_module.h's shared_block). */
+int ug_mpi_shared_block(size_t bytes, double timeout, void **address, char *why, size_t len);
+void ug_mpi_shared_block_free(void *address);
+
 #endif

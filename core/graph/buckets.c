@@ -155,13 +155,27 @@ static int plan_buckets(ug_graph *g, graph_bucket *buckets)
     return count;
 }
 
-static ug_status make_bucket(ug_graph *g, graph_bucket *b)
+static int64_t bucket_elements(const ug_graph *g, const graph_bucket *b)
 {
-    const ug_value **grads = g->gradients;
     int64_t elements = 0;
     for (int p = b->begin; p < b->end; p++)
-        elements += aligned(ug_shape_numel(grads[g->ready_order[p]]->ndim, grads[g->ready_order[p]]->shape));
-    UG_TRY(ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){elements}, "a gradient bucket", &b->flat));
+        elements += aligned(ug_shape_numel(g->gradients[g->ready_order[p]]->ndim,
+                                           g->gradients[g->ready_order[p]]->shape));
+    return elements;
+}
+
+/* Bucket b, at *at elements into memory (then moved past it), or in a
+ * block of its own where memory is NULL. */
+static ug_status make_bucket(ug_graph *g, graph_bucket *b, ug_storage *memory, int64_t *at)
+{
+    const ug_value **grads = g->gradients;
+    const int64_t elements = bucket_elements(g, b);
+    if (memory) {
+        UG_TRY(ug_tensor_over_storage(memory, UG_F32, 1, (int64_t[]){elements}, *at, &b->flat));
+        *at += elements;
+    } else {
+        UG_TRY(ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){elements}, "a gradient bucket", &b->flat));
+    }
     b->elements = elements;
     /* The alignment gaps are reduced too: zeros, not stale memory. */
     UG_TRY(ug_launch_unary("a gradient bucket", UG_UNARY_FILL, 0.0f, 0.0f, b->flat, NULL));
@@ -173,6 +187,23 @@ static ug_status make_bucket(ug_graph *g, graph_bucket *b)
         offset += aligned(ug_shape_numel(grads[k]->ndim, grads[k]->shape));
     }
     return UG_OK;
+}
+
+/* All the buckets, in one block from memory when it gives one. */
+static ug_status make_buckets(ug_graph *g, ug_bucket_memory_fn *memory, void *ctx)
+{
+    int64_t total = 0;
+    for (int b = 0; b < g->bucket_count; b++)
+        total += bucket_elements(g, &g->buckets[b]);
+    ug_storage *block = NULL;
+    if (memory)
+        UG_TRY(memory(ctx, (size_t)total * sizeof(float), &block));
+    int64_t at = 0;
+    ug_status st = UG_OK;
+    for (int b = 0; st == UG_OK && b < g->bucket_count; b++)
+        st = make_bucket(g, &g->buckets[b], block, &at);
+    ug_storage_release(block); /* the buckets hold it */
+    return st;
 }
 
 /* The gradients that can live in their parts: a gradient value of its
@@ -192,7 +223,7 @@ static ug_status find_own_buffers(ug_graph *g)
     return UG_OK;
 }
 
-ug_status ug_graph_make_accumulators(ug_graph *g)
+ug_status ug_graph_make_accumulators(ug_graph *g, ug_bucket_memory_fn *memory, void *ctx)
 {
     int count = 0;
     for (int i = 0; i < g->value_count; i++)
@@ -218,8 +249,8 @@ ug_status ug_graph_make_accumulators(ug_graph *g)
         sort_by_readiness(count, g->accumulate_after, g->ready_order);
         g->bucket_count = plan_buckets(g, g->buckets);
     }
-    for (int b = 0; st == UG_OK && b < g->bucket_count; b++)
-        st = make_bucket(g, &g->buckets[b]);
+    if (st == UG_OK)
+        st = make_buckets(g, memory, ctx);
     if (st == UG_OK)
         st = find_own_buffers(g);
     if (st == UG_OK)

@@ -279,8 +279,12 @@ ug_status ug_graph_weigh_gradients(ug_graph *g, float rows, const char *op);
 
 /* graph/buckets.c */
 /* The accumulators of the parameters' gradients (g->accumulated) in their
- * buckets, made on first use, all or none. */
-ug_status ug_graph_make_accumulators(ug_graph *g);
+ * buckets, made on first use, all or none. memory, if not NULL, is asked
+ * once for a block of the buckets' bytes: a storage the buckets are laid
+ * in, or NULL for blocks of the device's pool (a data-parallel replica's
+ * shared memory, comm/data_parallel.c). */
+typedef ug_status ug_bucket_memory_fn(void *ctx, size_t bytes, ug_storage **out);
+ug_status ug_graph_make_accumulators(ug_graph *g, ug_bucket_memory_fn *memory, void *ctx);
 void ug_graph_free_accumulators(ug_graph *g);
 /* Points the gradients that live in buckets at their parts (true) or at
  * their own buffers (false), where a later micro-batch's gradients go

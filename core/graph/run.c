@@ -247,7 +247,7 @@ ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, v
     if (!g->has_backward)
         return ug_set_error(UG_ERR_STATE, "%s: the graph has no backward pass (ug_graph_backward)", op);
     if (!g->accumulated)
-        UG_TRY(ug_graph_make_accumulators(g));
+        UG_TRY(ug_graph_make_accumulators(g, NULL, NULL));
     UG_TRY(same_parameters(g, op));
     g->accumulating = true;
     ug_status st = run_accumulating(g, ready, ctx, op);

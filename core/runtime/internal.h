@@ -47,6 +47,10 @@ typedef struct ug_storage {
     size_t bytes;          /* bytes asked for */
     size_t block_bytes;    /* bytes of the pool block (size class) */
     int refcount;          /* atomic */
+    /* Non-NULL: host memory that someone else made (ug_storage_over_host),
+     * given back through this when the last tensor lets go of it, never
+     * to the pool. */
+    void (*give_back)(void *address);
 } ug_storage;
 
 struct ug_tensor {
@@ -90,6 +94,13 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose,
 void ug_format_bytes(uint64_t bytes, char *buf, size_t len);
 /* The bytes of the block the pool gives for a request of bytes. */
 size_t ug_pool_block_bytes(size_t bytes);
+/* A storage over bytes of host memory at address, which the device's
+ * kernels use as its own (the cpu backend's memory is the host's; any
+ * other refuses with UG_ERR_UNSUPPORTED): a communicator's shared memory,
+ * which other processes read and write. give_back(address) runs when the
+ * last tensor over it is freed. Not counted in the pool's figures. */
+ug_status ug_storage_over_host(ug_device *device, void *address, size_t bytes, void (*give_back)(void *address),
+                               ug_storage **out);
 void ug_storage_retain(ug_storage *storage);
 void ug_storage_release(ug_storage *storage);
 

@@ -248,6 +248,23 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
     return UG_OK;
 }
 
+ug_status ug_storage_over_host(ug_device *device, void *address, size_t bytes, void (*give_back)(void *address),
+                               ug_storage **out)
+{
+    *out = NULL;
+    if (strcmp(device->backend->name, "cpu"))
+        return ug_set_error(UG_ERR_UNSUPPORTED, "%s: the %s backend's memory is not the host's", device->info.id,
+                            device->backend->name);
+    ug_storage *storage = ug_calloc(1, sizeof *storage);
+    if (!storage)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
+    ug_device_retain(device);
+    *storage = (ug_storage){.device = device, .mem = address, .bytes = bytes, .block_bytes = bytes, .refcount = 1,
+                            .give_back = give_back};
+    *out = storage;
+    return UG_OK;
+}
+
 void ug_storage_retain(ug_storage *storage)
 {
     __atomic_add_fetch(&storage->refcount, 1, __ATOMIC_RELAXED);
@@ -258,6 +275,13 @@ void ug_storage_release(ug_storage *storage)
     if (!storage || __atomic_sub_fetch(&storage->refcount, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     ug_device *device = storage->device;
+    if (storage->give_back) { /* after the work that may still use it */
+        (void)ug_call_synchronize(device, "freeing a tensor");
+        storage->give_back(storage->mem);
+        free(storage);
+        ug_device_close(device);
+        return;
+    }
     ug_pool *pool = device->pool;
     ug_fence *fence = NULL;
     if (__atomic_load_n(&device->live_streams, __ATOMIC_ACQUIRE) > 0 &&
