@@ -29,11 +29,18 @@ export PKG_CONFIG_LIBDIR=$ug_gpu_lib/pkgconfig:$ug_gpu_lib/openblas-pthread/pkgc
 export PKG_CONFIG_SYSROOT_DIR=$UG_GPU_PREFIX
 pkg_config=$(command -v pkg-config || echo "$UG_GPU_PREFIX/usr/bin/pkgconf")
 
+# The MPI module against the prefix's Open MPI (env.sh, read again now that
+# it is unpacked).
+. tools/gpu/env.sh
+mpi=()
+if [ -x "$ug_gpu_mpirun" ]; then
+    mpi=("-DMPI_C_COMPILER=$UG_GPU_PREFIX/usr/bin/mpicc.openmpi" "-DMPIEXEC_EXECUTABLE=$ug_gpu_mpirun")
+fi
 archs=()
 if [ -n "${UG_CUDA_ARCHS:-}" ]; then
     archs=("-DUG_CUDA_ARCHS=$UG_CUDA_ARCHS")
 fi
 # oneDNN is not among the packages: the CPU device convolves through im2col.
 cmake -S . -B "$UG_GPU_BUILD" -DCMAKE_PREFIX_PATH="$UG_GPU_PREFIX/usr" \
-    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DUG_PYTHON3="$(command -v python3)" -DUG_WITH_HIP=OFF -DUG_WITH_ONEDNN=OFF "${archs[@]}"
+    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DUG_PYTHON3="$(command -v python3)" -DUG_WITH_HIP=OFF -DUG_WITH_ONEDNN=OFF "${archs[@]}" "${mpi[@]}"
 cmake --build "$UG_GPU_BUILD" -j "$(nproc)"

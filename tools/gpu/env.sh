@@ -26,3 +26,11 @@ if [ -n "$nvidia_opencl" ]; then
     echo "$nvidia_opencl" >"$UG_GPU_PREFIX/icd/nvidia.icd"
     export OCL_ICD_VENDORS=$UG_GPU_PREFIX/icd
 fi
+
+# Open MPI from the packages (fetch-debs.sh), moved from /usr to the prefix:
+# OPAL_PREFIX tells it where its plug-ins and helpers now are. Only when
+# unpacked, so that an Open MPI of the machine's own is left alone.
+ug_gpu_mpirun=$UG_GPU_PREFIX/usr/bin/mpirun.openmpi
+if [ -x "$ug_gpu_mpirun" ]; then
+    export OPAL_PREFIX=$UG_GPU_PREFIX/usr OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
