@@ -190,7 +190,12 @@ static ug_status check_setup(ug_comm *c, const ug_graph *g, const char *op)
     return st;
 }
 
-/* The graph's accumulators, and this rank's state for its buckets. */
+/* Whether the replica computes on the CPU backend, its facts in info. */
+static bool on_cpu(const ug_comm *c, ug_device_info *info)
+{
+    return ug_device_get_info(c->device, info) == UG_OK && !strcmp(info->backend, "cpu");
+}
+
 /* Whether the communication thread could reduce beside the compute. Not
  * where the CPU backend computes with as many threads as the process may
  * use cores (a rank that mpirun bound to one core, UG_NUM_THREADS=1): the
@@ -200,7 +205,7 @@ static ug_status check_setup(ug_comm *c, const ug_graph *g, const char *op)
 static bool side_thread_helps(const ug_comm *c)
 {
     ug_device_info info;
-    if (ug_device_get_info(c->device, &info) != UG_OK || strcmp(info.backend, "cpu"))
+    if (!on_cpu(c, &info))
         return true;
     cpu_set_t allowed;
     return sched_getaffinity(0, sizeof allowed, &allowed) == 0 && (uint32_t)CPU_COUNT(&allowed) > info.compute_units;
@@ -219,8 +224,7 @@ static ug_status bucket_memory(void *ctx, size_t bytes, ug_storage **out)
 static ug_status make_buckets(ug_comm *c, ug_graph *g)
 {
     ug_device_info info;
-    float cannot = !c->engine->bucket_memory || g->micro_batches ||
-                   ug_device_get_info(c->device, &info) != UG_OK || strcmp(info.backend, "cpu");
+    float cannot = !c->engine->bucket_memory || g->micro_batches || !on_cpu(c, &info);
     if (c->engine->bucket_memory) /* (the same engine on every rank) */
         UG_TRY(c->engine->all_reduce(c, &cannot, 1, UG_COMM_SUM));
     if (cannot > 0.0f)
@@ -229,6 +233,7 @@ static ug_status make_buckets(ug_comm *c, ug_graph *g)
     return ug_graph_make_accumulators(g, bucket_memory, c);
 }
 
+/* The graph's accumulators, and this rank's state for its buckets. */
 static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
 {
     if (!g->compiled || !g->has_backward)

@@ -515,12 +515,10 @@ static block *reserve_entry(unsigned serial)
 static void unreserve(block *b)
 {
     pthread_mutex_lock(&shared.blocks_lock);
-    for (int r = 0; r < shared.size; r++)
-        if (b->bases[r])
-            munmap(b->bases[r], b->bytes[r]);
-    free(b->bases);
-    free(b->bytes);
-    *b = (block){0};
+    if (b->bases[shared.rank])
+        munmap(b->bases[shared.rank], b->bytes[shared.rank]);
+    b->bases[shared.rank] = NULL;
+    unmap_others(b, false); /* and, nothing left, the entry */
     pthread_mutex_unlock(&shared.blocks_lock);
 }
 

@@ -169,14 +169,13 @@ static int64_t bucket_elements(const ug_graph *g, const graph_bucket *b)
 static ug_status make_bucket(ug_graph *g, graph_bucket *b, ug_storage *memory, int64_t *at)
 {
     const ug_value **grads = g->gradients;
-    const int64_t elements = bucket_elements(g, b);
+    const int64_t elements = b->elements;
     if (memory) {
         UG_TRY(ug_tensor_over_storage(memory, UG_F32, 1, (int64_t[]){elements}, *at, &b->flat));
         *at += elements;
     } else {
         UG_TRY(ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){elements}, "a gradient bucket", &b->flat));
     }
-    b->elements = elements;
     /* The alignment gaps are reduced too: zeros, not stale memory. */
     UG_TRY(ug_launch_unary("a gradient bucket", UG_UNARY_FILL, 0.0f, 0.0f, b->flat, NULL));
     int64_t offset = b->flat->offset;
@@ -194,7 +193,7 @@ static ug_status make_buckets(ug_graph *g, ug_bucket_memory_fn *memory, void *ct
 {
     int64_t total = 0;
     for (int b = 0; b < g->bucket_count; b++)
-        total += bucket_elements(g, &g->buckets[b]);
+        total += g->buckets[b].elements = bucket_elements(g, &g->buckets[b]);
     ug_storage *block = NULL;
     if (memory)
         UG_TRY(memory(ctx, (size_t)total * sizeof(float), &block));
