@@ -159,10 +159,13 @@ typedef enum ug_reduce_kind {
 /* x is viewed as [outer, len, inner]; y[o*inner + i] reduces x[o, :, i].
  * A full reduction is outer = inner = 1. x is f32 or f16; y is f32 or f16
  * (i32 for ARGMAX). Accumulation is in f32 in a tree (not a serial sum) so
- * 2^24+ elements stay accurate. len >= 1. */
+ * 2^24+ elements stay accurate. len >= 1.
+ * check (optional, f32 [1], with y f32 and op not ARGMAX): a graph's
+ * numeric check folded in (graph/check.c), set to NaN when a result is NaN
+ * or infinite, else left as it is. */
 typedef struct ug_reduce_args {
     ug_reduce_kind op;
-    ug_kview y, x;
+    ug_kview y, x, check;
     int64_t outer, len, inner;
 } ug_reduce_args;
 
@@ -235,9 +238,11 @@ typedef struct ug_random_args {
  * Forward (grad.mem == NULL): loss[r] = -sum_c target_c log_softmax(x_r)_c.
  * Backward (grad.mem != NULL): grad[r,c] = (softmax(x_r)_c - target_c) *
  * scale * dloss[0], with dloss a one-element f32 buffer (loss not written).
- * A label outside [0, cols) gives a NaN loss row and a zero gradient row. */
+ * A label outside [0, cols) gives a NaN loss row and a zero gradient row.
+ * check (optional, f32 [1], forward only): a graph's numeric check folded
+ * in, set to NaN when a logit is NaN or infinite, else left as it is. */
 typedef struct ug_xent_args {
-    ug_kview logits, labels, loss, grad, dloss;
+    ug_kview logits, labels, loss, grad, dloss, check;
     int64_t rows, cols;
     float smoothing, scale;
 } ug_xent_args;
@@ -355,17 +360,21 @@ typedef enum ug_optim_kind {
  * multi-tensor apply), each tensors[i] a parameter's views and n, one
  * launch where the backend can (param, grad, state0, state1, copy and n of
  * the args unused).
+ * When check.mem is set (f32 [1]), a graph's numeric check of the
+ * gradient is folded into the update: a NaN or infinite gradient element
+ * sets it to NaN, else it is left as it is (a skipped step reads no
+ * gradient and checks none).
  * UG_OPTIM_STEP: ug_optim_step with rule on state0 (UG_STEP_STATE_SIZE
  * values) and grad[0] (the gradients' sum of squares; grad.mem NULL when
  * the rule neither clips nor scales), writing the gate to param; n is 1. */
 typedef struct ug_optim_tensor {
-    ug_kview param, grad, state0, state1, copy;
+    ug_kview param, grad, state0, state1, copy, check;
     int64_t n;
 } ug_optim_tensor;
 
 typedef struct ug_optim_args {
     ug_optim_kind kind;
-    ug_kview param, grad, state0, state1, gate, copy;
+    ug_kview param, grad, state0, state1, gate, copy, check;
     int64_t n;
     int count;
     const ug_optim_tensor *tensors;
@@ -385,6 +394,7 @@ static inline ug_optim_args ug_optim_args_at(const ug_optim_args *a, int i)
     one.state0 = t->state0;
     one.state1 = t->state1;
     one.copy = t->copy;
+    one.check = t->check;
     one.n = t->n;
     one.count = 0;
     one.tensors = NULL;

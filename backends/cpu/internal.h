@@ -70,6 +70,24 @@ static inline char *ug_cpu_ptr(ug_kview v)
 /* The dtypes arithmetic kernels take (computing in f32). */
 static inline bool ug_cpu_float_dtype(ug_dtype t) { return t == UG_F32 || t == UG_F16 || t == UG_BF16; }
 
+/* Whether any of x[0..n) is NaN or infinite (x - x is NaN exactly then),
+ * as an integer reduction, so the loop it sits in still vectorises. */
+static inline bool ug_cpu_any_nonfinite(const float *x, int64_t n)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad |= x[i] - x[i] != 0.0f;
+    return bad;
+}
+
+/* Sets a numeric check folded into a kernel (backend.h) to NaN: atomically,
+ * since every thread that finds a bad value may store it at once. */
+static inline void ug_cpu_set_check(ug_kview check)
+{
+    const uint32_t nan_bits = 0x7fc00000u; /* f32 quiet NaN */
+    __atomic_store_n((uint32_t *)(void *)ug_cpu_ptr(check), nan_bits, __ATOMIC_RELAXED);
+}
+
 /* Reads n elements of any dtype, stride apart (0 repeats one), as f32. */
 void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out);
 /* Writes n contiguous f32 values as dtype (f32, f16 or bf16). */

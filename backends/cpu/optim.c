@@ -15,12 +15,16 @@ typedef struct opt_job {
     float step, sqrt_bc2, decay; /* Adam: lr/bc1, sqrt(bc2); AdamW: 1 - lr*wd */
 } opt_job;
 
+/* Each update returns whether a gradient it read was NaN or infinite (for
+ * a folded numeric check), found in the same pass. */
 UG_CPU_WIDE
-static void sgd_range(const opt_job *j, int64_t b, int64_t e)
+static bool sgd_range(const opt_job *j, int64_t b, int64_t e)
 {
     const ug_optim_args *a = j->args;
     float wd = a->weight_decay, mom = a->momentum, damp = 1.0f - a->dampening, lr = j->lr;
+    int bad = 0;
     for (int64_t i = b; i < e; i++) {
+        bad |= j->g[i] - j->g[i] != 0.0f;
         float g = j->g[i] * j->gscale;
         if (wd != 0.0f)
             g = g + wd * j->p[i];
@@ -32,10 +36,11 @@ static void sgd_range(const opt_job *j, int64_t b, int64_t e)
         }
         j->p[i] = j->p[i] - lr * g;
     }
+    return bad;
 }
 
 UG_CPU_WIDE
-static void adam_range(const opt_job *j, int64_t b, int64_t e)
+static bool adam_range(const opt_job *j, int64_t b, int64_t e)
 {
     const ug_optim_args *a = j->args;
     bool adamw = a->kind == UG_OPTIM_ADAMW;
@@ -49,7 +54,9 @@ static void adam_range(const opt_job *j, int64_t b, int64_t e)
     const float step = j->step, sqrt_bc2 = j->sqrt_bc2;
     float *restrict p = j->p, *restrict m = j->s0, *restrict v = j->s1;
     const float *restrict grad = j->g;
+    int bad = 0;
     for (int64_t i = b; i < e; i++) {
+        bad |= grad[i] - grad[i] != 0.0f;
         float pi = p[i] * decay;
         float g = grad[i] * gscale + l2 * pi;
         /* torch.lerp(m, g, w), as PyTorch's Adam and the other backends:
@@ -61,15 +68,15 @@ static void adam_range(const opt_job *j, int64_t b, int64_t e)
         /* PyTorch: denom = sqrt(v) / sqrt(bc2) + eps; p -= (lr / bc1) * m / denom. */
         p[i] = pi + (-step) * (mi / (sqrtf(vi) / sqrt_bc2 + eps));
     }
+    return bad;
 }
 
 static void optim_range(void *vjob, int64_t b, int64_t e)
 {
     const opt_job *j = vjob;
-    if (j->args->kind == UG_OPTIM_SGD)
-        sgd_range(j, b, e);
-    else
-        adam_range(j, b, e);
+    const bool bad = j->args->kind == UG_OPTIM_SGD ? sgd_range(j, b, e) : adam_range(j, b, e);
+    if (bad && j->args->check.mem)
+        ug_cpu_set_check(j->args->check);
     const ug_kview copy = j->args->copy;
     if (copy.mem) /* while the range is still in cache */
         ug_cpu_store(ug_cpu_ptr(copy) + b * (int64_t)ug_dtype_size(copy.dtype), copy.dtype, e - b,
@@ -105,7 +112,8 @@ static ug_status prepare_job(const ug_optim_args *a, opt_job *j, bool *run)
     if (a->param.dtype != UG_F32 || a->grad.dtype != UG_F32 ||
         (need0 && a->state0.dtype != UG_F32) || (need1 && a->state1.dtype != UG_F32) ||
         a->gate.dtype != UG_F32 ||
-        (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16))
+        (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16) ||
+        (a->check.mem && a->check.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
                             "cpu optimizer: every buffer must be f32 (the half copy f16 or bf16)");
     const float *gate = (const float *)ug_cpu_ptr(a->gate);

@@ -35,6 +35,7 @@ typedef struct red_job {
     int64_t brows, nblk; /* positions along len per block, blocks */
     float *part;         /* [pair][blk][tw] partials when nblk > 1 */
     int64_t *pidx;       /* same, argmax indices */
+    ug_kview check;      /* a folded numeric check of the results (backend.h) */
 } red_job;
 
 static bool is_sum(ug_reduce_kind op)
@@ -262,6 +263,8 @@ static void write_out(const red_job *j, int64_t pos, int64_t w, const float *val
     float tmp[RED_W];
     for (int64_t c = 0; c < w; c++)
         tmp[c] = j->op == UG_RKERNEL_MEAN ? val[c] / (float)j->len : val[c];
+    if (j->check.mem && ug_cpu_any_nonfinite(tmp, w))
+        ug_cpu_set_check(j->check);
     ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);
 }
 
@@ -368,6 +371,8 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
         (args->op == UG_RKERNEL_ARGMAX ? args->y.dtype != UG_I32 : !ug_cpu_float_dtype(args->y.dtype)))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: dtypes %s -> %s not supported",
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
+    if (args->check.mem && (args->check.dtype != UG_F32 || args->y.dtype != UG_F32))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a check needs f32 results and an f32 flag");
     if (args->outer <= 0 || args->inner <= 0)
         return UG_OK;
     if (args->len < 1)
@@ -375,7 +380,7 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
                             (long long)args->len);
     red_job j = {.op = args->op, .x = ug_cpu_ptr(args->x), .xt = args->x.dtype,
                  .y = ug_cpu_ptr(args->y), .yt = args->y.dtype, .outer = args->outer,
-                 .len = args->len, .inner = args->inner};
+                 .len = args->len, .inner = args->inner, .check = args->check};
     j.tw = j.inner == 1 ? 1 : RED_W;
     j.tiles = (j.inner + j.tw - 1) / j.tw;
     /* Blocks of about BLOCK_ELEMS values, fixed by the shape alone. */

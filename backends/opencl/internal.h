@@ -76,7 +76,8 @@ typedef enum ocl_family {
 enum {
     OCL_OPTIM_NESTEROV = 1,
     OCL_OPTIM_DECOUPLED = 1, /* AdamW */
-    OCL_OPTIM_COPY = 2       /* also store the result in the half copy */
+    OCL_OPTIM_COPY = 2,      /* also store the result in the half copy */
+    OCL_OPTIM_CHECK = 4      /* a numeric check of the gradient folded in */
 };
 
 /* Bits of the layernorm kernels' flags argument: which optional buffers
@@ -226,6 +227,15 @@ typedef struct ocl_arg {
 #define OCL_VIEW(name, view)                     \
     cl_mem name = (cl_mem)(view).mem;            \
     cl_ulong name##_off = (cl_ulong)(view).offset
+
+/* A numeric check folded into a kernel (backend.h's check views) as the
+ * three kernel arguments name, name_off and name_on; without one, `unused`
+ * is bound in its place (not every driver takes a NULL buffer), never
+ * written. */
+#define OCL_CHECK(name, view, unused)                                       \
+    cl_mem name = (view).mem ? (cl_mem)(view).mem : (cl_mem)(unused);     \
+    cl_ulong name##_off = (cl_ulong)(view).offset;                         \
+    cl_int name##_on = (view).mem != NULL
 
 /* Sets the arguments and enqueues; the caller holds launch_lock. */
 ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims,

@@ -57,9 +57,12 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_mem copy = a->copy.mem ? (cl_mem)a->copy.mem : p; /* absent: bound to p, never written */
     cl_ulong coff = a->copy.mem ? (cl_ulong)a->copy.offset : 0;
     cl_int cdt = (cl_int)a->copy.dtype;
-    cl_int flags = a->copy.mem ? OCL_OPTIM_COPY : 0;
+    OCL_CHECK(check, a->check, p);
+    cl_int flags = (a->copy.mem ? OCL_OPTIM_COPY : 0) | (check_on ? OCL_OPTIM_CHECK : 0);
     if (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: an optimizer's half copy must be f16 or bf16");
+    if (a->check.mem && a->check.dtype != UG_F32)
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: an optimizer's check flag must be f32");
 
     if (a->kind == UG_OPTIM_SGD) {
         cl_mem b = a->state0.mem ? (cl_mem)a->state0.mem : p;
@@ -73,7 +76,7 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
                           OCL_ARG(b),    OCL_ARG(boff),     OCL_ARG(gate), OCL_ARG(gate_off),
                           OCL_ARG(copy), OCL_ARG(coff),     OCL_ARG(cdt),  OCL_ARG(n),
                           OCL_ARG(wd),   OCL_ARG(momentum), OCL_ARG(dampening), OCL_ARG(flags),
-                          OCL_ARG(chunk)};
+                          OCL_ARG(chunk), OCL_ARG(check), OCL_ARG(check_off)};
         const ocl_kernel *k;
         ug_status st = ocl_kernel_for(dev, a->copy.mem ? OCL_OPTIM_SGD : OCL_OPTIM_SGD_PLAIN, UG_F32, UG_F32, &k);
         return st != UG_OK ? st : ocl_launch_1d(dev, k, work_items(dev, n), args, sizeof args / sizeof args[0]);
@@ -91,7 +94,8 @@ ug_status ocl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     ocl_arg args[] = {OCL_ARG(p),    OCL_ARG(poff), OCL_ARG(g),    OCL_ARG(goff),     OCL_ARG(m),
                       OCL_ARG(moff), OCL_ARG(v),    OCL_ARG(voff), OCL_ARG(gate),     OCL_ARG(gate_off),
                       OCL_ARG(copy), OCL_ARG(coff), OCL_ARG(cdt),  OCL_ARG(n),        OCL_ARG(wd),
-                      OCL_ARG(b1),   OCL_ARG(b2),   OCL_ARG(eps),  OCL_ARG(flags),    OCL_ARG(chunk)};
+                      OCL_ARG(b1),   OCL_ARG(b2),   OCL_ARG(eps),  OCL_ARG(flags),    OCL_ARG(chunk),
+                      OCL_ARG(check), OCL_ARG(check_off)};
     const ocl_kernel *k;
     ug_status st = ocl_kernel_for(dev, a->copy.mem ? OCL_OPTIM_ADAM : OCL_OPTIM_ADAM_PLAIN, UG_F32, UG_F32, &k);
     return st != UG_OK ? st : ocl_launch_1d(dev, k, work_items(dev, n), args, sizeof args / sizeof args[0]);

@@ -149,12 +149,12 @@ static void build_options(ug_bdev *dev, char *out, size_t len)
              "%s%s-DUG_WG=%d -DUG_DT_F32=%d -DUG_DT_F16=%d -DUG_DT_I32=%d -DUG_DT_U8=%d -DUG_DT_BF16=%d "
              "-DUG_R_SUM=%d -DUG_R_MEAN=%d -DUG_R_MAX=%d -DUG_R_ARGMAX=%d -DUG_R_SUMSQ=%d "
              "-DUG_OPTIM_NESTEROV=%d -DUG_OPTIM_DECOUPLED=%d "
-             "-DUG_OPTIM_COPY=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
+             "-DUG_OPTIM_COPY=%d -DUG_OPTIM_CHECK=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
              "-DUG_LN_RSTD=%d",
              (major > 1 || minor >= 2) ? "-cl-std=CL1.2 " : "",
              dev->is_cpu ? "-cl-denorms-are-zero " : "", OCL_MAX_WG, UG_F32, UG_F16,
              UG_I32, UG_U8, UG_BF16, UG_RKERNEL_SUM, UG_RKERNEL_MEAN, UG_RKERNEL_MAX, UG_RKERNEL_ARGMAX,
-             UG_RKERNEL_SUMSQ, OCL_OPTIM_NESTEROV, OCL_OPTIM_DECOUPLED, OCL_OPTIM_COPY, OCL_LN_GAMMA, OCL_LN_BETA, OCL_LN_MEAN, OCL_LN_RSTD);
+             UG_RKERNEL_SUMSQ, OCL_OPTIM_NESTEROV, OCL_OPTIM_DECOUPLED, OCL_OPTIM_COPY, OCL_OPTIM_CHECK, OCL_LN_GAMMA, OCL_LN_BETA, OCL_LN_MEAN, OCL_LN_RSTD);
 }
 
 static cl_program build_from_binary(ug_bdev *dev, const unsigned char *bin, size_t size,

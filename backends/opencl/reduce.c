@@ -29,8 +29,9 @@ static void reduce_shape(const ug_bdev *dev, size_t wg, int64_t len, int64_t inn
 /* One pass of reduce_<dtype>; the caller holds launch_lock. */
 static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, cl_ulong yoff, cl_int ydt,
                              cl_mem x, cl_ulong xoff, cl_long outer, cl_long len, cl_long inner,
-                             cl_long splits, cl_int op, cl_int stage, cl_float count)
+                             cl_long splits, cl_int op, cl_int stage, cl_float count, ug_kview checked)
 {
+    OCL_CHECK(check, checked, y);
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
@@ -41,8 +42,9 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),   OCL_ARG(ydt),   OCL_ARG(x),
                       OCL_ARG(xoff),  OCL_ARG(xidx),   OCL_ARG(len),   OCL_ARG(inner),
                       OCL_ARG(splits), OCL_ARG(chunk), OCL_ARG(op),    OCL_ARG(stage),
-                      OCL_ARG(count), OCL_ARG(pv),     OCL_ARG(pi)};
-    return ocl_launch_locked(dev, kernel, 2, global, local, args, 15);
+                      OCL_ARG(count), OCL_ARG(pv),     OCL_ARG(pi),    OCL_ARG(check),
+                      OCL_ARG(check_off), OCL_ARG(check_on)};
+    return ocl_launch_locked(dev, kernel, 2, global, local, args, sizeof args / sizeof args[0]);
 }
 
 /* How many parts to split len into so that groups x parts work-groups fill
@@ -85,12 +87,14 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_ke
     pthread_mutex_lock(&dev->launch_lock);
     ocl_queue *q = ocl_current(dev);
     cl_mem pv = q->scratch_v;
+    OCL_CHECK(check, a->check, y);
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),  OCL_ARG(ydt),   OCL_ARG(x),
                       OCL_ARG(xoff),  OCL_ARG(len),   OCL_ARG(splits), OCL_ARG(chunk),
-                      OCL_ARG(op),    OCL_ARG(count), OCL_ARG(pv)};
-    st = ocl_launch_locked(dev, k, 1, &global, &local, args, 11);
+                      OCL_ARG(op),    OCL_ARG(count), OCL_ARG(pv),    OCL_ARG(check),
+                      OCL_ARG(check_off), OCL_ARG(check_on)};
+    st = ocl_launch_locked(dev, k, 1, &global, &local, args, sizeof args / sizeof args[0]);
     if (st == UG_OK && splits > 1)
-        st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count);
+        st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count, a->check);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;
 }
@@ -117,9 +121,11 @@ static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
     cl_int ydt = a->y.dtype, op = a->op;
     cl_long outer = a->outer, len = a->len, inner = a->inner;
     cl_float count = (cl_float)a->len;
+    OCL_CHECK(check, a->check, y);
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff), OCL_ARG(ydt),   OCL_ARG(x),  OCL_ARG(xoff),
-                      OCL_ARG(outer), OCL_ARG(len),  OCL_ARG(inner), OCL_ARG(op), OCL_ARG(count)};
-    return ocl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args, 10);
+                      OCL_ARG(outer), OCL_ARG(len),  OCL_ARG(inner), OCL_ARG(op), OCL_ARG(count),
+                      OCL_ARG(check), OCL_ARG(check_off), OCL_ARG(check_on)};
+    return ocl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args, sizeof args / sizeof args[0]);
 }
 
 ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
@@ -131,6 +137,8 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
                : (a->y.dtype != UG_F32 && a->y.dtype != UG_F16 && a->y.dtype != UG_BF16))
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not write %s here",
                                    ug_dtype_name(a->y.dtype));
+    if (a->check.mem && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
+        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: a reduction's check needs f32 results and an f32 flag");
     const ocl_kernel *kernel, *partials;
     ug_status st = ocl_kernel_for(dev, OCL_REDUCE, a->x.dtype, a->x.dtype, &kernel);
     if (st == UG_OK)
@@ -157,11 +165,12 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     /* Both passes under one lock: the scratch belongs to this reduction
      * until its second pass is queued. */
     pthread_mutex_lock(&dev->launch_lock);
+    /* With a split, the first pass writes partials: the second checks. */
     st = reduce_pass(dev, kernel, y, yoff, ydt, x, xoff, a->outer, a->len, a->inner,
-                               splits, op, 0, count);
+                     splits, op, 0, count, a->check);
     if (st == UG_OK && splits > 1)
         st = reduce_pass(dev, partials, y, yoff, ydt, ocl_current(dev)->scratch_v, 0, a->outer, splits,
-                         a->inner, 1, op, 1, count);
+                         a->inner, 1, op, 1, count, a->check);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;
 }

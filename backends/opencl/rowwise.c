@@ -51,9 +51,13 @@ ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     if (!a->grad.mem) {
         cl_mem loss = (cl_mem)a->loss.mem;
         cl_ulong loff = (cl_ulong)a->loss.offset;
-        ocl_arg args[] = {OCL_ARG(loss), OCL_ARG(loff),   OCL_ARG(x),    OCL_ARG(xoff),
-                          OCL_ARG(lab),  OCL_ARG(laboff), OCL_ARG(cols), OCL_ARG(sm)};
-        return launch_rows(dev, OCL_XENT_FWD, UG_F32, a->rows, a->cols, args, 8);
+        if (a->check.mem && a->check.dtype != UG_F32)
+            return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: cross-entropy's check flag must be f32");
+        OCL_CHECK(check, a->check, loss);
+        ocl_arg args[] = {OCL_ARG(loss),  OCL_ARG(loff),      OCL_ARG(x),       OCL_ARG(xoff),
+                          OCL_ARG(lab),   OCL_ARG(laboff),    OCL_ARG(cols),    OCL_ARG(sm),
+                          OCL_ARG(check), OCL_ARG(check_off), OCL_ARG(check_on)};
+        return launch_rows(dev, OCL_XENT_FWD, UG_F32, a->rows, a->cols, args, sizeof args / sizeof args[0]);
     }
     if (!a->dloss.mem)
         return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT,

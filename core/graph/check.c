@@ -6,7 +6,16 @@
  *                       ADD_SCALED kernel: a launch fewer than a separate
  *                       0 * s)
  * so no step waits for the device; the flags are read when the program
- * reads a value anyway (ug_graph_read) or asks (ug_graph_check). */
+ * reads a value anyway (ug_graph_read) or asks (ug_graph_check).
+ *
+ * Where a kernel reads or writes v anyway, the check is folded into it
+ * instead and those two nodes are dropped (ug_op_def's check_slot): the
+ * cross-entropy checks its logits as it reads them and its loss as it
+ * writes it, a reduction its results, and the optimizer's update each
+ * gradient (so the default checks of a training step cost no launch). A
+ * folded kernel tests each element, where the sum could also overflow. A
+ * gradient is then checked when the update reads it: a step of
+ * accumulated micro-batches checks their sum, once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +123,10 @@ ug_status ug_graph_add_checks(ug_graph *g)
         first[c] = g->node_count;
         g->building = g->checks[c].value->producer->phase;
         st = append_check_nodes(g, &g->checks[c], c);
+        graph_check *made = &g->checks[c]; /* for folding to drop; with more, it keeps them */
+        made->node_count = g->node_count - first[c];
+        for (int j = 0; j < made->node_count && j < CHECK_MAX_NODES; j++)
+            made->nodes[j] = g->nodes[first[c] + j];
     }
     g->building = PHASE_FORWARD;
     if (st == UG_OK && !(order = ug_malloc((size_t)g->node_count * sizeof *order)))
@@ -138,6 +151,60 @@ ug_status ug_graph_add_checks(ug_graph *g)
         g->check_count = 0;
     }
     return st;
+}
+
+/* Whether node n's kernels can make a check of its operand (an input's
+ * index or UG_CHECKED_OPERAND_RESULT) in a slot still free: *slot. */
+static bool can_make(const graph_node *n, int operand, int *slot)
+{
+    if (n->dead || !n->op.def->check_slot)
+        return false;
+    *slot = n->op.def->check_slot(&n->op, operand);
+    return *slot >= 0 && *slot < UG_OP_MAX_CHECKS && n->nin + *slot < UG_OP_MAX_INPUTS &&
+           !n->checks[*slot];
+}
+
+/* Check c folded into the node that writes its value, or into nodes that
+ * read all of it between them; false: none can. */
+static bool fold_check(ug_graph *g, graph_check *c)
+{
+    ug_value *v = c->value;
+    graph_node *writer = v->producer;
+    int slot;
+    if (writer && writer->out == v && v->dtype == UG_F32 &&
+        can_make(writer, UG_CHECKED_OPERAND_RESULT, &slot)) {
+        writer->checks[slot] = c->flag;
+        return true;
+    }
+    int64_t covered = 0; /* the elements the readers that can check read */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < g->node_count; i++) {
+            graph_node *n = g->nodes[i];
+            for (int k = 0; k < n->nin; k++) {
+                if (!n->in[k] || ug_value_base(n->in[k]) != v || !can_make(n, k, &slot))
+                    continue;
+                if (pass == 0)
+                    covered += ug_shape_numel(n->in[k]->ndim, n->in[k]->shape);
+                else
+                    n->checks[slot] = c->flag;
+            }
+        }
+        if (covered < ug_shape_numel(v->ndim, v->shape))
+            return false;
+    }
+    return true;
+}
+
+void ug_graph_fold_checks(ug_graph *g)
+{
+    for (int c = 0; c < g->check_count; c++) {
+        graph_check *check = &g->checks[c];
+        if (check->folded || check->node_count > CHECK_MAX_NODES || !fold_check(g, check))
+            continue;
+        for (int j = 0; j < check->node_count; j++)
+            check->nodes[j]->dead = check->nodes[j]->fused = true;
+        check->folded = true;
+    }
 }
 
 ug_status ug_graph_alloc_checks(ug_graph *g)

@@ -59,6 +59,9 @@ struct graph_node {
     ug_value *out;
     ug_value *in[UG_OP_MAX_INPUTS];
     int nin;
+    /* The flags of numeric checks folded into its launch (ug_op_def's
+     * check_slot), launched as inputs nin, nin + 1; NULL: none. */
+    ug_value *checks[UG_OP_MAX_CHECKS];
     ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
     int nscratch;
     float per_row_scale;      /* an accumulation (ADD_SCALED) whose alpha is this times the run's rows */
@@ -82,11 +85,15 @@ typedef struct graph_bucket {
 
 /* A checked value (ug_graph_set_checks): its flag is flags[index]. */
 typedef enum check_role { CHECK_NODE, CHECK_LOSS, CHECK_GRADIENT, CHECK_LOGITS } check_role;
+enum { CHECK_MAX_NODES = 4 }; /* an f16 value's: zeroed, summed, widened, flagged */
 typedef struct graph_check {
     ug_value *value;
     ug_value *flag;           /* bound to flags[index] while compiled */
     int node;                 /* the producing node's index, before checks were added */
     check_role role;
+    graph_node *nodes[CHECK_MAX_NODES]; /* the nodes that make it, unless folded */
+    int node_count;
+    bool folded;              /* made by the kernels of the nodes that read or write the value */
 } graph_check;
 
 typedef struct graph_replay graph_replay;
@@ -232,6 +239,10 @@ ug_status ug_graph_refresh_aliases(ug_graph *g, const ug_value *base);
 /* graph/check.c */
 /* Adds the check nodes (once, even if compile is retried). */
 ug_status ug_graph_add_checks(ug_graph *g);
+/* Folds each check that a node's kernel can make into that node, its own
+ * nodes then fused away (after fusion, which may change which node writes
+ * a value). */
+void ug_graph_fold_checks(ug_graph *g);
 /* Allocates the flags (cleared) and binds the checks to them; release gives
  * them back. */
 ug_status ug_graph_alloc_checks(ug_graph *g);

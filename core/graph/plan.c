@@ -375,6 +375,7 @@ static ug_status plan_graph(ug_graph *g)
         if (!g->unfused) {
             fuse_activations(g);
             fuse_casts(g);
+            ug_graph_fold_checks(g);
         }
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
     }

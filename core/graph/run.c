@@ -9,20 +9,28 @@
 
 /* The node's kernels; a group's for all its members, with their inputs
  * as they are bound now. */
+/* A node's inputs as its launch takes them: its own, then its folded
+ * checks' flags. */
+static void node_inputs(const graph_node *n, const ug_tensor **in)
+{
+    for (int k = 0; k < n->nin; k++)
+        in[k] = n->in[k] ? n->in[k]->tensor : NULL;
+    for (int k = 0; k < UG_OP_MAX_CHECKS && n->nin + k < UG_OP_MAX_INPUTS; k++)
+        in[n->nin + k] = n->checks[k] ? n->checks[k]->tensor : NULL;
+}
+
 static ug_status launch_node(graph_node *n)
 {
     if (n->group_count) {
         for (int m = 0; m < n->group_count; m++)
-            for (int k = 0; k < n->group[m]->nin; k++)
-                n->group_ins[m * UG_OP_MAX_INPUTS + k] = n->group[m]->in[k] ? n->group[m]->in[k]->tensor : NULL;
+            node_inputs(n->group[m], &n->group_ins[m * UG_OP_MAX_INPUTS]);
         return n->op.def->launch_group(n->group_ops, n->group_ins, n->group_count);
     }
     ug_tensor *out[UG_OP_MAX_OUTPUTS] = {n->out ? n->out->tensor : NULL};
     const ug_tensor *in[UG_OP_MAX_INPUTS] = {NULL};
     for (int k = 0; k < n->nscratch; k++)
         out[k + 1] = n->scratch[k]->tensor;
-    for (int k = 0; k < n->nin; k++)
-        in[k] = n->in[k] ? n->in[k]->tensor : NULL;
+    node_inputs(n, in);
     return n->op.def->launch(&n->op, out, in);
 }
 

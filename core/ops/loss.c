@@ -42,8 +42,18 @@ static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     if (args.rows == 0) /* an empty batch: loss 0, like a sum over no rows */
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, out[0], NULL);
     args.loss = ug_kview_of(out[1]);
+    if (in[2])
+        args.check = ug_kview_of(in[2]);
     UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args));
-    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1);
+    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1, in[3]);
+}
+
+/* The logits as the row kernel reads them (slot 0), the loss as its mean
+ * is written (slot 1). */
+static int xent_check_slot(const ug_op *op, int operand)
+{
+    (void)op;
+    return operand == 0 ? 0 : operand == UG_CHECKED_OPERAND_RESULT ? 1 : -1;
 }
 
 static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
@@ -57,7 +67,7 @@ static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
 
 const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_infer, .launch = xent_launch,
                                        .backward = xent_backward, .autocast = ug_autocast_f32,
-                                       .check_role = UG_CHECKED_LOGITS};
+                                       .check_role = UG_CHECKED_LOGITS, .check_slot = xent_check_slot};
 
 ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out)

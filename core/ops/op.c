@@ -127,8 +127,11 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
     for (int k = 0; k < nout && st == UG_OK; k++)
         st = ug_tensor_new(ug_dev(in[0]), results[k].dtype, results[k].ndim, results[k].shape, name,
                            &made[k]);
+    const ug_tensor *inputs[UG_OP_MAX_INPUTS] = {NULL}; /* no folded checks */
+    for (int i = 0; i < nin; i++)
+        inputs[i] = in[i];
     if (st == UG_OK)
-        st = op->def->launch(op, made, in);
+        st = op->def->launch(op, made, inputs);
     for (int k = 1; k < nout; k++) /* scratch and saved values live only for the call */
         ug_tensor_free(made[k]);
     if (st != UG_OK) {

@@ -47,11 +47,17 @@ typedef enum ug_check_role {
     UG_CHECKED_LOGITS      /* the result, and the first input as a loss's logits */
 } ug_check_role;
 
+/* check_slot's operand for an op's result; up to UG_OP_MAX_CHECKS checks
+ * fold into one op. */
+enum { UG_CHECKED_OPERAND_RESULT = -1, UG_OP_MAX_CHECKS = 2 };
+
 typedef struct ug_op_def {
     const char *family;  /* names the op in messages when the instance does not */
     /* Checks the inputs and writes the metas of the results; *nout >= 1. */
     ug_status (*infer)(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
-    /* Queues the kernels; every tensor exists with its inferred meta. */
+    /* Queues the kernels; every tensor exists with its inferred meta. in
+     * has UG_OP_MAX_INPUTS entries: the op's own, then NULL or the flags
+     * of checks folded in (check_slot). */
     ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
     /* Adds to the graph the gradients of n's inputs given gy, the gradient
      * of its result (see ug_grad_give); NULL: not differentiable. */
@@ -86,6 +92,13 @@ typedef struct ug_op_def {
      * another value's shape. */
     void (*refit_rows)(ug_op *op, const ug_meta *in);
     ug_check_role check_role;
+    /* Numeric checks its launch can make while it reads or writes the
+     * values anyway (graph/check.c folds them in): the slot k the launch
+     * takes a check of operand (UG_CHECKED_OPERAND_RESULT, or an input's
+     * index) in, the check's flag then being its input nin + k (f32 [],
+     * set to NaN when a value is NaN or infinite; NULL: no check); -1:
+     * it cannot. NULL: none. */
+    int (*check_slot)(const ug_op *op, int operand);
     /* Its name in profiles where the instance's name says less ("relu",
      * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
     void (*describe)(const ug_op *op, char *out, size_t len);
@@ -176,9 +189,10 @@ ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind po
 /* y = f(x), same element count, contiguous. */
 ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
                           ug_tensor *y, const ug_tensor *x);
-/* x [outer, len, inner] reduced over len into y. */
+/* x [outer, len, inner] reduced over len into y; check: NULL, or a
+ * numeric check's flag for the results (f32 y). */
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner);
+                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check);
 /* runs: NULL, or a graph's run count on the device (ug_random_args.runs). */
 ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
                            uint64_t offset, const ug_tensor *runs, ug_tensor *y);

@@ -6,14 +6,16 @@
 #include "unigrad/ops.h"
 
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner)
+                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check)
 {
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    if (len == 0) /* sums over nothing are zero */
+    if (len == 0) /* sums over nothing are zero: finite, nothing to check */
         return ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, y, NULL);
     ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x),
                            .outer = outer, .len = len, .inner = inner};
+    if (check)
+        args.check = ug_kview_of(check);
     return ug_dispatch(ug_dev(y), UG_KERNEL_REDUCE, op, x->dtype, &args);
 }
 
@@ -72,7 +74,13 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
 {
     int64_t outer, len, inner;
     reduce_extent(op, in[0]->ndim, in[0]->shape, &outer, &len, &inner);
-    return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner);
+    return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, in[1]);
+}
+
+/* The results, as they are written (f32 ones: graph/check.c sees to it). */
+static int reduce_check_slot(const ug_op *op, int operand)
+{
+    return operand == UG_CHECKED_OPERAND_RESULT && op->p.reduce.op != UG_RKERNEL_ARGMAX ? 0 : -1;
 }
 
 static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
@@ -103,7 +111,8 @@ static bool reduce_writes_any_float(const ug_op *op) { return op->p.reduce.op !=
 
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
                                 .backward = reduce_backward, .autocast = reduce_autocast,
-                                .writes_any_float = reduce_writes_any_float};
+                                .writes_any_float = reduce_writes_any_float,
+                                .check_slot = reduce_check_slot};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)
 {

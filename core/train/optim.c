@@ -386,10 +386,13 @@ static ug_optim_args shared_args(const ug_optimizer *opt, const ug_tensor *gate)
                            .beta2 = c->beta2, .eps = c->eps};
 }
 
-/* Parameter index's buffers: in param and grad, its state and half copy. */
-static ug_optim_tensor param_tensor(const ug_optimizer *opt, int index, const ug_tensor *param, const ug_tensor *grad)
+/* Parameter index's buffers: its update node's inputs (param, grad, the
+ * gate, then a folded check's flag or NULL), its state and half copy. */
+static ug_optim_tensor param_tensor(const ug_optimizer *opt, int index, const ug_tensor *const *in)
 {
-    ug_optim_tensor t = {.param = ug_kview_of(param), .grad = ug_kview_of(grad), .n = ug_tensor_numel(param)};
+    ug_optim_tensor t = {.param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .n = ug_tensor_numel(in[0])};
+    if (in[3])
+        t.check = ug_kview_of(in[3]);
     if (opt->slots > 0)
         t.state0 = ug_kview_of(opt->state[index * opt->slots]);
     if (opt->slots > 1)
@@ -406,12 +409,12 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
 {
     (void)out;
     const ug_optimizer *opt = op->p.optim.graph->optimizer;
-    const ug_optim_tensor t = param_tensor(opt, op->p.optim.param_index, in[0], in[1]);
+    const ug_optim_tensor t = param_tensor(opt, op->p.optim.param_index, in);
     if (t.n == 0)
         return UG_OK;
     ug_optim_args args = shared_args(opt, in[2]);
     args.param = t.param, args.grad = t.grad, args.state0 = t.state0, args.state1 = t.state1;
-    args.copy = t.copy, args.n = t.n;
+    args.copy = t.copy, args.check = t.check, args.n = t.n;
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
 }
 
@@ -426,7 +429,7 @@ static ug_status optimizer_launch_group(const ug_op *const *ops, const ug_tensor
         ug_optim_args args = shared_args(opt, in[2]);
         for (int k = first; k < count && k < first + UG_OPTIM_GROUP_MAX; k++) {
             const ug_tensor *const *mine = &ins[k * UG_OP_MAX_INPUTS];
-            tensors[args.count++] = param_tensor(opt, ops[k]->p.optim.param_index, mine[0], mine[1]);
+            tensors[args.count++] = param_tensor(opt, ops[k]->p.optim.param_index, mine);
         }
         args.tensors = tensors;
         UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, ops[first]->name, in[0]->dtype, &args));
@@ -440,8 +443,16 @@ static void optimizer_describe(const ug_op *op, char *out, size_t len)
     snprintf(out, len, "%s", type == UG_SGD ? "sgd" : type == UG_ADAM ? "adam" : "adamw");
 }
 
+/* The gradient, as the update reads it. */
+static int optimizer_check_slot(const ug_op *op, int operand)
+{
+    (void)op;
+    return operand == 1 ? 0 : -1;
+}
+
 const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch,
-                                   .launch_group = optimizer_launch_group, .describe = optimizer_describe};
+                                   .launch_group = optimizer_launch_group, .describe = optimizer_describe,
+                                   .check_slot = optimizer_check_slot};
 
 /* The step's scalars (kernels/common/optim_step.h): in the gradients' sum
  * of squares when the step clips or scales; out the gate every parameter's

@@ -72,13 +72,19 @@ UG_API ug_model *ug_graph_model(const ug_graph *graph);
 UG_API ug_status ug_graph_set_training(ug_graph *graph, bool training);
 /* Numeric checks, PyTorch's anomaly detection. The graph adds, on the
  * device, a flag per checked value that turns NaN once the value holds a
- * NaN or an infinity (or elements whose sum passes f32's range); no step
- * waits for it. ug_graph_read (which waits anyway) and ug_graph_check then
- * return UG_ERR_NUMERIC naming the first checked value, in step order, that
- * went non-finite in a run since the last report.
+ * NaN or an infinity; no step waits for it. ug_graph_read (which waits
+ * anyway) and ug_graph_check then return UG_ERR_NUMERIC naming the first
+ * checked value, in step order, that went non-finite in a run since the
+ * last report. With fusion, a kernel that reads or writes the value anyway
+ * tests each element (the cross-entropy its logits and loss, a reduction
+ * its results, the optimizer's update the gradients, which are then
+ * checked as the update reads them); elsewhere two small kernels sum the
+ * value and flag a non-finite sum (so also elements whose sum passes f32's
+ * range).
  *   UG_CHECK_LOSS_AND_GRADS (default): the loss, every parameter gradient
  *     and the logits of each cross-entropy (so a label outside the classes
- *     is told apart from non-finite logits); a few small kernels per step.
+ *     is told apart from non-finite logits); no kernel of their own in a
+ *     fused training step.
  *   UG_CHECK_EVERY_NODE: every value a node computes, to find the op where
  *     a NaN first appears (a reduction per node: for debugging).
  * Takes effect at ug_graph_compile. */
@@ -90,7 +96,7 @@ typedef enum ug_check_mode {
 UG_API ug_status ug_graph_set_checks(ug_graph *graph, ug_check_mode mode);
 /* Fusion at ug_graph_compile (on by default): activations and casts folded
  * into the ops producing their inputs, the optimizer's updates in one
- * launch. Off, each op is a kernel of its own, with results equal within
+ * launch, numeric checks into the kernels that read or write their values. Off, each op is a kernel of its own, with results equal within
  * float rounding: for finding a fused kernel's fault, or timing what
  * fusion saves. */
 UG_API ug_status ug_graph_set_fusion(ug_graph *graph, bool on);

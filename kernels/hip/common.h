@@ -93,6 +93,16 @@ template <typename F> static ug_status ug_with_type(ug_dtype dtype, F &&fn)
 
 UG_DEV bool ug_isnan(float x) { return x != x; }
 
+/* A numeric check folded into a kernel (backend.h's check views): the
+ * flag (NULL: none) goes to NaN when a value the kernel read or wrote was
+ * NaN or infinite (v - v is NaN exactly then). */
+UG_DEV bool ug_nonfinite(float v) { return v - v != 0.0f; }
+UG_DEV void ug_check_flag(float *check, bool bad)
+{
+    if (check && bad)
+        *check = __int_as_float(0x7fc00000);
+}
+
 /* max that returns NaN when either side is NaN (as PyTorch). */
 UG_DEV float ug_max_nan(float a, float b)
 {

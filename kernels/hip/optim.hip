@@ -26,6 +26,7 @@ typedef struct optim_tensors {
     float *p[UG_OPTIM_TENSORS], *s0[UG_OPTIM_TENSORS], *s1[UG_OPTIM_TENSORS];
     const float *g[UG_OPTIM_TENSORS];
     void *copy[UG_OPTIM_TENSORS]; /* NULL: no half copy */
+    float *check[UG_OPTIM_TENSORS]; /* a numeric check of the gradient, NULL: none */
     int copy_t[UG_OPTIM_TENSORS];
     int64_t n[UG_OPTIM_TENSORS];
     unsigned first_block[UG_OPTIM_TENSORS + 1];
@@ -49,7 +50,9 @@ __global__ void ug_optim_kernel(optim_k k, optim_tensors t)
         return;
     float *P = t.p[ti], *S0 = t.s0[ti], *S1 = t.s1[ti];
     const float scale = k.gate[UG_GATE_FACTOR], lr = k.gate[UG_GATE_LR];
-    float p = P[i], g = t.g[ti][i] * scale;
+    const float raw = t.g[ti][i];
+    ug_check_flag(t.check[ti], ug_nonfinite(raw));
+    float p = P[i], g = raw * scale;
     if (k.kind == UG_OPTIM_SGD) {
         if (k.wd != 0.0f)
             g += k.wd * p;
@@ -132,6 +135,10 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
             t.s1[c] = (float *)ug_hip_ptr(&one.state1);
             t.copy[c] = ug_hip_ptr(&one.copy);
             t.copy_t[c] = one.copy.dtype;
+            t.check[c] = (float *)ug_hip_ptr(&one.check);
+            if (t.check[c] && one.check.dtype != UG_F32)
+                return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: an optimizer's check flag must be f32",
+                                              UG_HIP_BACKEND);
             t.n[c] = one.n > 0 ? one.n : 0;
             if (!k.gate || !t.p[c] || !t.g[c] || (a->kind == UG_OPTIM_SGD && a->momentum != 0.0f && !t.s0[c]) ||
                 (a->kind != UG_OPTIM_SGD && (!t.s0[c] || !t.s1[c])))

@@ -25,6 +25,7 @@ typedef struct reduce_k {
     char *y;             /* y (final) or f32 partials */
     int yt;
     int32_t *yi;         /* argmax partial indices */
+    float *check;        /* a numeric check of the results, NULL: none */
     int64_t outer, len, inner, chunk, splits;
 } reduce_k;
 
@@ -107,7 +108,9 @@ __global__ void ug_reduce_kernel(reduce_k k)
                 } else if (k.kind == R_ARGMAX) {
                     ((int32_t *)k.y)[o * k.inner + i] = si[tx];
                 } else {
-                    ug_st(k.y, k.yt, o * k.inner + i, k.mean ? r / k.count : r);
+                    const float y = k.mean ? r / k.count : r;
+                    ug_check_flag(k.check, ug_nonfinite(y));
+                    ug_st(k.y, k.yt, o * k.inner + i, y);
                 }
             }
             __syncthreads();
@@ -146,6 +149,10 @@ ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
     k.outer = a->outer;
     k.len = a->len;
     k.inner = a->inner;
+    k.check = (float *)ug_hip_ptr(&a->check);
+    if (k.check && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
+        return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: a reduction's check needs f32 results and an f32 flag",
+                                      UG_HIP_BACKEND);
 
     /* BX: columns per block, a power of two up to 64; BY = 256 / BX. */
     int bx = 1;

@@ -56,6 +56,7 @@ typedef struct xent_k {
     char *loss, *grad;
     int loss_t, grad_t;
     const float *dloss;
+    float *check; /* forward: a numeric check of the logits, NULL: none */
     int64_t rows, cols;
     float smoothing, scale;
 } xent_k;
@@ -69,8 +70,13 @@ __global__ void ug_xent_kernel(xent_k k)
         const int32_t label = k.labels[r];
         const bool valid = label >= 0 && label < k.cols;
         float m = -INFINITY;
-        for (int64_t c = threadIdx.x; c < k.cols; c += blockDim.x)
-            m = ug_max_nan(m, ug_ld(k.x, k.xt, base + c));
+        bool bad = false;
+        for (int64_t c = threadIdx.x; c < k.cols; c += blockDim.x) {
+            const float v = ug_ld(k.x, k.xt, base + c);
+            m = ug_max_nan(m, v);
+            bad |= ug_nonfinite(v);
+        }
+        ug_check_flag(k.check, bad);
         m = ug_block_max(m, sh);
         float s = 0.0f, sd = 0.0f; /* sum exp(x - m), sum (x - m) */
         for (int64_t c = threadIdx.x; c < k.cols; c += blockDim.x) {
@@ -125,6 +131,9 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     k.grad = ug_hip_ptr(&a->grad);
     k.grad_t = a->grad.dtype;
     k.dloss = (const float *)ug_hip_ptr(&a->dloss);
+    k.check = k.grad ? NULL : (float *)ug_hip_ptr(&a->check);
+    if (k.check && a->check.dtype != UG_F32)
+        return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: cross_entropy's check flag must be f32", UG_HIP_BACKEND);
     k.rows = a->rows;
     k.cols = a->cols;
     k.smoothing = a->smoothing;

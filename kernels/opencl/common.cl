@@ -91,6 +91,17 @@ inline long ug_strided_offset(long i, int ndim, const long *shape, const long *s
     return off + i * strides[0];
 }
 
+/* A numeric check folded into a kernel (backend.h): the flag's buffer,
+ * offset and whether there is one, set to NaN when a value the kernel read
+ * or wrote was NaN or infinite (v - v is NaN exactly then). */
+#define UG_CHECK_PARAMS global float *check, ulong check_off, int check_on
+inline bool ug_nonfinite(float v) { return v - v != 0.0f; }
+inline void ug_check_flag(global float *check, ulong check_off, int check_on, bool bad)
+{
+    if (check_on && bad)
+        check[check_off] = NAN;
+}
+
 /* max that propagates NaN (fmax would drop it). */
 inline float ug_max_nan(float a, float b)
 {

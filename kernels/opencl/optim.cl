@@ -64,12 +64,13 @@ UG_ADAM_FN(float16)
     global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
         global float *restrict mbuf, ulong boff, const global float *restrict gate, ulong gate_off, \
         global uchar *restrict copy, ulong coff, int cdt, long n, float wd, float momentum,        \
-        float dampening, int flags, long chunk
+        float dampening, int flags, long chunk, global float *check, ulong check_off
 #define UG_ADAM_PARAMS                                                                             \
     global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
         global float *restrict m, ulong moff, global float *restrict v, ulong voff,                 \
         const global float *restrict gate, ulong gate_off, global uchar *restrict copy, ulong coff, \
-        int cdt, long n, float wd, float beta1, float beta2, float eps, int flags, long chunk
+        int cdt, long n, float wd, float beta1, float beta2, float eps, int flags, long chunk,      \
+        global float *check, ulong check_off
 
 /* A work-item updates `chunk` elements: one on GPUs, whose neighbouring
  * work-items then read neighbouring elements; 64 on CPU devices, sixteen
@@ -78,9 +79,13 @@ UG_ADAM_FN(float16)
  * 56 us against 77 over 397,510 parameters; one element a work-item took
  * 570). The gate is read once; a skipped step changes nothing. UPDATE(W,
  * T) updates W elements from i as type T, leaving the result in r; with
- * UG_OPTIM_COPY each result also goes to the half copy, one by one. */
+ * UG_OPTIM_COPY each result also goes to the half copy, one by one. With
+ * UG_OPTIM_CHECK, a NaN or infinite gradient sets check (a graph's numeric
+ * check folded in). */
 #define UG_LOAD_1(ptr) (*(ptr))
 #define UG_LOAD_16(ptr) vload16(0, ptr)
+#define UG_NONFINITE_1(v) ug_nonfinite(v)
+#define UG_NONFINITE_16(v) any((v) - (v) != (float16)(0.0f))
 #define UG_STORE_1(value, ptr) (*(ptr) = (value))
 #define UG_STORE_16(value, ptr) vstore16(value, 0, ptr)
 #define UG_OPTIM_LOOP(UPDATE)                                                                      \
@@ -90,6 +95,7 @@ UG_ADAM_FN(float16)
         return;                                                                                   \
     const float factor = gt[UG_GATE_FACTOR], lr = gt[UG_GATE_LR];                                 \
     long i = begin;                                                                               \
+    bool bad = false;                                                                             \
     if (!(flags & UG_OPTIM_COPY))                                                                 \
         for (; i + 16 <= end; i += 16) {                                                          \
             UPDATE(16, float16)                                                                   \
@@ -98,17 +104,22 @@ UG_ADAM_FN(float16)
         UPDATE(1, float)                                                                          \
         if (flags & UG_OPTIM_COPY)                                                                \
             ug_store_dt(copy, (long)coff + i, cdt, r);                                            \
-    }
+    }                                                                                             \
+    ug_check_flag(check, check_off, flags & UG_OPTIM_CHECK, bad);
 #define UG_SGD_UPDATE(W, T)                                                                        \
     T b = momentum != 0.0f ? UG_LOAD_##W(mbuf + boff + i) : (T)0.0f;                              \
-    const T r = ug_sgd_##T(UG_LOAD_##W(p + poff + i), UG_LOAD_##W(grad + goff + i) * factor, &b,  \
+    const T gr = UG_LOAD_##W(grad + goff + i);                                                    \
+    bad |= UG_NONFINITE_##W(gr);                                                                  \
+    const T r = ug_sgd_##T(UG_LOAD_##W(p + poff + i), gr * factor, &b,                            \
                            lr, wd, momentum, dampening, first, flags);                            \
     if (momentum != 0.0f)                                                                         \
         UG_STORE_##W(b, mbuf + boff + i);                                                         \
     UG_STORE_##W(r, p + poff + i);
 #define UG_ADAM_UPDATE(W, T)                                                                       \
     T mv = UG_LOAD_##W(m + moff + i), vv = UG_LOAD_##W(v + voff + i);                             \
-    const T r = ug_adam_##T(UG_LOAD_##W(p + poff + i), UG_LOAD_##W(grad + goff + i) * factor,     \
+    const T gr = UG_LOAD_##W(grad + goff + i);                                                    \
+    bad |= UG_NONFINITE_##W(gr);                                                                  \
+    const T r = ug_adam_##T(UG_LOAD_##W(p + poff + i), gr * factor,                               \
                             &mv, &vv, lr, wd, beta1, beta2, eps, bc1, bc2, flags);                \
     UG_STORE_##W(mv, m + moff + i);                                                               \
     UG_STORE_##W(vv, v + voff + i);                                                               \

@@ -28,7 +28,7 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
     kernel void reduce_##T(global uchar *y, ulong yoff, int ydt, const global UG_T_##T *x,   \
                            ulong xoff, const global int *xidx, long len,                     \
                            long inner, long splits, long chunk, int op, int stage,           \
-                           float count, global float *pv, global int *pi)                    \
+                           float count, global float *pv, global int *pi, UG_CHECK_PARAMS)   \
     {                                                                                        \
         local float lv[UG_WG];                                                               \
         local int li[UG_WG];                                                                 \
@@ -97,8 +97,9 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
         } else if (op == UG_R_ARGMAX) {                                                      \
             ((global int *)y)[yoff + o * inner + i] = idx;                                   \
         } else {                                                                             \
-            ug_store_dt(y, (long)yoff + o * inner + i, ydt,                                  \
-                        op == UG_R_MEAN ? acc / count : acc);                                \
+            const float r = op == UG_R_MEAN ? acc / count : acc;                             \
+            ug_check_flag(check, check_off, check_on, ug_nonfinite(r));                      \
+            ug_store_dt(y, (long)yoff + o * inner + i, ydt, r);                              \
         }                                                                                    \
     }
 
@@ -116,7 +117,7 @@ UG_REDUCE_KERNEL(bf16)
  * SUM, MEAN, SUMSQ and MAX; ARGMAX stays with the kernel above. */
 kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global float *x, ulong xoff,
                             long len, long splits, long chunk, int op, float count,
-                            global float *pv)
+                            global float *pv, UG_CHECK_PARAMS)
 {
     local float lv[UG_WG];
     const int t = get_local_id(0), T = get_local_size(0);
@@ -154,10 +155,13 @@ kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global f
     acc = max ? ug_wg_max(lv, acc) : ug_wg_sum(lv, acc);
     if (t != 0)
         return;
-    if (splits > 1)
+    if (splits > 1) {
         pv[og] = acc;
-    else
-        ug_store_dt(y, (long)yoff + o, ydt, op == UG_R_MEAN ? acc / count : acc);
+        return;
+    }
+    const float r = op == UG_R_MEAN ? acc / count : acc;
+    ug_check_flag(check, check_off, check_on, ug_nonfinite(r));
+    ug_store_dt(y, (long)yoff + o, ydt, r);
 }
 
 /* Columns of f32 (inner >= 16, len at most 1024: reduce.c) on CPU devices:
@@ -169,7 +173,8 @@ kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global f
  * column: POCL does not vectorize across items around an inner loop.
  * SUM, MEAN, SUMSQ and MAX. */
 kernel void reduce_cols_f32(global uchar *y, ulong yoff, int ydt, const global float *x, ulong xoff,
-                            long outer, long len, long inner, int op, float count)
+                            long outer, long len, long inner, int op, float count,
+                            UG_CHECK_PARAMS)
 {
     const long per = (inner + 15) / 16, item = get_global_id(0);
     if (item >= outer * per) /* the launch's rounding */
@@ -199,6 +204,10 @@ kernel void reduce_cols_f32(global uchar *y, ulong yoff, int ydt, const global f
         acc = acc / count;
     float out[16];
     vstore16(acc, 0, out);
-    for (int j = (int)(first - i0); j < 16; j++)
+    bool bad = false;
+    for (int j = (int)(first - i0); j < 16; j++) {
+        bad |= ug_nonfinite(out[j]);
         ug_store_dt(y, (long)yoff + o * inner + i0 + j, ydt, out[j]);
+    }
+    ug_check_flag(check, check_off, check_on, bad);
 }

@@ -44,15 +44,19 @@ UG_SOFTMAX_KERNEL(bf16)
  * logp = x - max - log(sum exp(x - max)). A label outside [0, cols) gives a
  * NaN loss. */
 kernel void xent_fwd(global float *loss, ulong loff, const global float *x, ulong xoff,
-                     const global int *labels, ulong laboff, long cols, float sm)
+                     const global int *labels, ulong laboff, long cols, float sm, UG_CHECK_PARAMS)
 {
     local float buf[UG_WG];
     const long r = get_group_id(0);
     const int lid = get_local_id(0), L = get_local_size(0);
     const long xb = xoff + r * cols;
     float m = -INFINITY;
-    for (long c = lid; c < cols; c += L)
+    bool bad = false; /* the check of the logits */
+    for (long c = lid; c < cols; c += L) {
         m = ug_max_nan(m, x[xb + c]);
+        bad |= ug_nonfinite(x[xb + c]);
+    }
+    ug_check_flag(check, check_off, check_on, bad);
     m = ug_wg_max(buf, m);
     float s = 0.0f, sxm = 0.0f;
     for (long c = lid; c < cols; c += L) {

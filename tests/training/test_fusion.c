@@ -2,7 +2,8 @@
  * (ug_graph_set_fusion(g, false)), on every device: the kernels it saves,
  * counted from the plan, and the same training within float rounding
  * (activations folded into bias adds and batch norm, casts into their
- * producers, the optimizer's updates in one launch). */
+ * producers, the optimizer's updates in one launch, numeric checks into the
+ * kernels that read or write their values). */
 #include <string.h>
 
 #include "train_support.h"
@@ -18,7 +19,7 @@ typedef struct net {
     ug_value *x, *y, *loss;
 } net;
 
-static bool make_net(ug_device *dev, bool cnn, ug_dtype precision, bool fused, net *n)
+static bool make_net(ug_device *dev, bool cnn, ug_dtype precision, ug_check_mode checks, bool fused, net *n)
 {
     *n = (net){.m = ts_model(dev, 3)};
     if (!n->m || !(n->g = ts_graph(n->m)))
@@ -27,6 +28,7 @@ static bool make_net(ug_device *dev, bool cnn, ug_dtype precision, bool fused, n
     ug_value *h = NULL;
     const int64_t ys = BATCH;
     ug_status st = ug_graph_set_fusion(g, fused);
+    if (st == UG_OK) st = ug_graph_set_checks(g, checks);
     if (st == UG_OK) st = ug_graph_set_precision(g, precision);
     if (st == UG_OK) st = ts_small_body(g, cnn, BATCH, FEATURES, SIDE, &n->x, &h);
     if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &h);
@@ -66,11 +68,14 @@ static float *train(ug_device *dev, net *n, bool cnn, int64_t *count)
 }
 
 /* fused_exact >= 0: the kernels fusion saves; else at least fused_least. */
-static void compare(ug_device *dev, bool cnn, ug_dtype precision, int fused_exact, int fused_least, double tolerance)
+static void compare(ug_device *dev, bool cnn, ug_dtype precision, ug_check_mode checks, int fused_exact,
+                    int fused_least, double tolerance)
 {
-    th_context("%s %s", cnn ? "CNN" : "MLP", ug_dtype_name(precision));
+    th_context("%s %s%s", cnn ? "CNN" : "MLP", ug_dtype_name(precision),
+               checks == UG_CHECK_NONE ? ", no checks" : "");
     net fused, plain;
-    REQUIRE(make_net(dev, cnn, precision, true, &fused) && make_net(dev, cnn, precision, false, &plain));
+    REQUIRE(make_net(dev, cnn, precision, checks, true, &fused) &&
+            make_net(dev, cnn, precision, checks, false, &plain));
     ug_graph_memory_info a, b;
     REQUIRE_OK(ug_graph_memory(fused.g, &a));
     REQUIRE_OK(ug_graph_memory(plain.g, &b));
@@ -87,19 +92,27 @@ static void compare(ug_device *dev, bool cnn, ug_dtype precision, int fused_exac
     CHECK_MSG(rel <= tolerance, "fused and unfused parameters differ by %.3g (relative) after %d steps", rel, STEPS);
 }
 
-/* The ReLU into fc1's bias add, and three of four updates into one launch. */
-TS_TEST(mlp_fused_as_unfused) { compare(dev, false, UG_F32, 4, 0, 1e-5); }
+/* The ReLU into fc1's bias add, and three of four updates into one launch;
+ * with the default checks also their twelve nodes (a sum and a flag each):
+ * the logits and the loss checked by the cross-entropy, the four gradients
+ * by the update. */
+TS_TEST(mlp_fused_as_unfused)
+{
+    compare(dev, false, UG_F32, UG_CHECK_NONE, 4, 0, 1e-5);
+    compare(dev, false, UG_F32, UG_CHECK_LOSS_AND_GRADS, 4 + 12, 0, 1e-5);
+}
 /* The same, and casts folded into the ops producing their inputs: where the
  * unfused graph rounds an intermediate to bf16 the fused one may not, so
  * within bf16's rounding (2^-7). */
-TS_TEST(mlp_bf16_fused_as_unfused) { compare(dev, false, UG_BF16, -1, 5, 0x1p-7); }
-/* The ReLU into batch norm, five of six updates. */
-TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, -1, 6, 1e-5); }
+TS_TEST(mlp_bf16_fused_as_unfused) { compare(dev, false, UG_BF16, UG_CHECK_LOSS_AND_GRADS, -1, 5 + 12, 0x1p-7); }
+/* The ReLU into batch norm, five of six updates; the checks of the logits,
+ * the loss and six gradients. */
+TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, UG_CHECK_LOSS_AND_GRADS, -1, 6 + 16, 1e-5); }
 
 TS_TEST(fusion_refused_after_compile)
 {
     net n;
-    REQUIRE(make_net(dev, false, UG_F32, true, &n));
+    REQUIRE(make_net(dev, false, UG_F32, UG_CHECK_LOSS_AND_GRADS, true, &n));
     CHECK_STATUS(ug_graph_set_fusion(n.g, false), UG_ERR_STATE);
     CHECK_STATUS(ug_graph_set_fusion(NULL, false), UG_ERR_INVALID_ARGUMENT);
 }

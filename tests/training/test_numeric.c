@@ -1,6 +1,10 @@
 /* Numeric faults are reported, not trained on: a NaN in the inputs, a
- * label outside the classes, and an op that makes a NaN are named by the
- * graph's checks; data sets refuse labels and values that cannot be right. */
+ * label outside the classes, an infinite loss or gradient, and an op that
+ * makes a NaN are named by the graph's checks, both where the checks are
+ * folded into the kernels that read or write the values (the cross-entropy,
+ * a reduction, the optimizer's update) and where they are nodes of their
+ * own (an unfused graph); data sets refuse labels and values that cannot be
+ * right. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,8 +19,9 @@ typedef struct classifier {
     ug_value *x, *y, *loss;
 } classifier;
 
-/* linear -> relu -> linear -> cross-entropy, with SGD. */
-static bool build_classifier(ug_device *dev, ug_check_mode mode, classifier *c)
+/* linear -> relu -> linear -> cross-entropy, with SGD; fused: checks
+ * folded into kernels (the default), else nodes of their own. */
+static bool build_classifier(ug_device *dev, ug_check_mode mode, bool fused, classifier *c)
 {
     ug_model *m = ts_model(dev, 7);
     c->g = ts_graph(m);
@@ -25,7 +30,8 @@ static bool build_classifier(ug_device *dev, ug_check_mode mode, classifier *c)
     int64_t xs[2] = {ROWS, FEATURES}, ys = ROWS;
     ug_value *h = NULL, *logits = NULL;
     ug_optimizer *opt = NULL;
-    ug_status st = ug_graph_input(c->g, "x", UG_F32, 2, xs, &c->x);
+    ug_status st = ug_graph_set_fusion(c->g, fused);
+    if (st == UG_OK) st = ug_graph_input(c->g, "x", UG_F32, 2, xs, &c->x);
     if (st == UG_OK) st = ug_graph_input(c->g, "y", UG_I32, 1, &ys, &c->y);
     if (st == UG_OK) st = ug_nn_linear(c->g, "fc1", c->x, 5, &h);
     if (st == UG_OK) st = ug_g_relu(c->g, h, &h);
@@ -74,41 +80,103 @@ static ug_status train(ug_device *dev, classifier *c, int nan_at, int32_t bad_la
     return ug_graph_read(c->g, c->loss, loss, sizeof *loss);
 }
 
+static const bool FUSED[2] = {true, false};
+
 TS_TEST(clean_training_passes_checks)
 {
-    classifier c;
-    REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, &c));
-    float loss;
-    CHECK_OK(train(dev, &c, -1, -1, 5, &loss));
-    CHECK(isfinite(loss));
-    CHECK_OK(ug_graph_check(c.g));
+    for (int f = 0; f < 2; f++) {
+        th_context("%s", FUSED[f] ? "folded" : "unfused");
+        classifier c;
+        REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, FUSED[f], &c));
+        float loss;
+        CHECK_OK(train(dev, &c, -1, -1, 5, &loss));
+        CHECK(isfinite(loss));
+        CHECK_OK(ug_graph_check(c.g));
+    }
 }
 
 TS_TEST(nan_input_is_reported)
 {
-    classifier c;
-    REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, &c));
-    float loss = 0;
-    if (CHECK_STATUS(train(dev, &c, 13, -1, 3, &loss), UG_ERR_NUMERIC))
-        CHECK_ERROR_HAS("NaN or infinity", "the logits of cross_entropy", "runs 1..3");
-    CHECK(isnan(loss)); /* the value is still copied */
-    /* Reported once: the flags start again. */
-    CHECK_OK(ug_graph_check(c.g));
+    for (int f = 0; f < 2; f++) {
+        th_context("%s", FUSED[f] ? "folded" : "unfused");
+        classifier c;
+        REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, FUSED[f], &c));
+        float loss = 0;
+        if (CHECK_STATUS(train(dev, &c, 13, -1, 3, &loss), UG_ERR_NUMERIC))
+            CHECK_ERROR_HAS("NaN or infinity", "the logits of cross_entropy", "runs 1..3");
+        CHECK(isnan(loss)); /* the value is still copied */
+        /* Reported once: the flags start again. */
+        CHECK_OK(ug_graph_check(c.g));
+    }
 }
 
 TS_TEST(bad_label_is_reported)
 {
-    classifier c;
-    REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, &c));
-    float loss = 0;
-    if (CHECK_STATUS(train(dev, &c, -1, 255, 1, &loss), UG_ERR_NUMERIC))
-        CHECK_ERROR_HAS("label is outside [0, 4)");
+    for (int f = 0; f < 2; f++) {
+        th_context("%s", FUSED[f] ? "folded" : "unfused");
+        classifier c;
+        REQUIRE(build_classifier(dev, UG_CHECK_LOSS_AND_GRADS, FUSED[f], &c));
+        float loss = 0;
+        if (CHECK_STATUS(train(dev, &c, -1, 255, 1, &loss), UG_ERR_NUMERIC))
+            CHECK_ERROR_HAS("label is outside [0, 4)");
+    }
+}
+
+/* A parameter w [4] with w[2] = 0 and loss = sum(f(w)) with SGD: sqrt's
+ * gradient 0.5 / sqrt(w) is infinite at 0 while the loss is finite, and
+ * log makes the loss itself -inf. The check that fires is named; folded,
+ * the loss is checked by the sum that writes it and the gradient by the
+ * update that reads it, and the plan has their four nodes fewer. */
+static void infinite_at_zero(ug_device *dev, bool log_loss, bool fused, const char *named)
+{
+    th_context("%s, %s", log_loss ? "log" : "sqrt", fused ? "folded" : "unfused");
+    ug_model *m = ts_model(dev, 11);
+    ug_graph *g = ts_graph(m);
+    REQUIRE(g);
+    const int64_t n = 4;
+    const float w0[4] = {1.0f, 4.0f, 0.0f, 9.0f};
+    ug_tensor *w = NULL;
+    ug_value *wv = NULL, *f = NULL, *loss = NULL;
+    REQUIRE_OK(ug_model_param(m, "w", 1, &n, UG_INIT_CONSTANT, 1.0f, &w));
+    REQUIRE_OK(ug_model_write_param(m, "w", w0, sizeof w0));
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_SGD);
+    oc.lr = 0.01f;
+    ug_optimizer *opt = ts_optimizer(m, &oc);
+    REQUIRE(opt);
+    REQUIRE_OK(ug_graph_set_fusion(g, fused));
+    REQUIRE_OK(ug_graph_param(g, w, &wv));
+    REQUIRE_OK(log_loss ? ug_g_log(g, wv, &f) : ug_g_sqrt(g, wv, &f));
+    REQUIRE_OK(ug_g_sum(g, f, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    REQUIRE_OK(ug_graph_set_optimizer(g, opt));
+    REQUIRE_OK(ug_graph_compile(g));
+    ug_graph_memory_info mem;
+    REQUIRE_OK(ug_graph_memory(g, &mem));
+    CHECK_EQ_I64(mem.fused, fused ? 4 : 0); /* the loss's sum and flag, the gradient's */
+    REQUIRE_OK(ug_graph_run(g));
+    float value = 0;
+    if (CHECK_STATUS(ug_graph_read(g, loss, &value, sizeof value), UG_ERR_NUMERIC))
+        CHECK_ERROR_HAS("NaN or infinity", named, "run 1");
+    CHECK(log_loss ? value == -INFINITY : value == 6.0f);
+    CHECK_OK(ug_graph_check(g));
+}
+
+TS_TEST(infinite_gradient_is_reported)
+{
+    for (int f = 0; f < 2; f++)
+        infinite_at_zero(dev, false, FUSED[f], "the gradient of w (f32 [4])");
+}
+
+TS_TEST(infinite_loss_is_reported)
+{
+    for (int f = 0; f < 2; f++)
+        infinite_at_zero(dev, true, FUSED[f], "the loss (f32 [], computed by graph sum)");
 }
 
 TS_TEST(checks_off_stay_silent)
 {
     classifier c;
-    REQUIRE(build_classifier(dev, UG_CHECK_NONE, &c));
+    REQUIRE(build_classifier(dev, UG_CHECK_NONE, true, &c));
     float loss = 0;
     CHECK_OK(train(dev, &c, 13, -1, 2, &loss));
     CHECK(isnan(loss));
@@ -185,6 +253,8 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(clean_training_passes_checks),
         TH_DEVICE_TEST(nan_input_is_reported),
         TH_DEVICE_TEST(bad_label_is_reported),
+        TH_DEVICE_TEST(infinite_gradient_is_reported),
+        TH_DEVICE_TEST(infinite_loss_is_reported),
         TH_DEVICE_TEST(checks_off_stay_silent),
         TH_DEVICE_TEST(every_node_names_the_op),
         TH_DEVICE_TEST(every_node_in_f16),
