@@ -7,8 +7,6 @@
 #include "core/profile/hooks.h"
 #include "core/graph/internal.h"
 
-/* The node's kernels; a group's for all its members, with their inputs
- * as they are bound now. */
 /* A node's inputs as its launch takes them: its own, then its folded
  * checks' flags. */
 static void node_inputs(const graph_node *n, const ug_tensor **in)
@@ -19,6 +17,8 @@ static void node_inputs(const graph_node *n, const ug_tensor **in)
         in[n->nin + k] = n->checks[k] ? n->checks[k]->tensor : NULL;
 }
 
+/* The node's kernels; a group's for all its members, with their inputs
+ * as they are bound now. */
 static ug_status launch_node(graph_node *n)
 {
     if (n->group_count) {
