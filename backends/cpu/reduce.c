@@ -254,13 +254,19 @@ static void col_max(const red_job *j, const char *base, int64_t l0, int64_t l1, 
 static void write_out(const red_job *j, int64_t pos, int64_t w, const float *val,
                       const int64_t *idx)
 {
-    if (j->op == UG_RKERNEL_ARGMAX) {
+    float tmp[RED_W];
+    if (j->op == UG_RKERNEL_ARGMAX && j->yt == UG_I32) {
         int32_t *y = (int32_t *)j->y + pos;
         for (int64_t c = 0; c < w; c++)
             y[c] = (int32_t)idx[c];
         return;
     }
-    float tmp[RED_W];
+    if (j->op == UG_RKERNEL_ARGMAX) { /* the index as a float */
+        for (int64_t c = 0; c < w; c++)
+            tmp[c] = (float)idx[c];
+        ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);
+        return;
+    }
     for (int64_t c = 0; c < w; c++)
         tmp[c] = j->op == UG_RKERNEL_MEAN ? val[c] / (float)j->len : val[c];
     if (j->check.mem && ug_cpu_any_nonfinite(tmp, w))
@@ -368,7 +374,7 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
     if ((int)args->op < 0 || args->op > UG_RKERNEL_SUMSQ)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu reduce: bad op %d", (int)args->op);
     if (!ug_cpu_float_dtype(args->x.dtype) ||
-        (args->op == UG_RKERNEL_ARGMAX ? args->y.dtype != UG_I32 : !ug_cpu_float_dtype(args->y.dtype)))
+        !(ug_cpu_float_dtype(args->y.dtype) || (args->op == UG_RKERNEL_ARGMAX && args->y.dtype == UG_I32)))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: dtypes %s -> %s not supported",
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
     if (args->check.mem && (args->check.dtype != UG_F32 || args->y.dtype != UG_F32))

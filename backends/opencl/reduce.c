@@ -133,8 +133,8 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
         return UG_OK;
     bool argmax = a->op == UG_RKERNEL_ARGMAX;
-    if (argmax ? a->y.dtype != UG_I32
-               : (a->y.dtype != UG_F32 && a->y.dtype != UG_F16 && a->y.dtype != UG_BF16))
+    if (a->y.dtype != UG_F32 && a->y.dtype != UG_F16 && a->y.dtype != UG_BF16 &&
+        !(argmax && a->y.dtype == UG_I32))
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not write %s here",
                                    ug_dtype_name(a->y.dtype));
     if (a->check.mem && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))

@@ -71,8 +71,9 @@ static void fuse_activations(ug_graph *g)
 /* A cast of a result read by nothing else is folded into the op that
  * produces it, which then writes the cast's dtype: GEMM's C may be f32 for
  * half operands (so a half copy's weight gradient, of a product or a
- * convolution, goes straight to f32), and unary ops and sums write any
- * float dtype. */
+ * convolution, goes straight to f32), unary ops and sums write any
+ * float dtype, and argmax its index as a float (a metric's predicted
+ * class, compared with the labels). */
 static bool writes_any_float(const graph_node *n)
 {
     return n->op.def->writes_any_float && n->op.def->writes_any_float(&n->op);
@@ -88,8 +89,7 @@ static void fuse_casts(ug_graph *g)
         ug_value *x = cast->in[0];
         graph_node *producer = x->producer;
         if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer || producer->dead ||
-            !writes_any_float(producer) || !ug_dtype_is_float(x->dtype) ||
-            producer->segment != cast->segment)
+            !writes_any_float(producer) || producer->segment != cast->segment)
             continue;
         bool referenced = false;
         for (int k = 0; k < g->value_count && !referenced; k++)

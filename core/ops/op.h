@@ -71,7 +71,9 @@ typedef struct ug_op_def {
     /* Mixed precision: how autocast feeds it. NULL: UG_AUTOCAST_KEEP. */
     ug_autocast_class (*autocast)(const ug_op *op);
     /* Whether the launch writes its result in whatever float dtype it is
-     * given, so a cast of the result folds into the op (graph/plan.c). */
+     * given (an integer result, argmax's index, as a cast would: its value
+     * rounded once), so a cast of the result folds into the op
+     * (graph/plan.c). */
     bool (*writes_any_float)(const ug_op *op);
     /* The activation this op is, which the op producing its input may
      * apply as its post-op (take_post_op); UG_UNARY_COPY: none. */

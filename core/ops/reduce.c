@@ -107,11 +107,10 @@ static ug_autocast_class reduce_autocast(const ug_op *op)
                : UG_AUTOCAST_F32;
 }
 
-static bool reduce_writes_any_float(const ug_op *op) { return op->p.reduce.op != UG_RKERNEL_ARGMAX; }
-
+/* Argmax's index too: a metric's cast of the predicted class folds in. */
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
                                 .backward = reduce_backward, .autocast = reduce_autocast,
-                                .writes_any_float = reduce_writes_any_float,
+                                .writes_any_float = ug_writes_any_float,
                                 .check_slot = reduce_check_slot};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)

@@ -105,8 +105,10 @@ __global__ void ug_reduce_kernel(reduce_k k)
                     ((float *)k.y)[at] = r;
                     if (k.yi)
                         k.yi[at] = si[tx];
-                } else if (k.kind == R_ARGMAX) {
+                } else if (k.kind == R_ARGMAX && k.yt == UG_I32) {
                     ((int32_t *)k.y)[o * k.inner + i] = si[tx];
+                } else if (k.kind == R_ARGMAX) { /* the index as a float */
+                    ug_st(k.y, k.yt, o * k.inner + i, (float)si[tx]);
                 } else {
                     const float y = k.mean ? r / k.count : r;
                     ug_check_flag(k.check, ug_nonfinite(y));

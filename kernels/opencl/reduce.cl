@@ -11,8 +11,8 @@
  *   tree, so no sum is serial over more than UG_PW_BLOCK terms.
  *
  * MAX and ARGMAX propagate NaN (a NaN is the maximum; ARGMAX gives the
- * first NaN); ARGMAX ties go to the smallest index. y is f32/f16 (ydt), or
- * i32 for ARGMAX. */
+ * first NaN); ARGMAX ties go to the smallest index. y is f32/f16/bf16 (ydt),
+ * or for ARGMAX also i32. */
 
 /* Does (va, ia) beat (vb, ib) for ARGMAX? */
 inline bool ug_argmax_better(float va, int ia, float vb, int ib)
@@ -94,8 +94,10 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
         if (splits > 1) {                                                                    \
             pv[og * inner + i] = acc;                                                        \
             pi[og * inner + i] = idx;                                                        \
-        } else if (op == UG_R_ARGMAX) {                                                      \
+        } else if (op == UG_R_ARGMAX && ydt == UG_DT_I32) {                                  \
             ((global int *)y)[yoff + o * inner + i] = idx;                                   \
+        } else if (op == UG_R_ARGMAX) { /* the index as a float */                           \
+            ug_store_dt(y, (long)yoff + o * inner + i, ydt, (float)idx);                     \
         } else {                                                                             \
             const float r = op == UG_R_MEAN ? acc / count : acc;                             \
             ug_check_flag(check, check_off, check_on, ug_nonfinite(r));                      \

@@ -109,6 +109,49 @@ TS_TEST(mlp_bf16_fused_as_unfused) { compare(dev, false, UG_BF16, UG_CHECK_LOSS_
  * the loss and six gradients. */
 TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, UG_CHECK_LOSS_AND_GRADS, -1, 6 + 16, 1e-5); }
 
+/* A metric's predicted class: argmax's index cast to f32, the cast folded
+ * into the argmax (one kernel fewer), equal to the host's first index of
+ * each row's maximum, fused or not. */
+TS_TEST(argmax_cast_folded)
+{
+    enum { ROWS = 70, COLS = 12 };
+    float x[ROWS * COLS], want[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+        int best = 0;
+        for (int c = 0; c < COLS; c++) {
+            x[r * COLS + c] = (float)((r * 7 + c * 13) % 17 / 3) - 2.0f; /* ties: the first wins */
+            if (x[r * COLS + c] > x[r * COLS + best])
+                best = c;
+        }
+        want[r] = (float)best;
+    }
+    const int64_t shape[2] = {ROWS, COLS};
+    int nodes[2] = {0, 0};
+    for (int fused = 0; fused < 2; fused++) {
+        th_context("%s", fused ? "fused" : "unfused");
+        ug_graph *g = ts_graph(ts_model(dev, 5));
+        REQUIRE(g);
+        ug_value *xv = NULL, *idx = NULL, *pred = NULL;
+        REQUIRE_OK(ug_graph_set_fusion(g, fused));
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, shape, &xv));
+        REQUIRE_OK(ug_g_argmax(g, xv, 1, &idx));
+        REQUIRE_OK(ug_g_cast(g, idx, UG_F32, &pred));
+        REQUIRE_OK(ug_graph_keep(g, pred));
+        REQUIRE_OK(ug_graph_compile(g));
+        ug_graph_memory_info mem;
+        REQUIRE_OK(ug_graph_memory(g, &mem));
+        nodes[fused] = mem.nodes;
+        ug_tensor *xt = ts_tensor_f32(dev, 2, shape, x);
+        REQUIRE(xt);
+        REQUIRE_OK(ug_graph_bind(g, xv, xt));
+        REQUIRE_OK(ug_graph_run(g));
+        float got[ROWS];
+        REQUIRE_OK(ug_graph_read(g, pred, got, sizeof got));
+        CHECK(memcmp(got, want, sizeof got) == 0);
+    }
+    CHECK_EQ_I64(nodes[1], nodes[0] - 1);
+}
+
 TS_TEST(fusion_refused_after_compile)
 {
     net n;
@@ -123,6 +166,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(mlp_fused_as_unfused),
         TH_DEVICE_TEST(mlp_bf16_fused_as_unfused),
         TH_DEVICE_TEST(cnn_fused_as_unfused),
+        TH_DEVICE_TEST(argmax_cast_folded),
         TH_DEVICE_TEST(fusion_refused_after_compile),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
