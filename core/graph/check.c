@@ -299,9 +299,11 @@ ug_status ug_graph_check(ug_graph *g)
     if (c->role == CHECK_LOSS && logits_ok >= 0) {
         const ug_value *logits = g->checks[logits_ok].value;
         return ug_set_error(UG_ERR_NUMERIC,
-                            "the loss became NaN in runs %llu..%llu while the logits of "
-                            "cross_entropy were finite: a label is outside [0, %lld), the classes "
-                            "of the logits; check the data set's labels (ug_dataset_classes)",
+                            "the loss became NaN or infinite in runs %llu..%llu while the logits "
+                            "of cross_entropy were finite: a label is outside [0, %lld), the "
+                            "classes of the logits (check the data set's labels, "
+                            "ug_dataset_classes), or logits near f32's limit made it overflow "
+                            "(lower the learning rate or clip the gradients, max_grad_norm)",
                             (unsigned long long)from, (unsigned long long)to,
                             (long long)logits->shape[logits->ndim - 1]);
     }

@@ -192,6 +192,45 @@ TS_TEST(infinite_loss_is_reported)
     }
 }
 
+/* Logits near f32's limit, all finite, overflow the loss: the message
+ * names both causes of a non-finite loss behind finite logits. */
+TS_TEST(overflowing_loss_is_reported)
+{
+    for (int f = 0; f < 2; f++) {
+        th_context("%s", FUSED[f] ? "folded" : "unfused");
+        ug_model *m = ts_model(dev, 12);
+        ug_graph *g = ts_graph(m);
+        REQUIRE(g);
+        const int64_t xs[2] = {2, 2}, ys = 2, bs = 2;
+        const float x[4] = {3e38f, -3e38f, 0.0f, 1.0f};
+        const int32_t y[2] = {1, 0};
+        ug_tensor *b = NULL;
+        ug_value *xv = NULL, *yv = NULL, *bv = NULL, *logits = NULL, *loss = NULL;
+        REQUIRE_OK(ug_model_param(m, "b", 1, &bs, UG_INIT_CONSTANT, 0.0f, &b));
+        ug_optimizer_config oc = ug_optimizer_defaults(UG_SGD);
+        ug_optimizer *opt = ts_optimizer(m, &oc);
+        REQUIRE(opt);
+        REQUIRE_OK(ug_graph_set_fusion(g, FUSED[f]));
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &xv));
+        REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 1, &ys, &yv));
+        REQUIRE_OK(ug_graph_param(g, b, &bv));
+        REQUIRE_OK(ug_g_add(g, xv, bv, &logits));
+        REQUIRE_OK(ug_g_cross_entropy(g, logits, yv, 0.0f, &loss));
+        REQUIRE_OK(ug_graph_backward(g, loss));
+        REQUIRE_OK(ug_graph_set_optimizer(g, opt));
+        REQUIRE_OK(ug_graph_compile(g));
+        ug_tensor *xt = ts_tensor_f32(dev, 2, xs, x), *yt = ts_tensor_i32(dev, 2, y);
+        REQUIRE(xt && yt);
+        REQUIRE_OK(ug_graph_bind(g, xv, xt));
+        REQUIRE_OK(ug_graph_bind(g, yv, yt));
+        REQUIRE_OK(ug_graph_run(g));
+        float value = 0;
+        if (CHECK_STATUS(ug_graph_read(g, loss, &value, sizeof value), UG_ERR_NUMERIC))
+            CHECK_ERROR_HAS("NaN or infinite", "label is outside [0, 2)", "near f32's limit");
+        CHECK(value == INFINITY);
+    }
+}
+
 TS_TEST(checks_off_stay_silent)
 {
     classifier c;
@@ -274,6 +313,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(bad_label_is_reported),
         TH_DEVICE_TEST(infinite_gradient_is_reported),
         TH_DEVICE_TEST(infinite_loss_is_reported),
+        TH_DEVICE_TEST(overflowing_loss_is_reported),
         TH_DEVICE_TEST(checks_off_stay_silent),
         TH_DEVICE_TEST(every_node_names_the_op),
         TH_DEVICE_TEST(every_node_in_f16),
