@@ -254,21 +254,17 @@ static void col_max(const red_job *j, const char *base, int64_t l0, int64_t l1, 
 static void write_out(const red_job *j, int64_t pos, int64_t w, const float *val,
                       const int64_t *idx)
 {
-    float tmp[RED_W];
     if (j->op == UG_RKERNEL_ARGMAX && j->yt == UG_I32) {
         int32_t *y = (int32_t *)j->y + pos;
         for (int64_t c = 0; c < w; c++)
             y[c] = (int32_t)idx[c];
         return;
     }
-    if (j->op == UG_RKERNEL_ARGMAX) { /* the index as a float */
-        for (int64_t c = 0; c < w; c++)
-            tmp[c] = (float)idx[c];
-        ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);
-        return;
-    }
+    float tmp[RED_W]; /* argmax: the index as a float */
     for (int64_t c = 0; c < w; c++)
-        tmp[c] = j->op == UG_RKERNEL_MEAN ? val[c] / (float)j->len : val[c];
+        tmp[c] = j->op == UG_RKERNEL_ARGMAX ? (float)idx[c]
+                 : j->op == UG_RKERNEL_MEAN ? val[c] / (float)j->len
+                                            : val[c];
     if (j->check.mem && ug_cpu_any_nonfinite(tmp, w))
         ug_cpu_set_check(j->check);
     ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);

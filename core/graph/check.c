@@ -164,6 +164,25 @@ static bool can_make(const graph_node *n, int operand, int *slot)
            !n->checks[*slot];
 }
 
+/* The elements of v that the nodes able to check them read; with a flag,
+ * those nodes take the check. */
+static int64_t checking_readers(ug_graph *g, const ug_value *v, ug_value *flag)
+{
+    int64_t covered = 0;
+    int slot;
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *n = g->nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+            if (!n->in[k] || ug_value_base(n->in[k]) != v || !can_make(n, k, &slot))
+                continue;
+            covered += ug_shape_numel(n->in[k]->ndim, n->in[k]->shape);
+            if (flag)
+                n->checks[slot] = flag;
+        }
+    }
+    return covered;
+}
+
 /* Check c folded into the node that writes its value, or into nodes that
  * read all of it between them; false: none can. */
 static bool fold_check(ug_graph *g, graph_check *c)
@@ -176,22 +195,9 @@ static bool fold_check(ug_graph *g, graph_check *c)
         writer->checks[slot] = c->flag;
         return true;
     }
-    int64_t covered = 0; /* the elements the readers that can check read */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < g->node_count; i++) {
-            graph_node *n = g->nodes[i];
-            for (int k = 0; k < n->nin; k++) {
-                if (!n->in[k] || ug_value_base(n->in[k]) != v || !can_make(n, k, &slot))
-                    continue;
-                if (pass == 0)
-                    covered += ug_shape_numel(n->in[k]->ndim, n->in[k]->shape);
-                else
-                    n->checks[slot] = c->flag;
-            }
-        }
-        if (covered < ug_shape_numel(v->ndim, v->shape))
-            return false;
-    }
+    if (checking_readers(g, v, NULL) < ug_shape_numel(v->ndim, v->shape))
+        return false;
+    checking_readers(g, v, c->flag);
     return true;
 }
 
