@@ -58,15 +58,15 @@ void report_header(const train_options *o, ug_trainer *t, ug_device *device, con
     if (data->val)
         snprintf(val, sizeof val, ", %lld validation", (long long)ug_dataset_count(data->val));
     printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
-    printf("model %s (%s), dropout %g, %s lr %g%s, batch %lld, %d epoch%s, seed %llu; %lld training%s and %lld "
-           "test samples\n",
+    printf("model %s (%s), dropout %g, %s lr %g%s\n"
+           "  batch %lld, %d epoch%s, seed %llu; %lld training%s and %lld test samples\n",
            shape, ug_dtype_name(o->model.precision), (double)o->model.dropout,
            oc.type == UG_SGD ? "SGD" : oc.type == UG_ADAM ? "Adam" : "AdamW", (double)oc.lr, schedule,
            (long long)ug_trainer_batch_size(t), o->epochs, plural(o->epochs), (unsigned long long)o->seed,
            (long long)ug_dataset_count(data->train), val, (long long)ug_dataset_count(data->test));
-    printf("step plan: %d kernels (%d fused away, %d recomputing checkpointed activations), %.2f MiB of activations, "
-           "%.2f MiB of gradients, %.2f MiB in all\n", mem.nodes, mem.fused, mem.recomputed,
-           mib(mem.activation_bytes), mib(mem.gradient_bytes), mib(mem.total_bytes));
+    printf("step plan: %d kernels (%d fused away, %d recomputing activations)\n"
+           "  memory: %.2f MiB of activations, %.2f MiB of gradients, %.2f MiB in all\n", mem.nodes, mem.fused,
+           mem.recomputed, mib(mem.activation_bytes), mib(mem.gradient_bytes), mib(mem.total_bytes));
     const long long updates = (long long)ug_optimizer_steps(ug_trainer_optimizer(t));
     if (o->resume)
         printf("resumed from %s: epoch %lld, %lld update%s done\n", o->resume,
