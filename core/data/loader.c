@@ -125,6 +125,18 @@ static int64_t batch_offset(const ug_loader *l, int64_t batch)
     return batch * l->config.batch_size + (batch < l->full_batches ? l->full_offset : l->partial_offset);
 }
 
+/* floor(rows * part / total) for 0 <= part <= total, at most rows. The
+ * product first, for the exact boundaries of small weights (49 * 1 / 49 is
+ * 1, 49 * (1 / 49) is not); the quotient first where the product would
+ * overflow. Near INT64_MAX, (double)rows rounds up to 2^63, which int64_t
+ * cannot hold: hence the clamp. */
+static int64_t rows_before(int64_t rows, double part, double total)
+{
+    double product = (double)rows * part;
+    double r = floor(isfinite(product) ? product / total : (double)rows * (part / total));
+    return r >= (double)rows ? rows : (int64_t)r;
+}
+
 /* This shard's rows of a global batch of rows: [*begin, *begin + *count). */
 static void shard_of(const ug_loader_config *c, const double *weights, int64_t rows, int64_t *begin,
                      int64_t *count)
@@ -141,8 +153,8 @@ static void shard_of(const ug_loader_config *c, const double *weights, int64_t r
             before = total;
     }
     double mine = before + (weights ? weights[c->shard_index] : 1.0);
-    int64_t start = (int64_t)floor((double)rows * before / total);
-    int64_t end = c->shard_index == c->shard_count - 1 ? rows : (int64_t)floor((double)rows * mine / total);
+    int64_t start = rows_before(rows, before, total);
+    int64_t end = c->shard_index == c->shard_count - 1 ? rows : rows_before(rows, mine, total);
     *begin = start;
     *count = end - start;
 }

@@ -4,7 +4,8 @@
  * values), whatever the number of shards; parts of a small last batch may
  * be empty; weights changed mid-epoch (ug_loader_set_shard_weights) split
  * the later batches by the new ones, a shard's part growing past what its
- * slots held; bad shard settings are refused. */
+ * slots held; a batch of INT64_MAX rows splits too; bad shard settings are
+ * refused. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,17 @@ static void test_empty_parts(ug_device *dev)
     check_parts(dev, 9, 8, 4, (shard_weights){0}, rows);
 }
 
+static void test_huge_batch(ug_device *dev)
+{
+    /* A batch of INT64_MAX rows (more than any data set: one batch of its
+     * 10) is still split by its weights, 1:3 as 2 + 8, with weights whose
+     * products with the batch overflow a double. */
+    static const int64_t rows[] = {2, 8};
+    check_parts(dev, 10, INT64_MAX, 2, (shard_weights){(const double[]){1e300, 3e300}, NULL, 0}, rows);
+    static const int64_t equal[] = {5, 5};
+    check_parts(dev, 10, INT64_MAX, 2, (shard_weights){0}, equal);
+}
+
 static void test_refusals(ug_device *dev)
 {
     ug_dataset *ds = dataset(10);
@@ -185,6 +197,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(weighted_shards),
         TH_DEVICE_TEST(weights_changed),
         TH_DEVICE_TEST(empty_parts),
+        TH_DEVICE_TEST(huge_batch),
         TH_DEVICE_TEST(refusals),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
