@@ -13,6 +13,7 @@
 
 #include "bench.h"
 #include "bench_onednn.h"
+#include "wrap.h"
 
 enum { MAX_DEVICES = 16, MAX_BATCHES = 8 };
 /* Relative to the largest |y|: f32 sums of at most 288 products. */
@@ -369,15 +370,17 @@ int bench_conv(int argc, char **argv)
 #ifdef UG_BENCH_ONEDNN
     onednn_describe(onednn, sizeof onednn);
 #endif
-    printf("%s; %s; %d thread(s); timing each figure for ~%.2f s\n\n", openblas_get_config(), onednn,
-           bench_cpu_threads(), target);
-    printf("%-5s %5s %-10s %17s %17s %17s %15s\n", "", "", "", "---- unigrad ----", "---- oneDNN -----",
-           "----- BLAS ------", "- ug/oneDNN -");
-    printf("%-5s %5s %-10s %8s %8s %8s %8s %8s %8s %7s %7s %8s  %s\n", "layer", "batch", "device", "fwd ms",
-           "step ms", "fwd ms", "step ms", "fwd ms", "step ms", "fwd", "step", "rel.err", "oneDNN algorithm");
+    print_wrapped(stdout, "host BLAS: ", openblas_get_config());
+    printf("%s; %d thread(s); timing each figure for ~%.2f s\n\n", onednn, bench_cpu_threads(), target);
+    /* Within 80 columns: the host's figures of a layer (oneDNN's choice,
+     * the BLAS products) follow the table, once each. */
+    printf("%-5s %5s %-8s %18s %18s %15s\n", "", "", "", "----- unigrad ----", "----- oneDNN -----",
+           "- ug/oneDNN -");
+    printf("%-5s %5s %-8s %8s %8s %8s %8s %7s %7s %7s\n", "layer", "batch", "device", "fwd ms", "step ms",
+           "fwd ms", "step ms", "fwd", "step", "rel.err");
 
     enum { MAX_NOTES = LAYER_COUNT * MAX_BATCHES };
-    char notes[MAX_NOTES][480];
+    char labels[MAX_NOTES][48], notes[MAX_NOTES][560];
     int note_count = 0, status = 0;
     for (size_t li = 0; li < LAYER_COUNT && status != 2; li++) {
         for (int bi = 0; bi < batch_count && status != 2; bi++) {
@@ -393,9 +396,11 @@ int bench_conv(int argc, char **argv)
                 status = 2;
                 break;
             }
-            if (h.onednn)
-                snprintf(notes[note_count++], sizeof notes[0], "  %s batch %lld: %s", d.layer.name,
-                         (long long)d.layer.batch, h.dnn.details);
+            snprintf(labels[note_count], sizeof labels[0], "%s batch %lld: ", d.layer.name,
+                     (long long)d.layer.batch);
+            snprintf(notes[note_count++], sizeof notes[0], "BLAS fwd %.3f ms, step %.3f ms.%s%s%s%s",
+                     h.blas_forward_s * 1e3, h.blas_step_s * 1e3, h.onednn ? " oneDNN chose " : "",
+                     h.onednn ? h.dnn.algorithm : "", h.onednn ? ". " : "", h.onednn ? h.dnn.details : "");
             for (int di = 0; di < device_count && status != 2; di++) {
                 ug_conv u;
                 double ug_forward_s = 0.0, ug_step_s = 0.0, error = 0.0;
@@ -412,20 +417,18 @@ int bench_conv(int argc, char **argv)
                     break;
                 }
                 bool match = !d.have_y || error <= TOLERANCE;
-                printf("%-5s %5lld %-10s", d.layer.name, (long long)d.layer.batch, ids[di]);
+                printf("%-5s %5lld %-8s", d.layer.name, (long long)d.layer.batch, ids[di]);
                 print_ms(ug_forward_s, true);
                 print_ms(ug_step_s, true);
                 print_ms(h.dnn.forward_s, h.onednn);
                 print_ms(h.dnn.step_s, h.onednn);
-                print_ms(h.blas_forward_s, true);
-                print_ms(h.blas_step_s, true);
                 print_ratio(ug_forward_s, h.dnn.forward_s, h.onednn);
                 print_ratio(ug_step_s, h.dnn.step_s, h.onednn);
                 if (d.have_y)
-                    printf(" %8.1e", error);
+                    printf(" %7.1e", error);
                 else
-                    printf(" %8s", "-");
-                printf("  %s%s\n", h.onednn ? h.dnn.algorithm : "-", match ? "" : "  MISMATCH");
+                    printf(" %7s", "-");
+                printf("%s\n", match ? "" : "  MISMATCH");
                 fflush(stdout);
                 if (csv)
                     fprintf(csv, "%s,%lld,%s,%.4f,%.4f,%.4f,%.4f,%s,%.4f,%.4f,%.3f,%.3f,%.3g\n", d.layer.name,
@@ -440,20 +443,25 @@ int bench_conv(int argc, char **argv)
             free_layer_data(&d);
         }
     }
-    printf("\nunigrad: fwd is ug_conv2d eager; step is a graph of the convolution and sum(y), forward and "
-           "backward to x, weight and bias (ug_graph_run, no optimizer)\n");
-#ifdef UG_BENCH_ONEDNN
-    printf("oneDNN: forward_training, then backward data and backward weights with the bias, each primitive "
-           "in the layouts it chose (reordered from NCHW once, outside the timing); the faster of algorithm "
-           "direct and auto. Primitives (forward, backward data, backward weights):\n");
+    printf("\n");
     for (int i = 0; i < note_count; i++)
-        printf("%s\n", notes[i]);
+        print_wrapped(stdout, labels[i], notes[i]);
+    printf("\n");
+    print_wrapped(stdout, "unigrad: ", "fwd is ug_conv2d eager; step is a graph of the convolution and sum(y), "
+                  "forward and backward to x, weight and bias (ug_graph_run, no optimizer).");
+#ifdef UG_BENCH_ONEDNN
+    print_wrapped(stdout, "oneDNN: ", "forward_training, then backward data and backward weights with the bias, "
+                  "each primitive in the layouts it chose (reordered from NCHW once, outside the timing); the "
+                  "faster of algorithm direct and auto, whose primitives (forward, backward data, backward "
+                  "weights) the notes above name.");
 #else
-    printf("oneDNN: not found at build time (install libdnnl-dev and configure again); its columns show -\n");
+    print_wrapped(stdout, "oneDNN: ", "not found at build time (install libdnnl-dev and configure again); its "
+                  "columns show -.");
 #endif
-    printf("BLAS: the im2col products alone through OpenBLAS on the host, one GEMM over the batch each: fwd "
-           "W col, step adds dY col^T and W^T dY (no im2col, col2im or bias)\n");
-    printf("rel.err: largest |unigrad - oneDNN| of the forward result over the largest |oneDNN|\n");
+    print_wrapped(stdout, "BLAS: ", "the im2col products alone through OpenBLAS on the host, one GEMM over the "
+                  "batch each: fwd W col, step adds dY col^T and W^T dY (no im2col, col2im or bias).");
+    print_wrapped(stdout, "rel.err: ", "largest |unigrad - oneDNN| of the forward result over the largest "
+                  "|oneDNN|.");
     if (status == 1)
         fprintf(stderr, "ug-bench conv: a device's forward result differs from oneDNN's by more than %.0e "
                         "(relative)\n", TOLERANCE);

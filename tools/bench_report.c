@@ -37,9 +37,10 @@ enum { SECTIONS = sizeof sections / sizeof sections[0] };
 static void usage(FILE *out)
 {
     fprintf(out, "usage: ug-bench report --out DIR [--device NAME] [--seconds S] [--label TEXT]\n"
-                 "Runs gemm (--quick), train-mlp, train-cnn (batch 64) and conv (batch 64) on every\n"
-                 "device (or NAME) and writes into DIR: each one's CSV, report.json with every\n"
-                 "figure and the machine's description, PNG plots (gnuplot) and report.md.\n"
+                 "Runs gemm (--quick), train-mlp, train-cnn (batch 64) and conv (batch 64) on\n"
+                 "every device (or NAME) and writes into DIR: each one's CSV, report.json with\n"
+                 "every figure and the machine's description, PNG plots (gnuplot) and\n"
+                 "report.md.\n"
                  "--seconds sets each timing's length (default 1); --label names the report (a\n"
                  "commit, a machine). ug-bench compare A.json B.json prints the ratios of two.\n");
 }

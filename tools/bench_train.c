@@ -27,21 +27,24 @@ static const char *command = "train-mlp";
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: ug-bench train-mlp|train-cnn [--device NAME] [--batch N]... [--hidden LIST]\n"
-            "                          [--seconds S] [--no-epoch] [--no-modes] [--keep-denormals]\n"
-            "                          [--precision LIST] [--csv FILE] [--trace FILE]\n"
-            "Times ug-train's training step (train-mlp: MLP 784-500-10 by default, --hidden as\n"
-            "ug-train's, e.g. 16x1024; train-cnn: ug-train --model cnn; Adam) at batch 64 and 128\n"
-            "on changing batches beside the step's matrix products alone through OpenBLAS (for\n"
-            "the CNN its im2col products; the two timed in alternating rounds), one epoch with the prefetching loader\n"
-            "(Fashion-MNIST when installed, else random data of its size), and the step with\n"
-            "gradient accumulation over 4 micro-batches and with activation checkpointing (time\n"
-            "and memory: the plan's and the pool's measured peak). Denormals are flushed to zero\n"
-            "on the CPU backend's threads unless --keep-denormals. --precision f32,f16,bf16 times\n"
-            "each compute precision in turn (default f32; f16 with loss scaling, as ug-train).\n"
-            "The plain step is also timed with the profiler recording, in rounds alternating\n"
-            "with it off; --trace FILE writes the Chrome trace of a recorded round (to\n"
-            "FILE-<device>-b<batch>.json when several run; open it in ui.perfetto.dev).\n");
+            "usage: ug-bench train-mlp|train-cnn [--device NAME] [--batch N]...\n"
+            "         [--hidden LIST] [--seconds S] [--no-epoch] [--no-modes]\n"
+            "         [--keep-denormals] [--precision LIST] [--csv FILE] [--trace FILE]\n"
+            "Times ug-train's training step with Adam (train-mlp: MLP 784-500-10 by\n"
+            "default, --hidden as ug-train's, e.g. 16x1024; train-cnn: ug-train --model\n"
+            "cnn) at batch 64 and 128 on changing batches, beside the step's matrix\n"
+            "products alone through OpenBLAS (for the CNN its im2col products; the two\n"
+            "timed in alternating rounds). Then one epoch with the prefetching loader\n"
+            "(Fashion-MNIST when installed, else random data of its size), and the step\n"
+            "with gradient accumulation over 4 micro-batches and with activation\n"
+            "checkpointing (time and memory: the plan's and the pool's measured peak).\n"
+            "Denormals are flushed to zero on the CPU backend's threads unless\n"
+            "--keep-denormals. --precision f32,f16,bf16 times each compute precision in\n"
+            "turn (default f32; f16 with loss scaling, as ug-train).\n"
+            "The plain step is also timed with the profiler recording, in rounds\n"
+            "alternating with it off; --trace FILE writes the Chrome trace of a recorded\n"
+            "round (to FILE-<device>-b<batch>.json when several run; open it in\n"
+            "ui.perfetto.dev).\n");
 }
 
 /* One matrix product of the step: C [m, n] = op(A) op(B). */
@@ -396,6 +399,48 @@ static void trace_name(char *out, size_t len, const char *path, bool several, co
             *c = '_'; /* "cpu/f16", "opencl:0" */
 }
 
+/* The plain step's lines under its row, each within 80 columns: its
+ * products through OpenBLAS, its epoch, the host's issuing, replay, the
+ * profiler's cost, the bound (bandwidth 0: not on the host's cores) and
+ * the trace (NULL: none). */
+static void print_plain_details(const mode_result *r, double epoch_s, int64_t epoch_steps, double bandwidth,
+                                const char *trace)
+{
+    if (r->blas_s > 0)
+        printf("    products: %.3f ms through OpenBLAS; the step x%.2f of them\n", r->blas_s * 1e3, r->over_blas);
+    if (epoch_s > 0) {
+        double steps_s = (double)epoch_steps * r->step_s;
+        printf("    epoch: %.2f s, x%.2f of its %lld steps' %.2f s\n", epoch_s, epoch_s / steps_s,
+               (long long)epoch_steps, steps_s);
+    }
+    if (r->launched_s > 0)
+        printf("    host issues the step's %d kernels from its recording in %.3f ms\n"
+               "      (%.0f%% of the step)\n", r->kernels, r->host_s * 1e3, 100.0 * r->host_s / r->step_s);
+    else
+        printf("    host issues the step's %d kernels in %.3f ms\n      (%.1f us each, %.0f%% of the step)\n",
+               r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels, 100.0 * r->host_s / r->step_s);
+    if (r->launched_s > 0)
+        printf("    replayed: x%.2f of launching each kernel (%.3f ms)\n", r->step_s / r->launched_s,
+               r->launched_s * 1e3);
+    else if (strstr(r->replay_why, "failed"))
+        printf("    not replayed: %s\n", r->replay_why);
+    const bench_profile_result *p = &r->profiled;
+    printf("    profiler: the step takes %.3f ms off, %.3f ms recording (x%.3f)\n", p->off_s * 1e3, p->on_s * 1e3,
+           p->ratio);
+    if (r->blas_s > 0 && bandwidth > 0) {
+        /* Adam reads each parameter, its gradient and both moments, and
+         * writes back all but the gradient. */
+        double adam_bytes = 28.0 * (double)r->params, bound = r->blas_s + adam_bytes / bandwidth;
+        printf("    bound: products %.3f + Adam's %.1f MB at %.1f GB/s %.3f = %.3f ms;\n      step x%.2f\n",
+               r->blas_s * 1e3, adam_bytes * 1e-6, bandwidth * 1e-9, adam_bytes / bandwidth * 1e3, bound * 1e3,
+               r->step_s / bound);
+    }
+    if (trace)
+        printf("    traced into %s:\n      launches %.3f ms of device time per step, %.0f%% of those steps' "
+               "%.3f ms\n", trace, p->traced_launches_s * 1e3, 100.0 * p->traced_launches_s / p->traced_step_s,
+               p->traced_step_s * 1e3);
+}
+
 static int bench_train(int argc, char **argv, bool cnn)
 {
     const char *only = NULL, *csv_path = NULL, *trace_path = NULL;
@@ -476,9 +521,8 @@ static int bench_train(int argc, char **argv, bool cnn)
                      "unprofiled_step_ms,profiled_step_ms,traced_launches_ms,traced_step_ms\n");
     /* The bound's memory side, measured before any device's threads run. */
     const double bandwidth = bench_host_bandwidth();
-    printf("%-10s %5s %-12s %9s %6s %12s %7s %9s %8s %8s %6s %8s %8s %8s\n", "device", "batch", "step", "step ms",
-           "x plain", "BLAS prod ms", "ratio", "samples/s", "epoch s", "steps s", "ratio", "act MiB", "plan MiB",
-           "peak MiB");
+    printf("%-9s %5s %-12s %7s %7s %9s %7s %8s %8s\n", "device", "batch", "step", "step ms", "x plain",
+           "samples/s", "act MiB", "plan MiB", "peak MiB");
     int rc = 0;
     for (int d = 0; d < device_count * precision_count && !rc; d++) {
         /* Each device in each precision, named "cpu" or "cpu/f16". */
@@ -526,50 +570,12 @@ static int bench_train(int argc, char **argv, bool cnn)
                 double steps_s = (double)epoch_steps * r->step_s, over_plain = r->step_s / results[0].step_s;
                 double mib = 1.0 / 1048576.0;
                 bool first = mode == MODE_PLAIN;
-                printf("%-10s %5lld %-12s %9.3f %6.2f", id, (long long)batch, mode_names[mode], r->step_s * 1e3,
-                       over_plain);
-                if (r->blas_s > 0)
-                    printf(" %12.3f %7.2f", r->blas_s * 1e3, r->over_blas);
-                else
-                    printf(" %12s %7s", "-", "-");
-                printf(" %9.0f", (double)batch / r->step_s);
-                if (first && epoch)
-                    printf(" %8.2f %8.2f %6.2f", epoch_s, steps_s, steps_s > 0 ? epoch_s / steps_s : 0.0);
-                else
-                    printf(" %8s %8s %6s", "-", "-", "-");
-                printf(" %8.1f %8.1f %8.1f\n", (double)r->activation_bytes * mib, (double)r->plan_bytes * mib,
-                       (double)r->peak_bytes * mib);
-                if (first) {
-                    if (r->launched_s > 0)
-                        printf("%-10s %5s host issues the step's %d kernels from its recording in %.3f ms (%.0f%% of the step)\n",
-                               "", "", r->kernels, r->host_s * 1e3, 100.0 * r->host_s / r->step_s);
-                    else
-                        printf("%-10s %5s host issues the step's %d kernels in %.3f ms (%.1f us each, %.0f%% of the step)\n",
-                               "", "", r->kernels, r->host_s * 1e3, r->host_s * 1e6 / r->kernels,
-                               100.0 * r->host_s / r->step_s);
-                    if (r->launched_s > 0)
-                        printf("%-10s %5s replayed: x%.2f of launching each kernel (%.3f ms)\n",
-                               "", "", r->step_s / r->launched_s, r->launched_s * 1e3);
-                    else if (strstr(r->replay_why, "failed"))
-                        printf("%-10s %5s not replayed: %s\n", "", "", r->replay_why);
-                    const bench_profile_result *p = &r->profiled;
-                    printf("%-10s %5s profiler: the step takes %.3f ms off, %.3f ms recording (x%.3f)\n", "", "",
-                           p->off_s * 1e3, p->on_s * 1e3, p->ratio);
-                    if (r->blas_s > 0 && bandwidth > 0 && !info.is_gpu) {
-                        /* Adam reads each parameter, its gradient and both
-                         * moments, and writes back all but the gradient. */
-                        double adam_bytes = 28.0 * (double)r->params;
-                        double bound = r->blas_s + adam_bytes / bandwidth;
-                        printf("%-10s %5s bound: products %.3f + Adam's %.1f MB at %.1f GB/s %.3f = %.3f ms; "
-                               "step x%.2f\n", "", "", r->blas_s * 1e3,
-                               adam_bytes * 1e-6, bandwidth * 1e-9, adam_bytes / bandwidth * 1e3,
-                               bound * 1e3, r->step_s / bound);
-                    }
-                    if (trace_path)
-                        printf("%-10s %5s traced into %s: launches %.3f ms of device time per step, %.0f%% "
-                               "of those steps' %.3f ms\n", "", "", trace, p->traced_launches_s * 1e3,
-                               100.0 * p->traced_launches_s / p->traced_step_s, p->traced_step_s * 1e3);
-                }
+                printf("%-9s %5lld %-12s %7.3f %7.2f %9.0f %7.1f %8.1f %8.1f\n", id, (long long)batch,
+                       mode_names[mode], r->step_s * 1e3, over_plain, (double)batch / r->step_s,
+                       (double)r->activation_bytes * mib, (double)r->plan_bytes * mib, (double)r->peak_bytes * mib);
+                if (first)
+                    print_plain_details(r, epoch ? epoch_s : 0.0, epoch_steps, info.is_gpu ? 0.0 : bandwidth,
+                                        trace_path ? trace : NULL);
                 if (csv)
                     fprintf(csv, "%s,%lld,%s,%.4f,%.3f,%.4f,%.3f,%.0f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.4f,%d,%.4f,%.4f,%.4f,%.4f\n", id,
                             (long long)batch, mode_names[mode], r->step_s * 1e3, over_plain,
@@ -588,19 +594,21 @@ static int bench_train(int argc, char **argv, bool cnn)
                 free_products(&hp);
         }
     }
-    printf("step: plain, %d micro-batches of batch/%d accumulated per update, or every %s checkpointed; "
-           "denormals %s\n", MICRO_BATCHES, MICRO_BATCHES, cnn ? "conv block" : "hidden layer",
-           flush ? "flushed to zero" : "kept");
-    printf("BLAS prod: the step's matrix products alone through OpenBLAS on the host%s, timed in 5 rounds\n"
-           "  alternating with the plain step's; ratio = the median round's step / products\n",
-           cnn ? " (each convolution's im2col products as one GEMM over the batch)" : "");
-    printf("bound (devices on the host's cores): the products' time through OpenBLAS, plus Adam's\n"
-           "  bytes (28 a parameter) at the host's memory bandwidth (threaded 64 MiB copies)\n");
-    printf("memory: the plan's activations and total (model, optimizer, gradients, activations), and the pool's "
-           "measured peak during the steps\n");
+    printf("step: plain, %d micro-batches of batch/%d accumulated per update, or every\n"
+           "  %s checkpointed; denormals %s\n", MICRO_BATCHES, MICRO_BATCHES,
+           cnn ? "conv block" : "hidden layer", flush ? "flushed to zero" : "kept");
+    printf("memory: the plan's activations and total (model, optimizer, gradients,\n"
+           "  activations), and the pool's measured peak during the steps\n");
+    printf("products: the step's matrix products alone through OpenBLAS on the host%s,\n"
+           "  timed in 5 rounds alternating with the plain step's; x: the median\n"
+           "  round's step over its products\n",
+           cnn ? "\n  (each convolution's im2col products as one GEMM over the batch)" : "");
+    printf("bound (devices on the host's cores): the products' time through OpenBLAS,\n"
+           "  plus Adam's bytes (28 a parameter) at the host's memory bandwidth\n"
+           "  (threaded 64 MiB copies)\n");
     if (epoch)
-        printf("epoch: %s, drop_last; ratio = epoch time / (steps x step time)\n",
-               real ? "Fashion-MNIST training set" : "60000 random samples (Fashion-MNIST not installed)");
+        printf("epoch: %s, drop_last;\n  x: its time over its steps' at the plain step's time\n",
+               real ? "the Fashion-MNIST training set" : "60000 random samples (Fashion-MNIST not installed)");
     ug_dataset_free(data);
     if (csv)
         fclose(csv);

@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "wrap.h"
+
 enum { TOP_OPS = 15 };
 
 ug_status train_profile_step(train_profile *tp, int64_t global_step, int64_t total)
@@ -39,14 +41,16 @@ ug_status train_profile_report(train_profile *tp)
         st = ug_profiler_write_trace(tp->profiler, tp->path);
     if (st != UG_OK)
         return st;
+    char steps[64], text[1024];
     if (!tp->last)
-        printf("profile of steps %lld to the run's end", (long long)tp->first);
+        snprintf(steps, sizeof steps, "steps %lld to the run's end", (long long)tp->first);
     else if (tp->last == tp->first)
-        printf("profile of step %lld", (long long)tp->first);
+        snprintf(steps, sizeof steps, "step %lld", (long long)tp->first);
     else
-        printf("profile of steps %lld-%lld", (long long)tp->first, (long long)tp->last);
-    printf(" on %s written to %s (open it in ui.perfetto.dev); top ops by device time:\n",
-           ug_device_name(tp->device), tp->path);
+        snprintf(steps, sizeof steps, "steps %lld-%lld", (long long)tp->first, (long long)tp->last);
+    snprintf(text, sizeof text, "%s on %s written to %s (open it in ui.perfetto.dev); top ops by device time:",
+             steps, ug_device_name(tp->device), tp->path);
+    print_wrapped(stdout, "profile: ", text);
     st = ug_profiler_print_table(tp->profiler, UG_PROFILE_BY_DEVICE_TIME, TOP_OPS, stdout);
     fflush(stdout);
     return st;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wrap.h"
+
 /* The local rank mpirun gives this process (Open MPI, else MPICH's PMI). */
 static const char *local_rank(void)
 {
@@ -174,12 +176,20 @@ void replicas_report_shares(const train_replicas *rp, const ug_trainer_epoch *e)
 {
     if (e->replicas < 2)
         return;
-    printf("world of %d: shares of each batch", e->replicas);
-    for (int r = 0; r < e->replicas; r++) {
+    /* A rank's or device's share: at most about 40 characters. */
+    size_t len = 32 + 48 * (size_t)e->replicas, n = 0;
+    char prefix[32], *shares = malloc(len);
+    if (!shares)
+        return;
+    n += (size_t)snprintf(shares, len, "shares of each batch");
+    for (int r = 0; r < e->replicas && n < len; r++) {
         if (rp->mpi)
-            printf("%s rank %d %.1f%%", r ? "," : "", r, 100.0 * e->shares[r]);
+            n += (size_t)snprintf(shares + n, len - n, "%s rank %d %.1f%%", r ? "," : "", r, 100.0 * e->shares[r]);
         else
-            printf("%s %s %.1f%%", r ? "," : "", ug_device_name(rp->replicas[r].device), 100.0 * e->shares[r]);
+            n += (size_t)snprintf(shares + n, len - n, "%s %s %.1f%%", r ? "," : "",
+                                  ug_device_name(rp->replicas[r].device), 100.0 * e->shares[r]);
     }
-    printf("\n");
+    snprintf(prefix, sizeof prefix, "world of %d: ", e->replicas);
+    print_wrapped(stdout, prefix, shares);
+    free(shares);
 }

@@ -74,16 +74,16 @@ void report_header(const train_options *o, ug_trainer *t, ug_device *device, con
     fflush(stdout);
 }
 
+/* The epoch's figures on lines within 80 columns; the first starts with
+ * "epoch N: train loss" and one says "test accuracy N%" (scripts read
+ * them). */
 void report_epoch(const ug_trainer *t, const ug_trainer_epoch *e, const ug_trainer_metrics *test)
 {
-    char val[96] = "";
+    printf("epoch %lld: train loss %.4f (accuracy %.2f%%) in %.1f s, %.0f samples/s\n", (long long)e->epoch + 1,
+           e->train.loss, 100.0 * e->train.accuracy, e->seconds, e->samples_per_second);
     if (e->validation.samples)
-        snprintf(val, sizeof val, "validation loss %.4f (accuracy %.2f%%), ", e->validation.loss,
-                 100.0 * e->validation.accuracy);
-    printf("epoch %lld: train loss %.4f (accuracy %.2f%%), %stest loss %.4f, test accuracy %.2f%%, %.1f s (%.0f "
-           "samples/s)\n",
-           (long long)e->epoch + 1, e->train.loss, 100.0 * e->train.accuracy, val, test->loss,
-           100.0 * test->accuracy, e->seconds, e->samples_per_second);
+        printf("  validation loss %.4f (accuracy %.2f%%)\n", e->validation.loss, 100.0 * e->validation.accuracy);
+    printf("  test loss %.4f, test accuracy %.2f%%\n", test->loss, 100.0 * test->accuracy);
     ug_loss_scaler_state scaler;
     if (ug_optimizer_loss_scaler(ug_trainer_optimizer(t), &scaler) == UG_OK)
         printf("loss scale %g, %lld step%s skipped so far\n", (double)scaler.scale,

@@ -8,10 +8,11 @@
 #include <string.h>
 
 #include "json_string.h"
+#include "wrap.h"
 #include "unigrad/unigrad.h"
 
 #define SELFTEST_N 1000
-#define MAX_COLUMN 48
+#define MAX_NAME 38 /* the row stays within 80 columns */
 
 static void usage(FILE *out)
 {
@@ -97,22 +98,21 @@ int main(int argc, char **argv)
 
     int count = ug_device_count();
     int failures = 0;
-    /* Vendor and name columns as wide as their longest entry, capped so a
-     * row stays readable; the driver string, often long, comes last. */
-    int vendor_w = 6, name_w = 4;
+    /* The name column as wide as its longest entry, capped to keep a row
+     * within 80 columns; the vendor and the driver, often long, go on
+     * lines of their own under the row. */
+    int name_w = 4;
     for (int i = 0; i < count && !json; i++) {
         ug_device_info info;
         if (ug_device_info_at(i, &info) != UG_OK) {
             fprintf(stderr, "ug-devices: device %d: %s\n", i, ug_last_error());
             return 2;
         }
-        int v = (int)strlen(info.vendor), n = (int)strlen(info.name);
-        vendor_w = v > vendor_w ? (v < MAX_COLUMN ? v : MAX_COLUMN) : vendor_w;
-        name_w = n > name_w ? (n < MAX_COLUMN ? n : MAX_COLUMN) : name_w;
+        int n = (int)strlen(info.name);
+        name_w = n > name_w ? (n < MAX_NAME ? n : MAX_NAME) : name_w;
     }
     if (!json) {
-        printf("%-10s %-7s %-*s %-*s %10s %5s %8s %-4s %s\n", "ID", "BACKEND", vendor_w, "VENDOR",
-               name_w, "NAME", "MEMORY", "CUs", "MAX WG", "FP16", "DRIVER");
+        printf("%-9s %-7s %-*s %10s %5s %s\n", "ID", "BACKEND", name_w, "NAME", "MEMORY", "CUs", "FP16");
     } else {
         printf("{\n  \"devices\": [");
     }
@@ -125,10 +125,13 @@ int main(int argc, char **argv)
         char memory[32];
         format_bytes(info.global_memory, memory, sizeof memory);
         if (!json) {
-            printf("%-10s %-7s %-*.*s %-*.*s %10s %5" PRIu32 " %8" PRIu64 " %-4s %s\n",
-                   info.id, info.backend, vendor_w, vendor_w, info.vendor, name_w, name_w,
-                   info.name, memory, info.compute_units,
-                   info.max_work_group, info.fp16 ? "yes" : "no", info.driver);
+            printf("%-9s %-7s %-*.*s %10s %5" PRIu32 " %s\n", info.id, info.backend, name_w, name_w, info.name,
+                   memory, info.compute_units, info.fp16 ? "yes" : "no");
+            char vendor[sizeof info.vendor + 64];
+            snprintf(vendor, sizeof vendor, info.max_work_group > 1 ? "%s; work-groups of up to %" PRIu64 : "%s",
+                     info.vendor, info.max_work_group);
+            print_wrapped(stdout, "          vendor: ", vendor);
+            print_wrapped(stdout, "          driver: ", info.driver);
             continue;
         }
         printf("%s\n    {\"id\": ", i ? "," : "");
@@ -201,7 +204,9 @@ int main(int argc, char **argv)
             printf("\nBackends without a device:\n");
             header = true;
         }
-        printf("  %-7s %s\n", name ? name : "?", reason && *reason ? reason : "no devices");
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "  %-7s ", name ? name : "?");
+        print_wrapped(stdout, prefix, reason && *reason ? reason : "no devices");
     }
     if (json)
         printf("\n  ]\n}\n");

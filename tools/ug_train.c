@@ -240,7 +240,7 @@ static int finish(run *r, ug_status fitted)
     ug_trainer_metrics test;
     if (ug_trainer_evaluate(r->trainer, r->data.test, &test) != UG_OK)
         return fail("evaluating the restored weights");
-    printf("restored the weights of epoch %lld (validation loss %.4f): test loss %.4f, test accuracy %.2f%%\n",
+    printf("restored the weights of epoch %lld (validation loss %.4f)\n  test loss %.4f, test accuracy %.2f%%\n",
            (long long)best + 1, best_loss, test.loss, 100.0 * test.accuracy);
     if (o->save)
         printf("they are saved in %s.best\n", o->save);

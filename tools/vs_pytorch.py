@@ -90,10 +90,11 @@ def run(command):
 def ug_epoch(ug_train, model_kind, data):
     out, rss = run([ug_train, "--model", model_kind, "--device", "cpu", "--epochs", "1",
                     "--batch-size", "64", "--quiet", "--data", data])
-    match = re.search(r"test accuracy ([0-9.]+)%, ([0-9.]+) s", out)
-    if not match:
-        sys.exit(f"vs_pytorch: no epoch line in ug-train's output:\n{out}")
-    return float(match.group(2)), float(match.group(1)), rss
+    seconds = re.search(r"^epoch 1: .* in ([0-9.]+) s,", out, re.MULTILINE)
+    accuracy = re.search(r"test accuracy ([0-9.]+)%", out)
+    if not seconds or not accuracy:
+        sys.exit(f"vs_pytorch: no epoch lines in ug-train's output:\n{out}")
+    return float(seconds.group(1)), float(accuracy.group(1)), rss
 
 
 def main():

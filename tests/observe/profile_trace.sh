@@ -28,7 +28,8 @@ sh "$(dirname "$0")/make_idx.sh" "$dir" 4096 || exit 1
     --profile-steps 10 \
     > "$dir/train.out" 2>&1 || fail "ug-train --profile:"
 cat "$dir/train.out"
-grep -q "^profile of steps 6-15 on $device written to $dir/train.json" "$dir/train.out" ||
+# The line is broken to fit 80 columns: read it with its breaks as spaces.
+tr -s '\n ' ' ' < "$dir/train.out" | grep -q "profile: steps 6-15 on $device written to $dir/train.json" ||
     fail "ug-train did not report the profile of steps 6-15"
 grep -q "^fc1/matmul " "$dir/train.out" || fail "the table has no fc1/matmul row"
 # Against its own steps' spans, which also hold the profiler's own work

@@ -30,7 +30,8 @@ steps=$(awk -F, '$1 == "step" { printf "%s:%s:%s ", $2, $3, $10 }' "$dir/log.csv
 [ "$steps" = "1:1:1 1:2:2 2:1:3 2:2:4 " ] || fail "epoch:step:global_step of the step rows are $steps"
 for epoch in 1 2; do
     row=$(awk -F, -v e=$epoch '$1 == "epoch" && $2 == e' "$dir/log.csv")
-    line=$(printf '%s\n%s\n' "$out" "$out2" | grep "^epoch $epoch: ")
+    # The epoch's line and the validation line under it.
+    line=$(printf '%s\n%s\n' "$out" "$out2" | grep -A 1 "^epoch $epoch: ")
     train=$(printf '%s\n' "$line" | sed -n 's/.*train loss [0-9.]* (accuracy \([0-9.]*\)%).*/\1/p')
     val=$(printf '%s\n' "$line" | sed -n 's/.*validation loss [0-9.]* (accuracy \([0-9.]*\)%).*/\1/p')
     if printf '%s\n' "$row" | awk -F, -v t="$train" -v v="$val" -v e=$epoch '{
