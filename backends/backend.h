@@ -162,10 +162,14 @@ typedef enum ug_reduce_kind {
  * 2^24+ elements stay accurate. len >= 1.
  * check (optional, f32 [1], with y f32 and op not ARGMAX): a graph's
  * numeric check folded in (graph/check.c), set to NaN when a result is NaN
- * or infinite, else left as it is. */
+ * or infinite, else left as it is.
+ * sum (optional, f32 of y's elements, with y f32 and op not ARGMAX): a
+ * graph's running sum folded in (ug_graph_accumulate):
+ * sum[k] += sum_alpha * y[k] for every result k, as y is written. */
 typedef struct ug_reduce_args {
     ug_reduce_kind op;
-    ug_kview y, x, check;
+    ug_kview y, x, check, sum;
+    float sum_alpha;
     int64_t outer, len, inner;
 } ug_reduce_args;
 

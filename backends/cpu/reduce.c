@@ -36,6 +36,8 @@ typedef struct red_job {
     float *part;         /* [pair][blk][tw] partials when nblk > 1 */
     int64_t *pidx;       /* same, argmax indices */
     ug_kview check;      /* a folded numeric check of the results (backend.h) */
+    float *sum;          /* a running sum folded in: sum += sum_alpha * y (backend.h) */
+    float sum_alpha;
 } red_job;
 
 static bool is_sum(ug_reduce_kind op)
@@ -268,6 +270,9 @@ static void write_out(const red_job *j, int64_t pos, int64_t w, const float *val
     if (j->check.mem && ug_cpu_any_nonfinite(tmp, w))
         ug_cpu_set_check(j->check);
     ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);
+    if (j->sum) /* each position is one thread's */
+        for (int64_t c = 0; c < w; c++)
+            j->sum[pos + c] += j->sum_alpha * tmp[c];
 }
 
 static void unit_geometry(const red_job *j, int64_t pair, int64_t *o, int64_t *i0, int64_t *w)
@@ -375,6 +380,8 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
     if (args->check.mem && (args->check.dtype != UG_F32 || args->y.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a check needs f32 results and an f32 flag");
+    if (args->sum.mem && (args->sum.dtype != UG_F32 || args->y.dtype != UG_F32 || args->op == UG_RKERNEL_ARGMAX))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a running sum needs f32 results, an f32 sum and no argmax");
     if (args->outer <= 0 || args->inner <= 0)
         return UG_OK;
     if (args->len < 1)
@@ -382,7 +389,8 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
                             (long long)args->len);
     red_job j = {.op = args->op, .x = ug_cpu_ptr(args->x), .xt = args->x.dtype,
                  .y = ug_cpu_ptr(args->y), .yt = args->y.dtype, .outer = args->outer,
-                 .len = args->len, .inner = args->inner, .check = args->check};
+                 .len = args->len, .inner = args->inner, .check = args->check,
+                 .sum = args->sum.mem ? (float *)ug_cpu_ptr(args->sum) : NULL, .sum_alpha = args->sum_alpha};
     j.tw = j.inner == 1 ? 1 : RED_W;
     j.tiles = (j.inner + j.tw - 1) / j.tw;
     /* Blocks of about BLOCK_ELEMS values, fixed by the shape alone. */

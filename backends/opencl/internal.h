@@ -236,6 +236,11 @@ typedef struct ocl_arg {
     cl_mem name = (view).mem ? (cl_mem)(view).mem : (cl_mem)(unused);     \
     cl_ulong name##_off = (cl_ulong)(view).offset;                         \
     cl_int name##_on = (view).mem != NULL
+/* A running sum folded in (UG_SUM_PARAMS): OCL_CHECK's three arguments
+ * and name_alpha. */
+#define OCL_SUM(name, view, alpha, unused) \
+    OCL_CHECK(name, view, unused);         \
+    cl_float name##_alpha = (alpha)
 
 /* Sets the arguments and enqueues; the caller holds launch_lock. */
 ug_status ocl_launch_locked(ug_bdev *dev, const ocl_kernel *kernel, cl_uint dims,

@@ -29,9 +29,10 @@ static void reduce_shape(const ug_bdev *dev, size_t wg, int64_t len, int64_t inn
 /* One pass of reduce_<dtype>; the caller holds launch_lock. */
 static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, cl_ulong yoff, cl_int ydt,
                              cl_mem x, cl_ulong xoff, cl_long outer, cl_long len, cl_long inner,
-                             cl_long splits, cl_int op, cl_int stage, cl_float count, ug_kview checked)
+                             cl_long splits, cl_int op, cl_int stage, cl_float count, const ug_reduce_args *a)
 {
-    OCL_CHECK(check, checked, y);
+    OCL_CHECK(check, a->check, y);
+    OCL_SUM(sum, a->sum, a->sum_alpha, y);
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
@@ -43,7 +44,8 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
                       OCL_ARG(xoff),  OCL_ARG(xidx),   OCL_ARG(len),   OCL_ARG(inner),
                       OCL_ARG(splits), OCL_ARG(chunk), OCL_ARG(op),    OCL_ARG(stage),
                       OCL_ARG(count), OCL_ARG(pv),     OCL_ARG(pi),    OCL_ARG(check),
-                      OCL_ARG(check_off), OCL_ARG(check_on)};
+                      OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum), OCL_ARG(sum_off),
+                      OCL_ARG(sum_on), OCL_ARG(sum_alpha)};
     return ocl_launch_locked(dev, kernel, 2, global, local, args, sizeof args / sizeof args[0]);
 }
 
@@ -88,13 +90,15 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_ke
     ocl_queue *q = ocl_current(dev);
     cl_mem pv = q->scratch_v;
     OCL_CHECK(check, a->check, y);
+    OCL_SUM(sum, a->sum, a->sum_alpha, y);
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),  OCL_ARG(ydt),   OCL_ARG(x),
                       OCL_ARG(xoff),  OCL_ARG(len),   OCL_ARG(splits), OCL_ARG(chunk),
                       OCL_ARG(op),    OCL_ARG(count), OCL_ARG(pv),    OCL_ARG(check),
-                      OCL_ARG(check_off), OCL_ARG(check_on)};
+                      OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum), OCL_ARG(sum_off),
+                      OCL_ARG(sum_on), OCL_ARG(sum_alpha)};
     st = ocl_launch_locked(dev, k, 1, &global, &local, args, sizeof args / sizeof args[0]);
     if (st == UG_OK && splits > 1)
-        st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count, a->check);
+        st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count, a);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;
 }
@@ -122,9 +126,11 @@ static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
     cl_long outer = a->outer, len = a->len, inner = a->inner;
     cl_float count = (cl_float)a->len;
     OCL_CHECK(check, a->check, y);
+    OCL_SUM(sum, a->sum, a->sum_alpha, y);
     ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff), OCL_ARG(ydt),   OCL_ARG(x),  OCL_ARG(xoff),
                       OCL_ARG(outer), OCL_ARG(len),  OCL_ARG(inner), OCL_ARG(op), OCL_ARG(count),
-                      OCL_ARG(check), OCL_ARG(check_off), OCL_ARG(check_on)};
+                      OCL_ARG(check), OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum),
+                      OCL_ARG(sum_off), OCL_ARG(sum_on), OCL_ARG(sum_alpha)};
     return ocl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args, sizeof args / sizeof args[0]);
 }
 
@@ -139,6 +145,9 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
                                    ug_dtype_name(a->y.dtype));
     if (a->check.mem && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: a reduction's check needs f32 results and an f32 flag");
+    if (a->sum.mem && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
+        return ocl_host->set_error(UG_ERR_DTYPE,
+                                   "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
     const ocl_kernel *kernel, *partials;
     ug_status st = ocl_kernel_for(dev, OCL_REDUCE, a->x.dtype, a->x.dtype, &kernel);
     if (st == UG_OK)
@@ -165,12 +174,12 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     /* Both passes under one lock: the scratch belongs to this reduction
      * until its second pass is queued. */
     pthread_mutex_lock(&dev->launch_lock);
-    /* With a split, the first pass writes partials: the second checks. */
+    /* With a split, the first pass writes partials: the second checks and adds. */
     st = reduce_pass(dev, kernel, y, yoff, ydt, x, xoff, a->outer, a->len, a->inner,
-                     splits, op, 0, count, a->check);
+                     splits, op, 0, count, a);
     if (st == UG_OK && splits > 1)
         st = reduce_pass(dev, partials, y, yoff, ydt, ocl_current(dev)->scratch_v, 0, a->outer, splits,
-                         a->inner, 1, op, 1, count, a->check);
+                         a->inner, 1, op, 1, count, a);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;
 }

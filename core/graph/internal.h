@@ -62,9 +62,12 @@ struct graph_node {
     /* The flags of numeric checks folded into its launch (ug_op_def's
      * check_slot), launched as inputs nin, nin + 1; NULL: none. */
     ug_value *checks[UG_OP_MAX_CHECKS];
+    /* A running sum folded into its launch (ug_op_def's accumulates),
+     * launched as input nin + UG_OP_SUM_INPUT; NULL: none. */
+    ug_value *sum;
     ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
     int nscratch;
-    float per_row_scale;      /* an accumulation (ADD_SCALED) whose alpha is this times the run's rows */
+    float per_row_scale;      /* an accumulation (ADD_SCALED, or a sum folded in) whose alpha is this times the run's rows */
     int segment;              /* a recomputed segment (ug_graph_checkpoint), 0 if none */
     bool writes_cast;         /* a cast was folded in: out is written in its own dtype */
     bool input_cast;          /* autocast's cast of an input: a segment recomputation may take over */

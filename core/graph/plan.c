@@ -104,6 +104,33 @@ static void fuse_casts(ug_graph *g)
     }
 }
 
+/* A running sum of a result (ug_graph_accumulate's node, sum += alpha *
+ * v) is added by the op that writes v, as it writes it, where the op can
+ * (ug_op_def's accumulates): the cross-entropy's loss, a reduction's
+ * sums such as a metric's count of correct predictions. The sum's own
+ * node goes; v is still written for any other reader. */
+static void fold_sums(ug_graph *g)
+{
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *add = g->nodes[i];
+        /* Only ug_graph_accumulate's node writes a running sum, into its
+         * first input. */
+        if (add->dead || !add->out || add->out->kind != VALUE_SUM || add->nin != 2 || add->in[0] != add->out)
+            continue;
+        ug_value *v = add->in[1];
+        graph_node *producer = v->producer;
+        if (!producer || producer->dead || producer->out != v || v->dtype != UG_F32 || producer->sum ||
+            producer->phase != add->phase || producer->segment != add->segment ||
+            producer->nin + UG_OP_SUM_INPUT >= UG_OP_MAX_INPUTS || !producer->op.def->accumulates ||
+            !producer->op.def->accumulates(&producer->op))
+            continue;
+        producer->sum = add->out;
+        producer->op.sum_alpha = add->op.p.binary.alpha;
+        producer->per_row_scale = add->per_row_scale;
+        add->dead = add->fused = true;
+    }
+}
+
 void ug_graph_free_group(graph_node *n)
 {
     free(n->group);
@@ -376,6 +403,7 @@ static ug_status plan_graph(ug_graph *g)
             fuse_activations(g);
             fuse_casts(g);
             ug_graph_fold_checks(g);
+            fold_sums(g);
         }
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
     }

@@ -174,6 +174,7 @@ static ug_status copy_segment(recompute *r, int s, hold_mode mode)
         *c = *n;
         c->phase = PHASE_BACKWARD;
         c->segment = 0;
+        c->sum = NULL; /* the forward added into it once */
         if (c->op.def->for_recompute)
             c->op.def->for_recompute(&c->op);
         ug_status st = emit(r, c);

@@ -86,7 +86,9 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
     ug_op op = n->op;
     if (op.def->refit_rows)
         op.def->refit_rows(&op, in);
-    if (n->per_row_scale != 0.0f)
+    if (n->per_row_scale != 0.0f && n->sum)
+        op.sum_alpha = n->per_row_scale * (float)g->rows;
+    else if (n->per_row_scale != 0.0f)
         op.p.binary.alpha = n->per_row_scale * (float)g->rows;
     int nout = 1;
     UG_TRY(ug_op_infer(&op, n->nin, in, out, &nout));
@@ -108,7 +110,7 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
         if (results[k])
             UG_TRY(fit_aliases_of(g, results[k]));
     }
-    return UG_OK;
+    return fit_result(n->sum, &out[0], &op); /* a running sum folded in keeps its shape */
 }
 
 const ug_value *ug_graph_batch_input(const ug_graph *g)

@@ -15,6 +15,8 @@ static void node_inputs(const graph_node *n, const ug_tensor **in)
         in[k] = n->in[k] ? n->in[k]->tensor : NULL;
     for (int k = 0; k < UG_OP_MAX_CHECKS && n->nin + k < UG_OP_MAX_INPUTS; k++)
         in[n->nin + k] = n->checks[k] ? n->checks[k]->tensor : NULL;
+    if (n->sum)
+        in[n->nin + UG_OP_SUM_INPUT] = n->sum->tensor;
 }
 
 /* The node's kernels; a group's for all its members, with their inputs

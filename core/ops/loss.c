@@ -45,7 +45,15 @@ static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     if (in[2])
         args.check = ug_kview_of(in[2]);
     UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args));
-    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1, in[3]);
+    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1, in[3],
+                            in[2 + UG_OP_SUM_INPUT], op->sum_alpha);
+}
+
+/* The loss into a running sum, as its mean is written. */
+static bool xent_accumulates(const ug_op *op)
+{
+    (void)op;
+    return true;
 }
 
 /* The logits as the row kernel reads them (slot 0), the loss as its mean
@@ -67,7 +75,8 @@ static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
 
 const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_infer, .launch = xent_launch,
                                        .backward = xent_backward, .autocast = ug_autocast_f32,
-                                       .check_role = UG_CHECKED_LOGITS, .check_slot = xent_check_slot};
+                                       .check_role = UG_CHECKED_LOGITS, .check_slot = xent_check_slot,
+                                       .accumulates = xent_accumulates};
 
 ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out)

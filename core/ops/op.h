@@ -48,8 +48,9 @@ typedef enum ug_check_role {
 } ug_check_role;
 
 /* check_slot's operand for an op's result; up to UG_OP_MAX_CHECKS checks
- * fold into one op. */
-enum { UG_CHECKED_OPERAND_RESULT = -1, UG_OP_MAX_CHECKS = 2 };
+ * fold into one op. A running sum folded in (ug_op_def's accumulates) is
+ * the launch's input nin + UG_OP_SUM_INPUT. */
+enum { UG_CHECKED_OPERAND_RESULT = -1, UG_OP_MAX_CHECKS = 2, UG_OP_SUM_INPUT = UG_OP_MAX_CHECKS };
 
 typedef struct ug_op_def {
     const char *family;  /* names the op in messages when the instance does not */
@@ -101,6 +102,12 @@ typedef struct ug_op_def {
      * set to NaN when a value is NaN or infinite; NULL: no check); -1:
      * it cannot. NULL: none. */
     int (*check_slot)(const ug_op *op, int operand);
+    /* Whether its launch can also add op->sum_alpha times its f32 result
+     * into a running sum of the result's shape, given as its input
+     * nin + UG_OP_SUM_INPUT (NULL: none), as it writes the result: a
+     * ug_graph_accumulate of the result then costs no launch (graph/plan.c
+     * folds it in). NULL: it cannot. */
+    bool (*accumulates)(const ug_op *op);
     /* Its name in profiles where the instance's name says less ("relu",
      * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
     void (*describe)(const ug_op *op, char *out, size_t len);
@@ -115,6 +122,7 @@ bool ug_writes_any_float(const ug_op *op);
 struct ug_op {
     const ug_op_def *def;
     const char *name; /* "add", "graph matmul": messages start with it */
+    float sum_alpha;  /* a running sum folded in (ug_op_def's accumulates) adds this times the result */
     union {
         struct { ug_unary_kind op; float alpha, beta; } unary;
         struct { ug_binary_kind op; ug_unary_kind post; float alpha; } binary;
@@ -192,9 +200,11 @@ ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind po
 ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
                           ug_tensor *y, const ug_tensor *x);
 /* x [outer, len, inner] reduced over len into y; check: NULL, or a
- * numeric check's flag for the results (f32 y). */
+ * numeric check's flag for the results (f32 y); sum: NULL, or a running
+ * sum that the results, times sum_alpha, are added into (f32 y). */
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check);
+                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check,
+                           const ug_tensor *sum, float sum_alpha);
 /* runs: NULL, or a graph's run count on the device (ug_random_args.runs). */
 ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
                            uint64_t offset, const ug_tensor *runs, ug_tensor *y);

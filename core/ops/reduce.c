@@ -6,16 +6,19 @@
 #include "unigrad/ops.h"
 
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check)
+                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check,
+                           const ug_tensor *sum, float sum_alpha)
 {
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    if (len == 0) /* sums over nothing are zero: finite, nothing to check */
+    if (len == 0) /* sums over nothing are zero: finite, nothing to check or add */
         return ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, y, NULL);
-    ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x),
+    ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x), .sum_alpha = sum_alpha,
                            .outer = outer, .len = len, .inner = inner};
     if (check)
         args.check = ug_kview_of(check);
+    if (sum)
+        args.sum = ug_kview_of(sum);
     return ug_dispatch(ug_dev(y), UG_KERNEL_REDUCE, op, x->dtype, &args);
 }
 
@@ -74,7 +77,8 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
 {
     int64_t outer, len, inner;
     reduce_extent(op, in[0]->ndim, in[0]->shape, &outer, &len, &inner);
-    return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, in[1]);
+    return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, in[1],
+                            in[1 + UG_OP_SUM_INPUT], op->sum_alpha);
 }
 
 /* The results, as they are written (f32 ones: graph/check.c sees to it). */
@@ -99,6 +103,12 @@ static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
+/* Its results into a running sum, argmax's index excepted. */
+static bool reduce_accumulates(const ug_op *op)
+{
+    return op->p.reduce.op != UG_RKERNEL_ARGMAX;
+}
+
 /* Sums and means widen half operands; max and argmax stay exact in any. */
 static ug_autocast_class reduce_autocast(const ug_op *op)
 {
@@ -111,7 +121,7 @@ static ug_autocast_class reduce_autocast(const ug_op *op)
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
                                 .backward = reduce_backward, .autocast = reduce_autocast,
                                 .writes_any_float = ug_writes_any_float,
-                                .check_slot = reduce_check_slot};
+                                .check_slot = reduce_check_slot, .accumulates = reduce_accumulates};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)
 {

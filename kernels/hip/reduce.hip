@@ -26,6 +26,8 @@ typedef struct reduce_k {
     int yt;
     int32_t *yi;         /* argmax partial indices */
     float *check;        /* a numeric check of the results, NULL: none */
+    float *sum;          /* a running sum: sum += sum_alpha * y; NULL: none */
+    float sum_alpha;
     int64_t outer, len, inner, chunk, splits;
 } reduce_k;
 
@@ -113,6 +115,8 @@ __global__ void ug_reduce_kernel(reduce_k k)
                     const float y = k.mean ? r / k.count : r;
                     ug_check_flag(k.check, ug_nonfinite(y));
                     ug_st(k.y, k.yt, o * k.inner + i, y);
+                    if (k.sum)
+                        k.sum[o * k.inner + i] += k.sum_alpha * y;
                 }
             }
             __syncthreads();
@@ -154,6 +158,12 @@ ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
     k.check = (float *)ug_hip_ptr(&a->check);
     if (k.check && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
         return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: a reduction's check needs f32 results and an f32 flag",
+                                      UG_HIP_BACKEND);
+    k.sum = (float *)ug_hip_ptr(&a->sum);
+    k.sum_alpha = a->sum_alpha;
+    if (k.sum && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || k.kind == R_ARGMAX))
+        return ug_hip_host->set_error(UG_ERR_DTYPE,
+                                      "%s: a reduction's running sum needs f32 results, an f32 sum and no argmax",
                                       UG_HIP_BACKEND);
 
     /* BX: columns per block, a power of two up to 64; BY = 256 / BX. */

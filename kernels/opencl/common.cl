@@ -102,6 +102,15 @@ inline void ug_check_flag(global float *check, ulong check_off, int check_on, bo
         check[check_off] = NAN;
 }
 
+/* A running sum folded into a kernel (backend.h): sum[k] += alpha * r as
+ * the kernel writes its result k, when there is one. */
+#define UG_SUM_PARAMS global float *sum, ulong sum_off, int sum_on, float sum_alpha
+inline void ug_sum_add(global float *sum, ulong sum_off, int sum_on, float sum_alpha, long k, float r)
+{
+    if (sum_on)
+        sum[sum_off + k] += sum_alpha * r;
+}
+
 /* max that propagates NaN (fmax would drop it). */
 inline float ug_max_nan(float a, float b)
 {

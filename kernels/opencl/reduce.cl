@@ -28,7 +28,8 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
     kernel void reduce_##T(global uchar *y, ulong yoff, int ydt, const global UG_T_##T *x,   \
                            ulong xoff, const global int *xidx, long len,                     \
                            long inner, long splits, long chunk, int op, int stage,           \
-                           float count, global float *pv, global int *pi, UG_CHECK_PARAMS)   \
+                           float count, global float *pv, global int *pi, UG_CHECK_PARAMS,   \
+                           UG_SUM_PARAMS)                                                    \
     {                                                                                        \
         local float lv[UG_WG];                                                               \
         local int li[UG_WG];                                                                 \
@@ -102,6 +103,7 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
             const float r = op == UG_R_MEAN ? acc / count : acc;                             \
             ug_check_flag(check, check_off, check_on, ug_nonfinite(r));                      \
             ug_store_dt(y, (long)yoff + o * inner + i, ydt, r);                              \
+            ug_sum_add(sum, sum_off, sum_on, sum_alpha, o * inner + i, r);                   \
         }                                                                                    \
     }
 
@@ -119,7 +121,7 @@ UG_REDUCE_KERNEL(bf16)
  * SUM, MEAN, SUMSQ and MAX; ARGMAX stays with the kernel above. */
 kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global float *x, ulong xoff,
                             long len, long splits, long chunk, int op, float count,
-                            global float *pv, UG_CHECK_PARAMS)
+                            global float *pv, UG_CHECK_PARAMS, UG_SUM_PARAMS)
 {
     local float lv[UG_WG];
     const int t = get_local_id(0), T = get_local_size(0);
@@ -164,6 +166,7 @@ kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global f
     const float r = op == UG_R_MEAN ? acc / count : acc;
     ug_check_flag(check, check_off, check_on, ug_nonfinite(r));
     ug_store_dt(y, (long)yoff + o, ydt, r);
+    ug_sum_add(sum, sum_off, sum_on, sum_alpha, o, r);
 }
 
 /* Columns of f32 (inner >= 16, len at most 1024: reduce.c) on CPU devices:
@@ -176,7 +179,7 @@ kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global f
  * SUM, MEAN, SUMSQ and MAX. */
 kernel void reduce_cols_f32(global uchar *y, ulong yoff, int ydt, const global float *x, ulong xoff,
                             long outer, long len, long inner, int op, float count,
-                            UG_CHECK_PARAMS)
+                            UG_CHECK_PARAMS, UG_SUM_PARAMS)
 {
     const long per = (inner + 15) / 16, item = get_global_id(0);
     if (item >= outer * per) /* the launch's rounding */
@@ -210,6 +213,7 @@ kernel void reduce_cols_f32(global uchar *y, ulong yoff, int ydt, const global f
     for (int j = (int)(first - i0); j < 16; j++) {
         bad |= ug_nonfinite(out[j]);
         ug_store_dt(y, (long)yoff + o * inner + i0 + j, ydt, out[j]);
+        ug_sum_add(sum, sum_off, sum_on, sum_alpha, o * inner + i0 + j, out[j]);
     }
     ug_check_flag(check, check_off, check_on, bad);
 }

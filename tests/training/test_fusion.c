@@ -2,8 +2,9 @@
  * (ug_graph_set_fusion(g, false)), on every device: the kernels it saves,
  * counted from the plan, and the same training within float rounding
  * (activations folded into bias adds and batch norm, casts into their
- * producers, the optimizer's updates in one launch, numeric checks into the
- * kernels that read or write their values). */
+ * producers, the optimizer's updates in one launch, numeric checks and
+ * running sums into the kernels that read or write their values). */
+#include <math.h>
 #include <string.h>
 
 #include "train_support.h"
@@ -152,6 +153,117 @@ TS_TEST(argmax_cast_folded)
     CHECK_EQ_I64(nodes[1], nodes[0] - 1);
 }
 
+/* Running sums (ug_graph_accumulate) of the cross-entropy's loss (scaled
+ * by each run's rows) and of reductions (a sum over the rows, a total)
+ * are added by the ops writing those values: three kernels fewer, and
+ * the sums equal the host's double-precision ones, fused or not, over
+ * runs of 70 rows and then 33. */
+TS_TEST(running_sums_folded)
+{
+    enum { ROWS = 70, FEWER = 33, COLS = 5, RUNS = 3 };
+    static float x[ROWS * COLS];
+    int32_t labels[ROWS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        x[i] = (float)((i * 29 % 23) - 11) / 8.0f;
+    for (int r = 0; r < ROWS; r++)
+        labels[r] = (r * 7) % COLS;
+    /* The host's sums in double: the loss times the rows (the sum of the
+     * rows' losses), the column sums times 0.5, the total times 2. */
+    double loss = 0, columns[COLS] = {0}, total = 0;
+    for (int run = 0; run < RUNS; run++) {
+        for (int r = 0; r < (run < RUNS - 1 ? ROWS : FEWER); r++) {
+            const float *row = x + r * COLS;
+            double max = row[0], z = 0;
+            for (int c = 1; c < COLS; c++)
+                max = row[c] > max ? row[c] : max;
+            for (int c = 0; c < COLS; c++) {
+                z += exp(row[c] - max);
+                columns[c] += 0.5 * row[c];
+                total += 2.0 * row[c];
+            }
+            loss += max + log(z) - row[labels[r]];
+        }
+    }
+    const int64_t shape[2] = {ROWS, COLS}, fewer[2] = {FEWER, COLS};
+    int nodes[2] = {0, 0};
+    for (int fused = 0; fused < 2; fused++) {
+        th_context("%s", fused ? "fused" : "unfused");
+        ug_graph *g = ts_graph(ts_model(dev, 5));
+        REQUIRE(g);
+        ug_value *xv = NULL, *yv = NULL, *xent = NULL, *col = NULL, *all = NULL, *sums[3] = {NULL};
+        REQUIRE_OK(ug_graph_set_fusion(g, fused));
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, shape, &xv));
+        REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 1, shape, &yv));
+        REQUIRE_OK(ug_g_cross_entropy(g, xv, yv, 0.0f, &xent));
+        REQUIRE_OK(ug_g_sum(g, xv, 0, false, &col));
+        REQUIRE_OK(ug_g_sum(g, xv, 0, true, &all));
+        REQUIRE_OK(ug_graph_accumulate_rows(g, xent, &sums[0]));
+        REQUIRE_OK(ug_graph_accumulate(g, col, 0.5f, &sums[1]));
+        REQUIRE_OK(ug_graph_accumulate(g, all, 2.0f, &sums[2]));
+        REQUIRE_OK(ug_graph_compile(g));
+        ug_graph_memory_info mem;
+        REQUIRE_OK(ug_graph_memory(g, &mem));
+        nodes[fused] = mem.nodes;
+        for (int run = 0; run < RUNS; run++) {
+            const bool last = run == RUNS - 1;
+            ug_tensor *xt = ts_tensor_f32(dev, 2, last ? fewer : shape, x);
+            ug_tensor *yt = ts_tensor_i32(dev, last ? FEWER : ROWS, labels);
+            REQUIRE(xt && yt);
+            REQUIRE_OK(ug_graph_bind(g, xv, xt));
+            REQUIRE_OK(ug_graph_bind(g, yv, yt));
+            REQUIRE_OK(ug_graph_run(g));
+        }
+        float got_loss = 0, got_columns[COLS], got_total = 0;
+        REQUIRE_OK(ug_graph_read(g, sums[0], &got_loss, sizeof got_loss));
+        REQUIRE_OK(ug_graph_read(g, sums[1], got_columns, sizeof got_columns));
+        REQUIRE_OK(ug_graph_read(g, sums[2], &got_total, sizeof got_total));
+        CHECK_MSG(fabs(got_loss - loss) <= 1e-5 * fabs(loss), "loss sum %.7g, expected %.7g", got_loss, loss);
+        for (int c = 0; c < COLS; c++)
+            CHECK_MSG(fabs(got_columns[c] - columns[c]) <= 1e-5 * fabs(columns[c]) + 1e-5,
+                      "column %d's sum %.7g, expected %.7g", c, got_columns[c], columns[c]);
+        CHECK_MSG(fabs(got_total - total) <= 1e-5 * fabs(total) + 1e-5, "total %.7g, expected %.7g", got_total,
+                  total);
+    }
+    CHECK_EQ_I64(nodes[1], nodes[0] - 3);
+}
+
+/* A running sum keeps its shape: a sum of per-row values (a reduction's
+ * over each row, added by it; a ReLU's, by a kernel of its own) is
+ * refused when fewer rows are bound, and changes nothing. */
+TS_TEST(running_sum_of_rows_refused)
+{
+    enum { ROWS = 6, COLS = 4 };
+    float x[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        x[i] = (float)i;
+    const int64_t shape[2] = {ROWS, COLS}, fewer[2] = {ROWS - 1, COLS};
+    for (int relu = 0; relu < 2; relu++) {
+        th_context("%s", relu ? "a ReLU's" : "a reduction's");
+        ug_graph *g = ts_graph(ts_model(dev, 5));
+        REQUIRE(g);
+        ug_value *xv = NULL, *rows = NULL, *sum = NULL;
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, shape, &xv));
+        REQUIRE_OK(relu ? ug_g_relu(g, xv, &rows) : ug_g_sum(g, xv, 1, false, &rows));
+        REQUIRE_OK(ug_graph_accumulate(g, rows, 1.0f, &sum));
+        REQUIRE_OK(ug_graph_compile(g));
+        ug_tensor *xt = ts_tensor_f32(dev, 2, shape, x), *xf = ts_tensor_f32(dev, 2, fewer, x);
+        REQUIRE(xt && xf);
+        REQUIRE_OK(ug_graph_bind(g, xv, xt));
+        REQUIRE_OK(ug_graph_run(g));
+        REQUIRE_OK(ug_graph_bind(g, xv, xf));
+        if (CHECK_STATUS(ug_graph_run(g), UG_ERR_SHAPE))
+            CHECK_ERROR_HAS(relu ? "do not broadcast" : "keeps its shape");
+        float got[ROWS * COLS];
+        const int64_t n = relu ? ROWS * COLS : ROWS;
+        REQUIRE_OK(ug_graph_read(g, sum, got, (size_t)n * sizeof *got));
+        for (int64_t i = 0; i < n; i++) {
+            const float want = relu ? x[i] : (float)(i * COLS * COLS + COLS * (COLS - 1) / 2);
+            CHECK_MSG(got[i] == want, "element %lld of the sum is %g, expected %g after one run", (long long)i,
+                      got[i], want);
+        }
+    }
+}
+
 TS_TEST(fusion_refused_after_compile)
 {
     net n;
@@ -167,6 +279,8 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(mlp_bf16_fused_as_unfused),
         TH_DEVICE_TEST(cnn_fused_as_unfused),
         TH_DEVICE_TEST(argmax_cast_folded),
+        TH_DEVICE_TEST(running_sums_folded),
+        TH_DEVICE_TEST(running_sum_of_rows_refused),
         TH_DEVICE_TEST(fusion_refused_after_compile),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
