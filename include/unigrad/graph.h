@@ -279,7 +279,8 @@ UG_API ug_status ug_graph_read(ug_graph *graph, ug_value *value, void *data, siz
  * scale * value into *sum (value's shape, f32), kept across runs until
  * ug_graph_clear_sums; read it with ug_graph_read: one read per epoch
  * instead of one wait per step (for example the count of correct
- * predictions). */
+ * predictions). Where the op computing value is a reduction or the
+ * cross-entropy, it adds value as it writes it: no kernel of its own. */
 UG_API ug_status ug_graph_accumulate(ug_graph *graph, ug_value *value, float scale, ug_value **sum);
 /* The same with scale = each run's rows (the first input's leading size):
  * for a mean over the batch such as the loss, the sum over the samples,
