@@ -252,7 +252,7 @@ TS_TEST(running_sum_of_rows_refused)
         REQUIRE_OK(ug_graph_run(g));
         REQUIRE_OK(ug_graph_bind(g, xv, xf));
         if (CHECK_STATUS(ug_graph_run(g), UG_ERR_SHAPE))
-            CHECK_ERROR_HAS(relu ? "do not broadcast" : "keeps its shape");
+            CHECK_ERROR_HAS("keeps its shape");
         float got[ROWS * COLS];
         const int64_t n = relu ? ROWS * COLS : ROWS;
         REQUIRE_OK(ug_graph_read(g, sum, got, (size_t)n * sizeof *got));
