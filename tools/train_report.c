@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "wrap.h"
+
 static const char *plural(long long n) { return n == 1 ? "" : "s"; }
 
 /* "MLP 784-500-10", "CNN 784-conv32-conv64-128-10". */
@@ -57,7 +59,9 @@ void report_header(const train_options *o, ug_trainer *t, ug_device *device, con
     describe_schedule(&oc, schedule, sizeof schedule);
     if (data->val)
         snprintf(val, sizeof val, ", %lld validation", (long long)ug_dataset_count(data->val));
-    printf("unigrad ug-train: %s (%s, %s)\n", info.id, info.name, info.vendor);
+    char described[sizeof info.id + sizeof info.name + sizeof info.vendor + 8];
+    snprintf(described, sizeof described, "%s (%s, %s)", info.id, info.name, info.vendor);
+    print_wrapped(stdout, "unigrad ug-train: ", described);
     printf("model %s (%s), dropout %g, %s lr %g%s\n"
            "  batch %lld, %d epoch%s, seed %llu; %lld training%s and %lld test samples\n",
            shape, ug_dtype_name(o->model.precision), (double)o->model.dropout,
