@@ -107,7 +107,13 @@ int bench_compare(int argc, char **argv)
     }
     printf("A: %s%s%s\nB: %s%s%s\n", paths[0], a.label[0] ? " - " : "", a.label, paths[1], b.label[0] ? " - " : "",
            b.label);
-    printf("%-52s %12s %12s %7s\n", "figure", "A", "B", "B / A");
+    /* The names whole, as wide as the longest printed: within 80 columns
+     * for the names of one device and precision in f32. */
+    int width = 6;
+    for (int i = 0; i < a.count; i++)
+        if (all || headline(a.figures[i].name))
+            width = (int)strlen(a.figures[i].name) > width ? (int)strlen(a.figures[i].name) : width;
+    printf("%-*s %9s %9s %7s\n", width, "figure", "A", "B", "B / A");
     int shared = 0;
     for (int i = 0; i < a.count; i++) {
         if (!all && !headline(a.figures[i].name))
@@ -119,7 +125,7 @@ int bench_compare(int argc, char **argv)
                 if (x != 0)
                     snprintf(ratio, sizeof ratio, "%.3f", y / x);
                 char ax[24], bx[24];
-                printf("%-52.52s %12s %12s %7s\n", a.figures[i].name, number(ax, sizeof ax, x),
+                printf("%-*s %9s %9s %7s\n", width, a.figures[i].name, number(ax, sizeof ax, x),
                        number(bx, sizeof bx, y), ratio);
                 shared++;
                 break;
