@@ -127,9 +127,13 @@ int main(int argc, char **argv)
         if (!json) {
             printf("%-9s %-7s %-*.*s %10s %5" PRIu32 " %s\n", info.id, info.backend, name_w, name_w, info.name,
                    memory, info.compute_units, info.fp16 ? "yes" : "no");
+            if ((int)strlen(info.name) > name_w) /* cut in the row: whole under it */
+                print_wrapped(stdout, "          name: ", info.name);
             char vendor[sizeof info.vendor + 64];
-            snprintf(vendor, sizeof vendor, info.max_work_group > 1 ? "%s; work-groups of up to %" PRIu64 : "%s",
-                     info.vendor, info.max_work_group);
+            int at = snprintf(vendor, sizeof vendor, "%s", info.vendor);
+            if (info.max_work_group > 1)
+                snprintf(vendor + at, sizeof vendor - (size_t)at, "; work-groups of up to %" PRIu64,
+                         info.max_work_group);
             print_wrapped(stdout, "          vendor: ", vendor);
             print_wrapped(stdout, "          driver: ", info.driver);
             continue;
