@@ -158,8 +158,9 @@ typedef enum ug_reduce_kind {
 
 /* x is viewed as [outer, len, inner]; y[o*inner + i] reduces x[o, :, i].
  * A full reduction is outer = inner = 1. x is f32 or f16; y is f32 or f16
- * (ARGMAX: i32, or the index as a float: a cast of it folded in). Accumulation is in f32 in a tree (not a serial sum) so
- * 2^24+ elements stay accurate. len >= 1.
+ * (ARGMAX: i32, or the index as a float: a cast of it folded in).
+ * Accumulation is in f32 in a tree (not a serial sum) so 2^24+ elements
+ * stay accurate. len >= 1.
  * check (optional, f32 [1], with y f32 and op not ARGMAX): a graph's
  * numeric check folded in (graph/check.c), set to NaN when a result is NaN
  * or infinite, else left as it is.

@@ -174,6 +174,13 @@ static inline ug_value *ug_value_base(const ug_value *v)
     return v && v->kind == VALUE_ALIAS ? v->alias_of : (ug_value *)v;
 }
 
+/* ug_graph_accumulate's node, sum += alpha * v (in[1]): the only one that
+ * writes a running sum, into its first input. */
+static inline bool ug_node_is_running_sum(const graph_node *n)
+{
+    return n->out && n->out->kind == VALUE_SUM && n->nin == 2 && n->in[0] == n->out;
+}
+
 /* graph.c */
 ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int ndim,
                              const int64_t *shape, ug_value **out);

@@ -113,9 +113,7 @@ static void fold_sums(ug_graph *g)
 {
     for (int i = 0; i < g->node_count; i++) {
         graph_node *add = g->nodes[i];
-        /* Only ug_graph_accumulate's node writes a running sum, into its
-         * first input. */
-        if (add->dead || !add->out || add->out->kind != VALUE_SUM || add->nin != 2 || add->in[0] != add->out)
+        if (add->dead || !ug_node_is_running_sum(add))
             continue;
         ug_value *v = add->in[1];
         graph_node *producer = v->producer;

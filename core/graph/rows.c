@@ -90,8 +90,8 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
         op.sum_alpha = n->per_row_scale * (float)g->rows;
     else if (n->per_row_scale != 0.0f)
         op.p.binary.alpha = n->per_row_scale * (float)g->rows;
-    if (n->out && n->out->kind == VALUE_SUM && n->nin == 2 && n->in[0] == n->out)
-        UG_TRY(fit_result(n->out, &in[1], &op)); /* ug_graph_accumulate's node: the sum keeps its shape */
+    if (ug_node_is_running_sum(n))
+        UG_TRY(fit_result(n->out, &in[1], &op)); /* the sum keeps its shape */
     int nout = 1;
     UG_TRY(ug_op_infer(&op, n->nin, in, out, &nout));
     if (n->writes_cast)

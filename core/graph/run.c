@@ -8,7 +8,7 @@
 #include "core/graph/internal.h"
 
 /* A node's inputs as its launch takes them: its own, then its folded
- * checks' flags. */
+ * checks' flags, then a running sum folded in. */
 static void node_inputs(const graph_node *n, const ug_tensor **in)
 {
     for (int k = 0; k < n->nin; k++)

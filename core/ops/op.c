@@ -127,7 +127,7 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
     for (int k = 0; k < nout && st == UG_OK; k++)
         st = ug_tensor_new(ug_dev(in[0]), results[k].dtype, results[k].ndim, results[k].shape, name,
                            &made[k]);
-    const ug_tensor *inputs[UG_OP_MAX_INPUTS] = {NULL}; /* no folded checks */
+    const ug_tensor *inputs[UG_OP_MAX_INPUTS] = {NULL}; /* no folded checks or running sum */
     for (int i = 0; i < nin; i++)
         inputs[i] = in[i];
     if (st == UG_OK)

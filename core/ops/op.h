@@ -58,7 +58,8 @@ typedef struct ug_op_def {
     ug_status (*infer)(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
     /* Queues the kernels; every tensor exists with its inferred meta. in
      * has UG_OP_MAX_INPUTS entries: the op's own, then NULL or the flags
-     * of checks folded in (check_slot). */
+     * of checks folded in (check_slot), then NULL or a running sum
+     * (accumulates). */
     ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
     /* Adds to the graph the gradients of n's inputs given gy, the gradient
      * of its result (see ug_grad_give); NULL: not differentiable. */
