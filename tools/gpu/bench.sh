@@ -3,8 +3,11 @@
 # (after build.sh): ug-bench gemm on cuda:0 through cuBLAS and through the
 # module's own kernel beside cublasSgemm called directly; ug-bench
 # train-mlp and train-cnn beside the same models in PyTorch on the same
-# GPU, the CNN also without cuDNN, and cuDNN's choice per convolution; ug-train on Fashion-MNIST (one epoch, with its start-up time). When
-# the driver has an OpenCL library, the same on NVIDIA's OpenCL device.
+# GPU, the CNN also without cuDNN, and cuDNN's choice per convolution;
+# ug-train on Fashion-MNIST (one epoch, with its start-up time). When the
+# driver has an OpenCL library, the same on NVIDIA's OpenCL device.
+# UG_GPU_QUICK=1: cuda:0 in f32 alone (the figures the issues' targets
+# name, in about two minutes, for a short lease; all.sh sets it).
 # Logs go to $1 (default: the build folder).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,9 +17,13 @@ mkdir -p "$logs"
 bin=$UG_GPU_BUILD
 data=$UG_GPU_PREFIX/usr/share/datasets/fashion-mnist
 devices=(cuda:0)
-if [ -n "$nvidia_opencl" ]; then
+precisions=(f32 bf16 f16)
+if [ "${UG_GPU_QUICK:-0}" = 1 ]; then
+    precisions=(f32)
+elif [ -n "$nvidia_opencl" ]; then
     devices+=(opencl:0)
 fi
+precision_list=$(IFS=,; echo "${precisions[*]}")
 section() { printf '\n== %s\n' "$*"; }
 
 {
@@ -33,10 +40,10 @@ section() { printf '\n== %s\n' "$*"; }
 
     for model in mlp cnn; do
         for device in "${devices[@]}"; do
-            section "train-$model: ug-bench train-$model --device $device --precision f32,bf16,f16"
-            "$bin/ug-bench" train-$model --device "$device" --seconds 1 --precision f32,bf16,f16
+            section "train-$model: ug-bench train-$model --device $device --precision $precision_list"
+            "$bin/ug-bench" train-$model --device "$device" --seconds 1 --precision "$precision_list"
         done
-        for precision in f32 bf16 f16; do
+        for precision in "${precisions[@]}"; do
             section "train-$model: PyTorch on the same GPU, $precision"
             PYTHONUNBUFFERED=1 python3 tools/gpu/torch_train.py $model --seconds 1 --precision $precision
         done
@@ -48,7 +55,7 @@ section() { printf '\n== %s\n' "$*"; }
     "$bin/ug-bench" tune --device cuda:0
 
     for device in "${devices[@]}"; do
-        for precision in f32 bf16 f16; do
+        for precision in "${precisions[@]}"; do
             section "ug-train --epochs 1 --device $device --precision $precision (Fashion-MNIST)"
             checkpoint=$logs/ug-train-$precision.safetensors
             "$bin/ug-train" --epochs 1 --device "$device" --precision $precision --data "$data" \
