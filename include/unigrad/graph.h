@@ -96,9 +96,10 @@ typedef enum ug_check_mode {
 UG_API ug_status ug_graph_set_checks(ug_graph *graph, ug_check_mode mode);
 /* Fusion at ug_graph_compile (on by default): activations and casts folded
  * into the ops producing their inputs, the optimizer's updates in one
- * launch, numeric checks into the kernels that read or write their values. Off, each op is a kernel of its own, with results equal within
- * float rounding: for finding a fused kernel's fault, or timing what
- * fusion saves. */
+ * launch, numeric checks and running sums into the kernels that read or
+ * write their values. Off, each op is a kernel of its own, with results
+ * equal within float rounding: for finding a fused kernel's fault, or
+ * timing what fusion saves. */
 UG_API ug_status ug_graph_set_fusion(ug_graph *graph, bool on);
 /* Waits for the device; UG_ERR_NUMERIC when a checked value of a run since
  * the last report held NaN or infinity (the flags are then cleared). */
