@@ -166,10 +166,13 @@ typedef enum ug_reduce_kind {
  * or infinite, else left as it is.
  * sum (optional, f32 of y's elements, with y f32 and op not ARGMAX): a
  * graph's running sum folded in (ug_graph_accumulate):
- * sum[k] += sum_alpha * y[k] for every result k, as y is written. */
+ * sum[k] += sum_alpha * y[k] for every result k, as y is written.
+ * match (optional, ARGMAX with y f32: i32 or f32 of y's elements): a
+ * graph's equality test folded in, y[k] = 1 where the index as a float
+ * equals match[k] as a float, else 0 (a metric's correct predictions). */
 typedef struct ug_reduce_args {
     ug_reduce_kind op;
-    ug_kview y, x, check, sum;
+    ug_kview y, x, check, sum, match;
     float sum_alpha;
     int64_t outer, len, inner;
 } ug_reduce_args;

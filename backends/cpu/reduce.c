@@ -38,6 +38,8 @@ typedef struct red_job {
     ug_kview check;      /* a folded numeric check of the results (backend.h) */
     float *sum;          /* a running sum folded in: sum += sum_alpha * y (backend.h) */
     float sum_alpha;
+    const char *match;   /* argmax: y = (index == match) (backend.h); NULL: none */
+    ug_dtype mt;
 } red_job;
 
 static bool is_sum(ug_reduce_kind op)
@@ -262,11 +264,16 @@ static void write_out(const red_job *j, int64_t pos, int64_t w, const float *val
             y[c] = (int32_t)idx[c];
         return;
     }
-    float tmp[RED_W]; /* argmax: the index as a float */
+    float tmp[RED_W]; /* argmax: the index as a float, or whether it matches */
     for (int64_t c = 0; c < w; c++)
         tmp[c] = j->op == UG_RKERNEL_ARGMAX ? (float)idx[c]
                  : j->op == UG_RKERNEL_MEAN ? val[c] / (float)j->len
                                             : val[c];
+    for (int64_t c = 0; j->match && c < w; c++) {
+        const float m = j->mt == UG_I32 ? (float)((const int32_t *)(const void *)j->match)[pos + c]
+                                        : ((const float *)(const void *)j->match)[pos + c];
+        tmp[c] = tmp[c] == m ? 1.0f : 0.0f;
+    }
     if (j->check.mem && ug_cpu_any_nonfinite(tmp, w))
         ug_cpu_set_check(j->check);
     ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);
@@ -382,6 +389,9 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a check needs f32 results and an f32 flag");
     if (args->sum.mem && (args->sum.dtype != UG_F32 || args->y.dtype != UG_F32 || args->op == UG_RKERNEL_ARGMAX))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a running sum needs f32 results, an f32 sum and no argmax");
+    if (args->match.mem && (args->op != UG_RKERNEL_ARGMAX || args->y.dtype != UG_F32 ||
+                            (args->match.dtype != UG_F32 && args->match.dtype != UG_I32)))
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a comparison needs argmax, f32 results and i32 or f32 values");
     if (args->outer <= 0 || args->inner <= 0)
         return UG_OK;
     if (args->len < 1)
@@ -390,7 +400,8 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
     red_job j = {.op = args->op, .x = ug_cpu_ptr(args->x), .xt = args->x.dtype,
                  .y = ug_cpu_ptr(args->y), .yt = args->y.dtype, .outer = args->outer,
                  .len = args->len, .inner = args->inner, .check = args->check,
-                 .sum = args->sum.mem ? (float *)ug_cpu_ptr(args->sum) : NULL, .sum_alpha = args->sum_alpha};
+                 .sum = args->sum.mem ? (float *)ug_cpu_ptr(args->sum) : NULL, .sum_alpha = args->sum_alpha,
+                 .match = args->match.mem ? ug_cpu_ptr(args->match) : NULL, .mt = args->match.dtype};
     j.tw = j.inner == 1 ? 1 : RED_W;
     j.tiles = (j.inner + j.tw - 1) / j.tw;
     /* Blocks of about BLOCK_ELEMS values, fixed by the shape alone. */

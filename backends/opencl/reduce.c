@@ -33,6 +33,8 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
 {
     OCL_CHECK(check, a->check, y);
     OCL_SUM(sum, a->sum, a->sum_alpha, y);
+    OCL_CHECK(match, a->match, y);
+    cl_int match_dt = a->match.dtype;
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
@@ -45,7 +47,8 @@ static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, c
                       OCL_ARG(splits), OCL_ARG(chunk), OCL_ARG(op),    OCL_ARG(stage),
                       OCL_ARG(count), OCL_ARG(pv),     OCL_ARG(pi),    OCL_ARG(check),
                       OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum), OCL_ARG(sum_off),
-                      OCL_ARG(sum_on), OCL_ARG(sum_alpha)};
+                      OCL_ARG(sum_on), OCL_ARG(sum_alpha), OCL_ARG(match), OCL_ARG(match_off),
+                      OCL_ARG(match_on), OCL_ARG(match_dt)};
     return ocl_launch_locked(dev, kernel, 2, global, local, args, sizeof args / sizeof args[0]);
 }
 
@@ -148,6 +151,9 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     if (a->sum.mem && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
         return ocl_host->set_error(UG_ERR_DTYPE,
                                    "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
+    if (a->match.mem && (!argmax || a->y.dtype != UG_F32 || (a->match.dtype != UG_F32 && a->match.dtype != UG_I32)))
+        return ocl_host->set_error(UG_ERR_DTYPE,
+                                   "OpenCL: a comparison needs argmax, f32 results and i32 or f32 values");
     const ocl_kernel *kernel, *partials;
     ug_status st = ocl_kernel_for(dev, OCL_REDUCE, a->x.dtype, a->x.dtype, &kernel);
     if (st == UG_OK)

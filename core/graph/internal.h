@@ -65,6 +65,10 @@ struct graph_node {
     /* A running sum folded into its launch (ug_op_def's accumulates),
      * launched as input nin + UG_OP_SUM_INPUT; NULL: none. */
     ug_value *sum;
+    /* The values a comparison folded in (ug_op_def's take_comparison)
+     * compares its result with, launched as input nin + UG_OP_MATCH_INPUT;
+     * NULL: none. */
+    ug_value *match;
     ug_value *scratch[UG_OP_MAX_OUTPUTS - 1]; /* saved or scratch results (ug_op_def) */
     int nscratch;
     float per_row_scale;      /* an accumulation (ADD_SCALED, or a sum folded in) whose alpha is this times the run's rows */

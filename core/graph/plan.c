@@ -26,14 +26,26 @@ static void count_uses(ug_graph *g)
         graph_node *n = g->nodes[i];
         if (n->dead)
             continue;
-        for (int k = 0; k < n->nin; k++) {
-            ug_value *v = ug_value_base(n->in[k]);
+        for (int k = 0; k <= n->nin; k++) { /* its inputs, and what a comparison folded in reads */
+            ug_value *v = ug_value_base(k < n->nin ? n->in[k] : n->match);
             if (v) {
                 v->uses++;
                 v->last_use = i;
             }
         }
     }
+}
+
+/* Whether v, a result of one node, can go to another writer: read by
+ * nothing else, no alias of it. */
+static bool only_temp_of(const ug_graph *g, const ug_value *v)
+{
+    if (v->kind != VALUE_TEMP || v->keep || v->uses != 1 || !v->producer || v->producer->dead)
+        return false;
+    for (int k = 0; k < g->value_count; k++)
+        if (g->values[k]->alias_of == v)
+            return false;
+    return true;
 }
 
 /* Bias add + activation, batch norm + ReLU: an activation whose input is
@@ -53,13 +65,8 @@ static void fuse_activations(ug_graph *g)
             continue;
         ug_value *x = act->in[0];
         graph_node *producer = x->producer;
-        if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer ||
-            !producer->op.def->take_post_op)
-            continue;
-        bool referenced = false; /* an alias of x counts as a use of x already */
-        for (int k = 0; k < g->value_count && !referenced; k++)
-            referenced = g->values[k]->alias_of == x;
-        if (referenced || !producer->op.def->take_post_op(&producer->op, kind))
+        if (!only_temp_of(g, x) || !producer->op.def->take_post_op ||
+            !producer->op.def->take_post_op(&producer->op, kind))
             continue;
         producer->out = act->out;
         act->out->producer = producer;
@@ -88,19 +95,70 @@ static void fuse_casts(ug_graph *g)
             continue;
         ug_value *x = cast->in[0];
         graph_node *producer = x->producer;
-        if (x->kind != VALUE_TEMP || x->keep || x->uses != 1 || !producer || producer->dead ||
-            !writes_any_float(producer) || producer->segment != cast->segment)
-            continue;
-        bool referenced = false;
-        for (int k = 0; k < g->value_count && !referenced; k++)
-            referenced = g->values[k]->alias_of == x;
-        if (referenced)
+        if (!only_temp_of(g, x) || !writes_any_float(producer) || producer->segment != cast->segment)
             continue;
         producer->out = cast->out;
         producer->writes_cast = true;
         cast->out->producer = producer;
         x->producer = NULL;
         cast->dead = cast->fused = true;
+    }
+}
+
+/* What a comparison folded into r's producer compares with, for the
+ * other operand of equal(r, other): a graph input of r's shape, f32 or
+ * i32, or an i32 input cast to f32 (the labels of a metric), the cast then
+ * left to die (*cast) when nothing else reads it. NULL: none, since only
+ * an input can be read at any point of the step. */
+static ug_value *comparison_input(const ug_graph *g, ug_value *other, const ug_value *r, graph_node **cast)
+{
+    *cast = NULL;
+    ug_value *m = other;
+    if (other->producer && !other->producer->dead && other->producer->op.def->pure_cast &&
+        other->producer->in[0]->dtype == UG_I32) {
+        m = other->producer->in[0];
+        if (only_temp_of(g, other))
+            *cast = other->producer;
+    }
+    if (m->kind != VALUE_INPUT || (m->dtype != UG_F32 && m->dtype != UG_I32) || m->ndim != r->ndim ||
+        memcmp(m->shape, r->shape, sizeof(int64_t) * (size_t)r->ndim))
+        return NULL;
+    return m;
+}
+
+/* An equality test of a result read by nothing else (equal(argmax(x),
+ * labels): a metric's correct predictions) is made by the op writing the
+ * result, where the op can (ug_op_def's take_comparison), with the graph
+ * input the result is compared with; a cast of that input goes too when
+ * nothing else reads it. Both in f32, as the test would: the same bits. */
+static void fold_comparisons(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *eq = g->nodes[i];
+        if (eq->dead || !eq->op.def->tests_equality || !eq->op.def->tests_equality(&eq->op) ||
+            eq->out->dtype != UG_F32)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            ug_value *r = eq->in[side], *m = NULL;
+            graph_node *producer = r->producer, *cast = NULL;
+            if (!only_temp_of(g, r) || producer->out != r || r->dtype != UG_F32 || producer->match ||
+                producer->segment != eq->segment || producer->nin + UG_OP_MATCH_INPUT >= UG_OP_MAX_INPUTS ||
+                r->ndim != eq->out->ndim || memcmp(r->shape, eq->out->shape, sizeof(int64_t) * (size_t)r->ndim) ||
+                !producer->op.def->take_comparison || !(m = comparison_input(g, eq->in[1 - side], r, &cast)) ||
+                !producer->op.def->take_comparison(&producer->op))
+                continue;
+            producer->match = m;
+            producer->out = eq->out;
+            eq->out->producer = producer;
+            r->producer = NULL;
+            eq->dead = eq->fused = true;
+            if (cast) {
+                cast->out->producer = NULL;
+                cast->dead = cast->fused = true;
+            }
+            break;
+        }
     }
 }
 
@@ -400,6 +458,7 @@ static ug_status plan_graph(ug_graph *g)
         if (!g->unfused) {
             fuse_activations(g);
             fuse_casts(g);
+            fold_comparisons(g);
             ug_graph_fold_checks(g);
             fold_sums(g);
         }

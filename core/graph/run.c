@@ -8,7 +8,8 @@
 #include "core/graph/internal.h"
 
 /* A node's inputs as its launch takes them: its own, then its folded
- * checks' flags, then a running sum folded in. */
+ * checks' flags, then a running sum folded in, then the values a folded
+ * comparison compares with. */
 static void node_inputs(const graph_node *n, const ug_tensor **in)
 {
     for (int k = 0; k < n->nin; k++)
@@ -17,6 +18,8 @@ static void node_inputs(const graph_node *n, const ug_tensor **in)
         in[n->nin + k] = n->checks[k] ? n->checks[k]->tensor : NULL;
     if (n->sum)
         in[n->nin + UG_OP_SUM_INPUT] = n->sum->tensor;
+    if (n->match)
+        in[n->nin + UG_OP_MATCH_INPUT] = n->match->tensor;
 }
 
 /* The node's kernels; a group's for all its members, with their inputs

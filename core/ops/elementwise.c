@@ -345,9 +345,15 @@ static void binary_describe(const ug_op *op, char *out, size_t len)
     }
 }
 
+static bool binary_tests_equality(const ug_op *op)
+{
+    return op->p.binary.op == UG_BINARY_EQUAL && op->p.binary.post == UG_UNARY_COPY;
+}
+
 const ug_op_def ug_op_binary = {.family = "binary op", .infer = binary_infer, .launch = binary_launch,
                                 .backward = binary_backward, .autocast = ug_autocast_follow,
-                                .take_post_op = binary_take_post_op, .describe = binary_describe};
+                                .take_post_op = binary_take_post_op, .describe = binary_describe,
+                                .tests_equality = binary_tests_equality};
 
 static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)
 {

@@ -45,8 +45,8 @@ static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     if (in[2])
         args.check = ug_kview_of(in[2]);
     UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args));
-    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1, in[3],
-                            in[2 + UG_OP_SUM_INPUT], op->sum_alpha);
+    const ug_reduce_folds folds = {.check = in[3], .sum = in[2 + UG_OP_SUM_INPUT], .sum_alpha = op->sum_alpha};
+    return ug_launch_reduce(op->name, UG_RKERNEL_MEAN, out[0], out[1], 1, args.rows, 1, &folds);
 }
 
 /* The loss into a running sum, as its mean is written. */

@@ -49,8 +49,14 @@ typedef enum ug_check_role {
 
 /* check_slot's operand for an op's result; up to UG_OP_MAX_CHECKS checks
  * fold into one op. A running sum folded in (ug_op_def's accumulates) is
- * the launch's input nin + UG_OP_SUM_INPUT. */
-enum { UG_CHECKED_OPERAND_RESULT = -1, UG_OP_MAX_CHECKS = 2, UG_OP_SUM_INPUT = UG_OP_MAX_CHECKS };
+ * the launch's input nin + UG_OP_SUM_INPUT, the value a comparison folded
+ * in compares with (take_comparison) its input nin + UG_OP_MATCH_INPUT. */
+enum {
+    UG_CHECKED_OPERAND_RESULT = -1,
+    UG_OP_MAX_CHECKS = 2,
+    UG_OP_SUM_INPUT = UG_OP_MAX_CHECKS,
+    UG_OP_MATCH_INPUT = UG_OP_SUM_INPUT + 1
+};
 
 typedef struct ug_op_def {
     const char *family;  /* names the op in messages when the instance does not */
@@ -59,7 +65,8 @@ typedef struct ug_op_def {
     /* Queues the kernels; every tensor exists with its inferred meta. in
      * has UG_OP_MAX_INPUTS entries: the op's own, then NULL or the flags
      * of checks folded in (check_slot), then NULL or a running sum
-     * (accumulates). */
+     * (accumulates), then NULL or the value a comparison folded in
+     * compares with (take_comparison). */
     ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
     /* Adds to the graph the gradients of n's inputs given gy, the gradient
      * of its result (see ug_grad_give); NULL: not differentiable. */
@@ -109,6 +116,17 @@ typedef struct ug_op_def {
      * ug_graph_accumulate of the result then costs no launch (graph/plan.c
      * folds it in). NULL: it cannot. */
     bool (*accumulates)(const ug_op *op);
+    /* Whether it is an elementwise equality test of its two inputs (1
+     * where they are equal, 0 elsewhere), which the op writing one of them
+     * may make instead (take_comparison). */
+    bool (*tests_equality)(const ug_op *op);
+    /* Makes its launch write, in place of each element r of its float
+     * result, 1 where r equals the same element of its input
+     * nin + UG_OP_MATCH_INPUT (i32 or f32, the result's shape, compared as
+     * f32) and 0 elsewhere: an equality test of the result (argmax's
+     * predicted class against the labels) then costs no launch
+     * (graph/plan.c folds it in). false: it cannot. */
+    bool (*take_comparison)(ug_op *op);
     /* Its name in profiles where the instance's name says less ("relu",
      * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
     void (*describe)(const ug_op *op, char *out, size_t len);
@@ -133,7 +151,8 @@ struct ug_op {
          * each input element spreads over. */
         struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
         struct { bool ta, tb; } matmul;
-        struct { ug_reduce_kind op; int axis; bool all, keepdim; } reduce;
+        /* compares: an equality test of argmax's index folded in */
+        struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; } reduce;
         struct { bool log; } softmax;
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
         struct { const ug_graph *graph; uint64_t stream; float p; } dropout;
@@ -200,12 +219,18 @@ ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind po
 /* y = f(x), same element count, contiguous. */
 ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
                           ug_tensor *y, const ug_tensor *x);
-/* x [outer, len, inner] reduced over len into y; check: NULL, or a
- * numeric check's flag for the results (f32 y); sum: NULL, or a running
- * sum that the results, times sum_alpha, are added into (f32 y). */
+/* What a graph folds into a reduction's launch, each NULL or: check, a
+ * numeric check's flag for the results (f32 y); sum, a running sum that
+ * the results, times sum_alpha, are added into (f32 y); match, the values
+ * argmax's index is compared with (y then 1 where equal, else 0). */
+typedef struct ug_reduce_folds {
+    const ug_tensor *check, *sum, *match;
+    float sum_alpha;
+} ug_reduce_folds;
+/* x [outer, len, inner] reduced over len into y; folds: NULL, or what is
+ * folded in. */
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check,
-                           const ug_tensor *sum, float sum_alpha);
+                           int64_t outer, int64_t len, int64_t inner, const ug_reduce_folds *folds);
 /* runs: NULL, or a graph's run count on the device (ug_random_args.runs). */
 ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
                            uint64_t offset, const ug_tensor *runs, ug_tensor *y);

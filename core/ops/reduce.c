@@ -1,24 +1,29 @@
 /* Reductions over an axis or over everything, and softmax over the last
  * axis: each defined once and wrapped for eager use and graphs. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/graph/internal.h"
 #include "unigrad/ops.h"
 
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner, const ug_tensor *check,
-                           const ug_tensor *sum, float sum_alpha)
+                           int64_t outer, int64_t len, int64_t inner, const ug_reduce_folds *folds)
 {
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    if (len == 0) /* sums over nothing are zero: finite, nothing to check or add */
+    if (len == 0) /* sums over nothing are zero: finite, nothing to check or add (argmax refuses it) */
         return ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, y, NULL);
-    ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x), .sum_alpha = sum_alpha,
-                           .outer = outer, .len = len, .inner = inner};
-    if (check)
-        args.check = ug_kview_of(check);
-    if (sum)
-        args.sum = ug_kview_of(sum);
+    ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x), .outer = outer, .len = len,
+                           .inner = inner};
+    if (folds) {
+        args.sum_alpha = folds->sum_alpha;
+        if (folds->check)
+            args.check = ug_kview_of(folds->check);
+        if (folds->sum)
+            args.sum = ug_kview_of(folds->sum);
+        if (folds->match)
+            args.match = ug_kview_of(folds->match);
+    }
     return ug_dispatch(ug_dev(y), UG_KERNEL_REDUCE, op, x->dtype, &args);
 }
 
@@ -77,8 +82,10 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
 {
     int64_t outer, len, inner;
     reduce_extent(op, in[0]->ndim, in[0]->shape, &outer, &len, &inner);
-    return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, in[1],
-                            in[1 + UG_OP_SUM_INPUT], op->sum_alpha);
+    const ug_reduce_folds folds = {.check = in[1], .sum = in[1 + UG_OP_SUM_INPUT],
+                                   .match = op->p.reduce.compares ? in[1 + UG_OP_MATCH_INPUT] : NULL,
+                                   .sum_alpha = op->sum_alpha};
+    return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, &folds);
 }
 
 /* The results, as they are written (f32 ones: graph/check.c sees to it). */
@@ -117,11 +124,29 @@ static ug_autocast_class reduce_autocast(const ug_op *op)
                : UG_AUTOCAST_F32;
 }
 
+/* Argmax's index against the labels: a metric's count of correct
+ * predictions, equal(argmax(logits), labels), in one launch. */
+static bool reduce_take_comparison(ug_op *op)
+{
+    if (op->p.reduce.op != UG_RKERNEL_ARGMAX || op->p.reduce.compares)
+        return false;
+    op->p.reduce.compares = true;
+    return true;
+}
+
+/* "argmax+equal" once it compares; else the name. */
+static void reduce_describe(const ug_op *op, char *out, size_t len)
+{
+    const char *name = strncmp(op->name, "graph ", 6) ? op->name : op->name + 6;
+    snprintf(out, len, "%s%s", name, op->p.reduce.compares ? "+equal" : "");
+}
+
 /* Argmax's index too: a metric's cast of the predicted class folds in. */
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
                                 .backward = reduce_backward, .autocast = reduce_autocast,
                                 .writes_any_float = ug_writes_any_float,
-                                .check_slot = reduce_check_slot, .accumulates = reduce_accumulates};
+                                .check_slot = reduce_check_slot, .accumulates = reduce_accumulates,
+                                .take_comparison = reduce_take_comparison, .describe = reduce_describe};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)
 {

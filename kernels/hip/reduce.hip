@@ -28,6 +28,8 @@ typedef struct reduce_k {
     float *check;        /* a numeric check of the results, NULL: none */
     float *sum;          /* a running sum: sum += sum_alpha * y; NULL: none */
     float sum_alpha;
+    const char *match;   /* argmax: y = (index == match), i32 or f32 (mt); NULL: none */
+    int mt;
     int64_t outer, len, inner, chunk, splits;
 } reduce_k;
 
@@ -109,8 +111,15 @@ __global__ void ug_reduce_kernel(reduce_k k)
                         k.yi[at] = si[tx];
                 } else if (k.kind == R_ARGMAX && k.yt == UG_I32) {
                     ((int32_t *)k.y)[o * k.inner + i] = si[tx];
-                } else if (k.kind == R_ARGMAX) { /* the index as a float */
-                    ug_st(k.y, k.yt, o * k.inner + i, (float)si[tx]);
+                } else if (k.kind == R_ARGMAX) { /* the index as a float, or whether it matches */
+                    const int64_t at = o * k.inner + i;
+                    float r = (float)si[tx];
+                    if (k.match)
+                        r = r == (k.mt == UG_I32 ? (float)((const int32_t *)k.match)[at]
+                                                 : ((const float *)k.match)[at])
+                                ? 1.0f
+                                : 0.0f;
+                    ug_st(k.y, k.yt, at, r);
                 } else {
                     const float y = k.mean ? r / k.count : r;
                     ug_check_flag(k.check, ug_nonfinite(y));
@@ -164,6 +173,12 @@ ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
     if (k.sum && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || k.kind == R_ARGMAX))
         return ug_hip_host->set_error(UG_ERR_DTYPE,
                                       "%s: a reduction's running sum needs f32 results, an f32 sum and no argmax",
+                                      UG_HIP_BACKEND);
+    k.match = ug_hip_ptr(&a->match);
+    k.mt = a->match.dtype;
+    if (k.match && (k.kind != R_ARGMAX || a->y.dtype != UG_F32 || (k.mt != UG_F32 && k.mt != UG_I32)))
+        return ug_hip_host->set_error(UG_ERR_DTYPE,
+                                      "%s: a comparison needs argmax, f32 results and i32 or f32 values",
                                       UG_HIP_BACKEND);
 
     /* BX: columns per block, a power of two up to 64; BY = 256 / BX. */

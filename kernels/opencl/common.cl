@@ -111,6 +111,19 @@ inline void ug_sum_add(global float *sum, ulong sum_off, int sum_on, float sum_a
         sum[sum_off + k] += sum_alpha * r;
 }
 
+/* A comparison folded into argmax (backend.h's ug_reduce_args): r, the
+ * index as a float, becomes 1 where it equals match[k] (i32 or f32 as a
+ * float), 0 elsewhere; r as it is when match_on is 0. */
+#define UG_MATCH_PARAMS const global uchar *match, ulong match_off, int match_on, int match_dt
+inline float ug_match(const global uchar *match, ulong match_off, int match_on, int match_dt, long k, float r)
+{
+    if (!match_on)
+        return r;
+    const float m = match_dt == UG_DT_I32 ? (float)((const global int *)match)[match_off + k]
+                                          : ((const global float *)match)[match_off + k];
+    return r == m ? 1.0f : 0.0f;
+}
+
 /* max that propagates NaN (fmax would drop it). */
 inline float ug_max_nan(float a, float b)
 {

@@ -12,7 +12,7 @@
  *
  * MAX and ARGMAX propagate NaN (a NaN is the maximum; ARGMAX gives the
  * first NaN); ARGMAX ties go to the smallest index. y is f32/f16/bf16 (ydt),
- * or for ARGMAX also i32. */
+ * or for ARGMAX also i32; ARGMAX may compare its index (UG_MATCH_PARAMS). */
 
 /* Does (va, ia) beat (vb, ib) for ARGMAX? */
 inline bool ug_argmax_better(float va, int ia, float vb, int ib)
@@ -29,7 +29,7 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
                            ulong xoff, const global int *xidx, long len,                     \
                            long inner, long splits, long chunk, int op, int stage,           \
                            float count, global float *pv, global int *pi, UG_CHECK_PARAMS,   \
-                           UG_SUM_PARAMS)                                                    \
+                           UG_SUM_PARAMS, UG_MATCH_PARAMS)                                   \
     {                                                                                        \
         local float lv[UG_WG];                                                               \
         local int li[UG_WG];                                                                 \
@@ -97,8 +97,9 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
             pi[og * inner + i] = idx;                                                        \
         } else if (op == UG_R_ARGMAX && ydt == UG_DT_I32) {                                  \
             ((global int *)y)[yoff + o * inner + i] = idx;                                   \
-        } else if (op == UG_R_ARGMAX) { /* the index as a float */                           \
-            ug_store_dt(y, (long)yoff + o * inner + i, ydt, (float)idx);                     \
+        } else if (op == UG_R_ARGMAX) { /* the index as a float, or whether it matches */    \
+            ug_store_dt(y, (long)yoff + o * inner + i, ydt,                                  \
+                        ug_match(match, match_off, match_on, match_dt, o * inner + i, (float)idx)); \
         } else {                                                                             \
             const float r = op == UG_R_MEAN ? acc / count : acc;                             \
             ug_check_flag(check, check_off, check_on, ug_nonfinite(r));                      \

@@ -3,7 +3,8 @@
  * counted from the plan, and the same training within float rounding
  * (activations folded into bias adds and batch norm, casts into their
  * producers, the optimizer's updates in one launch, numeric checks and
- * running sums into the kernels that read or write their values). */
+ * running sums into the kernels that read or write their values, a
+ * metric's equality test into its argmax). */
 #include <math.h>
 #include <string.h>
 
@@ -153,6 +154,92 @@ TS_TEST(argmax_cast_folded)
     CHECK_EQ_I64(nodes[1], nodes[0] - 1);
 }
 
+/* A metric's correct predictions, equal(argmax(logits), labels), made by
+ * the argmax (take_comparison): its index compared with the labels as it
+ * is written, the labels' cast to f32 gone with the equal when nothing
+ * else reads it. The labels come as i32 cast to f32 (the trainer's form),
+ * as f32 (either side of the equal), or cast with the cast kept for
+ * another reader. Each row's hit, and their running sum over runs of 70
+ * rows and then 33, equal the host's, fused or not; ties, a row with a
+ * NaN and labels outside the classes included. */
+TS_TEST(correct_predictions_folded)
+{
+    enum { ROWS = 70, FEWER = 33, COLS = 6, RUNS = 3 };
+    static float x[ROWS * COLS];
+    float labels_f[ROWS], want_hits[ROWS];
+    int32_t labels[ROWS];
+    double want_sum = 0;
+    for (int r = 0; r < ROWS; r++) {
+        int best = 0;
+        for (int c = 0; c < COLS; c++) {
+            x[r * COLS + c] = r == 9 && c == 4 ? NAN : (float)((r * 5 + c * 11) % 13 / 4) - 1.0f;
+            const float v = x[r * COLS + c], b = x[r * COLS + best];
+            if (b == b && (v != v || v > b)) /* the first maximum, or the first NaN */
+                best = c;
+        }
+        labels[r] = r % 17 == 3 ? -1 : r % 19 == 5 ? COLS + 2 : (r * 3) % COLS;
+        labels_f[r] = (float)labels[r];
+        want_hits[r] = (float)best == labels_f[r] ? 1.0f : 0.0f;
+    }
+    for (int run = 0; run < RUNS; run++)
+        for (int r = 0; r < (run < RUNS - 1 ? ROWS : FEWER); r++)
+            want_sum += want_hits[r];
+    static const struct {
+        const char *name;
+        bool f32_labels, swapped, cast_kept;
+        int saved; /* kernels fused away, the running sum's included */
+    } forms[] = {{"i32 labels cast to f32", false, false, false, 4},
+                 {"f32 labels", true, false, false, 3},
+                 {"f32 labels, the equal swapped", true, true, false, 3},
+                 {"the labels' cast read by another op", false, false, true, 3}};
+    const int64_t shape[2] = {ROWS, COLS}, fewer[2] = {FEWER, COLS};
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        int nodes[2] = {0, 0};
+        for (int fused = 0; fused < 2; fused++) {
+            th_context("%s, %s", forms[f].name, fused ? "fused" : "unfused");
+            ug_graph *g = ts_graph(ts_model(dev, 5));
+            REQUIRE(g);
+            ug_value *xv = NULL, *yv = NULL, *idx = NULL, *pred = NULL, *truth = NULL, *hits = NULL, *count = NULL,
+                     *sum = NULL;
+            REQUIRE_OK(ug_graph_set_fusion(g, fused));
+            REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, shape, &xv));
+            REQUIRE_OK(ug_graph_input(g, "y", forms[f].f32_labels ? UG_F32 : UG_I32, 1, shape, &yv));
+            REQUIRE_OK(ug_g_argmax(g, xv, 1, &idx));
+            REQUIRE_OK(ug_g_cast(g, idx, UG_F32, &pred));
+            truth = yv;
+            if (!forms[f].f32_labels)
+                REQUIRE_OK(ug_g_cast(g, yv, UG_F32, &truth));
+            if (forms[f].cast_kept)
+                REQUIRE_OK(ug_graph_keep(g, truth));
+            REQUIRE_OK(forms[f].swapped ? ug_g_equal(g, truth, pred, &hits) : ug_g_equal(g, pred, truth, &hits));
+            REQUIRE_OK(ug_graph_keep(g, hits));
+            REQUIRE_OK(ug_g_sum(g, hits, 0, true, &count));
+            REQUIRE_OK(ug_graph_accumulate(g, count, 1.0f, &sum));
+            REQUIRE_OK(ug_graph_compile(g));
+            ug_graph_memory_info mem;
+            REQUIRE_OK(ug_graph_memory(g, &mem));
+            nodes[fused] = mem.nodes;
+            for (int run = 0; run < RUNS; run++) {
+                const bool last = run == RUNS - 1;
+                ug_tensor *xt = ts_tensor_f32(dev, 2, last ? fewer : shape, x);
+                const int64_t rows = last ? FEWER : ROWS;
+                ug_tensor *yt = forms[f].f32_labels ? ts_tensor_f32(dev, 1, &rows, labels_f)
+                                                    : ts_tensor_i32(dev, rows, labels);
+                REQUIRE(xt && yt);
+                REQUIRE_OK(ug_graph_bind(g, xv, xt));
+                REQUIRE_OK(ug_graph_bind(g, yv, yt));
+                REQUIRE_OK(ug_graph_run(g));
+            }
+            float got_hits[FEWER], got_sum = 0;
+            REQUIRE_OK(ug_graph_read(g, hits, got_hits, sizeof got_hits));
+            REQUIRE_OK(ug_graph_read(g, sum, &got_sum, sizeof got_sum));
+            CHECK(memcmp(got_hits, want_hits, sizeof got_hits) == 0);
+            CHECK_MSG(got_sum == (float)want_sum, "%g correct predictions, expected %g", got_sum, want_sum);
+        }
+        CHECK_EQ_I64(nodes[1], nodes[0] - forms[f].saved);
+    }
+}
+
 /* Running sums (ug_graph_accumulate) of the cross-entropy's loss (scaled
  * by each run's rows) and of reductions (a sum over the rows, a total)
  * are added by the ops writing those values: three kernels fewer, and
@@ -279,6 +366,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(mlp_bf16_fused_as_unfused),
         TH_DEVICE_TEST(cnn_fused_as_unfused),
         TH_DEVICE_TEST(argmax_cast_folded),
+        TH_DEVICE_TEST(correct_predictions_folded),
         TH_DEVICE_TEST(running_sums_folded),
         TH_DEVICE_TEST(running_sum_of_rows_refused),
         TH_DEVICE_TEST(fusion_refused_after_compile),
