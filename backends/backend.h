@@ -245,7 +245,8 @@ typedef struct ug_random_args {
  * smoothing s: target = (1-s) onehot + s/cols.
  * Forward (grad.mem == NULL): loss[r] = -sum_c target_c log_softmax(x_r)_c.
  * Backward (grad.mem != NULL): grad[r,c] = (softmax(x_r)_c - target_c) *
- * scale * dloss[0], with dloss a one-element f32 buffer (loss not written).
+ * scale * dloss[0], with dloss a one-element f32 buffer, or 1 when
+ * dloss.mem is NULL (loss not written).
  * A label outside [0, cols) gives a NaN loss row and a zero gradient row.
  * check (optional, f32 [1], forward only): a graph's numeric check folded
  * in, set to NaN when a logit is NaN or infinite, else left as it is. */

@@ -125,7 +125,7 @@ typedef struct xent_job {
     const float *x;
     const int32_t *labels;
     float *loss, *grad;
-    float k; /* backward: scale * dloss[0] */
+    float k; /* backward: scale * dloss[0] (or 1) */
 } xent_job;
 
 UG_CPU_WIDE
@@ -179,7 +179,7 @@ ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
 {
     bool backward = args->grad.mem != NULL;
     if (args->logits.dtype != UG_F32 || args->labels.dtype != UG_I32 ||
-        (backward ? args->grad.dtype != UG_F32 || !args->dloss.mem || args->dloss.dtype != UG_F32
+        (backward ? args->grad.dtype != UG_F32 || (args->dloss.mem && args->dloss.dtype != UG_F32)
                   : !args->loss.mem || args->loss.dtype != UG_F32) ||
         (args->check.mem && args->check.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
@@ -191,7 +191,7 @@ ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
                   .labels = (const int32_t *)ug_cpu_ptr(args->labels)};
     if (backward) {
         j.grad = (float *)ug_cpu_ptr(args->grad);
-        j.k = args->scale * *(const float *)ug_cpu_ptr(args->dloss);
+        j.k = args->scale * (args->dloss.mem ? *(const float *)ug_cpu_ptr(args->dloss) : 1.0f);
     } else {
         j.loss = (float *)ug_cpu_ptr(args->loss);
     }

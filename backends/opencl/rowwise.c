@@ -59,16 +59,14 @@ ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
                           OCL_ARG(check), OCL_ARG(check_off), OCL_ARG(check_on)};
         return launch_rows(dev, OCL_XENT_FWD, UG_F32, a->rows, a->cols, args, sizeof args / sizeof args[0]);
     }
-    if (!a->dloss.mem)
-        return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT,
-                                   "OpenCL: cross-entropy backward needs dloss");
-    cl_mem grad = (cl_mem)a->grad.mem, dloss = (cl_mem)a->dloss.mem;
-    cl_ulong goff = (cl_ulong)a->grad.offset, doff = (cl_ulong)a->dloss.offset;
+    cl_mem grad = (cl_mem)a->grad.mem;
+    cl_ulong goff = (cl_ulong)a->grad.offset;
     cl_float scale = a->scale;
+    OCL_CHECK(dloss, a->dloss, grad); /* absent: 1 */
     ocl_arg args[] = {OCL_ARG(grad), OCL_ARG(goff),   OCL_ARG(x),    OCL_ARG(xoff),
                       OCL_ARG(lab),  OCL_ARG(laboff), OCL_ARG(cols), OCL_ARG(sm),
-                      OCL_ARG(scale), OCL_ARG(dloss), OCL_ARG(doff)};
-    return launch_rows(dev, OCL_XENT_BWD, UG_F32, a->rows, a->cols, args, 11);
+                      OCL_ARG(scale), OCL_ARG(dloss), OCL_ARG(dloss_off), OCL_ARG(dloss_on)};
+    return launch_rows(dev, OCL_XENT_BWD, UG_F32, a->rows, a->cols, args, sizeof args / sizeof args[0]);
 }
 
 ug_status ocl_layernorm(ug_bdev *dev, const ug_layernorm_args *a)

@@ -187,6 +187,31 @@ static void fold_sums(ug_graph *g)
     }
 }
 
+/* The backward pass's first gradient (the loss seed: 1, or the loss scale,
+ * weighted by the rows) is made by the op reading it, where the op can
+ * (ug_op_def's take_seed): the cross-entropy's gradient, when the loss is
+ * the cross-entropy's. The seed's node goes, and its reader no longer
+ * reads the value. */
+static void fold_seed(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *seed = g->nodes[i];
+        if (seed->dead || !seed->op.def->seeds_backward || !only_temp_of(g, seed->out))
+            continue;
+        for (int j = i + 1; j < g->node_count && !seed->dead; j++) {
+            graph_node *n = g->nodes[j];
+            for (int k = 0; k < n->nin && !n->dead && !seed->dead; k++) {
+                if (n->in[k] != seed->out || !n->op.def->take_seed || !n->op.def->take_seed(&n->op, k, g))
+                    continue;
+                n->in[k] = NULL;
+                seed->out->producer = NULL;
+                seed->dead = seed->fused = true;
+            }
+        }
+    }
+}
+
 void ug_graph_free_group(graph_node *n)
 {
     free(n->group);
@@ -461,6 +486,7 @@ static ug_status plan_graph(ug_graph *g)
             fold_comparisons(g);
             ug_graph_fold_checks(g);
             fold_sums(g);
+            fold_seed(g);
         }
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
     }

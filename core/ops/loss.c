@@ -104,10 +104,27 @@ static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const 
     if (args.rows == 0)
         return UG_OK;
     args.grad = ug_kview_of(out[0]);
-    args.dloss = ug_kview_of(in[2]);
     args.scale = 1.0f / (float)args.rows;
+    if (op->p.xent.seed) { /* the backward pass's first gradient, taken in */
+        float weight;
+        ug_loss_seed_of(op->p.xent.seed, &args.dloss, &weight);
+        args.scale *= weight;
+    } else {
+        args.dloss = ug_kview_of(in[2]);
+    }
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args);
 }
 
+/* The loss's gradient (input 2), when it is the backward pass's first:
+ * the loss scale read where the kernel reads dloss, the rows' weight in
+ * its scale. */
+static bool xent_grad_take_seed(ug_op *op, int input, const ug_graph *g)
+{
+    if (input != 2 || op->p.xent.seed)
+        return false;
+    op->p.xent.seed = g;
+    return true;
+}
+
 const ug_op_def ug_op_cross_entropy_grad = {.family = "cross_entropy backward", .infer = xent_grad_infer,
-                                            .launch = xent_grad_launch};
+                                            .launch = xent_grad_launch, .take_seed = xent_grad_take_seed};

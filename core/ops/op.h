@@ -127,6 +127,14 @@ typedef struct ug_op_def {
      * predicted class against the labels) then costs no launch
      * (graph/plan.c folds it in). false: it cannot. */
     bool (*take_comparison)(ug_op *op);
+    /* Its result is the backward pass's first gradient (ug_loss_seed_of),
+     * which the op reading it may make itself (take_seed). */
+    bool seeds_backward;
+    /* Makes its launch take the backward pass's first gradient of graph g
+     * from ug_loss_seed_of instead of from its input `input`, which it then
+     * no longer reads: the seed then costs no launch (graph/plan.c folds it
+     * in). false: it cannot. */
+    bool (*take_seed)(ug_op *op, int input, const ug_graph *g);
     /* Its name in profiles where the instance's name says less ("relu",
      * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
     void (*describe)(const ug_op *op, char *out, size_t len);
@@ -156,7 +164,9 @@ struct ug_op {
         struct { bool log; } softmax;
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
         struct { const ug_graph *graph; uint64_t stream; float p; } dropout;
-        struct { float smoothing; } xent;
+        /* seed: the graph whose backward pass's first gradient the
+         * gradient's launch takes (take_seed); NULL: its input's */
+        struct { float smoothing; const ug_graph *seed; } xent;
         struct { float eps; } layernorm;
         struct { const ug_graph *graph; int param_index; } optim;
         /* the backward pass's first gradient: 1, or the loss scale */
@@ -242,5 +252,10 @@ extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_o
     ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
     ug_op_layernorm_grad, ug_op_optimizer, ug_op_optimizer_step, ug_op_loss_seed, ug_op_conv2d,
     ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
+
+/* The backward pass's first gradient of graph g as a kernel reads it:
+ * *weight times the one-element *scale, or times 1 where scale->mem is
+ * NULL (core/train/optim.c, beside the seed's definition). */
+void ug_loss_seed_of(const ug_graph *g, ug_kview *scale, float *weight);
 
 #endif

@@ -490,21 +490,28 @@ static ug_status seed_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     return UG_OK;
 }
 
+void ug_loss_seed_of(const ug_graph *g, ug_kview *scale, float *weight)
+{
+    *weight = g->accumulating ? (float)g->rows / g->gradient_rows : 1.0f;
+    const ug_optimizer *opt = g->optimizer;
+    *scale = opt && opt->config.loss_scaling.enabled ? ug_kview_of(opt->step_state) : (ug_kview){0};
+}
+
 static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     (void)in;
-    const ug_graph *g = op->p.seed.graph;
-    const float weight = g->accumulating ? (float)g->rows / g->gradient_rows : 1.0f;
-    const ug_optimizer *opt = g->optimizer;
-    if (!opt || !opt->config.loss_scaling.enabled)
+    ug_kview scale;
+    float weight;
+    ug_loss_seed_of(op->p.seed.graph, &scale, &weight);
+    if (!scale.mem)
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, weight, out[0], NULL);
-    ug_unary_args scaled = {.op = UG_UNARY_SCALE_SHIFT, .alpha = weight, .y = ug_kview_of(out[0]),
-                            .x = ug_kview_of(opt->step_state), .ndim = 1, .shape = {ug_tensor_numel(out[0])},
-                            .x_strides = {0}};
+    ug_unary_args scaled = {.op = UG_UNARY_SCALE_SHIFT, .alpha = weight, .y = ug_kview_of(out[0]), .x = scale,
+                            .ndim = 1, .shape = {ug_tensor_numel(out[0])}, .x_strides = {0}};
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &scaled);
 }
 
-const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch};
+const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch,
+                                   .seeds_backward = true};
 
 /* The sum of every gradient's squares, on the device. */
 static ug_status sum_of_squares(ug_graph *g, ug_value **total)

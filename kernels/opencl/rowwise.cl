@@ -84,11 +84,11 @@ kernel void xent_fwd(global float *loss, ulong loff, const global float *x, ulon
     loss[loff + r] = v;
 }
 
-/* grad[r, c] = (softmax(x_r)_c - target_c) * scale * dloss[0]; a row with
- * an invalid label gets zeros. */
+/* grad[r, c] = (softmax(x_r)_c - target_c) * scale * dloss[0] (1 when
+ * dloss_on is 0); a row with an invalid label gets zeros. */
 kernel void xent_bwd(global float *grad, ulong goff, const global float *x, ulong xoff,
                      const global int *labels, ulong laboff, long cols, float sm, float scale,
-                     const global float *dloss, ulong doff)
+                     const global float *dloss, ulong doff, int dloss_on)
 {
     local float buf[UG_WG];
     const long r = get_group_id(0);
@@ -104,7 +104,7 @@ kernel void xent_bwd(global float *grad, ulong goff, const global float *x, ulon
     s = ug_wg_sum(buf, s);
     const int label = labels[laboff + r];
     const bool valid = label >= 0 && label < cols;
-    const float k = scale * dloss[doff];
+    const float k = scale * (dloss_on ? dloss[doff] : 1.0f);
     const float off_target = sm / (float)cols;
     for (long c = lid; c < cols; c += L) {
         float g = 0.0f;

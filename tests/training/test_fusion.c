@@ -4,7 +4,8 @@
  * (activations folded into bias adds and batch norm, casts into their
  * producers, the optimizer's updates in one launch, numeric checks and
  * running sums into the kernels that read or write their values, a
- * metric's equality test into its argmax). */
+ * metric's equality test into its argmax, the loss seed into the
+ * cross-entropy's gradient). */
 #include <math.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ static bool make_net(ug_device *dev, bool cnn, ug_dtype precision, ug_check_mode
     CHECK_OK(st);
     ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
     oc.lr = 0.01f;
+    oc.loss_scaling.enabled = precision == UG_F16; /* as ug-train: the seed is then the loss scale */
     ug_optimizer *opt = st == UG_OK ? ts_optimizer(n->m, &oc) : NULL;
     if (!opt)
         return false;
@@ -94,22 +96,26 @@ static void compare(ug_device *dev, bool cnn, ug_dtype precision, ug_check_mode 
     CHECK_MSG(rel <= tolerance, "fused and unfused parameters differ by %.3g (relative) after %d steps", rel, STEPS);
 }
 
-/* The ReLU into fc1's bias add, and three of four updates into one launch;
- * with the default checks also their twelve nodes (a sum and a flag each):
- * the logits and the loss checked by the cross-entropy, the four gradients
- * by the update. */
+/* The ReLU into fc1's bias add, three of four updates into one launch,
+ * the loss seed into the cross-entropy's gradient; with the default checks
+ * also their twelve nodes (a sum and a flag each): the logits and the
+ * loss checked by the cross-entropy, the four gradients by the update. */
 TS_TEST(mlp_fused_as_unfused)
 {
-    compare(dev, false, UG_F32, UG_CHECK_NONE, 4, 0, 1e-5);
-    compare(dev, false, UG_F32, UG_CHECK_LOSS_AND_GRADS, 4 + 12, 0, 1e-5);
+    compare(dev, false, UG_F32, UG_CHECK_NONE, 5, 0, 1e-5);
+    compare(dev, false, UG_F32, UG_CHECK_LOSS_AND_GRADS, 5 + 12, 0, 1e-5);
 }
 /* The same, and casts folded into the ops producing their inputs: where the
  * unfused graph rounds an intermediate to bf16 the fused one may not, so
  * within bf16's rounding (2^-7). */
-TS_TEST(mlp_bf16_fused_as_unfused) { compare(dev, false, UG_BF16, UG_CHECK_LOSS_AND_GRADS, -1, 5 + 12, 0x1p-7); }
-/* The ReLU into batch norm, five of six updates; the checks of the logits,
- * the loss and six gradients. */
-TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, UG_CHECK_LOSS_AND_GRADS, -1, 6 + 16, 1e-5); }
+TS_TEST(mlp_bf16_fused_as_unfused) { compare(dev, false, UG_BF16, UG_CHECK_LOSS_AND_GRADS, -1, 6 + 12, 0x1p-7); }
+/* In f16 with loss scaling: the seed the cross-entropy's gradient takes
+ * in is the loss scale, read on the device (11 nodes fused away with it,
+ * 10 without); within f16's rounding (2^-10). */
+TS_TEST(mlp_f16_fused_as_unfused) { compare(dev, false, UG_F16, UG_CHECK_LOSS_AND_GRADS, -1, 11, 0x1p-10); }
+/* The ReLU into batch norm, five of six updates, the seed; the checks of
+ * the logits, the loss and six gradients. */
+TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, UG_CHECK_LOSS_AND_GRADS, -1, 7 + 16, 1e-5); }
 
 /* A metric's predicted class: argmax's index cast to f32, the cast folded
  * into the argmax (one kernel fewer), equal to the host's first index of
@@ -364,6 +370,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(mlp_fused_as_unfused),
         TH_DEVICE_TEST(mlp_bf16_fused_as_unfused),
+        TH_DEVICE_TEST(mlp_f16_fused_as_unfused),
         TH_DEVICE_TEST(cnn_fused_as_unfused),
         TH_DEVICE_TEST(argmax_cast_folded),
         TH_DEVICE_TEST(correct_predictions_folded),
