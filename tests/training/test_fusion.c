@@ -71,6 +71,15 @@ static float *train(ug_device *dev, net *n, bool cnn, int64_t *count)
     return ts_model_params(n->m, count);
 }
 
+/* Compiles g: its plan's kernels, or -1 (the failed check says why). */
+static int compiled_kernels(ug_graph *g)
+{
+    ug_graph_memory_info mem;
+    if (!OK(ug_graph_compile(g)) || !OK(ug_graph_memory(g, &mem)))
+        return -1;
+    return mem.nodes;
+}
+
 /* fused_exact >= 0: the kernels fusion saves; else at least fused_least. */
 static void compare(ug_device *dev, bool cnn, ug_dtype precision, ug_check_mode checks, int fused_exact,
                     int fused_least, double tolerance)
@@ -145,10 +154,7 @@ TS_TEST(argmax_cast_folded)
         REQUIRE_OK(ug_g_argmax(g, xv, 1, &idx));
         REQUIRE_OK(ug_g_cast(g, idx, UG_F32, &pred));
         REQUIRE_OK(ug_graph_keep(g, pred));
-        REQUIRE_OK(ug_graph_compile(g));
-        ug_graph_memory_info mem;
-        REQUIRE_OK(ug_graph_memory(g, &mem));
-        nodes[fused] = mem.nodes;
+        REQUIRE((nodes[fused] = compiled_kernels(g)) >= 0);
         ug_tensor *xt = ts_tensor_f32(dev, 2, shape, x);
         REQUIRE(xt);
         REQUIRE_OK(ug_graph_bind(g, xv, xt));
@@ -221,10 +227,7 @@ TS_TEST(correct_predictions_folded)
             REQUIRE_OK(ug_graph_keep(g, hits));
             REQUIRE_OK(ug_g_sum(g, hits, 0, true, &count));
             REQUIRE_OK(ug_graph_accumulate(g, count, 1.0f, &sum));
-            REQUIRE_OK(ug_graph_compile(g));
-            ug_graph_memory_info mem;
-            REQUIRE_OK(ug_graph_memory(g, &mem));
-            nodes[fused] = mem.nodes;
+            REQUIRE((nodes[fused] = compiled_kernels(g)) >= 0);
             for (int run = 0; run < RUNS; run++) {
                 const bool last = run == RUNS - 1;
                 ug_tensor *xt = ts_tensor_f32(dev, 2, last ? fewer : shape, x);
@@ -293,10 +296,7 @@ TS_TEST(running_sums_folded)
         REQUIRE_OK(ug_graph_accumulate_rows(g, xent, &sums[0]));
         REQUIRE_OK(ug_graph_accumulate(g, col, 0.5f, &sums[1]));
         REQUIRE_OK(ug_graph_accumulate(g, all, 2.0f, &sums[2]));
-        REQUIRE_OK(ug_graph_compile(g));
-        ug_graph_memory_info mem;
-        REQUIRE_OK(ug_graph_memory(g, &mem));
-        nodes[fused] = mem.nodes;
+        REQUIRE((nodes[fused] = compiled_kernels(g)) >= 0);
         for (int run = 0; run < RUNS; run++) {
             const bool last = run == RUNS - 1;
             ug_tensor *xt = ts_tensor_f32(dev, 2, last ? fewer : shape, x);
