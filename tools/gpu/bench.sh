@@ -7,7 +7,7 @@
 # ug-train on Fashion-MNIST (one epoch, with its start-up time). When the
 # driver has an OpenCL library, the same on NVIDIA's OpenCL device.
 # UG_GPU_QUICK=1: cuda:0 in f32 alone (the figures the issues' targets
-# name, in about two minutes, for a short lease; all.sh sets it).
+# name, for a short lease: all.sh sets it).
 # Logs go to $1 (default: the build folder).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
