@@ -13,10 +13,20 @@
 # (at batch 64 the CPU's MLP step is 0.3 ms, and that work a sixth of it).
 # On a GPU, UG_TRACE_GAP_US (check_trace.py --gap-us) is the gap between two
 # queued kernels that counts as the device's (tools/gpu/test.sh sets it).
+# Under the sanitizers (UG_TRACE_SANITIZED, set by their builds' tests) the
+# instrumented host issues kernels slower than the device runs them, so the
+# device idles inside the steps (ug-train's launches came to 75% of its
+# steps' spans once): there the traces' structure is checked as ever, and
+# their timings only within 50%, which a double count still fails. The
+# checker's own tests below keep their tolerances.
 # Usage: profile_trace.sh UG_TRAIN UG_BENCH CHECK_TRACE DEVICE
 set -u
 train=$1 bench=$2 checker=$3 device=$4
 gap="--gap-us ${UG_TRACE_GAP_US:-0}"
+train_tolerance=0.15 bench_tolerance=0.10
+if [ -n "${UG_TRACE_SANITIZED:-}" ]; then
+    train_tolerance=0.5 bench_tolerance=0.5
+fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ug-profile.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failed=0
@@ -34,7 +44,7 @@ tr -s '\n ' ' ' < "$dir/train.out" | grep -q "profile: steps 6-15 on $device wri
 grep -q "^fc1/matmul " "$dir/train.out" || fail "the table has no fc1/matmul row"
 # Against its own steps' spans, which also hold the profiler's own work
 # between launches (about 1 us each, 45 a step): within 15%.
-python3 "$checker" "$dir/train.json" --tolerance 0.15 $gap || fail "ug-train's trace"
+python3 "$checker" "$dir/train.json" --tolerance $train_tolerance $gap || fail "ug-train's trace"
 
 # At batch 256, so that the device and not the host's issuing sets the
 # step's pace: where a launch costs the host 40 us (POCL on some machines),
@@ -44,7 +54,8 @@ python3 "$checker" "$dir/train.json" --tolerance 0.15 $gap || fail "ug-train's t
     --trace "$dir/bench.json" --csv "$dir/bench.csv" > "$dir/bench.out" 2>&1 || fail "ug-bench --trace:"
 cat "$dir/bench.out"
 step_ms=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms") c = i } NR == 2 { print $c }' "$dir/bench.csv")
-python3 "$checker" "$dir/bench.json" --step-ms "$step_ms" $gap || fail "ug-bench's trace"
+python3 "$checker" "$dir/bench.json" --step-ms "$step_ms" --tolerance $bench_tolerance $gap ||
+    fail "ug-bench's trace"
 
 # The checker catches what it looks for: a kernel moved out of its step,
 # a thread left unnamed, and a step time the launches do not add up to.
