@@ -161,7 +161,7 @@ static const char *reduce_name(ug_reduce_op op, bool graph)
 static ug_op reduce_op(ug_reduce_op kind, int axis, bool all, bool keepdim, bool graph)
 {
     return (ug_op){.def = &ug_op_reduce, .name = reduce_name(kind, graph),
-                   .p.reduce = {(ug_reduce_kind)kind, axis, all, keepdim}};
+                   .p.reduce = {.op = (ug_reduce_kind)kind, .axis = axis, .all = all, .keepdim = keepdim}};
 }
 
 ug_status ug_reduce(const ug_tensor *x, ug_reduce_op op, int axis, bool all, bool keepdim,
