@@ -82,8 +82,7 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
 {
     int64_t outer, len, inner;
     reduce_extent(op, in[0]->ndim, in[0]->shape, &outer, &len, &inner);
-    const ug_reduce_folds folds = {.check = in[1], .sum = in[1 + UG_OP_SUM_INPUT],
-                                   .match = op->p.reduce.compares ? in[1 + UG_OP_MATCH_INPUT] : NULL,
+    const ug_reduce_folds folds = {.check = in[1], .sum = in[1 + UG_OP_SUM_INPUT], .match = in[1 + UG_OP_MATCH_INPUT],
                                    .sum_alpha = op->sum_alpha};
     return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, &folds);
 }
