@@ -5,7 +5,10 @@
  * launch took to issue, host waits, and ranges. Process 2 + i is device i,
  * with a thread per stream (0: the default stream): each launch's span on
  * the device, ranges marked on the device, and the pool's counters.
- * Timestamps are microseconds since the profiler started. */
+ * A launch and its span on the device share args.correlation, and a flow
+ * event joins them (viewers draw it as an arrow), so that a reader can
+ * tell when the device idled because the host had not yet issued its next
+ * work. Timestamps are microseconds since the profiler started. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +33,9 @@ static void metadata(ug_text *t, const char *what, int pid, int tid, const char 
     ug_text_printf(t, "}}");
 }
 
+/* correlation: the launch's number, shared by its events; 0: none. */
 static void complete(ug_text *t, const profile_record *r, const char *category, int pid, int tid,
-                     int64_t start, int64_t end)
+                     int64_t start, int64_t end, size_t correlation)
 {
     ug_text_printf(t, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", category);
     ug_text_json_string(t, r->name);
@@ -44,6 +48,8 @@ static void complete(ug_text *t, const profile_record *r, const char *category, 
         ug_text_printf(t, "\"family\":\"%s\",\"dtype\":\"%s\",\"shape\":", r->family, ug_dtype_name(r->dtype));
         ug_text_json_string(t, r->shape);
         ug_text_printf(t, ",\"flops\":%.0f,\"bytes\":%.0f", r->flops, r->bytes);
+        if (correlation)
+            ug_text_printf(t, ",\"correlation\":%zu", correlation);
     } else if (r->kind == RECORD_WAIT) {
         ug_text_printf(t, "\"device\":");
         ug_text_json_string(t, r->shape);
@@ -78,24 +84,40 @@ static void names(ug_text *t, const ug_profiler *p)
     }
 }
 
-static void record(ug_text *t, const profile_record *r)
+/* One end of the arrow from a launch to its span on the device: "s" at
+ * the launch's start, "f" bound to the enclosing span ("bp":"e"). */
+static void flow(ug_text *t, char phase, size_t id, int pid, int tid, int64_t ts)
+{
+    ug_text_printf(t, ",\n{\"ph\":\"%c\",\"cat\":\"launch\",\"name\":\"launch\",\"id\":%zu,"
+                      "\"pid\":%d,\"tid\":%d,%s\"ts\":",
+                   phase, id, pid, tid, phase == 'f' ? "\"bp\":\"e\"," : "");
+    put_us(t, ts);
+    ug_text_printf(t, "}");
+}
+
+static void record(ug_text *t, const profile_record *r, size_t number)
 {
     int device_pid = FIRST_DEVICE_PID + r->device;
     switch (r->kind) {
     case RECORD_KERNEL:
-    case RECORD_TRANSFER:
-        complete(t, r, "launch", HOST_PID, r->thread, r->host_start, r->host_end);
-        if (r->device_start >= 0)
+    case RECORD_TRANSFER: {
+        const size_t correlation = r->device_start >= 0 ? number : 0;
+        complete(t, r, "launch", HOST_PID, r->thread, r->host_start, r->host_end, correlation);
+        if (correlation) {
             complete(t, r, r->kind == RECORD_KERNEL ? "kernel" : "transfer", device_pid, r->stream,
-                     r->device_start, r->device_end);
+                     r->device_start, r->device_end, correlation);
+            flow(t, 's', correlation, HOST_PID, r->thread, r->host_start);
+            flow(t, 'f', correlation, device_pid, r->stream, r->device_start);
+        }
         break;
+    }
     case RECORD_WAIT:
-        complete(t, r, "wait", HOST_PID, r->thread, r->host_start, r->host_end);
+        complete(t, r, "wait", HOST_PID, r->thread, r->host_start, r->host_end, 0);
         break;
     case RECORD_RANGE:
-        complete(t, r, "range", HOST_PID, r->thread, r->host_start, r->host_end);
+        complete(t, r, "range", HOST_PID, r->thread, r->host_start, r->host_end, 0);
         if (r->device >= 0 && r->device_start >= 0)
-            complete(t, r, "range", device_pid, r->stream, r->device_start, r->device_end);
+            complete(t, r, "range", device_pid, r->stream, r->device_start, r->device_end, 0);
         break;
     case RECORD_MEMORY:
         ug_text_printf(t, ",\n{\"ph\":\"C\",\"name\":\"pool MiB\",\"pid\":%d,\"tid\":0,\"ts\":", device_pid);
@@ -122,7 +144,7 @@ ug_status ug_profiler_write_trace(const ug_profiler *p, const char *path)
         (unsigned long long)p->dropped);
     names(&t, p);
     for (size_t i = 0; i < p->count; i++)
-        record(&t, &p->records[i]);
+        record(&t, &p->records[i], i + 1);
     ug_text_printf(&t, "\n]}\n");
     if (t.failed) {
         ug_text_free(&t);

@@ -10,10 +10,15 @@ microseconds; counters ("C") a name, pid, ts and numeric args; metadata
 thread used is named by metadata. On each thread the complete events nest
 (two either do not overlap or one holds the other), as viewers need.
 
+Flow events ("s" and "f") join a launch on the host to its span on the
+device: each carries an id, and each id has one of each, the "f" bound to
+the kernel ("bp": "e") whose args.correlation the launch's shares.
+
 Device processes (every process but the host's) must hold "step" ranges
-with every kernel inside one on its thread; each step's kernels and
-transfers, summed, must come within --tolerance of the step: their median
-against the median of the steps' own spans on the device, or their mean
+with every kernel inside one on its thread; the time within each step that
+the device was busy (its kernels and transfers on every stream, work that
+overlaps counted once) must come within --tolerance of the step: its median
+against the median of the steps' own spans on the device, or its mean
 against --step-ms (the mean step time ug-bench measured) when given.
 A GPU leaves a gap of a microsecond or two between two kernels even when
 the second is queued (an H100's, with the profiler's events between them,
@@ -21,8 +26,13 @@ is about 1.3 us): --gap-us G counts each gap between a step's kernels up
 to G as the device's, so that a step of 35 small kernels is not a fifth
 short; longer gaps still count against it. 0 (the default) for the CPU
 and POCL, whose kernels follow one another on the host.
+A device whose queue runs apart from the host (a GPU) can also idle
+because the host has not yet issued its next work: --host-waits counts
+each gap up to the end of the next work's launch on the host (joined by
+args.correlation) as the host's, and reports that share; a gap the host
+does not explain still counts against the step.
 
-usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10] [--gap-us G]
+usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10] [--gap-us G] [--host-waits]
 """
 import argparse
 import json
@@ -65,6 +75,13 @@ def problems_of_event(e):
         args = e.get("args")
         if not isinstance(args, dict) or not args or not all(number(v) for v in args.values()):
             out.append(where + ": counter args are not numbers")
+    elif ph in ("s", "f"):
+        if not isinstance(e.get("id"), (int, str)) or isinstance(e.get("id"), bool):
+            out.append(where + ": a flow event without an id")
+        if not isinstance(e.get("tid"), int):
+            out.append(where + ": tid is not an integer")
+        if not number(e.get("ts")) or e["ts"] < 0:
+            out.append(where + ": flow ts is not a non-negative number")
     elif ph == "M":
         if e.get("name") not in ("process_name", "thread_name", "process_sort_index", "thread_sort_index"):
             out.append(where + ": unknown metadata")
@@ -91,7 +108,7 @@ def nesting_problems(events):
     return out
 
 
-def check(trace, step_ms, tolerance, gap_us=0.0):
+def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False):
     problems = []
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         return ["the file is not a JSON object with a traceEvents list"], {}
@@ -114,49 +131,35 @@ def check(trace, step_ms, tolerance, gap_us=0.0):
         tracks.setdefault((e["pid"], e["tid"]), []).append(e)
     for track in tracks.values():
         problems += nesting_problems(track)
+    problems += flow_problems(events, complete)
     host = min(processes) if processes else None
-    figures = {"steps": 0, "kernels": 0}
-    sums, spans = [], []
+    launch_of = {e["args"]["correlation"]: e for e in complete
+                if e["pid"] == host and e["cat"] == "launch" and "correlation" in e.get("args", {})}
+    figures = {"steps": 0, "kernels": 0, "host_waits_ms": 0.0}
+    sums, spans, waits = [], [], []
     for (pid, tid), track in sorted(tracks.items()):
         if pid == host:
             continue
         steps = [e for e in track if e["cat"] == "range" and e["name"] == "step"]
-        work = [e for e in track if e["cat"] in ("kernel", "transfer")]
-        figures["kernels"] += sum(e["cat"] == "kernel" for e in work)
+        kernels = [e for e in track if e["cat"] == "kernel"]
+        figures["kernels"] += len(kernels)
         if not steps:
-            if any(e["cat"] == "kernel" for e in work):
+            if kernels:
                 problems.append("thread %d of process %d has kernels but no step" % (tid, pid))
             continue
-        figures["steps"] += len(steps)
-        inside = {id(s): 0.0 for s in steps}
-        # The device's work on its other tracks in a step's time counts too
-        # (the loader's uploads go to a track of their own).
-        for (other_pid, other_tid), other in tracks.items():
-            if other_pid != pid or other_tid == tid:
-                continue
-            for e in other:
-                if e["cat"] not in ("kernel", "transfer"):
-                    continue
-                for s in steps:
-                    if within(e, s):
-                        inside[id(s)] += e["dur"]
-                        break
-        for e in work:
-            holder = [s for s in steps if within(e, s)]
-            if holder:
-                inside[id(holder[0])] += e["dur"]
-            elif e["cat"] == "kernel":
+        for e in kernels:
+            if not any(within(e, s) for s in steps):
                 problems.append("kernel %r at %.3f us is in no step" % (e["name"], e["ts"]))
-        if gap_us > 0:
-            device_work = sorted((e for t in tracks if t[0] == pid for e in tracks[t]
-                                  if e["cat"] in ("kernel", "transfer")), key=lambda e: e["ts"])
-            for s in steps:
-                inside[id(s)] += dispatch_gaps(device_work, s, gap_us)
-        sums += [inside[id(s)] for s in steps]
-        spans += [s["dur"] for s in steps]
-    if not figures["steps"]:
-        problems.append("no device holds a step range")
-        return problems, figures
+        figures["steps"] += len(steps)
+        # The device's work on all its tracks counts (the loader's uploads
+        # go to a track of their own), once where it overlaps.
+        device_work = sorted((e for (p, _), t in tracks.items() if p == pid for e in t
+                              if e["cat"] in ("kernel", "transfer")), key=lambda e: e["ts"])
+        for s in steps:
+            busy, waited = busy_time(device_work, s, gap_us, launch_of if host_waits else None)
+            sums.append(busy + waited)
+            waits.append(waited)
+            spans.append(s["dur"])
     # ug-bench's step is a mean (its rounds' wall time over their steps), so
     # the launches it is held against are too; against the steps' own spans,
     # medians, as a burst of load elsewhere stretches a few steps.
@@ -164,6 +167,7 @@ def check(trace, step_ms, tolerance, gap_us=0.0):
         launches, reference = statistics.fmean(sums) / 1000.0, step_ms
     else:
         launches, reference = statistics.median(sums) / 1000.0, statistics.median(spans) / 1000.0
+    figures["host_waits_ms"] = statistics.fmean(waits) / 1000.0
     figures.update(launches_ms=launches, step_ms=reference,
                    reference="ug-bench's step" if step_ms is not None else "the steps' spans")
     if abs(launches - reference) > tolerance * reference:
@@ -177,15 +181,52 @@ def within(e, step):
     return step["ts"] - SLACK_US <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + SLACK_US
 
 
-def dispatch_gaps(work, step, gap_us):
-    """The gaps of at most gap_us between the step's consecutive work
-    (work: the device's, in time order)."""
-    total, end = 0.0, None
+def busy_time(work, step, gap_us, launches):
+    """The step's device time (us): its work (in time order, from every
+    track of the device) merged where it overlaps, plus the gaps of at most
+    gap_us between; and apart, with launches (correlation -> the launch on
+    the host), the part of each longer gap before the next work's launch
+    ended, when the device waited for the host."""
+    busy = waited = 0.0
+    end = None
     for e in (e for e in work if within(e, step)):
-        if end is not None and 0 < e["ts"] - end <= gap_us:
-            total += e["ts"] - end
-        end = e["ts"] + e["dur"] if end is None else max(end, e["ts"] + e["dur"])
-    return total
+        e_end = e["ts"] + e["dur"]
+        if end is None or e["ts"] >= end:
+            gap = 0.0 if end is None else e["ts"] - end
+            if 0 < gap <= gap_us:
+                busy += gap
+            elif gap > 0 and launches is not None:
+                launch = launches.get(e.get("args", {}).get("correlation"))
+                if launch is not None:
+                    waited += min(gap, max(0.0, launch["ts"] + launch["dur"] - end))
+            busy += e["dur"]
+            end = e_end
+        elif e_end > end:
+            busy += e_end - end
+            end = e_end
+    return busy, waited
+
+
+def flow_problems(events, complete):
+    """Each flow id has one start and one finish, the finish on a kernel
+    or transfer of the same correlation."""
+    out = []
+    starts, finishes = {}, {}
+    for e in events:
+        if e["ph"] in ("s", "f"):
+            (starts if e["ph"] == "s" else finishes).setdefault(e["id"], []).append(e)
+    spans = {(e["pid"], e["tid"], e["args"]["correlation"]): e for e in complete
+             if e["cat"] in ("kernel", "transfer") and "correlation" in e.get("args", {})}
+    for id_ in set(starts) | set(finishes):
+        if len(starts.get(id_, [])) != 1 or len(finishes.get(id_, [])) != 1:
+            out.append("flow %r has %d starts and %d finishes, not one of each"
+                       % (id_, len(starts.get(id_, [])), len(finishes.get(id_, []))))
+            continue
+        f = finishes[id_][0]
+        span = spans.get((f["pid"], f["tid"], id_))
+        if span is None or not span["ts"] - SLACK_US <= f["ts"] <= span["ts"] + span["dur"] + SLACK_US:
+            out.append("flow %r ends on no device work of its correlation" % (id_,))
+    return out
 
 
 def main():
@@ -194,6 +235,7 @@ def main():
     parser.add_argument("--step-ms", type=float)
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--gap-us", type=float, default=0.0)
+    parser.add_argument("--host-waits", action="store_true")
     args = parser.parse_args()
     try:
         with open(args.trace, encoding="utf-8") as f:
@@ -201,15 +243,17 @@ def main():
     except (OSError, ValueError) as error:
         print("FAIL %s: %s" % (args.trace, error))
         return 1
-    problems, figures = check(trace, args.step_ms, args.tolerance, args.gap_us)
+    problems, figures = check(trace, args.step_ms, args.tolerance, args.gap_us, args.host_waits)
     for p in problems[:20]:
         print("FAIL %s: %s" % (args.trace, p))
     if problems:
         return 1
     print("ok %s: %d events well-formed and nested; %d steps, %d kernels; launches %.3f ms of device "
-          "time per step against %s %.3f ms" % (args.trace, len(trace["traceEvents"]), figures["steps"],
-                                               figures["kernels"], figures["launches_ms"],
-                                               figures["reference"], figures["step_ms"]))
+          "time per step against %s %.3f ms%s" % (args.trace, len(trace["traceEvents"]), figures["steps"],
+                                                 figures["kernels"], figures["launches_ms"],
+                                                 figures["reference"], figures["step_ms"],
+                                                 "; of it %.3f ms waiting for the host" % figures["host_waits_ms"]
+                                                 if args.host_waits else ""))
     return 0
 
 

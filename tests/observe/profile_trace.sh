@@ -12,7 +12,11 @@
 # accounts for, stays a small part of a step however fast the device is
 # (at batch 64 the CPU's MLP step is 0.3 ms, and that work a sixth of it).
 # On a GPU, UG_TRACE_GAP_US (check_trace.py --gap-us) is the gap between two
-# queued kernels that counts as the device's (tools/gpu/test.sh sets it).
+# queued kernels that counts as the device's (tools/gpu/test.sh sets it),
+# and the device's waits for the host to issue its next kernel count as
+# the host's (--host-waits): NVIDIA's OpenCL takes the host longer to issue
+# a kernel than an H100 takes to run most of the MLP's, so its device idles
+# for a third of the step, which the launches' correlation accounts for.
 # Under the sanitizers (UG_TRACE_SANITIZED, set by their builds' tests) the
 # instrumented host issues kernels slower than the device runs them, so the
 # device idles inside the steps (ug-train's launches came to 75% of its
@@ -22,7 +26,7 @@
 # Usage: profile_trace.sh UG_TRAIN UG_BENCH CHECK_TRACE DEVICE
 set -u
 train=$1 bench=$2 checker=$3 device=$4
-gap="--gap-us ${UG_TRACE_GAP_US:-0}"
+gap="--gap-us ${UG_TRACE_GAP_US:-0}${UG_TRACE_GAP_US:+ --host-waits}"
 train_tolerance=0.15 bench_tolerance=0.10
 if [ -n "${UG_TRACE_SANITIZED:-}" ]; then
     train_tolerance=0.5 bench_tolerance=0.5
@@ -69,29 +73,49 @@ json.dump(trace, open(sys.argv[2] + "/outside.json", "w"))
 kernel["ts"] -= 10.0 ** 7
 trace["traceEvents"] = [e for e in events if e.get("name") != "thread_name"]
 json.dump(trace, open(sys.argv[2] + "/unnamed.json", "w"))
+first = next(e["id"] for e in events if e.get("ph") == "f")
+trace["traceEvents"] = [e for e in events if e.get("ph") != "f" or e["id"] != first]
+json.dump(trace, open(sys.argv[2] + "/unfinished.json", "w"))
 PY
 python3 "$checker" "$dir/outside.json" > "$dir/check.out" && fail "a kernel outside its step passed"
 grep -q "is in no step" "$dir/check.out" || fail "the kernel outside its step was not named: $(cat "$dir/check.out")"
 python3 "$checker" "$dir/unnamed.json" > "$dir/check.out" && fail "unnamed threads passed"
 grep -q "has no thread_name" "$dir/check.out" || fail "the unnamed thread was not reported"
+python3 "$checker" "$dir/unfinished.json" > "$dir/check.out" && fail "a flow without its finish passed"
+grep -q "flow [0-9]* has 1 starts and 0 finishes" "$dir/check.out" || fail "the unfinished flow was not named"
 python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print 2 * $step_ms }")" > "$dir/check.out" &&
     fail "launches half the step passed"
 
 # --gap-us: a GPU's step of 10 kernels of 8 us, 2 us apart, spans 98 us;
-# the short gaps are the device's, and gaps of 5 us are not.
+# the short gaps are the device's, and gaps of 5 us are not. An upload on
+# another stream during the step counts once with the kernels it overlaps.
+# --host-waits: with gaps of 5 us, each kernel's launch on the host ending
+# as the kernel starts explains the gaps; launches ending 4 us before
+# their kernels leave 4 of each 5 us unexplained.
 python3 - "$dir" <<'PY'
 import json, sys
-for gap in (2, 5):
+for gap, late in ((2, 0), (5, 0), (5, -4)):
     events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "host"}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "thread 1"}},
               {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "gpu"}},
               {"ph": "M", "name": "thread_name", "pid": 2, "tid": 0, "args": {"name": "stream"}},
-              {"ph": "X", "cat": "range", "name": "step", "pid": 2, "tid": 0, "ts": 0, "dur": 8 + 9 * (8 + gap)}]
-    events += [{"ph": "X", "cat": "kernel", "name": "k%d" % i, "pid": 2, "tid": 0, "ts": i * (8 + gap), "dur": 8}
-               for i in range(10)]
-    json.dump({"traceEvents": events}, open("%s/gaps%d.json" % (sys.argv[1], gap), "w"))
+              {"ph": "M", "name": "thread_name", "pid": 2, "tid": 1, "args": {"name": "uploads"}},
+              {"ph": "X", "cat": "range", "name": "step", "pid": 2, "tid": 0, "ts": 0, "dur": 8 + 9 * (8 + gap)},
+              {"ph": "X", "cat": "transfer", "name": "upload", "pid": 2, "tid": 1, "ts": 1, "dur": 30}]
+    for i in range(10):
+        start = i * (8 + gap)
+        events += [{"ph": "X", "cat": "kernel", "name": "k%d" % i, "pid": 2, "tid": 0, "ts": start, "dur": 8,
+                    "args": {"correlation": i + 1}},
+                   {"ph": "X", "cat": "launch", "name": "k%d" % i, "pid": 1, "tid": 1, "ts": max(0, start - 3 + late),
+                    "dur": 3, "args": {"correlation": i + 1}}]
+    json.dump({"traceEvents": events}, open("%s/gaps%d%s.json" % (sys.argv[1], gap, "late" if late else ""), "w"))
 PY
 python3 "$checker" "$dir/gaps2.json" > /dev/null && fail "kernels covering 82% of their step passed"
 python3 "$checker" "$dir/gaps2.json" --gap-us 3 > "$dir/check.out" ||
     fail "gaps of 2 us with --gap-us 3 failed: $(cat "$dir/check.out")"
 python3 "$checker" "$dir/gaps5.json" --gap-us 3 > /dev/null && fail "gaps of 5 us with --gap-us 3 passed"
+python3 "$checker" "$dir/gaps5.json" --gap-us 3 --host-waits > "$dir/check.out" ||
+    fail "gaps of 5 us waiting for the host failed: $(cat "$dir/check.out")"
+python3 "$checker" "$dir/gaps5late.json" --gap-us 3 --host-waits > /dev/null &&
+    fail "gaps of 5 us that the host explains 1 us of passed"
 exit $failed
