@@ -1,6 +1,7 @@
 /* GEMM: the vendor BLAS when its library is present at run time (found
  * with dlopen, so the module needs no BLAS at build or load time), else the
- * module's own kernel (kernels/hip/gemm.hip) with one of its two tiles.
+ * module's own kernels (kernels/hip/gemm.hip: two tiles, and a dot kernel
+ * for a small C).
  * Each shape runs on whichever was fastest at its first product
  * (gemm_choice.cpp).
  * UG_GEMM=own forces the own kernel; it is read on every call so one
@@ -386,6 +387,5 @@ ug_status ug_hip_gemm(ug_bdev *dev, const ug_gemm_args *a)
     const bool half = a->a.dtype != UG_F32;
     const bool vendor = ug_hip_current(dev)->blas && !forced_own() && vendor_fits(a) && (!half || g_blas.ex[0]);
     const int path = ug_hip_gemm_path(dev, a, vendor ? vendor_gemm : NULL);
-    return path == UG_HIP_GEMM_VENDOR ? vendor_gemm(dev, a)
-                                      : ug_hip_gemm_own_tile(dev, a, path == UG_HIP_GEMM_OWN_128 ? 128 : 64);
+    return path == UG_HIP_GEMM_VENDOR ? vendor_gemm(dev, a) : ug_hip_gemm_own_path(dev, a, path);
 }

@@ -1,17 +1,18 @@
 /* Which GEMM runs a shape: the vendor BLAS, or the module's own kernel
- * with a 64x64 or a 128x128 tile. A vendor library tuned for large
- * products can lose to a plain tiled kernel on the small ones a training
- * step is made of, and which tile wins depends on how many blocks fill the
- * GPU; so each shape's first product (outside a capture) times every
+ * with a 64x64 or a 128x128 tile, or its dot kernel for a small C. A
+ * vendor library tuned for large products can lose to a plain kernel on
+ * the small ones a training step is made of, and which own kernel wins
+ * depends on how many blocks fill the GPU; so each shape's first product (outside a capture) times every
  * candidate, on the device, on the caller's operands into a C of the
  * module's own, and the fastest runs that shape from then on: fixed for
  * the device's life, and cached per device, driver and library version
  * (choices.h), so a later process skips the timing. With UG_GEMM=own, or
- * where the library cannot run the product, the candidates are the two
- * tiles.
+ * where the library cannot run the product, the candidates are the own
+ * kernels.
  *
  * Nothing is timed where the choice must not depend on a measurement, and
- * the vendor (else the tile that fills the GPU, ug_hip_gemm_default_tile)
+ * the vendor (else the own kernel that suits the shape,
+ * ug_hip_gemm_default_path)
  * runs: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL, no cache
  * read or written), deterministic mode (ug_set_deterministic: a process
  * whose cache is gone could time another path faster and round
@@ -37,7 +38,7 @@ typedef struct gemm_shape {
     bool vendor; /* the library is a candidate */
 } gemm_shape;
 
-static const char *const PATH_NAMES[UG_HIP_GEMM_PATHS] = {"vendor", "own64", "own128"};
+static const char *const PATH_NAMES[UG_HIP_GEMM_PATHS] = {"vendor", "own64", "own128", "own-dot"};
 
 typedef enum choice_source { FROM_CACHE, TIMED_NOW, UNTIMED } choice_source;
 
@@ -89,10 +90,10 @@ static int path_of(const char *name)
 static int format_line(const gemm_choice *c, char *out, size_t len)
 {
     const gemm_shape *s = &c->shape;
-    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g\n",
+    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g %.6g\n",
                     dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m,
                     s->n, s->k, s->batch, s->vendor ? "all" : "own", PATH_NAMES[c->path], (double)c->ms[0],
-                    (double)c->ms[1], (double)c->ms[2]);
+                    (double)c->ms[1], (double)c->ms[2], (double)c->ms[3]);
 }
 
 static bool parse_line(const char *line, gemm_choice *c)
@@ -101,9 +102,9 @@ static bool parse_line(const char *line, gemm_choice *c)
     int used = 0;
     *c = gemm_choice{};
     gemm_shape *s = &c->shape;
-    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %7s %f %f %f%n", a, cc,
+    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %7s %f %f %f %f%n", a, cc,
                trans, &s->m, &s->n, &s->k, &s->batch, candidates, path, &c->ms[0], &c->ms[1], &c->ms[2],
-               &used) != 12 ||
+               &c->ms[3], &used) != 13 ||
         line[used] != '\0' || strlen(trans) != 2)
         return false;
     s->a_type = dtype_of(a);
@@ -144,12 +145,11 @@ static float median(float v[TIMED_RUNS])
 
 static ug_status run_path(ug_bdev *dev, int path, const ug_gemm_args *a, ug_gemm_fn *vendor)
 {
-    return path == UG_HIP_GEMM_VENDOR ? vendor(dev, a)
-                                      : ug_hip_gemm_own_tile(dev, a, path == UG_HIP_GEMM_OWN_128 ? 128 : 64);
+    return path == UG_HIP_GEMM_VENDOR ? vendor(dev, a) : ug_hip_gemm_own_path(dev, a, path);
 }
 
 /* Times each candidate's product of a (the vendor's where vendor is not
- * NULL, and the two tiles) into a C of the module's own (beta 0: nothing
+ * NULL, and the own kernels) into a C of the module's own (beta 0: nothing
  * the caller holds changes), the median of TIMED_RUNS after a warm-up
  * each. false: not timed (a C too large, no memory for it, or a failed
  * call). */
@@ -222,8 +222,7 @@ static bool capturing(ug_bdev *dev)
 int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
 {
     ug_hip_gemms *g = dev->gemms;
-    const int fallback = vendor ? UG_HIP_GEMM_VENDOR
-                         : ug_hip_gemm_default_tile(dev, a) == 128 ? UG_HIP_GEMM_OWN_128 : UG_HIP_GEMM_OWN_64;
+    const int fallback = vendor ? UG_HIP_GEMM_VENDOR : ug_hip_gemm_default_path(dev, a);
     if (!g || a->deterministic || autotune_off())
         return fallback;
     const gemm_shape shape = shape_of(a, vendor != NULL);
@@ -239,7 +238,7 @@ int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
     char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
     bool known = text && ug_hip_choices_find(&g->file, g->key, text, read_choice, &c);
     if (!known)
-        c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f}, UNTIMED};
+        c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f, -1.0f}, UNTIMED};
     /* Met first in a capture: the fallback now, timed at a later product. */
     if (!known && text && !capturing(dev)) {
         known = true;
@@ -272,7 +271,7 @@ ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key)
     const char *library = ug_hip_blas_version();
     snprintf(g->key, sizeof g->key, "%s; %s; gemm", library, device_key);
     g->file.name = UG_HIP_BACKEND "-gemm";
-    g->file.header = "unigrad GEMM choices 1\n";
+    g->file.header = "unigrad GEMM choices 2\n"; /* 2: the dot kernel's time */
     snprintf(g->file.what, sizeof g->file.what, "the GEMM choices' cache");
     dev->gemms = g;
     return UG_OK;
@@ -321,7 +320,7 @@ void ug_hip_gemm_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), 
         return;
     char line[UG_HIP_CHOICE_LINE_MAX + 64], cached_line[UG_HIP_CHOICE_LINE_MAX];
     pthread_mutex_lock(&g->lock);
-    snprintf(line, sizeof line, "GEMM: %s, or the own kernel's tiles where faster\n"
+    snprintf(line, sizeof line, "GEMM: %s, or the own kernels where faster\n"
              "chosen in this process: %d\n", ug_hip_blas_path(dev), g->count);
     say(ctx, line);
     for (int i = 0; i < g->count; i++) {

@@ -120,10 +120,11 @@ UG_BACKEND_KERNELS(ug_hip)
 /* The module's own GEMM kernel, behind ug_hip_gemm (gemm.cpp), which tries
  * the vendor BLAS first. */
 ug_gemm_fn ug_hip_gemm_own;
-/* The own kernel with a tile of 64 or 128; the tile whose blocks fill the
- * GPU, which ug_hip_gemm_own runs. */
-ug_status ug_hip_gemm_own_tile(ug_bdev *dev, const ug_gemm_args *a, int tile);
-int ug_hip_gemm_default_tile(const ug_bdev *dev, const ug_gemm_args *a);
+/* The own kernel on one of its paths (UG_HIP_GEMM_OWN_*, below); the path
+ * that suits a's shape untimed (the dot kernel for a small C, else the tile
+ * whose blocks fill the GPU), which ug_hip_gemm_own runs. */
+ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path);
+int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
 /* A kernel whose attributes tell whether the module has code for the
  * current device. */
 const void *ug_hip_probe_kernel(void);
@@ -138,13 +139,14 @@ const char *ug_hip_blas_path(const ug_bdev *dev);
 const char *ug_hip_blas_version(void);
 ug_gemm_fn ug_hip_gemm;
 
-/* gemm_choice.cpp: the vendor's GEMM or an own tile per shape, timed once
- * and cached. device_key names the device and its driver in the cache key. */
-enum { UG_HIP_GEMM_VENDOR, UG_HIP_GEMM_OWN_64, UG_HIP_GEMM_OWN_128, UG_HIP_GEMM_PATHS };
+/* gemm_choice.cpp: the vendor's GEMM or an own kernel per shape, timed
+ * once and cached. device_key names the device and its driver in the cache
+ * key. */
+enum { UG_HIP_GEMM_VENDOR, UG_HIP_GEMM_OWN_64, UG_HIP_GEMM_OWN_128, UG_HIP_GEMM_OWN_DOT, UG_HIP_GEMM_PATHS };
 ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key);
 void ug_hip_gemms_close(ug_bdev *dev);
 /* The path that runs a's shape fastest, timed at the shape's first product:
- * the vendor's (vendor, NULL where the library cannot run a) or a tile. */
+ * the vendor's (vendor, NULL where the library cannot run a) or an own one. */
 int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor);
 /* Says each choice made in this process, a line at a time. */
 void ug_hip_gemm_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), void *ctx);

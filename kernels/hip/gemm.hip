@@ -13,7 +13,14 @@
  * thread's outputs are strided by 16 rows/columns so shared-memory reads
  * are conflict-free and the stores to C coalesce. Tiles are loaded with the
  * stored matrix's contiguous axis across threads, for either transpose.
- * Which tile runs a shape is chosen in gemm_choice.cpp. */
+ *
+ * A small C (a classifier's 10 columns, a layer's bias-sized gradient)
+ * leaves a tile kernel a block or two, each walking all of K alone: the
+ * dot kernel instead gives each output a group of DOT_LANES threads that
+ * share its K (each every DOT_LANES-th k), their sums then added in a fixed
+ * tree, so the result does not depend on timing.
+ *
+ * Which kernel runs a shape is chosen in gemm_choice.cpp. */
 #include "kernels/hip/common.h"
 
 #define TK 16 /* depth per step */
@@ -123,6 +130,68 @@ __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
     }
 }
 
+enum { DOT_LANES = 32, DOT_GROUPS = 8 }; /* a block: DOT_GROUPS outputs */
+
+/* op(A)(i, k) and op(B)(k, j) of one batch entry. */
+template <typename TA>
+UG_DEV float a_at(const gemm_k &g, const TA *A, int64_t i, int64_t k)
+{
+    return ug_widen(g.ta ? A[k * g.lda + i] : A[i * g.lda + k]);
+}
+template <typename TA>
+UG_DEV float b_at(const gemm_k &g, const TA *B, int64_t k, int64_t j)
+{
+    return ug_widen(g.tb ? B[j * g.ldb + k] : B[k * g.ldb + j]);
+}
+
+template <typename TA, typename TC>
+__global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gemm_k g)
+{
+    __shared__ float part[DOT_LANES * DOT_GROUPS];
+    const int lane = threadIdx.x % DOT_LANES, group = threadIdx.x / DOT_LANES;
+    const int64_t mn = g.m * g.n, total = mn * (g.sum_batch ? 1 : g.batch);
+    /* Every thread of a block takes the same turns, so all meet each
+     * barrier; a group past the last output adds nothing. */
+    for (int64_t first = (int64_t)blockIdx.x * DOT_GROUPS; first < total;
+         first += (int64_t)gridDim.x * DOT_GROUPS) {
+        const int64_t o = first + group, bz = o / mn, i = o % mn / g.n, j = o % g.n;
+        float sum = 0.0f;
+        if (o < total) {
+            const int64_t e0 = g.sum_batch ? 0 : bz, e1 = g.sum_batch ? g.batch : bz + 1;
+            for (int64_t e = e0; e < e1; e++) {
+                const TA *A = (const TA *)g.a + e * g.sa, *B = (const TA *)g.b + e * g.sb;
+                for (int64_t k = lane; k < g.k; k += DOT_LANES)
+                    sum += a_at(g, A, i, k) * b_at(g, B, k, j);
+            }
+        }
+        part[threadIdx.x] = sum;
+        __syncthreads();
+        for (int half = DOT_LANES / 2; half > 0; half /= 2) {
+            if (lane < half)
+                part[threadIdx.x] += part[threadIdx.x + half];
+            __syncthreads();
+        }
+        if (lane == 0 && o < total) {
+            TC *p = (TC *)g.c + bz * g.sc + i * g.ldc + j;
+            const float v = part[threadIdx.x];
+            *p = ug_narrow<TC>(g.beta == 0.0f ? g.alpha * v : g.alpha * v + g.beta * ug_widen(*p));
+        }
+        __syncthreads(); /* part is written again next turn */
+    }
+}
+
+/* launch_as(A's type tag, C's type tag): C is f32 or A's type. */
+template <typename F> static ug_status with_types(const ug_gemm_args *a, F &&launch_as)
+{
+    return ug_with_type(a->a.dtype, [&](auto ta) {
+        if (a->c.dtype == UG_F32)
+            launch_as(ta, ug_type_tag<float>());
+        else
+            launch_as(ta, ta);
+        return ug_hip_launched("gemm");
+    });
+}
+
 /* A tile's launch for R (4 or 8) outputs per thread along each axis. */
 template <int R>
 static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
@@ -135,24 +204,39 @@ static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
                                       UG_HIP_BACKEND, (long long)a->n);
     const dim3 grid((unsigned)tiles_n, (unsigned)(tiles_m < UG_HIP_MAX_GRID ? tiles_m : UG_HIP_MAX_GRID),
                     (unsigned)(outputs < UG_HIP_MAX_GRID ? outputs : UG_HIP_MAX_GRID));
-    return ug_with_type(a->a.dtype, [&](auto tag) {
-        typedef typename decltype(tag)::type T_;
-        if (a->c.dtype == UG_F32)
-            ug_gemm_kernel<T_, float, R><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
-        else
-            ug_gemm_kernel<T_, T_, R><<<grid, dim3(16, 16), 0, ug_hip_current(dev)->stream>>>(g);
-        return ug_hip_launched("gemm");
+    hipStream_t stream = ug_hip_current(dev)->stream;
+    return with_types(a, [&](auto ta, auto tc) {
+        typedef typename decltype(ta)::type TA;
+        typedef typename decltype(tc)::type TC;
+        ug_gemm_kernel<TA, TC, R><<<grid, dim3(16, 16), 0, stream>>>(g);
     });
 }
 
-int ug_hip_gemm_default_tile(const ug_bdev *dev, const ug_gemm_args *a)
+static ug_status launch_dot(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
 {
-    /* The larger tile once its blocks alone fill every SM. */
-    const int64_t big = ((a->m + 127) / 128) * ((a->n + 127) / 128) * (a->sum_batch ? 1 : a->batch);
-    return big >= dev->sm_count ? 128 : 64;
+    const int64_t outputs = a->m * a->n * (a->sum_batch ? 1 : a->batch);
+    const unsigned blocks = ug_hip_blocks(outputs, DOT_GROUPS);
+    hipStream_t stream = ug_hip_current(dev)->stream;
+    return with_types(a, [&](auto ta, auto tc) {
+        typedef typename decltype(ta)::type TA;
+        typedef typename decltype(tc)::type TC;
+        ug_gemm_dot_kernel<TA, TC><<<blocks, DOT_LANES * DOT_GROUPS, 0, stream>>>(g);
+    });
 }
 
-ug_status ug_hip_gemm_own_tile(ug_bdev *dev, const ug_gemm_args *a, int tile)
+int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a)
+{
+    const int64_t outputs = a->sum_batch ? 1 : a->batch;
+    /* A C of a few thousand values over a long K: the dot kernel, whose
+     * groups fill more of the GPU than the tiles' few blocks. */
+    if (a->m * a->n * outputs <= 4096 && a->k >= 4 * DOT_LANES)
+        return UG_HIP_GEMM_OWN_DOT;
+    /* The larger tile once its blocks alone fill every SM. */
+    const int64_t big = ((a->m + 127) / 128) * ((a->n + 127) / 128) * outputs;
+    return big >= dev->sm_count ? UG_HIP_GEMM_OWN_128 : UG_HIP_GEMM_OWN_64;
+}
+
+ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
@@ -178,10 +262,12 @@ ug_status ug_hip_gemm_own_tile(ug_bdev *dev, const ug_gemm_args *a, int tile)
     g.a = ug_hip_ptr(&a->a);
     g.b = ug_hip_ptr(&a->b);
     g.c = ug_hip_ptr(&a->c);
-    return tile == 128 ? launch<8>(dev, a, g) : launch<4>(dev, a, g);
+    return path == UG_HIP_GEMM_OWN_DOT ? launch_dot(dev, a, g)
+           : path == UG_HIP_GEMM_OWN_128 ? launch<8>(dev, a, g)
+                                         : launch<4>(dev, a, g);
 }
 
 ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a)
 {
-    return ug_hip_gemm_own_tile(dev, a, ug_hip_gemm_default_tile(dev, a));
+    return ug_hip_gemm_own_path(dev, a, ug_hip_gemm_default_path(dev, a));
 }

@@ -29,15 +29,15 @@
  * GEMM: the child multiplies the same [48, 40] x [40, 24] product three
  * times (against ref_matmul each time).
  * - with the stand-in cuBLAS slowed down (UG_FAKE_CUBLAS_DELAY_US), the
- *   first process times the three paths once (a warm-up and three timed
- *   runs of each: four cuBLAS calls), takes one of the own kernel's tiles,
+ *   first process times the four paths once (a warm-up and three timed
+ *   runs of each: four cuBLAS calls), takes one of the own kernels,
  *   and caches the choice;
  * - a second process, with cuBLAS fast again, takes the cached choice
  *   without timing: no cuBLAS call at all;
  * - a damaged cache is ignored with a warning, timed again and replaced;
  * - UG_AUTOTUNE=0 and deterministic mode time nothing, cache nothing and
  *   run every product through cuBLAS;
- * - with UG_GEMM=own the two tiles alone are timed, cuBLAS never called;
+ * - with UG_GEMM=own the own kernels alone are timed, cuBLAS never called;
  * - a graph's product is timed at its launched first run, and the runs
  *   captured and replayed after it give the same bits. */
 #define _GNU_SOURCE /* RTLD_NOLOAD, setenv, mkdtemp */
@@ -509,7 +509,7 @@ static void test_gemm_choices(ug_device *unused)
     REQUIRE(make_folders(root, cache, sizeof cache));
     int others = 0;
     static const char *const slow[] = {"UG_FAKE_CUBLAS_DELAY_US", "20000", NULL};
-    const char *shape = "f32 NN 48x24x40: own"; /* own64 or own128 */
+    const char *shape = "f32 NN 48x24x40: own"; /* own64, own128 or own-dot */
 
     th_context("the first process times both paths and caches the faster");
     outcome r = run_child("--gemm", cache, root, slow);
@@ -548,7 +548,7 @@ static void test_gemm_choices(ug_device *unused)
     check_gemm_child(&r, 3);
     CHECK_MSG(cache_file(fresh, "cuda-gemm-", path, sizeof path, &others) == 0, "an untimed choice was cached");
 
-    th_context("UG_GEMM=own: the two tiles alone are timed");
+    th_context("UG_GEMM=own: the own kernels alone are timed");
     static const char *const own[] = {"UG_GEMM", "own", NULL};
     r = run_child("--gemm", fresh, root, own);
     check_gemm_child(&r, 0);

@@ -60,6 +60,8 @@ static void test_matmul_shapes(ug_device *dev)
 {
     static const int64_t mkn[][3] = {{1, 1, 1},   {3, 5, 7},   {17, 33, 65}, {64, 127, 31},
                                      {1, 1000, 1}, {100, 1, 100}, {2, 3, 4097}, {129, 65, 1},
+                                     /* a small C over a long K (a GPU's dot kernel) */
+                                     {10, 500, 64},
                                      /* enough 128x128 tiles to fill a GPU, edges in both */
                                      {300, 70, 520}};
     for (size_t c = 0; c < sizeof mkn / sizeof mkn[0]; c++)
@@ -96,6 +98,7 @@ static void test_matmul_batched(ug_device *dev)
         {4, 2, {2, 2, 17, 9}, {13, 9}, false, true},
         {2, 4, {9, 17}, {2, 1, 9, 13}, true, false},
         {3, 3, {1, 1, 1}, {1, 1, 1}, false, false},
+        {3, 2, {3, 300, 4}, {5, 300}, true, true}, /* a small C over a long K */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         if (!check_matmul(dev, UG_F32, cases[c].na, cases[c].sa, cases[c].nb, cases[c].sb,
@@ -140,6 +143,8 @@ static void test_matmul_f16(ug_device *dev)
             return;
     int64_t sa[] = {3, 5, 40}, sb[] = {40, 7};
     if (!check_matmul(dev, UG_F16, 3, sa, 2, sb, false, false, true))
+        return;
+    if (!check_mkn(dev, UG_F16, 6, 300, 10, false, true, false)) /* a small C over a long K */
         return;
     int64_t x[] = {64, 784}, w[] = {500, 784};
     check_matmul(dev, UG_F16, 2, x, 2, w, false, true, false);
