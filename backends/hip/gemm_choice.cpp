@@ -1,5 +1,6 @@
 /* Which GEMM runs a shape: the vendor BLAS, or the module's own kernel
- * with a 64x64 or a 128x128 tile, or its dot kernel for a small C. A
+ * with a 64x64 or a 128x128 tile, its dot kernel for a small C, or its
+ * 64x64 tile over slices of K summed after (kernels/hip/gemm.hip). A
  * vendor library tuned for large products can lose to a plain kernel on
  * the small ones a training step is made of, and which own kernel wins
  * depends on how many blocks fill the GPU; so each shape's first product (outside a capture) times every
@@ -38,7 +39,7 @@ typedef struct gemm_shape {
     bool vendor; /* the library is a candidate */
 } gemm_shape;
 
-static const char *const PATH_NAMES[UG_HIP_GEMM_PATHS] = {"vendor", "own64", "own128", "own-dot"};
+static const char *const PATH_NAMES[UG_HIP_GEMM_PATHS] = {"vendor", "own64", "own128", "own-dot", "own-split"};
 
 typedef enum choice_source { FROM_CACHE, TIMED_NOW, UNTIMED } choice_source;
 
@@ -90,21 +91,21 @@ static int path_of(const char *name)
 static int format_line(const gemm_choice *c, char *out, size_t len)
 {
     const gemm_shape *s = &c->shape;
-    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g %.6g\n",
+    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g %.6g %.6g\n",
                     dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m,
                     s->n, s->k, s->batch, s->vendor ? "all" : "own", PATH_NAMES[c->path], (double)c->ms[0],
-                    (double)c->ms[1], (double)c->ms[2], (double)c->ms[3]);
+                    (double)c->ms[1], (double)c->ms[2], (double)c->ms[3], (double)c->ms[4]);
 }
 
 static bool parse_line(const char *line, gemm_choice *c)
 {
-    char a[8], cc[8], trans[4], candidates[8], path[8];
+    char a[8], cc[8], trans[4], candidates[8], path[12];
     int used = 0;
     *c = gemm_choice{};
     gemm_shape *s = &c->shape;
-    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %7s %f %f %f %f%n", a, cc,
-               trans, &s->m, &s->n, &s->k, &s->batch, candidates, path, &c->ms[0], &c->ms[1], &c->ms[2],
-               &c->ms[3], &used) != 13 ||
+    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %11s %f %f %f %f %f%n", a,
+               cc, trans, &s->m, &s->n, &s->k, &s->batch, candidates, path, &c->ms[0], &c->ms[1], &c->ms[2],
+               &c->ms[3], &c->ms[4], &used) != 14 ||
         line[used] != '\0' || strlen(trans) != 2)
         return false;
     s->a_type = dtype_of(a);
@@ -149,14 +150,17 @@ static ug_status run_path(ug_bdev *dev, int path, const ug_gemm_args *a, ug_gemm
 }
 
 /* Times each candidate's product of a (the vendor's where vendor is not
- * NULL, and the own kernels) into a C of the module's own (beta 0: nothing
- * the caller holds changes), the median of TIMED_RUNS after a warm-up
- * each. false: not timed (a C too large, no memory for it, or a failed
- * call). */
+ * NULL, and the own kernels that can run it) into a C of the module's own
+ * (beta 0: nothing the caller holds changes), the median of TIMED_RUNS
+ * after a warm-up each. false: not timed (a C too large, no memory for it,
+ * or a failed call). */
 static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
 {
     constexpr int EVENTS = 1 + TIMED_RUNS * (int)UG_HIP_GEMM_PATHS;
-    const int first = vendor ? UG_HIP_GEMM_VENDOR : UG_HIP_GEMM_OWN_64;
+    int paths[UG_HIP_GEMM_PATHS], count = 0;
+    for (int p = vendor ? UG_HIP_GEMM_VENDOR : UG_HIP_GEMM_OWN_64; p < UG_HIP_GEMM_PATHS; p++)
+        if (p == UG_HIP_GEMM_VENDOR || ug_hip_gemm_own_fits(dev, a, p))
+            paths[count++] = p;
     /* In double: batch, m and n each fit an int, their product need not. */
     const double c_bytes = (double)a->batch * (double)a->m * (double)a->n * (double)ug_hip_dtype_size(a->c.dtype);
     void *scratch = NULL;
@@ -170,20 +174,19 @@ static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, 
     t.stride_c = a->m * a->n;
     t.beta = 0.0f;
     hipStream_t stream = ug_hip_current(dev)->stream;
-    for (int p = first; ok && p < UG_HIP_GEMM_PATHS; p++)
-        ok = run_path(dev, p, &t, vendor) == UG_OK;
+    for (int i = 0; ok && i < count; i++)
+        ok = run_path(dev, paths[i], &t, vendor) == UG_OK;
     ok = ok && hipEventRecord(ev[0], stream) == hipSuccess;
     /* Rounds of every candidate in turn, so a drift in the GPU's clock
      * falls on all of them. */
     for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)
-        for (int p = first; ok && p < UG_HIP_GEMM_PATHS; p++, e++)
-            ok = run_path(dev, p, &t, vendor) == UG_OK && hipEventRecord(ev[e], stream) == hipSuccess;
-    const int last = 1 + TIMED_RUNS * (UG_HIP_GEMM_PATHS - first) - 1;
-    ok = ok && hipEventSynchronize(ev[last]) == hipSuccess;
+        for (int i = 0; ok && i < count; i++, e++)
+            ok = run_path(dev, paths[i], &t, vendor) == UG_OK && hipEventRecord(ev[e], stream) == hipSuccess;
+    ok = ok && hipEventSynchronize(ev[TIMED_RUNS * count]) == hipSuccess;
     float ms[UG_HIP_GEMM_PATHS][TIMED_RUNS];
     for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)
-        for (int p = first; ok && p < UG_HIP_GEMM_PATHS; p++, e++)
-            ok = hipEventElapsedTime(&ms[p][r], ev[e - 1], ev[e]) == hipSuccess;
+        for (int i = 0; ok && i < count; i++, e++)
+            ok = hipEventElapsedTime(&ms[paths[i]][r], ev[e - 1], ev[e]) == hipSuccess;
     (void)hipGetLastError();
     for (int i = 0; i < EVENTS; i++)
         if (ev[i])
@@ -194,11 +197,13 @@ static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, 
     }
     if (!ok)
         return false;
-    c->path = first;
-    for (int p = 0; p < UG_HIP_GEMM_PATHS; p++) {
-        c->ms[p] = p < first ? -1.0f : median(ms[p]);
-        if (p >= first && c->ms[p] < c->ms[c->path])
-            c->path = p;
+    for (int p = 0; p < UG_HIP_GEMM_PATHS; p++)
+        c->ms[p] = -1.0f;
+    c->path = paths[0];
+    for (int i = 0; i < count; i++) {
+        c->ms[paths[i]] = median(ms[paths[i]]);
+        if (c->ms[paths[i]] < c->ms[c->path])
+            c->path = paths[i];
     }
     c->source = TIMED_NOW;
     return true;
@@ -238,7 +243,7 @@ int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
     char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
     bool known = text && ug_hip_choices_find(&g->file, g->key, text, read_choice, &c);
     if (!known)
-        c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f, -1.0f}, UNTIMED};
+        c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f, -1.0f, -1.0f}, UNTIMED};
     /* Met first in a capture: the fallback now, timed at a later product. */
     if (!known && text && !capturing(dev)) {
         known = true;
@@ -287,8 +292,8 @@ void ug_hip_gemms_close(ug_bdev *dev)
     dev->gemms = NULL;
 }
 
-/* "  f32 NT 64x500x784: own64 0.0081 ms (timed now)" and, on a line of its
- * own to fit 80 columns, "      against vendor 0.0123, own128 0.0110". */
+/* "  f32 NT 64x500x784: own64 0.0081 ms (timed now)" and, on lines of
+ * their own to fit 80 columns, "      against vendor 0.0123, own128 0.0110". */
 static void describe(const gemm_choice *c, char *line, size_t len)
 {
     const gemm_shape *s = &c->shape;
@@ -304,9 +309,17 @@ static void describe(const gemm_choice *c, char *line, size_t len)
         n += snprintf(line + n, len - (size_t)n, " %.4f ms (%s)\n      against", (double)c->ms[c->path],
                       c->source == TIMED_NOW ? "timed now" : "from the cache");
     const char *sep = " ";
+    const char *newline = n > 0 && (size_t)n < len ? strrchr(line, '\n') : NULL;
+    int line_start = newline ? (int)(newline - line) + 1 : 0;
     for (int p = 0; p < UG_HIP_GEMM_PATHS; p++)
         if (p != c->path && c->ms[p] >= 0.0f && n > 0 && (size_t)n < len) {
-            n += snprintf(line + n, len - (size_t)n, "%s%s %.4f", sep, PATH_NAMES[p], (double)c->ms[p]);
+            char item[48];
+            snprintf(item, sizeof item, "%s %.4f", PATH_NAMES[p], (double)c->ms[p]);
+            if (n - line_start + (int)strlen(sep) + (int)strlen(item) > 78) {
+                sep = ",\n             ";
+                line_start = n + 2;
+            }
+            n += snprintf(line + n, len - (size_t)n, "%s%s", sep, item);
             sep = ", ";
         }
     if (n > 0 && (size_t)n < len)

@@ -35,8 +35,10 @@ typedef struct ug_hip_queue {
     hipStream_t stream;
     void *blas;           /* vendor BLAS handle, NULL: own GEMM kernel */
     void *blas_workspace; /* the handle's workspace (cuBLAS), or NULL */
-    void *scratch;        /* reduction partials, grown on demand */
+    void *scratch;        /* reductions' and split GEMMs' partials, grown on demand */
     size_t scratch_bytes;
+    void *retired[40];    /* scratch outgrown, kept for the captured graphs that name it */
+    int retired_count;
     void *dnn;            /* convolution library handle (conv.cpp), made at first use */
 } ug_hip_queue;
 
@@ -72,8 +74,9 @@ ug_status ug_hip_fail(ug_status status, hipError_t err, const char *what);
 ug_status ug_hip_enter(ug_bdev *dev);
 /* hipGetLastError after a launch: UG_ERR_BACKEND naming the kernel. */
 ug_status ug_hip_launched(const char *kernel);
-/* Device scratch of at least bytes on the current queue (kept until the
- * queue closes). */
+/* Device scratch of at least bytes on the current queue, for partial
+ * results that one launch writes and the next reads (kept until the queue
+ * closes). */
 ug_status ug_hip_scratch(ug_bdev *dev, size_t bytes, void **out);
 
 /* streams.cpp: the queue work goes to on the calling thread (the bound
@@ -124,6 +127,9 @@ ug_gemm_fn ug_hip_gemm_own;
  * that suits a's shape untimed (the dot kernel for a small C, else the tile
  * whose blocks fill the GPU), which ug_hip_gemm_own runs. */
 ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path);
+/* Whether path can run a (a split K needs one product and a K of two
+ * slices or more); one that cannot is not timed. */
+bool ug_hip_gemm_own_fits(const ug_bdev *dev, const ug_gemm_args *a, int path);
 int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
 /* A kernel whose attributes tell whether the module has code for the
  * current device. */
@@ -142,7 +148,14 @@ ug_gemm_fn ug_hip_gemm;
 /* gemm_choice.cpp: the vendor's GEMM or an own kernel per shape, timed
  * once and cached. device_key names the device and its driver in the cache
  * key. */
-enum { UG_HIP_GEMM_VENDOR, UG_HIP_GEMM_OWN_64, UG_HIP_GEMM_OWN_128, UG_HIP_GEMM_OWN_DOT, UG_HIP_GEMM_PATHS };
+enum {
+    UG_HIP_GEMM_VENDOR,
+    UG_HIP_GEMM_OWN_64,
+    UG_HIP_GEMM_OWN_128,
+    UG_HIP_GEMM_OWN_DOT,
+    UG_HIP_GEMM_OWN_SPLIT,
+    UG_HIP_GEMM_PATHS
+};
 ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key);
 void ug_hip_gemms_close(ug_bdev *dev);
 /* The path that runs a's shape fastest, timed at the shape's first product:

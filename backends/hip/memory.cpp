@@ -100,19 +100,22 @@ ug_status ug_hip_scratch(ug_bdev *dev, size_t bytes, void **out)
 {
     ug_hip_queue *q = ug_hip_current(dev);
     if (q->scratch_bytes < bytes) {
-        /* hipFree synchronises, so kernels still reading the old buffer end
-         * first. Sizes stay small: reductions split only when they are. */
-        if (q->scratch)
-            (void)hipFree(q->scratch);
-        q->scratch = NULL;
-        q->scratch_bytes = 0;
-        size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
-        hipError_t e = hipMalloc(&q->scratch, want);
-        if (e != hipSuccess) {
-            q->scratch = NULL;
+        /* A graph captured earlier names the old buffer in its kernels, so
+         * it is kept (until the queue closes), not freed: at least doubling
+         * keeps what is kept under the new buffer's size. */
+        if (q->scratch && q->retired_count == (int)(sizeof q->retired / sizeof q->retired[0]))
+            return ug_hip_host->set_error(UG_ERR_OUT_OF_MEMORY, "%s: scratch grown too many times",
+                                          UG_HIP_BACKEND);
+        size_t want = q->scratch_bytes ? 2 * q->scratch_bytes : (size_t)1 << 20;
+        want = want < bytes ? bytes : want;
+        void *grown = NULL;
+        hipError_t e = hipMalloc(&grown, want);
+        if (e != hipSuccess)
             return ug_hip_fail(e == hipErrorOutOfMemory ? UG_ERR_OUT_OF_MEMORY : UG_ERR_BACKEND, e,
-                               UG_HIP_RT "Malloc (reduction scratch)");
-        }
+                               UG_HIP_RT "Malloc (scratch for partial results)");
+        if (q->scratch)
+            q->retired[q->retired_count++] = q->scratch;
+        q->scratch = grown;
         q->scratch_bytes = want;
     }
     *out = q->scratch;

@@ -35,6 +35,8 @@ void ug_hip_queue_close(ug_hip_queue *q)
     ug_hip_conv_close(q);
     if (q->scratch)
         (void)hipFree(q->scratch);
+    for (int i = 0; i < q->retired_count; i++)
+        (void)hipFree(q->retired[i]);
     (void)hipStreamDestroy(q->stream);
     (void)hipGetLastError();
     *q = ug_hip_queue{};

@@ -20,6 +20,12 @@
  * share its K (each every DOT_LANES-th k), their sums then added in a fixed
  * tree, so the result does not depend on timing.
  *
+ * A C of few tiles over a long K (an MLP's first layer: 64x500 over 784)
+ * also leaves the tiles few blocks: split K, each of S slices of K is a
+ * batch entry of the tile kernel writing its partial C to the queue's
+ * scratch, and a second kernel adds the S partials of each output in order
+ * (so again the result does not depend on timing) into C.
+ *
  * Which kernel runs a shape is chosen in gemm_choice.cpp. */
 #include "kernels/hip/common.h"
 
@@ -28,21 +34,23 @@
 typedef struct gemm_k {
     bool ta, tb, sum_batch;
     int64_t m, n, k, lda, ldb, ldc, sa, sb, sc, batch;
+    int64_t k_whole; /* split K: entry e is K's slice [e k, min((e + 1) k, k_whole)); 0: no split */
     float alpha, beta;
     const void *a, *b; /* TA */
     void *c;           /* TC */
 } gemm_k;
 
-/* Adds op(A) op(B) of one batch entry, all of K, to a thread's outputs of
- * the tile at (row0, col0), staging the operands' tiles in As and Bs. */
+/* Adds op(A) op(B) of one batch entry, over its K of depth, to a thread's
+ * outputs of the tile at (row0, col0), staging the operands' tiles in As
+ * and Bs. */
 template <typename TA, int R>
-UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t row0, int64_t col0,
+UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t depth, int64_t row0, int64_t col0,
                       float (*As)[16 * R + 4], float (*Bs)[16 * R + 4], float (&acc)[R][R])
 {
     constexpr int T = 16 * R;           /* tile rows and columns */
     constexpr int DEPTH_STEP = 256 / T; /* rows of K a pass of 256 threads loads */
     const int tx = threadIdx.x, ty = threadIdx.y, t = ty * 16 + tx;
-    for (int64_t k0 = 0; k0 < g.k; k0 += TK) {
+    for (int64_t k0 = 0; k0 < depth; k0 += TK) {
         /* T * TK elements per tile, R per thread. */
         for (int r = 0; r < R; r++) {
             int i, kk;
@@ -55,7 +63,7 @@ UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t row0, i
             }
             const int64_t gi = row0 + i, gk = k0 + kk;
             float v = 0.0f;
-            if (gi < g.m && gk < g.k)
+            if (gi < g.m && gk < depth)
                 v = ug_widen(g.ta ? A[gk * g.lda + gi] : A[gi * g.lda + gk]);
             As[kk][i] = v;
             int j;
@@ -68,7 +76,7 @@ UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t row0, i
             }
             const int64_t gj = col0 + j, gk2 = k0 + kk;
             v = 0.0f;
-            if (gj < g.n && gk2 < g.k)
+            if (gj < g.n && gk2 < depth)
                 v = ug_widen(g.tb ? B[gj * g.ldb + gk2] : B[gk2 * g.ldb + gj]);
             Bs[kk][j] = v;
         }
@@ -108,9 +116,11 @@ __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
         for (int64_t bm = blockIdx.y; bm < tiles_m; bm += gridDim.y) {
             const int64_t row0 = bm * T, col0 = (int64_t)blockIdx.x * T;
             float acc[R][R] = {{0.0f}};
-            for (int64_t e = first; e < last; e++)
-                gemm_tile<TA, R>(g, (const TA *)g.a + e * g.sa, (const TA *)g.b + e * g.sb, row0,
+            for (int64_t e = first; e < last; e++) {
+                const int64_t depth = g.k_whole && g.k_whole - e * g.k < g.k ? g.k_whole - e * g.k : g.k;
+                gemm_tile<TA, R>(g, (const TA *)g.a + e * g.sa, (const TA *)g.b + e * g.sb, depth, row0,
                                  col0, As, Bs, acc);
+            }
             for (int r = 0; r < R; r++) {
                 const int64_t gi = row0 + ty + 16 * r;
                 if (gi >= g.m)
@@ -180,6 +190,20 @@ __global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gem
     }
 }
 
+/* C = alpha (the sum of the splits' partials, in order) + beta C. */
+template <typename TC>
+__global__ void ug_gemm_split_sum_kernel(const float *parts, int64_t splits, gemm_k g)
+{
+    const int64_t mn = g.m * g.n;
+    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < mn; o += (int64_t)gridDim.x * blockDim.x) {
+        float sum = 0.0f;
+        for (int64_t s = 0; s < splits; s++)
+            sum += parts[s * mn + o];
+        TC *p = (TC *)g.c + o / g.n * g.ldc + o % g.n;
+        *p = ug_narrow<TC>(g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * ug_widen(*p));
+    }
+}
+
 /* launch_as(A's type tag, C's type tag): C is f32 or A's type. */
 template <typename F> static ug_status with_types(const ug_gemm_args *a, F &&launch_as)
 {
@@ -224,6 +248,69 @@ static ug_status launch_dot(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g
     });
 }
 
+/* K's slices for a split product: enough for two blocks an SM, each slice
+ * at least SPLIT_DEPTH deep and a multiple of TK; 1: no split (a batch, or
+ * too short a K, or partials too large for the scratch). */
+constexpr int64_t SPLIT_DEPTH = 64, SPLIT_MAX = 64;
+#define SPLIT_SCRATCH_LIMIT ((size_t)64 << 20)
+static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *depth)
+{
+    if (a->batch != 1 || a->sum_batch || a->k < 2 * SPLIT_DEPTH)
+        return 1;
+    const int64_t tiles = ((a->m + 63) / 64) * ((a->n + 63) / 64);
+    int64_t s = (2 * (int64_t)dev->sm_count + tiles - 1) / tiles;
+    s = s < a->k / SPLIT_DEPTH ? s : a->k / SPLIT_DEPTH;
+    s = s < SPLIT_MAX ? s : SPLIT_MAX;
+    if (s < 2 || (double)s * (double)a->m * (double)a->n * 4.0 > (double)SPLIT_SCRATCH_LIMIT)
+        return 1;
+    *depth = ((a->k + s - 1) / s + TK - 1) / TK * TK;
+    return (a->k + *depth - 1) / *depth;
+}
+
+static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
+{
+    int64_t depth = 0;
+    const int64_t splits = split_slices(dev, a, &depth);
+    if (splits < 2)
+        return launch<4>(dev, a, g);
+    void *scratch;
+    ug_status st = ug_hip_scratch(dev, (size_t)(splits * a->m * a->n) * sizeof(float), &scratch);
+    if (st != UG_OK)
+        return st;
+    /* Pass 1: slice e of K as batch entry e, its partial C at scratch + e m n. */
+    gemm_k p = g;
+    p.k = depth;
+    p.k_whole = a->k;
+    p.batch = splits;
+    p.sa = a->trans_a ? depth * a->lda : depth;
+    p.sb = a->trans_b ? depth : depth * a->ldb;
+    p.c = scratch;
+    p.ldc = a->n;
+    p.sc = a->m * a->n;
+    p.alpha = 1.0f;
+    p.beta = 0.0f;
+    ug_gemm_args partial = *a;
+    partial.batch = splits;
+    partial.c.dtype = UG_F32;
+    if ((st = launch<4>(dev, &partial, p)) != UG_OK)
+        return st;
+    /* Pass 2: the partials' sums into C. */
+    const unsigned blocks = ug_hip_blocks(a->m * a->n, UG_HIP_BLOCK);
+    hipStream_t stream = ug_hip_current(dev)->stream;
+    const float *parts = (const float *)scratch;
+    return ug_with_type(a->c.dtype, [&](auto tc) {
+        typedef typename decltype(tc)::type TC;
+        ug_gemm_split_sum_kernel<TC><<<blocks, UG_HIP_BLOCK, 0, stream>>>(parts, splits, g);
+        return ug_hip_launched("gemm (split K sums)");
+    });
+}
+
+bool ug_hip_gemm_own_fits(const ug_bdev *dev, const ug_gemm_args *a, int path)
+{
+    int64_t depth;
+    return path != UG_HIP_GEMM_OWN_SPLIT || split_slices(dev, a, &depth) > 1;
+}
+
 int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a)
 {
     const int64_t outputs = a->sum_batch ? 1 : a->batch;
@@ -231,6 +318,10 @@ int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a)
      * groups fill more of the GPU than the tiles' few blocks. */
     if (a->m * a->n * outputs <= 4096 && a->k >= 4 * DOT_LANES)
         return UG_HIP_GEMM_OWN_DOT;
+    /* Tiles for fewer than half the SMs over a K of four slices or more. */
+    const int64_t small = ((a->m + 63) / 64) * ((a->n + 63) / 64) * outputs;
+    if (2 * small < dev->sm_count && a->k >= 4 * SPLIT_DEPTH && ug_hip_gemm_own_fits(dev, a, UG_HIP_GEMM_OWN_SPLIT))
+        return UG_HIP_GEMM_OWN_SPLIT;
     /* The larger tile once its blocks alone fill every SM. */
     const int64_t big = ((a->m + 127) / 128) * ((a->n + 127) / 128) * outputs;
     return big >= dev->sm_count ? UG_HIP_GEMM_OWN_128 : UG_HIP_GEMM_OWN_64;
@@ -262,7 +353,9 @@ ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path)
     g.a = ug_hip_ptr(&a->a);
     g.b = ug_hip_ptr(&a->b);
     g.c = ug_hip_ptr(&a->c);
-    return path == UG_HIP_GEMM_OWN_DOT ? launch_dot(dev, a, g)
+    g.k_whole = 0;
+    return path == UG_HIP_GEMM_OWN_DOT     ? launch_dot(dev, a, g)
+           : path == UG_HIP_GEMM_OWN_SPLIT ? launch_split(dev, a, g)
            : path == UG_HIP_GEMM_OWN_128 ? launch<8>(dev, a, g)
                                          : launch<4>(dev, a, g);
 }

@@ -185,12 +185,21 @@ ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
     int bx = 1;
     while (bx < a->inner && bx < 64)
         bx *= 2;
+    const int64_t want = (int64_t)dev->sm_count * 8;
+    auto blocks_of = [&](int x) {
+        return min64((a->inner + x - 1) / x, UG_HIP_MAX_GRID) * min64(a->outer, UG_HIP_MAX_GRID);
+    };
+    /* Fewer columns a block, down to 16 (64-byte reads), while the device
+     * is short of blocks and each thread has more than 4 elements: a
+     * layer's bias gradient (500 columns over a batch of 64) then runs 32
+     * blocks whose threads load 4 values each, not 8 blocks whose threads
+     * wait on 16 loads in a row. */
+    while (bx > 16 && blocks_of(bx) < want && a->len / (UG_HIP_BLOCK / bx) > 4)
+        bx /= 2;
     const int by = UG_HIP_BLOCK / bx;
     /* Split len across blocks only when the columns alone leave the device
      * idle, and keep at least 32 elements per thread in each split. */
-    const int64_t blocks = min64((a->inner + bx - 1) / bx, UG_HIP_MAX_GRID) *
-                           min64(a->outer, UG_HIP_MAX_GRID);
-    const int64_t want = (int64_t)dev->sm_count * 8;
+    const int64_t blocks = blocks_of(bx);
     int64_t splits = 1;
     if (blocks < want) {
         splits = min64((want + blocks - 1) / blocks, min64(a->len / ((int64_t)by * 32), 1024));

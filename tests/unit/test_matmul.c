@@ -62,6 +62,8 @@ static void test_matmul_shapes(ug_device *dev)
                                      {1, 1000, 1}, {100, 1, 100}, {2, 3, 4097}, {129, 65, 1},
                                      /* a small C over a long K (a GPU's dot kernel) */
                                      {10, 500, 64},
+                                     /* few tiles over a long K (a GPU's split K) */
+                                     {64, 700, 120},
                                      /* enough 128x128 tiles to fill a GPU, edges in both */
                                      {300, 70, 520}};
     for (size_t c = 0; c < sizeof mkn / sizeof mkn[0]; c++)
@@ -145,6 +147,8 @@ static void test_matmul_f16(ug_device *dev)
     if (!check_matmul(dev, UG_F16, 3, sa, 2, sb, false, false, true))
         return;
     if (!check_mkn(dev, UG_F16, 6, 300, 10, false, true, false)) /* a small C over a long K */
+        return;
+    if (!check_mkn(dev, UG_F16, 64, 300, 100, true, false, true)) /* few tiles over a long K */
         return;
     int64_t x[] = {64, 784}, w[] = {500, 784};
     check_matmul(dev, UG_F16, 2, x, 2, w, false, true, false);
