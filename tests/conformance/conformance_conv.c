@@ -313,6 +313,9 @@ static const bn_case bn_cases[] = {
     {{4, {4, 6, 1, 1}}, 0.5f, 1e-5f, -2, 2, false},
     {{4, {2, 7, 3, 3}}, 0.1f, 1e-2f, 3, 5, false},
     {{4, {2, 33, 17, 19}}, 0.1f, 1e-5f, -2, 2, true},
+    /* 3335 values a channel: a GPU's statistics in chunks, merged, their
+     * edges inside a row; the mean far from zero */
+    {{4, {5, 2, 23, 29}}, 0.1f, 1e-5f, 3, 5, false},
 };
 
 /* Training twice (the running statistics move twice, from random ones),

@@ -393,6 +393,8 @@ static void conv_grads_body(ug_device *dev)
         BN("batch_norm 2-D [3,5,7,9] training", S4(3, 5, 7, 9), 5, 1e-5f, &train),
         BN("batch_norm 2-D [1,3,5,5] training", S4(1, 3, 5, 5), 3, 1e-5f, &train),
         BN("batch_norm 2-D [4,6,1,1] training eps 1e-3", S4(4, 6, 1, 1), 6, 1e-3f, &train),
+        /* 3335 values a channel: a GPU's sums in chunks */
+        BN("batch_norm 2-D [5,2,23,29] training", S4(5, 2, 23, 29), 2, 1e-5f, &train),
         BN("batch_norm 1-D [8,5] eval", S2D(8, 5), 5, 1e-5f, &eval),
         BN("batch_norm 2-D [2,5,3,3] eval", S4(2, 5, 3, 3), 5, 1e-5f, &eval),
     };

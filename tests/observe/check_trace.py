@@ -18,12 +18,12 @@ Device processes (every process but the host's) must hold "step" ranges
 with every kernel inside one on its thread; the time within each step that
 the device was busy (its kernels and transfers on every stream, work that
 overlaps counted once) must come within --tolerance of the step: its median
-against the median of the steps' own spans on the device, or its mean
-against --step-ms (the mean step time ug-bench measured) when given.
+against the median of the steps' own spans on the device, or against
+--step-ms (the mean step time ug-bench measured) when given.
 A GPU leaves a gap of a microsecond or two between two kernels even when
 the second is queued (an H100's, with the profiler's events between them,
-is about 1.3 us): --gap-us G counts each gap between a step's kernels up
-to G as the device's, so that a step of 35 small kernels is not a fifth
+is about 1.3 us): --gap-us G counts each gap between a step's kernels (and
+before its first) up to G as the device's, so that a step of 35 small kernels is not a fifth
 short; longer gaps still count against it. 0 (the default) for the CPU
 and POCL, whose kernels follow one another on the host.
 A device whose queue runs apart from the host (a GPU) can also idle
@@ -160,14 +160,13 @@ def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False):
             sums.append(busy + waited)
             waits.append(waited)
             spans.append(s["dur"])
-    # ug-bench's step is a mean (its rounds' wall time over their steps), so
-    # the launches it is held against are too; against the steps' own spans,
-    # medians, as a burst of load elsewhere stretches a few steps.
-    if step_ms is not None:
-        launches, reference = statistics.fmean(sums) / 1000.0, step_ms
-    else:
-        launches, reference = statistics.median(sums) / 1000.0, statistics.median(spans) / 1000.0
-    figures["host_waits_ms"] = statistics.fmean(waits) / 1000.0
+    # Medians, as a burst of load elsewhere stretches a few steps (and the
+    # device's waits for the host in them, counted with --host-waits, would
+    # pull a mean past ug-bench's step, its rounds' wall time over their
+    # steps).
+    launches = statistics.median(sums) / 1000.0
+    reference = step_ms if step_ms is not None else statistics.median(spans) / 1000.0
+    figures["host_waits_ms"] = statistics.median(waits) / 1000.0
     figures.update(launches_ms=launches, step_ms=reference,
                    reference="ug-bench's step" if step_ms is not None else "the steps' spans")
     if abs(launches - reference) > tolerance * reference:
@@ -184,15 +183,16 @@ def within(e, step):
 def busy_time(work, step, gap_us, launches):
     """The step's device time (us): its work (in time order, from every
     track of the device) merged where it overlaps, plus the gaps of at most
-    gap_us between; and apart, with launches (correlation -> the launch on
-    the host), the part of each longer gap before the next work's launch
-    ended, when the device waited for the host."""
+    gap_us between (and before the first, from the step's start); and
+    apart, with launches (correlation -> the launch on the host), the part
+    of each longer gap before the next work's launch ended, when the device
+    waited for the host."""
     busy = waited = 0.0
-    end = None
+    end = step["ts"]
     for e in (e for e in work if within(e, step)):
         e_end = e["ts"] + e["dur"]
-        if end is None or e["ts"] >= end:
-            gap = 0.0 if end is None else e["ts"] - end
+        if e["ts"] >= end:
+            gap = e["ts"] - end
             if 0 < gap <= gap_us:
                 busy += gap
             elif gap > 0 and launches is not None:

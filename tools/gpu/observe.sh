@@ -17,13 +17,13 @@ train="$UG_GPU_BUILD/ug-train --device cuda:0 --data $data --quiet"
 
 echo "== ug-train --profile on cuda:0, checked"
 $train --epochs 1 --profile "$logs/cuda-train.json" | tail -n 20 || status=1
-python3 tests/observe/check_trace.py "$logs/cuda-train.json" --gap-us 3 || status=1
+python3 tests/observe/check_trace.py "$logs/cuda-train.json" --gap-us 3 --host-waits || status=1
 "$UG_GPU_BUILD/ug-bench" train-mlp --device cuda:0 --no-epoch --no-modes --seconds 1 \
     --trace "$logs/cuda-bench.json" --csv "$logs/cuda-bench.csv" | grep -E "^cuda|profiler|traced" || status=1
 # One trace per batch size, named after the --trace path; checked at batch 64.
 step=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms") c = i } $2 == 64 { print $c }' \
     "$logs/cuda-bench.csv")
-python3 tests/observe/check_trace.py "$logs/cuda-bench-cuda_0-b64.json" --step-ms "$step" --gap-us 3 || status=1
+python3 tests/observe/check_trace.py "$logs/cuda-bench-cuda_0-b64.json" --step-ms "$step" --gap-us 3 --host-waits || status=1
 
 echo "== ug-train --tensorboard, read by TensorBoard's EventAccumulator"
 rm -rf "$logs/tb" && $train --epochs 2 --val-split 0.25 --tensorboard "$logs/tb" --csv "$logs/tb.csv" >/dev/null || status=1
