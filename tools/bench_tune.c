@@ -44,7 +44,7 @@ int bench_tune(int argc, char **argv)
     int failures = 0;
     for (int d = 0; d < device_count; d++) {
         ug_device *device = NULL;
-        static char report[8192];
+        static char report[1 << 20];
         if (ug_device_open(ids[d], &device) != UG_OK) {
             failures++;
             bench_fail(ids[d]);

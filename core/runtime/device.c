@@ -422,5 +422,10 @@ ug_status ug_device_autotune(ug_device *device, char *report, size_t report_len)
             snprintf(report, report_len, "%s: nothing to tune\n", device->info.id);
         return UG_OK;
     }
-    return ug_call_autotune(device, report, report_len);
+    ug_status st = ug_call_autotune(device, report, report_len);
+    /* A report that filled its buffer was cut: its last line says so. */
+    static const char cut[] = "\n... (cut: the report is longer than its buffer)\n";
+    if (report && report_len > sizeof cut && strlen(report) + 1 >= report_len)
+        memcpy(report + report_len - sizeof cut, cut, sizeof cut);
+    return st;
 }

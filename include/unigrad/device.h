@@ -69,7 +69,8 @@ UG_API ug_status ug_device_synchronize(ug_device *device);
  * convolution algorithms are timed at each shape's first use instead (see
  * ug_set_deterministic in conv.h), report lists the algorithm of each
  * convolution planned in this process and those cached for the device.
- * Devices with nothing to tune (cpu) say so in report. */
+ * Devices with nothing to tune (cpu) say so in report. A report longer
+ * than report_len is cut, and its last line says so. */
 UG_API ug_status ug_device_autotune(ug_device *device, char *report, size_t report_len);
 
 /* Denormal (subnormal) floats flushed to zero on the CPU, as PyTorch's

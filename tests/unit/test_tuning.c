@@ -245,8 +245,16 @@ static void test_opencl_gemm_tuning(ug_device *dev)
     char report[4096];
     CHECK(ug_device_autotune(NULL, report, sizeof report) == UG_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(ug_last_error(), "device is NULL") != NULL, "message: %s", ug_last_error());
+    /* A report longer than its buffer ends with a line saying it was cut;
+     * one that fits does not. */
+    char small[60];
+    REQUIRE_OK(ug_device_autotune(dev, small, sizeof small));
+    const bool cut = strlen(small) == sizeof small - 1 && strstr(small, "(cut: the report is longer");
+    CHECK_MSG(strlen(small) < sizeof small && (cut || !strstr(small, "(cut:")), "report: %s", small);
+    REQUIRE_OK(ug_device_autotune(dev, report, sizeof report));
+    CHECK_MSG(strlen(report) >= sizeof small - 1 ? cut : !cut, "a report of %zu characters, cut at %zu: %s",
+              strlen(report), sizeof small, small);
     if (strncmp(info.id, "opencl", 6) != 0) {
-        REQUIRE_OK(ug_device_autotune(dev, report, sizeof report));
         if (strcmp(info.id, "cpu") == 0)
             CHECK_MSG(strstr(report, "nothing to tune") != NULL, "report: %s", report);
         th_skip("the GEMM tuning belongs to the OpenCL backend");
