@@ -6,7 +6,8 @@
  * epoch's training, validation and test accuracy). The CSV's columns are
  * found by name, so logs of older versions plot too, and its step and
  * epoch rows go to gnuplot as two data blocks (a series is a line only
- * when its points are consecutive there). */
+ * when its points are consecutive there). A run without validation or test
+ * sets has no such series, in the plot or its key. */
 #include "plot_curves.h"
 
 #include <stdio.h>
@@ -28,7 +29,8 @@ static const block blocks[] = {
     {"$epochs", "epoch", {"train_loss", "val_loss", "test_loss", "train_accuracy", "val_accuracy", "test_accuracy"}, 6},
 };
 
-static bool data_blocks(FILE *g, const char *csv, char *why, size_t len)
+/* present[c]: whether the epochs' column c has a value in some row. */
+static bool data_blocks(FILE *g, const char *csv, bool present[6], char *why, size_t len)
 {
     csv_table t;
     if (!csv_read(csv, &t, why, len))
@@ -48,7 +50,10 @@ static bool data_blocks(FILE *g, const char *csv, char *why, size_t len)
             fprintf(g, "%s", row[x]);
             for (int c = 0; c < blocks[b].count; c++) {
                 int at = csv_column(&t, blocks[b].columns[c]);
-                fprintf(g, " %s", at >= 0 && row[at][0] ? row[at] : "NaN");
+                const bool value = at >= 0 && row[at][0];
+                fprintf(g, " %s", value ? row[at] : "NaN");
+                if (b == 1)
+                    present[c] = present[c] || value;
             }
             fputc('\n', g);
         }
@@ -58,21 +63,31 @@ static bool data_blocks(FILE *g, const char *csv, char *why, size_t len)
     return true;
 }
 
-static void script(FILE *g, const char *title)
+/* The epochs' validation and test series of a panel whose columns start
+ * at data column first (2: loss, 5: accuracy), where the log has them. */
+static void held_out_series(FILE *g, int first, const bool present[6])
+{
+    if (present[first - 1])
+        fprintf(g, ", \\\n  $epochs using 1:%d with linespoints lw 2 pt 5 lc rgb '#e6550d' title 'validation'",
+                first + 1);
+    if (present[first])
+        fprintf(g, ", \\\n  $epochs using 1:%d with linespoints lw 2 pt 9 lc rgb '#31a354' title 'test'", first + 2);
+    fputc('\n', g);
+}
+
+static void script(FILE *g, const char *title, const bool present[6])
 {
     fprintf(g, "set key top right box opaque\nset grid\nset xlabel 'step (batches trained)'\n"
                "set multiplot layout 1,2 title ");
     gnuplot_quoted(g, title);
     fprintf(g, "\nset title 'loss'\nset ylabel 'loss'\n"
                "plot $steps using 1:2 with lines lw 1 lc rgb '#9ecae1' title 'training, per step', \\\n"
-               "  $epochs using 1:2 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'training, per epoch', \\\n"
-               "  $epochs using 1:3 with linespoints lw 2 pt 5 lc rgb '#e6550d' title 'validation', \\\n"
-               "  $epochs using 1:4 with linespoints lw 2 pt 9 lc rgb '#31a354' title 'test'\n"
-               "set title 'accuracy'\nset ylabel 'accuracy (%%)'\nset key bottom right\n"
-               "plot $epochs using 1:5 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'training', \\\n"
-               "  $epochs using 1:6 with linespoints lw 2 pt 5 lc rgb '#e6550d' title 'validation', \\\n"
-               "  $epochs using 1:7 with linespoints lw 2 pt 9 lc rgb '#31a354' title 'test'\n"
-               "unset multiplot\n");
+               "  $epochs using 1:2 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'training, per epoch'");
+    held_out_series(g, 2, present);
+    fprintf(g, "set title 'accuracy'\nset ylabel 'accuracy (%%)'\nset key bottom right\n"
+               "plot $epochs using 1:5 with linespoints lw 2 pt 7 lc rgb '#08519c' title 'training'");
+    held_out_series(g, 5, present);
+    fprintf(g, "unset multiplot\n");
 }
 
 bool plot_curves(const char *csv, const char *png, const char *title, char *why, size_t len)
@@ -80,8 +95,9 @@ bool plot_curves(const char *csv, const char *png, const char *title, char *why,
     gnuplot g;
     if (!gnuplot_begin(&g, png, 1200, 500, why, len))
         return false;
-    bool read = data_blocks(g.pipe, csv, why, len);
+    bool present[6] = {false};
+    bool read = data_blocks(g.pipe, csv, present, why, len);
     if (read)
-        script(g.pipe, title);
+        script(g.pipe, title, present);
     return gnuplot_end(&g, read, why, len) && read;
 }
