@@ -3,8 +3,8 @@
  * 64x64 tile over slices of K summed after (kernels/hip/gemm.hip). A
  * vendor library tuned for large products can lose to a plain kernel on
  * the small ones a training step is made of, and which own kernel wins
- * depends on how many blocks fill the GPU; so each shape's first product (outside a capture) times every
- * candidate, on the device, on the caller's operands into a C of the
+ * depends on how many blocks fill the GPU; so each shape's first product
+ * (outside a capture) times every candidate, on the device, on the caller's operands into a C of the
  * module's own, and the fastest runs that shape from then on: fixed for
  * the device's life, and cached per device, driver and library version
  * (choices.h), so a later process skips the timing. With UG_GEMM=own, or
@@ -13,8 +13,7 @@
  *
  * Nothing is timed where the choice must not depend on a measurement, and
  * the vendor (else the own kernel that suits the shape,
- * ug_hip_gemm_default_path)
- * runs: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL, no cache
+ * ug_hip_gemm_default_path) runs: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL, no cache
  * read or written), deterministic mode (ug_set_deterministic: a process
  * whose cache is gone could time another path faster and round
  * differently), a product met first inside a capture (timing synchronises,
@@ -91,7 +90,8 @@ static int path_of(const char *name)
 static int format_line(const gemm_choice *c, char *out, size_t len)
 {
     const gemm_shape *s = &c->shape;
-    return snprintf(out, len, "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g %.6g %.6g\n",
+    return snprintf(out, len,
+                    "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g %.6g %.6g\n",
                     dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m,
                     s->n, s->k, s->batch, s->vendor ? "all" : "own", PATH_NAMES[c->path], (double)c->ms[0],
                     (double)c->ms[1], (double)c->ms[2], (double)c->ms[3], (double)c->ms[4]);
@@ -276,7 +276,7 @@ ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key)
     const char *library = ug_hip_blas_version();
     snprintf(g->key, sizeof g->key, "%s; %s; gemm", library, device_key);
     g->file.name = UG_HIP_BACKEND "-gemm";
-    g->file.header = "unigrad GEMM choices 2\n"; /* 2: the dot kernel's time */
+    g->file.header = "unigrad GEMM choices 2\n"; /* 2: five paths' times */
     snprintf(g->file.what, sizeof g->file.what, "the GEMM choices' cache");
     dev->gemms = g;
     return UG_OK;
@@ -317,7 +317,7 @@ static void describe(const gemm_choice *c, char *line, size_t len)
             snprintf(item, sizeof item, "%s %.4f", PATH_NAMES[p], (double)c->ms[p]);
             if (n - line_start + (int)strlen(sep) + (int)strlen(item) > 78) {
                 sep = ",\n             ";
-                line_start = n + 2;
+                line_start = n + 2; /* past the comma and the newline */
             }
             n += snprintf(line + n, len - (size_t)n, "%s%s", sep, item);
             sep = ", ";

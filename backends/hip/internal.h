@@ -127,8 +127,9 @@ ug_gemm_fn ug_hip_gemm_own;
  * that suits a's shape untimed (the dot kernel for a small C, else the tile
  * whose blocks fill the GPU), which ug_hip_gemm_own runs. */
 ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path);
-/* Whether path can run a (a split K needs one product and a K of two
- * slices or more); one that cannot is not timed. */
+/* Whether path is worth timing for a (the dot kernel wants a small C, a
+ * split K one product and a K of two slices or more); one that is not is
+ * not timed. */
 bool ug_hip_gemm_own_fits(const ug_bdev *dev, const ug_gemm_args *a, int path);
 int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
 /* A kernel whose attributes tell whether the module has code for the

@@ -252,7 +252,7 @@ static ug_status launch_dot(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g
  * at least SPLIT_DEPTH deep and a multiple of TK; 1: no split (a batch, or
  * too short a K, or partials too large for the scratch). */
 constexpr int64_t SPLIT_DEPTH = 64, SPLIT_MAX = 64;
-#define SPLIT_SCRATCH_LIMIT ((size_t)64 << 20)
+constexpr double SPLIT_SCRATCH_LIMIT = 64.0 * (1 << 20); /* bytes of partials */
 static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *depth)
 {
     if (a->batch != 1 || a->sum_batch || a->k < 2 * SPLIT_DEPTH)
@@ -261,7 +261,7 @@ static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *
     int64_t s = (2 * (int64_t)dev->sm_count + tiles - 1) / tiles;
     s = s < a->k / SPLIT_DEPTH ? s : a->k / SPLIT_DEPTH;
     s = s < SPLIT_MAX ? s : SPLIT_MAX;
-    if (s < 2 || (double)s * (double)a->m * (double)a->n * 4.0 > (double)SPLIT_SCRATCH_LIMIT)
+    if (s < 2 || (double)s * (double)a->m * (double)a->n * 4.0 > SPLIT_SCRATCH_LIMIT)
         return 1;
     *depth = ((a->k + s - 1) / s + TK - 1) / TK * TK;
     return (a->k + *depth - 1) / *depth;
@@ -305,9 +305,17 @@ static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k 
     });
 }
 
+/* The dot kernel's widest C worth timing: a group of threads an output
+ * reads each operand once per output, which past this many loses to the
+ * tiles by far (an H100's 2048x2048: 35 ms against 0.7), and timing it
+ * would cost more than any product it could win. */
+constexpr int64_t DOT_MAX_OUTPUTS = 65536;
+
 bool ug_hip_gemm_own_fits(const ug_bdev *dev, const ug_gemm_args *a, int path)
 {
     int64_t depth;
+    if (path == UG_HIP_GEMM_OWN_DOT)
+        return a->m * a->n * (a->sum_batch ? 1 : a->batch) <= DOT_MAX_OUTPUTS;
     return path != UG_HIP_GEMM_OWN_SPLIT || split_slices(dev, a, &depth) > 1;
 }
 
