@@ -30,6 +30,10 @@
  * a tiled kernel could win back). */
 #define TIMING_C_LIMIT ((size_t)64 << 20)
 constexpr int TIMED_RUNS = 3;
+/* The hold before the timed rounds (ug_hip_gemm_hold): about 2 ms at an
+ * H100's clock, 3 on a GPU at 1.4 GHz; a host issues the rounds (at most
+ * 45 calls) in a fraction of that. */
+constexpr long long HOLD_CYCLES = 1LL << 22;
 
 typedef struct gemm_shape {
     int a_type, c_type; /* ug_dtype */
@@ -152,7 +156,7 @@ static ug_status run_path(ug_bdev *dev, int path, const ug_gemm_args *a, ug_gemm
 /* Times each candidate's product of a (the vendor's where vendor is not
  * NULL, and the own kernels that can run it) into a C of the module's own
  * (beta 0: nothing the caller holds changes), the median of TIMED_RUNS
- * after a warm-up each. false: not timed (a C too large, no memory for it,
+ * after a warm-up each, run back to back behind a hold. false: not timed (a C too large, no memory for it,
  * or a failed call). */
 static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
 {
@@ -176,7 +180,7 @@ static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, 
     hipStream_t stream = ug_hip_current(dev)->stream;
     for (int i = 0; ok && i < count; i++)
         ok = run_path(dev, paths[i], &t, vendor) == UG_OK;
-    ok = ok && hipEventRecord(ev[0], stream) == hipSuccess;
+    ok = ok && ug_hip_gemm_hold(dev, HOLD_CYCLES) == UG_OK && hipEventRecord(ev[0], stream) == hipSuccess;
     /* Rounds of every candidate in turn, so a drift in the GPU's clock
      * falls on all of them. */
     for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)

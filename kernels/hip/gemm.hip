@@ -305,6 +305,24 @@ static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k 
     });
 }
 
+/* Keeps the GPU busy for about `cycles` of its clock: queued ahead of
+ * the GEMM timing's rounds, it holds them back until the host has issued
+ * them all, so the times are the kernels' and not the host's rate of
+ * launching (a small product runs in less time than a launch takes). */
+__global__ void ug_gemm_hold_kernel(long long cycles)
+{
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
+
+ug_status ug_hip_gemm_hold(ug_bdev *dev, long long cycles)
+{
+    hipStream_t stream = ug_hip_current(dev)->stream;
+    ug_gemm_hold_kernel<<<1, 1, 0, stream>>>(cycles);
+    return ug_hip_launched("gemm timing's hold");
+}
+
 /* The dot kernel's widest C worth timing: a group of threads an output
  * reads each operand once per output, which past this many loses to the
  * tiles by far (an H100's 2048x2048: 35 ms against 0.7), and timing it
