@@ -4,8 +4,9 @@
  * for a small C).
  * Each shape runs on whichever was fastest at its first product
  * (gemm_choice.cpp).
- * UG_GEMM=own forces the own kernel; it is read on every call so one
- * process can test both paths.
+ * UG_GEMM=own forces the own kernels (the fastest of them per shape), and
+ * UG_GEMM=own64, own128, own-dot or own-split that one kernel for every
+ * product; it is read on every call so one process can test each path.
  *
  * f16 and bf16 operands go to the library's mixed-precision call (cuBLAS
  * cublasGemmEx, rocBLAS rocblas_gemm_ex, hipBLAS hipblasGemmEx_v2 and their
@@ -267,14 +268,16 @@ void ug_hip_blas_close(ug_hip_queue *q)
 static bool forced_own(void)
 {
     const char *e = getenv("UG_GEMM");
-    return e && strcmp(e, "own") == 0;
+    return e && (strcmp(e, "own") == 0 || ug_hip_gemm_forced_path() >= 0);
 }
 
 const char *ug_hip_blas_path(const ug_bdev *dev)
 {
     static char text[112];
-    if (forced_own())
-        return "own (UG_GEMM=own)";
+    if (forced_own()) {
+        snprintf(text, sizeof text, "own (UG_GEMM=%s)", getenv("UG_GEMM"));
+        return text;
+    }
     if (g_blas.lib && (!dev || dev->main.blas)) {
         if (g_blas.ex[0])
             return g_blas.v->label;

@@ -30,10 +30,17 @@
  * a tiled kernel could win back). */
 #define TIMING_C_LIMIT ((size_t)64 << 20)
 constexpr int TIMED_RUNS = 3;
-/* The hold before the timed rounds (ug_hip_gemm_hold): about 2 ms at an
- * H100's clock, 3 on a GPU at 1.4 GHz; a host issues the rounds (at most
- * 45 calls) in a fraction of that. */
-constexpr long long HOLD_CYCLES = 1LL << 22;
+/* A product of fewer flops runs SMALL_REPEATS times back to back in each
+ * round: alone, its few microseconds would be lost in the gap between two
+ * events; repeated, the time is the kernels' and the gaps a step's replay
+ * also has between them. */
+constexpr double SMALL_FLOPS = 1 << 27;
+constexpr int SMALL_REPEATS = 8;
+/* The hold before the timed rounds (ug_hip_gemm_hold): about 4 ms at an
+ * H100's clock, 6 on a GPU at 1.4 GHz; a host issues the rounds (at most
+ * 5 candidates x 3 rounds x 8 repeats of at most 2 launches, and the
+ * events) in a fraction of that. */
+constexpr long long HOLD_CYCLES = 1LL << 23;
 
 typedef struct gemm_shape {
     int a_type, c_type; /* ug_dtype */
@@ -156,8 +163,8 @@ static ug_status run_path(ug_bdev *dev, int path, const ug_gemm_args *a, ug_gemm
 /* Times each candidate's product of a (the vendor's where vendor is not
  * NULL, and the own kernels that can run it) into a C of the module's own
  * (beta 0: nothing the caller holds changes), the median of TIMED_RUNS
- * after a warm-up each, run back to back behind a hold. false: not timed (a C too large, no memory for it,
- * or a failed call). */
+ * after a warm-up each, run back to back behind a hold. false: not timed
+ * (a C too large, no memory for it, or a failed call). */
 static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, gemm_choice *c)
 {
     constexpr int EVENTS = 1 + TIMED_RUNS * (int)UG_HIP_GEMM_PATHS;
@@ -172,6 +179,8 @@ static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, 
     bool ok = c_bytes <= (double)TIMING_C_LIMIT && hipMalloc(&scratch, (size_t)c_bytes) == hipSuccess;
     for (int i = 0; ok && i < EVENTS; i++)
         ok = hipEventCreateWithFlags(&ev[i], 0) == hipSuccess;
+    const double flops = 2.0 * (double)a->batch * (double)a->m * (double)a->n * (double)a->k;
+    const int repeats = flops < SMALL_FLOPS ? SMALL_REPEATS : 1;
     ug_gemm_args t = *a;
     t.c = ug_kview{scratch, 0, a->c.dtype};
     t.ldc = a->n;
@@ -184,8 +193,11 @@ static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, 
     /* Rounds of every candidate in turn, so a drift in the GPU's clock
      * falls on all of them. */
     for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)
-        for (int i = 0; ok && i < count; i++, e++)
-            ok = run_path(dev, paths[i], &t, vendor) == UG_OK && hipEventRecord(ev[e], stream) == hipSuccess;
+        for (int i = 0; ok && i < count; i++, e++) {
+            for (int n = 0; ok && n < repeats; n++)
+                ok = run_path(dev, paths[i], &t, vendor) == UG_OK;
+            ok = ok && hipEventRecord(ev[e], stream) == hipSuccess;
+        }
     ok = ok && hipEventSynchronize(ev[TIMED_RUNS * count]) == hipSuccess;
     float ms[UG_HIP_GEMM_PATHS][TIMED_RUNS];
     for (int r = 0, e = 1; ok && r < TIMED_RUNS; r++)
@@ -205,7 +217,7 @@ static bool time_paths(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor, 
         c->ms[p] = -1.0f;
     c->path = paths[0];
     for (int i = 0; i < count; i++) {
-        c->ms[paths[i]] = median(ms[paths[i]]);
+        c->ms[paths[i]] = median(ms[paths[i]]) / (float)repeats;
         if (c->ms[paths[i]] < c->ms[c->path])
             c->path = paths[i];
     }
@@ -228,8 +240,18 @@ static bool capturing(ug_bdev *dev)
     return !known || status != hipStreamCaptureStatusNone;
 }
 
+int ug_hip_gemm_forced_path(void)
+{
+    const char *e = getenv("UG_GEMM");
+    const int path = e ? path_of(e) : -1;
+    return path == UG_HIP_GEMM_VENDOR ? -1 : path;
+}
+
 int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
 {
+    const int forced = ug_hip_gemm_forced_path();
+    if (forced >= 0)
+        return forced;
     ug_hip_gemms *g = dev->gemms;
     const int fallback = vendor ? UG_HIP_GEMM_VENDOR : ug_hip_gemm_default_path(dev, a);
     if (!g || a->deterministic || autotune_off())

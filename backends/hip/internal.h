@@ -132,6 +132,9 @@ ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path);
  * not timed. */
 bool ug_hip_gemm_own_fits(const ug_bdev *dev, const ug_gemm_args *a, int path);
 int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
+/* The own kernel UG_GEMM names (own64, own128, own-dot, own-split), which
+ * then runs every product; -1 when it names none. */
+int ug_hip_gemm_forced_path(void);
 /* Queues a kernel that spins for about `cycles` of the GPU's clock. */
 ug_status ug_hip_gemm_hold(ug_bdev *dev, long long cycles);
 /* A kernel whose attributes tell whether the module has code for the

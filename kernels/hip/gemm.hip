@@ -9,10 +9,10 @@
  * A square tile of C per block of 16x16 threads, R x R outputs per thread
  * held in registers: R = 4 (a 64x64 tile, more blocks for a small C) or
  * R = 8 (128x128, twice the arithmetic per value staged, for a C that
- * fills the GPU); K advances 16 at a time through shared memory. A
- * thread's outputs are strided by 16 rows/columns so shared-memory reads
- * are conflict-free and the stores to C coalesce. Tiles are loaded with the
- * stored matrix's contiguous axis across threads, for either transpose.
+ * fills the GPU); K advances 16 at a time through two buffers in shared
+ * memory, the next step's loads in flight while the block multiplies.
+ * Tiles are loaded with the stored matrix's contiguous axis across
+ * threads, for either transpose.
  *
  * A small C (a classifier's 10 columns, a layer's bias-sized gradient)
  * leaves a tile kernel a block or two, each walking all of K alone: the
@@ -40,54 +40,94 @@ typedef struct gemm_k {
     void *c;           /* TC */
 } gemm_k;
 
+/* Where a thread's r-th output row (column) of a tile lies, for the
+ * thread's ty (tx): groups of four adjacent rows, 64 apart, so that a
+ * thread reads its four operands of each group from shared memory in one
+ * 16-byte load, and a warp stores 64 adjacent values of C per row. */
+UG_DEV int tile_pos(int thread, int r) { return (r / 4) * 64 + thread * 4 + r % 4; }
+
+/* The operands' tiles as a block stages them: each of the 256 threads
+ * loads R values of A's tile and R of B's at K offset k0 into registers,
+ * the stored matrix's contiguous axis across threads for either
+ * transpose, then stores them into shared memory. */
+template <typename TA, int R> struct tile_stage {
+    static constexpr int T = 16 * R, DEPTH_STEP = 256 / T; /* rows of K a pass of 256 threads loads */
+    float a[R], b[R];
+
+    UG_DEV static void a_slot(const gemm_k &g, int t, int r, int &i, int &kk)
+    {
+        if (!g.ta) { /* A is [m, k]: k contiguous */
+            kk = t % TK;
+            i = t / TK + r * 16;
+        } else { /* A is [k, m]: m contiguous */
+            i = t % T;
+            kk = t / T + r * DEPTH_STEP;
+        }
+    }
+    UG_DEV static void b_slot(const gemm_k &g, int t, int r, int &j, int &kk)
+    {
+        if (!g.tb) { /* B is [k, n]: n contiguous */
+            j = t % T;
+            kk = t / T + r * DEPTH_STEP;
+        } else { /* B is [n, k]: k contiguous */
+            kk = t % TK;
+            j = t / TK + r * 16;
+        }
+    }
+    UG_DEV void load(const gemm_k &g, const TA *A, const TA *B, int64_t depth, int64_t row0, int64_t col0,
+                     int64_t k0, int t)
+    {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int i, j, kk;
+            a_slot(g, t, r, i, kk);
+            const int64_t gi = row0 + i, gka = k0 + kk;
+            a[r] = gi < g.m && gka < depth ? ug_widen(g.ta ? A[gka * g.lda + gi] : A[gi * g.lda + gka]) : 0.0f;
+            b_slot(g, t, r, j, kk);
+            const int64_t gj = col0 + j, gkb = k0 + kk;
+            b[r] = gj < g.n && gkb < depth ? ug_widen(g.tb ? B[gj * g.ldb + gkb] : B[gkb * g.ldb + gj]) : 0.0f;
+        }
+    }
+    UG_DEV void store(const gemm_k &g, float (*As)[T + 4], float (*Bs)[T + 4], int t) const
+    {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int i, j, kk;
+            a_slot(g, t, r, i, kk);
+            As[kk][i] = a[r];
+            b_slot(g, t, r, j, kk);
+            Bs[kk][j] = b[r];
+        }
+    }
+};
+
 /* Adds op(A) op(B) of one batch entry, over its K of depth, to a thread's
- * outputs of the tile at (row0, col0), staging the operands' tiles in As
- * and Bs. */
+ * outputs of the tile at (row0, col0). Two buffers of each operand's tile
+ * (As, Bs): while the block multiplies from one, each thread's loads of
+ * the next tile are in flight, then stored into the other; one barrier a
+ * step of K. */
 template <typename TA, int R>
 UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t depth, int64_t row0, int64_t col0,
-                      float (*As)[16 * R + 4], float (*Bs)[16 * R + 4], float (&acc)[R][R])
+                      float (*As)[TK][16 * R + 4], float (*Bs)[TK][16 * R + 4], float (&acc)[R][R])
 {
-    constexpr int T = 16 * R;           /* tile rows and columns */
-    constexpr int DEPTH_STEP = 256 / T; /* rows of K a pass of 256 threads loads */
     const int tx = threadIdx.x, ty = threadIdx.y, t = ty * 16 + tx;
-    for (int64_t k0 = 0; k0 < depth; k0 += TK) {
-        /* T * TK elements per tile, R per thread. */
-        for (int r = 0; r < R; r++) {
-            int i, kk;
-            if (!g.ta) { /* A is [m, k]: k contiguous */
-                kk = t % TK;
-                i = t / TK + r * 16;
-            } else {     /* A is [k, m]: m contiguous */
-                i = t % T;
-                kk = t / T + r * DEPTH_STEP;
-            }
-            const int64_t gi = row0 + i, gk = k0 + kk;
-            float v = 0.0f;
-            if (gi < g.m && gk < depth)
-                v = ug_widen(g.ta ? A[gk * g.lda + gi] : A[gi * g.lda + gk]);
-            As[kk][i] = v;
-            int j;
-            if (!g.tb) { /* B is [k, n]: n contiguous */
-                j = t % T;
-                kk = t / T + r * DEPTH_STEP;
-            } else {     /* B is [n, k]: k contiguous */
-                kk = t % TK;
-                j = t / TK + r * 16;
-            }
-            const int64_t gj = col0 + j, gk2 = k0 + kk;
-            v = 0.0f;
-            if (gj < g.n && gk2 < depth)
-                v = ug_widen(g.tb ? B[gj * g.ldb + gk2] : B[gk2 * g.ldb + gj]);
-            Bs[kk][j] = v;
-        }
-        __syncthreads();
+    tile_stage<TA, R> next;
+    next.load(g, A, B, depth, row0, col0, 0, t);
+    next.store(g, As[0], Bs[0], t);
+    __syncthreads();
+    for (int64_t k0 = 0, buf = 0; k0 < depth; k0 += TK, buf ^= 1) {
+        const bool more = k0 + TK < depth;
+        if (more)
+            next.load(g, A, B, depth, row0, col0, k0 + TK, t);
 #pragma unroll
         for (int kk = 0; kk < TK; kk++) {
             float av[R], bv[R];
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                av[r] = As[kk][ty + 16 * r];
-                bv[r] = Bs[kk][tx + 16 * r];
+            for (int h = 0; h < R / 4; h++) {
+                const float4 a4 = *(const float4 *)&As[buf][kk][tile_pos(ty, 4 * h)];
+                const float4 b4 = *(const float4 *)&Bs[buf][kk][tile_pos(tx, 4 * h)];
+                av[4 * h] = a4.x, av[4 * h + 1] = a4.y, av[4 * h + 2] = a4.z, av[4 * h + 3] = a4.w;
+                bv[4 * h] = b4.x, bv[4 * h + 1] = b4.y, bv[4 * h + 2] = b4.z, bv[4 * h + 3] = b4.w;
             }
 #pragma unroll
             for (int r = 0; r < R; r++)
@@ -95,6 +135,8 @@ UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t depth, 
                 for (int c = 0; c < R; c++)
                     acc[r][c] += av[r] * bv[c];
         }
+        if (more)
+            next.store(g, As[buf ^ 1], Bs[buf ^ 1], t);
         __syncthreads();
     }
 }
@@ -105,8 +147,10 @@ template <typename TA, typename TC, int R>
 __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
 {
     constexpr int T = 16 * R;
-    __shared__ float As[TK][T + 4]; /* As[kk][i] = op(A)(row0 + i, k0 + kk) */
-    __shared__ float Bs[TK][T + 4]; /* Bs[kk][j] = op(B)(k0 + kk, col0 + j) */
+    /* [buffer][kk][i] = op(A)(row0 + i, k0 + kk), op(B)(k0 + kk, col0 + i);
+     * rows of T + 4 (a multiple of 4) keep 16-byte loads aligned. */
+    alignas(16) __shared__ float As[2][TK][T + 4];
+    alignas(16) __shared__ float Bs[2][TK][T + 4];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int64_t tiles_m = (g.m + T - 1) / T;
     const int64_t outputs = g.sum_batch ? 1 : g.batch; /* matrices of C */
@@ -122,11 +166,11 @@ __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
                                  col0, As, Bs, acc);
             }
             for (int r = 0; r < R; r++) {
-                const int64_t gi = row0 + ty + 16 * r;
+                const int64_t gi = row0 + tile_pos(ty, r);
                 if (gi >= g.m)
                     continue;
                 for (int c = 0; c < R; c++) {
-                    const int64_t gj = col0 + tx + 16 * c;
+                    const int64_t gj = col0 + tile_pos(tx, c);
                     if (gj >= g.n)
                         continue;
                     TC *p = C + gi * g.ldc + gj;
@@ -388,5 +432,6 @@ ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path)
 
 ug_status ug_hip_gemm_own(ug_bdev *dev, const ug_gemm_args *a)
 {
-    return ug_hip_gemm_own_path(dev, a, ug_hip_gemm_default_path(dev, a));
+    const int forced = ug_hip_gemm_forced_path();
+    return ug_hip_gemm_own_path(dev, a, forced >= 0 ? forced : ug_hip_gemm_default_path(dev, a));
 }

@@ -495,6 +495,10 @@ static void test_conv_choices(ug_device *unused)
     remove_folders(root);
 }
 
+/* A small product's timing: a warm-up, then three rounds of eight runs back
+ * to back (gemm_choice.cpp). */
+enum { TIMED_CALLS = 1 + 3 * 8 };
+
 static void check_gemm_child(const outcome *r, int cublas_calls)
 {
     CHECK_MSG(r->status == 0, "child exit %d; stderr: %s", r->status, r->err);
@@ -513,7 +517,7 @@ static void test_gemm_choices(ug_device *unused)
 
     th_context("the first process times both paths and caches the faster");
     outcome r = run_child("--gemm", cache, root, slow);
-    check_gemm_child(&r, 4); /* a warm-up and three timed runs; the products on the own kernel */
+    check_gemm_child(&r, TIMED_CALLS); /* the products after it on the own kernel */
     const char *vendor_time = strstr(r.out, "vendor ");
     CHECK_MSG(strstr(r.out, shape) && vendor_time && strtod(vendor_time + 7, NULL) >= 20.0 &&
                   strstr(r.out, "timed now)"),
@@ -531,7 +535,7 @@ static void test_gemm_choices(ug_device *unused)
     th_context("a damaged cache is ignored with a warning and replaced");
     flip_byte(path, -4);
     r = run_child("--gemm", cache, root, slow);
-    check_gemm_child(&r, 4);
+    check_gemm_child(&r, TIMED_CALLS);
     CHECK_MSG(strstr(r.err, "warning: the GEMM choices' cache") && strstr(r.err, "measuring again"),
               "stderr: %s", r.err);
     ino_t replaced = cache_file(cache, "cuda-gemm-", path, sizeof path, &others);
@@ -553,6 +557,13 @@ static void test_gemm_choices(ug_device *unused)
     r = run_child("--gemm", fresh, root, own);
     check_gemm_child(&r, 0);
     CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "against own") && strstr(r.out, "timed now)"), "report: %s", r.out);
+
+    th_context("UG_GEMM=own128: that kernel runs every product, untimed");
+    static const char *const own128[] = {"UG_GEMM", "own128", NULL};
+    r = run_child("--gemm", fresh, root, own128);
+    check_gemm_child(&r, 0);
+    CHECK_MSG(strstr(r.out, "GEMM: own (UG_GEMM=own128)") && strstr(r.out, "chosen in this process: 0"),
+              "report: %s", r.out);
 
     th_context("a replayed graph: timed while launched, then captured and replayed");
     char graph_cache[700];

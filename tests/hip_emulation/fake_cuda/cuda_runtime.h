@@ -42,6 +42,11 @@ struct dim3 {
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
+/* CUDA's vector type, as the kernels load four floats of shared memory. */
+struct float4 {
+    float x, y, z, w;
+};
+
 /* Set by the scheduler before it resumes a GPU thread. */
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
