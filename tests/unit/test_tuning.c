@@ -30,8 +30,26 @@ static char *temp_folder(void)
     return mkdtemp(dir);
 }
 
+/* XDG_CACHE_HOME as the test found it, set again when its folder goes:
+ * the tests after it (and the cache writes of a device's other choices)
+ * would otherwise make the removed folder again. */
+static char saved_cache_home[512];
+static bool had_cache_home;
+
+static void use_cache_home(const char *dir)
+{
+    const char *was = getenv("XDG_CACHE_HOME");
+    had_cache_home = was != NULL;
+    snprintf(saved_cache_home, sizeof saved_cache_home, "%s", was ? was : "");
+    setenv("XDG_CACHE_HOME", dir, 1);
+}
+
 static void remove_folder(const char *dir)
 {
+    if (had_cache_home)
+        setenv("XDG_CACHE_HOME", saved_cache_home, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     CHECK(system(rm) == 0);
@@ -66,7 +84,7 @@ static void test_cache_file_checks(ug_device *unused)
     (void)unused;
     char *dir = temp_folder();
     REQUIRE(dir);
-    setenv("XDG_CACHE_HOME", dir, 1);
+    use_cache_home(dir);
     const char *key = "device A\ndriver 1.0";
     char path[512], why[700];
     REQUIRE(ug_cache_path("test", key, strlen(key), ".txt", path, sizeof path));
@@ -291,7 +309,7 @@ static void test_opencl_gemm_tuning(ug_device *dev)
     CHECK_MSG(tuning_file(cache, path, sizeof path) == again, "the replacement did not load");
 
     th_context("ug_device_autotune measures on request");
-    setenv("XDG_CACHE_HOME", cache, 1);
+    use_cache_home(cache);
     REQUIRE_OK(ug_device_autotune(dev, report, sizeof report));
     CHECK_MSG(strstr(report, "chosen: ") && strstr(report, "saved to ") &&
                   strstr(report, "CLBlast's database"),
