@@ -183,7 +183,15 @@ typedef struct ug_reduce_args {
  * matrix). sum_batch: one C = alpha * sum over b of op(A[b]) op(B[b]) +
  * beta * C (stride_c unused). A and B share one dtype, f32, f16 or bf16;
  * C is f32 or A's dtype. Products accumulate in f32 whatever the dtypes
- * (mixed precision: half operands, f32 accumulation, C rounded once). */
+ * (mixed precision: half operands, f32 accumulation, C rounded once).
+ * epilogue (optional; mem NULL: none): a graph's elementwise op on the
+ * product folded in (graph/plan.c), C = post(P op E) with P = alpha
+ * op(A) op(B) + beta C, op epilogue_op with epilogue_alpha (E op P when
+ * epilogue_first), and E[i][j] at row stride epilogue_rows (0: one value
+ * per column, a bias; n: a matrix of C's shape) in C's dtype; given only
+ * for a C of contiguous rows (ldc = n, stride_c = m n, its batches' rows
+ * one after another) and never with sum_batch. A backend applies it in its
+ * product's kernel or after it (ug_gemm_epilogue_by_binary). */
 typedef struct ug_gemm_args {
     bool trans_a, trans_b, sum_batch;
     bool deterministic; /* ug_deterministic(): a backend choosing between paths by timing takes a fixed one */
@@ -193,7 +201,30 @@ typedef struct ug_gemm_args {
     int64_t lda, ldb, ldc;
     int64_t stride_a, stride_b, stride_c;
     int64_t batch;
+    ug_kview epilogue;
+    ug_binary_kind epilogue_op;
+    float epilogue_alpha;
+    int64_t epilogue_rows;
+    bool epilogue_first;
+    ug_unary_kind post;
 } ug_gemm_args;
+
+/* A GEMM's epilogue (ug_gemm_args) as one binary launch over C, in place,
+ * for a backend whose product does not apply it. */
+static inline ug_status ug_gemm_epilogue_by_binary(ug_bdev *dev, const ug_gemm_args *args,
+                                                   ug_status (*binary)(ug_bdev *, const ug_binary_args *))
+{
+    if (!args->epilogue.mem || args->m <= 0 || args->n <= 0 || args->batch <= 0)
+        return UG_OK;
+    const bool first = args->epilogue_first;
+    const ug_binary_args op = {.op = args->epilogue_op, .post = args->post, .alpha = args->epilogue_alpha,
+                               .y = args->c, .a = first ? args->epilogue : args->c,
+                               .b = first ? args->c : args->epilogue, .ndim = 2,
+                               .shape = {args->m * args->batch, args->n},
+                               .a_strides = {first ? args->epilogue_rows : args->n, 1},
+                               .b_strides = {first ? args->n : args->epilogue_rows, 1}};
+    return binary(dev, &op);
+}
 
 /* A sum_batch GEMM as one GEMM per batch entry into the one C, beta 1 after
  * the first, for backends whose BLAS has no such call. */
@@ -597,7 +628,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 16
+#define UG_BACKEND_INTERFACE_REVISION 17
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

@@ -184,7 +184,7 @@ static void gemm_range(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
+static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args)
 {
     const ug_gemm_args *g = args;
     if (!ug_cpu_float_dtype(g->a.dtype) || g->b.dtype != g->a.dtype ||
@@ -254,4 +254,12 @@ ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
                             ug_dtype_name(g->a.dtype), (long long)g->m, (long long)g->n,
                             (long long)g->k);
     return UG_OK;
+}
+
+/* The product, then a graph's epilogue folded in (ug_gemm_args), in a
+ * pass of its own: on the host a launch costs nothing. */
+ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
+{
+    ug_status st = gemm_product(dev, args);
+    return st == UG_OK ? ug_gemm_epilogue_by_binary(dev, args, ug_cpu_binary) : st;
 }

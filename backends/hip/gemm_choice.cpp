@@ -46,6 +46,7 @@ typedef struct gemm_shape {
     int a_type, c_type; /* ug_dtype */
     int ta, tb;
     int64_t m, n, k, batch;
+    bool epilogue; /* an epilogue folded in: the library's path launches it after */
     bool vendor; /* the library is a candidate */
 } gemm_shape;
 
@@ -71,13 +72,14 @@ struct ug_hip_gemms {
 static bool same_shape(const gemm_shape *a, const gemm_shape *b)
 {
     return a->a_type == b->a_type && a->c_type == b->c_type && a->ta == b->ta && a->tb == b->tb &&
-           a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch && a->vendor == b->vendor;
+           a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch && a->epilogue == b->epilogue &&
+           a->vendor == b->vendor;
 }
 
 static gemm_shape shape_of(const ug_gemm_args *a, bool vendor)
 {
     return gemm_shape{(int)a->a.dtype, (int)a->c.dtype, (int)a->trans_a, (int)a->trans_b,
-                      a->m, a->n, a->k, a->batch, vendor};
+                      a->m, a->n, a->k, a->batch, a->epilogue.mem != NULL, vendor};
 }
 
 static const char *dtype_name(int t) { return t == UG_F16 ? "f16" : t == UG_BF16 ? "bf16" : "f32"; }
@@ -95,38 +97,42 @@ static int path_of(const char *name)
     return -1;
 }
 
-/* "f32 f32 NT 64 500 784 1 all own64 0.0123 0.0081 0.0110": the types of A
- * and C, the transposes, m n k batch, the candidates (all, or own: the
- * tiles), the path, and each candidate's time in ms (-1: not one). */
+/* "f32 f32 NT 64 500 784 1 epilogue all own64 0.0123 0.0081 ...": the
+ * types of A and C, the transposes, m n k batch, epilogue or none (an
+ * elementwise op folded in), the candidates (all, or own: the own
+ * kernels), the path, and each candidate's time in ms (-1: not one). */
 static int format_line(const gemm_choice *c, char *out, size_t len)
 {
     const gemm_shape *s = &c->shape;
     return snprintf(out, len,
-                    "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %.6g %.6g %.6g %.6g %.6g\n",
+                    "%s %s %c%c %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s %s %s %.6g %.6g %.6g %.6g %.6g\n",
                     dtype_name(s->a_type), dtype_name(s->c_type), s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m,
-                    s->n, s->k, s->batch, s->vendor ? "all" : "own", PATH_NAMES[c->path], (double)c->ms[0],
-                    (double)c->ms[1], (double)c->ms[2], (double)c->ms[3], (double)c->ms[4]);
+                    s->n, s->k, s->batch, s->epilogue ? "epilogue" : "none", s->vendor ? "all" : "own",
+                    PATH_NAMES[c->path], (double)c->ms[0], (double)c->ms[1], (double)c->ms[2], (double)c->ms[3],
+                    (double)c->ms[4]);
 }
 
 static bool parse_line(const char *line, gemm_choice *c)
 {
-    char a[8], cc[8], trans[4], candidates[8], path[12];
+    char a[8], cc[8], trans[4], epilogue[12], candidates[8], path[12];
     int used = 0;
     *c = gemm_choice{};
     gemm_shape *s = &c->shape;
-    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %7s %11s %f %f %f %f %f%n", a,
-               cc, trans, &s->m, &s->n, &s->k, &s->batch, candidates, path, &c->ms[0], &c->ms[1], &c->ms[2],
-               &c->ms[3], &c->ms[4], &used) != 14 ||
+    if (sscanf(line, "%7s %7s %3s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %11s %7s %11s %f %f %f %f %f%n",
+               a, cc, trans, &s->m, &s->n, &s->k, &s->batch, epilogue, candidates, path, &c->ms[0], &c->ms[1],
+               &c->ms[2], &c->ms[3], &c->ms[4], &used) != 15 ||
         line[used] != '\0' || strlen(trans) != 2)
         return false;
     s->a_type = dtype_of(a);
     s->c_type = dtype_of(cc);
     s->ta = trans[0] == 'T';
     s->tb = trans[1] == 'T';
+    s->epilogue = strcmp(epilogue, "epilogue") == 0;
     s->vendor = strcmp(candidates, "all") == 0;
     c->path = path_of(path);
     /* Values no timing could have written make the whole file suspect. */
     return s->a_type >= 0 && s->c_type >= 0 && strchr("NT", trans[0]) && strchr("NT", trans[1]) &&
+           (s->epilogue || strcmp(epilogue, "none") == 0) &&
            (s->vendor || strcmp(candidates, "own") == 0) && c->path >= 0 &&
            (s->vendor || c->path != UG_HIP_GEMM_VENDOR) && s->m > 0 && s->n > 0 && s->k >= 0 && s->batch > 0;
 }
@@ -302,7 +308,7 @@ ug_status ug_hip_gemms_open(ug_bdev *dev, const char *device_key)
     const char *library = ug_hip_blas_version();
     snprintf(g->key, sizeof g->key, "%s; %s; gemm", library, device_key);
     g->file.name = UG_HIP_BACKEND "-gemm";
-    g->file.header = "unigrad GEMM choices 2\n"; /* 2: five paths' times */
+    g->file.header = "unigrad GEMM choices 3\n"; /* 2: five paths' times; 3: epilogue or none */
     snprintf(g->file.what, sizeof g->file.what, "the GEMM choices' cache");
     dev->gemms = g;
     return UG_OK;
@@ -323,9 +329,9 @@ void ug_hip_gemms_close(ug_bdev *dev)
 static void describe(const gemm_choice *c, char *line, size_t len)
 {
     const gemm_shape *s = &c->shape;
-    int n = snprintf(line, len, "  %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64 "%s: %s", dtype_name(s->a_type),
+    int n = snprintf(line, len, "  %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s: %s", dtype_name(s->a_type),
                      s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, s->batch > 1 ? " batched" : "",
-                     PATH_NAMES[c->path]);
+                     s->epilogue ? "+epilogue" : "", PATH_NAMES[c->path]);
     if (c->source == UNTIMED) {
         if (n > 0 && (size_t)n < len)
             snprintf(line + n, len - (size_t)n, " (not timed: too large, or no memory)\n");

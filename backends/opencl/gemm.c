@@ -81,14 +81,14 @@ static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
     return ocl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
-ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
+static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
         return UG_OK;
     if (a->a.dtype != UG_F32)
         return half_gemm(dev, a);
     if (a->sum_batch)
-        return ug_gemm_sum_batch_by_loop(dev, a, ocl_gemm);
+        return ug_gemm_sum_batch_by_loop(dev, a, gemm_product);
     if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)
         return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");
     ocl_gemm_ready(dev);
@@ -143,4 +143,12 @@ ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
 void ocl_gemm_release(void)
 {
     CLBlastClearCache();
+}
+
+/* The product, then a graph's epilogue folded in (ug_gemm_args): CLBlast
+ * takes none, so one binary launch after it. */
+ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
+{
+    ug_status st = gemm_product(dev, a);
+    return st == UG_OK ? ug_gemm_epilogue_by_binary(dev, a, ocl_binary) : st;
 }

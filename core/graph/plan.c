@@ -75,6 +75,72 @@ static void fuse_activations(ug_graph *g)
     }
 }
 
+/* An elementwise op of two operands (with its activation, fuse_activations
+ * having folded it in) on a result read by nothing else is made by the op
+ * writing the result, where the op can (ug_op_def's take_epilogue): a
+ * linear layer's product adds its bias and applies its ReLU as it stores
+ * C, the product feeding a ReLU's gradient masks it. The other operand is
+ * a vector of the result's last axis (a bias) or a value of its shape,
+ * in its dtype; neither node may carry anything else folded in (a check,
+ * a running sum, a comparison, a cast, a group). */
+static bool no_folds(const graph_node *n)
+{
+    for (int k = 0; k < UG_OP_MAX_CHECKS; k++)
+        if (n->checks[k])
+            return false;
+    return !n->sum && !n->match && !n->writes_cast && !n->group;
+}
+
+/* x can be read where r is written, as an epilogue of r's producer (at
+ * node index at): x is written before (or by no live node: a parameter's
+ * half copy, which the last step's update wrote), is not what the op
+ * writes nor a running sum (updated in place), and is a vector of r's
+ * last axis or of r's shape, in its dtype. */
+static bool epilogue_operand(const ug_graph *g, const ug_value *x, const ug_value *r, const ug_value *out, int at)
+{
+    if (!x || x->dtype != r->dtype || ug_value_base(x) == ug_value_base(out) || ug_value_base(x)->kind == VALUE_SUM)
+        return false;
+    for (int k = at; k < g->node_count; k++)
+        if (!g->nodes[k]->dead && g->nodes[k] == ug_value_base(x)->producer)
+            return false;
+    if (x->ndim == 1 && x->shape[0] == r->shape[r->ndim - 1])
+        return true;
+    return x->ndim == r->ndim && !memcmp(x->shape, r->shape, sizeof(int64_t) * (size_t)r->ndim);
+}
+
+static void fold_epilogues(ug_graph *g)
+{
+    count_uses(g);
+    for (int i = 0; i < g->node_count; i++) {
+        graph_node *pair = g->nodes[i];
+        ug_epilogue e;
+        if (pair->dead || !pair->op.def->elementwise_pair || !pair->op.def->elementwise_pair(&pair->op, &e) ||
+            pair->nin != 2 || !no_folds(pair) || pair->per_row_scale != 0.0f)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            ug_value *r = pair->in[side], *x = pair->in[1 - side];
+            graph_node *producer = r ? r->producer : NULL;
+            int at = 0;
+            while (at < i && g->nodes[at] != producer)
+                at++;
+            e.first = side == 1; /* x is the op's first operand */
+            if (!r || x == r || !only_temp_of(g, r) || producer->out != r || !producer->op.def->take_epilogue ||
+                !no_folds(producer) || producer->segment != pair->segment || producer->phase != pair->phase ||
+                producer->nin >= UG_OP_MAX_INPUTS || r->dtype != pair->out->dtype ||
+                !epilogue_operand(g, x, r, pair->out, at) || r->ndim != pair->out->ndim ||
+                memcmp(r->shape, pair->out->shape, sizeof(int64_t) * (size_t)r->ndim) ||
+                !producer->op.def->take_epilogue(&producer->op, &e))
+                continue;
+            producer->in[producer->nin++] = x;
+            producer->out = pair->out;
+            pair->out->producer = producer;
+            r->producer = NULL;
+            pair->dead = pair->fused = true;
+            break;
+        }
+    }
+}
+
 /* A cast of a result read by nothing else is folded into the op that
  * produces it, which then writes the cast's dtype: GEMM's C may be f32 for
  * half operands (so a half copy's weight gradient, of a product or a
@@ -487,6 +553,7 @@ static ug_status plan_graph(ug_graph *g)
             ug_graph_fold_checks(g);
             fold_sums(g);
             fold_seed(g);
+            fold_epilogues(g);
         }
         st = ug_graph_add_recompute(g); /* after fusion: the copies are of fused nodes */
     }

@@ -345,6 +345,12 @@ static void binary_describe(const ug_op *op, char *out, size_t len)
     }
 }
 
+static bool binary_elementwise_pair(const ug_op *op, ug_epilogue *e)
+{
+    *e = (ug_epilogue){.on = true, .op = op->p.binary.op, .alpha = op->p.binary.alpha, .post = op->p.binary.post};
+    return true;
+}
+
 static bool binary_tests_equality(const ug_op *op)
 {
     return op->p.binary.op == UG_BINARY_EQUAL && op->p.binary.post == UG_UNARY_COPY;
@@ -352,7 +358,8 @@ static bool binary_tests_equality(const ug_op *op)
 
 const ug_op_def ug_op_binary = {.family = "binary op", .infer = binary_infer, .launch = binary_launch,
                                 .backward = binary_backward, .autocast = ug_autocast_follow,
-                                .take_post_op = binary_take_post_op, .describe = binary_describe,
+                                .take_post_op = binary_take_post_op, .elementwise_pair = binary_elementwise_pair,
+                                .describe = binary_describe,
                                 .tests_equality = binary_tests_equality};
 
 static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)

@@ -1,5 +1,6 @@
 /* Matrix products of the last two axes, 2-D and batched: defined once and
  * wrapped for eager use and graphs. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/graph/internal.h"
@@ -10,13 +11,24 @@ static int64_t rows_of(const ug_tensor *t) { return t->shape[t->ndim - 2]; }
 static int64_t cols_of(const ug_tensor *t) { return t->shape[t->ndim - 1]; }
 static int64_t matrix_count(const ug_tensor *t) { return ug_shape_numel(t->ndim - 2, t->shape); }
 
+/* C = op(A) op(B), then an epilogue folded in with operand x (a graph's
+ * elementwise op on the product: C is contiguous, as the GEMM requires,
+ * and x a vector of its last axis or a tensor of its shape). */
 static ug_status gemm(const char *op, ug_tensor *c, const ug_tensor *a, const ug_tensor *b,
-                      bool trans_a, bool trans_b)
+                      bool trans_a, bool trans_b, const ug_epilogue *e, const ug_tensor *x)
 {
     if (ug_tensor_numel(c) == 0)
         return UG_OK;
     ug_gemm_args g = {.trans_a = trans_a, .trans_b = trans_b, .deterministic = ug_deterministic(),
                       .alpha = 1.0f, .beta = 0.0f};
+    if (e->on) {
+        g.epilogue = ug_kview_of(x);
+        g.epilogue_op = e->op;
+        g.epilogue_alpha = e->alpha;
+        g.epilogue_first = e->first;
+        g.epilogue_rows = ug_tensor_numel(x) == ug_tensor_numel(c) ? cols_of(c) : 0;
+        g.post = e->post;
+    }
     g.a = ug_kview_of(a);
     g.b = ug_kview_of(b);
     g.c = ug_kview_of(c);
@@ -85,7 +97,28 @@ static ug_status matmul_infer(const ug_op *op, int nin, const ug_meta *in, ug_me
 
 static ug_status matmul_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
-    return gemm(op->name, out[0], in[0], in[1], op->p.matmul.ta, op->p.matmul.tb);
+    return gemm(op->name, out[0], in[0], in[1], op->p.matmul.ta, op->p.matmul.tb, &op->p.matmul.e, in[2]);
+}
+
+static bool matmul_take_epilogue(ug_op *op, const ug_epilogue *e)
+{
+    if (op->p.matmul.e.on)
+        return false;
+    op->p.matmul.e = *e;
+    return true;
+}
+
+/* "matmul", or with an epilogue folded in as the binary op names it:
+ * "matmul+add+relu", "matmul+relu_grad". */
+static void matmul_describe(const ug_op *op, char *out, size_t len)
+{
+    char epilogue[48] = "";
+    const ug_epilogue *e = &op->p.matmul.e;
+    if (e->on) {
+        const ug_op pair = {.def = &ug_op_binary, .p.binary = {.op = e->op, .post = e->post, .alpha = e->alpha}};
+        ug_op_binary.describe(&pair, epilogue, sizeof epilogue);
+    }
+    snprintf(out, len, "matmul%s%s", e->on ? "+" : "", epilogue);
 }
 
 /* Gradients of C = op(A) op(B); the products broadcast a 2-D operand over
@@ -113,12 +146,13 @@ static ug_status matmul_backward(ug_graph *g, graph_node *n, ug_value *gc)
 
 const ug_op_def ug_op_matmul = {.family = "matmul", .infer = matmul_infer, .launch = matmul_launch,
                                 .backward = matmul_backward, .autocast = ug_autocast_half,
-                                .writes_any_float = ug_writes_any_float};
+                                .writes_any_float = ug_writes_any_float, .take_epilogue = matmul_take_epilogue,
+                                .describe = matmul_describe};
 
 ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a, bool transpose_b,
                     ug_tensor **out)
 {
-    ug_op op = {.def = &ug_op_matmul, .name = "matmul", .p.matmul = {transpose_a, transpose_b}};
+    ug_op op = {.def = &ug_op_matmul, .name = "matmul", .p.matmul = {.ta = transpose_a, .tb = transpose_b}};
     const ug_tensor *in[2] = {a, b};
     return ug_op_eager(&op, 2, in, out);
 }
@@ -126,7 +160,7 @@ ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a, bo
 ug_status ug_g_matmul(ug_graph *g, ug_value *a, ug_value *b, bool transpose_a, bool transpose_b,
                       ug_value **out)
 {
-    ug_op op = {.def = &ug_op_matmul, .name = "graph matmul", .p.matmul = {transpose_a, transpose_b}};
+    ug_op op = {.def = &ug_op_matmul, .name = "graph matmul", .p.matmul = {.ta = transpose_a, .tb = transpose_b}};
     ug_value *in[2] = {a, b};
     return ug_op_graph(g, &op, 2, in, out);
 }

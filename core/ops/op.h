@@ -58,6 +58,17 @@ enum {
     UG_OP_MATCH_INPUT = UG_OP_SUM_INPUT + 1
 };
 
+/* An elementwise op of two operands with an activation after, as one op
+ * applies it to the result of another (take_epilogue): y = post(r op x)
+ * with r the result, or post(x op r) where first (x is op's first
+ * operand). */
+typedef struct ug_epilogue {
+    bool on, first;
+    ug_binary_kind op;
+    float alpha;
+    ug_unary_kind post;
+} ug_epilogue;
+
 typedef struct ug_op_def {
     const char *family;  /* names the op in messages when the instance does not */
     /* Checks the inputs and writes the metas of the results; *nout >= 1. */
@@ -89,6 +100,17 @@ typedef struct ug_op_def {
     ug_unary_kind (*activation)(const ug_op *op);
     /* Takes activation act as its post-op; false: it cannot. */
     bool (*take_post_op)(ug_op *op, ug_unary_kind act);
+    /* Whether it is y = post(a op b) elementwise with alpha, of two inputs
+     * of its result's dtype and nothing else (*e: those parts): a bias
+     * add, an activation's gradient, which the op producing a or b may
+     * apply as it writes it (take_epilogue). */
+    bool (*elementwise_pair)(const ug_op *op, ug_epilogue *e);
+    /* Makes its launch apply e to its result as it writes it, with its
+     * input nin as e's other operand (a bias: one value per column of its
+     * result, or a matrix of its shape; the result's dtype): the op e
+     * came from then costs no launch (graph/plan.c folds it in). false: it
+     * cannot. */
+    bool (*take_epilogue)(ug_op *op, const ug_epilogue *e);
     /* The result is the input in another dtype and nothing else: autocast
      * reuses it for every reader, and its producer may absorb it. */
     bool pure_cast;
@@ -158,7 +180,8 @@ struct ug_op {
          * (ug_graph_bind), and with mean its alpha is 1 / the elements
          * each input element spreads over. */
         struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
-        struct { bool ta, tb; } matmul;
+        /* an epilogue with its input 2 (take_epilogue); e.on: one */
+        struct { bool ta, tb; ug_epilogue e; } matmul;
         /* compares: an equality test of argmax's index folded in */
         struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; } reduce;
         struct { bool log; } softmax;

@@ -38,7 +38,30 @@ typedef struct gemm_k {
     float alpha, beta;
     const void *a, *b; /* TA */
     void *c;           /* TC */
+    /* The epilogue folded in (ug_gemm_args): E (TC; NULL: none), its row
+     * stride, its op and the activation after. */
+    const void *e;
+    int64_t e_rows;
+    int e_op, post;
+    float e_alpha;
+    bool e_first;
 } gemm_k;
+
+/* C's element at p, row i (of all batches) and column j, from its sum:
+ * alpha sum + beta C (beta 0 never reads C, which may hold NaN, as in
+ * BLAS), then the epilogue's op with E and its activation; rounded once. */
+template <typename TC>
+UG_DEV TC gemm_out(const gemm_k &g, float sum, const TC *p, int64_t i, int64_t j)
+{
+    float v = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * ug_widen(*p);
+    if (g.e) {
+        const float e = ug_widen(((const TC *)g.e)[i * g.e_rows + j]);
+        v = g.e_first ? ug_binary_op(g.e_op, e, v, g.e_alpha) : ug_binary_op(g.e_op, v, e, g.e_alpha);
+    }
+    if (g.post != UG_UNARY_COPY)
+        v = ug_unary_op(g.post, v, 1.0f, 0.0f);
+    return ug_narrow<TC>(v);
+}
 
 /* Where a thread's r-th output row (column) of a tile lies, for the
  * thread's ty (tx): groups of four adjacent rows, 64 apart, so that a
@@ -174,10 +197,7 @@ __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
                     if (gj >= g.n)
                         continue;
                     TC *p = C + gi * g.ldc + gj;
-                    /* beta == 0 never reads C (it may hold NaN), as in BLAS. */
-                    *p = ug_narrow<TC>(g.beta == 0.0f
-                                           ? g.alpha * acc[r][c]
-                                           : g.alpha * acc[r][c] + g.beta * ug_widen(*p));
+                    *p = gemm_out(g, acc[r][c], p, bz * g.m + gi, gj);
                 }
             }
         }
@@ -214,6 +234,11 @@ __global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gem
             const int64_t e0 = g.sum_batch ? 0 : bz, e1 = g.sum_batch ? g.batch : bz + 1;
             for (int64_t e = e0; e < e1; e++) {
                 const TA *A = (const TA *)g.a + e * g.sa, *B = (const TA *)g.b + e * g.sb;
+                /* Unrolled so that several steps' loads are in flight at
+                 * once: a GPU issues in order, and one step's add would
+                 * otherwise wait out its loads before the next are issued.
+                 * The sum's order stays the same. */
+#pragma unroll 4
                 for (int64_t k = lane; k < g.k; k += DOT_LANES)
                     sum += a_at(g, A, i, k) * b_at(g, B, k, j);
             }
@@ -227,24 +252,26 @@ __global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gem
         }
         if (lane == 0 && o < total) {
             TC *p = (TC *)g.c + bz * g.sc + i * g.ldc + j;
-            const float v = part[threadIdx.x];
-            *p = ug_narrow<TC>(g.beta == 0.0f ? g.alpha * v : g.alpha * v + g.beta * ug_widen(*p));
+            *p = gemm_out(g, part[threadIdx.x], p, bz * g.m + i, j);
         }
         __syncthreads(); /* part is written again next turn */
     }
 }
 
-/* C = alpha (the sum of the splits' partials, in order) + beta C. */
+/* C = alpha (the sum of the splits' partials, in order) + beta C, and the
+ * epilogue. */
 template <typename TC>
 __global__ void ug_gemm_split_sum_kernel(const float *parts, int64_t splits, gemm_k g)
 {
     const int64_t mn = g.m * g.n;
     for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < mn; o += (int64_t)gridDim.x * blockDim.x) {
         float sum = 0.0f;
+        /* Eight partials' loads in flight at once, as in the dot kernel. */
+#pragma unroll 8
         for (int64_t s = 0; s < splits; s++)
             sum += parts[s * mn + o];
         TC *p = (TC *)g.c + o / g.n * g.ldc + o % g.n;
-        *p = ug_narrow<TC>(g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * ug_widen(*p));
+        *p = gemm_out(g, sum, p, o / g.n, o % g.n);
     }
 }
 
@@ -333,6 +360,8 @@ static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k 
     p.sc = a->m * a->n;
     p.alpha = 1.0f;
     p.beta = 0.0f;
+    p.e = NULL; /* applied once, with the sums */
+    p.post = UG_UNARY_COPY;
     ug_gemm_args partial = *a;
     partial.batch = splits;
     partial.c.dtype = UG_F32;
@@ -424,6 +453,12 @@ ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path)
     g.b = ug_hip_ptr(&a->b);
     g.c = ug_hip_ptr(&a->c);
     g.k_whole = 0;
+    g.e = ug_hip_ptr(&a->epilogue);
+    g.e_rows = a->epilogue_rows;
+    g.e_op = a->epilogue_op;
+    g.e_alpha = a->epilogue_alpha;
+    g.e_first = a->epilogue_first;
+    g.post = a->post;
     return path == UG_HIP_GEMM_OWN_DOT     ? launch_dot(dev, a, g)
            : path == UG_HIP_GEMM_OWN_SPLIT ? launch_split(dev, a, g)
            : path == UG_HIP_GEMM_OWN_128 ? launch<8>(dev, a, g)

@@ -45,7 +45,7 @@ cat "$dir/train.out"
 # The line is broken to fit 80 columns: read it with its breaks as spaces.
 tr -s '\n ' ' ' < "$dir/train.out" | grep -q "profile: steps 6-15 on $device written to $dir/train.json" ||
     fail "ug-train did not report the profile of steps 6-15"
-grep -q "^fc1/matmul " "$dir/train.out" || fail "the table has no fc1/matmul row"
+grep -q "^fc1/matmul+add+relu " "$dir/train.out" || fail "the table has no fc1/matmul+add+relu row"
 # Against its own steps' spans, which also hold the profiler's own work
 # between launches (about 1 us each, 45 a step): within 15%.
 python3 "$checker" "$dir/train.json" --tolerance $train_tolerance $gap || fail "ug-train's trace"

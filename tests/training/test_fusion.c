@@ -1,8 +1,8 @@
 /* Fusion (graph/plan.c) against the same graph unfused
  * (ug_graph_set_fusion(g, false)), on every device: the kernels it saves,
  * counted from the plan, and the same training within float rounding
- * (activations folded into bias adds and batch norm, casts into their
- * producers, the optimizer's updates in one launch, numeric checks and
+ * (activations folded into bias adds and batch norm, elementwise ops into
+ * the products before them, casts into their producers, the optimizer's updates in one launch, numeric checks and
  * running sums into the kernels that read or write their values, a
  * metric's equality test into its argmax, the loss seed into the
  * cross-entropy's gradient). */
@@ -105,14 +105,15 @@ static void compare(ug_device *dev, bool cnn, ug_dtype precision, ug_check_mode 
     CHECK_MSG(rel <= tolerance, "fused and unfused parameters differ by %.3g (relative) after %d steps", rel, STEPS);
 }
 
-/* The ReLU into fc1's bias add, three of four updates into one launch,
- * the loss seed into the cross-entropy's gradient; with the default checks
+/* The ReLU into fc1's bias add, both bias adds and the ReLU's gradient into
+ * the products before them, three of four updates into one launch, the
+ * loss seed into the cross-entropy's gradient; with the default checks
  * also their twelve nodes (a sum and a flag each): the logits and the
  * loss checked by the cross-entropy, the four gradients by the update. */
 TS_TEST(mlp_fused_as_unfused)
 {
-    compare(dev, false, UG_F32, UG_CHECK_NONE, 5, 0, 1e-5);
-    compare(dev, false, UG_F32, UG_CHECK_LOSS_AND_GRADS, 5 + 12, 0, 1e-5);
+    compare(dev, false, UG_F32, UG_CHECK_NONE, 8, 0, 1e-5);
+    compare(dev, false, UG_F32, UG_CHECK_LOSS_AND_GRADS, 8 + 12, 0, 1e-5);
 }
 /* The same, and casts folded into the ops producing their inputs: where the
  * unfused graph rounds an intermediate to bf16 the fused one may not, so
@@ -125,6 +126,90 @@ TS_TEST(mlp_f16_fused_as_unfused) { compare(dev, false, UG_F16, UG_CHECK_LOSS_AN
 /* The ReLU into batch norm, five of six updates, the seed; the checks of
  * the logits, the loss and six gradients. */
 TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, UG_CHECK_LOSS_AND_GRADS, -1, 7 + 16, 1e-5); }
+
+/* Elementwise ops on a product made by the product as it stores C
+ * (take_epilogue): relu(x W^T + b); a batched x [2, ROWS, K] times the
+ * same W, plus b, then a sigmoid; m - x W^T with m of the product's shape
+ * (the product the second operand); and a product that is kept (read after
+ * the run), so its bias add stays a kernel of its own. Each result equals
+ * the host's double-precision one within f32 rounding, fused or not, and
+ * fusion saves five kernels. */
+TS_TEST(epilogues_folded_into_products)
+{
+    enum { ROWS = 37, K = 19, N = 23, B = 2, RESULTS = 4 };
+    static float x[B * ROWS * K], w[N * K], bias[N], m[B * ROWS * N], want[RESULTS][B * ROWS * N];
+    for (int i = 0; i < B * ROWS * K; i++)
+        x[i] = (float)((i * 37 % 29) - 14) / 16.0f;
+    for (int i = 0; i < N * K; i++)
+        w[i] = (float)((i * 13 % 23) - 11) / 32.0f;
+    for (int i = 0; i < N; i++)
+        bias[i] = (float)(i % 7 - 3) / 4.0f;
+    for (int i = 0; i < B * ROWS * N; i++)
+        m[i] = (float)(i % 11) / 8.0f;
+    for (int r = 0; r < B * ROWS; r++)
+        for (int n = 0; n < N; n++) {
+            double v = 0;
+            for (int k = 0; k < K; k++)
+                v += (double)x[r * K + k] * w[n * K + k];
+            const int o = r * N + n;
+            if (r < ROWS)
+                want[0][o] = (float)(v + bias[n] > 0 ? v + bias[n] : 0);
+            want[1][o] = (float)(1.0 / (1.0 + exp(-(v + bias[n]))));
+            want[2][o] = (float)(m[o] - v);
+            want[3][o] = (float)(v + bias[n]);
+        }
+    const int64_t xs[2] = {ROWS, K}, xs3[3] = {B, ROWS, K}, ws[2] = {N, K}, bs[1] = {N}, ms[3] = {B, ROWS, N};
+    const int64_t counts[RESULTS] = {ROWS * N, B * ROWS * N, B * ROWS * N, B * ROWS * N};
+    int nodes[2] = {0, 0};
+    for (int fused = 0; fused < 2; fused++) {
+        th_context("%s", fused ? "fused" : "unfused");
+        ug_graph *g = ts_graph(ts_model(dev, 5));
+        REQUIRE(g);
+        ug_value *xv = NULL, *x3 = NULL, *wv = NULL, *bv = NULL, *mv = NULL, *prod[RESULTS] = {NULL},
+                 *sum[2] = {NULL}, *out[RESULTS] = {NULL};
+        REQUIRE_OK(ug_graph_set_fusion(g, fused));
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &xv));
+        REQUIRE_OK(ug_graph_input(g, "x3", UG_F32, 3, xs3, &x3));
+        REQUIRE_OK(ug_graph_input(g, "w", UG_F32, 2, ws, &wv));
+        REQUIRE_OK(ug_graph_input(g, "b", UG_F32, 1, bs, &bv));
+        REQUIRE_OK(ug_graph_input(g, "m", UG_F32, 3, ms, &mv));
+        REQUIRE_OK(ug_g_matmul(g, xv, wv, false, true, &prod[0]));
+        REQUIRE_OK(ug_g_add(g, prod[0], bv, &sum[0]));
+        REQUIRE_OK(ug_g_relu(g, sum[0], &out[0]));
+        REQUIRE_OK(ug_g_matmul(g, x3, wv, false, true, &prod[1]));
+        REQUIRE_OK(ug_g_add(g, bv, prod[1], &sum[1])); /* the bias first */
+        REQUIRE_OK(ug_g_sigmoid(g, sum[1], &out[1]));
+        REQUIRE_OK(ug_g_matmul(g, x3, wv, false, true, &prod[2]));
+        REQUIRE_OK(ug_g_sub(g, mv, prod[2], &out[2]));
+        REQUIRE_OK(ug_g_matmul(g, x3, wv, false, true, &prod[3]));
+        REQUIRE_OK(ug_graph_keep(g, prod[3]));
+        REQUIRE_OK(ug_g_add(g, prod[3], bv, &out[3]));
+        for (int o = 0; o < RESULTS; o++)
+            REQUIRE_OK(ug_graph_keep(g, out[o]));
+        REQUIRE((nodes[fused] = compiled_kernels(g)) >= 0);
+        ug_tensor *xt = ts_tensor_f32(dev, 2, xs, x), *x3t = ts_tensor_f32(dev, 3, xs3, x);
+        ug_tensor *wt = ts_tensor_f32(dev, 2, ws, w), *bt = ts_tensor_f32(dev, 1, bs, bias);
+        ug_tensor *mt = ts_tensor_f32(dev, 3, ms, m);
+        REQUIRE(xt && x3t && wt && bt && mt);
+        REQUIRE_OK(ug_graph_bind(g, xv, xt));
+        REQUIRE_OK(ug_graph_bind(g, x3, x3t));
+        REQUIRE_OK(ug_graph_bind(g, wv, wt));
+        REQUIRE_OK(ug_graph_bind(g, bv, bt));
+        REQUIRE_OK(ug_graph_bind(g, mv, mt));
+        REQUIRE_OK(ug_graph_run(g));
+        static float got[B * ROWS * N];
+        for (int o = 0; o < RESULTS; o++) {
+            REQUIRE_OK(ug_graph_read(g, out[o], got, (size_t)counts[o] * sizeof(float)));
+            double worst = 0;
+            for (int64_t i = 0; i < counts[o]; i++) {
+                const double err = fabs((double)got[i] - want[o][i]) / (fabs(want[o][i]) + 1e-3);
+                worst = err > worst ? err : worst;
+            }
+            CHECK_MSG(worst <= 1e-5, "result %d differs from the host's by %.3g (relative)", o, worst);
+        }
+    }
+    CHECK_EQ_I64(nodes[1], nodes[0] - 5);
+}
 
 /* A metric's predicted class: argmax's index cast to f32, the cast folded
  * into the argmax (one kernel fewer), equal to the host's first index of
@@ -372,6 +457,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(mlp_bf16_fused_as_unfused),
         TH_DEVICE_TEST(mlp_f16_fused_as_unfused),
         TH_DEVICE_TEST(cnn_fused_as_unfused),
+        TH_DEVICE_TEST(epilogues_folded_into_products),
         TH_DEVICE_TEST(argmax_cast_folded),
         TH_DEVICE_TEST(correct_predictions_folded),
         TH_DEVICE_TEST(running_sums_folded),
