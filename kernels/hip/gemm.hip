@@ -321,8 +321,12 @@ static ug_status launch_dot(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g
 
 /* K's slices for a split product: enough for two blocks an SM, each slice
  * at least SPLIT_DEPTH deep and a multiple of TK; 1: no split (a batch, or
- * too short a K, or partials too large for the scratch). */
-constexpr int64_t SPLIT_DEPTH = 64, SPLIT_MAX = 64;
+ * too short a K, or partials too large for the scratch). A block of a
+ * small C waits out its loads at every step of K, so short slices (an
+ * MLP's first layer, 64x500 over 784: 17 slices of three steps) cost
+ * little more than their partials' sums, whose loads are in flight
+ * together. */
+constexpr int64_t SPLIT_DEPTH = 32, SPLIT_MAX = 64;
 constexpr double SPLIT_SCRATCH_LIMIT = 64.0 * (1 << 20); /* bytes of partials */
 static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *depth)
 {
@@ -417,9 +421,9 @@ int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a)
      * groups fill more of the GPU than the tiles' few blocks. */
     if (a->m * a->n * outputs <= 4096 && a->k >= 4 * DOT_LANES)
         return UG_HIP_GEMM_OWN_DOT;
-    /* Tiles for fewer than half the SMs over a K of four slices or more. */
+    /* Tiles for fewer than half the SMs over a K of 256 or more. */
     const int64_t small = ((a->m + 63) / 64) * ((a->n + 63) / 64) * outputs;
-    if (2 * small < dev->sm_count && a->k >= 4 * SPLIT_DEPTH && ug_hip_gemm_own_fits(dev, a, UG_HIP_GEMM_OWN_SPLIT))
+    if (2 * small < dev->sm_count && a->k >= 256 && ug_hip_gemm_own_fits(dev, a, UG_HIP_GEMM_OWN_SPLIT))
         return UG_HIP_GEMM_OWN_SPLIT;
     /* The larger tile once its blocks alone fill every SM. */
     const int64_t big = ((a->m + 127) / 128) * ((a->n + 127) / 128) * outputs;
