@@ -4,21 +4,22 @@
  * vendor library tuned for large products can lose to a plain kernel on
  * the small ones a training step is made of, and which own kernel wins
  * depends on how many blocks fill the GPU; so each shape's first product
- * (outside a capture) times every candidate, on the device, on the caller's operands into a C of the
- * module's own, and the fastest runs that shape from then on: fixed for
- * the device's life, and cached per device, driver and library version
- * (choices.h), so a later process skips the timing. With UG_GEMM=own, or
- * where the library cannot run the product, the candidates are the own
- * kernels.
+ * (outside a capture) times every candidate, on the device, on the
+ * caller's operands into a C of the module's own, and the fastest runs
+ * that shape from then on: fixed for the device's life, and cached per
+ * device, driver and library version (choices.h), so a later process
+ * skips the timing. With UG_GEMM=own, or where the library cannot run the
+ * product, the candidates are the own kernels; UG_GEMM=own64 (or another
+ * own kernel's name) runs that kernel, untimed.
  *
  * Nothing is timed where the choice must not depend on a measurement, and
  * the vendor (else the own kernel that suits the shape,
- * ug_hip_gemm_default_path) runs: UG_AUTOTUNE=0 (as for CLBlast's parameters on OpenCL, no cache
- * read or written), deterministic mode (ug_set_deterministic: a process
- * whose cache is gone could time another path faster and round
- * differently), a product met first inside a capture (timing synchronises,
- * which a capture forbids), and one whose C would take more than
- * TIMING_C_LIMIT. */
+ * ug_hip_gemm_default_path) runs: UG_AUTOTUNE=0 (as for CLBlast's
+ * parameters on OpenCL, no cache read or written), deterministic mode
+ * (ug_set_deterministic: a process whose cache is gone could time another
+ * path faster and round differently), a product met first inside a
+ * capture (timing synchronises, which a capture forbids), and one whose C
+ * would take more than TIMING_C_LIMIT. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

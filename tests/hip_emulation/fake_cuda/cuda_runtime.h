@@ -157,11 +157,11 @@ inline float __int_as_float(int i)
     return f;
 }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 /* The SM's cycle counter: here each read advances it by 2^20, so a kernel
  * that spins for a count of cycles (the GEMM timing's hold) ends after a
  * few reads, as every emulated launch must before the call returns. */
 long long clock64(void);
-inline float __fmul_rn(float a, float b) { return a * b; }
 
 /* Runs body() once per GPU thread of every block of grid (body is the
  * rewritten launch: a call of the kernel with its arguments), now or, on
