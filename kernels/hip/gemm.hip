@@ -6,13 +6,14 @@
  * once. With sum_batch, one C sums the products of every batch entry in
  * registers before it is stored.
  *
- * A square tile of C per block of 16x16 threads, R x R outputs per thread
- * held in registers: R = 4 (a 64x64 tile, more blocks for a small C) or
- * R = 8 (128x128, twice the arithmetic per value staged, for a C that
- * fills the GPU); K advances 16 at a time through two buffers in shared
- * memory, the next step's loads in flight while the block multiplies.
- * Tiles are loaded with the stored matrix's contiguous axis across
- * threads, for either transpose.
+ * A square tile of C per block of 256 threads (a 16x16 grid, each warp a
+ * 4x8 patch of it), R x R outputs per thread held in registers: R = 4 (a
+ * 64x64 tile, more blocks for a small C) or R = 8 (128x128, twice the
+ * arithmetic per value staged, for a C that fills the GPU); K advances 16
+ * at a time through two buffers in shared memory, the next step's loads
+ * in flight while the block multiplies. Each thread loads runs of four
+ * values along the stored matrix's contiguous axis, for either transpose,
+ * one 16-byte load a run where the operand's alignment allows.
  *
  * A small C (a classifier's 10 columns, a layer's bias-sized gradient)
  * leaves a tile kernel a block or two, each walking all of K alone: the
@@ -66,61 +67,104 @@ UG_DEV TC gemm_out(const gemm_k &g, float sum, const TC *p, int64_t i, int64_t j
 /* Where a thread's r-th output row (column) of a tile lies, for the
  * thread's ty (tx): groups of four adjacent rows, 64 apart, so that a
  * thread reads its four operands of each group from shared memory in one
- * 16-byte load, and a warp stores 64 adjacent values of C per row. */
+ * 16-byte load. */
 UG_DEV int tile_pos(int thread, int r) { return (r / 4) * 64 + thread * 4 + r % 4; }
 
-/* The operands' tiles as a block stages them: each of the 256 threads
- * loads R values of A's tile and R of B's at K offset k0 into registers,
- * the stored matrix's contiguous axis across threads for either
- * transpose, then stores them into shared memory. */
-template <typename TA, int R> struct tile_stage {
-    static constexpr int T = 16 * R, DEPTH_STEP = 256 / T; /* rows of K a pass of 256 threads loads */
-    float a[R], b[R];
+/* A thread's place (tx, ty) in the block's 16x16 grid: each warp of 32 is
+ * a 4 (ty) x 8 (tx) patch of it, so a step of K reads 4 rows' operands of
+ * A and 8 columns' of B from shared memory, 64 and 128 bytes, each one
+ * pass of the banks (a warp across 16 columns would read 256 bytes of B). */
+UG_DEV void thread_place(int t, int &tx, int &ty)
+{
+    const int warp = t / 32, lane = t % 32;
+    tx = (warp % 2) * 8 + lane % 8;
+    ty = (warp / 2) * 4 + lane / 8;
+}
 
-    UG_DEV static void a_slot(const gemm_k &g, int t, int r, int &i, int &kk)
+/* Four consecutive elements of a stored operand, as f32: one 16-byte
+ * (f32) or 8-byte (f16, bf16) load where all four exist and p is aligned
+ * for it; else each of the first `avail` alone, the rest 0. */
+template <typename TA> struct alignas(4 * sizeof(TA)) four_of {
+    TA v[4];
+};
+template <typename TA>
+UG_DEV void load_four(const TA *p, int64_t avail, bool aligned, float (&out)[4])
+{
+    if (aligned && avail >= 4) {
+        const four_of<TA> f = *(const four_of<TA> *)p;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            out[q] = ug_widen(f.v[q]);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            out[q] = q < avail ? ug_widen(p[q]) : 0.0f;
+    }
+}
+
+/* One operand's tile of T (its extent: A's rows or B's columns) x TK as a
+ * block stages it: each of the 256 threads loads R/4 runs of four values
+ * along the stored matrix's contiguous axis (K where it is K-major: A
+ * untransposed, B transposed; else the extent), then stores them into
+ * shared memory as S[kk][i]. Each thread keeps a pointer to its first
+ * run and moves it a step of K at a time, so no index is multiplied in
+ * the loop. */
+template <typename TA, int R> struct operand_stage {
+    static constexpr int T = 16 * R, PASSES = R / 4;
+    /* Per pass, 256 threads cover 64 rows of the extent (K-major: four runs
+     * of 4 a row) or 1024 / T rows of K (T / 4 runs a row). */
+    static constexpr int K_ROWS = 1024 / T;
+    const TA *p;
+    int64_t pass_step, k_step, edge; /* edge: the extent left from the tile's origin */
+    int i, kk;                       /* the thread's first run, in the tile */
+    bool k_major, aligned;
+    float v[PASSES][4];
+
+    /* X: the operand of one batch entry, ld its leading dimension, extent
+     * its length across the tile, origin the tile's first row there. */
+    UG_DEV void start(const TA *X, int64_t ld, bool k_contiguous, int64_t extent, int64_t origin, int t)
     {
-        if (!g.ta) { /* A is [m, k]: k contiguous */
-            kk = t % TK;
-            i = t / TK + r * 16;
-        } else { /* A is [k, m]: m contiguous */
-            i = t % T;
-            kk = t / T + r * DEPTH_STEP;
+        k_major = k_contiguous;
+        aligned = ld % 4 == 0 && (uintptr_t)X % sizeof(four_of<TA>) == 0;
+        edge = extent - origin;
+        if (k_major) {
+            i = t / 4;
+            kk = t % 4 * 4;
+            p = X + (origin + i) * ld + kk;
+            pass_step = 64 * ld;
+            k_step = TK;
+        } else {
+            i = t % (T / 4) * 4;
+            kk = t / (T / 4);
+            p = X + (int64_t)kk * ld + origin + i;
+            pass_step = K_ROWS * ld;
+            k_step = TK * ld;
         }
     }
-    UG_DEV static void b_slot(const gemm_k &g, int t, int r, int &j, int &kk)
-    {
-        if (!g.tb) { /* B is [k, n]: n contiguous */
-            j = t % T;
-            kk = t / T + r * DEPTH_STEP;
-        } else { /* B is [n, k]: k contiguous */
-            kk = t % TK;
-            j = t / TK + r * 16;
-        }
-    }
-    UG_DEV void load(const gemm_k &g, const TA *A, const TA *B, int64_t depth, int64_t row0, int64_t col0,
-                     int64_t k0, int t)
+    /* The runs at K offset k0 (steps taken in order from 0) of a K of depth. */
+    UG_DEV void load(int64_t k0, int64_t depth)
     {
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            int i, j, kk;
-            a_slot(g, t, r, i, kk);
-            const int64_t gi = row0 + i, gka = k0 + kk;
-            a[r] = gi < g.m && gka < depth ? ug_widen(g.ta ? A[gka * g.lda + gi] : A[gi * g.lda + gka]) : 0.0f;
-            b_slot(g, t, r, j, kk);
-            const int64_t gj = col0 + j, gkb = k0 + kk;
-            b[r] = gj < g.n && gkb < depth ? ug_widen(g.tb ? B[gj * g.ldb + gkb] : B[gkb * g.ldb + gj]) : 0.0f;
+        for (int s = 0; s < PASSES; s++) {
+            const int64_t avail = k_major ? (i + s * 64 < edge ? depth - k0 - kk : 0)
+                                          : (k0 + kk + s * K_ROWS < depth ? edge - i : 0);
+            load_four(p + s * pass_step, avail, aligned, v[s]);
         }
+        p += k_step;
     }
-    UG_DEV void store(const gemm_k &g, float (*As)[T + 4], float (*Bs)[T + 4], int t) const
+    UG_DEV void store(float (*S)[T + 4]) const
     {
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            int i, j, kk;
-            a_slot(g, t, r, i, kk);
-            As[kk][i] = a[r];
-            b_slot(g, t, r, j, kk);
-            Bs[kk][j] = b[r];
-        }
+        for (int s = 0; s < PASSES; s++)
+            if (k_major) {
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    S[kk + q][i + s * 64] = v[s][q];
+            } else {
+                float4 f;
+                f.x = v[s][0], f.y = v[s][1], f.z = v[s][2], f.w = v[s][3];
+                *(float4 *)&S[kk + s * K_ROWS][i] = f;
+            }
     }
 };
 
@@ -133,15 +177,23 @@ template <typename TA, int R>
 UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t depth, int64_t row0, int64_t col0,
                       float (*As)[TK][16 * R + 4], float (*Bs)[TK][16 * R + 4], float (&acc)[R][R])
 {
-    const int tx = threadIdx.x, ty = threadIdx.y, t = ty * 16 + tx;
-    tile_stage<TA, R> next;
-    next.load(g, A, B, depth, row0, col0, 0, t);
-    next.store(g, As[0], Bs[0], t);
+    const int t = threadIdx.x;
+    int tx, ty;
+    thread_place(t, tx, ty);
+    operand_stage<TA, R> a, b;
+    a.start(A, g.lda, !g.ta, g.m, row0, t);
+    b.start(B, g.ldb, g.tb, g.n, col0, t);
+    a.load(0, depth);
+    b.load(0, depth);
+    a.store(As[0]);
+    b.store(Bs[0]);
     __syncthreads();
     for (int64_t k0 = 0, buf = 0; k0 < depth; k0 += TK, buf ^= 1) {
         const bool more = k0 + TK < depth;
-        if (more)
-            next.load(g, A, B, depth, row0, col0, k0 + TK, t);
+        if (more) {
+            a.load(k0 + TK, depth);
+            b.load(k0 + TK, depth);
+        }
 #pragma unroll
         for (int kk = 0; kk < TK; kk++) {
             float av[R], bv[R];
@@ -158,23 +210,28 @@ UG_DEV void gemm_tile(const gemm_k &g, const TA *A, const TA *B, int64_t depth, 
                 for (int c = 0; c < R; c++)
                     acc[r][c] += av[r] * bv[c];
         }
-        if (more)
-            next.store(g, As[buf ^ 1], Bs[buf ^ 1], t);
+        if (more) {
+            a.store(As[buf ^ 1]);
+            b.store(Bs[buf ^ 1]);
+        }
         __syncthreads();
     }
 }
 
-/* TA: the type of A and B; TC: C's (float, or TA); R: outputs per thread
- * along each axis. */
+/* A block's tiles of C: TA, the type of A and B; TC, C's (float, or TA);
+ * R, outputs per thread along each axis. */
 template <typename TA, typename TC, int R>
-__global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
+UG_DEV void gemm_tiles(const gemm_k &g)
 {
     constexpr int T = 16 * R;
-    /* [buffer][kk][i] = op(A)(row0 + i, k0 + kk), op(B)(k0 + kk, col0 + i);
-     * rows of T + 4 (a multiple of 4) keep 16-byte loads aligned. */
-    alignas(16) __shared__ float As[2][TK][T + 4];
-    alignas(16) __shared__ float Bs[2][TK][T + 4];
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    /* [operand][buffer][kk][i] = op(A)(row0 + i, k0 + kk) and
+     * op(B)(k0 + kk, col0 + i); rows of T + 4 (a multiple of 4) keep
+     * 16-byte loads aligned. Its 64 rows hold 64 rows of C on the way out. */
+    alignas(16) __shared__ float stage[2][2][TK][T + 4];
+    float(*C_rows)[T + 4] = (float(*)[T + 4]) & stage[0][0][0][0];
+    const int t = threadIdx.x;
+    int tx, ty;
+    thread_place(t, tx, ty);
     const int64_t tiles_m = (g.m + T - 1) / T;
     const int64_t outputs = g.sum_batch ? 1 : g.batch; /* matrices of C */
     for (int64_t bz = blockIdx.z; bz < outputs; bz += gridDim.z) {
@@ -186,22 +243,57 @@ __global__ __launch_bounds__(256) void ug_gemm_kernel(gemm_k g)
             for (int64_t e = first; e < last; e++) {
                 const int64_t depth = g.k_whole && g.k_whole - e * g.k < g.k ? g.k_whole - e * g.k : g.k;
                 gemm_tile<TA, R>(g, (const TA *)g.a + e * g.sa, (const TA *)g.b + e * g.sb, depth, row0,
-                                 col0, As, Bs, acc);
+                                 col0, stage[0], stage[1], acc);
             }
-            for (int r = 0; r < R; r++) {
-                const int64_t gi = row0 + tile_pos(ty, r);
-                if (gi >= g.m)
-                    continue;
-                for (int c = 0; c < R; c++) {
-                    const int64_t gj = col0 + tile_pos(tx, c);
-                    if (gj >= g.n)
-                        continue;
-                    TC *p = C + gi * g.ldc + gj;
-                    *p = gemm_out(g, acc[r][c], p, bz * g.m + gi, gj);
+            /* C leaves through shared memory, 64 rows (a group of four of
+             * each thread's rows) at a time: its epilogue then runs in one
+             * rolled loop, where 64 inlined copies would hold more
+             * registers than the product itself, and a warp stores 32
+             * adjacent values of a row. */
+#pragma unroll
+            for (int h = 0; h < R / 4; h++) {
+                __syncthreads(); /* the stage (or the last 64 rows) read */
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < R / 4; c++) {
+                        float4 f;
+                        f.x = acc[4 * h + r][4 * c], f.y = acc[4 * h + r][4 * c + 1];
+                        f.z = acc[4 * h + r][4 * c + 2], f.w = acc[4 * h + r][4 * c + 3];
+                        *(float4 *)&C_rows[ty * 4 + r][tile_pos(tx, 4 * c)] = f;
+                    }
+                __syncthreads();
+                for (int o = t; o < 64 * T; o += 256) {
+                    const int64_t gi = row0 + h * 64 + o / T, gj = col0 + o % T;
+                    if (gi < g.m && gj < g.n) {
+                        TC *p = C + gi * g.ldc + gj;
+                        *p = gemm_out(g, C_rows[o / T][o % T], p, bz * g.m + gi, gj);
+                    }
                 }
             }
+            __syncthreads(); /* C's rows read before the next tile's stage */
         }
     }
+}
+
+/* The two tile sizes' kernels. On NVIDIA the 128x128 tile is held to two
+ * blocks an SM: it fits their 128 registers a thread without spilling,
+ * where left alone the compiler takes about 160 and leaves one block (8
+ * warps) an SM to wait out each step's barrier. (HIP reads a bound's
+ * second number otherwise, as waves per SIMD.) */
+template <typename TA, typename TC>
+__global__ __launch_bounds__(256) void ug_gemm64_kernel(gemm_k g)
+{
+    gemm_tiles<TA, TC, 4>(g);
+}
+template <typename TA, typename TC>
+#ifdef UG_CUDA
+__global__ __launch_bounds__(256, 2) void ug_gemm128_kernel(gemm_k g)
+#else
+__global__ __launch_bounds__(256) void ug_gemm128_kernel(gemm_k g)
+#endif
+{
+    gemm_tiles<TA, TC, 8>(g);
 }
 
 enum { DOT_LANES = 32, DOT_GROUPS = 8 }; /* a block: DOT_GROUPS outputs */
@@ -303,7 +395,10 @@ static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
     return with_types(a, [&](auto ta, auto tc) {
         typedef typename decltype(ta)::type TA;
         typedef typename decltype(tc)::type TC;
-        ug_gemm_kernel<TA, TC, R><<<grid, dim3(16, 16), 0, stream>>>(g);
+        if constexpr (R == 8)
+            ug_gemm128_kernel<TA, TC><<<grid, 256, 0, stream>>>(g);
+        else
+            ug_gemm64_kernel<TA, TC><<<grid, 256, 0, stream>>>(g);
     });
 }
 

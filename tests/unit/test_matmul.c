@@ -65,7 +65,10 @@ static void test_matmul_shapes(ug_device *dev)
                                      /* few tiles over a long K (a GPU's split K) */
                                      {64, 700, 120},
                                      /* enough 128x128 tiles to fill a GPU, edges in both */
-                                     {300, 70, 520}};
+                                     {300, 70, 520},
+                                     /* whole tiles, rows a multiple of 16 bytes (a GPU's
+                                      * 16-byte loads), K ending half a step in */
+                                     {256, 72, 384}};
     for (size_t c = 0; c < sizeof mkn / sizeof mkn[0]; c++)
         for (int t = 0; t < 4; t++)
             if (!check_mkn(dev, UG_F32, mkn[c][0], mkn[c][1], mkn[c][2], t & 1, (t & 2) != 0,
@@ -141,7 +144,8 @@ static void test_matmul_empty(ug_device *dev)
 static void test_matmul_f16(ug_device *dev)
 {
     for (int t = 0; t < 4; t++)
-        if (!check_mkn(dev, UG_F16, 17, 33, 9, t & 1, (t & 2) != 0, t % 2 == 0))
+        if (!check_mkn(dev, UG_F16, 17, 33, 9, t & 1, (t & 2) != 0, t % 2 == 0) ||
+            !check_mkn(dev, UG_F16, 128, 40, 132, t & 1, (t & 2) != 0, false)) /* 8-byte loads */
             return;
     int64_t sa[] = {3, 5, 40}, sb[] = {40, 7};
     if (!check_matmul(dev, UG_F16, 3, sa, 2, sb, false, false, true))
