@@ -40,7 +40,11 @@ typedef struct ug_hip_queue {
     void *retired[40];    /* scratch outgrown, kept for the captured graphs that name it */
     int retired_count;
     void *dnn;            /* convolution library handle (conv.cpp), made at first use */
+    unsigned *tile_counts; /* split GEMMs' finished slices per tile (gemm.hip), each left 0 */
 } ug_hip_queue;
+
+/* Tiles a split GEMM may have: the queue's tile counts. */
+#define UG_HIP_TILE_COUNTS 4096
 
 struct ug_bstream {
     ug_hip_queue q;
@@ -135,6 +139,8 @@ int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
 /* The own kernel UG_GEMM names (own64, own128, own-dot, own-split), which
  * then runs every product; -1 when it names none. */
 int ug_hip_gemm_forced_path(void);
+/* Allocates q's tile counts and queues their zeroing on its stream. */
+ug_status ug_hip_gemm_counts_open(ug_hip_queue *q);
 /* Queues a kernel that spins for about `cycles` of the GPU's clock. */
 ug_status ug_hip_gemm_hold(ug_bdev *dev, long long cycles);
 /* A kernel whose attributes tell whether the module has code for the

@@ -25,7 +25,10 @@ ug_status ug_hip_queue_open(ug_bdev *dev, ug_hip_queue *q)
     if (e != hipSuccess)
         return ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamCreateWithFlags");
     ug_hip_blas_open(q);
-    return UG_OK;
+    const ug_status st = ug_hip_gemm_counts_open(q);
+    if (st != UG_OK)
+        ug_hip_queue_close(q);
+    return st;
 }
 
 void ug_hip_queue_close(ug_hip_queue *q)
@@ -37,6 +40,8 @@ void ug_hip_queue_close(ug_hip_queue *q)
         (void)hipFree(q->scratch);
     for (int i = 0; i < q->retired_count; i++)
         (void)hipFree(q->retired[i]);
+    if (q->tile_counts)
+        (void)hipFree(q->tile_counts);
     (void)hipStreamDestroy(q->stream);
     (void)hipGetLastError();
     *q = ug_hip_queue{};

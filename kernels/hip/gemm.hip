@@ -23,9 +23,11 @@
  *
  * A C of few tiles over a long K (an MLP's first layer: 64x500 over 784)
  * also leaves the tiles few blocks: split K, each of S slices of K is a
- * batch entry of the tile kernel writing its partial C to the queue's
- * scratch, and a second kernel adds the S partials of each output in order
- * (so again the result does not depend on timing) into C.
+ * batch entry of the 64x64 tile writing its partial C to the queue's
+ * scratch, and the last of a tile's S blocks to finish adds the tile's
+ * partials in order (so again the result does not depend on timing) into
+ * C, all in one launch: a second kernel for the sums would cost a training
+ * step a launch more than its work.
  *
  * Which kernel runs a shape is chosen in gemm_choice.cpp. */
 #include "kernels/hip/common.h"
@@ -350,21 +352,60 @@ __global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gem
     }
 }
 
-/* C = alpha (the sum of the splits' partials, in order) + beta C, and the
- * epilogue. */
-template <typename TC>
-__global__ void ug_gemm_split_sum_kernel(const float *parts, int64_t splits, gemm_k g)
+/* Split K in one launch: block (x, y, z) multiplies slice z of K into
+ * tile (x, y)'s partial C in the queue's scratch (part: the slices as
+ * batch entries; the grid is never capped, so each block has one tile);
+ * the tile's last block to finish, counted in counts, adds the tile's
+ * partials in slice order into C (so the result does not depend on which
+ * block that is) with g's alpha, beta and epilogue, and sets the count
+ * back to 0 for the next product. */
+template <typename TA, typename TC>
+__global__ __launch_bounds__(256) void ug_gemm_split_kernel(gemm_k part, gemm_k g, unsigned *counts)
 {
-    const int64_t mn = g.m * g.n;
-    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < mn; o += (int64_t)gridDim.x * blockDim.x) {
+    __shared__ bool last;
+    gemm_tiles<TA, float, 4>(part);
+    /* Every thread's partials visible to the whole GPU before the count. */
+    __threadfence();
+    __syncthreads();
+    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+    if (threadIdx.x == 0)
+        last = atomicAdd(&counts[tile], 1u) == (unsigned)(part.batch - 1);
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    /* volatile: the other blocks' partials from L2, never this SM's L1. */
+    const volatile float *parts = (const volatile float *)part.c;
+    const int64_t mn = g.m * g.n, row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    for (int o = threadIdx.x; o < 64 * 64; o += 256) {
+        const int64_t i = row0 + o / 64, j = col0 + o % 64;
+        if (i >= g.m || j >= g.n)
+            continue;
         float sum = 0.0f;
         /* Eight partials' loads in flight at once, as in the dot kernel. */
 #pragma unroll 8
-        for (int64_t s = 0; s < splits; s++)
-            sum += parts[s * mn + o];
-        TC *p = (TC *)g.c + o / g.n * g.ldc + o % g.n;
-        *p = gemm_out(g, sum, p, o / g.n, o % g.n);
+        for (int64_t s = 0; s < part.batch; s++)
+            sum += parts[s * mn + i * g.n + j];
+        TC *p = (TC *)g.c + i * g.ldc + j;
+        *p = gemm_out(g, sum, p, i, j);
     }
+    if (threadIdx.x == 0)
+        counts[tile] = 0;
+}
+
+__global__ void ug_gemm_counts_zero_kernel(unsigned *counts)
+{
+    UG_FOR(i, UG_HIP_TILE_COUNTS, int) counts[i] = 0;
+}
+
+ug_status ug_hip_gemm_counts_open(ug_hip_queue *q)
+{
+    hipError_t e = hipMalloc((void **)&q->tile_counts, UG_HIP_TILE_COUNTS * sizeof(unsigned));
+    if (e != hipSuccess)
+        return ug_hip_fail(e == hipErrorOutOfMemory ? UG_ERR_OUT_OF_MEMORY : UG_ERR_BACKEND, e,
+                           UG_HIP_RT "Malloc (split GEMMs' tile counts)");
+    ug_gemm_counts_zero_kernel<<<UG_HIP_TILE_COUNTS / UG_HIP_BLOCK, UG_HIP_BLOCK, 0, q->stream>>>(q->tile_counts);
+    return ug_hip_launched("gemm tile counts");
 }
 
 /* launch_as(A's type tag, C's type tag): C is f32 or A's type. */
@@ -379,9 +420,10 @@ template <typename F> static ug_status with_types(const ug_gemm_args *a, F &&lau
     });
 }
 
-/* A tile's launch for R (4 or 8) outputs per thread along each axis. */
-template <int R>
-static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
+/* A tile kernel's grid for R (4 or 8) outputs per thread along each axis:
+ * x the tiles across n, y across m (capped: the kernel loops past it), z
+ * the matrices of C (capped as well). */
+template <int R> static ug_status tile_grid(const ug_gemm_args *a, dim3 *grid)
 {
     constexpr int T = 16 * R;
     const int64_t tiles_n = (a->n + T - 1) / T, tiles_m = (a->m + T - 1) / T;
@@ -389,8 +431,18 @@ static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
     if (tiles_n > INT32_MAX / 256)
         return ug_hip_host->set_error(UG_ERR_UNSUPPORTED, "%s: gemm with n = %lld is too wide",
                                       UG_HIP_BACKEND, (long long)a->n);
-    const dim3 grid((unsigned)tiles_n, (unsigned)(tiles_m < UG_HIP_MAX_GRID ? tiles_m : UG_HIP_MAX_GRID),
-                    (unsigned)(outputs < UG_HIP_MAX_GRID ? outputs : UG_HIP_MAX_GRID));
+    *grid = dim3((unsigned)tiles_n, (unsigned)(tiles_m < UG_HIP_MAX_GRID ? tiles_m : UG_HIP_MAX_GRID),
+                 (unsigned)(outputs < UG_HIP_MAX_GRID ? outputs : UG_HIP_MAX_GRID));
+    return UG_OK;
+}
+
+template <int R>
+static ug_status launch(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g)
+{
+    dim3 grid;
+    ug_status st = tile_grid<R>(a, &grid);
+    if (st != UG_OK)
+        return st;
     hipStream_t stream = ug_hip_current(dev)->stream;
     return with_types(a, [&](auto ta, auto tc) {
         typedef typename decltype(ta)::type TA;
@@ -416,7 +468,8 @@ static ug_status launch_dot(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g
 
 /* K's slices for a split product: enough for two blocks an SM, each slice
  * at least SPLIT_DEPTH deep and a multiple of TK; 1: no split (a batch, or
- * too short a K, or partials too large for the scratch). A block of a
+ * too short a K, partials too large for the scratch, or more tiles than
+ * the queue has counts). A block of a
  * small C waits out its loads at every step of K, so short slices (an
  * MLP's first layer, 64x500 over 784: 17 slices of three steps) cost
  * little more than their partials' sums, whose loads are in flight
@@ -431,7 +484,7 @@ static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *
     int64_t s = (2 * (int64_t)dev->sm_count + tiles - 1) / tiles;
     s = s < a->k / SPLIT_DEPTH ? s : a->k / SPLIT_DEPTH;
     s = s < SPLIT_MAX ? s : SPLIT_MAX;
-    if (s < 2 || (double)s * (double)a->m * (double)a->n * 4.0 > SPLIT_SCRATCH_LIMIT)
+    if (s < 2 || tiles > UG_HIP_TILE_COUNTS || (double)s * (double)a->m * (double)a->n * 4.0 > SPLIT_SCRATCH_LIMIT)
         return 1;
     *depth = ((a->k + s - 1) / s + TK - 1) / TK * TK;
     return (a->k + *depth - 1) / *depth;
@@ -447,7 +500,7 @@ static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k 
     ug_status st = ug_hip_scratch(dev, (size_t)(splits * a->m * a->n) * sizeof(float), &scratch);
     if (st != UG_OK)
         return st;
-    /* Pass 1: slice e of K as batch entry e, its partial C at scratch + e m n. */
+    /* Slice e of K as batch entry e, its partial C at scratch + e m n. */
     gemm_k p = g;
     p.k = depth;
     p.k_whole = a->k;
@@ -463,17 +516,14 @@ static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k 
     p.post = UG_UNARY_COPY;
     ug_gemm_args partial = *a;
     partial.batch = splits;
-    partial.c.dtype = UG_F32;
-    if ((st = launch<4>(dev, &partial, p)) != UG_OK)
+    dim3 grid;
+    if ((st = tile_grid<4>(&partial, &grid)) != UG_OK)
         return st;
-    /* Pass 2: the partials' sums into C. */
-    const unsigned blocks = ug_hip_blocks(a->m * a->n, UG_HIP_BLOCK);
-    hipStream_t stream = ug_hip_current(dev)->stream;
-    const float *parts = (const float *)scratch;
-    return ug_with_type(a->c.dtype, [&](auto tc) {
+    ug_hip_queue *q = ug_hip_current(dev);
+    return with_types(a, [&](auto ta, auto tc) {
+        typedef typename decltype(ta)::type TA;
         typedef typename decltype(tc)::type TC;
-        ug_gemm_split_sum_kernel<TC><<<blocks, UG_HIP_BLOCK, 0, stream>>>(parts, splits, g);
-        return ug_hip_launched("gemm (split K sums)");
+        ug_gemm_split_kernel<TA, TC><<<grid, 256, 0, q->stream>>>(p, g, q->tile_counts);
     });
 }
 
