@@ -285,6 +285,12 @@ typedef struct ug_xent_args {
     ug_kview logits, labels, loss, grad, dloss, check;
     int64_t rows, cols;
     float smoothing, scale;
+    /* Forward: then the loss's mean over rows, exactly as the REDUCE
+     * family with these arguments (its x the row losses), in the row
+     * kernel's last block or as a reduction after it; mean.y.mem NULL:
+     * none. By value: a backend may run the call after the caller's
+     * frame is gone. */
+    ug_reduce_args mean;
 } ug_xent_args;
 
 /* LayerNorm over the last axis of x [rows, cols] (f32).
@@ -628,7 +634,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 17
+#define UG_BACKEND_INTERFACE_REVISION 18
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

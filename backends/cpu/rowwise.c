@@ -175,7 +175,7 @@ static void xent_range(void *vjob, int64_t r0, int64_t r1)
     }
 }
 
-ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
+static ug_status cross_entropy_rows(ug_bdev *dev, const ug_xent_args *args)
 {
     bool backward = args->grad.mem != NULL;
     if (args->logits.dtype != UG_F32 || args->labels.dtype != UG_I32 ||
@@ -204,6 +204,12 @@ ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
     }
     ug_cpu_parallel_for(dev->workers, args->rows, row_grain(args->cols), xent_range, &j);
     return UG_OK;
+}
+
+ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
+{
+    const ug_status st = cross_entropy_rows(dev, args);
+    return st == UG_OK && args->mean.y.mem ? ug_cpu_reduce(dev, &args->mean) : st;
 }
 
 /* ---- LayerNorm ---- */

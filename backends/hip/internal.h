@@ -40,11 +40,13 @@ typedef struct ug_hip_queue {
     void *retired[40];    /* scratch outgrown, kept for the captured graphs that name it */
     int retired_count;
     void *dnn;            /* convolution library handle (conv.cpp), made at first use */
-    unsigned *tile_counts; /* split GEMMs' finished slices per tile (gemm.hip), each left 0 */
+    /* Counts of a launch's finished blocks, for kernels whose last block
+     * to finish completes the work (a split GEMM's tiles, gemm.hip; the
+     * cross-entropy's mean, rowwise.hip); each kernel leaves them 0. */
+    unsigned *block_counts;
 } ug_hip_queue;
 
-/* Tiles a split GEMM may have: the queue's tile counts. */
-#define UG_HIP_TILE_COUNTS 4096
+#define UG_HIP_BLOCK_COUNTS 4096
 
 struct ug_bstream {
     ug_hip_queue q;
@@ -139,8 +141,6 @@ int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
 /* The own kernel UG_GEMM names (own64, own128, own-dot, own-split), which
  * then runs every product; -1 when it names none. */
 int ug_hip_gemm_forced_path(void);
-/* Allocates q's tile counts and queues their zeroing on its stream. */
-ug_status ug_hip_gemm_counts_open(ug_hip_queue *q);
 /* Queues a kernel that spins for about `cycles` of the GPU's clock. */
 ug_status ug_hip_gemm_hold(ug_bdev *dev, long long cycles);
 /* A kernel whose attributes tell whether the module has code for the

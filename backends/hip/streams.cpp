@@ -25,10 +25,19 @@ ug_status ug_hip_queue_open(ug_bdev *dev, ug_hip_queue *q)
     if (e != hipSuccess)
         return ug_hip_fail(UG_ERR_BACKEND, e, UG_HIP_RT "StreamCreateWithFlags");
     ug_hip_blas_open(q);
-    const ug_status st = ug_hip_gemm_counts_open(q);
-    if (st != UG_OK)
+    static const unsigned zeros[UG_HIP_BLOCK_COUNTS] = {0};
+    const char *what = UG_HIP_RT "Malloc (a stream's block counts)";
+    e = hipMalloc((void **)&q->block_counts, sizeof zeros);
+    if (e == hipSuccess) {
+        what = UG_HIP_RT "MemcpyAsync (zeroing a stream's block counts)";
+        e = hipMemcpyAsync(q->block_counts, zeros, sizeof zeros, hipMemcpyHostToDevice, q->stream);
+    }
+    if (e != hipSuccess) {
+        const ug_status st = ug_hip_fail(e == hipErrorOutOfMemory ? UG_ERR_OUT_OF_MEMORY : UG_ERR_BACKEND, e, what);
         ug_hip_queue_close(q);
-    return st;
+        return st;
+    }
+    return UG_OK;
 }
 
 void ug_hip_queue_close(ug_hip_queue *q)
@@ -40,8 +49,8 @@ void ug_hip_queue_close(ug_hip_queue *q)
         (void)hipFree(q->scratch);
     for (int i = 0; i < q->retired_count; i++)
         (void)hipFree(q->retired[i]);
-    if (q->tile_counts)
-        (void)hipFree(q->tile_counts);
+    if (q->block_counts)
+        (void)hipFree(q->block_counts);
     (void)hipStreamDestroy(q->stream);
     (void)hipGetLastError();
     *q = ug_hip_queue{};

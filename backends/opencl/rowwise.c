@@ -37,7 +37,7 @@ ug_status ocl_softmax(ug_bdev *dev, const ug_softmax_args *a)
                        a->cols, args, 6);
 }
 
-ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
+static ug_status cross_entropy_rows(ug_bdev *dev, const ug_xent_args *a)
 {
     if (a->rows <= 0 || a->cols <= 0)
         return UG_OK;
@@ -67,6 +67,12 @@ ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
                       OCL_ARG(lab),  OCL_ARG(laboff), OCL_ARG(cols), OCL_ARG(sm),
                       OCL_ARG(scale), OCL_ARG(dloss), OCL_ARG(dloss_off), OCL_ARG(dloss_on)};
     return launch_rows(dev, OCL_XENT_BWD, UG_F32, a->rows, a->cols, args, sizeof args / sizeof args[0]);
+}
+
+ug_status ocl_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
+{
+    const ug_status st = cross_entropy_rows(dev, a);
+    return st == UG_OK && a->mean.y.mem ? ocl_reduce(dev, &a->mean) : st;
 }
 
 ug_status ocl_layernorm(ug_bdev *dev, const ug_layernorm_args *a)

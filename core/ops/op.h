@@ -262,6 +262,8 @@ typedef struct ug_reduce_folds {
 } ug_reduce_folds;
 /* x [outer, len, inner] reduced over len into y; folds: NULL, or what is
  * folded in. */
+ug_reduce_args ug_reduce_args_of(ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x, int64_t outer,
+                                 int64_t len, int64_t inner, const ug_reduce_folds *folds);
 ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
                            int64_t outer, int64_t len, int64_t inner, const ug_reduce_folds *folds);
 /* runs: NULL, or a graph's run count on the device (ug_random_args.runs). */

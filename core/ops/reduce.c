@@ -6,13 +6,9 @@
 #include "core/graph/internal.h"
 #include "unigrad/ops.h"
 
-ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
-                           int64_t outer, int64_t len, int64_t inner, const ug_reduce_folds *folds)
+ug_reduce_args ug_reduce_args_of(ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x, int64_t outer,
+                                 int64_t len, int64_t inner, const ug_reduce_folds *folds)
 {
-    if (ug_tensor_numel(y) == 0)
-        return UG_OK;
-    if (len == 0) /* sums over nothing are zero: finite, nothing to check or add (argmax refuses it) */
-        return ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, y, NULL);
     ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x), .outer = outer, .len = len,
                            .inner = inner};
     if (folds) {
@@ -24,6 +20,17 @@ ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, co
         if (folds->match)
             args.match = ug_kview_of(folds->match);
     }
+    return args;
+}
+
+ug_status ug_launch_reduce(const char *op, ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x,
+                           int64_t outer, int64_t len, int64_t inner, const ug_reduce_folds *folds)
+{
+    if (ug_tensor_numel(y) == 0)
+        return UG_OK;
+    if (len == 0) /* sums over nothing are zero: finite, nothing to check or add (argmax refuses it) */
+        return ug_launch_unary(op, UG_UNARY_FILL, 0.0f, 0.0f, y, NULL);
+    const ug_reduce_args args = ug_reduce_args_of(kind, y, x, outer, len, inner, folds);
     return ug_dispatch(ug_dev(y), UG_KERNEL_REDUCE, op, x->dtype, &args);
 }
 

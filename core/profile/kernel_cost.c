@@ -112,6 +112,10 @@ void ug_kernel_cost_of(ug_kernel_family family, const void *args, ug_kernel_cost
         double n = (double)a->rows * (double)a->cols;
         c->bytes = n * (size_of(a->logits) + size_of(a->grad)) + (double)a->rows * (size_of(a->labels) + size_of(a->loss));
         c->flops = 4.0 * n;
+        if (a->mean.y.mem) { /* the row losses read again, their mean written */
+            c->bytes += (double)a->rows * size_of(a->loss) + size_of(a->mean.y);
+            c->flops += (double)a->rows;
+        }
         snprintf(c->shape, sizeof c->shape, "%lldx%lld", (long long)a->rows, (long long)a->cols);
         break;
     }

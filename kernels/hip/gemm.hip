@@ -393,21 +393,6 @@ __global__ __launch_bounds__(256) void ug_gemm_split_kernel(gemm_k part, gemm_k 
         counts[tile] = 0;
 }
 
-__global__ void ug_gemm_counts_zero_kernel(unsigned *counts)
-{
-    UG_FOR(i, UG_HIP_TILE_COUNTS, int) counts[i] = 0;
-}
-
-ug_status ug_hip_gemm_counts_open(ug_hip_queue *q)
-{
-    hipError_t e = hipMalloc((void **)&q->tile_counts, UG_HIP_TILE_COUNTS * sizeof(unsigned));
-    if (e != hipSuccess)
-        return ug_hip_fail(e == hipErrorOutOfMemory ? UG_ERR_OUT_OF_MEMORY : UG_ERR_BACKEND, e,
-                           UG_HIP_RT "Malloc (split GEMMs' tile counts)");
-    ug_gemm_counts_zero_kernel<<<UG_HIP_TILE_COUNTS / UG_HIP_BLOCK, UG_HIP_BLOCK, 0, q->stream>>>(q->tile_counts);
-    return ug_hip_launched("gemm tile counts");
-}
-
 /* launch_as(A's type tag, C's type tag): C is f32 or A's type. */
 template <typename F> static ug_status with_types(const ug_gemm_args *a, F &&launch_as)
 {
@@ -484,7 +469,7 @@ static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *
     int64_t s = (2 * (int64_t)dev->sm_count + tiles - 1) / tiles;
     s = s < a->k / SPLIT_DEPTH ? s : a->k / SPLIT_DEPTH;
     s = s < SPLIT_MAX ? s : SPLIT_MAX;
-    if (s < 2 || tiles > UG_HIP_TILE_COUNTS || (double)s * (double)a->m * (double)a->n * 4.0 > SPLIT_SCRATCH_LIMIT)
+    if (s < 2 || tiles > UG_HIP_BLOCK_COUNTS || (double)s * (double)a->m * (double)a->n * 4.0 > SPLIT_SCRATCH_LIMIT)
         return 1;
     *depth = ((a->k + s - 1) / s + TK - 1) / TK * TK;
     return (a->k + *depth - 1) / *depth;
@@ -523,7 +508,7 @@ static ug_status launch_split(ug_bdev *dev, const ug_gemm_args *a, const gemm_k 
     return with_types(a, [&](auto ta, auto tc) {
         typedef typename decltype(ta)::type TA;
         typedef typename decltype(tc)::type TC;
-        ug_gemm_split_kernel<TA, TC><<<grid, 256, 0, q->stream>>>(p, g, q->tile_counts);
+        ug_gemm_split_kernel<TA, TC><<<grid, 256, 0, q->stream>>>(p, g, q->block_counts);
     });
 }
 

@@ -9,128 +9,12 @@
  * kernel reduces. No serial f32 sum ever runs long, so 2^24+ elements stay
  * accurate. max and argmax propagate NaN; argmax returns the first maximum
  * (the first NaN when there is one). */
-#include "kernels/hip/common.h"
-
-enum { R_SUM = 0, R_MAX, R_ARGMAX };
-
-typedef struct reduce_k {
-    int kind;            /* R_* */
-    bool square;         /* SUMSQ, first pass */
-    bool partial;        /* write f32 partials (and indices), not y */
-    bool mean;           /* divide the result by count */
-    float count;
-    const char *x;
-    int xt;
-    const int32_t *xi;   /* argmax: indices from a partial pass, NULL on the first */
-    char *y;             /* y (final) or f32 partials */
-    int yt;
-    int32_t *yi;         /* argmax partial indices */
-    float *check;        /* a numeric check of the results, NULL: none */
-    float *sum;          /* a running sum: sum += sum_alpha * y; NULL: none */
-    float sum_alpha;
-    const char *match;   /* argmax: y = (index == match), i32 or f32 (mt); NULL: none */
-    int mt;
-    int64_t outer, len, inner, chunk, splits;
-} reduce_k;
-
-/* Is (v, vi) a better argmax candidate than (a, ai)? Index -1: none. */
-UG_DEV bool ug_arg_better(float v, int32_t vi, float a, int32_t ai)
-{
-    if (vi < 0)
-        return false;
-    if (ai < 0)
-        return true;
-    if (ug_isnan(a))
-        return ug_isnan(v) && vi < ai;
-    if (ug_isnan(v))
-        return true;
-    return v > a || (v == a && vi < ai);
-}
+#include "kernels/hip/reduce_block.h"
 
 __global__ void ug_reduce_kernel(reduce_k k)
 {
-    __shared__ float sv[UG_HIP_BLOCK];
-    __shared__ int32_t si[UG_HIP_BLOCK];
-    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
-    const int t = ty * bx + tx;
-    const int64_t s = blockIdx.z;
-    const int64_t j0 = s * k.chunk, j1 = j0 + k.chunk < k.len ? j0 + k.chunk : k.len;
-    const int64_t col_blocks = (k.inner + bx - 1) / bx;
-    for (int64_t o = blockIdx.y; o < k.outer; o += gridDim.y) {
-        for (int64_t cb = blockIdx.x; cb < col_blocks; cb += gridDim.x) {
-            const int64_t i = cb * bx + tx;
-            float acc = k.kind == R_SUM ? 0.0f : -INFINITY, comp = 0.0f;
-            int32_t idx = -1;
-            if (i < k.inner) {
-                const int64_t base = o * k.len * k.inner + i;
-                for (int64_t j = j0 + ty; j < j1; j += by) {
-                    const int64_t at = base + j * k.inner;
-                    float v = ug_ld(k.x, k.xt, at);
-                    if (k.kind == R_SUM) {
-                        if (k.square)
-                            v *= v;
-                        const float yv = v - comp, tt = acc + yv; /* Kahan */
-                        /* Past an infinity the compensation would be
-                         * inf - inf: the sum stays infinite, not NaN. */
-                        comp = isfinite(tt) ? (tt - acc) - yv : 0.0f;
-                        acc = tt;
-                    } else if (k.kind == R_MAX) {
-                        acc = ug_max_nan(acc, v);
-                    } else {
-                        const int32_t vi = k.xi ? k.xi[at] : (int32_t)j;
-                        if (ug_arg_better(v, vi, acc, idx)) {
-                            acc = v;
-                            idx = vi;
-                        }
-                    }
-                }
-            }
-            sv[t] = acc;
-            si[t] = idx;
-            __syncthreads();
-            for (int h = by / 2; h > 0; h >>= 1) {
-                if (ty < h) {
-                    const int u = t + h * bx;
-                    if (k.kind == R_SUM) {
-                        sv[t] += sv[u];
-                    } else if (k.kind == R_MAX) {
-                        sv[t] = ug_max_nan(sv[t], sv[u]);
-                    } else if (ug_arg_better(sv[u], si[u], sv[t], si[t])) {
-                        sv[t] = sv[u];
-                        si[t] = si[u];
-                    }
-                }
-                __syncthreads();
-            }
-            if (ty == 0 && i < k.inner) {
-                const float r = sv[tx];
-                if (k.partial) {
-                    const int64_t at = (o * k.splits + s) * k.inner + i;
-                    ((float *)k.y)[at] = r;
-                    if (k.yi)
-                        k.yi[at] = si[tx];
-                } else if (k.kind == R_ARGMAX && k.yt == UG_I32) {
-                    ((int32_t *)k.y)[o * k.inner + i] = si[tx];
-                } else if (k.kind == R_ARGMAX) { /* the index as a float, or whether it matches */
-                    const int64_t at = o * k.inner + i;
-                    float r = (float)si[tx];
-                    if (k.match)
-                        r = r == (k.mt == UG_I32 ? (float)((const int32_t *)k.match)[at]
-                                                 : ((const float *)k.match)[at])
-                                ? 1.0f
-                                : 0.0f;
-                    ug_st(k.y, k.yt, at, r);
-                } else {
-                    const float y = k.mean ? r / k.count : r;
-                    ug_check_flag(k.check, ug_nonfinite(y));
-                    ug_st(k.y, k.yt, o * k.inner + i, y);
-                    if (k.sum)
-                        k.sum[o * k.inner + i] += k.sum_alpha * y;
-                }
-            }
-            __syncthreads();
-        }
-    }
+    ug_reduce_block(k, threadIdx.x, threadIdx.y, blockDim.x, blockDim.y, blockIdx.z, blockIdx.y, gridDim.y,
+                    blockIdx.x, gridDim.x);
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -144,13 +28,8 @@ static ug_status launch(ug_bdev *dev, const reduce_k &k, int bx)
     return ug_hip_launched("reduce");
 }
 
-ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
+ug_status ug_hip_reduce_plan(ug_bdev *dev, const ug_reduce_args *a, reduce_k *out, int *bx_out)
 {
-    if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
-        return UG_OK;
-    ug_status st = ug_hip_enter(dev);
-    if (st != UG_OK)
-        return st;
     reduce_k k;
     memset(&k, 0, sizeof k);
     k.kind = a->op == UG_RKERNEL_MAX ? R_MAX : a->op == UG_RKERNEL_ARGMAX ? R_ARGMAX : R_SUM;
@@ -208,6 +87,22 @@ ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
     }
     k.chunk = (a->len + splits - 1) / splits;
     k.splits = (a->len + k.chunk - 1) / k.chunk;
+    *out = k;
+    *bx_out = bx;
+    return UG_OK;
+}
+
+ug_status ug_hip_reduce(ug_bdev *dev, const ug_reduce_args *a)
+{
+    if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
+        return UG_OK;
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK)
+        return st;
+    reduce_k k;
+    int bx;
+    if ((st = ug_hip_reduce_plan(dev, a, &k, &bx)) != UG_OK)
+        return st;
     if (k.splits == 1)
         return launch(dev, k, bx);
 

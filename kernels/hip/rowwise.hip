@@ -2,7 +2,7 @@
  * backward) and LayerNorm (forward and backward). One block of 256 threads
  * per row (rows past the grid loop); row statistics come from block trees,
  * so long rows keep f32 accuracy. */
-#include "kernels/hip/common.h"
+#include "kernels/hip/reduce_block.h"
 
 /* ---- softmax ---------------------------------------------------------- */
 
@@ -59,7 +59,31 @@ typedef struct xent_k {
     float *check; /* forward: a numeric check of the logits, NULL: none */
     int64_t rows, cols;
     float smoothing, scale;
+    /* Forward: the row losses' mean, taken by the launch's last block to
+     * finish (counted in *count), or not here (mean_in_last false). */
+    bool mean_in_last;
+    unsigned *count;
+    reduce_k mean;
 } xent_k;
+
+/* The row losses' mean by the launch's last block to finish, as the
+ * reduce kernel's one block would take it (the same bits), saving its
+ * launch; the count is left 0 for the next launch. */
+UG_DEV void xent_mean_by_last_block(const xent_k &k)
+{
+    __shared__ bool last;
+    __threadfence(); /* this block's losses visible to the whole GPU before the count */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(k.count, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    ug_reduce_block(k.mean, 0, threadIdx.x, 1, UG_HIP_BLOCK, 0, 0, 1, 0, 1);
+    if (threadIdx.x == 0)
+        *k.count = 0;
+}
 
 __global__ void ug_xent_kernel(xent_k k)
 {
@@ -113,16 +137,20 @@ __global__ void ug_xent_kernel(xent_k k)
             ug_st(k.grad, k.grad_t, base + c, v);
         }
     }
+    if (k.mean_in_last)
+        xent_mean_by_last_block(k);
 }
 
 ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
 {
-    if (a->rows <= 0 || a->cols <= 0)
+    if (a->rows <= 0)
         return UG_OK;
+    if (a->cols <= 0) /* no row kernel; the mean of what the losses hold */
+        return a->mean.y.mem ? ug_hip_reduce(dev, &a->mean) : UG_OK;
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
         return st;
-    xent_k k;
+    xent_k k = {};
     k.x = ug_hip_ptr(&a->logits);
     k.xt = a->logits.dtype;
     k.labels = (const int32_t *)ug_hip_ptr(&a->labels);
@@ -138,8 +166,20 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     k.cols = a->cols;
     k.smoothing = a->smoothing;
     k.scale = a->scale;
-    ug_xent_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
-    return ug_hip_launched("cross_entropy");
+    ug_hip_queue *q = ug_hip_current(dev);
+    const bool mean = a->mean.y.mem && !k.grad;
+    if (mean) {
+        int bx;
+        if ((st = ug_hip_reduce_plan(dev, &a->mean, &k.mean, &bx)) != UG_OK)
+            return st;
+        /* Where the reduce kernel would take it in one block (a batch's
+         * row losses: fewer than 16384), the last block does. */
+        k.mean_in_last = k.mean.splits == 1 && k.mean.outer == 1 && k.mean.inner == 1 && bx == 1;
+        k.count = q->block_counts;
+    }
+    ug_xent_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, q->stream>>>(k);
+    st = ug_hip_launched("cross_entropy");
+    return st == UG_OK && mean && !k.mean_in_last ? ug_hip_reduce(dev, &a->mean) : st;
 }
 
 /* ---- LayerNorm -------------------------------------------------------- */

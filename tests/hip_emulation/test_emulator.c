@@ -351,6 +351,70 @@ static void test_grid_beyond_block_cap(ug_device *dev)
               (long long)n, (long long)first);
 }
 
+/* Work that a launch's last block to finish completes costs no launch of
+ * its own: split K's sums (UG_GEMM=own-split) and the cross-entropy's
+ * mean are one launch each, and give the host's results. */
+static void test_last_block_folds(ug_device *dev)
+{
+    /* 64x120 over K = 700 on 8 SMs: two 64x64 tiles, each in 8 slices of K. */
+    const int64_t m = 64, k = 700, n = 120, sa[] = {m, k}, sb[] = {k, n};
+    double *a = th_random_values(m * k, -1, 1), *b = th_random_values(k * n, -1, 1);
+    ug_tensor *A = th_tensor(dev, UG_F32, 2, sa, a), *B = th_tensor(dev, UG_F32, 2, sb, b), *C = NULL;
+    REQUIRE(A && B);
+    REQUIRE_OK(ug_device_synchronize(dev));
+    setenv("UG_GEMM", "own-split", 1); /* the module reads it on every call */
+    ug_emu_stats before = stats();
+    const ug_status st = ug_matmul(A, B, false, false, &C);
+    unsetenv("UG_GEMM");
+    th_track(C);
+    REQUIRE_OK(st);
+    REQUIRE_OK(ug_device_synchronize(dev));
+    CHECK_EQ_I64(stats().launches - before.launches, 1);
+    double *want = th_alloc((size_t)(m * n) * sizeof *want);
+    int no;
+    int64_t so[REF_MAX_DIMS];
+    REQUIRE(ref_matmul(2, sa, a, 2, sb, b, false, false, want, &no, so));
+    th_compare("split K", th_download(C), want, m * n, TH_TOL_MATMUL);
+
+    /* The cross-entropy of 64 rows of 10 logits: its mean, in double. */
+    enum { ROWS = 64, COLS = 10 };
+    double *x = th_random_values(ROWS * COLS, -3, 3), mean = 0.0;
+    int32_t labels[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+        labels[r] = (r * 7) % COLS;
+        double lse = 0.0;
+        for (int c = 0; c < COLS; c++)
+            lse += exp(x[r * COLS + c]);
+        mean += (log(lse) - x[r * COLS + labels[r]]) / ROWS;
+    }
+    const int64_t xs[] = {ROWS, COLS}, ys[] = {ROWS};
+    ug_tensor *X = th_tensor(dev, UG_F32, 2, xs, x), *Y = NULL;
+    REQUIRE(X);
+    REQUIRE_OK(ug_tensor_from_host(dev, UG_I32, 1, ys, labels, &Y));
+    th_track(Y);
+    ug_model *model = NULL;
+    REQUIRE_OK(ug_model_create(dev, 1, &model));
+    ug_graph *g = NULL;
+    ug_value *xv = NULL, *yv = NULL, *loss = NULL;
+    float got = NAN;
+    if (CHECK_STATUS(ug_graph_create(model, &g), UG_OK) &&
+        CHECK_STATUS(ug_graph_input(g, "logits", UG_F32, 2, xs, &xv), UG_OK) &&
+        CHECK_STATUS(ug_graph_input(g, "labels", UG_I32, 1, ys, &yv), UG_OK) &&
+        CHECK_STATUS(ug_g_cross_entropy(g, xv, yv, 0.0f, &loss), UG_OK) &&
+        CHECK_STATUS(ug_graph_keep(g, loss), UG_OK) && CHECK_STATUS(ug_graph_compile(g), UG_OK) && CHECK_STATUS(ug_graph_bind(g, xv, X), UG_OK) &&
+        CHECK_STATUS(ug_graph_bind(g, yv, Y), UG_OK) && CHECK_STATUS(ug_graph_run(g), UG_OK) &&
+        CHECK_STATUS(ug_device_synchronize(dev), UG_OK)) {
+        before = stats();
+        if (CHECK_STATUS(ug_graph_run(g), UG_OK) && CHECK_STATUS(ug_device_synchronize(dev), UG_OK))
+            CHECK_EQ_I64(stats().launches - before.launches, 1);
+        if (CHECK_STATUS(ug_graph_read(g, loss, &got, sizeof got), UG_OK))
+            CHECK_MSG(fabs(got - mean) <= 1e-5 * (1.0 + fabs(mean)), "cross-entropy %.8g, want %.8g",
+                      (double)got, mean);
+    }
+    ug_graph_free(g);
+    ug_model_free(model);
+}
+
 static void test_scheduler_orders(ug_device *dev)
 {
     const ug_emu_stats before = stats();
@@ -449,6 +513,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(device_info),
         TH_DEVICE_TEST(vendor_gemm),
         TH_DEVICE_TEST(grid_beyond_block_cap),
+        TH_DEVICE_TEST(last_block_folds),
         TH_DEVICE_TEST(scheduler_orders),
         TH_DEVICE_TEST(runtime_out_of_memory),
     };
