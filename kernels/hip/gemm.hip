@@ -355,10 +355,10 @@ __global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gem
 /* Split K in one launch: block (x, y, z) multiplies slice z of K into
  * tile (x, y)'s partial C in the queue's scratch (part: the slices as
  * batch entries; the grid is never capped, so each block has one tile);
- * the tile's last block to finish, counted in counts, adds the tile's
- * partials in slice order into C (so the result does not depend on which
- * block that is) with g's alpha, beta and epilogue, and sets the count
- * back to 0 for the next product. */
+ * the tile's last block to finish, counted in the stream's block counts,
+ * adds the tile's partials in slice order into C (so the result does not
+ * depend on which block that is) with g's alpha, beta and epilogue, and
+ * sets the count back to 0 for the next product. */
 template <typename TA, typename TC>
 __global__ __launch_bounds__(256) void ug_gemm_split_kernel(gemm_k part, gemm_k g, unsigned *counts)
 {
@@ -452,13 +452,12 @@ static ug_status launch_dot(ug_bdev *dev, const ug_gemm_args *a, const gemm_k &g
 }
 
 /* K's slices for a split product: enough for two blocks an SM, each slice
- * at least SPLIT_DEPTH deep and a multiple of TK; 1: no split (a batch, or
+ * at least SPLIT_DEPTH deep and a multiple of TK; 1: no split (a batch,
  * too short a K, partials too large for the scratch, or more tiles than
- * the queue has counts). A block of a
- * small C waits out its loads at every step of K, so short slices (an
- * MLP's first layer, 64x500 over 784: 17 slices of three steps) cost
- * little more than their partials' sums, whose loads are in flight
- * together. */
+ * the stream has block counts). A block of a small C waits out its loads
+ * at every step of K, so short slices (an MLP's first layer, 64x500 over
+ * 784: 17 slices of three steps) cost little more than their partials'
+ * sums, whose loads are in flight together. */
 constexpr int64_t SPLIT_DEPTH = 32, SPLIT_MAX = 64;
 constexpr double SPLIT_SCRATCH_LIMIT = 64.0 * (1 << 20); /* bytes of partials */
 static int64_t split_slices(const ug_bdev *dev, const ug_gemm_args *a, int64_t *depth)
