@@ -163,6 +163,27 @@ UG_DEV float ug_block_max(float v, float *sh)
     return r;
 }
 
+/* Whether the calling block (1-D) is the last of `blocks` to get here,
+ * counted in *count: every block calls it, and the last sets the count
+ * back to 0 for the next launch. What each block wrote before the call,
+ * the last one sees after it: the work of a kernel whose last block
+ * finishes what the others began, with no second launch. */
+UG_DEV bool ug_last_block(unsigned *count, unsigned blocks)
+{
+    __shared__ bool last;
+    __threadfence(); /* this thread's writes visible to the whole GPU before the count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(count, 1u) == blocks - 1;
+        if (last)
+            *count = 0; /* every other block has counted itself */
+    }
+    __syncthreads();
+    if (last)
+        __threadfence();
+    return last;
+}
+
 /* Grid-stride loop over [0, n). */
 #define UG_FOR(i, n, I)                                                              \
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n);                 \

@@ -357,23 +357,13 @@ __global__ __launch_bounds__(DOT_LANES * DOT_GROUPS) void ug_gemm_dot_kernel(gem
  * batch entries; the grid is never capped, so each block has one tile);
  * the tile's last block to finish, counted in the stream's block counts,
  * adds the tile's partials in slice order into C (so the result does not
- * depend on which block that is) with g's alpha, beta and epilogue, and
- * sets the count back to 0 for the next product. */
+ * depend on which block that is) with g's alpha, beta and epilogue. */
 template <typename TA, typename TC>
 __global__ __launch_bounds__(256) void ug_gemm_split_kernel(gemm_k part, gemm_k g, unsigned *counts)
 {
-    __shared__ bool last;
     gemm_tiles<TA, float, 4>(part);
-    /* Every thread's partials visible to the whole GPU before the count. */
-    __threadfence();
-    __syncthreads();
-    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
-    if (threadIdx.x == 0)
-        last = atomicAdd(&counts[tile], 1u) == (unsigned)(part.batch - 1);
-    __syncthreads();
-    if (!last)
+    if (!ug_last_block(&counts[blockIdx.y * gridDim.x + blockIdx.x], (unsigned)part.batch))
         return;
-    __threadfence();
     /* volatile: the other blocks' partials from L2, never this SM's L1. */
     const volatile float *parts = (const volatile float *)part.c;
     const int64_t mn = g.m * g.n, row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
@@ -389,8 +379,6 @@ __global__ __launch_bounds__(256) void ug_gemm_split_kernel(gemm_k part, gemm_k 
         TC *p = (TC *)g.c + i * g.ldc + j;
         *p = gemm_out(g, sum, p, i, j);
     }
-    if (threadIdx.x == 0)
-        counts[tile] = 0;
 }
 
 /* launch_as(A's type tag, C's type tag): C is f32 or A's type. */

@@ -66,25 +66,6 @@ typedef struct xent_k {
     reduce_k mean;
 } xent_k;
 
-/* The row losses' mean by the launch's last block to finish, as the
- * reduce kernel's one block would take it (the same bits), saving its
- * launch; the count is left 0 for the next launch. */
-UG_DEV void xent_mean_by_last_block(const xent_k &k)
-{
-    __shared__ bool last;
-    __threadfence(); /* this block's losses visible to the whole GPU before the count */
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(k.count, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    ug_reduce_block(k.mean, 0, threadIdx.x, 1, UG_HIP_BLOCK, 0, 0, 1, 0, 1);
-    if (threadIdx.x == 0)
-        *k.count = 0;
-}
-
 __global__ void ug_xent_kernel(xent_k k)
 {
     __shared__ float sh[UG_HIP_BLOCK];
@@ -137,8 +118,10 @@ __global__ void ug_xent_kernel(xent_k k)
             ug_st(k.grad, k.grad_t, base + c, v);
         }
     }
-    if (k.mean_in_last)
-        xent_mean_by_last_block(k);
+    /* The row losses' mean, as the reduce kernel's one block would take
+     * it (the same bits), saving its launch. */
+    if (k.mean_in_last && ug_last_block(k.count, gridDim.x))
+        ug_reduce_block(k.mean, 0, threadIdx.x, 1, UG_HIP_BLOCK, 0, 0, 1, 0, 1);
 }
 
 ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
@@ -167,8 +150,8 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     k.smoothing = a->smoothing;
     k.scale = a->scale;
     ug_hip_queue *q = ug_hip_current(dev);
-    const bool mean = a->mean.y.mem && !k.grad;
-    if (mean) {
+    const bool with_mean = a->mean.y.mem && !k.grad;
+    if (with_mean) {
         int bx;
         if ((st = ug_hip_reduce_plan(dev, &a->mean, &k.mean, &bx)) != UG_OK)
             return st;
@@ -179,7 +162,7 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     }
     ug_xent_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, q->stream>>>(k);
     st = ug_hip_launched("cross_entropy");
-    return st == UG_OK && mean && !k.mean_in_last ? ug_hip_reduce(dev, &a->mean) : st;
+    return st == UG_OK && with_mean && !k.mean_in_last ? ug_hip_reduce(dev, &a->mean) : st;
 }
 
 /* ---- LayerNorm -------------------------------------------------------- */

@@ -401,8 +401,9 @@ static void test_last_block_folds(ug_device *dev)
         CHECK_STATUS(ug_graph_input(g, "logits", UG_F32, 2, xs, &xv), UG_OK) &&
         CHECK_STATUS(ug_graph_input(g, "labels", UG_I32, 1, ys, &yv), UG_OK) &&
         CHECK_STATUS(ug_g_cross_entropy(g, xv, yv, 0.0f, &loss), UG_OK) &&
-        CHECK_STATUS(ug_graph_keep(g, loss), UG_OK) && CHECK_STATUS(ug_graph_compile(g), UG_OK) && CHECK_STATUS(ug_graph_bind(g, xv, X), UG_OK) &&
-        CHECK_STATUS(ug_graph_bind(g, yv, Y), UG_OK) && CHECK_STATUS(ug_graph_run(g), UG_OK) &&
+        CHECK_STATUS(ug_graph_keep(g, loss), UG_OK) && CHECK_STATUS(ug_graph_compile(g), UG_OK) &&
+        CHECK_STATUS(ug_graph_bind(g, xv, X), UG_OK) && CHECK_STATUS(ug_graph_bind(g, yv, Y), UG_OK) &&
+        CHECK_STATUS(ug_graph_run(g), UG_OK) &&
         CHECK_STATUS(ug_device_synchronize(dev), UG_OK)) {
         before = stats();
         if (CHECK_STATUS(ug_graph_run(g), UG_OK) && CHECK_STATUS(ug_device_synchronize(dev), UG_OK))
