@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "base/mix64.h"
+#include "base/regular_file.h"
 
 /* Attempts at a free temporary name; the characters ".tmp.XXXXXX" add. */
 enum { TRIES = 100, TEMP_SUFFIX = 11 };
@@ -167,6 +168,16 @@ ug_status ug_atomic_open(const char *path, ug_atomic_file **out)
                                 path, strerror(errno));
         path = resolved;
         len = strlen(path);
+    }
+    /* Only a regular file is replaced: renaming over a FIFO, a device
+     * (/dev/null, as root) or a socket would delete it for everyone. */
+    struct stat target;
+    if (stat(path, &target) == 0 && !S_ISREG(target.st_mode)) {
+        ug_status st = ug_set_error(UG_ERR_IO, "saving %s: it is %s, not a regular file; nothing was written: "
+                                    "give the name of a file to create or replace",
+                                    path, ug_file_kind(target.st_mode));
+        free(resolved);
+        return st;
     }
     /* One block: the struct, then path, tmp, dir, the temporary names'
      * prefix and two rotation names. */

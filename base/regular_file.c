@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/regular_file.h"
 
-static const char *kind_of(mode_t mode)
+const char *ug_file_kind(unsigned mode)
 {
     return S_ISDIR(mode)    ? "a folder"
            : S_ISFIFO(mode) ? "a FIFO (named pipe)"
@@ -33,7 +33,7 @@ ug_status ug_open_regular_file(const char *path, const char *what, int *fd, uint
     }
     if (!S_ISREG(sb.st_mode)) {
         close(f);
-        return ug_set_error(UG_ERR_IO, "%s: %s, expected a regular file (%s)", path, kind_of(sb.st_mode), what);
+        return ug_set_error(UG_ERR_IO, "%s: %s, expected a regular file (%s)", path, ug_file_kind(sb.st_mode), what);
     }
     /* Reads of a regular file block as usual (the flag matters to them
      * only on some network file systems). */

@@ -15,4 +15,8 @@
  * with nothing left open. */
 ug_status ug_open_regular_file(const char *path, const char *what, int *fd, uint64_t *bytes);
 
+/* What a file of stat's st_mode is, for messages: "a folder", "a FIFO
+ * (named pipe)", "a character device", ... */
+const char *ug_file_kind(unsigned mode);
+
 #endif

@@ -163,6 +163,35 @@ static void test_atomic_file_misuse(ug_device *dev)
     remove_dir(dir);
 }
 
+/* A FIFO, a device or a link to one is never replaced by a regular file
+ * (as root, saving to /dev/null would delete it for every program). */
+static void test_atomic_file_special_targets(ug_device *dev)
+{
+    (void)dev;
+    char dir[] = "/tmp/ug-st-XXXXXX", fifo[128], link[128];
+    REQUIRE(make_dir(dir));
+    snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+    snprintf(link, sizeof link, "%s/null", dir);
+    REQUIRE(mkfifo(fifo, 0600) == 0);
+    REQUIRE(symlink("/dev/null", link) == 0);
+    const char *targets[] = {fifo, "/dev/null", link};
+    const char *kinds[] = {"a FIFO", "a character device", "a character device"};
+    for (int i = 0; i < 3; i++) {
+        ug_atomic_file *f = NULL;
+        if (CHECK_STATUS(ug_atomic_open(targets[i], &f), UG_ERR_IO))
+            CHECK_ERROR_HAS(kinds[i], "not a regular file; nothing was written");
+        CHECK(f == NULL);
+    }
+    struct stat st;
+    CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK_EQ_I64(temp_files(dir), 0);
+    remove(fifo);
+    remove(link);
+    remove_dir(dir);
+}
+
 /* Versions 1..5 saved with keep = 3: path, path.1 and path.2 hold the last
  * three, nothing older stays. */
 static void test_keep_rotation(ug_device *dev)
@@ -472,6 +501,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(save_mode),
         TH_HOST_TEST(save_real_write_failure),
         TH_HOST_TEST(atomic_file_misuse),
+        TH_HOST_TEST(atomic_file_special_targets),
         TH_HOST_TEST(keep_rotation),
         TH_HOST_TEST(io_failure_sweep),
         TH_HOST_TEST(checkpoint_io_sweep),
