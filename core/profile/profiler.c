@@ -42,6 +42,7 @@ static _Thread_local struct open_range {
     ug_device *device;
 } open_ranges[MAX_RANGE_DEPTH];
 static _Thread_local int open_depth;
+static _Thread_local int64_t unrecorded_overflow; /* pushes past the stack with no profiler running */
 
 int64_t ug_profile_clock(void)
 {
@@ -314,56 +315,85 @@ static ug_bevent *mark(ug_profiler *p, ug_device *device, int *d, int *stream)
     return event;
 }
 
+/* Whether the thread's range at index i was pushed while p recorded
+ * (not before p started, nor under an earlier profiler). */
+static bool range_of(const ug_profiler *p, int i) { return p && open_ranges[i].generation == p->generation; }
+
+/* Every push is kept on the thread's stack, recorded or not, so that each
+ * pop finds its own push: a profiler started (on any thread) between a
+ * push and its pop must not turn that pop into an error. */
 ug_status ug_profiler_range_push(ug_device *device, const char *name)
 {
-    if (!ug_profiling())
+    if (!ug_profiling()) {
+        if (open_depth < MAX_RANGE_DEPTH)
+            open_ranges[open_depth++] = (struct open_range){0, 0, device};
+        else
+            unrecorded_overflow++; /* nothing is recorded: no error to give */
         return UG_OK;
+    }
     if (!name)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_profiler_range_push: name is NULL");
-    if (open_depth == MAX_RANGE_DEPTH)
-        return ug_set_error(UG_ERR_STATE, "ug_profiler_range_push: %d ranges are open on this thread; "
-                            "pop one first", MAX_RANGE_DEPTH);
     pthread_mutex_lock(&recorder.lock);
     ug_profiler *p = taking();
-    profile_record *r = NULL;
-    while (p && open_depth && open_ranges[open_depth - 1].generation != p->generation)
-        open_depth--; /* an earlier profiler's, left open by a failure */
-    if (p) {
-        int d = -1, stream = 0;
-        ug_bevent *event = mark(p, device, &d, &stream);
-        r = new_record(p, RECORD_RANGE);
-        if (r) {
-            snprintf(r->name, sizeof r->name, "%s", name);
-            r->family = "range";
-            r->device = event ? d : -1;
-            r->stream = stream;
-            r->depth = open_depth;
-            r->start_event = event;
-            r->host_start = ug_profile_clock() - p->start_ns;
-            open_ranges[open_depth++] = (struct open_range){p->generation, (size_t)(r - p->records), device};
-        } else if (event) {
-            give_event(&p->devices[d], event);
-        }
+    if (open_depth == MAX_RANGE_DEPTH) {
+        /* Ranges pushed outside this profiler (a failure may have skipped
+         * their pops) give way; this profiler's own are a real overflow. */
+        int kept = 0;
+        for (int i = 0; i < open_depth; i++)
+            if (range_of(p, i))
+                open_ranges[kept++] = open_ranges[i];
+        open_depth = kept;
+        unrecorded_overflow = 0;
     }
+    if (open_depth == MAX_RANGE_DEPTH) {
+        pthread_mutex_unlock(&recorder.lock);
+        return ug_set_error(UG_ERR_STATE, "ug_profiler_range_push: %d ranges are open on this thread; "
+                            "pop one first", MAX_RANGE_DEPTH);
+    }
+    profile_record *r = NULL;
+    int d = -1, stream = 0, depth = 0;
+    ug_bevent *event = p ? mark(p, device, &d, &stream) : NULL;
+    if (p && (r = new_record(p, RECORD_RANGE)) != NULL) {
+        for (int i = 0; i < open_depth; i++)
+            depth += range_of(p, i);
+        snprintf(r->name, sizeof r->name, "%s", name);
+        r->family = "range";
+        r->device = event ? d : -1;
+        r->stream = stream;
+        r->depth = depth;
+        r->start_event = event;
+        r->host_start = ug_profile_clock() - p->start_ns;
+    } else if (event) {
+        give_event(&p->devices[d], event);
+    }
+    open_ranges[open_depth++] = (struct open_range){r ? p->generation : 0, r ? (size_t)(r - p->records) : 0, device};
     pthread_mutex_unlock(&recorder.lock);
     return UG_OK;
 }
 
 ug_status ug_profiler_range_pop(ug_device *device)
 {
-    if (!ug_profiling())
+    if (!ug_profiling()) {
+        if (unrecorded_overflow)
+            unrecorded_overflow--;
+        else if (open_depth)
+            open_depth--;
         return UG_OK;
+    }
     pthread_mutex_lock(&recorder.lock);
     ug_profiler *p = taking();
     ug_status st = UG_OK;
-    if (!open_depth || !p || open_ranges[open_depth - 1].generation != p->generation) {
-        open_depth = 0; /* an earlier profiler's ranges are gone with it */
-        st = ug_set_error(UG_ERR_STATE, "ug_profiler_range_pop: no range of this profiler is open "
-                          "on this thread (ug_profiler_range_push)");
+    if (unrecorded_overflow) {
+        unrecorded_overflow--;
+    } else if (!open_depth) {
+        st = ug_set_error(UG_ERR_STATE, "ug_profiler_range_pop: no range is open on this thread "
+                          "(each ug_profiler_range_push needs one pop, on the same thread)");
     } else if (open_ranges[open_depth - 1].device != device) {
         st = ug_set_error(UG_ERR_INVALID_ARGUMENT,
                           "ug_profiler_range_pop: the open range was pushed on %s, not %s",
                           ug_device_name(open_ranges[open_depth - 1].device), ug_device_name(device));
+    } else if (!range_of(p, open_depth - 1)) {
+        open_depth--; /* pushed before this profiler started: nothing of it was recorded */
     } else {
         profile_record *r = &p->records[open_ranges[--open_depth].record];
         r->host_end = ug_profile_clock() - p->start_ns;
