@@ -127,15 +127,31 @@ static ug_status write_record(ug_tensorboard *tb, const message *m)
     return UG_OK;
 }
 
+/* dir and the folders above it, as SummaryWriter's os.makedirs: "runs/x"
+ * works before runs/ exists. */
 static ug_status make_dir(const char *dir)
 {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+    char path[4096];
+    if (strlen(dir) >= sizeof path)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_tensorboard_open: the folder's name is too long");
+    strcpy(path, dir);
+    for (char *p = path + 1;; p++) {
+        const bool end = *p == '\0';
+        if (!end && *p != '/')
+            continue;
+        *p = '\0';
         struct stat st;
-        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return ug_set_error(UG_ERR_IO, "ug_tensorboard_open: cannot create the folder %s: %s", path,
+                                strerror(errno));
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            return ug_set_error(UG_ERR_IO, "ug_tensorboard_open: %s exists and is not a folder", path);
+        if (end)
             return UG_OK;
-        return ug_set_error(UG_ERR_IO, "ug_tensorboard_open: %s exists and is not a folder", dir);
+        *p = '/';
+        while (p[1] == '/')
+            p++;
     }
-    return ug_set_error(UG_ERR_IO, "ug_tensorboard_open: cannot create the folder %s: %s", dir, strerror(errno));
 }
 
 ug_status ug_tensorboard_open(const char *dir, ug_tensorboard **out)

@@ -30,7 +30,7 @@ extern "C" {
 
 typedef struct ug_tensorboard ug_tensorboard;
 
-/* Creates dir if needed (its parent must exist) and a new event file in
+/* Creates dir and its parents if needed, and a new event file in
  * it, named as TensorBoard's writers name theirs:
  * events.out.tfevents.<seconds>.<host>.<pid>.<n>. */
 UG_API ug_status ug_tensorboard_open(const char *dir, ug_tensorboard **out);

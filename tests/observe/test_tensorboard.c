@@ -85,10 +85,25 @@ static void test_refusals(ug_device *dev)
     CHECK_STATUS(ug_tensorboard_open("/tmp", NULL), UG_ERR_INVALID_ARGUMENT);
     if (CHECK_STATUS(ug_tensorboard_open("/etc/hostname", &tb), UG_ERR_IO))
         CHECK_ERROR_HAS("is not a folder");
-    CHECK_STATUS(ug_tensorboard_open("/nonexistent-parent/run", &tb), UG_ERR_IO);
+    /* A parent that is a file: nothing to create under it. */
+    if (CHECK_STATUS(ug_tensorboard_open("/etc/hostname/runs/x", &tb), UG_ERR_IO))
+        CHECK_ERROR_HAS("/etc/hostname exists and is not a folder");
     CHECK(tb == NULL);
     char dir[] = "/tmp/ug-tensorboard-XXXXXX";
     REQUIRE(mkdtemp(dir));
+    /* Missing parents are made, as SummaryWriter makes them. */
+    char nested[64];
+    snprintf(nested, sizeof nested, "%s/runs//mlp/", dir);
+    if (CHECK_STATUS(ug_tensorboard_open(nested, &tb), UG_OK)) {
+        char made[4096];
+        snprintf(made, sizeof made, "%s", ug_tensorboard_path(tb));
+        CHECK_OK(ug_tensorboard_close(tb));
+        CHECK(remove(made) == 0);
+        snprintf(made, sizeof made, "%s/runs/mlp", dir);
+        CHECK(rmdir(made) == 0);
+        snprintf(made, sizeof made, "%s/runs", dir);
+        CHECK(rmdir(made) == 0);
+    }
     REQUIRE_OK(ug_tensorboard_open(dir, &tb));
     char long_tag[300];
     memset(long_tag, 'x', sizeof long_tag - 1);
