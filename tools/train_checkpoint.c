@@ -1,6 +1,7 @@
 /* ug-train's checkpoints (train_checkpoint.h). */
 #define _DEFAULT_SOURCE /* mkstemp */
 #include "train_checkpoint.h"
+#include "train_options.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -46,6 +47,23 @@ char *train_join_args(int argc, char **argv)
     return text;
 }
 
+/* Whether a and b name one existing file. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Appends " ARG" to list (of size len), or "..." once it is full. */
+static void list_arg(char *list, size_t len, const char *arg)
+{
+    size_t used = strlen(list);
+    if (used + strlen(arg) + 5 < len)
+        snprintf(list + used, len - used, " %s", arg);
+    else if (used + 5 < len && strcmp(list + (used >= 4 ? used - 4 : 0), " ...") != 0)
+        snprintf(list + used, len - used, " ...");
+}
+
 char **train_resume_args(const char *path, int argc, char **argv, int *out_argc)
 {
     /* A checkpoint with no parts reads the file's strings only. */
@@ -74,16 +92,57 @@ char **train_resume_args(const char *path, int argc, char **argv, int *out_argc)
     char *copy = (char *)(args + count + 1);
     memcpy(copy, saved, text);
     ug_checkpoint_free(ck);
-    int n = 0;
-    args[n++] = argv[0];
+    char **split = malloc((lines + 1) * sizeof *split);
+    if (!split) {
+        free(args);
+        return NULL;
+    }
+    size_t n_saved = 0;
     for (char *line = copy, *end; (end = strchr(line, '\n')); line = end + 1) {
         *end = '\0';
-        args[n++] = line;
+        split[n_saved++] = line;
+    }
+    /* The saved options, less the files and folders they name for
+     * writing: a checkpoint (perhaps someone else's) must not decide where
+     * this run writes. A saved --save naming the checkpoint being resumed
+     * stays: this command line names that file. */
+    char reused[1024] = "", dropped[1024] = "";
+    int n = 0;
+    args[n++] = argv[0];
+    for (size_t i = 0; i < n_saved; i++) {
+        const char *name = NULL;
+        const int span = train_option_output(split[i], &name);
+        if (span == 0) {
+            args[n++] = split[i];
+            list_arg(reused, sizeof reused, split[i]);
+            continue;
+        }
+        const char *value = span == 1 ? strchr(split[i], '=') + 1 : i + 1 < n_saved ? split[i + 1] : "";
+        if (!strcmp(name, "save") && same_file(value, path)) {
+            args[n++] = split[i];
+            list_arg(reused, sizeof reused, split[i]);
+            if (span == 2 && i + 1 < n_saved) {
+                args[n++] = split[i + 1];
+                list_arg(reused, sizeof reused, split[i + 1]);
+            }
+        } else {
+            list_arg(dropped, sizeof dropped, split[i]);
+            if (span == 2 && i + 1 < n_saved)
+                list_arg(dropped, sizeof dropped, split[i + 1]);
+        }
+        i += (size_t)span - 1;
     }
     for (int i = 1; i < argc; i++)
         args[n++] = argv[i];
     args[n] = NULL;
     *out_argc = n;
+    free(split);
+    printf("resuming %s with its saved options:%s%s\n", path, reused[0] ? reused : " none",
+           argc > 1 ? " (those given now take precedence)" : "");
+    if (dropped[0])
+        printf("not reused:%s (a resume writes only to the files named on its command line: give them again "
+               "to write there)\n",
+               dropped);
     return args;
 }
 
@@ -103,18 +162,23 @@ void train_catch_interrupts(void)
     sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
 }
 
-bool train_check_save_path(const char *path)
+bool train_check_output_file(const char *option, const char *path)
 {
     char dir[4096];
     const char *slash = strrchr(path, '/');
     if (strlen(path) >= sizeof dir - 32 || !path[0] || path[strlen(path) - 1] == '/') {
-        fprintf(stderr, "ug-train: --save %s: expected a file name\n", path);
+        fprintf(stderr, "ug-train: --%s %s: expected a file name\n", option, path);
         return false;
     }
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "ug-train: --save %s: a folder; give a file name in it\n", path);
+        fprintf(stderr, "ug-train: --%s %s: a folder; give a file name in it\n", option, path);
+        return false;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "ug-train: --%s %s: not a regular file (a device, FIFO or socket), which the new file "
+                        "would replace; give the name of a file\n", option, path);
         return false;
     }
     /* A file made and removed again: the one proof that saves can work
@@ -123,9 +187,8 @@ bool train_check_save_path(const char *path)
     snprintf(probe, sizeof probe, "%s/.ug-train-probe-XXXXXX", dir);
     int fd = mkstemp(probe);
     if (fd < 0) {
-        fprintf(stderr, "ug-train: --save %s: the folder %s cannot take files (%s); no checkpoint could be "
-                        "saved, so the run does not start\n",
-                path, dir, strerror(errno));
+        fprintf(stderr, "ug-train: --%s %s: the folder %s cannot take files (%s), so the run does not start%s\n",
+                option, path, dir, strerror(errno), errno == ENOENT ? "; create the folder first" : "");
         return false;
     }
     close(fd);

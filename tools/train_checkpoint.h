@@ -26,8 +26,10 @@ char **train_resume_args(const char *path, int argc, char **argv, int *out_argc)
  * second one ends it at once. 0 before one. */
 extern volatile sig_atomic_t train_interrupt_signal;
 void train_catch_interrupts(void);
-/* Whether checkpoints can be saved at path: its folder takes a new file
- * (one is made and removed). false with the reason on stderr. */
-bool train_check_save_path(const char *path);
+/* Whether the file that --option writes (a checkpoint, trace or plot,
+ * each replaced whole) can be saved at path: not a folder, device or
+ * FIFO, and its folder takes a new file (one is made and removed). false
+ * with the reason on stderr. */
+bool train_check_output_file(const char *option, const char *path);
 
 #endif

@@ -43,6 +43,8 @@ typedef struct option_spec {
     bool (*parse)(const char *value, train_options *o); /* OPT_CUSTOM */
     const char *accepts;    /* what the value may be, for errors: OPT_CUSTOM's and OPT_STRING's
                              * (other kinds say it from their range or choices) */
+    bool output;            /* names a file or folder the run writes: never taken from a
+                             * checkpoint on --resume (train_option_output) */
     /* One line, wrapped by --help. "; default X" is added where the
      * default value is one the option accepts (else the text says it). */
     const char *help;
@@ -150,7 +152,7 @@ static const option_spec table[] = {
     {.name = "patience", .value = "N", .kind = OPT_INT, .target = FIELD(patience), .min = 1,
      .help = "with --val-split: stop after N epochs without a lower validation loss, and restore the weights "
              "of the best epoch"},
-    {.name = "save", .value = "FILE", .kind = OPT_STRING, .target = FIELD(save), .accepts = "a file name",
+    {.name = "save", .output = true, .value = "FILE", .kind = OPT_STRING, .target = FIELD(save), .accepts = "a file name",
      .help = "save a checkpoint (safetensors: model, optimizer, data order, random state, options) to FILE, "
              "replacing it atomically; also on Ctrl-C. With --patience, the best weights go to FILE.best"},
     {.name = "save-every", .value = "N", .kind = OPT_CUSTOM, .parse = parse_save_every,
@@ -164,15 +166,15 @@ static const option_spec table[] = {
     {.name = "resume-override", .kind = OPT_SET, .target = FIELD(resume_override), .set = true,
      .help = "with --resume: accept options that change the saved run's schedule or numbers (more --epochs "
              "under the cosine schedule, another --lr); without it such a resume is refused"},
-    {.name = "csv", .value = "FILE", .kind = OPT_STRING, .target = FIELD(csv), .accepts = "a file name",
+    {.name = "csv", .output = true, .value = "FILE", .kind = OPT_STRING, .target = FIELD(csv), .accepts = "a file name",
      .help = "log a row per step and per epoch (see below)"},
-    {.name = "plot", .value = "FILE", .kind = OPT_STRING, .target = FIELD(plot), .accepts = "a PNG file name",
+    {.name = "plot", .output = true, .value = "FILE", .kind = OPT_STRING, .target = FIELD(plot), .accepts = "a PNG file name",
      .help = "draw the loss and accuracy curves into FILE (PNG) with gnuplot after every epoch (ug-plot draws "
              "them from a --csv log)"},
-    {.name = "tensorboard", .value = "DIR", .kind = OPT_STRING, .target = FIELD(tensorboard),
+    {.name = "tensorboard", .output = true, .value = "DIR", .kind = OPT_STRING, .target = FIELD(tensorboard),
      .accepts = "a folder", .help = "log the figures of the CSV, the pool's memory and loss scaling as "
                                    "TensorBoard scalars in a new event file in DIR (tensorboard --logdir DIR)"},
-    {.name = "profile", .value = "FILE", .kind = OPT_STRING, .target = FIELD(profile), .accepts = "a file name",
+    {.name = "profile", .output = true, .value = "FILE", .kind = OPT_STRING, .target = FIELD(profile), .accepts = "a file name",
      .help = "record --profile-steps steps after --profile-skip with the profiler: their Chrome trace goes to "
              "FILE (open it in ui.perfetto.dev) and the top ops by device time are printed"},
     {.name = "profile-skip", .value = "N", .kind = OPT_INT64, .target = FIELD(profile_skip), .min = 0,
@@ -541,6 +543,18 @@ static const option_spec *find(const char *name, size_t len)
         if (strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
             return &table[i];
     return NULL;
+}
+
+int train_option_output(const char *arg, const char **name)
+{
+    if (strncmp(arg, "--", 2) != 0)
+        return 0;
+    const char *eq = strchr(arg, '=');
+    const option_spec *s = find(arg + 2, (eq ? (size_t)(eq - arg) : strlen(arg)) - 2);
+    if (!s || !s->output)
+        return 0;
+    *name = s->name;
+    return eq ? 1 : 2;
 }
 
 static const char *choice_name(const option_choice *c, int value)

@@ -73,6 +73,11 @@ void train_options_defaults(train_options *o);
  * --name=VALUE; then fills in the defaults that depend on other options
  * (the model's dropout and schedule). Errors go to stderr. */
 int train_options_parse(int argc, char **argv, train_options *o);
+/* Whether arg (one element of argv) is an option naming a file or folder
+ * the run writes (--save, --csv, --plot, --tensorboard, --profile): 0 if
+ * not; 1 for --name=VALUE, 2 for --name with its value in the next
+ * argument. Sets *name to the option's name without "--". */
+int train_option_output(const char *arg, const char **name);
 /* --help, made from the table. */
 void train_options_usage(FILE *to);
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gnuplot.h"
@@ -224,7 +225,9 @@ static int finish(run *r, ug_status fitted)
         else if (fitted != UG_OK)
             printf("the checkpoint could not be saved: %s\n", ug_last_error());
         else
-            printf("saved to %s\nresume with: ug-train --resume %s\n", o->save, o->save);
+            printf("saved to %s\nresume with: ug-train --resume %s%s%s%s%s%s%s\n", o->save, o->save,
+                   o->csv ? " --csv " : "", o->csv ? o->csv : "", o->plot ? " --plot " : "", o->plot ? o->plot : "",
+                   o->tensorboard ? " --tensorboard " : "", o->tensorboard ? o->tensorboard : "");
         return 128 + train_interrupt_signal;
     }
     if (fitted != UG_OK)
@@ -247,6 +250,27 @@ static int finish(run *r, ug_status fitted)
     return 0;
 }
 
+/* Whether path, which a resumed run would add to, starts with the log's
+ * header: another file is never appended to. */
+static bool csv_is_log(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return true; /* a stream the user named (/dev/stdout, a pipe): nothing to read back */
+    char first[sizeof TRAIN_CSV_COLUMNS + 1] = "";
+    FILE *f = fopen(path, "r");
+    const bool read = f && fgets(first, sizeof first, f);
+    if (f)
+        fclose(f);
+    first[strcspn(first, "\r\n")] = '\0';
+    if (read && !strcmp(first, TRAIN_CSV_COLUMNS))
+        return true;
+    fprintf(stderr, "ug-train: --csv %s: %s; a resumed run adds rows only to a ug-train --csv log of this "
+                    "version: give another file name\n",
+            path, read ? "its first line is not the log's header" : f ? "empty" : strerror(errno));
+    return false;
+}
+
 /* The CSV log; a resumed run adds to its own. --plot without --csv
  * plots from a temporary log, removed at the end. */
 static int open_csv(run *r)
@@ -257,6 +281,8 @@ static int open_csv(run *r)
         return 1;
     }
     const bool append = r->o.csv && r->o.resume && access(r->o.csv, F_OK) == 0;
+    if (append && !csv_is_log(r->o.csv))
+        return 1;
     if (r->o.csv) {
         snprintf(r->csv_path, sizeof r->csv_path, "%s", r->o.csv);
         r->csv = fopen(r->o.csv, append ? "a" : "w");
@@ -311,8 +337,12 @@ int main(int argc, char **argv)
         r.args = train_join_args(argc, argv);
     if (!r.args)
         rc = fail("keeping the options (an argument holds a newline?)");
-    if (!rc && r.o.save && !train_check_save_path(r.o.save))
-        rc = 1;
+    const struct {
+        const char *option, *path;
+    } outputs[] = {{"save", r.o.save}, {"profile", r.o.profile}, {"plot", r.o.plot}};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (!rc && outputs[i].path && !train_check_output_file(outputs[i].option, outputs[i].path))
+            rc = 1;
     if (!rc)
         rc = train_data_load(&r.o, &r.data);
     if (!rc)

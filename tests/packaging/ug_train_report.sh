@@ -1,7 +1,7 @@
 #!/bin/sh
 # ug-train's report and CSV log: the header counts "1 epoch" in the
 # singular; the log's header has every column; global_step runs on across
-# epochs (and across a resume, which appends); each epoch row holds the
+# epochs (and across a resume given the log again, which appends); each epoch row holds the
 # training and validation accuracy that the epoch's line prints. 10 samples
 # (2 held out) in batches of 4. Usage: ug_train_report.sh UG_TRAIN
 set -u
@@ -18,7 +18,7 @@ fail() { echo "FAIL $*"; failed=1; }
 out=$("$ug_train" --quiet --epochs 1 --device cpu --batch-size 4 --val-split 0.2 --csv "$dir/log.csv" \
     --save "$dir/run.safetensors" $data 2>&1) || { echo "$out"; exit 1; }
 # shellcheck disable=SC2086
-out2=$("$ug_train" --quiet --resume "$dir/run.safetensors" --epochs 2 2>&1) || { echo "$out2"; exit 1; }
+out2=$("$ug_train" --quiet --resume "$dir/run.safetensors" --epochs 2 --csv "$dir/log.csv" 2>&1) || { echo "$out2"; exit 1; }
 printf '%s\n%s\n' "$out" "$out2"
 printf '%s\n' "$out" | grep -q ', 1 epoch, ' || fail "the header does not say \"1 epoch\""
 printf '%s\n' "$out2" | grep -q 'epoch 2, 2 updates done' || fail "the resume line does not say where the run stands"

@@ -69,4 +69,60 @@ for signal in HUP TERM; do
         echo "ok SIG$signal: exit $status"
     fi
 done
+# 4. Outputs that a run would replace but must not: a FIFO, and a link to
+#    a device (as root, --save /dev/null used to delete /dev/null). Refused
+#    before training, each left as it was.
+mkfifo "$dir/pipe"
+ln -s /dev/null "$dir/null"
+for option in save profile plot; do
+    for target in "$dir/pipe" "$dir/null"; do
+        if out=$(run 1 --quiet --$option "$target" 2>&1); then
+            fail "--$option $target: ug-train succeeded"
+        elif ! printf '%s\n' "$out" | grep -q "not a regular file"; then
+            fail "--$option $target: no reason in:"; printf '%s\n' "$out"
+        elif [ ! -p "$dir/pipe" ] || [ ! -L "$dir/null" ] || [ ! -c /dev/null ]; then
+            fail "--$option $target: the target was replaced"
+        else
+            echo "ok --$option $target refused"
+        fi
+    done
+done
+# 5. A resume writes only where its own command line says. A run saved
+#    with --save, --csv and --tensorboard, its checkpoint copied elsewhere
+#    (as one received from someone else): resuming the copy must not touch
+#    the saved paths, and says which options it reused and which not.
+mkdir "$dir/runs"
+run 1 --quiet --save "$dir/a.ck" --csv "$dir/log.csv" --tensorboard "$dir/runs/tb" > /dev/null 2>&1 ||
+    fail "the run to resume failed"
+cp "$dir/a.ck" "$dir/b.ck"
+cp "$dir/a.ck" "$dir/a.before"
+cp "$dir/log.csv" "$dir/log.before"
+events=$(ls "$dir/runs/tb" | wc -l)
+if ! out=$("$ug_train" --quiet --resume "$dir/b.ck" --epochs 2 2>&1); then
+    fail "resuming a copy failed:"; printf '%s\n' "$out"
+elif ! cmp -s "$dir/a.ck" "$dir/a.before" || ! cmp -s "$dir/log.csv" "$dir/log.before" ||
+    [ "$(ls "$dir/runs/tb" | wc -l)" != "$events" ]; then
+    fail "resuming a copy wrote to the saved run's files"
+elif ! printf '%s\n' "$out" | grep -q "^resuming $dir/b.ck with its saved options: .*--epochs 1" ||
+    ! printf '%s\n' "$out" | grep -q "^not reused: --save $dir/a.ck --csv $dir/log.csv --tensorboard $dir/runs/tb"; then
+    fail "resuming a copy: the reused options are not listed:"; printf '%s\n' "$out"
+else
+    echo "ok a copied checkpoint writes nothing of the saved run's"
+fi
+# Resuming the checkpoint itself keeps saving into it; the log grows only
+# when named again, and only a ug-train log is added to.
+if ! "$ug_train" --quiet --resume "$dir/a.ck" --epochs 2 --csv "$dir/log.csv" > "$dir/out5" 2>&1; then
+    fail "resuming in place failed:"; cat "$dir/out5"
+elif cmp -s "$dir/a.ck" "$dir/a.before" || [ "$(grep -c '^epoch,2,' "$dir/log.csv")" != 1 ]; then
+    fail "resuming in place: no new checkpoint or no epoch 2 in the log"
+else
+    echo "ok resuming in place saves to it and appends to the log named again"
+fi
+echo "my notes" > "$dir/notes.txt"
+if "$ug_train" --quiet --resume "$dir/a.ck" --epochs 3 --csv "$dir/notes.txt" > "$dir/out6" 2>&1 ||
+    [ "$(cat "$dir/notes.txt")" != "my notes" ] || ! grep -q "not the log's header" "$dir/out6"; then
+    fail "a resume appended to a file that is not a log:"; cat "$dir/out6"
+else
+    echo "ok a resume appends to no other file"
+fi
 exit $failed
