@@ -42,6 +42,7 @@ struct graph_replay {
     ug_value **inputs;   /* the inputs the graph uses */
     ug_tensor **buffers; /* per input, of its declared shape */
     ug_tensor **views;   /* per input, its rows bound at the capture: what the recording reads */
+    ug_tensor **held;    /* per input during a capture, what the caller had bound */
     char why[320];
 };
 
@@ -52,6 +53,7 @@ static uint64_t step_key(const ug_graph *g, const ug_stream *stream)
 {
     uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)g->rows);
     h = mix(h, g->training);
+    h = mix(h, g->seed); /* an argument of the random kernels: a new seed needs a new recording */
     return mix(h, (uint64_t)(uintptr_t)stream);
 }
 
@@ -75,11 +77,12 @@ static void unprepare(ug_graph *g, graph_replay *r)
     free(r->inputs);
     free(r->buffers);
     free(r->views);
+    free(r->held);
     ug_event_free(r->before);
     ug_event_free(r->after);
     ug_stream_free(r->stream);
     r->inputs = NULL;
-    r->buffers = r->views = NULL;
+    r->buffers = r->views = r->held = NULL;
     r->input_count = 0;
     r->before = r->after = NULL;
     r->stream = NULL;
@@ -120,8 +123,8 @@ static const char *launched_because(ug_graph *g, graph_replay *r)
     return why;
 }
 
-/* Binds each input to the first rows of its buffer, holding what the
- * caller bound: the recording reads those views. */
+/* Binds each input to the first rows of its buffer for the capture,
+ * holding what the caller bound: the recording reads those views. */
 static ug_status bind_own_inputs(ug_graph *g, graph_replay *r)
 {
     for (int i = 0; i < r->input_count; i++) {
@@ -132,9 +135,26 @@ static ug_status bind_own_inputs(ug_graph *g, graph_replay *r)
         UG_TRY(ug_tensor_over_storage(r->buffers[i]->storage, bound->dtype, bound->ndim, bound->shape,
                                       r->buffers[i]->offset, &r->views[i]));
         UG_TRY(ug_tensor_copy(r->views[i], bound));
+        UG_TRY(ug_tensor_over_storage(bound->storage, bound->dtype, bound->ndim, bound->shape, bound->offset,
+                                      &r->held[i]));
         UG_TRY(ug_graph_bind(g, v, r->views[i]));
     }
     return UG_OK;
+}
+
+/* The caller's own bindings back after a capture: each replay copies
+ * from them, so data the caller writes into a bound tensor later (without
+ * binding it again) is what the next step reads, as when launching. */
+static ug_status bind_callers_inputs(ug_graph *g, graph_replay *r)
+{
+    ug_status st = UG_OK;
+    for (int i = 0; i < r->input_count; i++) {
+        if (r->held[i] && st == UG_OK)
+            st = ug_graph_bind(g, r->inputs[i], r->held[i]);
+        ug_tensor_free(r->held[i]);
+        r->held[i] = NULL;
+    }
+    return st;
 }
 
 /* The inputs' buffers, and for a capture the graph's stream and its two
@@ -149,7 +169,8 @@ static ug_status prepare(ug_graph *g, graph_replay *r)
     r->inputs = ug_calloc((size_t)count + 1, sizeof *r->inputs);
     r->buffers = ug_calloc((size_t)count + 1, sizeof *r->buffers);
     r->views = ug_calloc((size_t)count + 1, sizeof *r->views);
-    if (!r->inputs || !r->buffers || !r->views)
+    r->held = ug_calloc((size_t)count + 1, sizeof *r->held);
+    if (!r->inputs || !r->buffers || !r->views || !r->held)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < g->value_count; i++) {
         ug_value *v = g->values[i];
@@ -239,6 +260,8 @@ static ug_status capture(ug_graph *g, graph_replay *r, unsigned mask, ug_stream 
         ug_status back = leave(g, r, caller);
         st = st != UG_OK ? st : back;
     }
+    ug_status rebound = bind_callers_inputs(g, r);
+    st = st != UG_OK ? st : rebound;
     if (st == UG_OK)
         return replay(g, r, caller, op);
     snprintf(r->why, sizeof r->why, "capturing the step failed, so each kernel is launched: %s", ug_last_error());

@@ -207,6 +207,61 @@ TS_TEST(failed_capture_falls_back)
     CHECK_MSG(!memcmp(with, without, sizeof with), "the losses differ from the launched run's");
 }
 
+/* Replay sees what launching sees: data written into the tensors bound
+ * once (no new binding), and a seed set after compile (dropout's draws). */
+static void run_in_place(net *n, ug_tensor *x, ug_tensor *y, float *losses, int *replays)
+{
+    const int64_t per_row = n->cnn ? 2 * SIDE * SIDE : FEATURES;
+    static float xs[BATCH * 2 * SIDE * SIDE];
+    int32_t ys[BATCH];
+    REQUIRE_OK(ug_graph_bind(n->g, n->x, x));
+    REQUIRE_OK(ug_graph_bind(n->g, n->y, y));
+    for (int s = 0; s < 12; s++) {
+        th_context("%s step %d", n->cnn ? "CNN" : "MLP", s);
+        for (int64_t i = 0; i < BATCH * per_row; i++)
+            xs[i] = (float)cos(0.11 * (double)i + 0.7 * s);
+        for (int i = 0; i < BATCH; i++)
+            ys[i] = (i * 7 + s) % CLASSES;
+        REQUIRE_OK(ug_tensor_upload(x, xs, (size_t)(BATCH * per_row) * sizeof *xs));
+        REQUIRE_OK(ug_tensor_upload(y, ys, sizeof ys));
+        if (s == 6)
+            REQUIRE_OK(ug_graph_set_seed(n->g, 1234));
+        REQUIRE_OK(ug_graph_run(n->g));
+        REQUIRE_OK(ug_graph_read(n->g, n->loss, &losses[s], sizeof losses[s]));
+        *replays += ug_graph_replaying(n->g, NULL, 0);
+    }
+}
+
+static void compare_in_place(ug_device *dev, bool cnn)
+{
+    net replayed, launched;
+    REQUIRE(make_net(dev, cnn, &replayed) && make_net(dev, cnn, &launched));
+    REQUIRE_OK(ug_graph_set_replay(launched.g, false));
+    const int64_t xs[4] = {BATCH, cnn ? 2 : FEATURES, SIDE, SIDE};
+    static float zeros[BATCH * 2 * SIDE * SIDE];
+    const int32_t labels[BATCH] = {0};
+    ug_tensor *x[2] = {ts_tensor_f32(dev, cnn ? 4 : 2, xs, zeros), ts_tensor_f32(dev, cnn ? 4 : 2, xs, zeros)};
+    ug_tensor *y[2] = {ts_tensor_i32(dev, BATCH, labels), ts_tensor_i32(dev, BATCH, labels)};
+    REQUIRE(x[0] && x[1] && y[0] && y[1]);
+    float with[12], without[12];
+    int replays = 0, none = 0;
+    run_in_place(&replayed, x[0], y[0], with, &replays);
+    run_in_place(&launched, x[1], y[1], without, &none);
+    REQUIRE(!th_failures());
+    th_context("%s", cnn ? "CNN" : "MLP");
+    /* Steps 0 and 6 (a new seed) launch; 1 and 7 capture and replay. */
+    CHECK_EQ_I64(replays, 10);
+    for (int s = 0; s < 12; s++)
+        if (memcmp(&with[s], &without[s], sizeof with[s])) {
+            th_fail(TH_LOC, "step %d: loss %.9g replayed, %.9g launched", s, (double)with[s], (double)without[s]);
+            break;
+        }
+}
+
+TS_TEST(mlp_replay_reads_bound_tensors) { compare_in_place(dev, false); }
+
+TS_TEST(cnn_replay_reads_bound_tensors) { compare_in_place(dev, true); }
+
 TS_TEST(replay_refuses_null)
 {
     (void)dev;
@@ -221,6 +276,8 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(mlp_replay_equals_launches),
         TH_DEVICE_TEST(cnn_replay_equals_launches),
+        TH_DEVICE_TEST(mlp_replay_reads_bound_tensors),
+        TH_DEVICE_TEST(cnn_replay_reads_bound_tensors),
         TH_DEVICE_TEST(failed_capture_falls_back),
         TH_DEVICE_TEST(replay_refuses_null),
     };
