@@ -13,10 +13,14 @@
 
 int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int dilation)
 {
-    if (stride < 1 || dilation < 1 || kernel < 1 || padding < 0)
+    if (in < 0 || stride < 1 || dilation < 1 || kernel < 1 || padding < 0)
         return -1;
-    int64_t span = (int64_t)dilation * (kernel - 1) + 1;
-    int64_t room = in + 2 * (int64_t)padding - span;
+    /* dilation (kernel - 1) + 1 <= 2^62 always fits; the padded size may
+     * not, for an in near INT64_MAX. */
+    int64_t span = (int64_t)dilation * (kernel - 1) + 1, padded;
+    if (__builtin_add_overflow(in, 2 * (int64_t)padding, &padded))
+        return -1;
+    int64_t room = padded - span;
     return room < 0 ? 0 : room / stride + 1;
 }
 

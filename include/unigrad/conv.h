@@ -34,7 +34,10 @@ typedef struct ug_pool2d_params {
 } ug_pool2d_params;
 
 /* Output size along one axis, PyTorch's rule:
- * floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1. */
+ * floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1, or 0
+ * when the window does not fit the padded input. -1 for arguments out of
+ * range: in or padding negative, kernel, stride or dilation below 1, or a
+ * padded size past INT64_MAX. */
 UG_API int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int padding, int dilation);
 
 /* Convolutions run by a vendor's library (cuDNN on CUDA devices, MIOpen on

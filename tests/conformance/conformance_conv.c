@@ -16,6 +16,7 @@
  * statistics elementwise within CF_REL_STATS of the largest, tight enough to
  * tell the unbiased variance (a factor m / (m - 1)) from the biased one for
  * every case's m = N * H * W. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +118,15 @@ void test_conv2d_ops(ug_device *dev)
                   sizes[i][1], sizes[i][2], sizes[i][3], sizes[i][4],
                   (long long)ug_conv_output_size(sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3], sizes[i][4]),
                   (long long)ref_conv_out(sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3], sizes[i][4]));
+    /* Out of range: -1, never an overflow (UBSan's build checks). */
+    CHECK_EQ_I64(ug_conv_output_size(INT64_MAX, 3, 1, INT_MAX, 1), -1);
+    CHECK_EQ_I64(ug_conv_output_size(INT64_MAX - 1, 1, 1, 0, 1), INT64_MAX - 1);
+    CHECK_EQ_I64(ug_conv_output_size(INT64_MAX, INT_MAX, INT_MAX, 0, INT_MAX),
+                 (INT64_MAX - ((int64_t)INT_MAX * (INT_MAX - 1) + 1)) / INT_MAX + 1);
+    CHECK_EQ_I64(ug_conv_output_size(5, INT_MAX, INT_MAX, INT_MAX, INT_MAX), 0);
+    CHECK_EQ_I64(ug_conv_output_size(-1, 1, 1, 0, 1), -1);
+    CHECK_EQ_I64(ug_conv_output_size(5, 0, 1, 0, 1), -1);
+    CHECK_EQ_I64(ug_conv_output_size(5, 1, 1, -1, 1), -1);
 
     for (int i = 0; i < CF_COUNT(conv_cases); i++)
         for (int d = 0; d < CF_COUNT(window_dtypes); d++) {
