@@ -110,6 +110,38 @@ bool ug_comm_ranks_differ(ug_comm *c, const char *text)
     return mixed;
 }
 
+ug_status ug_comm_check_same(ug_comm *c, int count, const char *const *names, const char *const *texts,
+                             const char *op)
+{
+    /* The texts themselves, a byte a float (exact through any engine),
+     * so that every rank can name both values. */
+    enum { W = UG_COMM_FIELD_TEXT };
+    const size_t per_rank = (size_t)count * W;
+    float *all = ug_calloc(((size_t)c->size + 1) * per_rank + 1, sizeof *all), *mine = all + (size_t)c->size * per_rank;
+    if (!all)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    for (int f = 0; f < count; f++)
+        for (size_t i = 0; i < W - 1 && texts[f][i]; i++)
+            mine[(size_t)f * W + i] = (float)(unsigned char)texts[f][i];
+    ug_status st = c->engine->all_gather(c, mine, per_rank, all);
+    for (int r = 1; st == UG_OK && r < c->size; r++)
+        for (int f = 0; f < count && st == UG_OK; f++) {
+            const float *first = all + (size_t)f * W, *other = all + (size_t)r * per_rank + (size_t)f * W;
+            if (!memcmp(first, other, W * sizeof *first))
+                continue;
+            char a[W], b[W];
+            for (size_t i = 0; i < W; i++) {
+                a[i] = (char)(unsigned char)first[i];
+                b[i] = (char)(unsigned char)other[i];
+            }
+            st = ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: rank %d's %s is %s, rank 0's %s; the replicas of one "
+                              "run must agree on every setting (give each rank the same options)",
+                              op, r, names[f], b, a);
+        }
+    free(all);
+    return st;
+}
+
 ug_status ug_comm_take_rank0_params(ug_comm *c, ug_model *model, const char *op)
 {
     for (int i = 0; i < ug_model_param_count(model); i++) {

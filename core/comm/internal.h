@@ -92,6 +92,13 @@ extern const comm_engine ug_comm_local_engine;
  * waiting for no other rank (0 before one). */
 ug_status ug_comm_take_rank0_params(ug_comm *c, ug_model *model, const char *op);
 bool ug_comm_ranks_differ(ug_comm *c, const char *text);
+/* A collective: whether every rank has rank 0's texts[i] for each of the
+ * count named settings (each text under UG_COMM_FIELD_TEXT bytes, longer
+ * ones compared by their start); the same verdict on every rank, naming
+ * the first setting that differs with both values. */
+enum { UG_COMM_FIELD_TEXT = 48 };
+ug_status ug_comm_check_same(ug_comm *c, int count, const char *const *names, const char *const *texts,
+                             const char *op);
 double ug_comm_compute_seconds(const ug_comm *c);
 /* Test hook: this rank's forward and backward take seconds per row, as if
  * timed, so that a test knows the shares the trainer must choose. */

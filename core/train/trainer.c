@@ -298,6 +298,8 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     if (st == UG_OK && t->config.comm) /* the replicas start alike: rank 0's */
         st = ug_comm_broadcast_model(t->config.comm, t->model);
     if (st == UG_OK && t->config.comm)
+        st = trainer_check_replicas(t);
+    if (st == UG_OK && t->config.comm)
         t->mixed_backends = ug_comm_ranks_differ(t->config.comm, device->info.backend);
     if (st == UG_OK)
         st = trainer_balance_start(t);

@@ -102,6 +102,10 @@ ug_status trainer_balance_after_update(ug_trainer *t, int64_t rows);
 /* The configuration a checkpoint keeps, and the check on resuming. */
 ug_status trainer_save_state(ug_trainer *t);
 ug_status trainer_resume(ug_trainer *t);
+/* With comm, a collective: every rank's settings against rank 0's (those
+ * a resume must match, the data order, the run's length, the loss
+ * scaler), refused on every rank naming the first that differs. */
+ug_status trainer_check_replicas(const ug_trainer *t);
 /* The best weights: kept on the host, restored, saved beside the checkpoint. */
 ug_status trainer_keep_best(ug_trainer *t);
 ug_status trainer_restore_best(ug_trainer *t);

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/fault.h"
+#include "core/comm/internal.h"
 #include "core/train/trainer_internal.h"
 
 enum { FIELD_TEXT = 48 };
@@ -61,7 +62,40 @@ static int config_fields(const ug_trainer *t, field *f)
     return n;
 }
 
-enum { MAX_FIELDS = 32 };
+enum { MAX_FIELDS = 48 };
+_Static_assert((int)FIELD_TEXT <= (int)UG_COMM_FIELD_TEXT, "a field's text must reach the other ranks whole");
+
+ug_status trainer_check_replicas(const ug_trainer *t)
+{
+    /* What a resume must match, and what the replicas must share beyond
+     * it: the data order (the seed, the updates an epoch, i.e. the data
+     * set's size), how long the run goes and when it stops, and every
+     * setting of the loss scaler. Any difference would train some samples
+     * twice and others never, or let the replicas drift apart. */
+    field f[MAX_FIELDS];
+    int n = config_fields(t, f);
+    const ug_trainer_config *c = &t->config;
+    const ug_loss_scaling ls = ug_optimizer_get_config(t->optimizer).loss_scaling;
+#define INT_FIELD(label, value) snprintf(f[n].text, FIELD_TEXT, "%lld", (long long)(value)), f[n++].name = label
+#define REAL_FIELD(label, value) snprintf(f[n].text, FIELD_TEXT, "%.9g", (double)(value)), f[n++].name = label
+    INT_FIELD("epochs", c->epochs);
+    INT_FIELD("updates an epoch", t->epoch_updates);
+    INT_FIELD("total updates", t->total_updates);
+    INT_FIELD("patience", c->patience);
+    INT_FIELD("loss_scaling.enabled", ls.enabled);
+    REAL_FIELD("loss_scaling.init_scale", ls.init_scale);
+    REAL_FIELD("loss_scaling.growth_factor", ls.growth_factor);
+    REAL_FIELD("loss_scaling.backoff_factor", ls.backoff_factor);
+    INT_FIELD("loss_scaling.growth_interval", ls.growth_interval);
+#undef INT_FIELD
+#undef REAL_FIELD
+    const char *names[MAX_FIELDS], *texts[MAX_FIELDS];
+    for (int i = 0; i < n; i++) {
+        names[i] = f[i].name;
+        texts[i] = f[i].text;
+    }
+    return ug_comm_check_same(c->comm, n, names, texts, "ug_trainer_create");
+}
 
 static ug_status set_string(ug_trainer *t, const char *name, const char *value)
 {

@@ -192,6 +192,7 @@ typedef struct trainer_rank {
     int64_t stop_at;          /* asks this rank alone to stop after that batch (0: never) */
     double seconds_per_row;   /* > 0: this rank's speed, through the test hook */
     const char *checkpoint, *resume;
+    void (*configure)(ug_trainer_config *c); /* the last rank's settings changed (the refusal cases) */
     volatile sig_atomic_t stop;
     bool stopped;
     int64_t updates;
@@ -238,6 +239,8 @@ static void *fit_rank(void *arg)
     c.checkpoint = r->checkpoint;
     c.resume = r->resume;
     c.user = r;
+    if (r->configure)
+        r->configure(&c);
     if (r->comm && r->seconds_per_row > 0)
         ug_comm_debug_seconds_per_row(r->comm, r->seconds_per_row);
     ug_trainer *t = NULL;
@@ -382,6 +385,7 @@ static void fit_ranks(ug_device *const *devices, int count, const ug_dataset *da
         out[r].comm = comms[r];
         out[r].data = data;
         out[r].stop_at = r == count - 1 ? t->stop_at : 0; /* the last rank alone is asked */
+        out[r].configure = r == count - 1 ? t->configure : NULL;
         out[r].seconds_per_row = t->seconds_per_row * (r + 1) * (r + 1); /* rank 1 four times slower */
         if (count > 1)
             pthread_create(&threads[r], NULL, fit_rank, &out[r]);
@@ -433,6 +437,45 @@ static void test_resume_other_world(ug_device *dev)
     char command[96];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
     CHECK(system(command) == 0);
+    ug_device_close(cpu);
+    ug_dataset_free(data);
+}
+
+/* Ranks whose settings differ in anything that changes the data order or
+ * the numbers are refused at ug_trainer_create, on both ranks, naming the
+ * setting: with another seed, some samples were trained twice and others
+ * never; with another schedule detail, the replicas drifted apart. */
+static void other_seed(ug_trainer_config *c) { c->seed = 6; }
+static void other_epochs(ug_trainer_config *c) { c->epochs = 3; }
+static void other_batch(ug_trainer_config *c) { c->batch_size = 8; }
+static void other_gamma(ug_trainer_config *c) { c->optimizer.gamma = 0.5f; }
+static void other_eps(ug_trainer_config *c) { c->optimizer.eps = 1e-7f; }
+static void other_drop_last(ug_trainer_config *c) { c->drop_last = true; }
+
+static void test_other_settings_refused(ug_device *dev)
+{
+    static const struct {
+        void (*configure)(ug_trainer_config *c);
+        const char *named;
+    } cases[] = {{other_seed, "rank 1's seed is 6, rank 0's 5"},
+                 {other_epochs, "rank 1's epochs is 3, rank 0's 2"},
+                 {other_batch, "rank 1's batch_size is 8, rank 0's 16"},
+                 {other_gamma, "rank 1's optimizer.gamma is 0.5, rank 0's 0.1"},
+                 {other_eps, "rank 1's optimizer.eps is"},
+                 {other_drop_last, "rank 1's drop_last is 1, rank 0's 0"}};
+    ug_dataset *data = trainer_data();
+    REQUIRE(data);
+    ug_device *cpu = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static trainer_rank pair[2];
+        fit_ranks((ug_device *[]){cpu, dev}, 2, data, &(trainer_rank){.configure = cases[i].configure}, pair);
+        for (int r = 0; r < 2; r++)
+            CHECK_MSG(pair[r].status == UG_ERR_INVALID_ARGUMENT && strstr(pair[r].message, cases[i].named) &&
+                          pair[r].updates == 0,
+                      "case %zu, rank %d: %s after %lld updates, expected a refusal naming \"%s\"", i, r,
+                      pair[r].message, (long long)pair[r].updates, cases[i].named);
+    }
     ug_device_close(cpu);
     ug_dataset_free(data);
 }
@@ -705,6 +748,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(other_optimizer_refused),
         TH_DEVICE_TEST(trainer),
         TH_DEVICE_TEST(trainer_stop),
+        TH_DEVICE_TEST(other_settings_refused),
         TH_DEVICE_TEST(measured_shares),
         TH_DEVICE_TEST(compute_excludes_waits),
         TH_DEVICE_TEST(nccl),
