@@ -145,7 +145,8 @@ static void cluster_of(const section *s, const csv_table *t, int r, char *out, s
 }
 
 /* A clustered bar chart of one figure column: a cluster per row name less
- * its device, a bar per device. */
+ * its device, a bar per device. The names and the figures (parsed here)
+ * reach gnuplot through gnuplot_bar_chart, never the table's text. */
 static bool bar_chart(const char *png, const char *title, const char *xlabel, const char *ylabel, const section *s,
                       const csv_table *t, const char *column, const char *only_mode, char *why, size_t len)
 {
@@ -154,9 +155,14 @@ static bool bar_chart(const char *png, const char *title, const char *xlabel, co
         snprintf(why, len, "the %s table has no %s column", s->name, column);
         return false;
     }
-    /* Distinct devices and clusters, in order of appearance. */
+    /* Distinct devices and clusters, in order of appearance; a bar is the
+     * last such row's figure. */
     enum { MAX = 64 };
     char devices[MAX][48], clusters[MAX][96];
+    const char *device_names[MAX], *cluster_names[MAX];
+    double bars[MAX * MAX];
+    for (int i = 0; i < MAX * MAX; i++)
+        bars[i] = NAN;
     int nd = 0, nc = 0;
     for (int r = 0; r < t->rows; r++) {
         if (only_mode && mode >= 0 && strcmp(t->cells[r][mode], only_mode))
@@ -168,50 +174,31 @@ static bool bar_chart(const char *png, const char *title, const char *xlabel, co
             d++;
         while (k < nc && strcmp(clusters[k], cluster))
             k++;
-        if (d == nd && nd < MAX)
-            snprintf(devices[nd++], sizeof devices[0], "%s", t->cells[r][device]);
-        if (k == nc && nc < MAX)
-            snprintf(clusters[nc++], sizeof clusters[0], "%s", cluster);
+        if (d == nd && nd < MAX) {
+            snprintf(devices[nd], sizeof devices[0], "%s", t->cells[r][device]);
+            device_names[nd++] = devices[d];
+        }
+        if (k == nc && nc < MAX) {
+            snprintf(clusters[nc], sizeof clusters[0], "%s", cluster);
+            cluster_names[nc++] = clusters[k];
+        }
+        double figure;
+        if (d < nd && k < nc && csv_number(t->cells[r][value], &figure) && !isnan(figure))
+            bars[k * MAX + d] = figure;
     }
     if (!nd || !nc) {
         snprintf(why, len, "the %s table has no rows to plot", s->name);
         return false;
     }
-    gnuplot g;
-    if (!gnuplot_begin(&g, png, 1000, 500, why, len))
-        return false;
-    fprintf(g.pipe, "$data << EOD\n");
-    for (int k = 0; k < nc; k++) {
-        fprintf(g.pipe, "\"%s\"", clusters[k]);
-        for (int d = 0; d < nd; d++) {
-            const char *cell = "NaN";
-            for (int r = 0; r < t->rows; r++) {
-                char cluster[96];
-                cluster_of(s, t, r, cluster, sizeof cluster);
-                if (!strcmp(cluster, clusters[k]) && !strcmp(t->cells[r][device], devices[d]) &&
-                    (!only_mode || mode < 0 || !strcmp(t->cells[r][mode], only_mode)) && t->cells[r][value][0])
-                    cell = t->cells[r][value];
-            }
-            fprintf(g.pipe, " %s", cell);
-        }
-        fprintf(g.pipe, "\n");
-    }
-    fprintf(g.pipe, "EOD\nset title ");
-    gnuplot_quoted(g.pipe, title);
-    fprintf(g.pipe, "\nset xlabel ");
-    gnuplot_quoted(g.pipe, xlabel);
-    fprintf(g.pipe, "\nset ylabel ");
-    gnuplot_quoted(g.pipe, ylabel);
-    fprintf(g.pipe, "\nset style data histograms\nset style histogram clustered gap 1\n"
-                    "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset grid ytics\nset yrange [0:*]\n"
-                    "set offsets 0, 0, graph 0.1, 0\n"
-                    "set key top right box opaque\nset xtics rotate by -25 scale 0\nset rmargin 10\nplot ");
-    for (int d = 0; d < nd; d++) {
-        fprintf(g.pipe, "%s$data using %d:xtic(1) title ", d ? ", " : "", d + 2);
-        gnuplot_quoted(g.pipe, devices[d]);
-    }
-    fprintf(g.pipe, "\n");
-    return gnuplot_end(&g, true, why, len);
+    double value_of[MAX * MAX];
+    for (int k = 0; k < nc; k++)
+        for (int d = 0; d < nd; d++)
+            value_of[k * nd + d] = bars[k * MAX + d];
+    const gnuplot_bars chart = {
+        .title = title, .xlabel = xlabel, .ylabel = ylabel, .clusters = nc, .series = nd,
+        .cluster_names = cluster_names, .series_names = device_names, .value = value_of,
+    };
+    return gnuplot_bar_chart(png, 1000, 500, &chart, why, len);
 }
 
 /* ---- the report ---- */

@@ -5,11 +5,13 @@
  * loss as points joined by lines) and the accuracy in percent (each
  * epoch's training, validation and test accuracy). The CSV's columns are
  * found by name, so logs of older versions plot too, and its step and
- * epoch rows go to gnuplot as two data blocks (a series is a line only
- * when its points are consecutive there). A run without validation or test
- * sets has no such series, in the plot or its key. */
+ * epoch rows go to gnuplot as two data blocks of numbers parsed here (a
+ * series is a line only when its points are consecutive there). A run
+ * without validation or test sets has no such series, in the plot or its
+ * key. */
 #include "plot_curves.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +19,7 @@
 #include "gnuplot.h"
 
 /* The log's rows of one kind as a gnuplot data block: x, then the named
- * columns ("NaN" where empty or absent). */
+ * columns (NaN where empty, absent or not a number). */
 typedef struct block {
     const char *name, *kind;
     const char *columns[6];
@@ -29,8 +31,7 @@ static const block blocks[] = {
     {"$epochs", "epoch", {"train_loss", "val_loss", "test_loss", "train_accuracy", "val_accuracy", "test_accuracy"}, 6},
 };
 
-/* present[c]: whether the epochs' column c has a value in some row. */
-static bool data_blocks(FILE *g, const char *csv, bool present[6], char *why, size_t len)
+bool plot_curves_data(FILE *g, const char *csv, bool present[6], char *why, size_t len)
 {
     csv_table t;
     if (!csv_read(csv, &t, why, len))
@@ -41,26 +42,37 @@ static bool data_blocks(FILE *g, const char *csv, bool present[6], char *why, si
         snprintf(why, len, "%s is not a ug-train --csv log (its header has no kind and global_step)", csv);
         return false;
     }
+    int rows = 0;
     for (int b = 0; b < 2; b++) {
+        int at[6];
+        for (int c = 0; c < blocks[b].count; c++)
+            at[c] = csv_column(&t, blocks[b].columns[c]);
         fprintf(g, "%s << EOD\n", blocks[b].name);
         for (int r = 0; r < t.rows; r++) {
             char **row = t.cells[r];
-            if (strcmp(row[kind], blocks[b].kind) != 0 || !row[x][0])
+            double step, value;
+            /* Only the values parsed here reach gnuplot: a cell's text
+             * could end the data block ("EOD") and run commands after it. */
+            if (strcmp(row[kind], blocks[b].kind) != 0 || !csv_number(row[x], &step) || isnan(step))
                 continue;
-            fprintf(g, "%s", row[x]);
+            gnuplot_number(g, step);
             for (int c = 0; c < blocks[b].count; c++) {
-                int at = csv_column(&t, blocks[b].columns[c]);
-                const bool value = at >= 0 && row[at][0];
-                fprintf(g, " %s", value ? row[at] : "NaN");
+                if (at[c] < 0 || !csv_number(row[at[c]], &value))
+                    value = NAN;
+                fputc(' ', g);
+                gnuplot_number(g, value);
                 if (b == 1)
-                    present[c] = present[c] || value;
+                    present[c] = present[c] || !isnan(value);
             }
             fputc('\n', g);
+            rows++;
         }
         fprintf(g, "EOD\n");
     }
     csv_free(&t);
-    return true;
+    if (!rows)
+        snprintf(why, len, "%s has no step or epoch row with a numeric global_step: nothing to plot", csv);
+    return rows > 0;
 }
 
 /* The epochs' validation and test series of a panel whose columns start
@@ -96,8 +108,8 @@ bool plot_curves(const char *csv, const char *png, const char *title, char *why,
     if (!gnuplot_begin(&g, png, 1200, 500, why, len))
         return false;
     bool present[6] = {false};
-    bool read = data_blocks(g.pipe, csv, present, why, len);
+    bool read = plot_curves_data(g.script, csv, present, why, len);
     if (read)
-        script(g.pipe, title, present);
+        script(g.script, title, present);
     return gnuplot_end(&g, read, why, len) && read;
 }
