@@ -1,0 +1,331 @@
+#define _DEFAULT_SOURCE /* mkdtemp */
+/* Adam's trajectory against a double-precision reference: ug-train's MLP
+ * (784-500-10, ReLU, mean cross-entropy, Adam at PyTorch's defaults with
+ * lr 1e-3) trained 50 steps on standardised image batches, as ug-train
+ * trains Fashion-MNIST by default: byte images with a blank border (as
+ * Fashion-MNIST's), so that after standardising (torchvision's Normalize
+ * with the data's mean and deviation) a third of every row is one
+ * negative constant, where x / 255 leaves zeros. Each step's loss must
+ * stay within 1e-5 (relative) of the reference, which trains in double
+ * from the same initial parameters on the same inputs; PyTorch's f32
+ * stays within 2e-7 of it after one step. Once on a graph with five
+ * batches in turn, once through ug_trainer_fit as ug-train runs it (the
+ * data set's own transform standardises, the loader shuffles; the
+ * reference takes the samples in the order a loader of the same seed
+ * gives them). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "train_support.h"
+
+enum { SIDE = 28, IN = SIDE * SIDE, HIDDEN = 500, CLASSES = 10, BATCH = 64, BATCHES = 5, STEPS = 50 };
+
+typedef struct reference {
+    double *w1, *b1, *w2, *b2;           /* [HIDDEN][IN], [HIDDEN], [CLASSES][HIDDEN], [CLASSES] */
+    double *m[4], *v[4];                 /* Adam's moments, per parameter */
+    int64_t sizes[4];
+} reference;
+
+/* Image bytes with a blank border (as Fashion-MNIST's), standardised with
+ * their mean and deviation over every batch, rounded to f32. */
+static void make_batches(float *x, int32_t *y)
+{
+    const int64_t n = (int64_t)BATCHES * BATCH * IN;
+    double sum = 0.0, squares = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t pixel = i % IN, row = pixel / SIDE, col = pixel % SIDE;
+        const bool blank = row < 4 || row >= SIDE - 4 || col < 5 || col >= SIDE - 5;
+        const double byte = blank ? 0.0 : floor(th_uniform(0.0, 256.0));
+        x[i] = (float)(byte / 255.0);
+        sum += x[i];
+        squares += (double)x[i] * x[i];
+    }
+    const double mean = sum / (double)n, deviation = sqrt(squares / (double)n - mean * mean);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(((double)x[i] - mean) / deviation);
+    for (int i = 0; i < BATCHES * BATCH; i++)
+        y[i] = (int32_t)floor(th_uniform(0.0, CLASSES));
+}
+
+static bool reference_from(const ug_model *m, reference *r)
+{
+    static const char *const names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+    const int64_t sizes[4] = {(int64_t)HIDDEN * IN, HIDDEN, (int64_t)CLASSES * HIDDEN, CLASSES};
+    double **params[4] = {&r->w1, &r->b1, &r->w2, &r->b2};
+    for (int p = 0; p < 4; p++) {
+        r->sizes[p] = sizes[p];
+        float *f = th_alloc((size_t)sizes[p] * sizeof *f);
+        *params[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        r->m[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        r->v[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        if (ug_model_read_param(m, names[p], f, (size_t)sizes[p] * sizeof *f) != UG_OK) {
+            th_fail(TH_LOC, "reading %s: %s", names[p], ug_last_error());
+            return false;
+        }
+        for (int64_t i = 0; i < sizes[p]; i++) {
+            (*params[p])[i] = f[i];
+            r->m[p][i] = r->v[p][i] = 0.0;
+        }
+    }
+    return true;
+}
+
+/* One step in double: the batch's mean cross-entropy before the update
+ * (what the graph reports), then Adam's update as PyTorch's. */
+static double reference_step(reference *r, const float *x, const int32_t *y, int t)
+{
+    static double h[BATCH][HIDDEN], dh[BATCH][HIDDEN], dz[BATCH][CLASSES];
+    double loss = 0.0;
+    for (int b = 0; b < BATCH; b++) {
+        const float *row = x + (int64_t)b * IN;
+        for (int j = 0; j < HIDDEN; j++) {
+            double a = r->b1[j];
+            const double *w = r->w1 + (int64_t)j * IN;
+            for (int k = 0; k < IN; k++)
+                a += w[k] * row[k];
+            h[b][j] = a > 0.0 ? a : 0.0;
+        }
+        double z[CLASSES], top = -INFINITY, sum = 0.0;
+        for (int c = 0; c < CLASSES; c++) {
+            double a = r->b2[c];
+            for (int j = 0; j < HIDDEN; j++)
+                a += r->w2[(int64_t)c * HIDDEN + j] * h[b][j];
+            z[c] = a;
+            top = fmax(top, a);
+        }
+        for (int c = 0; c < CLASSES; c++)
+            sum += exp(z[c] - top);
+        loss += top + log(sum) - z[y[b]];
+        for (int c = 0; c < CLASSES; c++)
+            dz[b][c] = (exp(z[c] - top) / sum - (c == y[b])) / BATCH;
+        for (int j = 0; j < HIDDEN; j++) {
+            double d = 0.0;
+            for (int c = 0; c < CLASSES; c++)
+                d += dz[b][c] * r->w2[(int64_t)c * HIDDEN + j];
+            dh[b][j] = h[b][j] > 0.0 ? d : 0.0;
+        }
+    }
+    /* The gradients, then the update, parameter by parameter. */
+    const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    const double c1 = 1.0 - pow(beta1, t), c2 = 1.0 - pow(beta2, t);
+    double *params[4] = {r->w1, r->b1, r->w2, r->b2};
+    for (int p = 0; p < 4; p++)
+        for (int64_t i = 0; i < r->sizes[p]; i++) {
+            double g = 0.0;
+            for (int b = 0; b < BATCH; b++) {
+                if (p == 0)
+                    g += dh[b][i / IN] * x[(int64_t)b * IN + i % IN];
+                else if (p == 1)
+                    g += dh[b][i];
+                else if (p == 2)
+                    g += dz[b][i / HIDDEN] * h[b][i % HIDDEN];
+                else
+                    g += dz[b][i];
+            }
+            r->m[p][i] = beta1 * r->m[p][i] + (1.0 - beta1) * g;
+            r->v[p][i] = beta2 * r->v[p][i] + (1.0 - beta2) * g * g;
+            params[p][i] -= lr * (r->m[p][i] / c1) / (sqrt(r->v[p][i] / c2) + eps);
+        }
+    return loss / BATCH;
+}
+
+TS_TEST(mlp_standardised_matches_double)
+{
+    th_seed(2024);
+    float *x = th_alloc((size_t)BATCHES * BATCH * IN * sizeof *x);
+    int32_t *y = th_alloc((size_t)BATCHES * BATCH * sizeof *y);
+    make_batches(x, y);
+    ug_model *m = ts_model(dev, 1);
+    ug_graph *g = m ? ts_graph(m) : NULL;
+    REQUIRE(g);
+    ug_value *xv = NULL, *yv = NULL, *h = NULL, *logits = NULL, *loss = NULL;
+    const int64_t xs[2] = {BATCH, IN}, ys = BATCH;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &xv));
+    REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 1, &ys, &yv));
+    REQUIRE_OK(ug_nn_linear(g, "fc1", xv, HIDDEN, &h));
+    REQUIRE_OK(ug_g_relu(g, h, &h));
+    REQUIRE_OK(ug_nn_linear(g, "fc2", h, CLASSES, &logits));
+    REQUIRE_OK(ug_g_cross_entropy(g, logits, yv, 0.0f, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    const ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    ug_optimizer *opt = ts_optimizer(m, &oc);
+    REQUIRE(opt);
+    REQUIRE_OK(ug_graph_set_optimizer(g, opt));
+    REQUIRE_OK(ug_graph_compile(g));
+    reference r;
+    REQUIRE(reference_from(m, &r));
+    ug_tensor *xt[BATCHES], *yt[BATCHES];
+    for (int k = 0; k < BATCHES; k++) {
+        xt[k] = ts_tensor_f32(dev, 2, xs, x + (int64_t)k * BATCH * IN);
+        yt[k] = ts_tensor_i32(dev, BATCH, y + k * BATCH);
+        REQUIRE(xt[k] && yt[k]);
+    }
+    double worst = 0.0;
+    int worst_step = 0;
+    for (int s = 0; s < STEPS; s++) {
+        const int k = s % BATCHES;
+        REQUIRE_OK(ug_graph_bind(g, xv, xt[k]));
+        REQUIRE_OK(ug_graph_bind(g, yv, yt[k]));
+        REQUIRE_OK(ug_graph_run(g));
+        float got = NAN;
+        REQUIRE_OK(ug_graph_read(g, loss, &got, sizeof got));
+        const double want = reference_step(&r, x + (int64_t)k * BATCH * IN, y + k * BATCH, s + 1);
+        const double error = fabs(got - want) / want;
+        if (!(error <= worst))
+            worst = error, worst_step = s;
+    }
+    printf("    %s: largest relative loss error %.3g (step %d of %d)\n", ug_device_name(dev), worst, worst_step + 1,
+           STEPS);
+    CHECK_MSG(worst <= 1e-5, "step %d's loss is %.3g (relative) from the double reference's", worst_step + 1, worst);
+}
+
+/* ---- the same through the trainer, as ug-train runs it ---- */
+
+static ug_status mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
+{
+    (void)user;
+    ug_value *h = NULL;
+    ug_status st = ug_nn_linear(g, "fc1", x, HIDDEN, &h);
+    if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &out->logits);
+    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
+}
+
+typedef struct trajectory {
+    reference r;
+    const float *x;                  /* the data set's samples, standardised in double */
+    const int32_t *y;
+    int64_t order[STEPS][BATCH];     /* the samples of each step, as the trainer's loader takes them */
+    float batch_x[BATCH * IN];
+    int32_t batch_y[BATCH];
+    double worst;
+    int64_t worst_step, steps;
+} trajectory;
+
+static ug_status on_step(const ug_trainer_step *step, void *user)
+{
+    trajectory *t = user;
+    const int64_t s = step->global_batch - 1;
+    if (s < 0 || s >= STEPS) {
+        th_fail(TH_LOC, "step %lld past the test's %d", (long long)step->global_batch, STEPS);
+        return UG_ERR_STATE;
+    }
+    for (int b = 0; b < BATCH; b++) {
+        memcpy(t->batch_x + (int64_t)b * IN, t->x + t->order[s][b] * IN, IN * sizeof *t->x);
+        t->batch_y[b] = t->y[t->order[s][b]];
+    }
+    const double want = reference_step(&t->r, t->batch_x, t->batch_y, (int)step->global_batch);
+    const double error = fabs(step->loss - want) / want;
+    if (!(error <= t->worst))
+        t->worst = error, t->worst_step = step->global_batch;
+    t->steps++;
+    return UG_OK;
+}
+
+/* Writes an IDX file of bytes: magic 0x0803 (or 0x0801), then the sizes. */
+static bool write_idx(const char *path, int dims, const int32_t *sizes, const unsigned char *data, size_t bytes)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return false;
+    unsigned char head[16] = {0, 0, 8, (unsigned char)dims};
+    for (int d = 0; d < dims; d++)
+        for (int b = 0; b < 4; b++)
+            head[4 + 4 * d + b] = (unsigned char)((uint32_t)sizes[d] >> (24 - 8 * b));
+    const size_t head_bytes = 4 + 4 * (size_t)dims;
+    const bool ok = fwrite(head, 1, head_bytes, f) == head_bytes && fwrite(data, 1, bytes, f) == bytes;
+    return fclose(f) == 0 && ok;
+}
+
+/* The order in which the trainer's loader (its seed, shuffled) hands out
+ * the samples, epoch after epoch. */
+static bool loader_order(ug_device *dev, const ug_dataset *data, uint64_t seed, trajectory *t)
+{
+    ug_loader_config lc = {.batch_size = BATCH, .shuffle = true, .seed = seed};
+    ug_loader *l = NULL;
+    ug_status st = ug_loader_create(data, dev, &lc, &l);
+    for (int64_t s = 0; st == UG_OK && s < STEPS;) {
+        st = ug_loader_start_epoch(l, s / BATCHES);
+        for (bool done = false; st == UG_OK && !done && s < STEPS;) {
+            ug_batch b;
+            st = ug_loader_next(l, &b, &done);
+            if (st == UG_OK && !done)
+                memcpy(t->order[s++], b.sample_ids, sizeof t->order[0]);
+        }
+    }
+    ug_loader_free(l);
+    CHECK_OK(st);
+    return st == UG_OK;
+}
+
+/* Through ug_trainer_fit, as ug-train trains: byte images standardised by
+ * the data set's transform with its own mean and deviation, shuffled, 5
+ * epochs of 5 batches; each step's loss against the reference's on the
+ * same samples standardised in double. */
+TS_TEST(trainer_standardised_matches_double)
+{
+    th_seed(77);
+    enum { SAMPLES = BATCHES * BATCH };
+    static unsigned char bytes[SAMPLES * IN], labels[SAMPLES];
+    for (int i = 0; i < SAMPLES * IN; i++) {
+        const int pixel = i % IN, row = pixel / SIDE, col = pixel % SIDE;
+        const bool blank = row < 4 || row >= SIDE - 4 || col < 5 || col >= SIDE - 5;
+        bytes[i] = blank ? 0 : (unsigned char)floor(th_uniform(0.0, 256.0));
+    }
+    for (int i = 0; i < SAMPLES; i++)
+        labels[i] = (unsigned char)floor(th_uniform(0.0, CLASSES));
+    char dir[] = "/tmp/ug-adam-XXXXXX", images[64], classes[64];
+    REQUIRE(mkdtemp(dir));
+    snprintf(images, sizeof images, "%s/images", dir);
+    snprintf(classes, sizeof classes, "%s/labels", dir);
+    const int32_t image_sizes[3] = {SAMPLES, SIDE, SIDE}, label_sizes[1] = {SAMPLES};
+    const bool written = write_idx(images, 3, image_sizes, bytes, sizeof bytes) &&
+                         write_idx(classes, 1, label_sizes, labels, sizeof labels);
+    ug_dataset *data = NULL;
+    ug_status st = written ? ug_dataset_from_idx(images, classes, 1.0f / 255.0f, 0.0f, &data) : UG_ERR_IO;
+    remove(images);
+    remove(classes);
+    rmdir(dir);
+    REQUIRE_OK(st);
+    double mean = 0.0, deviation = 1.0;
+    CHECK_OK(ug_dataset_stats(data, &mean, &deviation));
+    CHECK_OK(ug_dataset_transform(data, (float)(1.0 / deviation), (float)(-mean / deviation)));
+    static trajectory t;
+    float *x = th_alloc(sizeof(float) * SAMPLES * IN);
+    int32_t *y = th_alloc(sizeof(int32_t) * SAMPLES);
+    for (int i = 0; i < SAMPLES * IN; i++)
+        x[i] = (float)((bytes[i] / 255.0 - mean) / deviation);
+    for (int i = 0; i < SAMPLES; i++)
+        y[i] = labels[i];
+    t = (trajectory){.x = x, .y = y};
+    ug_trainer_config c = ug_trainer_defaults();
+    c.epochs = STEPS / BATCHES;
+    c.batch_size = BATCH;
+    c.log_every = 1;
+    c.on_step = on_step;
+    c.user = &t;
+    ug_trainer *trainer = NULL;
+    if (loader_order(dev, data, c.seed, &t) && CHECK_STATUS(ug_trainer_create(dev, data, NULL, mlp, NULL, &c, &trainer), UG_OK) &&
+        reference_from(ug_trainer_model(trainer), &t.r))
+        CHECK_OK(ug_trainer_fit(trainer));
+    ug_trainer_free(trainer);
+    ug_dataset_free(data);
+    printf("    %s: largest relative loss error %.3g (step %lld of %lld)\n", ug_device_name(dev), t.worst,
+           (long long)t.worst_step, (long long)t.steps);
+    CHECK_EQ_I64(t.steps, STEPS);
+    CHECK_MSG(t.worst <= 1e-5, "step %lld's loss is %.3g (relative) from the double reference's",
+              (long long)t.worst_step, t.worst);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(mlp_standardised_matches_double),
+        TH_DEVICE_TEST(trainer_standardised_matches_double),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
