@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "reference.h"
 #include "train_support.h"
 
 enum { SIDE = 28, IN = SIDE * SIDE, HIDDEN = 500, CLASSES = 10, BATCH = 64, BATCHES = 5, STEPS = 50 };
@@ -321,11 +322,242 @@ TS_TEST(trainer_standardised_matches_double)
               (long long)t.worst_step, t.worst);
 }
 
+/* ---- a CNN's Adam moments ---- */
+
+/* ug-train's CNN on its 28x28 images, narrower: two blocks of conv 3x3 (padding 1), batch
+ * norm, ReLU and max-pool 2, then linear, ReLU, linear; 30 Adam steps on
+ * three standardised batches in turn. Adam's first moments (exp_avg) of
+ * every parameter, which sum the gradients of every step, must end within
+ * 1e-3 (relative, in the 2-norm) of the double reference's. */
+enum { CNN_SIDE = 28, CNN_BATCH = 32, C1 = 8, C2 = 16, FC = 32, CNN_STEPS = 30, CNN_BATCHES = 3 };
+enum { S1 = CNN_SIDE / 2, S2 = CNN_SIDE / 4, FLAT = C2 * S2 * S2, CNN_PARAMS = 12 };
+
+static const char *const cnn_names[CNN_PARAMS] = {"conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias",
+                                                  "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias",
+                                                  "fc1.weight",   "fc1.bias",   "fc2.weight", "fc2.bias"};
+static const int64_t cnn_sizes[CNN_PARAMS] = {C1 * 9, C1, C1, C1, C2 * C1 * 9, C2, C2, C2, FC * FLAT, FC, CLASSES * FC,
+                                              CLASSES};
+
+static ug_status cnn(ug_graph *g, ug_value *x, ug_value *y, ug_value **loss)
+{
+    const ug_conv2d_params same = {.padding = {1, 1}};
+    const ug_pool2d_params halve = {.kernel = {2, 2}};
+    ug_value *h = NULL;
+    ug_status st = ug_nn_conv2d(g, "conv1", x, C1, 3, 3, &same, &h);
+    if (st == UG_OK) st = ug_nn_batch_norm(g, "bn1", h, &h);
+    if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    if (st == UG_OK) st = ug_g_max_pool2d(g, h, &halve, &h);
+    if (st == UG_OK) st = ug_nn_conv2d(g, "conv2", h, C2, 3, 3, &same, &h);
+    if (st == UG_OK) st = ug_nn_batch_norm(g, "bn2", h, &h);
+    if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    if (st == UG_OK) st = ug_g_max_pool2d(g, h, &halve, &h);
+    if (st == UG_OK) st = ug_nn_flatten(g, h, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc1", h, FC, &h);
+    if (st == UG_OK) st = ug_g_relu(g, h, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &h);
+    return st == UG_OK ? ug_g_cross_entropy(g, h, y, 0.0f, loss) : st;
+}
+
+/* The reference's parameters (p) and Adam moments (m, v), per parameter. */
+typedef struct cnn_reference {
+    double *p[CNN_PARAMS], *m[CNN_PARAMS], *v[CNN_PARAMS];
+} cnn_reference;
+
+static void relu_forward(double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] > 0.0 ? x[i] : 0.0;
+}
+
+/* dy where the ReLU's output y was positive, else 0. */
+static void relu_backward(const double *y, double *dy, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dy[i] = y[i] > 0.0 ? dy[i] : 0.0;
+}
+
+/* out[r][o] = b[o] + sum_i w[o][i] in[r][i]; and back. */
+static void dense(const double *in, const double *w, const double *b, int64_t rows, int64_t ins, int64_t outs,
+                  double *out)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < outs; o++) {
+            double a = b[o];
+            for (int64_t i = 0; i < ins; i++)
+                a += w[o * ins + i] * in[r * ins + i];
+            out[r * outs + o] = a;
+        }
+}
+
+static void dense_backward(const double *in, const double *w, const double *dout, int64_t rows, int64_t ins,
+                           int64_t outs, double *din, double *dw, double *db)
+{
+    memset(dw, 0, (size_t)(outs * ins) * sizeof *dw);
+    memset(db, 0, (size_t)outs * sizeof *db);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < outs; o++) {
+            db[o] += dout[r * outs + o];
+            for (int64_t i = 0; i < ins; i++)
+                dw[o * ins + i] += dout[r * outs + o] * in[r * ins + i];
+        }
+    for (int64_t r = 0; din && r < rows; r++)
+        for (int64_t i = 0; i < ins; i++) {
+            double a = 0.0;
+            for (int64_t o = 0; o < outs; o++)
+                a += dout[r * outs + o] * w[o * ins + i];
+            din[r * ins + i] = a;
+        }
+}
+
+/* One training step in double: the loss before the update, then Adam. */
+static double cnn_reference_step(cnn_reference *r, const float *xf, const int32_t *y, int t)
+{
+    enum { N = CNN_BATCH, A1 = N * C1 * CNN_SIDE * CNN_SIDE, P1 = N * C1 * S1 * S1, A2 = N * C2 * S1 * S1,
+           P2 = N * FLAT };
+    static double x[N * CNN_SIDE * CNN_SIDE], c1[A1], b1[A1], p1[P1], c2[A2], b2[A2], p2[P2], f1[N * FC],
+        z[N * CLASSES], dz[N * CLASSES], df1[N * FC], dp2[P2], db2[A2], dc2[A2], dp1[P1], db1[A1], dc1[A1];
+    double *g[CNN_PARAMS];
+    for (int i = 0; i < CNN_PARAMS; i++)
+        g[i] = th_alloc((size_t)cnn_sizes[i] * sizeof(double));
+    for (int i = 0; i < N * CNN_SIDE * CNN_SIDE; i++)
+        x[i] = xf[i];
+    const ref_conv_geom k1 = {N, 1, CNN_SIDE, CNN_SIDE, C1, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1};
+    const ref_conv_geom k2 = {N, C1, S1, S1, C2, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1};
+    const ref_pool_geom q1 = {N * C1, CNN_SIDE, CNN_SIDE, {2, 2}, {2, 2}, {0, 0}};
+    const ref_pool_geom q2 = {N * C2, S1, S1, {2, 2}, {2, 2}, {0, 0}};
+    ref_conv2d(&k1, x, r->p[0], r->p[1], c1);
+    ref_batch_norm(c1, N, C1, CNN_SIDE * CNN_SIDE, r->p[2], r->p[3], NULL, NULL, true, 0.1, 1e-5, b1);
+    relu_forward(b1, A1);
+    ref_max_pool2d(&q1, b1, p1, NULL);
+    ref_conv2d(&k2, p1, r->p[4], r->p[5], c2);
+    ref_batch_norm(c2, N, C2, S1 * S1, r->p[6], r->p[7], NULL, NULL, true, 0.1, 1e-5, b2);
+    relu_forward(b2, A2);
+    ref_max_pool2d(&q2, b2, p2, NULL);
+    dense(p2, r->p[8], r->p[9], N, FLAT, FC, f1);
+    relu_forward(f1, N * FC);
+    dense(f1, r->p[10], r->p[11], N, FC, CLASSES, z);
+    double loss = 0.0;
+    for (int b = 0; b < N; b++) {
+        double top = -INFINITY, sum = 0.0;
+        for (int c = 0; c < CLASSES; c++)
+            top = fmax(top, z[b * CLASSES + c]);
+        for (int c = 0; c < CLASSES; c++)
+            sum += exp(z[b * CLASSES + c] - top);
+        loss += top + log(sum) - z[b * CLASSES + y[b]];
+        for (int c = 0; c < CLASSES; c++)
+            dz[b * CLASSES + c] = (exp(z[b * CLASSES + c] - top) / sum - (c == y[b])) / N;
+    }
+    dense_backward(f1, r->p[10], dz, N, FC, CLASSES, df1, g[10], g[11]);
+    relu_backward(f1, df1, N * FC);
+    dense_backward(p2, r->p[8], df1, N, FLAT, FC, dp2, g[8], g[9]);
+    ref_max_pool2d_backward(&q2, b2, dp2, db2);
+    relu_backward(b2, db2, A2);
+    ref_batch_norm_backward(c2, N, C2, S1 * S1, r->p[6], NULL, NULL, true, 1e-5, db2, dc2, g[6], g[7]);
+    ref_conv2d_backward(&k2, p1, r->p[4], dc2, dp1, g[4], g[5]);
+    ref_max_pool2d_backward(&q1, b1, dp1, db1);
+    relu_backward(b1, db1, A1);
+    ref_batch_norm_backward(c1, N, C1, CNN_SIDE * CNN_SIDE, r->p[2], NULL, NULL, true, 1e-5, db1, dc1, g[2], g[3]);
+    ref_conv2d_backward(&k1, x, r->p[0], dc1, NULL, g[0], g[1]);
+    const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    const double corr1 = 1.0 - pow(beta1, t), corr2 = 1.0 - pow(beta2, t);
+    for (int p = 0; p < CNN_PARAMS; p++)
+        for (int64_t i = 0; i < cnn_sizes[p]; i++) {
+            r->m[p][i] = beta1 * r->m[p][i] + (1.0 - beta1) * g[p][i];
+            r->v[p][i] = beta2 * r->v[p][i] + (1.0 - beta2) * g[p][i] * g[p][i];
+            r->p[p][i] -= lr * (r->m[p][i] / corr1) / (sqrt(r->v[p][i] / corr2) + eps);
+        }
+    return loss / N;
+}
+
+TS_TEST(cnn_adam_moments_match_double)
+{
+    th_seed(31);
+    enum { PIXELS = CNN_SIDE * CNN_SIDE, ROWS = CNN_BATCHES * CNN_BATCH };
+    float *x = th_alloc((size_t)ROWS * PIXELS * sizeof *x);
+    int32_t *y = th_alloc((size_t)ROWS * sizeof *y);
+    for (int64_t i = 0; i < (int64_t)ROWS * PIXELS; i++) {
+        const int64_t row = i % PIXELS / CNN_SIDE, col = i % CNN_SIDE;
+        const bool blank = row < 2 || row >= CNN_SIDE - 2 || col < 2 || col >= CNN_SIDE - 2;
+        x[i] = (float)(((blank ? 0.0 : floor(th_uniform(0.0, 256.0))) / 255.0 - 0.29) / 0.35);
+    }
+    for (int i = 0; i < ROWS; i++)
+        y[i] = (int32_t)floor(th_uniform(0.0, CLASSES));
+    ug_model *m = ts_model(dev, 3);
+    ug_graph *g = m ? ts_graph(m) : NULL;
+    REQUIRE(g);
+    ug_value *xv = NULL, *yv = NULL, *loss = NULL;
+    const int64_t xs[4] = {CNN_BATCH, 1, CNN_SIDE, CNN_SIDE}, ys = CNN_BATCH;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 4, xs, &xv));
+    REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 1, &ys, &yv));
+    REQUIRE_OK(cnn(g, xv, yv, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    const ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    ug_optimizer *opt = ts_optimizer(m, &oc);
+    REQUIRE(opt);
+    REQUIRE_OK(ug_graph_set_optimizer(g, opt));
+    REQUIRE_OK(ug_graph_compile(g));
+    cnn_reference r;
+    for (int p = 0; p < CNN_PARAMS; p++) {
+        float *f = th_alloc((size_t)cnn_sizes[p] * sizeof *f);
+        r.p[p] = th_alloc((size_t)cnn_sizes[p] * sizeof(double));
+        r.m[p] = th_alloc((size_t)cnn_sizes[p] * sizeof(double));
+        r.v[p] = th_alloc((size_t)cnn_sizes[p] * sizeof(double));
+        REQUIRE_OK(ug_model_read_param(m, cnn_names[p], f, (size_t)cnn_sizes[p] * sizeof *f));
+        for (int64_t i = 0; i < cnn_sizes[p]; i++) {
+            r.p[p][i] = f[i];
+            r.m[p][i] = r.v[p][i] = 0.0;
+        }
+    }
+    ug_tensor *xt[CNN_BATCHES], *yt[CNN_BATCHES];
+    for (int k = 0; k < CNN_BATCHES; k++) {
+        xt[k] = ts_tensor_f32(dev, 4, xs, x + (int64_t)k * CNN_BATCH * PIXELS);
+        yt[k] = ts_tensor_i32(dev, CNN_BATCH, y + k * CNN_BATCH);
+        REQUIRE(xt[k] && yt[k]);
+    }
+    double worst_loss = 0.0;
+    for (int s = 0; s < CNN_STEPS; s++) {
+        const int k = s % CNN_BATCHES;
+        REQUIRE_OK(ug_graph_bind(g, xv, xt[k]));
+        REQUIRE_OK(ug_graph_bind(g, yv, yt[k]));
+        REQUIRE_OK(ug_graph_run(g));
+        float got = NAN;
+        REQUIRE_OK(ug_graph_read(g, loss, &got, sizeof got));
+        const double want = cnn_reference_step(&r, x + (int64_t)k * CNN_BATCH * PIXELS, y + k * CNN_BATCH, s + 1);
+        worst_loss = fmax(worst_loss, fabs(got - want) / want);
+    }
+    double worst = 0.0;
+    int worst_param = 0;
+    for (int p = 0; p < CNN_PARAMS; p++) {
+        /* A convolution's bias before batch norm has a gradient of 0 (the
+         * norm takes the channel's mean away): its moments are rounding. */
+        if (p == 1 || p == 5)
+            continue;
+        ug_tensor *state = NULL;
+        float *moment = th_alloc((size_t)cnn_sizes[p] * sizeof *moment);
+        REQUIRE_OK(ug_optimizer_find_state(opt, cnn_names[p], "exp_avg", &state));
+        REQUIRE_OK(ug_tensor_download(state, moment, (size_t)cnn_sizes[p] * sizeof *moment));
+        double apart = 0.0, norm = 0.0;
+        for (int64_t i = 0; i < cnn_sizes[p]; i++) {
+            apart += (moment[i] - r.m[p][i]) * (moment[i] - r.m[p][i]);
+            norm += r.m[p][i] * r.m[p][i];
+        }
+        const double error = sqrt(apart / norm);
+        if (!(error <= worst))
+            worst = error, worst_param = p;
+    }
+    printf("    %s: Adam's first moments at most %.3g from the reference's (%s); losses %.3g\n", ug_device_name(dev),
+           worst, cnn_names[worst_param], worst_loss);
+    CHECK_MSG(worst <= 1e-3, "%s's first moment is %.3g (relative) from the double reference's after %d steps",
+              cnn_names[worst_param], worst, CNN_STEPS);
+    CHECK_MSG(worst_loss <= 1e-4, "a step's loss is %.3g (relative) from the double reference's", worst_loss);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(mlp_standardised_matches_double),
         TH_DEVICE_TEST(trainer_standardised_matches_double),
+        TH_DEVICE_TEST(cnn_adam_moments_match_double),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
