@@ -56,7 +56,7 @@ void ug_comm_free(ug_comm *c)
         return;
     /* The others' collectives with this rank fail from now on, this
      * rank's communication thread's too, which can then end. */
-    c->engine->fail(c, "it has left the group (ug_comm_free)");
+    c->engine->fail(c, UG_COMM_LEAVING);
     ug_comm_side_stop(c);
     ug_comm_data_parallel_free(c);
     c->engine->leave(c);

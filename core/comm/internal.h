@@ -22,6 +22,7 @@ typedef struct comm_engine {
      * arguments were refused): the group breaks with why, so they return
      * at once rather than at the timeout. */
     void (*fail)(ug_comm *c, const char *why);
+    /* (ug_comm_free calls fail with why UG_COMM_LEAVING first.) */
     /* This rank leaves: the engine's state of it is freed. */
     void (*leave)(ug_comm *c);
     /* Optional: how its all-reduces travel, in words (ug_comm_transport);
@@ -82,6 +83,10 @@ void ug_comm_side_stop(ug_comm *c);
 void ug_comm_data_parallel_free(ug_comm *c);
 
 extern const comm_engine ug_comm_local_engine;
+
+/* The why of ug_comm_free's call to fail: an engine may tell it apart
+ * (the others are then in no collective with this rank to be told of). */
+#define UG_COMM_LEAVING "it has left the group (ug_comm_free)"
 
 /* data_parallel.c, for the trainer: every rank takes rank 0's parameters
  * (through the model, so its half copies follow), with no check of the

@@ -215,7 +215,7 @@ static void local_leave(ug_comm *c)
 {
     group *g = group_of(c);
     pthread_mutex_lock(&g->lock);
-    break_locked(g, c->rank, "it has left the group (ug_comm_free)");
+    break_locked(g, c->rank, UG_COMM_LEAVING);
     bool last = --g->members == 0;
     pthread_mutex_unlock(&g->lock);
     if (!last)

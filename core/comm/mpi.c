@@ -1,10 +1,21 @@
 /* The MPI engine (comm.h's ug_comm_mpi_create): one rank per process,
  * started by mpirun, its collectives in libunigrad-mpi.so (mpi_module.h),
- * which is loaded here and nowhere else. After a collective fails (a
- * timeout, an MPI error) the rank cannot tell where the others stand: its
- * communicator is broken and refuses every later call. */
+ * which is loaded here and nowhere else.
+ *
+ * Every collective, and the creation, starts with the ranks' agreement on
+ * what each was asked (the module's agree, one small all-reduce more per
+ * collective): ranks that ask for different counts, ops, roots or
+ * collectives are all refused, with UG_ERR_INVALID_ARGUMENT saying what
+ * differed on which ranks, before any buffer is touched, and the
+ * communicator stays usable, as nothing was done. A rank whose own
+ * arguments were refused (fail) cannot take part: the others, waiting in
+ * that agreement, hear of it from the rank's next call to the engine or
+ * from its ug_comm_free, and every rank is broken from then on, as after
+ * a collective that failed (a timeout, an MPI error), where a rank cannot
+ * tell where the others stand and refuses every later call. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,29 +27,85 @@
 #include "core/runtime/internal.h"
 #include "core/runtime/module.h"
 
+enum { WHY = 384 };
+static const double default_timeout = 300.0;
+
 typedef struct mpi_group {
     const ug_mpi_module *module;
+    pthread_mutex_t lock;     /* the fields below: fail may come from any thread */
     bool broken;
-    char why[384];
+    char why[WHY];            /* why it is broken, for later calls' messages */
+    bool untold;              /* broken by this rank's refusal, which the others wait to hear of */
+    char refusal[WHY];        /* that refusal, as they will read it */
 } mpi_group;
 
-/* Runs call; counts is the most floats a rank sends or receives in it. */
-static ug_status run(ug_comm *c, const char *op, size_t counts, size_t n,
-                     int (*call)(ug_comm *c, size_t n, void *args, char *why, size_t len), void *args)
+/* Breaks the group (the first reason stays); refusal, when not NULL, is
+ * this rank's, which the others are yet to be told. */
+static void break_group(mpi_group *g, const char *why, const char *refusal)
+{
+    pthread_mutex_lock(&g->lock);
+    if (!g->broken) {
+        g->broken = true;
+        snprintf(g->why, sizeof g->why, "%s", why);
+        g->untold = refusal != NULL;
+        snprintf(g->refusal, sizeof g->refusal, "%s", refusal ? refusal : "");
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* Whether the group is broken, with why; *refusal receives this rank's
+ * refusal when the others have not been told of it (the caller tells
+ * them, once), else "". */
+static bool is_broken(mpi_group *g, char *why, size_t len, char refusal[WHY])
+{
+    pthread_mutex_lock(&g->lock);
+    const bool broken = g->broken;
+    if (broken)
+        snprintf(why, len, "%s", g->why);
+    snprintf(refusal, WHY, "%s", g->untold ? g->refusal : "");
+    g->untold = false;
+    pthread_mutex_unlock(&g->lock);
+    return broken;
+}
+
+/* Tells the other ranks, waiting in the agreement of the collective this
+ * rank could not take part in, why: their verdict is then a refusal. */
+static void tell(ug_comm *c, const char *refusal)
+{
+    char ignored[512];
+    ((mpi_group *)c->group)->module->agree(&(ug_mpi_call){0}, refusal, c->timeout, ignored, sizeof ignored);
+}
+
+typedef int payload_fn(ug_comm *c, size_t n, void *args, char *why, size_t len);
+
+/* Agrees on call with the other ranks, then runs payload (none: the
+ * agreement is the whole collective); counts is the most floats a rank
+ * sends or receives in it. why receives the module's text, a shared
+ * block's reason for declining included. */
+static ug_status run(ug_comm *c, const char *op, ug_mpi_call call, size_t counts, size_t n, payload_fn *payload,
+                     void *args, char *why, size_t len)
 {
     mpi_group *g = c->group;
-    if (g->broken)
-        return ug_set_error(UG_ERR_BACKEND, "%s: the communicator is broken: %s", op, g->why);
-    if (counts > INT_MAX) {
-        g->broken = true;
-        snprintf(g->why, sizeof g->why, "rank %d: %s of %zu elements: MPI counts stop at %d", c->rank, op, counts,
-                 INT_MAX);
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s", g->why);
+    char refusal[WHY];
+    if (is_broken(g, why, len, refusal)) {
+        if (*refusal) /* the others wait for this rank here */
+            tell(c, refusal);
+        return ug_set_error(UG_ERR_BACKEND, "%s: the communicator is broken: %s", op, why);
     }
-    if (call(c, n, args, g->why, sizeof g->why) == 0)
+    if (counts > INT_MAX) { /* refused here and, through the agreement, there */
+        snprintf(refusal, sizeof refusal, "%s of %zu elements: MPI counts stop at %d", op, counts, INT_MAX);
+        tell(c, refusal);
+        snprintf(why, len, "rank %d: %.300s", c->rank, refusal);
+        break_group(g, why, NULL);
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s", why);
+    }
+    const int verdict = g->module->agree(&call, NULL, c->timeout, why, len);
+    if (verdict == UG_MPI_DIFFER)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s", op, why);
+    if (verdict == UG_MPI_AGREED && (!payload || payload(c, n, args, why, len) == 0))
         return UG_OK;
-    g->broken = true;
-    return ug_set_error(UG_ERR_BACKEND, "%s: %s", op, g->why);
+    break_group(g, why, NULL);
+    return ug_set_error(UG_ERR_BACKEND, "%s: %s", op, why);
 }
 
 typedef struct call_args {
@@ -63,55 +130,73 @@ static int do_all_gather(ug_comm *c, size_t n, void *a, char *why, size_t len)
     call_args *x = a;
     return ((mpi_group *)c->group)->module->all_gather(x->in, n, x->data, c->timeout, why, len);
 }
-static int do_barrier(ug_comm *c, size_t n, void *a, char *why, size_t len)
-{
-    (void)n;
-    (void)a;
-    return ((mpi_group *)c->group)->module->barrier(c->timeout, why, len);
-}
-
 static int do_shared_block(ug_comm *c, size_t n, void *a, char *why, size_t len)
 {
     return ((mpi_group *)c->group)->module->shared_block(n, c->timeout, ((call_args *)a)->block, why, len);
 }
 
+static int64_t count_of(size_t n) { return n > INT64_MAX ? INT64_MAX : (int64_t)n; }
+
 static ug_status mpi_all_reduce(ug_comm *c, float *data, size_t n, ug_comm_op op)
 {
-    return run(c, "ug_comm_all_reduce", n, n, do_all_reduce, &(call_args){.data = data, .op = (int)op});
+    char why[WHY];
+    return run(c, "ug_comm_all_reduce", (ug_mpi_call){.kind = UG_MPI_ALL_REDUCE, .count = count_of(n), .op = (int)op},
+               n, n, do_all_reduce, &(call_args){.data = data, .op = (int)op}, why, sizeof why);
 }
 static ug_status mpi_broadcast(ug_comm *c, float *data, size_t n, int root)
 {
-    return run(c, "ug_comm_broadcast", n, n, do_broadcast, &(call_args){.data = data, .root = root});
+    char why[WHY];
+    return run(c, "ug_comm_broadcast", (ug_mpi_call){.kind = UG_MPI_BROADCAST, .count = count_of(n), .root = root}, n,
+               n, do_broadcast, &(call_args){.data = data, .root = root}, why, sizeof why);
 }
 static ug_status mpi_all_gather(ug_comm *c, const float *in, size_t n, float *out)
 {
-    return run(c, "ug_comm_all_gather", n * (size_t)c->size, n, do_all_gather,
-               &(call_args){.data = out, .in = in});
+    char why[WHY];
+    return run(c, "ug_comm_all_gather", (ug_mpi_call){.kind = UG_MPI_ALL_GATHER, .count = count_of(n)},
+               n * (size_t)c->size, n, do_all_gather, &(call_args){.data = out, .in = in}, why, sizeof why);
 }
-static ug_status mpi_barrier(ug_comm *c) { return run(c, "ug_comm_barrier", 0, 0, do_barrier, NULL); }
+/* The agreement alone: an all-reduce returns on no rank before every
+ * rank has come to it. */
+static ug_status mpi_barrier(ug_comm *c)
+{
+    char why[WHY];
+    return run(c, "ug_comm_barrier", (ug_mpi_call){.kind = UG_MPI_BARRIER}, 0, 0, NULL, NULL, why, sizeof why);
+}
 
-/* A refused rank cannot tell the others (they wait until their timeout):
- * it only stops taking part. */
+/* This rank cannot take part in the collective the others are in. It
+ * tells them at its next call to the engine (run, on whichever thread
+ * makes it) or at ug_comm_free (mpi_leave): there, and not here, it is
+ * the one thread of the rank calling MPI, in the others' order. */
 static void mpi_fail(ug_comm *c, const char *why)
 {
-    mpi_group *g = c->group;
-    if (!g->broken)
-        snprintf(g->why, sizeof g->why, "rank %d: %s", c->rank, why);
-    g->broken = true;
+    char text[WHY];
+    snprintf(text, sizeof text, "rank %d: %.360s", c->rank, why);
+    /* ug_comm_free's own call is no refusal: the others are in no
+     * collective with this rank to be told of, and telling them anyway
+     * would take the place of a later collective of theirs. */
+    break_group(c->group, text, strcmp(why, UG_COMM_LEAVING) ? why : NULL);
 }
 
-static void mpi_leave(ug_comm *c) { free(c->group); }
+static void mpi_leave(ug_comm *c)
+{
+    mpi_group *g = c->group;
+    char why[WHY], refusal[WHY];
+    if (is_broken(g, why, sizeof why, refusal) && *refusal)
+        tell(c, refusal);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
 
 static ug_status mpi_bucket_memory(ug_comm *c, size_t bytes, ug_storage **out)
 {
     mpi_group *g = c->group;
     void *block = NULL;
+    char why[WHY] = "";
     *out = NULL;
-    if (!g->broken) /* (run keeps its text then) */
-        g->why[0] = '\0';
-    UG_TRY(run(c, "ug_comm_run_backward", 0, bytes, do_shared_block, &(call_args){.block = &block}));
-    if (!block && g->why[0])
-        ug_warn("rank %d: the gradient buckets are copied to be all-reduced, not shared: %s", c->rank, g->why);
+    UG_TRY(run(c, "ug_comm_run_backward", (ug_mpi_call){.kind = UG_MPI_SHARED_BLOCK}, 0, bytes, do_shared_block,
+               &(call_args){.block = &block}, why, sizeof why));
+    if (!block && why[0])
+        ug_warn("rank %d: the gradient buckets are copied to be all-reduced, not shared: %s", c->rank, why);
     ug_status st = block ? ug_storage_over_host(c->device, block, bytes, g->module->shared_block_free, out) : UG_OK;
     if (st != UG_OK)
         g->module->shared_block_free(block);
@@ -125,13 +210,21 @@ static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_redu
                                        .leave = mpi_leave, .transport = mpi_transport,
                                        .bucket_memory = mpi_bucket_memory};
 
+/* A collective: a rank that refuses (its arguments, its memory) still
+ * brings its refusal to the ranks' agreement once MPI is up, so that every
+ * rank returns an error, rather than the others going on to wait for it.
+ * (Only a rank that cannot load the module cannot tell them.) */
 ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
 {
     const char *op = "ug_comm_mpi_create";
-    if (!device || !out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, device ? "out" : "device");
-    *out = NULL;
-    char path[4096], reason[512];
+    if (out)
+        *out = NULL;
+    ug_status own = UG_OK;
+    char own_why[WHY] = "", path[4096], reason[512];
+    if (!device || !out) {
+        own = ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, device ? "out" : "device");
+        snprintf(own_why, sizeof own_why, "%s", ug_last_error());
+    }
     void *handle = ug_module_open("mpi", path, sizeof path, reason, sizeof reason);
     if (!handle)
         return ug_set_error(UG_ERR_UNSUPPORTED, "%s: %s (unigrad is built with MPI when Open MPI is installed: "
@@ -145,21 +238,27 @@ ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
                             op, path);
     mpi_group *g = ug_calloc(1, sizeof *g);
     ug_comm *c = ug_calloc(1, sizeof *c);
-    if (!g || !c) {
+    if ((!g || !c) && own == UG_OK) {
+        own = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        snprintf(own_why, sizeof own_why, "%s", ug_last_error());
+    }
+    int rank = 0, size = 0, any_thread = 0;
+    const int verdict = module->init(own != UG_OK ? own_why : NULL, default_timeout, &rank, &size, &any_thread,
+                                     reason, sizeof reason);
+    if (own != UG_OK || verdict != UG_MPI_AGREED) {
         free(g);
         free(c);
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        if (own != UG_OK)
+            return ug_set_error(own, "%s", own_why);
+        return ug_set_error(verdict == UG_MPI_DIFFER || verdict == UG_MPI_OWN_SETTING ? UG_ERR_INVALID_ARGUMENT
+                                                                                      : UG_ERR_BACKEND,
+                            "%s: %s", op, reason);
     }
     g->module = module;
-    int rank = 0, size = 0, any_thread = 0;
-    if (module->init(&rank, &size, &any_thread, reason, sizeof reason) != 0) {
-        free(g);
-        free(c);
-        return ug_set_error(UG_ERR_BACKEND, "%s: %s", op, reason);
-    }
+    pthread_mutex_init(&g->lock, NULL);
     ug_device_retain(device);
     *c = (ug_comm){.engine = &mpi_engine, .group = g, .rank = rank, .size = size, .device = device,
-                   .timeout = 300.0, .side_allowed = any_thread != 0};
+                   .timeout = default_timeout, .side_allowed = any_thread != 0};
     *out = c;
     return UG_OK;
 }

@@ -4,13 +4,19 @@
  * completes or the timeout passes, so a rank that never joins becomes an
  * error rather than a hang. A collective that timed out cannot be taken
  * back: the communicator is broken from then on (comm.c refuses further
- * calls). */
+ * calls).
+ *
+ * Before any data moves, the ranks agree on what they were asked (agree):
+ * MPI itself trusts every rank to give the same count, op and root, and
+ * ranks that do not overrun each other's buffers or mix their results. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime, setenv */
 #include <mpi.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -74,7 +80,141 @@ static void finalize(void)
         MPI_Finalize();
 }
 
-static int init(int *rank, int *size, int *any_thread, char *why, size_t len)
+/* ---- agreement: every rank asks the same of a collective ---- */
+
+/* What a call is compared on, in the order a difference is reported. */
+enum { REFUSED, KIND, COUNT, OP, ROOT, FIELDS };
+
+/* One rank's side of a disagreement, sent to the others to describe it. */
+typedef struct stance {
+    int64_t field[FIELDS];
+    char reason[320];
+} stance;
+
+static const char *kind_name(int64_t kind)
+{
+    static const char *const names[] = {"(none)", "ug_comm_mpi_create", "ug_comm_all_reduce", "ug_comm_broadcast",
+                                        "ug_comm_all_gather", "ug_comm_barrier",
+                                        "ug_comm_run_backward's shared block"};
+    return kind >= 0 && kind <= UG_MPI_SHARED_BLOCK ? names[kind] : "(unknown)";
+}
+
+/* A non-blocking collective just started (rc), waited for; what names
+ * it in a timeout's message. */
+static int wait_started(int rc, const char *call, MPI_Request *request, const char *what, double timeout, char *why,
+                        size_t len)
+{
+    if (rc != MPI_SUCCESS)
+        return ug_mpi_error(rc, call, why, len);
+    return ug_mpi_wait(request, what, timeout, why, len);
+}
+
+/* field of s in words, as "rank r <this>". */
+static void describe(char *out, size_t len, int field, const stance *s)
+{
+    static const char *const ops[] = {"sum", "average", "max"};
+    const int64_t v = s->field[field];
+    if (field == KIND)
+        snprintf(out, len, "called %s", kind_name(v));
+    else if (field == COUNT && s->field[KIND] == UG_MPI_CREATE && v)
+        snprintf(out, len, "has UG_MPI_SHARED_RANKS=%lld", (long long)v);
+    else if (field == COUNT && s->field[KIND] == UG_MPI_CREATE)
+        snprintf(out, len, "has UG_MPI_SHARED_RANKS unset");
+    else if (field == COUNT)
+        snprintf(out, len, "gave %lld elements", (long long)v);
+    else if (field == OP)
+        snprintf(out, len, "reduces by %s", v >= 0 && v <= 2 ? ops[v] : "(unknown)");
+    else
+        snprintf(out, len, "broadcasts from rank %lld", (long long)v);
+}
+
+static const char *rule(int field, int64_t kind)
+{
+    switch (field) {
+    case KIND: return "every rank must call the same collectives in the same order";
+    case COUNT: return kind == UG_MPI_CREATE ? "set it alike on every rank, or on none"
+                                             : "every rank must give the same count";
+    case OP: return "every rank must give the same op";
+    default: return "every rank must name the same root";
+    }
+}
+
+/* The ranks disagree (bounds: each field's least value and the negated
+ * largest): which rank refused first, or the first field that differs and
+ * the first ranks with its least value and with another, then that
+ * rank's stance from it, so that every rank words the same message. Two
+ * more small collectives, on this error path only. */
+static int explain(const stance *mine, const int64_t *bounds, const char *what, double timeout, char *why,
+                   size_t len)
+{
+    int world = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    int64_t first[2 * FIELDS]; /* [2f]: the first rank with f's least value, [2f + 1]: with another */
+    for (int f = 0; f < FIELDS; f++) {
+        const bool least = mine->field[f] == bounds[2 * f];
+        first[2 * f] = least ? world : INT64_MAX;
+        first[2 * f + 1] = least ? INT64_MAX : world;
+    }
+    MPI_Request request;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, first, 2 * FIELDS, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD, &request);
+    if (wait_started(rc, "MPI_Iallreduce", &request, what, timeout, why, len))
+        return UG_MPI_FAILED;
+    int field = REFUSED;
+    if (-bounds[2 * REFUSED + 1] == 0) /* nobody refused: a field differs */
+        for (field = KIND; field < ROOT && bounds[2 * field] == -bounds[2 * field + 1]; field++)
+            continue;
+    /* The rank whose stance describes it: the first that refused (the
+     * largest value, 1), or the first whose value is not the least. */
+    const int64_t teller = field == REFUSED ? (bounds[0] == 1 ? first[0] : first[1]) : first[2 * field + 1];
+    stance told = *mine;
+    rc = MPI_Ibcast(&told, (int)sizeof told, MPI_BYTE, (int)teller, MPI_COMM_WORLD, &request);
+    if (wait_started(rc, "MPI_Ibcast", &request, what, timeout, why, len))
+        return UG_MPI_FAILED;
+    if (field == REFUSED) {
+        snprintf(why, len, "rank %lld could not take part: %s", (long long)teller, told.reason);
+        return UG_MPI_REFUSED;
+    }
+    stance least = told;
+    least.field[field] = bounds[2 * field];
+    const int64_t least_rank = first[2 * field];
+    const stance *low = least_rank < teller ? &least : &told, *high = least_rank < teller ? &told : &least;
+    char a[96], b[96];
+    describe(a, sizeof a, field, low);
+    describe(b, sizeof b, field, high);
+    snprintf(why, len, "rank %lld %s, rank %lld %s; %s", (long long)(least_rank < teller ? least_rank : teller), a,
+             (long long)(least_rank < teller ? teller : least_rank), b, rule(field, told.field[KIND]));
+    return UG_MPI_DIFFER;
+}
+
+/* One small all-reduce of each field's least and largest value (as a
+ * minimum of v and -v) before every collective: its price, some 3-5 us
+ * between two ranks of one machine (an all-reduce of one float went from
+ * 0.7 to 4 us through the shared window, from 2-3 to 7 us through MPI;
+ * one of 1.5 MB takes 230-300 us either way), paid so that a mismatch is
+ * refused on every rank instead of overrunning a buffer or mixing
+ * results. */
+static int agree(const ug_mpi_call *call, const char *refusal, double timeout, char *why, size_t len)
+{
+    stance mine = {.field = {refusal != NULL, call->kind, call->count, call->op, call->root}};
+    if (refusal)
+        snprintf(mine.reason, sizeof mine.reason, "%s", refusal);
+    int64_t bounds[2 * FIELDS];
+    for (int f = 0; f < FIELDS; f++) {
+        bounds[2 * f] = mine.field[f];
+        bounds[2 * f + 1] = -mine.field[f];
+    }
+    const char *what = call->kind ? kind_name(call->kind) : "telling the other ranks of a refusal";
+    MPI_Request request;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, bounds, 2 * FIELDS, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD, &request);
+    if (wait_started(rc, "MPI_Iallreduce", &request, what, timeout, why, len))
+        return UG_MPI_FAILED;
+    bool alike = -bounds[2 * REFUSED + 1] == 0;
+    for (int f = KIND; f < FIELDS; f++)
+        alike &= bounds[2 * f] == -bounds[2 * f + 1];
+    return alike ? UG_MPI_AGREED : explain(&mine, bounds, what, timeout, why, len);
+}
+
+static int init(const char *refusal, double timeout, int *rank, int *size, int *any_thread, char *why, size_t len)
 {
     int initialized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
@@ -100,7 +240,20 @@ static int init(int *rank, int *size, int *any_thread, char *why, size_t len)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
-    return ug_mpi_shared_init(why, len);
+    /* Agreed first, polled: the machine's split that follows waits for
+     * every rank with no timeout, for ever for one that refused here. */
+    int limit = 0;
+    char setting[256] = "";
+    const bool malformed = ug_mpi_shared_limit(&limit, setting, sizeof setting) != 0;
+    const ug_mpi_call create = {.kind = UG_MPI_CREATE, .count = limit};
+    int verdict = agree(&create, refusal ? refusal : malformed ? setting : NULL, timeout, why, len);
+    if (verdict == UG_MPI_REFUSED && malformed && !refusal) {
+        snprintf(why, len, "%s", setting);
+        return UG_MPI_OWN_SETTING;
+    }
+    if (verdict != UG_MPI_AGREED)
+        return verdict;
+    return ug_mpi_shared_init(limit, why, len) ? UG_MPI_FAILED : UG_MPI_AGREED;
 }
 
 static int all_reduce(float *data, size_t n, int op, double timeout, char *why, size_t len)
@@ -143,16 +296,14 @@ static int all_gather(const float *in, size_t n, float *out, double timeout, cha
     return ug_mpi_wait(&request, "ug_comm_all_gather", timeout, why, len);
 }
 
-static int barrier(double timeout, char *why, size_t len)
-{
-    MPI_Request request;
-    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    if (rc != MPI_SUCCESS)
-        return ug_mpi_error(rc, "MPI_Ibarrier", why, len);
-    return ug_mpi_wait(&request, "ug_comm_barrier", timeout, why, len);
-}
-
-static const ug_mpi_module module = {UG_MPI_MODULE_VERSION, init,    all_reduce, broadcast, all_gather, barrier,
-                                     ug_mpi_shared_transport, ug_mpi_shared_block, ug_mpi_shared_block_free};
+static const ug_mpi_module module = {.version = UG_MPI_MODULE_VERSION,
+                                     .init = init,
+                                     .agree = agree,
+                                     .all_reduce = all_reduce,
+                                     .broadcast = broadcast,
+                                     .all_gather = all_gather,
+                                     .transport = ug_mpi_shared_transport,
+                                     .shared_block = ug_mpi_shared_block,
+                                     .shared_block_free = ug_mpi_shared_block_free};
 
 __attribute__((visibility("default"))) const ug_mpi_module *ug_mpi_module_entry(void) { return &module; }

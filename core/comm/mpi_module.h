@@ -7,16 +7,56 @@
 #define UG_CORE_COMM_MPI_MODULE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#define UG_MPI_MODULE_VERSION 4
+#define UG_MPI_MODULE_VERSION 5
 #define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
+
+/* What a rank asks of a collective (or of ug_comm_mpi_create), which every
+ * rank must ask alike: agree compares them before any data moves. */
+typedef enum ug_mpi_kind {
+    UG_MPI_CREATE = 1,
+    UG_MPI_ALL_REDUCE,
+    UG_MPI_BROADCAST,
+    UG_MPI_ALL_GATHER,
+    UG_MPI_BARRIER,
+    UG_MPI_SHARED_BLOCK
+} ug_mpi_kind;
+
+typedef struct ug_mpi_call {
+    int kind;            /* ug_mpi_kind (0 with a refusal: any) */
+    int64_t count;       /* elements; create: UG_MPI_SHARED_RANKS (0 unset); a shared block: 0 (sizes are each rank's) */
+    int op;              /* all-reduce: 0 sum, 1 average, 2 max (ug_comm_op); else 0 */
+    int root;            /* broadcast; else 0 */
+} ug_mpi_call;
+
+/* The verdicts of agree and init, the same on every rank. */
+enum {
+    UG_MPI_AGREED = 0,
+    UG_MPI_FAILED = 1,   /* an MPI error or a timeout: the others' state is unknown */
+    UG_MPI_REFUSED = 2,  /* a rank could not take part (why quotes its reason) */
+    UG_MPI_DIFFER = 3,   /* the ranks asked for different things (why says what, on which ranks) */
+    UG_MPI_OWN_SETTING = 4 /* init: this rank's UG_MPI_SHARED_RANKS is malformed (why says so) */
+};
 
 typedef struct ug_mpi_module {
     int version;
     /* Initialises MPI if the program has not (and finalises it at exit):
      * this process's rank and the world's size, and whether MPI may be
-     * called from any thread, one at a time (MPI_THREAD_SERIALIZED). */
-    int (*init)(int *rank, int *size, int *any_thread, char *why, size_t len);
+     * called from any thread, one at a time (MPI_THREAD_SERIALIZED).
+     * Then every rank agrees, before anything that could wait for the
+     * others without a timeout: refusal (NULL when this rank can join)
+     * and a malformed UG_MPI_SHARED_RANKS on any rank make every rank
+     * return UG_MPI_REFUSED (or, on the rank whose setting it is,
+     * UG_MPI_OWN_SETTING), and ranks whose UG_MPI_SHARED_RANKS differ
+     * UG_MPI_DIFFER; waiting at most timeout seconds. */
+    int (*init)(const char *refusal, double timeout, int *rank, int *size, int *any_thread, char *why, size_t len);
+    /* A collective on MPI_COMM_WORLD: whether every rank asks call (see
+     * the verdicts above); refusal, when not NULL, tells the others that
+     * this rank cannot take part, and why. Every collective below comes
+     * after one, so that ranks that ask different things are refused
+     * before a buffer is touched. */
+    int (*agree)(const ug_mpi_call *call, const char *refusal, double timeout, char *why, size_t len);
     /* Collectives on MPI_COMM_WORLD, each waiting at most timeout seconds.
      * op: 0 sum, 1 average, 2 max (ug_comm_op). Open MPI's all-reduce
      * algorithms give every rank the same bits: each element is summed
@@ -25,7 +65,6 @@ typedef struct ug_mpi_module {
     int (*all_reduce)(float *data, size_t n, int op, double timeout, char *why, size_t len);
     int (*broadcast)(float *data, size_t n, int root, double timeout, char *why, size_t len);
     int (*all_gather)(const float *in, size_t n, float *out, double timeout, char *why, size_t len);
-    int (*barrier)(double timeout, char *why, size_t len);
     /* How the all-reduces travel, in words: through shared memory among
      * the ranks of a machine (mpi_shared.c), or MPI's own. */
     const char *(*transport)(void);

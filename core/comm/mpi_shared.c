@@ -129,8 +129,7 @@ static int release(MPI_Comm comm, int keyval, void *value, void *extra)
     return MPI_SUCCESS;
 }
 
-/* The most consecutive ranks of a machine that form a group. */
-static int group_limit(int *limit, char *why, size_t len)
+int ug_mpi_shared_limit(int *limit, char *why, size_t len)
 {
     const char *text = getenv("UG_MPI_SHARED_RANKS");
     *limit = 0;
@@ -183,13 +182,11 @@ static int map_window(char *why, size_t len)
     return 0;
 }
 
-int ug_mpi_shared_init(char *why, size_t len)
+int ug_mpi_shared_init(int limit, char *why, size_t len)
 {
     if (shared.group != MPI_COMM_NULL)
         return 0; /* made by an earlier communicator of this process */
-    int limit = 0, world = 0, size[2];
-    if (group_limit(&limit, why, len))
-        return 1;
+    int world = 0, size[2];
     MPI_Comm machine;
     MPI_Comm_rank(MPI_COMM_WORLD, &world);
     int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world, MPI_INFO_NULL, &machine);
@@ -378,6 +375,8 @@ static int reduce_piece(float *data, size_t m, size_t n, bool max, double timeou
     bool all_in_blocks = true;
     for (int r = 0; r < shared.size; r++) { /* the same verdict on every rank */
         const header *h = &shared.headers[r];
+        /* (The counts were agreed before, by the module's agree: this
+         * guards the slots, which a longer piece would read past.) */
         if (h->count != shared.headers[0].count) {
             snprintf(why, len, "rank %lld's all-reduce has %lld elements, rank %lld's %lld; every rank must give "
                      "the same count", (long long)h->world_rank, (long long)h->count,

@@ -17,12 +17,17 @@ void ug_mpi_abandon(void);
 /* 1, with "call failed: MPI's text for code" in why. */
 int ug_mpi_error(int code, const char *call, char *why, size_t len);
 
-/* Splits MPI_COMM_WORLD into groups of ranks on one machine (at most
- * UG_MPI_SHARED_RANKS consecutive ones each, when set). Collective; 1 with
- * why on a malformed setting or an MPI error. Where every group holds one
- * rank, or the groups differ in size, the module's all-reduces stay
- * MPI's own and mpi_shared_all_reduce declines. */
-int ug_mpi_shared_init(char *why, size_t len);
+/* This rank's UG_MPI_SHARED_RANKS: the most consecutive ranks of a
+ * machine that form a group (0: unset, all of them); 1 with why when it
+ * is malformed. */
+int ug_mpi_shared_limit(int *limit, char *why, size_t len);
+
+/* Splits MPI_COMM_WORLD into groups of ranks on one machine (at most limit
+ * consecutive ones each, when not 0: every rank's the same, agreed
+ * beforehand). Collective; 1 with why on an MPI error. Where every group
+ * holds one rank, or the groups differ in size, the module's all-reduces
+ * stay MPI's own and mpi_shared_all_reduce declines. */
+int ug_mpi_shared_init(int limit, char *why, size_t len);
 
 /* How the module's all-reduces travel, in words (after init). */
 const char *ug_mpi_shared_transport(void);

@@ -46,8 +46,14 @@ UG_API ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_c
  * on device: the MPI engine, in libunigrad-mpi.so, loaded only by this
  * call (UG_ERR_UNSUPPORTED, saying why, when unigrad was built without
  * MPI). Initialises MPI unless the program has, and finalises it at exit
- * then. A rank that never joins a collective makes the others fail after
- * their timeout; a rank whose collective failed is broken from then on. */
+ * then. A collective: refused on every rank when any rank's call is
+ * refused, naming it and why. A rank that never joins a collective makes
+ * the others fail after their timeout; a rank whose collective failed is
+ * broken from then on. Each collective first compares what the ranks
+ * asked (one small all-reduce): a count, op, root or collective that
+ * differs is refused on every rank, which then go on; a rank whose own
+ * call was refused (a dtype, a device) breaks the others' collective
+ * once it calls the communicator again or frees it. */
 UG_API ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out);
 /* This rank's NCCL (on "cuda" devices) or RCCL ("hip") communicator over
  * the ranks of bootstrap (MPI or in-process): collectives then run on the

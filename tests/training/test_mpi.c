@@ -3,7 +3,9 @@
  * a rank on the CPU. Collectives against sums worked out in double, the
  * same bits on every rank, through the shared-memory window that ranks of
  * one machine use (or as ug_comm_transport says, --transport); ranks
- * giving different counts refused; data-parallel training of the MLP and
+ * giving different counts, ops, roots, dtypes or collectives refused on
+ * every rank with nothing written, and a communicator refused on one rank
+ * refused on all; data-parallel training of the MLP and
  * the CNN (uneven splits of each global batch, the last one partial; gradient
  * buckets overlapped with backward; accumulation, clipping, f16 with an
  * overflow on rank 1) equal to one device on the global batches within
@@ -121,19 +123,240 @@ static void collectives(ug_comm *comm, ug_device *dev)
     ug_tensor_free(t);
 }
 
-/* Ranks giving different counts: refused on every rank, saying so, on a
- * communicator of its own (the refusal breaks it). */
-static void counts_differ(ug_device *dev)
+/* ---- collectives that differ between ranks ---- */
+
+/* The ranks that ask otherwise than rank 0: the upper half (rank 1 of 2;
+ * of 4 ranks in 2 groups of 2, the second group, so that the groups agree
+ * within and differ between them). The first of them, which the refusals
+ * name. */
+static bool odd_one(int r, int size) { return r >= size / 2; }
+static int first_odd(int size) { return size / 2; }
+
+enum { GUARD = 4096 };
+static const float SENTINEL = 1234.5f;
+
+/* n floats of host in a tensor sharing its storage with GUARD sentinels
+ * after it: an engine writing past the tensor changes them, not the
+ * heap, so that the old engine's overrun shows here and harms nothing. */
+typedef struct guarded {
+    ug_tensor *whole, *t;
+    int64_t n;
+} guarded;
+
+static guarded guarded_tensor(ug_device *dev, int64_t n, const float *host)
 {
-    ug_comm *comm = NULL;
-    float host[N] = {0};
-    ug_tensor *t = tensor(dev, 100 + rank, host);
-    ug_status st = ug_comm_mpi_create(dev, &comm);
+    guarded g = {.n = n};
+    float *init = malloc((size_t)(n + GUARD) * sizeof *init);
+    for (int64_t i = 0; init && i < n + GUARD; i++)
+        init[i] = i < n ? host[i] : SENTINEL;
+    g.whole = init ? tensor(dev, n + GUARD, init) : NULL;
+    if (g.whole && ug_tensor_slice(g.whole, 0, n, &g.t) != UG_OK)
+        g.t = NULL;
+    free(init);
+    return g;
+}
+
+/* Whether the tensor still holds host and the sentinels after it theirs. */
+static bool untouched(const guarded *g, const float *host)
+{
+    float *now = malloc((size_t)(g->n + GUARD) * sizeof *now);
+    bool same = now && ug_tensor_download(g->whole, now, (size_t)(g->n + GUARD) * sizeof *now) == UG_OK;
+    for (int64_t i = 0; same && i < g->n + GUARD; i++)
+        same = now[i] == (i < g->n ? host[i] : SENTINEL);
+    free(now);
+    return same;
+}
+
+static void guarded_free(guarded *g)
+{
+    ug_tensor_free(g->t);
+    ug_tensor_free(g->whole);
+}
+
+/* A refusal: status want and a message holding text and, but where it
+ * is this rank's own, naming the first odd rank. */
+static void expect_refused(const char *what, ug_status st, ug_status want, const char *text, int size, bool own)
+{
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", first_odd(size));
+    const char *message = ug_last_error();
+    EXPECT(st == want && strstr(message, text) && (own || strstr(message, who)),
+           "[%s] returned %d, not %d saying \"%s\" of %s: %s", what, (int)st, (int)want, text, who, message);
+}
+
+/* An all-reduce whose count or op differs on the odd ranks (kinds: an
+ * op; -1 the count; -2 a barrier in its place). */
+static void all_reduce_differs(ug_comm *comm, ug_device *dev, const char *what, int kind, const char *text)
+{
+    const int size = ug_comm_size(comm);
+    const bool odd = odd_one(rank, size);
+    const int64_t n = kind == -1 && odd ? 101 : 100;
+    float host[101];
+    for (int i = 0; i < 101; i++)
+        host[i] = value(rank, i);
+    guarded g = guarded_tensor(dev, n, host);
+    ug_status st = UG_ERR_OUT_OF_MEMORY;
+    if (g.t && kind == -2 && odd)
+        st = ug_comm_barrier(comm);
+    else if (g.t)
+        st = ug_comm_all_reduce(comm, g.t, kind >= 0 && odd ? (ug_comm_op)kind : UG_COMM_SUM);
+    expect_refused(what, st, UG_ERR_INVALID_ARGUMENT, text, size, false);
+    EXPECT(untouched(&g, host), "[%s] the refused all-reduce changed the tensor or wrote past it", what);
+    guarded_free(&g);
+}
+
+/* A broadcast whose count (-1) or root (the odd ranks name the last rank)
+ * differs; or an all-gather whose count differs (gather). */
+static void broadcast_differs(ug_comm *comm, ug_device *dev, const char *what, bool root_differs, bool gather,
+                              const char *text)
+{
+    const int size = ug_comm_size(comm);
+    const bool odd = odd_one(rank, size);
+    const int64_t n = !root_differs && odd ? 101 : 100;
+    float host[101], *sent = calloc((size_t)(101 * size), sizeof *sent);
+    for (int i = 0; i < 101; i++)
+        host[i] = value(rank, i);
+    for (int i = 0; sent && i < 101 * size; i++)
+        sent[i] = -1.0f - (float)i;
+    guarded in = guarded_tensor(dev, n, host), out = {0};
+    if (gather)
+        out = guarded_tensor(dev, n * size, sent);
+    ug_status st = UG_ERR_OUT_OF_MEMORY;
+    if (in.t && sent && gather && out.t)
+        st = ug_comm_all_gather(comm, in.t, out.t);
+    else if (in.t && sent && !gather)
+        st = ug_comm_broadcast(comm, in.t, root_differs && odd ? size - 1 : 0);
+    expect_refused(what, st, UG_ERR_INVALID_ARGUMENT, text, size, false);
+    EXPECT(untouched(&in, host) && (!gather || untouched(&out, sent)),
+           "[%s] the refused collective changed a tensor or wrote past it", what);
+    guarded_free(&in);
+    guarded_free(&out);
+    free(sent);
+}
+
+/* The odd ranks give an f16 tensor: refused there (UG_ERR_DTYPE); the
+ * others hear why when they free their communicator, rather than at the
+ * timeout (20 s; the old engine's message said "waited"). */
+static void dtype_differs(ug_comm *comm, ug_device *dev)
+{
+    const int size = ug_comm_size(comm);
+    const bool odd = odd_one(rank, size);
+    int64_t n = 100;
+    ug_tensor *t = NULL;
+    ug_status st = ug_tensor_create(dev, odd ? UG_F16 : UG_F32, 1, &n, &t);
     if (st == UG_OK)
         st = ug_comm_all_reduce(comm, t, UG_COMM_SUM);
-    EXPECT(st == UG_ERR_BACKEND && strstr(ug_last_error(), "every rank must give the same count"),
-           "all-reduces of 100 and 101 elements returned %d: %s", (int)st, ug_last_error());
+    expect_refused("dtype", st, odd ? UG_ERR_DTYPE : UG_ERR_BACKEND, "is f16; collectives take f32", size, odd);
     ug_tensor_free(t);
+}
+
+static ug_comm *fresh(ug_device *dev, const char *what)
+{
+    ug_comm *comm = NULL;
+    EXPECT(ug_comm_mpi_create(dev, &comm) == UG_OK, "[%s] a communicator: %s", what, ug_last_error());
+    if (comm)
+        ug_comm_set_timeout(comm, 20.0); /* the old engine: a refused rank's peers waited this long */
+    return comm;
+}
+
+/* The ranks' rank and size from mpirun, for what happens before the
+ * first communicator; -1 when not under Open MPI's. */
+static int launched_as(const char *variable)
+{
+    const char *text = getenv(variable);
+    return text ? atoi(text) : -1;
+}
+
+/* The first communicator of the process, with UG_MPI_SHARED_RANKS=0 on
+ * the odd ranks only: refused there, and on the others, naming it (the
+ * old engine left them in MPI_Comm_split_type for ever: the ctest timeout
+ * ends it). Then one with the setting as it was, which must work. */
+static void create_refused_first(ug_device *dev)
+{
+    const int me = launched_as("OMPI_COMM_WORLD_RANK"), size = launched_as("OMPI_COMM_WORLD_SIZE");
+    rank = me;
+    EXPECT(me >= 0 && size >= 2, "[create] run under Open MPI's mpirun with 2 ranks or more");
+    if (me < 0 || size < 2)
+        return;
+    const char *was = getenv("UG_MPI_SHARED_RANKS");
+    char saved[64];
+    snprintf(saved, sizeof saved, "%s", was ? was : "");
+    if (odd_one(me, size))
+        setenv("UG_MPI_SHARED_RANKS", "0", 1);
+    ug_comm *comm = NULL;
+    ug_status st = ug_comm_mpi_create(dev, &comm);
+    expect_refused("create, UG_MPI_SHARED_RANKS=0 on one side", st,
+                   odd_one(me, size) ? UG_ERR_INVALID_ARGUMENT : UG_ERR_BACKEND, "UG_MPI_SHARED_RANKS=\"0\"", size,
+                   odd_one(me, size));
+    ug_comm_free(comm);
+    if (was)
+        setenv("UG_MPI_SHARED_RANKS", saved, 1);
+    else
+        unsetenv("UG_MPI_SHARED_RANKS");
+}
+
+/* A later communicator that the odd ranks ask for with no device: refused
+ * on every rank (the old engine gave the others one: UG_OK). */
+static void create_refused_later(ug_comm *world, ug_device *dev)
+{
+    const int size = ug_comm_size(world);
+    const bool odd = odd_one(rank, size);
+    ug_comm *comm = NULL;
+    ug_status st = ug_comm_mpi_create(odd ? NULL : dev, &comm);
+    expect_refused("create, no device on one side", st, odd ? UG_ERR_INVALID_ARGUMENT : UG_ERR_BACKEND,
+                   "device is NULL", size, odd);
+    ug_comm_free(comm);
+}
+
+static bool chosen(const char *only, const char *name) { return !only || !strcmp(only, name); }
+
+/* Collectives that differ between the ranks, refused on every rank with
+ * the tensors untouched, on one communicator, which goes on working after
+ * (nothing was done); the overruns of the old engine come last. A dtype
+ * that differs breaks a communicator of its own; then a communicator
+ * refused on one side. only: that case alone. */
+static void mismatches(ug_comm *world, ug_device *dev, const char *only)
+{
+    ug_comm *comm = fresh(dev, "mismatches");
+    if (!comm)
+        return;
+    if (chosen(only, "average"))
+        all_reduce_differs(comm, dev, "sum against average", UG_COMM_AVERAGE, "every rank must give the same op");
+    if (chosen(only, "max"))
+        all_reduce_differs(comm, dev, "sum against max", UG_COMM_MAX, "every rank must give the same op");
+    if (chosen(only, "kind"))
+        all_reduce_differs(comm, dev, "all-reduce against barrier", -2,
+                           "every rank must call the same collectives in the same order");
+    if (chosen(only, "broadcast_root"))
+        broadcast_differs(comm, dev, "broadcast roots", true, false, "every rank must name the same root");
+    if (chosen(only, "broadcast_count"))
+        broadcast_differs(comm, dev, "broadcast counts", false, false, "every rank must give the same count");
+    if (chosen(only, "gather_count"))
+        broadcast_differs(comm, dev, "all-gather counts", false, true, "every rank must give the same count");
+    if (chosen(only, "count"))
+        all_reduce_differs(comm, dev, "all-reduce counts", -1, "every rank must give the same count");
+    all_reduce_case(comm, dev, N, UG_COMM_SUM);
+    ug_comm_free(comm);
+    if (chosen(only, "dtype") && (comm = fresh(dev, "dtype"))) {
+        dtype_differs(comm, dev);
+        ug_comm_free(comm);
+    }
+    if (chosen(only, "create_later"))
+        create_refused_later(world, dev);
+}
+
+/* Freeing a communicator tells no other rank anything: ranks that free
+ * one at different points, around a collective of another, go on. */
+static void free_tells_nobody(ug_device *dev)
+{
+    ug_comm *spare = fresh(dev, "free"), *comm = fresh(dev, "free");
+    const bool odd = comm && odd_one(rank, ug_comm_size(comm));
+    if (odd)
+        ug_comm_free(spare);
+    if (comm)
+        all_reduce_case(comm, dev, N, UG_COMM_SUM);
+    if (!odd)
+        ug_comm_free(spare);
     ug_comm_free(comm);
 }
 
@@ -263,12 +486,15 @@ static void rank_killed(ug_comm *comm, ug_device *dev)
     replica_free(&mine);
 }
 
-/* Options: --rank-killed; --collectives (only those, on any number of
- * ranks); --transport TEXT, a part of ug_comm_transport expected. */
+/* Options: --rank-killed; --collectives (only those, and the refusals,
+ * on any number of ranks); --transport TEXT, a part of ug_comm_transport
+ * expected; --mismatch CASE, that refusal case alone (create_first,
+ * average, max, kind, broadcast_root, broadcast_count, gather_count,
+ * count, dtype, create_later), to try each against another engine. */
 int main(int argc, char **argv)
 {
     bool killed = false, only_collectives = false;
-    const char *transport = "shared memory among the 2 ranks of the machine";
+    const char *transport = "shared memory among the 2 ranks of the machine", *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rank-killed"))
             killed = true;
@@ -276,32 +502,45 @@ int main(int argc, char **argv)
             only_collectives = true;
         else if (!strcmp(argv[i], "--transport") && i + 1 < argc)
             transport = argv[++i];
+        else if (!strcmp(argv[i], "--mismatch") && i + 1 < argc)
+            only = argv[++i];
     }
     ug_device *dev = NULL;
-    ug_comm *comm = NULL;
-    if (ug_device_open("cpu", &dev) != UG_OK || ug_comm_mpi_create(dev, &comm) != UG_OK) {
+    if (ug_device_open("cpu", &dev) != UG_OK) {
         fprintf(stderr, "setting up: %s\n", ug_last_error());
         return 1;
     }
-    rank = ug_comm_rank(comm);
-    ug_comm_set_timeout(comm, 20.0); /* a failing check ends the run soon */
-    EXPECT(ug_comm_size(comm) >= 2, "the world has %d rank (run with mpirun -np 2 or more)", ug_comm_size(comm));
-    EXPECT(!strcmp(ug_comm_engine(comm), "MPI"), "the engine is %s", ug_comm_engine(comm));
-    EXPECT(strstr(ug_comm_transport(comm), transport), "the all-reduces travel by \"%s\", not \"%s\"",
-           ug_comm_transport(comm), transport);
+    if (!killed && chosen(only, "create_first"))
+        create_refused_first(dev);
+    ug_comm *comm = NULL;
+    if ((!only || strcmp(only, "create_first")) && ug_comm_mpi_create(dev, &comm) != UG_OK) {
+        fprintf(stderr, "setting up: %s\n", ug_last_error());
+        return 1;
+    }
+    if (comm) {
+        rank = ug_comm_rank(comm);
+        ug_comm_set_timeout(comm, 20.0); /* a failing check ends the run soon */
+        EXPECT(ug_comm_size(comm) >= 2, "the world has %d rank (run with mpirun -np 2 or more)", ug_comm_size(comm));
+        EXPECT(!strcmp(ug_comm_engine(comm), "MPI"), "the engine is %s", ug_comm_engine(comm));
+        EXPECT(strstr(ug_comm_transport(comm), transport), "the all-reduces travel by \"%s\", not \"%s\"",
+               ug_comm_transport(comm), transport);
+    }
     if (!failures && killed) {
         rank_killed(comm, dev);
+    } else if (!failures && only) {
+        if (comm)
+            mismatches(comm, dev, only);
+        printf("rank %d: %s: %s\n", rank, only, failures ? "refused wrongly" : "ok");
     } else if (!failures) {
         collectives(comm, dev);
         if (!only_collectives)
             training(comm, dev);
-        if (strstr(transport, "shared memory")) {
-            counts_differ(dev);
-            if (!only_collectives)
-                shared_blocks_run_out(dev);
-        }
-        printf("rank %d: ok: collectives%s (%s)\n", rank,
-               only_collectives ? "" : ", training equal to one device, refusals", ug_comm_transport(comm));
+        mismatches(comm, dev, NULL);
+        free_tells_nobody(dev);
+        if (strstr(transport, "shared memory") && !only_collectives)
+            shared_blocks_run_out(dev);
+        printf("rank %d: ok: collectives, refusals%s (%s)\n", rank,
+               only_collectives ? "" : ", training equal to one device", ug_comm_transport(comm));
     }
     if (failures)
         printf("rank %d: FAILED\n", rank);
