@@ -88,6 +88,16 @@ static bool update_save_due(const ug_trainer *t)
     return t->config.checkpoint && every > 0 && ug_optimizer_steps(t->optimizer) % every == 0;
 }
 
+/* A callback's failure as it returned it: with the message it left, or
+ * one naming the callback when it returned a bare status (never an older,
+ * unrelated message). */
+static ug_status call_back(ug_status st, const char *name)
+{
+    if (st != UG_OK && !ug_last_error()[0])
+        return ug_set_error(st, "ug_trainer_fit: %s returned %s without a message", name, ug_status_name(st));
+    return st;
+}
+
 /* The epoch's batches from where the loader stands. */
 static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *report)
 {
@@ -122,7 +132,8 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
             if ((c->log_every && t->global_batch % c->log_every == 0) || index + 1 == batches)
                 UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
             s.samples_per_second = (double)(samples - first_batch * t->batch) / (ug_seconds_now() - start);
-            UG_TRY(c->on_step(&s, c->user));
+            ug_clear_error();
+            UG_TRY(call_back(c->on_step(&s, c->user), "on_step"));
         }
         index++;
         if (t->pending)
@@ -216,8 +227,10 @@ static ug_status fit(ug_trainer *t)
         if (c->checkpoint && (last || due || stopping))
             report.saved = save(t);
         report.save_error = t->save_error[0] ? t->save_error : NULL;
-        if (c->on_epoch)
-            UG_TRY(c->on_epoch(&report, c->user));
+        if (c->on_epoch) {
+            ug_clear_error();
+            UG_TRY(call_back(c->on_epoch(&report, c->user), "on_epoch"));
+        }
         t->save_error[0] = '\0';
         if (stopping && !last) {
             t->stopped = true;
@@ -235,8 +248,13 @@ ug_status ug_trainer_fit(ug_trainer *t)
 {
     if (!t)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_fit: trainer is NULL");
+    if (t->fitting)
+        return ug_set_error(UG_ERR_STATE, "ug_trainer_fit: this trainer is already fitting (called from one of its "
+                                          "callbacks?); return from the callback, and fit again after");
+    t->fitting = true;
     bool flushed = trainer_denormals_begin(t);
     ug_status st = fit(t);
     ug_set_flush_denormal(flushed);
+    t->fitting = false;
     return st;
 }

@@ -66,6 +66,7 @@ struct ug_trainer {
     bool mixed_backends;      /* with comm: replicas of several backends, resynced after each update */
     trainer_balance balance;
     bool stopped;
+    bool fitting;                 /* inside ug_trainer_fit: a callback may not fit again */
     bool last_save_failed;
     char save_error[512];         /* since the last epoch report; "" when none */
     int64_t *confusion;           /* the last evaluation's matrix */

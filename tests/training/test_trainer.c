@@ -443,7 +443,7 @@ TS_TEST(batch_size_search)
 typedef struct step_seen {
     ug_trainer *trainer;
     float loss_in_step, last_loss;
-    int epochs;
+    int epochs, calls;
     const char *save_error;
     char error_text[512];
 } step_seen;
@@ -457,6 +457,16 @@ static ug_status failing_step(const ug_trainer_step *s, void *user)
     seen->loss_in_step = s->loss;
     ug_status st = ug_trainer_last_loss(seen->trainer, &seen->last_loss);
     return st != UG_OK ? st : UG_ERR_NUMERIC;
+}
+
+/* Fits its own trainer again from inside fit: refused, and that refusal
+ * ends the outer fit. */
+static ug_status fitting_again(const ug_trainer_step *s, void *user)
+{
+    (void)s;
+    step_seen *seen = user;
+    seen->calls++;
+    return ug_trainer_fit(seen->trainer);
 }
 
 static ug_status epoch_save_error(const ug_trainer_epoch *e, void *user)
@@ -532,11 +542,27 @@ TS_TEST(callbacks)
      * the one the trainer reports (log_every 1). */
     if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
         seen.trainer = t;
-        CHECK_STATUS(ug_trainer_fit(t), UG_ERR_NUMERIC);
+        /* It returns a bare status: the message names the callback, not
+         * an earlier, unrelated failure. */
+        CHECK_STATUS(ug_trainer_fit(NULL), UG_ERR_INVALID_ARGUMENT);
+        if (CHECK_STATUS(ug_trainer_fit(t), UG_ERR_NUMERIC))
+            CHECK_ERROR_HAS("on_step returned UG_ERR_NUMERIC without a message");
         CHECK(isfinite(seen.last_loss) && seen.last_loss == seen.loss_in_step);
         CHECK_EQ_I64(ug_optimizer_steps(ug_trainer_optimizer(t)), 1); /* accumulate 2: batches 1-2, then stopped */
     }
     ug_trainer_free(t);
+    t = NULL;
+    c.on_step = fitting_again;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        seen.trainer = t;
+        if (CHECK_STATUS(ug_trainer_fit(t), UG_ERR_STATE))
+            CHECK_ERROR_HAS("this trainer is already fitting");
+        /* Out of fit, it may fit again: the callback runs once more. */
+        CHECK_STATUS(ug_trainer_fit(t), UG_ERR_STATE);
+        CHECK_EQ_I64(seen.calls, 2);
+    }
+    ug_trainer_free(t);
+    t = NULL;
     /* A save that fails is reported to the next epoch's callback, training
      * goes on, and fit fails at the end: the run's end is not saved. */
     c.on_step = NULL;
