@@ -19,6 +19,7 @@
 #include "base/fault.h"
 #include "base/mix64.h"
 #include "base/regular_file.h"
+#include "base/text.h"
 
 /* Attempts at a free temporary name; the characters ".tmp.XXXXXX" add. */
 enum { TRIES = 100, TEMP_SUFFIX = 11 };
@@ -210,12 +211,10 @@ ug_status ug_atomic_open(const char *path, ug_atomic_file **out)
     /* The temporary name must fit wherever the final name does: a long
      * name is cut (at a character boundary) to leave room for ".tmp.XXXXXX". */
     long name_max = pathconf(f->dir, _PC_NAME_MAX);
-    size_t keep_chars = strlen(base), room = name_max > TEMP_SUFFIX ? (size_t)name_max - TEMP_SUFFIX : 1;
-    if (keep_chars > room) {
+    size_t room = name_max > TEMP_SUFFIX ? (size_t)name_max - TEMP_SUFFIX : 1;
+    size_t keep_chars = ug_utf8_prefix(base, room);
+    if (!keep_chars) /* not UTF-8 there: cut at the byte */
         keep_chars = room;
-        while (keep_chars > 1 && ((unsigned char)base[keep_chars] & 0xC0) == 0x80)
-            keep_chars--;
-    }
     snprintf(f->tmp_prefix, name, "%.*s", (int)(base - f->path + (ptrdiff_t)keep_chars), f->path);
     remove_stale_temporaries(f->dir, base, keep_chars);
     if (create_temporary(f, name)) {

@@ -79,3 +79,21 @@ void ug_text_free(ug_text *t)
     free(t->data);
     *t = (ug_text){0};
 }
+
+size_t ug_utf8_prefix(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n <= max)
+        return n;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) /* s[n] continues a character */
+        n--;
+    return n;
+}
+
+void ug_utf8_copy(char *dst, size_t cap, const char *s)
+{
+    const size_t n = ug_utf8_prefix(s, cap - 1);
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}

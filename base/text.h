@@ -25,4 +25,11 @@ void ug_text_printf(ug_text *t, const char *fmt, ...)
 void ug_text_json_string(ug_text *t, const char *s);
 void ug_text_free(ug_text *t);
 
+/* The length of s's longest prefix of at most max bytes that ends at a
+ * character boundary (never inside a UTF-8 sequence): where a name is cut
+ * to fit a buffer. */
+size_t ug_utf8_prefix(const char *s, size_t max);
+/* s into dst of cap bytes (cap >= 1), cut by ug_utf8_prefix, '\0'-ended. */
+void ug_utf8_copy(char *dst, size_t cap, const char *s);
+
 #endif

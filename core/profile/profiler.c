@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/fault.h"
+#include "base/text.h"
 #include "core/profile/recording.h"
 #include "core/runtime/dispatch.h"
 
@@ -234,9 +235,7 @@ void ug_profile_end(ug_device *device, ug_profile_span *span, const ug_profile_l
     if (r) {
         r->device = span->device;
         r->stream = span->stream;
-        size_t len = strnlen(launch->name, sizeof r->name - 1);
-        memcpy(r->name, launch->name, len);
-        r->name[len] = '\0';
+        ug_utf8_copy(r->name, sizeof r->name, launch->name);
         r->family = "transfer";
         r->kernel = launch->family;
         if (kernel && launch->args_size <= sizeof r->args)
@@ -265,7 +264,7 @@ void ug_profile_wait(ug_device *device, const char *what, int64_t started)
     ug_profiler *p = taking();
     profile_record *r = p && (!p->only || p->only == device) ? new_record(p, RECORD_WAIT) : NULL;
     if (r) {
-        snprintf(r->name, sizeof r->name, "%s", what);
+        ug_utf8_copy(r->name, sizeof r->name, what);
         snprintf(r->shape, sizeof r->shape, "%s", device->info.id);
         r->family = "wait";
         r->host_start = started - p->start_ns;
@@ -356,7 +355,7 @@ ug_status ug_profiler_range_push(ug_device *device, const char *name)
     if (p && (r = new_record(p, RECORD_RANGE)) != NULL) {
         for (int i = 0; i < open_depth; i++)
             depth += range_of(p, i);
-        snprintf(r->name, sizeof r->name, "%s", name);
+        ug_utf8_copy(r->name, sizeof r->name, name);
         r->family = "range";
         r->device = event ? d : -1;
         r->stream = stream;

@@ -195,6 +195,32 @@ static void test_start_mid_range(ug_device *dev)
     ug_profiler_free(p);
 }
 
+/* A name longer than a record keeps whole characters: cut before a
+ * UTF-8 sequence, never inside it (a trace must stay valid UTF-8). */
+static void test_long_name_whole_characters(ug_device *dev)
+{
+    char name[301] = "xy"; /* then 2-byte characters: any cut at an odd length splits one */
+    for (int i = 2; i < 298; i += 2)
+        memcpy(name + i, "\xc3\xa9", 2); /* é */
+    name[298] = '\0';
+    ug_profiler *p = NULL;
+    REQUIRE_OK(ug_profiler_start(dev, &p));
+    CHECK_OK(ug_profiler_range_push(dev, name));
+    CHECK_OK(ug_profiler_range_pop(dev));
+    CHECK_OK(ug_profiler_stop(p));
+    ug_profile_op op = {0};
+    bool found = false;
+    for (int i = 0; i < ug_profiler_op_count(p); i++)
+        if (ug_profiler_op_at(p, UG_PROFILE_BY_CALLS, i, &op) == UG_OK && op.name[0] == 'x')
+            found = true;
+    CHECK(found);
+    if (found) {
+        const size_t len = strlen(op.name);
+        CHECK_MSG(len > 100 && len % 2 == 0 && !strncmp(op.name, name, len), "the name kept is %zu bytes", len);
+    }
+    ug_profiler_free(p);
+}
+
 static void test_refusals(ug_device *dev)
 {
     ug_profiler *p = NULL, *q = NULL;
@@ -286,6 +312,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(eager_ops),
         TH_DEVICE_TEST(graph_names),
         TH_DEVICE_TEST(start_mid_range),
+        TH_DEVICE_TEST(long_name_whole_characters),
         TH_DEVICE_TEST(refusals),
         TH_DEVICE_TEST(threads),
     };
