@@ -2,7 +2,8 @@
 # ug-train data parallel: --devices cpu,opencl:0 (replicas in one process)
 # and mpirun -np 2 (one rank per process) each reach the accuracy of one
 # device within 0.5 points after one epoch of Fashion-MNIST (when it is
-# installed; else 4096 generated images), and say how the batch is split.
+# installed; else 4096 generated images), and say how the batch is split;
+# the local replicas also run with --profile.
 # Usage: ug_train_data_parallel.sh UG_TRAIN MPIEXEC|- OPENCL(0|1)
 set -u
 train=$1 mpiexec=$2 opencl=$3
@@ -32,6 +33,15 @@ if [ "$opencl" = 1 ]; then
     "$train" --devices cpu,opencl:0 --data "$data" --epochs 1 --batch-size 64 --quiet > "$dir/local.out" 2>&1 ||
         fail "--devices cpu,opencl:0:"
     check "--devices cpu,opencl:0" "$dir/local.out"
+    # The profiler started (on the main thread) while the replicas' fits
+    # run on theirs: no range of theirs may fail for it.
+    if "$train" --devices cpu,opencl:0 --data "$data" --epochs 1 --batch-size 64 --quiet \
+        --profile "$dir/trace.json" > "$dir/profile.out" 2>&1 && [ -s "$dir/trace.json" ]; then
+        echo "ok --devices cpu,opencl:0 --profile"
+    else
+        cat "$dir/profile.out"
+        fail "--devices cpu,opencl:0 --profile"
+    fi
 fi
 if [ "$mpiexec" != - ]; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpiexec" --oversubscribe -np 2 -x UG_NUM_THREADS=1 \
