@@ -32,7 +32,12 @@ each gap up to the end of the next work's launch on the host (joined by
 args.correlation) as the host's, and reports that share; a gap the host
 does not explain still counts against the step.
 
-usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10] [--gap-us G] [--host-waits]
+--at-most checks the upper side alone: launches that come to more than the
+step by over the tolerance (work counted twice) fail, fewer are reported.
+On a loaded machine the host is descheduled inside the steps, so the
+lower side is a benchmark's figure (ug-bench --trace), not a test's.
+
+usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10] [--at-most] [--gap-us G] [--host-waits]
 """
 import argparse
 import json
@@ -108,7 +113,7 @@ def nesting_problems(events):
     return out
 
 
-def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False):
+def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False, at_most=False):
     problems = []
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         return ["the file is not a JSON object with a traceEvents list"], {}
@@ -169,7 +174,7 @@ def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False):
     figures["host_waits_ms"] = statistics.median(waits) / 1000.0
     figures.update(launches_ms=launches, step_ms=reference,
                    reference="ug-bench's step" if step_ms is not None else "the steps' spans")
-    if abs(launches - reference) > tolerance * reference:
+    if (launches - reference if at_most else abs(launches - reference)) > tolerance * reference:
         problems.append("the steps' launches take %.3f ms of device time, %.0f%% of %s (%.3f ms); "
                         "more than %.0f%% apart" % (launches, 100.0 * launches / reference,
                                                     figures["reference"], reference, 100 * tolerance))
@@ -236,6 +241,7 @@ def main():
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--gap-us", type=float, default=0.0)
     parser.add_argument("--host-waits", action="store_true")
+    parser.add_argument("--at-most", action="store_true")
     args = parser.parse_args()
     try:
         with open(args.trace, encoding="utf-8") as f:
@@ -243,7 +249,7 @@ def main():
     except (OSError, ValueError) as error:
         print("FAIL %s: %s" % (args.trace, error))
         return 1
-    problems, figures = check(trace, args.step_ms, args.tolerance, args.gap_us, args.host_waits)
+    problems, figures = check(trace, args.step_ms, args.tolerance, args.gap_us, args.host_waits, args.at_most)
     for p in problems[:20]:
         print("FAIL %s: %s" % (args.trace, p))
     if problems:
