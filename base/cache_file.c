@@ -11,6 +11,7 @@
 
 #include "base/atomic_file.h"
 #include "base/fault.h"
+#include "base/regular_file.h"
 
 typedef struct cache_header {
     char magic[8];
@@ -97,9 +98,25 @@ ug_cache_result ug_cache_load(const char *path, const char magic[8], const char 
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* Anything at the path but a regular file (a FIFO would block the
+     * open, or every read, until some writer came) is refused, not read.
+     * No file is the usual case and says nothing (nor sets the thread's
+     * message). */
+    struct stat sb;
+    if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR))
         return UG_CACHE_MISSING;
+    int fd = -1;
+    FILE *f = NULL;
+    if (ug_open_regular_file(path, "a cache file", &fd, NULL) != UG_OK ||
+        !(f = fdopen(fd, "rb"))) {
+        if (fd >= 0) {
+            snprintf(why, why_len, "%s: fdopen failed: %s", path, strerror(errno));
+            close(fd);
+        } else {
+            snprintf(why, why_len, "%s", ug_last_error());
+        }
+        return UG_CACHE_DAMAGED;
+    }
     cache_header h;
     const char *problem = NULL;
     char *stored_key = NULL;
@@ -143,6 +160,13 @@ ug_status ug_cache_store(const char *path, const char magic[8], const char *key,
     h.key_bytes = key_len;
     h.data_bytes = size;
     h.checksum = checksum(key, key_len, data, size);
+    /* A FIFO, socket or device at the path is no cache file of ours (the
+     * reader refuses it): it goes, as a damaged file is overwritten, so the
+     * work is not redone by every later process. The atomic writer would
+     * refuse to replace it, rightly for a path a user named. */
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        unlink(path);
     ug_atomic_file *f = NULL;
     ug_status st = ug_atomic_open(path, &f);
     if (st != UG_OK)

@@ -38,13 +38,15 @@ typedef enum ug_cache_result {
 } ug_cache_result;
 
 /* Reads path's file if its magic and key are these and its checksum
- * holds. Files over max_bytes are damaged. */
+ * holds. Files over max_bytes are damaged, and so is anything at path but
+ * a regular file (a FIFO, a device), refused without a wait. */
 ug_cache_result ug_cache_load(const char *path, const char magic[8], const char *key,
                               size_t key_len, size_t max_bytes, unsigned char **data,
                               size_t *size, char *why, size_t why_len);
 
 /* Replaces path's file atomically; on failure (UG_ERR_IO, with the
- * message set) nothing is left behind and the old file stays. */
+ * message set) nothing is left behind and the old file stays. A FIFO,
+ * socket or device at path is removed first: no cache file of ours. */
 ug_status ug_cache_store(const char *path, const char magic[8], const char *key, size_t key_len,
                          const void *data, size_t size);
 

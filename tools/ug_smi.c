@@ -25,12 +25,56 @@ static void usage(FILE *to)
                 "--watch); --watch repeats every SECONDS until interrupted.\n");
 }
 
+/* The length of the valid UTF-8 sequence at s, 0 if none starts there
+ * (a stray continuation byte, an overlong form, a surrogate, past
+ * U+10FFFF). */
+static size_t utf8_length(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+               : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) || (s[0] == 0xf0 && s[1] < 0x90) ||
+        (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+/* A JSON string of text that may hold any bytes (a process's command, a
+ * path from the environment in a reason): JSON is UTF-8, so each byte
+ * that starts no valid sequence becomes U+FFFD rather than making the
+ * whole output unreadable to a JSON parser. */
+static void json_text(const char *text)
+{
+    char clean[1024];
+    size_t out = 0;
+    for (const unsigned char *s = (const unsigned char *)text; *s && out + 4 < sizeof clean;) {
+        size_t n = utf8_length(s);
+        if (n == 0) {
+            memcpy(clean + out, "\xef\xbf\xbd", 3);
+            out += 3;
+            s++;
+        } else {
+            memcpy(clean + out, s, n);
+            out += n;
+            s += n;
+        }
+    }
+    clean[out] = '\0';
+    json_string(stdout, clean);
+}
+
+/* JSON has no NaN or infinity: a figure that is not a finite number is
+ * null, with its reason (the monitor gives one for every such figure). */
 static void json_figure(const char *name, const ug_sample_figure *f)
 {
     printf(",\"%s\":", name);
-    if (isnan(f->value)) {
+    if (!isfinite(f->value)) {
         printf("null,\"%s_why\":", name);
-        json_string(stdout, f->why);
+        json_text(f->why[0] ? f->why : "not a finite number");
     } else {
         printf("%.15g", f->value);
     }
@@ -42,11 +86,11 @@ static void print_json(const ug_device_sample *s, int count)
     for (int d = 0; d < count; d++) {
         const ug_device_sample *x = &s[d];
         printf("%s{\"id\":", d ? "," : "");
-        json_string(stdout, x->id);
+        json_text(x->id);
         printf(",\"name\":");
-        json_string(stdout, x->name);
+        json_text(x->name);
         printf(",\"source\":");
-        json_string(stdout, x->source);
+        json_text(x->source);
         json_figure("utilization_percent", &x->utilization);
         json_figure("memory_used_bytes", &x->memory_used);
         json_figure("memory_total_bytes", &x->memory_total);
@@ -59,7 +103,7 @@ static void print_json(const ug_device_sample *s, int count)
         for (int p = 0; p < shown; p++) {
             const ug_sample_process *q = &x->processes[p];
             printf("%s{\"pid\":%lld,\"command\":", p ? "," : "", (long long)q->pid);
-            json_string(stdout, q->command);
+            json_text(q->command);
             printf(",\"bytes_in_use\":%llu,\"bytes_cached\":%llu,\"peak_bytes_in_use\":%llu}",
                    (unsigned long long)q->bytes_in_use, (unsigned long long)q->bytes_cached,
                    (unsigned long long)q->peak_bytes_in_use);

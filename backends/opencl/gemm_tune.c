@@ -8,7 +8,10 @@
  * three products of a training step (forward, the input's and the weight's
  * gradient, at batch 64, 768 -> 512); the fastest stays installed and is
  * cached (base/cache_file.h) under the device's name, its driver, the
- * platform and CLBlast's version, so later processes load it. A process
+ * platform and CLBlast's version, so later processes load it, each after
+ * one check: the set within CLBlast's rules and the device's limits
+ * (gemm_choice.h), then exact on the three products; a set that fails
+ * either is ignored with a warning for the fixed one. A process
  * that finds another tuning the same device waits for it (a lock file
  * beside the cache) rather than measuring on a busy device.
  *
@@ -31,20 +34,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "backends/opencl/gemm_choice.h"
 #include "backends/opencl/internal.h"
 #include "base/cache_file.h"
 #include "base/clock.h"
 #include "base/fault.h"
-
-#define XGEMM_PARAMS 16
-static const char *const xgemm_names[XGEMM_PARAMS] = {
-    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
-    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
-
-typedef struct gemm_params {
-    size_t xgemm[XGEMM_PARAMS];  /* in xgemm_names' order */
-    size_t min_indirect;         /* XGEMM_MIN_INDIRECT_SIZE; 0: CLBlast's */
-} gemm_params;
 
 /* The POCL set was picked by timing candidates on POCL 3.1 (2 AVX2 cores,
  * CLBlast 1.5.3): 69-73 GFLOP/s at 1024^3 where CLBlast's defaults give
@@ -77,13 +71,6 @@ static const struct {
 } shapes[] = {{false, false, 64, 512, 768}, {false, true, 64, 768, 512}, {true, false, 768, 512, 64}};
 enum { SHAPES = sizeof shapes / sizeof shapes[0], OPERAND = 768 * 512, ROUNDS = 3, BATCH = 4 };
 
-/* What the tuning chose, as cached. */
-typedef struct gemm_choice {
-    gemm_params params;
-    double seconds; /* the products' time with params */
-    char label[96];
-} gemm_choice;
-
 /* CLBlast's own set for each device this process has met, read before
  * anything was installed over it: CLBlast cannot go back to its database
  * once overridden, so choosing it again means installing it as a set. */
@@ -102,7 +89,7 @@ static void note_database(ug_bdev *dev)
         i++;
     if (i == database_count && i < (int)(sizeof databases / sizeof databases[0])) {
         gemm_params p = {{0}, 0};
-        if (ocl_clblast_database(dev->device, "Xgemm", xgemm_names, XGEMM_PARAMS, p.xgemm) &&
+        if (ocl_clblast_database(dev->device, "Xgemm", ocl_xgemm_names, XGEMM_PARAMS, p.xgemm) &&
             ocl_clblast_database(dev->device, "GemmRoutine",
                                  (const char *const[]){"XGEMM_MIN_INDIRECT_SIZE"}, 1,
                                  &p.min_indirect)) {
@@ -144,7 +131,7 @@ static ug_status install(ug_bdev *dev, const gemm_params *p)
 {
     static const char *const routine_names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
     CLBlastStatusCode code = CLBlastOverrideParameters(dev->device, "Xgemm", CLBlastPrecisionSingle,
-                                                       XGEMM_PARAMS, (const char **)xgemm_names,
+                                                       XGEMM_PARAMS, (const char **)ocl_xgemm_names,
                                                        p->xgemm);
     if (code == CLBlastSuccess)
         code = CLBlastOverrideParameters(dev->device, "GemmRoutine", CLBlastPrecisionSingle, 1,
@@ -281,6 +268,33 @@ static ug_status finish(ug_bdev *dev)
                              : ocl_fail(ocl_status_of(err), "clFinish for the GEMM tuning", err);
 }
 
+/* Runs shape s once and compares every element with the double-precision
+ * reference; C is first filled with NaN, so elements a kernel leaves
+ * unwritten count as wrong too. */
+static ug_status check_shape(ug_bdev *dev, bench *b, int s)
+{
+    size_t count = shapes[s].m * shapes[s].n;
+    const cl_float nan_pattern = NAN;
+    cl_command_queue queue = ocl_current(dev)->queue;
+    cl_int err = clEnqueueFillBuffer(queue, b->c, &nan_pattern, sizeof nan_pattern, 0,
+                                     count * sizeof(float), 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clEnqueueFillBuffer for the GEMM tuning", err);
+    UG_BACKEND_TRY(run_shape(dev, b, s));
+    err = clEnqueueReadBuffer(queue, b->c, CL_TRUE, 0, count * sizeof(float), b->host_c, 0, NULL,
+                              NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer for the GEMM tuning", err);
+    for (size_t i = 0; i < count; ++i) {
+        if ((double)b->host_c[i] != b->expected[s][i])
+            return ocl_host->set_error(UG_ERR_BACKEND,
+                                       "a wrong product (%g for %g at %zu of %zux%zux%zu)",
+                                       b->host_c[i], b->expected[s][i], i, shapes[s].m,
+                                       shapes[s].n, shapes[s].k);
+    }
+    return UG_OK;
+}
+
 /* The products' time, each the best of ROUNDS batches of BATCH back to
  * back, by the host's clock (a CLBlast routine may run several kernels:
  * padding, transposes), after a first run (which compiles) whose product
@@ -290,19 +304,7 @@ static ug_status measure(ug_bdev *dev, bench *b, double *seconds)
     UG_BACKEND_TRY(finish(dev)); /* the step's earlier work is not timed */
     *seconds = 0;
     for (int s = 0; s < SHAPES; ++s) {
-        UG_BACKEND_TRY(run_shape(dev, b, s));
-        size_t count = shapes[s].m * shapes[s].n;
-        cl_int err = clEnqueueReadBuffer(ocl_current(dev)->queue, b->c, CL_TRUE, 0,
-                                         count * sizeof(float), b->host_c, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer for the GEMM tuning", err);
-        for (size_t i = 0; i < count; ++i) {
-            if ((double)b->host_c[i] != b->expected[s][i])
-                return ocl_host->set_error(UG_ERR_BACKEND,
-                                           "a wrong product (%g for %g at %zu of %zux%zux%zu)",
-                                           b->host_c[i], b->expected[s][i], i, shapes[s].m,
-                                           shapes[s].n, shapes[s].k);
-        }
+        UG_BACKEND_TRY(check_shape(dev, b, s));
         double best = INFINITY;
         for (int r = 0; r < ROUNDS; ++r) {
             double start = ug_seconds_now();
@@ -317,6 +319,57 @@ static ug_status measure(ug_bdev *dev, bench *b, double *seconds)
     return UG_OK;
 }
 
+/* What the device allows a kernel, for gemm_params_legal; a figure the
+ * device does not give stays 0 (not checked). */
+static void device_limits(ug_bdev *dev, gemm_limits *limits)
+{
+    memset(limits, 0, sizeof *limits);
+    size_t group = 0, items[3] = {0, 0, 0};
+    cl_ulong local = 0;
+    if (clGetDeviceInfo(dev->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof group, &group, NULL) ==
+        CL_SUCCESS)
+        limits->work_group = group;
+    if (clGetDeviceInfo(dev->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL) ==
+        CL_SUCCESS) {
+        limits->work_item[0] = items[0];
+        limits->work_item[1] = items[1];
+    }
+    if (clGetDeviceInfo(dev->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) ==
+        CL_SUCCESS)
+        limits->local_bytes = local > SIZE_MAX ? SIZE_MAX : (size_t)local;
+}
+
+/* The one check a cached set gets before it is trusted: legal for the
+ * device, then installed and exact on the tuning's three products. The
+ * products go through the Xgemm kernel whatever the set's switch to it
+ * (XGEMM_MIN_INDIRECT_SIZE): a switch above their size is lowered for the
+ * check, then the set is installed as cached. On failure (why says what
+ * was wrong) the caller installs the fixed set. */
+static bool verify(ug_bdev *dev, const gemm_params *p, char *why, size_t why_len)
+{
+    gemm_limits limits;
+    device_limits(dev, &limits);
+    if (!gemm_params_legal(p, &limits, why, why_len))
+        return false;
+    gemm_params checked = *p;
+    const size_t smallest = shapes[0].m * shapes[0].n * shapes[0].k; /* all three are equal */
+    if ((double)checked.min_indirect * checked.min_indirect * checked.min_indirect > (double)smallest)
+        checked.min_indirect = 1;
+    bench b;
+    ug_status st = bench_create(dev, &b);
+    if (st == UG_OK) {
+        if ((st = finish(dev)) == UG_OK && (st = install(dev, &checked)) == UG_OK)
+            for (int s = 0; s < SHAPES && st == UG_OK; ++s)
+                st = check_shape(dev, &b, s);
+        bench_release(&b);
+    }
+    if (st == UG_OK && checked.min_indirect != p->min_indirect)
+        st = install(dev, p);
+    if (st != UG_OK)
+        snprintf(why, why_len, "%s", ocl_host->last_error());
+    return st == UG_OK;
+}
+
 /* ---- the cache ---- */
 
 static int cache_key(ug_bdev *dev, char *key, size_t len)
@@ -324,50 +377,6 @@ static int cache_key(ug_bdev *dev, char *key, size_t len)
     return snprintf(key, len, "CLBlast %d.%d.%d Xgemm f32, tuner 1\n%s\n%s\n%s",
                     CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH,
                     dev->name, dev->driver, dev->platform_version);
-}
-
-static void format_choice(const gemm_choice *c, char *out, size_t len)
-{
-    int n = snprintf(out, len, "Xgemm");
-    for (int i = 0; i < XGEMM_PARAMS && n > 0 && (size_t)n < len; ++i)
-        n += snprintf(out + n, len - (size_t)n, " %zu", c->params.xgemm[i]);
-    if (n > 0 && (size_t)n < len)
-        snprintf(out + n, len - (size_t)n,
-                 "\nXGEMM_MIN_INDIRECT_SIZE %zu\nmicroseconds %.1f\n%s\n", c->params.min_indirect,
-                 1e6 * c->seconds, c->label);
-}
-
-/* Strict: every value present and in range, nothing else but the label. */
-static bool parse_choice(const char *text, gemm_choice *c)
-{
-    gemm_params *p = &c->params;
-    const char *at = text;
-    int used = 0;
-    if (sscanf(at, "Xgemm%n", &used) != 0 || used != 5)
-        return false;
-    at += used;
-    for (int i = 0; i < XGEMM_PARAMS; ++i) {
-        unsigned long v;
-        if (sscanf(at, " %lu%n", &v, &used) != 1 || v > 1024)
-            return false;
-        p->xgemm[i] = v;
-        at += used;
-    }
-    unsigned long indirect;
-    used = 0;
-    if (sscanf(at, "\nXGEMM_MIN_INDIRECT_SIZE %lu\nmicroseconds %lf\n%n", &indirect,
-               &c->seconds, &used) != 2 ||
-        used == 0 || indirect == 0 || indirect > 65536 || !(c->seconds >= 0))
-        return false;
-    at += used;
-    p->min_indirect = indirect;
-    c->seconds *= 1e-6;
-    const char *end = strchr(at, '\n');
-    if (!end || end[1] != '\0' || (size_t)(end - at) >= sizeof c->label)
-        return false;
-    memcpy(c->label, at, (size_t)(end - at));
-    c->label[end - at] = '\0';
-    return true;
 }
 
 /* ---- choosing ---- */
@@ -396,12 +405,19 @@ static ug_status search(ug_bdev *dev, gemm_choice *choice, char *report, size_t 
     UG_BACKEND_TRY(bench_create(dev, &b));
     say(report, report_len, "  each set's time for 64x512x768 NN, 64x768x512 NT, 768x512x64 TN\n");
     choice->seconds = INFINITY;
+    gemm_limits limits;
+    device_limits(dev, &limits);
     for (int i = 0; i < CANDIDATES; ++i) {
         gemm_params p;
         double seconds;
+        char why[160];
         if (!candidate_params(dev, i, &p)) {
             say(report, report_len, "  %-42s not known to CLBlast's C++ API\n",
                 candidates[i].label);
+            continue;
+        }
+        if (!gemm_params_legal(&p, &limits, why, sizeof why)) {
+            say(report, report_len, "  %-42s not for this device: %s\n", candidates[i].label, why);
             continue;
         }
         ug_status st = install(dev, &p);
@@ -436,7 +452,8 @@ static int lock_path(const char *path)
     char lock[PATH_MAX + 8];
     if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock)
         return -1;
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* O_NONBLOCK: a FIFO put at the lock path must not stop the open. */
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0)
         return -1;
     for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; ++tries) {
@@ -462,27 +479,42 @@ static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
     ug_status st = UG_OK;
     say(report, report_len, "%s: CLBlast %d.%d.%d's SGEMM\n", dev->name, CLBLAST_VERSION_MAJOR,
         CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH);
-    bool loaded = false;
+    bool loaded = false, refused = false;
     if (cache && !again) {
         unsigned char *text = NULL;
         size_t size = 0;
         ug_cache_result r = ug_cache_load(path, TUNE_MAGIC, key, (size_t)key_len, TUNE_MAX_BYTES,
                                           &text, &size, why, sizeof why);
-        if (r == UG_CACHE_HIT && !parse_choice((const char *)text, &choice)) {
+        if (r == UG_CACHE_HIT && !gemm_choice_parse((const char *)text, &choice)) {
             snprintf(why, sizeof why, "%s holds no choice it can use", path);
             r = UG_CACHE_DAMAGED;
         }
         free(text);
         if (r == UG_CACHE_DAMAGED)
             ocl_host->warn("the GEMM tuning cache %s; measuring again", why);
-        if (r == UG_CACHE_HIT && (st = install(dev, &choice.params)) == UG_OK) {
+        /* A sound file may still hold a set CLBlast computes wrongly with
+         * (written by another version, edited by hand, or one the device's
+         * compiler gets wrong): checked once before use, and passed over
+         * for the fixed set, not measured and overwritten, since such a
+         * file points at a bug or an edit a person should look at. */
+        char problem[512];
+        if (r == UG_CACHE_HIT && !verify(dev, &choice.params, problem, sizeof problem)) {
+            ocl_host->warn("the GEMM tuning cache %s holds CLBlast parameters that cannot be used "
+                           "on %s (%s); it is ignored and the fixed parameters are used: delete "
+                           "the file, or run 'ug-bench tune' (ug_device_autotune) to measure "
+                           "and save new ones",
+                           path, dev->name, problem);
+            install_builtin(dev);
+            say(report, report_len, "  ignored %s: %s\n", path, problem);
+            refused = true;
+        } else if (r == UG_CACHE_HIT) {
             say(report, report_len, "  loaded from %s: %s\n", path, choice.label);
             loaded = true;
         }
     }
-    if (!loaded && (st = search(dev, &choice, report, report_len)) == UG_OK) {
+    if (!loaded && !refused && (st = search(dev, &choice, report, report_len)) == UG_OK) {
         char text[512];
-        format_choice(&choice, text, sizeof text);
+        gemm_choice_format(&choice, text, sizeof text);
         if (cache &&
             ug_cache_store(path, TUNE_MAGIC, key, (size_t)key_len, text, strlen(text)) == UG_OK)
             say(report, report_len, "  saved to %s\n", path);

@@ -15,7 +15,7 @@ static bool current_level(const char *root, const char *path, double *mhz)
 {
     char full[512], line[128];
     snprintf(full, sizeof full, "%s/%s", root, path);
-    FILE *f = fopen(full, "r");
+    FILE *f = ug_monitor_open(full);
     bool found = false;
     while (f && !found && fgets(line, sizeof line, f)) {
         int level = 0;

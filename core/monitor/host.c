@@ -25,7 +25,7 @@ static bool take(const char *root_proc, const char *root_sys, reading *r)
     r->seconds = ug_seconds_now();
     char path[512];
     snprintf(path, sizeof path, "%s/stat", root_proc);
-    FILE *f = fopen(path, "r");
+    FILE *f = ug_monitor_open(path);
     if (!f)
         return false;
     double v[8] = {0};
@@ -40,6 +40,18 @@ static bool take(const char *root_proc, const char *root_sys, reading *r)
     if (!ug_read_number(root_sys, "class/powercap/intel-rapl:0/energy_uj", &r->energy_uj))
         r->energy_uj = NAN;
     return true;
+}
+
+/* A figure computed from the files, or missing when the arithmetic gave
+ * NaN (infinite counters subtracted): NaN means "missing" to every reader,
+ * so it must come with its reason. Infinite values stay for
+ * ug_sample_check to report with the value. */
+static void computed(ug_sample_figure *f, double value, const char *from)
+{
+    if (isnan(value))
+        ug_sample_missing(f, "%s gives no finite figure", from);
+    else
+        f->value = value;
 }
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -72,7 +84,7 @@ static void memory(const char *root_proc, ug_device_sample *s)
 {
     char path[512], line[256];
     snprintf(path, sizeof path, "%s/meminfo", root_proc);
-    FILE *f = fopen(path, "r");
+    FILE *f = ug_monitor_open(path);
     double total = NAN, available = NAN, kb = 0;
     while (f && fgets(line, sizeof line, f)) {
         if (sscanf(line, "MemTotal: %lf kB", &kb) == 1)
@@ -87,8 +99,8 @@ static void memory(const char *root_proc, ug_device_sample *s)
         ug_sample_missing(&s->memory_total, "%s has no MemTotal", path);
         return;
     }
-    s->memory_total.value = total;
-    s->memory_used.value = total - available;
+    computed(&s->memory_total, total, path);
+    computed(&s->memory_used, total - available, path);
 }
 
 /* The CPU's temperature: a hwmon driver of CPUs, else a package zone. */
@@ -98,7 +110,7 @@ static void temperature(const char *root_sys, ug_device_sample *s)
     char path[512], name[64];
     for (int i = 0; i < 64; i++) {
         snprintf(path, sizeof path, "%s/class/hwmon/hwmon%d/name", root_sys, i);
-        FILE *f = fopen(path, "r");
+        FILE *f = ug_monitor_open(path);
         if (!f)
             continue;
         bool read = fgets(name, sizeof name, f) != NULL;
@@ -129,7 +141,7 @@ static void clock_mhz(const char *root_proc, const char *root_sys, ug_device_sam
     }
     if (!n) { /* no cpufreq (virtual machines): the kernel's figure per core */
         snprintf(path, sizeof path, "%s/cpuinfo", root_proc);
-        FILE *f = fopen(path, "r");
+        FILE *f = ug_monitor_open(path);
         char line[256];
         double mhz = 0;
         while (f && fgets(line, sizeof line, f))
@@ -141,7 +153,7 @@ static void clock_mhz(const char *root_proc, const char *root_sys, ug_device_sam
             fclose(f);
     }
     if (n)
-        s->clock.value = sum / n;
+        computed(&s->clock, sum / n, "the cores' clocks");
     else
         ug_sample_missing(&s->clock, "neither cpufreq nor %s/cpuinfo gives the cores' clock", root_proc);
     ug_sample_missing(&s->memory_clock, "not reported for the CPU's memory");
@@ -152,9 +164,10 @@ void ug_host_sample(const char *root_proc, const char *root_sys, ug_device_sampl
     snprintf(s->source, sizeof s->source, "/proc and /sys");
     reading a, b;
     if (interval(root_proc, root_sys, &a, &b) && b.total > a.total) {
-        s->utilization.value = 100.0 * (b.busy - a.busy) / (b.total - a.total);
+        computed(&s->utilization, 100.0 * (b.busy - a.busy) / (b.total - a.total), "/proc/stat");
         if (!isnan(a.energy_uj) && !isnan(b.energy_uj) && b.energy_uj >= a.energy_uj)
-            s->power.value = (b.energy_uj - a.energy_uj) * 1e-6 / (b.seconds - a.seconds);
+            computed(&s->power, (b.energy_uj - a.energy_uj) * 1e-6 / (b.seconds - a.seconds),
+                     "RAPL's energy counter");
         else
             ug_sample_missing(&s->power, "RAPL's energy counter %s/class/powercap/intel-rapl:0/energy_uj is "
                               "absent or readable by root only", root_sys);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "unigrad/monitor.h"
 
@@ -17,8 +18,17 @@ void ug_sample_missing(ug_sample_figure *f, const char *fmt, ...)
     ;
 /* Every figure missing with why: the starting point of a sample. */
 void ug_sample_clear(ug_device_sample *s, const char *why);
-/* A number read from the file at root/path; false when it cannot be read. */
+/* A number read from the file at root/path; false when it cannot be read
+ * or is not finite. */
 bool ug_read_number(const char *root, const char *path, double *value);
+/* fopen(path, "r") for files the library does not control (/proc, /sys,
+ * the registry's): NULL, and nothing waited on, for anything but a
+ * regular file (a FIFO there would block the open or the reads for ever). */
+FILE *ug_monitor_open(const char *path);
+/* Each figure that is not finite or outside what the quantity can be
+ * (a negative size, 10^6 degrees) made missing with the value in why;
+ * utilisation a little outside 0-100 (counters that moved back) clamped. */
+void ug_sample_check(ug_device_sample *s);
 
 /* library.c: a vendor's library loaded at run time with the symbols the
  * monitor declares. */

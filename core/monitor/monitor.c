@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
+#include "base/regular_file.h"
 #include "core/monitor/internal.h"
 #include "unigrad/device.h"
 
@@ -27,11 +30,52 @@ void ug_sample_clear(ug_device_sample *s, const char *why)
         ug_sample_missing(figures[i], "%s", why);
 }
 
+FILE *ug_monitor_open(const char *path)
+{
+    /* Absent files are the common case (hwmon0..63 probed in turn): no
+     * open, and no message set, for them. */
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    int fd = -1;
+    if (ug_open_regular_file(path, "a monitoring file", &fd, NULL) != UG_OK)
+        return NULL; /* replaced by something else since the stat */
+    FILE *f = fdopen(fd, "r");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* The range of each figure: what a device can report, not what is usual. */
+static void check_figure(ug_sample_figure *f, const char *what, double least, double most)
+{
+    if (isnan(f->value))
+        return; /* missing already, with its reason */
+    if (isfinite(f->value) && f->value >= least && f->value <= most)
+        return;
+    ug_sample_missing(f, "the source gave %g, not a possible %s", f->value, what);
+}
+
+void ug_sample_check(ug_device_sample *s)
+{
+    /* /proc/stat's idle and iowait counters may step back between two
+     * readings, which puts a true figure a little past 0 or 100. */
+    if (isfinite(s->utilization.value) && s->utilization.value >= -5 && s->utilization.value <= 105)
+        s->utilization.value = fmin(100.0, fmax(0.0, s->utilization.value));
+    check_figure(&s->utilization, "utilisation (percent)", 0, 100);
+    check_figure(&s->memory_used, "memory size (bytes)", 0, 0x1p64);
+    check_figure(&s->memory_total, "memory size (bytes)", 0, 0x1p64);
+    check_figure(&s->temperature, "temperature (degrees Celsius)", -273.15, 1000);
+    check_figure(&s->power, "power (watts)", 0, 1e6);
+    check_figure(&s->clock, "clock (MHz)", 0, 1e6);
+    check_figure(&s->memory_clock, "clock (MHz)", 0, 1e6);
+}
+
 bool ug_read_number(const char *root, const char *path, double *value)
 {
     char full[640], text[64];
     snprintf(full, sizeof full, "%s/%s", root, path);
-    FILE *f = fopen(full, "r");
+    FILE *f = ug_monitor_open(full);
     if (!f)
         return false;
     bool read = fgets(text, sizeof text, f) != NULL;
@@ -97,6 +141,7 @@ ug_status ug_device_sample_at(int index, ug_device_sample *s)
         snprintf(s->source, sizeof s->source, "none");
         ug_sample_clear(s, "no monitoring source for this vendor's GPUs");
     }
+    ug_sample_check(s);
     ug_registry_processes(info.id, s);
     return UG_OK;
 }

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -74,7 +75,7 @@ static unsigned long long start_time(long pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
+    FILE *f = ug_monitor_open(path);
     size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
     if (f)
         fclose(f);
@@ -109,7 +110,7 @@ static void publish(void)
     snprintf(state.path, sizeof state.path, "%s/%ld.pool", dir, (long)getpid());
     char tmp[540], command[32] = "?";
     snprintf(tmp, sizeof tmp, "%s.tmp", state.path);
-    FILE *comm = fopen("/proc/self/comm", "r");
+    FILE *comm = ug_monitor_open("/proc/self/comm");
     if (comm && fgets(command, sizeof command, comm))
         command[strcspn(command, "\n")] = '\0';
     if (comm)
@@ -181,11 +182,15 @@ void ug_registry_remove(ug_device *device)
     pthread_mutex_unlock(&state.lock);
 }
 
-/* One file's figures on id, or false when it is stale or not a pool file. */
+/* One file's figures on id, or false when it is stale or not a pool file.
+ * Anyone of this user can put anything in the folder: anything but a
+ * regular file is passed over unopened, only as many lines as a real
+ * file has are read, and the command loses its control characters (it
+ * goes to terminals). */
 static bool read_entry(const char *path, const char *id, ug_sample_process *p, bool *stale)
 {
     *stale = false;
-    FILE *f = fopen(path, "r");
+    FILE *f = ug_monitor_open(path);
     if (!f)
         return false;
     char line[256], device[64];
@@ -193,11 +198,14 @@ static bool read_entry(const char *path, const char *id, ug_sample_process *p, b
     unsigned long long start = 0, in_use = 0, cached = 0, peak = 0;
     bool header = fgets(line, sizeof line, f) && !strncmp(line, "unigrad-pool 1", 14), found = false;
     *p = (ug_sample_process){0};
-    while (header && fgets(line, sizeof line, f)) {
+    for (int lines = 0; header && lines < 4 + 2 * MAX_DEVICES && fgets(line, sizeof line, f); lines++) {
         if (sscanf(line, "pid %ld", &pid) == 1 || sscanf(line, "start %llu", &start) == 1)
             continue;
         if (!strncmp(line, "command ", 8)) {
             snprintf(p->command, sizeof p->command, "%.*s", (int)strcspn(line + 8, "\n"), line + 8);
+            for (char *c = p->command; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = '?';
         } else if (sscanf(line, "device %63s %llu %llu %llu", device, &in_use, &cached, &peak) == 4 &&
                    !strcmp(device, id)) {
             p->bytes_in_use = in_use;
@@ -207,7 +215,7 @@ static bool read_entry(const char *path, const char *id, ug_sample_process *p, b
         }
     }
     fclose(f);
-    if (!header || pid <= 0)
+    if (!header || pid <= 0 || pid > INT_MAX) /* pid_t's range: kill(-1, 0) would say "alive" */
         return false;
     bool alive = kill((pid_t)pid, 0) == 0 || errno == EPERM;
     *stale = !alive || start_time(pid) != start;

@@ -1,10 +1,13 @@
 /* Device samples (monitor.h) from each source against test doubles: a
  * fake amdgpu sysfs tree, a fake libnvidia-ml.so.1 (fake_nvml.c, its path
  * in UG_TEST_FAKE_NVML) and librocm_smi64 (fake_rocm_smi.c), a fake /proc and /sys for the CPU, each figure
- * worked out by hand from the files; missing figures NaN with a reason;
- * the pool registry (this process listed, a dead one's file removed). */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep */
+ * worked out by hand from the files; missing figures NaN with a reason,
+ * impossible ones (infinite, 10^297 degrees) missing too; the pool
+ * registry (this process listed, a dead one's file removed, a FIFO passed
+ * over unopened). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep, mkfifo, setenv */
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +249,112 @@ static void test_registry(ug_device *dev)
     ug_device_close(cpu);
 }
 
+/* Files that give numbers no device can have: an infinite memory size
+ * (10^308 kB), clocks that sum to infinity, 10^297 degrees. Each figure is
+ * missing with the value in its reason, never inf (which ug-smi --json
+ * printed bare, not JSON) or an absurd number. */
+static void test_impossible_figures(ug_device *dev)
+{
+    (void)dev;
+    new_root();
+    put("proc/stat", "cpu  100 0 50 800 50 0 0 0 0 0\n");
+    put("proc/meminfo", "MemTotal: 1e308 kB\nMemAvailable: 1 kB\n");
+    put("proc/cpuinfo", "cpu MHz : 1e308\ncpu MHz : 1e308\n");
+    put("sys/class/hwmon/hwmon0/name", "k10temp\n");
+    put("sys/class/hwmon/hwmon0/temp1_input", "1e300\n");
+    char proc[96], sys[96];
+    snprintf(proc, sizeof proc, "%s/proc", root);
+    snprintf(sys, sizeof sys, "%s/sys", root);
+    setenv("UG_PROCFS_ROOT", proc, 1);
+    setenv("UG_SYSFS_ROOT", sys, 1);
+    ug_device_sample s;
+    REQUIRE_OK(ug_device_sample_at(cpu_index(), &s));
+    unsetenv("UG_PROCFS_ROOT");
+    unsetenv("UG_SYSFS_ROOT");
+    CHECK_MSG(isnan(s.memory_total.value) && strstr(s.memory_total.why, "gave inf"), "memory total %g (%s)",
+              s.memory_total.value, s.memory_total.why);
+    CHECK_MSG(isnan(s.memory_used.value) && strstr(s.memory_used.why, "gave inf"), "memory used %g (%s)",
+              s.memory_used.value, s.memory_used.why);
+    CHECK_MSG(isnan(s.clock.value) && strstr(s.clock.why, "gave inf"), "clock %g (%s)", s.clock.value,
+              s.clock.why);
+    CHECK_MSG(isnan(s.temperature.value) && strstr(s.temperature.why, "gave 1e+297"), "temperature %g (%s)",
+              s.temperature.value, s.temperature.why);
+    ug_sample_figure *all[] = {&s.utilization, &s.memory_used, &s.memory_total, &s.temperature,
+                               &s.power, &s.clock, &s.memory_clock};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        CHECK_MSG(isfinite(all[i]->value) || (isnan(all[i]->value) && all[i]->why[0]),
+                  "figure %zu is %g, with reason '%s'", i, all[i]->value, all[i]->why);
+    /* The checks alone, by hand: utilisation 100.4 (idle counters that
+     * stepped back) clamped, -3 degrees kept, a negative size refused. */
+    memset(&s, 0, sizeof s);
+    s.utilization.value = 100.4;
+    s.temperature.value = -3;
+    s.memory_used.value = -1;
+    s.power.value = 2e6;
+    ug_sample_check(&s);
+    CHECK_NEAR(s.utilization.value, 100.0);
+    CHECK_NEAR(s.temperature.value, -3.0);
+    CHECK(isnan(s.memory_used.value) && strstr(s.memory_used.why, "gave -1"));
+    CHECK(isnan(s.power.value) && strstr(s.power.why, "gave 2e+06"));
+    remove_root();
+}
+
+/* Anyone of this user may put anything in the registry's folder: a FIFO
+ * named *.pool is passed over, not waited on (the child's alarm fails
+ * the old code in seconds), and a command's control characters do not
+ * reach the terminal. */
+static void test_registry_refuses_odd_files(ug_device *dev)
+{
+    (void)dev;
+    char dir[400], why[160], fifo[512], odd[512];
+    REQUIRE(ug_registry_dir(dir, sizeof dir, why, sizeof why));
+    snprintf(fifo, sizeof fifo, "%s/test-fifo-%ld.pool", dir, (long)getpid());
+    snprintf(odd, sizeof odd, "%s/test-odd-%ld.pool", dir, (long)getpid());
+    unlink(fifo);
+    REQUIRE(mkfifo(fifo, 0600) == 0);
+    /* This process's start, field 22 of /proc/self/stat, so the entry is
+     * current. */
+    char stat_line[1024] = "";
+    FILE *f = fopen("/proc/self/stat", "r");
+    REQUIRE(f);
+    size_t n = fread(stat_line, 1, sizeof stat_line - 1, f);
+    fclose(f);
+    stat_line[n] = '\0';
+    char *p = strrchr(stat_line, ')');
+    for (int field = 2; p && *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    REQUIRE(p);
+    unsigned long long start = strtoull(p, NULL, 10);
+    f = fopen(odd, "w");
+    REQUIRE(f);
+    fprintf(f, "unigrad-pool 1\npid %ld\nstart %llu\ncommand odd\033]0;x\007name\ndevice cpu 7 0 7\n",
+            (long)getpid(), start);
+    fclose(f);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(5);
+        ug_device_sample s;
+        bool listed = false;
+        if (ug_device_sample_at(cpu_index(), &s) == UG_OK)
+            for (int i = 0; i < s.process_count && i < UG_SAMPLE_MAX_PROCESSES; i++)
+                listed |= s.processes[i].pid == getppid() && strcmp(s.processes[i].command, "odd?]0;x?name") == 0 &&
+                          s.processes[i].bytes_in_use == 7;
+        _exit(listed ? 0 : 1);
+    }
+    REQUIRE(child > 0);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK_MSG(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM),
+              "sampling waited on the FIFO %s (killed by the alarm after 5 s)", fifo);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the entry %s was not listed with its command's control characters replaced (status %d)", odd,
+              status);
+    unlink(fifo);
+    unlink(odd);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -254,6 +363,8 @@ int main(int argc, char **argv)
         TH_HOST_TEST(nvml),
         TH_HOST_TEST(host),
         TH_HOST_TEST(registry),
+        TH_HOST_TEST(impossible_figures),
+        TH_HOST_TEST(registry_refuses_odd_files),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

@@ -29,6 +29,41 @@ PY
     exit $failed
 fi
 
+# Crafted inputs, through the environment the monitor reads its roots and
+# the registry's folder from: figures that are not finite or not possible
+# (10^308 kB of memory, clocks summing to infinity, 10^297 degrees), a FIFO
+# named *.pool, a command that is neither UTF-8 nor free of control
+# characters. The JSON still parses, with nulls and reasons, and ug-smi
+# waits on nothing (a timeout far below ctest's: the old ug-smi hung on the
+# FIFO, and printed bare inf).
+crafted=$dir/crafted
+mkdir -p "$crafted/proc" "$crafted/sys/class/hwmon/hwmon0" && mkdir -m 700 "$crafted/run" "$crafted/run/unigrad"
+printf 'cpu  100 0 50 800 50 0 0 0 0 0\n' > "$crafted/proc/stat"
+printf 'MemTotal: 1e308 kB\nMemAvailable: 1 kB\n' > "$crafted/proc/meminfo"
+printf 'cpu MHz : 1e308\ncpu MHz : 1e308\n' > "$crafted/proc/cpuinfo"
+printf 'k10temp\n' > "$crafted/sys/class/hwmon/hwmon0/name"
+printf '1e300\n' > "$crafted/sys/class/hwmon/hwmon0/temp1_input"
+mkfifo "$crafted/run/unigrad/1.pool"
+start=$(awk '{print $22}' /proc/$$/stat) # this shell's, so its entry is current
+printf 'unigrad-pool 1\npid %s\nstart %s\ncommand bad\377\033name\ndevice cpu 4096 0 4096\n' $$ "$start" \
+    > "$crafted/run/unigrad/$$.pool"
+UG_PROCFS_ROOT=$crafted/proc UG_SYSFS_ROOT=$crafted/sys XDG_RUNTIME_DIR=$crafted/run \
+    timeout 20 "$smi" --json --device cpu > "$dir/crafted.json"
+rc=$?
+[ $rc -ne 124 ] || fail "ug-smi --json hung on the FIFO $crafted/run/unigrad/1.pool"
+[ $rc -eq 0 ] || fail "ug-smi --json with crafted inputs exited $rc"
+python3 -m json.tool "$dir/crafted.json" > /dev/null || { cat "$dir/crafted.json"; fail "ug-smi --json printed no JSON"; }
+python3 - "$dir/crafted.json" "$$" <<'PY' || fail "the crafted figures"
+import json, sys
+cpu = json.load(open(sys.argv[1], encoding="utf-8"))["devices"][0]
+for key in ("memory_total_bytes", "memory_used_bytes", "clock_mhz"):
+    assert cpu[key] is None and "gave inf" in cpu[key + "_why"], (key, cpu)
+assert cpu["temperature_c"] is None and "1e+297" in cpu["temperature_c_why"], cpu
+mine = [p for p in cpu["processes"] if p["pid"] == int(sys.argv[2])]
+assert mine and mine[0]["command"] == "bad\ufffd?name" and mine[0]["bytes_in_use"] == 4096, cpu["processes"]
+print("ok crafted inputs: nulls with reasons, the FIFO passed over, command", ascii(mine[0]["command"]))
+PY
+
 sh "$(dirname "$0")/make_idx.sh" "$dir" 2048 || exit 1
 "$train" --device cpu --data "$dir" --epochs 1000 --quiet > "$dir/train.out" 2>&1 &
 pid=$!
