@@ -24,12 +24,157 @@
 #include "train_support.h"
 
 enum { SIDE = 28, IN = SIDE * SIDE, HIDDEN = 500, CLASSES = 10, BATCH = 64, BATCHES = 5, STEPS = 50 };
+enum { MAX_PARAMS = 12 }; /* the CNN's */
+
+/* ---- the double reference: parameters, gradients and Adam's moments ---- */
 
 typedef struct reference {
-    double *w1, *b1, *w2, *b2;           /* [HIDDEN][IN], [HIDDEN], [CLASSES][HIDDEN], [CLASSES] */
-    double *m[4], *v[4];                 /* Adam's moments, per parameter */
-    int64_t sizes[4];
+    int count;
+    const char *const *names;
+    const int64_t *sizes;
+    double *p[MAX_PARAMS], *g[MAX_PARAMS], *m[MAX_PARAMS], *v[MAX_PARAMS];
 } reference;
+
+/* The model's initial parameters, moments at 0. */
+static bool reference_from(const ug_model *model, int count, const char *const *names, const int64_t *sizes,
+                           reference *r)
+{
+    *r = (reference){.count = count, .names = names, .sizes = sizes};
+    for (int p = 0; p < count; p++) {
+        float *f = th_alloc((size_t)sizes[p] * sizeof *f);
+        r->p[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        r->g[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        r->m[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        r->v[p] = th_alloc((size_t)sizes[p] * sizeof(double));
+        if (ug_model_read_param(model, names[p], f, (size_t)sizes[p] * sizeof *f) != UG_OK) {
+            th_fail(TH_LOC, "reading %s: %s", names[p], ug_last_error());
+            return false;
+        }
+        for (int64_t i = 0; i < sizes[p]; i++) {
+            r->p[p][i] = f[i];
+            r->m[p][i] = r->v[p][i] = 0.0;
+        }
+    }
+    return true;
+}
+
+/* Adam's update t (from 1) from the gradients in r->g, as PyTorch's, at
+ * its defaults with lr 1e-3. */
+static void adam_update(reference *r, int t)
+{
+    const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    const double corr1 = 1.0 - pow(beta1, t), corr2 = 1.0 - pow(beta2, t);
+    for (int p = 0; p < r->count; p++)
+        for (int64_t i = 0; i < r->sizes[p]; i++) {
+            const double g = r->g[p][i];
+            r->m[p][i] = beta1 * r->m[p][i] + (1.0 - beta1) * g;
+            r->v[p][i] = beta2 * r->v[p][i] + (1.0 - beta2) * g * g;
+            r->p[p][i] -= lr * (r->m[p][i] / corr1) / (sqrt(r->v[p][i] / corr2) + eps);
+        }
+}
+
+static void relu_forward(double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] > 0.0 ? x[i] : 0.0;
+}
+
+/* dy where the ReLU's output y was positive, else 0. */
+static void relu_backward(const double *y, double *dy, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dy[i] = y[i] > 0.0 ? dy[i] : 0.0;
+}
+
+/* out[r][o] = b[o] + sum_i w[o][i] in[r][i]; and back (din may be NULL). */
+static void dense(const double *in, const double *w, const double *b, int64_t rows, int64_t ins, int64_t outs,
+                  double *out)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < outs; o++) {
+            double a = b[o];
+            for (int64_t i = 0; i < ins; i++)
+                a += w[o * ins + i] * in[r * ins + i];
+            out[r * outs + o] = a;
+        }
+}
+
+static void dense_backward(const double *in, const double *w, const double *dout, int64_t rows, int64_t ins,
+                           int64_t outs, double *din, double *dw, double *db)
+{
+    memset(dw, 0, (size_t)(outs * ins) * sizeof *dw);
+    memset(db, 0, (size_t)outs * sizeof *db);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < outs; o++) {
+            db[o] += dout[r * outs + o];
+            for (int64_t i = 0; i < ins; i++)
+                dw[o * ins + i] += dout[r * outs + o] * in[r * ins + i];
+        }
+    for (int64_t r = 0; din && r < rows; r++)
+        for (int64_t i = 0; i < ins; i++) {
+            double a = 0.0;
+            for (int64_t o = 0; o < outs; o++)
+                a += dout[r * outs + o] * w[o * ins + i];
+            din[r * ins + i] = a;
+        }
+}
+
+/* The rows' mean cross-entropy of logits z against y, and its gradient. */
+static double cross_entropy(const double *z, const int32_t *y, int64_t rows, double *dz)
+{
+    double loss = 0.0;
+    for (int64_t b = 0; b < rows; b++) {
+        const double *row = z + b * CLASSES;
+        double top = -INFINITY, sum = 0.0;
+        for (int c = 0; c < CLASSES; c++)
+            top = fmax(top, row[c]);
+        for (int c = 0; c < CLASSES; c++)
+            sum += exp(row[c] - top);
+        loss += top + log(sum) - row[y[b]];
+        for (int c = 0; c < CLASSES; c++)
+            dz[b * CLASSES + c] = (exp(row[c] - top) / sum - (c == y[b])) / (double)rows;
+    }
+    return loss / (double)rows;
+}
+
+/* One training step of the reference on a batch: its loss before the
+ * update (what the graph reports). */
+typedef double (*reference_step_fn)(reference *r, const float *x, const int32_t *y, int t);
+
+/* Trains graph g (inputs xv [rows, ...] of shape xs, yv) step by step on
+ * the batches of x and y in turn, beside the reference; the largest
+ * relative difference of the losses, and its step, into *worst and *at. */
+static void graph_beside_reference(ug_device *dev, ug_graph *g, ug_value *xv, ug_value *yv, ug_value *loss,
+                                   int ndim, const int64_t *xs, const float *x, const int32_t *y, int batches,
+                                   int steps, reference_step_fn step, reference *r, double *worst, int *at)
+{
+    const int64_t rows = xs[0], per_batch = ts_value_numel(xv);
+    ug_tensor **xt = th_alloc((size_t)batches * sizeof *xt), **yt = th_alloc((size_t)batches * sizeof *yt);
+    for (int k = 0; k < batches; k++) {
+        xt[k] = ts_tensor_f32(dev, ndim, xs, x + k * per_batch);
+        yt[k] = ts_tensor_i32(dev, rows, y + k * rows);
+        REQUIRE(xt[k] && yt[k]);
+    }
+    *worst = 0.0;
+    *at = 0;
+    for (int s = 0; s < steps; s++) {
+        const int k = s % batches;
+        REQUIRE_OK(ug_graph_bind(g, xv, xt[k]));
+        REQUIRE_OK(ug_graph_bind(g, yv, yt[k]));
+        REQUIRE_OK(ug_graph_run(g));
+        float got = NAN;
+        REQUIRE_OK(ug_graph_read(g, loss, &got, sizeof got));
+        const double want = step(r, x + k * per_batch, y + k * rows, s + 1);
+        const double error = fabs(got - want) / want;
+        if (!(error <= *worst))
+            *worst = error, *at = s + 1;
+    }
+}
+
+/* ---- ug-train's MLP ---- */
+
+static const char *const mlp_names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+static const int64_t mlp_sizes[4] = {(int64_t)HIDDEN * IN, HIDDEN, (int64_t)CLASSES * HIDDEN, CLASSES};
 
 /* Image bytes with a blank border (as Fashion-MNIST's), standardised with
  * their mean and deviation over every batch, rounded to f32. */
@@ -52,86 +197,20 @@ static void make_batches(float *x, int32_t *y)
         y[i] = (int32_t)floor(th_uniform(0.0, CLASSES));
 }
 
-static bool reference_from(const ug_model *m, reference *r)
+static double mlp_reference_step(reference *r, const float *xf, const int32_t *y, int t)
 {
-    static const char *const names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
-    const int64_t sizes[4] = {(int64_t)HIDDEN * IN, HIDDEN, (int64_t)CLASSES * HIDDEN, CLASSES};
-    double **params[4] = {&r->w1, &r->b1, &r->w2, &r->b2};
-    for (int p = 0; p < 4; p++) {
-        r->sizes[p] = sizes[p];
-        float *f = th_alloc((size_t)sizes[p] * sizeof *f);
-        *params[p] = th_alloc((size_t)sizes[p] * sizeof(double));
-        r->m[p] = th_alloc((size_t)sizes[p] * sizeof(double));
-        r->v[p] = th_alloc((size_t)sizes[p] * sizeof(double));
-        if (ug_model_read_param(m, names[p], f, (size_t)sizes[p] * sizeof *f) != UG_OK) {
-            th_fail(TH_LOC, "reading %s: %s", names[p], ug_last_error());
-            return false;
-        }
-        for (int64_t i = 0; i < sizes[p]; i++) {
-            (*params[p])[i] = f[i];
-            r->m[p][i] = r->v[p][i] = 0.0;
-        }
-    }
-    return true;
-}
-
-/* One step in double: the batch's mean cross-entropy before the update
- * (what the graph reports), then Adam's update as PyTorch's. */
-static double reference_step(reference *r, const float *x, const int32_t *y, int t)
-{
-    static double h[BATCH][HIDDEN], dh[BATCH][HIDDEN], dz[BATCH][CLASSES];
-    double loss = 0.0;
-    for (int b = 0; b < BATCH; b++) {
-        const float *row = x + (int64_t)b * IN;
-        for (int j = 0; j < HIDDEN; j++) {
-            double a = r->b1[j];
-            const double *w = r->w1 + (int64_t)j * IN;
-            for (int k = 0; k < IN; k++)
-                a += w[k] * row[k];
-            h[b][j] = a > 0.0 ? a : 0.0;
-        }
-        double z[CLASSES], top = -INFINITY, sum = 0.0;
-        for (int c = 0; c < CLASSES; c++) {
-            double a = r->b2[c];
-            for (int j = 0; j < HIDDEN; j++)
-                a += r->w2[(int64_t)c * HIDDEN + j] * h[b][j];
-            z[c] = a;
-            top = fmax(top, a);
-        }
-        for (int c = 0; c < CLASSES; c++)
-            sum += exp(z[c] - top);
-        loss += top + log(sum) - z[y[b]];
-        for (int c = 0; c < CLASSES; c++)
-            dz[b][c] = (exp(z[c] - top) / sum - (c == y[b])) / BATCH;
-        for (int j = 0; j < HIDDEN; j++) {
-            double d = 0.0;
-            for (int c = 0; c < CLASSES; c++)
-                d += dz[b][c] * r->w2[(int64_t)c * HIDDEN + j];
-            dh[b][j] = h[b][j] > 0.0 ? d : 0.0;
-        }
-    }
-    /* The gradients, then the update, parameter by parameter. */
-    const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-    const double c1 = 1.0 - pow(beta1, t), c2 = 1.0 - pow(beta2, t);
-    double *params[4] = {r->w1, r->b1, r->w2, r->b2};
-    for (int p = 0; p < 4; p++)
-        for (int64_t i = 0; i < r->sizes[p]; i++) {
-            double g = 0.0;
-            for (int b = 0; b < BATCH; b++) {
-                if (p == 0)
-                    g += dh[b][i / IN] * x[(int64_t)b * IN + i % IN];
-                else if (p == 1)
-                    g += dh[b][i];
-                else if (p == 2)
-                    g += dz[b][i / HIDDEN] * h[b][i % HIDDEN];
-                else
-                    g += dz[b][i];
-            }
-            r->m[p][i] = beta1 * r->m[p][i] + (1.0 - beta1) * g;
-            r->v[p][i] = beta2 * r->v[p][i] + (1.0 - beta2) * g * g;
-            params[p][i] -= lr * (r->m[p][i] / c1) / (sqrt(r->v[p][i] / c2) + eps);
-        }
-    return loss / BATCH;
+    static double x[BATCH * IN], h[BATCH * HIDDEN], z[BATCH * CLASSES], dz[BATCH * CLASSES], dh[BATCH * HIDDEN];
+    for (int i = 0; i < BATCH * IN; i++)
+        x[i] = xf[i];
+    dense(x, r->p[0], r->p[1], BATCH, IN, HIDDEN, h);
+    relu_forward(h, BATCH * HIDDEN);
+    dense(h, r->p[2], r->p[3], BATCH, HIDDEN, CLASSES, z);
+    const double loss = cross_entropy(z, y, BATCH, dz);
+    dense_backward(h, r->p[2], dz, BATCH, HIDDEN, CLASSES, dh, r->g[2], r->g[3]);
+    relu_backward(h, dh, BATCH * HIDDEN);
+    dense_backward(x, r->p[0], dh, BATCH, IN, HIDDEN, NULL, r->g[0], r->g[1]);
+    adam_update(r, t);
+    return loss;
 }
 
 TS_TEST(mlp_standardised_matches_double)
@@ -158,30 +237,12 @@ TS_TEST(mlp_standardised_matches_double)
     REQUIRE_OK(ug_graph_set_optimizer(g, opt));
     REQUIRE_OK(ug_graph_compile(g));
     reference r;
-    REQUIRE(reference_from(m, &r));
-    ug_tensor *xt[BATCHES], *yt[BATCHES];
-    for (int k = 0; k < BATCHES; k++) {
-        xt[k] = ts_tensor_f32(dev, 2, xs, x + (int64_t)k * BATCH * IN);
-        yt[k] = ts_tensor_i32(dev, BATCH, y + k * BATCH);
-        REQUIRE(xt[k] && yt[k]);
-    }
+    REQUIRE(reference_from(m, 4, mlp_names, mlp_sizes, &r));
     double worst = 0.0;
-    int worst_step = 0;
-    for (int s = 0; s < STEPS; s++) {
-        const int k = s % BATCHES;
-        REQUIRE_OK(ug_graph_bind(g, xv, xt[k]));
-        REQUIRE_OK(ug_graph_bind(g, yv, yt[k]));
-        REQUIRE_OK(ug_graph_run(g));
-        float got = NAN;
-        REQUIRE_OK(ug_graph_read(g, loss, &got, sizeof got));
-        const double want = reference_step(&r, x + (int64_t)k * BATCH * IN, y + k * BATCH, s + 1);
-        const double error = fabs(got - want) / want;
-        if (!(error <= worst))
-            worst = error, worst_step = s;
-    }
-    printf("    %s: largest relative loss error %.3g (step %d of %d)\n", ug_device_name(dev), worst, worst_step + 1,
-           STEPS);
-    CHECK_MSG(worst <= 1e-5, "step %d's loss is %.3g (relative) from the double reference's", worst_step + 1, worst);
+    int at = 0;
+    graph_beside_reference(dev, g, xv, yv, loss, 2, xs, x, y, BATCHES, STEPS, mlp_reference_step, &r, &worst, &at);
+    printf("    %s: largest relative loss error %.3g (step %d of %d)\n", ug_device_name(dev), worst, at, STEPS);
+    CHECK_MSG(worst <= 1e-5, "step %d's loss is %.3g (relative) from the double reference's", at, worst);
 }
 
 /* ---- the same through the trainer, as ug-train runs it ---- */
@@ -219,7 +280,7 @@ static ug_status on_step(const ug_trainer_step *step, void *user)
         memcpy(t->batch_x + (int64_t)b * IN, t->x + t->order[s][b] * IN, IN * sizeof *t->x);
         t->batch_y[b] = t->y[t->order[s][b]];
     }
-    const double want = reference_step(&t->r, t->batch_x, t->batch_y, (int)step->global_batch);
+    const double want = mlp_reference_step(&t->r, t->batch_x, t->batch_y, (int)step->global_batch);
     const double error = fabs(step->loss - want) / want;
     if (!(error <= t->worst))
         t->worst = error, t->worst_step = step->global_batch;
@@ -310,8 +371,9 @@ TS_TEST(trainer_standardised_matches_double)
     c.on_step = on_step;
     c.user = &t;
     ug_trainer *trainer = NULL;
-    if (loader_order(dev, data, c.seed, &t) && CHECK_STATUS(ug_trainer_create(dev, data, NULL, mlp, NULL, &c, &trainer), UG_OK) &&
-        reference_from(ug_trainer_model(trainer), &t.r))
+    if (loader_order(dev, data, c.seed, &t) &&
+        CHECK_STATUS(ug_trainer_create(dev, data, NULL, mlp, NULL, &c, &trainer), UG_OK) &&
+        reference_from(ug_trainer_model(trainer), 4, mlp_names, mlp_sizes, &t.r))
         CHECK_OK(ug_trainer_fit(trainer));
     ug_trainer_free(trainer);
     ug_dataset_free(data);
@@ -324,11 +386,12 @@ TS_TEST(trainer_standardised_matches_double)
 
 /* ---- a CNN's Adam moments ---- */
 
-/* ug-train's CNN on its 28x28 images, narrower: two blocks of conv 3x3 (padding 1), batch
- * norm, ReLU and max-pool 2, then linear, ReLU, linear; 30 Adam steps on
- * three standardised batches in turn. Adam's first moments (exp_avg) of
- * every parameter, which sum the gradients of every step, must end within
- * 1e-3 (relative, in the 2-norm) of the double reference's. */
+/* ug-train's CNN on its 28x28 images, narrower: two blocks of conv 3x3
+ * (padding 1), batch norm, ReLU and max-pool 2, then linear, ReLU,
+ * linear; 30 Adam steps on three standardised batches in turn. Adam's
+ * first moments (exp_avg) of every parameter, which sum the gradients of
+ * every step, must end within 1e-3 (relative, in the 2-norm) of the
+ * double reference's. */
 enum { CNN_SIDE = 28, CNN_BATCH = 32, C1 = 8, C2 = 16, FC = 32, CNN_STEPS = 30, CNN_BATCHES = 3 };
 enum { S1 = CNN_SIDE / 2, S2 = CNN_SIDE / 4, FLAT = C2 * S2 * S2, CNN_PARAMS = 12 };
 
@@ -358,67 +421,14 @@ static ug_status cnn(ug_graph *g, ug_value *x, ug_value *y, ug_value **loss)
     return st == UG_OK ? ug_g_cross_entropy(g, h, y, 0.0f, loss) : st;
 }
 
-/* The reference's parameters (p) and Adam moments (m, v), per parameter. */
-typedef struct cnn_reference {
-    double *p[CNN_PARAMS], *m[CNN_PARAMS], *v[CNN_PARAMS];
-} cnn_reference;
-
-static void relu_forward(double *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = x[i] > 0.0 ? x[i] : 0.0;
-}
-
-/* dy where the ReLU's output y was positive, else 0. */
-static void relu_backward(const double *y, double *dy, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        dy[i] = y[i] > 0.0 ? dy[i] : 0.0;
-}
-
-/* out[r][o] = b[o] + sum_i w[o][i] in[r][i]; and back. */
-static void dense(const double *in, const double *w, const double *b, int64_t rows, int64_t ins, int64_t outs,
-                  double *out)
-{
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t o = 0; o < outs; o++) {
-            double a = b[o];
-            for (int64_t i = 0; i < ins; i++)
-                a += w[o * ins + i] * in[r * ins + i];
-            out[r * outs + o] = a;
-        }
-}
-
-static void dense_backward(const double *in, const double *w, const double *dout, int64_t rows, int64_t ins,
-                           int64_t outs, double *din, double *dw, double *db)
-{
-    memset(dw, 0, (size_t)(outs * ins) * sizeof *dw);
-    memset(db, 0, (size_t)outs * sizeof *db);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t o = 0; o < outs; o++) {
-            db[o] += dout[r * outs + o];
-            for (int64_t i = 0; i < ins; i++)
-                dw[o * ins + i] += dout[r * outs + o] * in[r * ins + i];
-        }
-    for (int64_t r = 0; din && r < rows; r++)
-        for (int64_t i = 0; i < ins; i++) {
-            double a = 0.0;
-            for (int64_t o = 0; o < outs; o++)
-                a += dout[r * outs + o] * w[o * ins + i];
-            din[r * ins + i] = a;
-        }
-}
-
 /* One training step in double: the loss before the update, then Adam. */
-static double cnn_reference_step(cnn_reference *r, const float *xf, const int32_t *y, int t)
+static double cnn_reference_step(reference *r, const float *xf, const int32_t *y, int t)
 {
     enum { N = CNN_BATCH, A1 = N * C1 * CNN_SIDE * CNN_SIDE, P1 = N * C1 * S1 * S1, A2 = N * C2 * S1 * S1,
            P2 = N * FLAT };
     static double x[N * CNN_SIDE * CNN_SIDE], c1[A1], b1[A1], p1[P1], c2[A2], b2[A2], p2[P2], f1[N * FC],
         z[N * CLASSES], dz[N * CLASSES], df1[N * FC], dp2[P2], db2[A2], dc2[A2], dp1[P1], db1[A1], dc1[A1];
-    double *g[CNN_PARAMS];
-    for (int i = 0; i < CNN_PARAMS; i++)
-        g[i] = th_alloc((size_t)cnn_sizes[i] * sizeof(double));
+    double *const *g = r->g;
     for (int i = 0; i < N * CNN_SIDE * CNN_SIDE; i++)
         x[i] = xf[i];
     const ref_conv_geom k1 = {N, 1, CNN_SIDE, CNN_SIDE, C1, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1};
@@ -436,17 +446,7 @@ static double cnn_reference_step(cnn_reference *r, const float *xf, const int32_
     dense(p2, r->p[8], r->p[9], N, FLAT, FC, f1);
     relu_forward(f1, N * FC);
     dense(f1, r->p[10], r->p[11], N, FC, CLASSES, z);
-    double loss = 0.0;
-    for (int b = 0; b < N; b++) {
-        double top = -INFINITY, sum = 0.0;
-        for (int c = 0; c < CLASSES; c++)
-            top = fmax(top, z[b * CLASSES + c]);
-        for (int c = 0; c < CLASSES; c++)
-            sum += exp(z[b * CLASSES + c] - top);
-        loss += top + log(sum) - z[b * CLASSES + y[b]];
-        for (int c = 0; c < CLASSES; c++)
-            dz[b * CLASSES + c] = (exp(z[b * CLASSES + c] - top) / sum - (c == y[b])) / N;
-    }
+    const double loss = cross_entropy(z, y, N, dz);
     dense_backward(f1, r->p[10], dz, N, FC, CLASSES, df1, g[10], g[11]);
     relu_backward(f1, df1, N * FC);
     dense_backward(p2, r->p[8], df1, N, FLAT, FC, dp2, g[8], g[9]);
@@ -458,15 +458,8 @@ static double cnn_reference_step(cnn_reference *r, const float *xf, const int32_
     relu_backward(b1, db1, A1);
     ref_batch_norm_backward(c1, N, C1, CNN_SIDE * CNN_SIDE, r->p[2], NULL, NULL, true, 1e-5, db1, dc1, g[2], g[3]);
     ref_conv2d_backward(&k1, x, r->p[0], dc1, NULL, g[0], g[1]);
-    const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-    const double corr1 = 1.0 - pow(beta1, t), corr2 = 1.0 - pow(beta2, t);
-    for (int p = 0; p < CNN_PARAMS; p++)
-        for (int64_t i = 0; i < cnn_sizes[p]; i++) {
-            r->m[p][i] = beta1 * r->m[p][i] + (1.0 - beta1) * g[p][i];
-            r->v[p][i] = beta2 * r->v[p][i] + (1.0 - beta2) * g[p][i] * g[p][i];
-            r->p[p][i] -= lr * (r->m[p][i] / corr1) / (sqrt(r->v[p][i] / corr2) + eps);
-        }
-    return loss / N;
+    adam_update(r, t);
+    return loss;
 }
 
 TS_TEST(cnn_adam_moments_match_double)
@@ -496,35 +489,12 @@ TS_TEST(cnn_adam_moments_match_double)
     REQUIRE(opt);
     REQUIRE_OK(ug_graph_set_optimizer(g, opt));
     REQUIRE_OK(ug_graph_compile(g));
-    cnn_reference r;
-    for (int p = 0; p < CNN_PARAMS; p++) {
-        float *f = th_alloc((size_t)cnn_sizes[p] * sizeof *f);
-        r.p[p] = th_alloc((size_t)cnn_sizes[p] * sizeof(double));
-        r.m[p] = th_alloc((size_t)cnn_sizes[p] * sizeof(double));
-        r.v[p] = th_alloc((size_t)cnn_sizes[p] * sizeof(double));
-        REQUIRE_OK(ug_model_read_param(m, cnn_names[p], f, (size_t)cnn_sizes[p] * sizeof *f));
-        for (int64_t i = 0; i < cnn_sizes[p]; i++) {
-            r.p[p][i] = f[i];
-            r.m[p][i] = r.v[p][i] = 0.0;
-        }
-    }
-    ug_tensor *xt[CNN_BATCHES], *yt[CNN_BATCHES];
-    for (int k = 0; k < CNN_BATCHES; k++) {
-        xt[k] = ts_tensor_f32(dev, 4, xs, x + (int64_t)k * CNN_BATCH * PIXELS);
-        yt[k] = ts_tensor_i32(dev, CNN_BATCH, y + k * CNN_BATCH);
-        REQUIRE(xt[k] && yt[k]);
-    }
+    reference r;
+    REQUIRE(reference_from(m, CNN_PARAMS, cnn_names, cnn_sizes, &r));
     double worst_loss = 0.0;
-    for (int s = 0; s < CNN_STEPS; s++) {
-        const int k = s % CNN_BATCHES;
-        REQUIRE_OK(ug_graph_bind(g, xv, xt[k]));
-        REQUIRE_OK(ug_graph_bind(g, yv, yt[k]));
-        REQUIRE_OK(ug_graph_run(g));
-        float got = NAN;
-        REQUIRE_OK(ug_graph_read(g, loss, &got, sizeof got));
-        const double want = cnn_reference_step(&r, x + (int64_t)k * CNN_BATCH * PIXELS, y + k * CNN_BATCH, s + 1);
-        worst_loss = fmax(worst_loss, fabs(got - want) / want);
-    }
+    int at = 0;
+    graph_beside_reference(dev, g, xv, yv, loss, 4, xs, x, y, CNN_BATCHES, CNN_STEPS, cnn_reference_step, &r,
+                           &worst_loss, &at);
     double worst = 0.0;
     int worst_param = 0;
     for (int p = 0; p < CNN_PARAMS; p++) {
@@ -545,8 +515,8 @@ TS_TEST(cnn_adam_moments_match_double)
         if (!(error <= worst))
             worst = error, worst_param = p;
     }
-    printf("    %s: Adam's first moments at most %.3g from the reference's (%s); losses %.3g\n", ug_device_name(dev),
-           worst, cnn_names[worst_param], worst_loss);
+    printf("    %s: Adam's first moments at most %.3g from the reference's (%s); losses %.3g (step %d)\n",
+           ug_device_name(dev), worst, cnn_names[worst_param], worst_loss, at);
     CHECK_MSG(worst <= 1e-3, "%s's first moment is %.3g (relative) from the double reference's after %d steps",
               cnn_names[worst_param], worst, CNN_STEPS);
     CHECK_MSG(worst_loss <= 1e-4, "a step's loss is %.3g (relative) from the double reference's", worst_loss);
