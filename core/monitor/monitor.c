@@ -119,6 +119,23 @@ static bool vendor_is(const ug_device_info *info, const char *name)
     return strstr(lower, name) != NULL;
 }
 
+/* An OpenCL device on the host's processor (POCL): its memory is the
+ * host's, of which it reports a part that it does not enforce and that a
+ * pool holds to instead (UG_MEMORY_LIMIT aside). Its total is that part, as
+ * ug-devices gives it; the host's memory in use is the cpu row's, not this
+ * device's, and unigrad's pools on it are its processes. */
+static void processor_device_memory(const ug_device_info *info, ug_device_sample *s)
+{
+    if (info->global_memory)
+        s->memory_total.value = (double)info->global_memory;
+    else
+        ug_sample_missing(&s->memory_total, "%s reports no memory size", info->id);
+    ug_sample_missing(&s->memory_used,
+                      "%s's memory is the host's, whose use is the cpu row's; unigrad's pools on it are "
+                      "listed by process",
+                      info->id);
+}
+
 ug_status ug_device_sample_at(int index, ug_device_sample *s)
 {
     if (!s)
@@ -132,6 +149,8 @@ ug_status ug_device_sample_at(int index, ug_device_sample *s)
     const char *sys = root("UG_SYSFS_ROOT", "/sys");
     if (!info.is_gpu) {
         ug_host_sample(root("UG_PROCFS_ROOT", "/proc"), sys, s);
+        if (strcmp(info.backend, "cpu") != 0)
+            processor_device_memory(&info, s);
     } else if (!strcmp(info.backend, "cuda") || vendor_is(&info, "nvidia")) {
         ug_nvml_sample(NULL, ordinal(index, &info), s);
     } else if (!strcmp(info.backend, "hip") || vendor_is(&info, "amd") || vendor_is(&info, "advanced micro")) {

@@ -2,12 +2,15 @@
  * <dir>/<pid>.pool, in a folder only its user can enter ($XDG_RUNTIME_DIR/
  * unigrad, else /tmp/unigrad-<uid>, mode 0700, checked to be the user's own
  * folder and no link). Devices are listed from their opening to their
- * closing; the pool marks every change (an atomic flag: no lock on its
- * path), and the file is rewritten (a new file renamed over the old) at
- * most twice a second, when a later change or a wait for a device comes,
- * and removed at exit. A killed
- * process's file stays: readers recognise it as stale (no such process,
- * or one started at another time) and remove it. */
+ * closing. The pool marks every change with a relaxed atomic store (no
+ * lock, no system call on its path); a publisher thread, started at the
+ * first device's opening, rewrites the file (a new file renamed over the
+ * old) within a quarter of a second of a change, whatever the process does
+ * meanwhile: a program whose allocations come in a burst and then stop
+ * (a planned training step) is shown as it is, not as its first
+ * allocation left it. The file is removed at exit. A killed process's
+ * file stays: readers recognise it as stale (no such process, or one
+ * started at another time) and remove it. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -28,28 +31,22 @@
 #include "unigrad/memory.h"
 
 enum { MAX_DEVICES = 64 };
-static const int64_t PUBLISH_EVERY_NS = 500000000;
+/* How often the publisher looks for a change: ug-smi's figure is at most
+ * this late, and an idle process wakes this often (a load and a compare). */
+static const long PUBLISH_EVERY_NS = 250000000;
 
-/* The pool's hot path only stores dirty and reads the coarse clock; the
- * lock is taken when a publication is due. */
+/* The pool's hot path stores this and nothing else. */
 static atomic_bool dirty;
-static atomic_llong next_due_ns;
 
 static struct {
     pthread_mutex_t lock;
+    pthread_cond_t wake; /* the exit hook wakes the publisher to stop it */
     ug_device *devices[MAX_DEVICES]; /* open devices, added at open, removed at close */
     int count;
-    bool published, exit_hook;
+    bool published, exit_hook, fork_hooks, closing, publisher_running, wake_ready;
+    pthread_t publisher;
     char path[512];
 } state = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static int64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 bool ug_registry_dir(char *dir, size_t len, char *why, size_t why_len)
 {
     const char *runtime = getenv("XDG_RUNTIME_DIR");
@@ -90,27 +87,18 @@ static unsigned long long start_time(long pid)
     return start;
 }
 
-static void remove_file(void)
-{
-    pthread_mutex_lock(&state.lock);
-    if (state.published)
-        unlink(state.path);
-    state.published = false;
-    pthread_mutex_unlock(&state.lock);
-}
-
-/* Rewrites the file (lock held). */
+/* Rewrites the file (lock held). Nothing once the exit has begun: the
+ * devices may be gone, and the file must not come back after its removal. */
 static void publish(void)
 {
-    atomic_store(&dirty, false);
-    atomic_store(&next_due_ns, coarse_ns() + PUBLISH_EVERY_NS);
+    atomic_store_explicit(&dirty, false, memory_order_relaxed); /* a change from now on: published next time */
     char dir[400], why[160];
-    if (!ug_registry_dir(dir, sizeof dir, why, sizeof why))
+    if (state.closing || !ug_registry_dir(dir, sizeof dir, why, sizeof why))
         return;
     snprintf(state.path, sizeof state.path, "%s/%ld.pool", dir, (long)getpid());
     char tmp[540], command[32] = "?";
     snprintf(tmp, sizeof tmp, "%s.tmp", state.path);
-    FILE *comm = ug_monitor_open("/proc/self/comm");
+    FILE *comm = ug_monitor_open("/proc/self/comm"); /* the process's (its first thread's), from any thread */
     if (comm && fgets(command, sizeof command, comm))
         command[strcspn(command, "\n")] = '\0';
     if (comm)
@@ -132,40 +120,105 @@ static void publish(void)
                     (unsigned long long)stats.peak_bytes_in_use);
     }
     bool written = fclose(f) == 0;
-    if (written && rename(tmp, state.path) == 0) {
+    if (written && rename(tmp, state.path) == 0)
         state.published = true;
-        if (!state.exit_hook)
-            state.exit_hook = atexit(remove_file) == 0;
-    } else {
+    else
         unlink(tmp);
-    }
 }
 
-/* Publishes when a change waits and the time has come. */
-static void publish_if_due(void)
+static void *publisher(void *unused)
 {
-    if (!atomic_load_explicit(&dirty, memory_order_relaxed) ||
-        coarse_ns() < atomic_load_explicit(&next_due_ns, memory_order_relaxed))
-        return;
+    (void)unused;
     pthread_mutex_lock(&state.lock);
-    if (atomic_load(&dirty) && coarse_ns() >= atomic_load(&next_due_ns))
-        publish();
+    while (!state.closing) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += PUBLISH_EVERY_NS;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&state.wake, &state.lock, &until); /* early only at exit */
+        if (atomic_load_explicit(&dirty, memory_order_relaxed))
+            publish();
+    }
+    pthread_mutex_unlock(&state.lock);
+    return NULL;
+}
+
+/* At exit, before the runtime's own exit handler frees the devices left
+ * open (it registered first, so it runs after this): the publisher
+ * stopped and joined (a library unloaded by dlclose runs this too, and its
+ * code must not run on), then the file removed. */
+static void at_exit(void)
+{
+    pthread_mutex_lock(&state.lock);
+    state.closing = true;
+    bool join = state.publisher_running;
+    state.publisher_running = false;
+    if (join)
+        pthread_cond_broadcast(&state.wake);
+    pthread_mutex_unlock(&state.lock);
+    if (join)
+        pthread_join(state.publisher, NULL);
+    pthread_mutex_lock(&state.lock);
+    if (state.published)
+        unlink(state.path);
+    state.published = false;
     pthread_mutex_unlock(&state.lock);
 }
 
-void ug_registry_changed(void)
+/* A fork: no lock held across it, so the child's is free. The child has
+ * no publisher (threads do not survive fork) and the file is its
+ * parent's, not to be removed at its exit; a device it opens starts its
+ * own publisher. */
+static void before_fork(void) { pthread_mutex_lock(&state.lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&state.lock); }
+static void after_fork_child(void)
 {
-    atomic_store_explicit(&dirty, true, memory_order_relaxed);
-    publish_if_due();
+    state.publisher_running = false;
+    state.published = false;
+    /* The condition variable may count the parent's publisher as a
+     * waiter, which no thread here will ever undo: initialised afresh
+     * before the child uses it, never signalled or destroyed as it is. */
+    state.wake_ready = false;
+    pthread_mutex_unlock(&state.lock);
 }
 
-void ug_registry_wait_done(void) { publish_if_due(); }
+/* Starts the publisher (lock held): its signals blocked, so the program's
+ * handlers run in the program's threads. Without it (no thread to be had)
+ * the file is written only at a device's closing and when the process
+ * samples its devices itself. */
+static void start_publisher(void)
+{
+    if (!state.wake_ready) {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        state.wake_ready = pthread_cond_init(&state.wake, &attr) == 0;
+        pthread_condattr_destroy(&attr);
+    }
+    if (!state.exit_hook) /* after device.c's exit handler, so before it at exit */
+        state.exit_hook = atexit(at_exit) == 0;
+    if (!state.fork_hooks)
+        state.fork_hooks = pthread_atfork(before_fork, after_fork_parent, after_fork_child) == 0;
+    if (!state.wake_ready || !state.exit_hook || !state.fork_hooks || state.publisher_running || state.closing)
+        return;
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    state.publisher_running = pthread_create(&state.publisher, NULL, publisher, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+}
+
+void ug_registry_changed(void) { atomic_store_explicit(&dirty, true, memory_order_relaxed); }
 
 void ug_registry_add(ug_device *device)
 {
     pthread_mutex_lock(&state.lock);
     if (state.count < MAX_DEVICES)
         state.devices[state.count++] = device;
+    start_publisher(); /* listed from its pool's first change */
     pthread_mutex_unlock(&state.lock);
 }
 
@@ -175,10 +228,18 @@ void ug_registry_remove(ug_device *device)
     for (int i = 0; i < state.count; i++)
         if (state.devices[i] == device) {
             state.devices[i] = state.devices[--state.count];
-            atomic_store(&dirty, true);
             publish(); /* a closed device leaves the file at once */
             break;
         }
+    pthread_mutex_unlock(&state.lock);
+}
+
+/* This process's own figures, current for its own samples. */
+static void publish_own_changes(void)
+{
+    pthread_mutex_lock(&state.lock);
+    if (atomic_load_explicit(&dirty, memory_order_relaxed) && state.count)
+        publish();
     pthread_mutex_unlock(&state.lock);
 }
 
@@ -229,7 +290,7 @@ void ug_registry_processes(const char *id, ug_device_sample *s)
     s->process_count = 0;
     if (!ug_registry_dir(dir, sizeof dir, why, sizeof why))
         return;
-    ug_registry_wait_done(); /* this process's own figures, current */
+    publish_own_changes();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         size_t n = strlen(e->d_name);

@@ -2,7 +2,6 @@
 #include "core/runtime/dispatch.h"
 
 #include "base/fault.h"
-#include "core/monitor/registry.h"
 #include "core/profile/hooks.h"
 
 /* Runs call with the calling thread's current side stream bound in the
@@ -166,7 +165,6 @@ ug_status ug_call_synchronize(ug_device *device, const char *what)
                                                     : device->backend->synchronize(device->bdev);
     if (started)
         ug_profile_wait(device, what, started);
-    ug_registry_wait_done(); /* pool figures noted too soon before, published now */
     return on_device(st, what, "on", device);
 }
 

@@ -231,8 +231,7 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
     pthread_mutex_unlock(&pool->lock);
     if (st == UG_OK && ug_profiling())
         ug_profile_memory(device, &seen);
-    if (st == UG_OK)
-        ug_registry_changed();
+    ug_registry_changed(); /* a refused request may have released the cache */
 
     if (st != UG_OK) {
         free(storage);
@@ -342,6 +341,7 @@ ug_status ug_memory_reset_peak(ug_device *device)
     pthread_mutex_lock(&device->pool->lock);
     device->pool->stats.peak_bytes_in_use = device->pool->stats.bytes_in_use;
     pthread_mutex_unlock(&device->pool->lock);
+    ug_registry_changed();
     return UG_OK;
 }
 
@@ -351,6 +351,7 @@ ug_status ug_memory_release_cache(ug_device *device)
     pthread_mutex_lock(&device->pool->lock);
     release_cache_locked(device, device->pool);
     pthread_mutex_unlock(&device->pool->lock);
+    ug_registry_changed();
     return UG_OK;
 }
 

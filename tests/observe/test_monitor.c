@@ -4,7 +4,8 @@
  * worked out by hand from the files; missing figures NaN with a reason,
  * impossible ones (infinite, 10^297 degrees) missing too; the pool
  * registry (this process listed, a dead one's file removed, a FIFO passed
- * over unopened). */
+ * over unopened); the memory total of a device on the host's processor as
+ * the device reports it. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep, mkfifo, setenv */
 #include <math.h>
 #include <signal.h>
@@ -249,6 +250,33 @@ static void test_registry(ug_device *dev)
     ug_device_close(cpu);
 }
 
+/* A device on the host's processor (the CPU, POCL's OpenCL device): the
+ * sample's memory total is the size the device reports, as ug-devices
+ * lists it and as a pool holds to. The old sample gave POCL's device the
+ * host's whole memory (23.5 GiB against the 7.1 it reports), and its
+ * used was the host's, which may pass that. */
+static void test_host_device_totals(ug_device *dev)
+{
+    (void)dev;
+    int checked = 0;
+    for (int i = 0; i < ug_device_count(); i++) {
+        ug_device_info info;
+        ug_device_sample s;
+        REQUIRE_OK(ug_device_info_at(i, &info));
+        if (info.is_gpu)
+            continue; /* the driver's figure: see the README */
+        REQUIRE_OK(ug_device_sample_at(i, &s));
+        CHECK_MSG(s.memory_total.value == (double)info.global_memory,
+                  "%s: the sample's total %.0f, the device's %llu (%s)", info.id, s.memory_total.value,
+                  (unsigned long long)info.global_memory, s.memory_total.why);
+        if (strcmp(info.id, "cpu") != 0)
+            CHECK_MSG(isnan(s.memory_used.value) && strstr(s.memory_used.why, "the host's"),
+                      "%s: memory used %g (%s)", info.id, s.memory_used.value, s.memory_used.why);
+        checked++;
+    }
+    CHECK(checked >= 1); /* the CPU at least */
+}
+
 /* Files that give numbers no device can have: an infinite memory size
  * (10^308 kB), clocks that sum to infinity, 10^297 degrees. Each figure is
  * missing with the value in its reason, never inf (which ug-smi --json
@@ -363,6 +391,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(nvml),
         TH_HOST_TEST(host),
         TH_HOST_TEST(registry),
+        TH_HOST_TEST(host_device_totals),
         TH_HOST_TEST(impossible_figures),
         TH_HOST_TEST(registry_refuses_odd_files),
     };

@@ -5,12 +5,16 @@
 # missing figure is null with a reason. With "nvml" (run with the emulated
 # CUDA device and UG_NVML_LIBRARY set to the fake NVML), cuda:0 shows the
 # fake's figures.
-# Usage: ug_smi.sh UG_SMI UG_TRAIN [nvml]
+# Given ug-devices and pool_steps (pool_steps.c) too: the memory total of
+# cpu and opencl:0 is ug-devices' (the size the device reports, which a
+# pool holds to), and a live process's pool figures, changed in a burst and
+# then left alone, reach ug-smi within a second, growing and shrinking.
+# Usage: ug_smi.sh UG_SMI UG_TRAIN [nvml | UG_DEVICES POOL_STEPS]
 set -u
-smi=$1 train=$2 mode=${3:-}
+smi=$1 train=$2 mode=${3:-} steps=${4:-}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ug-smi.XXXXXX")
-trap '[ $pid -gt 0 ] && kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
-pid=0
+trap '[ $pid -gt 0 ] && kill -9 $pid 2>/dev/null; [ $steps_pid -gt 0 ] && kill -9 $steps_pid 2>/dev/null; rm -rf "$dir"' EXIT
+pid=0 steps_pid=0
 failed=0
 fail() { echo "FAIL $*"; failed=1; }
 
@@ -104,6 +108,72 @@ wait $pid 2>/dev/null
 "$smi" > "$dir/smi.txt" || fail "ug-smi"
 cat "$dir/smi.txt"
 grep -q "^cpu " "$dir/smi.txt" || fail "the table has no cpu row"
+if [ -n "$steps" ]; then
+    devices=$mode
+    # One meaning of a device's memory total in both tools: the size the
+    # device reports (POCL's, which it does not enforce, is what a pool
+    # holds to). The old ug-smi gave POCL's device the host's memory.
+    "$devices" --json --no-self-test > "$dir/devices.json" || fail "ug-devices --json --no-self-test"
+    "$smi" --json > "$dir/smi.json" || fail "ug-smi --json"
+    python3 - "$dir/devices.json" "$dir/smi.json" <<'PY' || fail "ug-smi's memory totals against ug-devices'"
+import json, sys
+listed = {d["id"]: d["global_memory"] for d in json.load(open(sys.argv[1]))["devices"]}
+sampled = {d["id"]: d for d in json.load(open(sys.argv[2]))["devices"]}
+checked = [i for i in ("cpu", "opencl:0") if i in listed]
+assert "cpu" in checked and set(checked) <= set(sampled), (checked, list(sampled))
+for i in checked:
+    total = sampled[i]["memory_total_bytes"]
+    assert total == listed[i], "%s: ug-smi's memory total is %s bytes, ug-devices' %d" % (i, total, listed[i])
+print("ok memory totals as ug-devices':", ", ".join("%s %.2f GiB" % (i, listed[i] / 2**30) for i in checked))
+PY
+
+    # A pool that changes in a burst and is then left alone, growing
+    # (1 MiB and 8 MiB, whole size classes) and then shrinking (both freed
+    # to the cache): a second after each step ug-smi shows the figures
+    # the process's own pool gives. The old registry showed the burst's
+    # first change for ever.
+    trap '' PIPE # a pool_steps that died: a failed write, said below, not the end of this script
+    mkfifo "$dir/steps.in"
+    "$steps" cpu 1048576 8388608 < "$dir/steps.in" > "$dir/steps.out" 2> "$dir/steps.err" &
+    steps_pid=$!
+    exec 3> "$dir/steps.in"
+    for step in 1 2; do
+        echo go >&3
+        for _ in $(seq 1 300); do
+            [ "$(wc -l < "$dir/steps.out")" -ge $step ] && break
+            kill -0 $steps_pid 2>/dev/null || break
+            sleep 0.1
+        done
+        figures=$(sed -n "${step}p" "$dir/steps.out")
+        [ -n "$figures" ] || { fail "pool_steps gave no figures for step $step: $(cat "$dir/steps.err")"; break; }
+        sleep 1 # the bound: a second after the pool's last change
+        "$smi" --json --device cpu > "$dir/smi.json" || { fail "ug-smi --json --device cpu"; break; }
+        python3 - "$dir/smi.json" $steps_pid $step $figures <<'PY' || fail "ug-smi's figures a second after step $step"
+import json, sys
+path, pid, step, _, in_use, _, cached = sys.argv[1:8]
+pool = (int(in_use), int(cached))
+burst = 9 * 2**20
+# The pool's own figures, worked by hand: the burst's blocks in use, then cached.
+assert pool[0] >= burst if step == "1" else pool[1] >= burst, "pool_steps' pool after step %s: %s" % (step, pool)
+cpu = json.load(open(path))["devices"][0]
+mine = [p for p in cpu["processes"] if p["pid"] == int(pid)]
+assert mine, "pool_steps (pid %s) is not listed: %s" % (pid, cpu["processes"])
+shown = (mine[0]["bytes_in_use"], mine[0]["bytes_cached"])
+assert shown == pool, "a second after step %s ug-smi shows %d bytes in use and %d cached; the pool holds %d and %d" % (
+    step, *shown, *pool)
+print("ok a second after step %s ug-smi shows the pool's %.1f MiB in use, %.1f MiB cached" % (
+    step, shown[0] / 2**20, shown[1] / 2**20))
+PY
+    done
+    exec 3>&- # the end of its input: pool_steps exits, and its file goes
+    wait $steps_pid
+    rc=$?
+    [ $rc -eq 0 ] || fail "pool_steps exited $rc: $(cat "$dir/steps.err")"
+    "$smi" --json --device cpu > "$dir/smi.json" || fail "ug-smi --json after pool_steps exited"
+    ! grep -q "\"pid\":$steps_pid," "$dir/smi.json" || fail "pool_steps (pid $steps_pid) is listed after its exit"
+    steps_pid=0
+fi
+
 "$smi" --watch 0 > /dev/null 2>&1 && fail "--watch 0 was accepted"
 "$smi" --device nosuch > /dev/null 2>&1 && fail "an unknown device was accepted"
 exit $failed
