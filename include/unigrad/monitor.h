@@ -39,8 +39,10 @@ typedef struct ug_device_sample {
     char name[128];
     char source[48];                   /* "NVML", "amdgpu sysfs", "/proc and /sys" */
     ug_sample_figure utilization;      /* percent busy since the previous sample (first: over 0.1 s) */
-    ug_sample_figure memory_used;      /* bytes (the CPU: the system's memory in use) */
-    ug_sample_figure memory_total;     /* bytes */
+    ug_sample_figure memory_used;      /* bytes (the CPU: the system's memory in use; POCL's
+                                        * device: not given, its memory being the host's) */
+    ug_sample_figure memory_total;     /* bytes: the size the device reports (ug-devices'
+                                        * MEMORY, a pool's default limit); a GPU's driver's */
     ug_sample_figure temperature;      /* degrees Celsius */
     ug_sample_figure power;            /* watts */
     ug_sample_figure clock;            /* MHz: the cores' (GPU: graphics clock) */
