@@ -10,8 +10,12 @@
  *
  * DATA_DIR holds Fashion-MNIST's gzipped IDX files (Debian's
  * dataset-fashion-mnist by default); UG_DEVICE picks the device (cpu,
- * opencl:0, hip:0, cuda:0; the best one found by default). */
+ * opencl:0, hip:0, cuda:0; the best one found by default). An epoch can
+ * take minutes on a CPU: a line after the first step and every 10 s
+ * says how far it is. */
+#include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <unigrad/unigrad.h>
@@ -43,12 +47,40 @@ static ug_status cnn(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_train
     return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
 }
 
-/* After each epoch (user: the output). */
+/* Where the callbacks write, and when a step was last shown. */
+typedef struct progress {
+    FILE *out;
+    ug_trainer *trainer;  /* set once created: its loss is read when shown */
+    time_t last;
+} progress;
+
+/* After each batch: a line after the run's first step and every 10 s. The
+ * trainer reads the loss only now and then (it waits for the device), so
+ * it is read here when shown. */
+static ug_status show_step(const ug_trainer_step *s, void *user)
+{
+    progress *p = user;
+    const time_t now = time(NULL);
+    if (s->global_batch > 1 && difftime(now, p->last) < 10.0)
+        return UG_OK;
+    p->last = now;
+    float loss = s->loss;
+    ug_status st = isnan(loss) ? ug_trainer_last_loss(p->trainer, &loss) : UG_OK;
+    if (st != UG_OK)
+        return st;
+    fprintf(p->out, "epoch %lld step %lld/%lld: loss %.4f, %.0f samples/s\n", (long long)s->epoch + 1,
+            (long long)s->batch + 1, (long long)s->batches, (double)loss, s->samples_per_second);
+    return fflush(p->out) == 0 ? UG_OK : UG_ERR_IO;
+}
+
+/* After each epoch. */
 static ug_status show_epoch(const ug_trainer_epoch *e, void *user)
 {
-    fprintf(user, "epoch %lld: train loss %.4f, validation loss %.4f (accuracy %.2f%%)%s\n", (long long)e->epoch + 1,
-            e->train.loss, e->validation.loss, 100.0 * e->validation.accuracy, e->best ? ", the best so far" : "");
-    return fflush(user) == 0 ? UG_OK : UG_ERR_IO;
+    progress *p = user;
+    fprintf(p->out, "epoch %lld: train loss %.4f, validation loss %.4f (accuracy %.2f%%)%s\n",
+            (long long)e->epoch + 1, e->train.loss, e->validation.loss, 100.0 * e->validation.accuracy,
+            e->best ? ", the best so far" : "");
+    return fflush(p->out) == 0 ? UG_OK : UG_ERR_IO;
 }
 
 int main(int argc, char **argv)
@@ -67,8 +99,10 @@ int main(int argc, char **argv)
     c.patience = 2;
     c.checkpoint = checkpoint;
     c.resume = access(checkpoint, R_OK) == 0 ? checkpoint : NULL;
+    progress shown = {.out = stdout};
+    c.on_step = show_step;
     c.on_epoch = show_epoch;
-    c.user = stdout;
+    c.user = &shown;
     /* Pixels standardised as torchvision's Normalize((0.2860,), (0.3530,)). */
     const float scale = 1.0f / (255.0f * 0.3530f), shift = -0.2860f / 0.3530f;
     ug_dataset *train = NULL, *test = NULL;
@@ -79,6 +113,7 @@ int main(int argc, char **argv)
     if (st == UG_OK) st = ug_dataset_from_idx(files[2], files[3], scale, shift, &test);
     if (st == UG_OK) st = ug_device_open(NULL, &device);
     if (st == UG_OK) st = ug_trainer_create(device, train, NULL, cnn, NULL, &c, &trainer);
+    shown.trainer = trainer;
     if (st == UG_OK) st = ug_trainer_fit(trainer);
     if (st == UG_OK && (st = ug_trainer_evaluate(trainer, test, &m)) == UG_OK)
         printf("test loss %.4f, accuracy %.2f%%\n", m.loss, 100.0 * m.accuracy);

@@ -10,11 +10,15 @@
  * unless the validation MSE ends below 10% of the targets' variance (the
  * error of always predicting their mean), so it checks itself.
  *
- *   regression [--device NAME] [--epochs N] */
+ *   regression [--device NAME] [--epochs N]
+ *
+ * A line after the first step and every 10 s shows the progress within an
+ * epoch, for a slow device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <unigrad/unigrad.h>
 
@@ -76,6 +80,24 @@ static ug_status mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_train
     return st;
 }
 
+/* After each batch (user: the trainer, *trainer once created): a line
+ * after the run's first step and every 10 s, with the loss read then (the
+ * trainer reads it only now and then: a wait for the device). */
+static ug_status show_step(const ug_trainer_step *s, void *user)
+{
+    static time_t last;
+    const time_t now = time(NULL);
+    if (s->global_batch > 1 && difftime(now, last) < 10.0)
+        return UG_OK;
+    last = now;
+    float loss = s->loss;
+    ug_status st = isnan(loss) ? ug_trainer_last_loss(*(ug_trainer **)user, &loss) : UG_OK;
+    if (st == UG_OK)
+        printf("epoch %2lld step %lld/%lld: train MSE %.5f, %.0f samples/s\n", (long long)s->epoch + 1,
+               (long long)s->batch + 1, (long long)s->batches, (double)loss, s->samples_per_second);
+    return st;
+}
+
 static ug_status show_epoch(const ug_trainer_epoch *e, void *user)
 {
     (void)user;
@@ -121,7 +143,9 @@ int main(int argc, char **argv)
     ug_device *dev = NULL;
     ug_trainer *trainer = NULL;
     c.optimizer.lr = 3e-3f;
+    c.on_step = show_step;
     c.on_epoch = show_epoch;
+    c.user = &trainer;
     if (st == UG_OK) st = ug_device_open(device_name, &dev);
     if (st == UG_OK) st = ug_trainer_create(dev, train, val, mlp, NULL, &c, &trainer);
     if (st == UG_OK)

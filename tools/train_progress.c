@@ -1,9 +1,10 @@
 /* ug-train's progress display: a line redrawn in place on a terminal,
- * fitted to its width; plain lines elsewhere. */
+ * fitted to its width; plain lines elsewhere (train_progress.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "train_progress.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -28,9 +29,27 @@ static int terminal_width(void)
     return 80;
 }
 
+/* Whether stdout is a terminal a person watches: not under mpirun, whose
+ * ranks write to pseudo-terminals of its own whatever its output is. */
+static bool on_terminal(void)
+{
+    /* Open MPI's and MPICH's (Hydra's) launchers say so to each rank. */
+    static const char *const launched[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof launched / sizeof launched[0]; i++)
+        if (getenv(launched[i]))
+            return false;
+    return isatty(STDOUT_FILENO);
+}
+
 void progress_init(train_progress *p, bool quiet)
 {
-    *p = (train_progress){.mode = quiet ? PROGRESS_OFF : isatty(STDOUT_FILENO) ? PROGRESS_LIVE : PROGRESS_LINES};
+    *p = (train_progress){.mode = quiet ? PROGRESS_OFF : on_terminal() ? PROGRESS_LIVE : PROGRESS_LINES};
+}
+
+void progress_set_global(train_progress *p, int64_t batch, int64_t epoch_samples)
+{
+    p->batch = batch > 0 && epoch_samples > 0 ? batch : 0;
+    p->epoch_samples = epoch_samples;
 }
 
 void progress_start_epoch(train_progress *p, int epoch, int epochs, int64_t steps)
@@ -38,18 +57,17 @@ void progress_start_epoch(train_progress *p, int epoch, int epochs, int64_t step
     p->epoch = epoch;
     p->epochs = epochs;
     p->steps = steps;
-    p->start = p->last_draw = progress_clock();
-    p->last_line = 0;
+    p->start = p->last_draw = p->last_line = progress_clock();
 }
 
-static bool line_due(const train_progress *p, int64_t step) { return step - p->last_line >= p->steps / 4; }
+static bool line_due(const train_progress *p) { return progress_clock() - p->last_line >= PROGRESS_LINE_SECONDS; }
 
 bool progress_due(const train_progress *p, int64_t step)
 {
     if (step >= p->steps)
         return false;
     switch (p->mode) {
-    case PROGRESS_LINES: return line_due(p, step);
+    case PROGRESS_LINES: return line_due(p);
     case PROGRESS_LIVE: return progress_clock() - p->last_draw > 0.25;
     default: return false;
     }
@@ -123,6 +141,8 @@ size_t progress_compose(char *buf, size_t len, int width, int epoch, int epochs,
 static void measure(const train_progress *p, int64_t step, int64_t samples, double *elapsed, double *rate,
                     double *left)
 {
+    if (p->batch) /* every replica's, not this one's part */
+        samples = step * p->batch < p->epoch_samples ? step * p->batch : p->epoch_samples;
     *elapsed = progress_clock() - p->start;
     *rate = *elapsed > 0 ? (double)samples / *elapsed : 0.0;
     *left = step > 0 ? *elapsed * (double)(p->steps - step) / (double)step : 0.0;
@@ -150,7 +170,7 @@ static void plain_line(train_progress *p, int64_t step, int64_t samples, float l
     leave_line(p, width); /* the terminal got too narrow for the live line */
     printf("epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s %.0fs left\n", p->epoch, p->epochs,
            (long long)step, (long long)p->steps, (double)loss, rate, left);
-    p->last_line = step;
+    p->last_line = progress_clock();
 }
 
 static void live_line(train_progress *p, int64_t step, int64_t samples, float loss, int width, bool final)
@@ -176,7 +196,7 @@ void progress_show(train_progress *p, int64_t step, int64_t samples, float loss)
     int width = p->mode == PROGRESS_LIVE ? terminal_width() : 0;
     if (width >= PROGRESS_MIN_WIDTH)
         live_line(p, step, samples, loss, width, false);
-    else if (line_due(p, step))
+    else if (line_due(p))
         plain_line(p, step, samples, loss, width);
     p->last_draw = progress_clock();
     fflush(stdout);

@@ -1,7 +1,12 @@
 /* ug-train's progress display. On a terminal one line is redrawn in place,
  * made to fit its width (asked again at each redraw); elsewhere (a file, a
- * pipe) or on a terminal under PROGRESS_MIN_WIDTH columns, a few plain
- * lines per epoch. */
+ * pipe, a rank of mpirun, whose output mpirun passes through a
+ * pseudo-terminal of its own into wherever its own goes) or on a terminal
+ * under PROGRESS_MIN_WIDTH columns, plain lines: one every
+ * PROGRESS_LINE_SECONDS and one at each epoch's end.
+ *
+ * samples/s counts the run's samples, every replica's in a data-parallel
+ * run (progress_set_global), as the epoch's line does. */
 #ifndef UG_TOOLS_TRAIN_PROGRESS_H
 #define UG_TOOLS_TRAIN_PROGRESS_H
 
@@ -9,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { PROGRESS_MIN_WIDTH = 40 };
+enum { PROGRESS_MIN_WIDTH = 40, PROGRESS_LINE_SECONDS = 30 };
 
 typedef enum progress_mode { PROGRESS_OFF, PROGRESS_LINES, PROGRESS_LIVE } progress_mode;
 
@@ -19,7 +24,9 @@ typedef struct train_progress {
     int64_t steps;          /* batches in the epoch */
     double start;           /* the epoch's, in progress_clock seconds */
     double last_draw;
-    int64_t last_line;      /* the step of the last plain line */
+    double last_line;       /* when the last plain line was printed (or the epoch started) */
+    int64_t batch;          /* the run's batch, every replica's part of it; 0: count the samples given */
+    int64_t epoch_samples;  /* the epoch's samples, every replica's */
     bool open;              /* a live line is on screen, not yet ended */
     int open_length;        /* its columns */
 } train_progress;
@@ -27,12 +34,17 @@ typedef struct train_progress {
 /* Monotonic seconds. */
 double progress_clock(void);
 
-/* Off when quiet; live when stdout is a terminal, else plain lines. */
+/* Off when quiet; live when stdout is a terminal (not mpirun's), else
+ * plain lines. */
 void progress_init(train_progress *p, bool quiet);
+/* A data-parallel run: samples/s counts the run's samples, step x batch
+ * (the global batch) up to epoch_samples, not the samples given to
+ * progress_show (this replica's part). */
+void progress_set_global(train_progress *p, int64_t batch, int64_t epoch_samples);
 void progress_start_epoch(train_progress *p, int epoch, int epochs, int64_t steps);
 /* Whether progress_show should be called after this step: about 4 times a
- * second live, every quarter epoch in lines (the caller then reads the
- * loss, which waits for the device). Never for the epoch's last step,
+ * second live, every PROGRESS_LINE_SECONDS in lines (the caller then reads
+ * the loss, which waits for the device). Never for the epoch's last step,
  * which progress_end_epoch shows. */
 bool progress_due(const train_progress *p, int64_t step);
 void progress_show(train_progress *p, int64_t step, int64_t samples, float loss);

@@ -126,7 +126,7 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
         plot(r);
     if (r->tensorboard) {
         TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_loss", e->global_batch, test.loss));
-        TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_accuracy", e->global_batch, test.accuracy));
+        TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_accuracy", e->global_batch, 100.0 * test.accuracy));
         TRY(ug_tensorboard_on_epoch(e, r->tensorboard));
     }
     fflush(stdout);
@@ -362,6 +362,8 @@ int main(int argc, char **argv)
                    (long long)r.o.batch);
         }
         progress_init(&r.bar, r.o.quiet);
+        if (r.comm) /* samples/s counts every replica's samples, as the epoch's line */
+            progress_set_global(&r.bar, ug_trainer_batch_size(r.trainer), ug_dataset_count(r.data.train));
         shown = &r;
         train_catch_interrupts();
         rc = finish(&r, ug_trainer_fit(r.trainer));

@@ -165,6 +165,13 @@ void ocl_drain_at_exit(void);
 /* streams.c: the queue entries go to on the calling thread (the bound side
  * stream's, else the default), queue creation and the stream entries. */
 ocl_queue *ocl_current(ug_bdev *dev);
+/* A transfer's queue (the calling thread's, as ocl_current's) and, where a
+ * timing event just opened a bracket on it, *own_event: where the transfer's
+ * own event goes, for the bracket's time (see streams.c); else NULL. */
+cl_command_queue ocl_transfer_queue(ug_bdev *dev, cl_event **own_event);
+/* An enqueue not through ocl_current (pinned memory's maps): the thread's
+ * bracket is no transfer's alone. */
+void ocl_not_bracketed(void);
 ug_status ocl_queue_open(ug_bdev *dev, ocl_queue *q);
 void ocl_queue_close(ocl_queue *q);
 /* Finishes every queue of the device (exit, close). */

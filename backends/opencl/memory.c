@@ -49,8 +49,10 @@ ug_status ocl_write(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const voi
 {
     if (bytes == 0)
         return UG_OK;
-    cl_int err = clEnqueueWriteBuffer(ocl_current(dev)->queue, (cl_mem)dst, blocking ? CL_TRUE : CL_FALSE,
-                                      dst_offset_bytes, bytes, src, 0, NULL, NULL);
+    cl_event *own_event = NULL; /* asked for where a bracket times it (streams.c) */
+    cl_command_queue queue = ocl_transfer_queue(dev, &own_event);
+    cl_int err = clEnqueueWriteBuffer(queue, (cl_mem)dst, blocking ? CL_TRUE : CL_FALSE, dst_offset_bytes, bytes,
+                                      src, 0, NULL, own_event);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueWriteBuffer", err);
     return UG_OK;
@@ -61,8 +63,10 @@ ug_status ocl_read(ug_bdev *dev, void *dst, ug_mem src, size_t src_offset_bytes,
 {
     if (bytes == 0)
         return UG_OK;
-    cl_int err = clEnqueueReadBuffer(ocl_current(dev)->queue, (cl_mem)src, blocking ? CL_TRUE : CL_FALSE,
-                                     src_offset_bytes, bytes, dst, 0, NULL, NULL);
+    cl_event *own_event = NULL;
+    cl_command_queue queue = ocl_transfer_queue(dev, &own_event);
+    cl_int err = clEnqueueReadBuffer(queue, (cl_mem)src, blocking ? CL_TRUE : CL_FALSE, src_offset_bytes, bytes,
+                                     dst, 0, NULL, own_event);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer", err);
     return UG_OK;
@@ -73,8 +77,10 @@ ug_status ocl_copy(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src
 {
     if (bytes == 0 || (dst == src && dst_offset_bytes == src_offset_bytes))
         return UG_OK;
-    cl_int err = clEnqueueCopyBuffer(ocl_current(dev)->queue, (cl_mem)src, (cl_mem)dst, src_offset_bytes,
-                                     dst_offset_bytes, bytes, 0, NULL, NULL);
+    cl_event *own_event = NULL;
+    cl_command_queue queue = ocl_transfer_queue(dev, &own_event);
+    cl_int err = clEnqueueCopyBuffer(queue, (cl_mem)src, (cl_mem)dst, src_offset_bytes, dst_offset_bytes, bytes, 0,
+                                     NULL, own_event);
     if (err != CL_SUCCESS)
         return ocl_fail(ocl_status_of(err), "clEnqueueCopyBuffer", err);
     return UG_OK;
@@ -97,6 +103,7 @@ void *ocl_host_alloc(ug_bdev *dev, size_t bytes)
                             "%d %s", bytes, (int)err, ocl_error_name(err));
         return NULL;
     }
+    ocl_not_bracketed(); /* the map is queued: a transfer after it is not alone in a bracket */
     void *ptr = clEnqueueMapBuffer(dev->main.queue, mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
                                    0, NULL, NULL, &err);
     if (!ptr) {
@@ -129,6 +136,7 @@ static void unpin(ug_bdev *dev, ocl_pin pin)
 {
     /* The unmap is queued after any transfer still reading the memory, and
      * the release waits for the unmap. */
+    ocl_not_bracketed();
     clEnqueueUnmapMemObject(dev->main.queue, pin.mem, pin.ptr, 0, NULL, NULL);
     clReleaseMemObject(pin.mem);
 }

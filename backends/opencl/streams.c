@@ -4,19 +4,75 @@
  * reduction scratch; entries go to the queue bound on the calling thread
  * (thread-local), else to the default one. An event is a marker enqueued
  * on the stream's queue; a timing event is a 4-byte fill there instead,
- * whose end the queue's profiling times (see ocl_queue). */
+ * whose end the queue's profiling times (see ocl_queue).
+ *
+ * Transfers between two timing events. Threads share a queue (a data
+ * loader uploads on the default stream while the main thread launches),
+ * so between a thread's timing event, its transfer and its next timing
+ * event another thread's kernels can be queued: a blocking upload waits
+ * for the step queued before it, and the kernels queued while it waits
+ * run before the fill after it. The fills' times would then make the
+ * transfer's time the queue's. So a thread's bracket, a timing event,
+ * exactly one transfer and a timing event, all on one queue with nothing
+ * else of the thread's between, is timed by the transfer's own event
+ * (CL_PROFILING_COMMAND_START..END): the closing event stamps the
+ * transfer's end, and the elapsed time from the opening one is the
+ * transfer's own. The time it waited in the queue before its start is
+ * not its time (the profiler shows it as a wait). The transfer's event is
+ * asked for only inside an open bracket, so unprofiled transfers cost
+ * nothing more. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "backends/opencl/internal.h"
 
 struct ug_bevent {
     bool timing;
-    cl_event marker; /* NULL until recorded; a timing event's fill */
+    cl_event marker;     /* NULL until recorded; a timing event's fill */
+    uint64_t record;     /* this record's number (process-wide), 0 before the first */
+    cl_event transfer;   /* a timing event closing a bracket: its transfer's event, else NULL */
+    uint64_t opened_by;  /* then: the record number of the event that opened it */
 };
 
 static _Thread_local ug_bstream *bound;
+static atomic_uint_fast64_t records;
 
-ocl_queue *ocl_current(ug_bdev *dev) { return bound ? &bound->q : &dev->main; }
+/* The calling thread's open bracket: its last timing event's record and
+ * queue, and the transfer queued since (the thread's own reference). */
+static _Thread_local struct bracket {
+    uint64_t opened;     /* 0: none open */
+    cl_command_queue queue;
+    cl_event transfer;
+    int transfers;
+} bracket;
+
+/* Something other than one transfer followed the thread's timing event:
+ * the bracket is not a transfer's. */
+static void drop_bracket(void)
+{
+    if (bracket.transfer)
+        clReleaseEvent(bracket.transfer);
+    bracket = (struct bracket){0};
+}
+
+ocl_queue *ocl_current(ug_bdev *dev)
+{
+    drop_bracket(); /* every enqueue but a transfer's comes through here */
+    return bound ? &bound->q : &dev->main;
+}
+
+void ocl_not_bracketed(void) { drop_bracket(); }
+
+cl_command_queue ocl_transfer_queue(ug_bdev *dev, cl_event **own_event)
+{
+    cl_command_queue queue = bound ? bound->q.queue : dev->main.queue;
+    *own_event = NULL;
+    if (bracket.opened && bracket.queue == queue && bracket.transfers++ == 0)
+        *own_event = &bracket.transfer;
+    else
+        drop_bracket();
+    return queue;
+}
 
 static ocl_queue *queue_of(ug_bdev *dev, ug_bstream *stream) { return stream ? &stream->q : &dev->main; }
 
@@ -139,7 +195,10 @@ static void forget(ug_bevent *e)
 {
     if (e->marker)
         clReleaseEvent(e->marker);
-    e->marker = NULL;
+    if (e->transfer)
+        clReleaseEvent(e->transfer);
+    e->marker = e->transfer = NULL;
+    e->opened_by = 0;
 }
 
 void ocl_event_destroy(ug_bdev *dev, ug_bevent *e)
@@ -165,6 +224,15 @@ static ug_status stamp_target_of(ug_bdev *dev, ocl_queue *q, cl_mem *out)
 ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
 {
     ocl_queue *q = queue_of(dev, stream);
+    /* Closing a bracket of one transfer: it takes the transfer's event. */
+    cl_event transfer = NULL;
+    uint64_t opened_by = 0;
+    if (e->timing && bracket.opened && bracket.queue == q->queue && bracket.transfers == 1 && bracket.transfer) {
+        transfer = bracket.transfer;
+        opened_by = bracket.opened;
+        bracket.transfer = NULL;
+    }
+    drop_bracket();
     cl_event marker = NULL;
     cl_int err;
     const char *call;
@@ -178,16 +246,25 @@ ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
         err = clEnqueueMarkerWithWaitList(q->queue, 0, NULL, &marker);
         call = "clEnqueueMarkerWithWaitList";
     }
-    if (err != CL_SUCCESS)
+    if (err != CL_SUCCESS) {
+        if (transfer)
+            clReleaseEvent(transfer);
         return ocl_fail(ocl_status_of(err), call, err);
+    }
     clFlush(q->queue); /* so the event completes without a later wait */
     forget(e);
     e->marker = marker;
+    e->transfer = transfer;
+    e->opened_by = opened_by;
+    e->record = atomic_fetch_add(&records, 1) + 1;
+    if (e->timing) /* it opens the thread's next bracket */
+        bracket = (struct bracket){.opened = e->record, .queue = q->queue};
     return UG_OK;
 }
 
 ug_status ocl_event_wait(ug_bdev *dev, ug_bstream *stream, ug_bevent *e)
 {
+    drop_bracket(); /* a barrier is queued, or the thread went on to other work */
     if (!e->marker)
         return UG_OK;
     cl_int err = clEnqueueBarrierWithWaitList(queue_of(dev, stream)->queue, 1, &e->marker, NULL);
@@ -219,12 +296,21 @@ ug_status ocl_event_synchronize(ug_bdev *dev, ug_bevent *e)
     return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clWaitForEvents", err);
 }
 
+/* A completed command's CL_PROFILING_COMMAND_START or _END (a bracket's
+ * transfer has completed when the fill queued after it has). */
+static ug_status command_time(cl_event command, cl_profiling_info which, cl_ulong *ns)
+{
+    cl_int err = clGetEventProfilingInfo(command, which, sizeof *ns, ns, NULL);
+    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clGetEventProfilingInfo", err);
+}
+
+/* A timing event's time: the end of its fill, or of the transfer whose
+ * bracket it closes. */
 static ug_status stamp_time(const ug_bevent *e, cl_ulong *ns)
 {
     if (!e->timing || !e->marker)
         return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT, "OpenCL: the event is not a recorded timing event");
-    cl_int err = clGetEventProfilingInfo(e->marker, CL_PROFILING_COMMAND_END, sizeof *ns, ns, NULL);
-    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clGetEventProfilingInfo", err);
+    return command_time(e->transfer ? e->transfer : e->marker, CL_PROFILING_COMMAND_END, ns);
 }
 
 ug_status ocl_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
@@ -240,6 +326,9 @@ ug_status ocl_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, int6
     cl_ulong t0 = 0, t1 = 0;
     UG_BACKEND_TRY(stamp_time(start, &t0));
     UG_BACKEND_TRY(stamp_time(end, &t1));
+    /* The bracket start opened and end closed: its transfer's own time. */
+    if (end->transfer && end->opened_by == start->record)
+        UG_BACKEND_TRY(command_time(end->transfer, CL_PROFILING_COMMAND_START, &t0));
     *ns = (int64_t)(t1 - t0);
     return UG_OK;
 }

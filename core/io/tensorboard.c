@@ -273,13 +273,14 @@ ug_status ug_tensorboard_on_epoch(const ug_trainer_epoch *e, void *user)
     if (!e || !tb)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_tensorboard_on_epoch: %s is NULL", e ? "the writer" : "epoch");
     const int64_t step = e->global_batch;
+    /* Accuracies in percent, as ug-train's CSV log and lines give them. */
     UG_TRY(ug_tensorboard_scalar(tb, "epoch/train_loss", step, e->train.loss));
     if (!isnan(e->train.accuracy))
-        UG_TRY(ug_tensorboard_scalar(tb, "epoch/train_accuracy", step, e->train.accuracy));
+        UG_TRY(ug_tensorboard_scalar(tb, "epoch/train_accuracy", step, 100.0 * e->train.accuracy));
     if (e->validation.samples) {
         UG_TRY(ug_tensorboard_scalar(tb, "epoch/val_loss", step, e->validation.loss));
         if (!isnan(e->validation.accuracy))
-            UG_TRY(ug_tensorboard_scalar(tb, "epoch/val_accuracy", step, e->validation.accuracy));
+            UG_TRY(ug_tensorboard_scalar(tb, "epoch/val_accuracy", step, 100.0 * e->validation.accuracy));
     }
     UG_TRY(ug_tensorboard_scalar(tb, "epoch/lr", step, e->lr));
     UG_TRY(ug_tensorboard_scalar(tb, "epoch/samples_per_s", step, e->samples_per_second));

@@ -104,6 +104,12 @@ static void describe(profile_device *pd)
     snprintf(pd->description, sizeof pd->description, "%s: %s", info->id, info->name);
 }
 
+/* A device just registered (by device_index) on this thread, whose pool's
+ * counters sample_registered records once the recorder's lock is let go:
+ * the pool waits for fences under its own lock, and the recorder records
+ * those waits, so the pool's lock is never taken inside the recorder's. */
+static _Thread_local ug_device *registered;
+
 /* The device's index, registering it on first use: waits for it to be
  * idle and records the base event. -1 when it is not profiled. */
 static int device_index(ug_profiler *p, ug_device *device)
@@ -133,7 +139,20 @@ static int device_index(ug_profiler *p, ug_device *device)
     }
     pd->base_ns = (before + ug_profile_clock()) / 2 - p->start_ns;
     ug_device_retain(device);
+    registered = device;
     return p->device_count++;
+}
+
+/* The counters' first point of a device registered here (however it was
+ * first met: a launch, a range, start; a planned step allocates nothing,
+ * and its trace would have no counter otherwise). Recorder lock not held. */
+static void sample_registered(void)
+{
+    ug_device *device = registered;
+    registered = NULL;
+    ug_memory_stats stats;
+    if (device && ug_memory_get_stats(device, &stats) == UG_OK)
+        ug_profile_memory(device, &stats);
 }
 
 /* The track of this thread's work on stream (see profile_device). */
@@ -169,23 +188,37 @@ static profile_record *new_record(ug_profiler *p, record_kind kind)
         p->capacity = capacity;
     }
     profile_record *r = &p->records[p->count++];
-    /* Field by field: zeroing the arguments' room would cost more than the rest. */
+    /* Field by field: the name and shape need only their first byte cleared. */
     r->kind = kind;
     r->device = -1;
     r->stream = r->depth = 0;
     r->thread = this_thread();
     r->name[0] = r->shape[0] = '\0';
     r->family = "";
-    r->kernel = UG_KERNEL_FAMILY_COUNT;
     r->dtype = UG_F32;
     r->flops = r->bytes = 0.0;
     r->host_start = 0;
-    r->host_end = r->device_start = r->device_end = -1;
+    r->host_end = r->device_start = r->device_end = r->wait_start = -1;
     r->start_event = r->end_event = NULL;
     r->in_use = r->cached = r->peak = 0;
     if (r->thread > p->threads)
         p->threads = r->thread;
     return r;
+}
+
+/* A sample of device d's pool counters at host time now (recorder lock held). */
+static void record_memory(ug_profiler *p, int d, const ug_memory_stats *stats, int64_t now)
+{
+    profile_record *r = new_record(p, RECORD_MEMORY);
+    if (!r)
+        return;
+    r->device = d;
+    r->family = "memory";
+    snprintf(r->name, sizeof r->name, "pool");
+    r->host_start = r->host_end = now - p->start_ns;
+    r->in_use = stats->bytes_in_use;
+    r->cached = stats->bytes_cached;
+    r->peak = stats->peak_bytes_in_use;
 }
 
 /* ---- launches ---- */
@@ -194,9 +227,7 @@ bool ug_profile_begin(ug_device *device, ug_profile_span *span)
 {
     pthread_mutex_lock(&recorder.lock);
     ug_profiler *p = taking();
-    int known = p ? p->device_count : 0;
     int d = p ? device_index(p, device) : -1;
-    bool first_use = d >= known;
     bool recorded = false;
     if (d >= 0) {
         profile_device *pd = &p->devices[d];
@@ -210,9 +241,7 @@ bool ug_profile_begin(ug_device *device, ug_profile_span *span)
     if (recorded)
         recorder.in_flight++;
     pthread_mutex_unlock(&recorder.lock);
-    ug_memory_stats stats;
-    if (first_use && ug_memory_get_stats(device, &stats) == UG_OK) /* the counters' first point */
-        ug_profile_memory(device, &stats);
+    sample_registered();
     if (!recorded)
         return false;
     if (ug_call_event_record(device, span->start, ug_current_bstream(device), "profiling") != UG_OK)
@@ -227,21 +256,25 @@ void ug_profile_end(ug_device *device, ug_profile_span *span, const ug_profile_l
     int64_t host_end = ug_profile_clock();
     bool timed = span->start && status == UG_OK &&
                  ug_call_event_record(device, span->end, ug_current_bstream(device), "profiling") == UG_OK;
+    const bool kernel = launch->family != UG_KERNEL_FAMILY_COUNT;
+    /* Worked out now, outside the lock: arguments may point at memory of
+     * the launching frame (a multi-tensor update's list of tensors). */
+    ug_kernel_cost cost = {.bytes = launch->bytes};
+    if (timed && kernel && launch->args)
+        ug_kernel_cost_of(launch->family, launch->args, &cost);
     pthread_mutex_lock(&recorder.lock);
     ug_profiler *p = recorder.profiler; /* stop waits for this span: still the same */
     profile_device *pd = &p->devices[span->device];
-    const bool kernel = launch->family != UG_KERNEL_FAMILY_COUNT;
     profile_record *r = timed ? new_record(p, kernel ? RECORD_KERNEL : RECORD_TRANSFER) : NULL;
     if (r) {
         r->device = span->device;
         r->stream = span->stream;
         ug_utf8_copy(r->name, sizeof r->name, launch->name);
-        r->family = "transfer";
-        r->kernel = launch->family;
-        if (kernel && launch->args_size <= sizeof r->args)
-            memcpy(&r->args, launch->args, launch->args_size);
+        r->family = kernel ? ug_kernel_family_name(launch->family) : "transfer";
         r->dtype = launch->dtype;
-        r->bytes = launch->bytes;
+        r->flops = cost.flops;
+        r->bytes = cost.bytes;
+        memcpy(r->shape, cost.shape, sizeof r->shape);
         r->host_start = span->host_start - p->start_ns;
         r->host_end = host_end - p->start_ns;
         r->start_event = span->start;
@@ -278,20 +311,9 @@ void ug_profile_memory(ug_device *device, const ug_memory_stats *stats)
     int64_t now = ug_profile_clock();
     pthread_mutex_lock(&recorder.lock);
     ug_profiler *p = taking();
-    int d = -1;
     for (int i = 0; p && i < p->device_count; i++)
-        if (p->devices[i].device == device)
-            d = i; /* devices not yet in use are not registered from the pool */
-    profile_record *r = d >= 0 ? new_record(p, RECORD_MEMORY) : NULL;
-    if (r) {
-        r->device = d;
-        r->family = "memory";
-        snprintf(r->name, sizeof r->name, "pool");
-        r->host_start = r->host_end = now - p->start_ns;
-        r->in_use = stats->bytes_in_use;
-        r->cached = stats->bytes_cached;
-        r->peak = stats->peak_bytes_in_use;
-    }
+        if (p->devices[i].device == device) /* devices not yet in use are not registered from the pool */
+            record_memory(p, i, stats, now);
     pthread_mutex_unlock(&recorder.lock);
 }
 
@@ -367,6 +389,7 @@ ug_status ug_profiler_range_push(ug_device *device, const char *name)
     }
     open_ranges[open_depth++] = (struct open_range){r ? p->generation : 0, r ? (size_t)(r - p->records) : 0, device};
     pthread_mutex_unlock(&recorder.lock);
+    sample_registered();
     return UG_OK;
 }
 
@@ -402,6 +425,7 @@ ug_status ug_profiler_range_pop(ug_device *device)
         }
     }
     pthread_mutex_unlock(&recorder.lock);
+    sample_registered();
     return st;
 }
 
@@ -433,13 +457,11 @@ ug_status ug_profiler_start(ug_device *device, ug_profiler **out)
         atomic_store(&ug_profile_running, true);
     }
     pthread_mutex_unlock(&recorder.lock);
+    sample_registered();
     if (st != UG_OK) {
         free(p);
         return st;
     }
-    ug_memory_stats stats;
-    if (device && ug_memory_get_stats(device, &stats) == UG_OK) /* the counters' first point */
-        ug_profile_memory(device, &stats);
     *out = p;
     return UG_OK;
 }
@@ -454,24 +476,45 @@ static int64_t device_time(profile_device *pd, ug_bevent *event)
     return pd->base_ns + elapsed;
 }
 
+/* A transfer's device times: its end, and its start as the span between
+ * its events back from there. Where its queue was shared with other
+ * threads' work, the events' elapsed time is the transfer's own (the
+ * OpenCL backend times such a bracket by the transfer's own command),
+ * so the time it waited in the queue is not counted as its time: that
+ * wait, from its queuing on the host to its start, is kept apart. Waits
+ * are cut to start after the previous one on their track ended, so that
+ * two transfers queued together wait once for the work before them (and
+ * the trace's wait track nests). */
+static void transfer_times(profile_device *pd, profile_record *r, int64_t *track_wait_end)
+{
+    int64_t span = -1;
+    r->device_end = device_time(pd, r->end_event);
+    if (r->device_end < 0 || !r->start_event ||
+        ug_call_event_elapsed(pd->device, r->start_event, r->end_event, &span, "profiling") != UG_OK || span < 0)
+        return;
+    r->device_start = r->device_end - span;
+    const int64_t from = r->host_start > *track_wait_end ? r->host_start : *track_wait_end;
+    if (from < r->device_start) {
+        r->wait_start = from;
+        *track_wait_end = r->device_start;
+    }
+}
+
 static void resolve(ug_profiler *p)
 {
     inside = true;
+    int64_t wait_ends[PROFILE_MAX_DEVICES][PROFILE_MAX_STREAMS] = {{0}}; /* each track's last wait's end */
     for (size_t i = 0; i < p->count; i++) {
         profile_record *r = &p->records[i];
         if (r->device < 0 || r->kind == RECORD_MEMORY)
             continue;
-        if (r->kind == RECORD_KERNEL) {
-            ug_kernel_cost cost;
-            ug_kernel_cost_of(r->kernel, &r->args, &cost);
-            r->family = ug_kernel_family_name(r->kernel);
-            r->flops = cost.flops;
-            r->bytes = cost.bytes;
-            memcpy(r->shape, cost.shape, sizeof r->shape);
-        }
         profile_device *pd = &p->devices[r->device];
-        r->device_start = device_time(pd, r->start_event);
-        r->device_end = device_time(pd, r->end_event);
+        if (r->kind == RECORD_TRANSFER) {
+            transfer_times(pd, r, &wait_ends[r->device][r->stream]);
+        } else {
+            r->device_start = device_time(pd, r->start_event);
+            r->device_end = device_time(pd, r->end_event);
+        }
         if (r->device_start < 0 || r->device_end < r->device_start)
             r->device_start = r->device_end = -1;
         give_event(pd, r->start_event);
@@ -508,6 +551,11 @@ ug_status ug_profiler_stop(ug_profiler *p)
     pthread_mutex_unlock(&recorder.lock);
     p->stopped = true;
     p->stop_ns = ug_profile_clock() - p->start_ns;
+    for (int d = 0; d < p->device_count; d++) { /* the counters' last point: they hold to the end */
+        ug_memory_stats stats;
+        if (ug_memory_get_stats(p->devices[d].device, &stats) == UG_OK)
+            record_memory(p, d, &stats, p->start_ns + p->stop_ns);
+    }
     for (size_t i = 0; i < p->count; i++) /* ranges still open end here */
         if (p->records[i].host_end < 0)
             p->records[i].host_end = p->stop_ns;

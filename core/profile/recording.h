@@ -17,13 +17,6 @@ typedef enum record_kind {
     RECORD_MEMORY   /* the pool's counters: host_start only */
 } record_kind;
 
-/* Room for any kernel family's arguments. */
-typedef union profile_args {
-#define UG_PROFILE_ARGS_(ctx, NAME, slot, type) type slot;
-    UG_KERNEL_FAMILIES(UG_PROFILE_ARGS_, _) UG_OPTIONAL_KERNEL_FAMILIES(UG_PROFILE_ARGS_, _)
-#undef UG_PROFILE_ARGS_
-} profile_args;
-
 typedef struct profile_record {
     record_kind kind;
     int device;                 /* index in the profiler's devices; -1: none */
@@ -32,13 +25,14 @@ typedef struct profile_record {
     int depth;                  /* RECORD_RANGE: ranges open around it on its thread */
     char name[144];
     const char *family;         /* a static string */
-    ug_kernel_family kernel;    /* RECORD_KERNEL: its family, with its arguments */
-    profile_args args;
     ug_dtype dtype;
-    char shape[48];             /* RECORD_KERNEL: from args at stop; RECORD_WAIT: the device */
+    char shape[48];             /* RECORD_KERNEL: from its arguments; RECORD_WAIT: the device */
     double flops, bytes;
     int64_t host_start, host_end;     /* ns since the profiler started; end -1: still open */
     int64_t device_start, device_end; /* the same clock; -1: not known */
+    int64_t wait_start;         /* RECORD_TRANSFER: from then to device_start it waited in its
+                                 * queue (queued at host_start, cut after its track's previous
+                                 * wait); -1: it did not */
     ug_bevent *start_event, *end_event;
     uint64_t in_use, cached, peak;    /* RECORD_MEMORY */
 } profile_record;

@@ -147,16 +147,56 @@ ug_status ug_profiler_op_at(const ug_profiler *p, ug_profile_order order, int in
     return UG_OK;
 }
 
-/* name, cut from the left to width so the op at its end stays. */
+/* Characters (code points) in the n bytes at s: UTF-8 continuation bytes
+ * start none. */
+static int characters(const char *s, size_t n)
+{
+    int count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return count;
+}
+
+/* The byte length of s's first count characters. */
+static size_t first_characters(const char *s, int count)
+{
+    size_t i = 0;
+    for (; s[i]; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && count-- == 0)
+            break;
+    return i;
+}
+
+/* prefix and name in a column of width characters, padded with spaces.
+ * A longer name is cut in the middle: its start says the layer
+ * ("conv3/"), its end the op ("conv2d input gradient"), and both stay, as
+ * "conv3/ba…2d input gradient". The end keeps its last part (after the
+ * last '/') whole where that leaves a third of the column to the start;
+ * cuts fall between characters, never inside one. */
 static void fit(char *out, size_t len, const char *prefix, const char *name, int width)
 {
     char whole[192];
     snprintf(whole, sizeof whole, "%s%s", prefix, name);
-    size_t n = strlen(whole);
-    if (n <= (size_t)width)
+    const size_t n = strlen(whole);
+    int chars = characters(whole, n);
+    if (chars > width) {
+        const int room = width - 1; /* beside the ellipsis */
+        const char *slash = strrchr(whole, '/');
+        const int last = slash ? characters(slash + 1, strlen(slash + 1)) : chars;
+        int tail = room / 2;
+        if (last > tail)
+            tail = last < room - room / 3 ? last : room - room / 3;
+        const size_t head_bytes = first_characters(whole, room - tail);
+        const size_t tail_at = first_characters(whole, chars - tail);
+        snprintf(out, len, "%.*s\xe2\x80\xa6%s" /* U+2026, one column */, (int)head_bytes, whole, whole + tail_at);
+        chars = width;
+    } else {
         snprintf(out, len, "%s", whole);
-    else
-        snprintf(out, len, "..%s", whole + n - (size_t)(width - 2));
+    }
+    size_t used = strlen(out);
+    for (; chars < width && used + 1 < len; chars++)
+        out[used++] = ' ';
+    out[used] = '\0';
 }
 
 static void rate(char *out, size_t len, double amount, int64_t ns)
@@ -190,7 +230,7 @@ ug_status ug_profiler_print_table(const ug_profiler *p, ug_profile_order order, 
             continue;
         if (r->range && (i == p->op_rows))
             fprintf(out, "ranges:\n");
-        char name[48], flops[16], bytes[16], share[16];
+        char name[256], flops[16], bytes[16], share[16];
         char prefix[40] = "";
         if (several)
             snprintf(prefix, sizeof prefix, "%s ", r->device >= 0 ? p->devices[r->device].id : "host");
@@ -201,7 +241,7 @@ ug_status ug_profiler_print_table(const ug_profiler *p, ug_profile_order order, 
             snprintf(share, sizeof share, "-");
         else
             snprintf(share, sizeof share, "%.0f", 100.0 * (double)r->device_ns / (double)device_total);
-        fprintf(out, "%-36s %5lld %7.3f %4s %7.3f %7s %6s\n", name, (long long)r->calls,
+        fprintf(out, "%s %5lld %7.3f %4s %7.3f %7s %6s\n", name, (long long)r->calls,
                 (double)r->device_ns * 1e-6, share, (double)r->host_ns * 1e-6, flops, bytes);
     }
     fprintf(out, "Device time %.3f ms, host time issuing %.3f ms, over %.3f ms recorded",
@@ -209,5 +249,13 @@ ug_status ug_profiler_print_table(const ug_profiler *p, ug_profile_order order, 
     if (p->dropped)
         fprintf(out, " (%llu records past the cap not kept)", (unsigned long long)p->dropped);
     fprintf(out, "\n");
+    /* A transfer's time queued behind other work is no device time of its
+     * own (the trace shows each wait). */
+    int64_t waited = 0;
+    for (size_t i = 0; i < p->count; i++)
+        if (p->records[i].wait_start >= 0 && p->records[i].device_start >= 0)
+            waited += p->records[i].device_start - p->records[i].wait_start;
+    if (waited)
+        fprintf(out, "Transfers waited %.3f ms in the devices' queues, not counted above\n", (double)waited * 1e-6);
     return UG_OK;
 }

@@ -8,7 +8,11 @@
  * A launch and its span on the device share args.correlation, and a flow
  * event joins them (viewers draw it as an arrow), so that a reader can
  * tell when the device idled because the host had not yet issued its next
- * work. Timestamps are microseconds since the profiler started. */
+ * work. A transfer that waited in its queue before it started (behind the
+ * work queued before it, or another thread's) has that wait apart, on a
+ * track beside its stream's ("queued", from args.queued to the transfer's
+ * start): the transfer's own span is its time only. Timestamps are
+ * microseconds since the profiler started. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +21,7 @@
 #include "base/fault.h"
 #include "core/profile/recording.h"
 
-enum { HOST_PID = 1, FIRST_DEVICE_PID = 2 };
+enum { HOST_PID = 1, FIRST_DEVICE_PID = 2, FIRST_WAIT_TID = 100 /* + the stream's track */ };
 
 static void put_us(ug_text *t, int64_t ns)
 {
@@ -50,6 +54,10 @@ static void complete(ug_text *t, const profile_record *r, const char *category, 
         ug_text_printf(t, ",\"flops\":%.0f,\"bytes\":%.0f", r->flops, r->bytes);
         if (correlation)
             ug_text_printf(t, ",\"correlation\":%zu", correlation);
+        if (!strcmp(category, "transfer")) { /* on the device: when the host queued it */
+            ug_text_printf(t, ",\"queued\":");
+            put_us(t, r->host_start);
+        }
     } else if (r->kind == RECORD_WAIT) {
         ug_text_printf(t, "\"device\":");
         ug_text_json_string(t, r->shape);
@@ -57,6 +65,14 @@ static void complete(ug_text *t, const profile_record *r, const char *category, 
         ug_text_printf(t, "\"depth\":%d", r->depth);
     }
     ug_text_printf(t, "}}");
+}
+
+/* The stream tracks of device d whose transfers waited. */
+static void waiting_tracks(const ug_profiler *p, int d, bool waited[PROFILE_MAX_STREAMS])
+{
+    for (size_t i = 0; i < p->count; i++)
+        if (p->records[i].device == d && p->records[i].wait_start >= 0)
+            waited[p->records[i].stream] = true;
 }
 
 static void names(ug_text *t, const ug_profiler *p)
@@ -71,8 +87,10 @@ static void names(ug_text *t, const ug_profiler *p)
     for (int d = 0; d < p->device_count; d++) {
         const profile_device *pd = &p->devices[d];
         metadata(t, "process_name", FIRST_DEVICE_PID + d, 0, pd->description);
+        bool waited[PROFILE_MAX_STREAMS] = {false};
+        waiting_tracks(p, d, waited);
         for (int s = 0; s < pd->stream_count; s++) {
-            char name[48];
+            char name[64];
             if (pd->streams[s])
                 snprintf(name, sizeof name, "stream %d", s);
             else if (s)
@@ -80,6 +98,11 @@ static void names(ug_text *t, const ug_profiler *p)
             else
                 snprintf(name, sizeof name, "default stream");
             metadata(t, "thread_name", FIRST_DEVICE_PID + d, s, name);
+            if (!waited[s])
+                continue;
+            size_t used = strlen(name);
+            snprintf(name + used, sizeof name - used, ": transfers queued");
+            metadata(t, "thread_name", FIRST_DEVICE_PID + d, FIRST_WAIT_TID + s, name);
         }
     }
 }
@@ -108,6 +131,15 @@ static void record(ug_text *t, const profile_record *r, size_t number)
                      r->device_start, r->device_end, correlation);
             flow(t, 's', correlation, HOST_PID, r->thread, r->host_start);
             flow(t, 'f', correlation, device_pid, r->stream, r->device_start);
+        }
+        if (correlation && r->wait_start >= 0) {
+            ug_text_printf(t, ",\n{\"ph\":\"X\",\"cat\":\"queued\",\"name\":");
+            ug_text_json_string(t, r->name);
+            ug_text_printf(t, ",\"pid\":%d,\"tid\":%d,\"ts\":", device_pid, FIRST_WAIT_TID + r->stream);
+            put_us(t, r->wait_start);
+            ug_text_printf(t, ",\"dur\":");
+            put_us(t, r->device_start - r->wait_start);
+            ug_text_printf(t, ",\"args\":{\"correlation\":%zu}}", correlation);
         }
         break;
     }

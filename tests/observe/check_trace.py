@@ -14,6 +14,13 @@ Flow events ("s" and "f") join a launch on the host to its span on the
 device: each carries an id, and each id has one of each, the "f" bound to
 the kernel ("bp": "e") whose args.correlation the launch's shares.
 
+Every device process with kernels carries the memory pool's counters
+("C" events "pool MiB" with "in use" and "cached"). A transfer that waited
+in its queue has the wait apart ("queued", on a track of its own): it ends
+where the transfer of its args.correlation starts, and starts no earlier
+than the transfer was queued (its args.queued), so the transfer's own span
+is its time only.
+
 Device processes (every process but the host's) must hold "step" ranges
 with every kernel inside one on its thread; the time within each step that
 the device was busy (its kernels and transfers on every stream, work that
@@ -138,6 +145,8 @@ def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False, at_most=False
         problems += nesting_problems(track)
     problems += flow_problems(events, complete)
     host = min(processes) if processes else None
+    problems += counter_problems(events, complete, host)
+    problems += wait_problems(complete)
     launch_of = {e["args"]["correlation"]: e for e in complete
                 if e["pid"] == host and e["cat"] == "launch" and "correlation" in e.get("args", {})}
     figures = {"steps": 0, "kernels": 0, "host_waits_ms": 0.0}
@@ -210,6 +219,35 @@ def busy_time(work, step, gap_us, launches):
             busy += e_end - end
             end = e_end
     return busy, waited
+
+
+def counter_problems(events, complete, host):
+    """Each device process with kernels has pool counters."""
+    devices = {e["pid"] for e in complete if e["pid"] != host and e["cat"] == "kernel"}
+    counted = {e["pid"] for e in events if e["ph"] == "C" and e["name"] == "pool MiB"
+               and "in use" in e["args"] and "cached" in e["args"]}
+    return ["process %d has kernels but no pool memory counters" % pid for pid in sorted(devices - counted)]
+
+
+def wait_problems(complete):
+    """Each transfer's wait in its queue ends at its start and begins no
+    earlier than its queuing."""
+    out = []
+    transfers = {(e["pid"], e["args"].get("correlation")): e for e in complete
+                 if e["cat"] == "transfer" and isinstance(e.get("args"), dict)}
+    for w in (e for e in complete if e["cat"] == "queued"):
+        t = transfers.get((w["pid"], (w.get("args") or {}).get("correlation")))
+        if t is None:
+            out.append("the wait %r at %.3f us belongs to no transfer" % (w["name"], w["ts"]))
+            continue
+        if abs(w["ts"] + w["dur"] - t["ts"]) > SLACK_US:
+            out.append("the wait of %r ends at %.3f us, the transfer starts at %.3f"
+                       % (w["name"], w["ts"] + w["dur"], t["ts"]))
+        queued = t["args"].get("queued")
+        if not number(queued) or w["ts"] < queued - SLACK_US:
+            out.append("the wait of %r starts at %.3f us, before the transfer was queued (%r)"
+                       % (w["name"], w["ts"], queued))
+    return out
 
 
 def flow_problems(events, complete):

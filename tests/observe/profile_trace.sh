@@ -7,7 +7,9 @@
 # computes the accuracy): work counted twice fails. How close below they
 # come is ug-bench's figure, not this test's (--at-most): on a busy
 # machine the host is descheduled inside the steps, and the launches were
-# 47% of the step once. A trace spoilt on purpose must fail it.
+# 47% of the step once. Every device's track carries the memory pool's
+# counters, and a transfer's wait in its queue is apart from its span. A
+# trace spoilt on purpose must fail it.
 # 4096 generated images (make_idx.sh); ug-train at batch 256, so that its
 # steps' own host work (taking the batch, the accuracy), which no launch
 # accounts for, stays a small part of a step however fast the device is
@@ -77,6 +79,8 @@ json.dump(trace, open(sys.argv[2] + "/unnamed.json", "w"))
 first = next(e["id"] for e in events if e.get("ph") == "f")
 trace["traceEvents"] = [e for e in events if e.get("ph") != "f" or e["id"] != first]
 json.dump(trace, open(sys.argv[2] + "/unfinished.json", "w"))
+trace["traceEvents"] = [e for e in events if e.get("ph") != "C"]
+json.dump(trace, open(sys.argv[2] + "/uncounted.json", "w"))
 PY
 python3 "$checker" "$dir/outside.json" > "$dir/check.out" && fail "a kernel outside its step passed"
 grep -q "is in no step" "$dir/check.out" || fail "the kernel outside its step was not named: $(cat "$dir/check.out")"
@@ -84,6 +88,8 @@ python3 "$checker" "$dir/unnamed.json" > "$dir/check.out" && fail "unnamed threa
 grep -q "has no thread_name" "$dir/check.out" || fail "the unnamed thread was not reported"
 python3 "$checker" "$dir/unfinished.json" > "$dir/check.out" && fail "a flow without its finish passed"
 grep -q "flow [0-9]* has 1 starts and 0 finishes" "$dir/check.out" || fail "the unfinished flow was not named"
+python3 "$checker" "$dir/uncounted.json" > "$dir/check.out" && fail "a trace without memory counters passed"
+grep -q "has kernels but no pool memory counters" "$dir/check.out" || fail "the missing counters were not named"
 python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print 2 * $step_ms }")" > "$dir/check.out" &&
     fail "launches half the step passed"
 python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print $step_ms / 2 }")" --at-most \
@@ -103,6 +109,7 @@ for gap, late in ((2, 0), (5, 0), (5, -4)):
               {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "gpu"}},
               {"ph": "M", "name": "thread_name", "pid": 2, "tid": 0, "args": {"name": "stream"}},
               {"ph": "M", "name": "thread_name", "pid": 2, "tid": 1, "args": {"name": "uploads"}},
+              {"ph": "C", "name": "pool MiB", "pid": 2, "tid": 0, "ts": 0, "args": {"in use": 1.0, "cached": 0.0}},
               {"ph": "X", "cat": "range", "name": "step", "pid": 2, "tid": 0, "ts": 0, "dur": 8 + 9 * (8 + gap)},
               {"ph": "X", "cat": "transfer", "name": "upload", "pid": 2, "tid": 1, "ts": 1, "dur": 30}]
     for i in range(10):
@@ -121,4 +128,28 @@ python3 "$checker" "$dir/gaps5.json" --gap-us 3 --host-waits > "$dir/check.out" 
     fail "gaps of 5 us waiting for the host failed: $(cat "$dir/check.out")"
 python3 "$checker" "$dir/gaps5late.json" --gap-us 3 --host-waits > /dev/null &&
     fail "gaps of 5 us that the host explains 1 us of passed"
+
+# A transfer's wait in its queue: from its queuing to its start, which a
+# wait ending elsewhere or starting before the queuing fails.
+python3 - "$dir/gaps2.json" "$dir" <<'PY'
+import json, sys
+trace = json.load(open(sys.argv[1]))
+events = trace["traceEvents"]
+events += [{"ph": "M", "name": "thread_name", "pid": 2, "tid": 101, "args": {"name": "queued"}},
+           {"ph": "X", "cat": "transfer", "name": "copy", "pid": 2, "tid": 1, "ts": 40, "dur": 5,
+            "args": {"correlation": 99, "queued": 10}},
+           {"ph": "X", "cat": "queued", "name": "copy", "pid": 2, "tid": 101, "ts": 10, "dur": 30,
+            "args": {"correlation": 99}}]
+json.dump(trace, open(sys.argv[2] + "/waited.json", "w"))
+events[-1]["dur"] = 20
+json.dump(trace, open(sys.argv[2] + "/wait_short.json", "w"))
+events[-1].update(ts=5, dur=35)
+json.dump(trace, open(sys.argv[2] + "/wait_early.json", "w"))
+PY
+python3 "$checker" "$dir/waited.json" --gap-us 3 > "$dir/check.out" ||
+    fail "a transfer's wait in its queue failed: $(cat "$dir/check.out")"
+python3 "$checker" "$dir/wait_short.json" --gap-us 3 > "$dir/check.out" && fail "a wait ending before its transfer passed"
+grep -q "the transfer starts at" "$dir/check.out" || fail "the short wait was not named: $(cat "$dir/check.out")"
+python3 "$checker" "$dir/wait_early.json" --gap-us 3 > "$dir/check.out" && fail "a wait before its queuing passed"
+grep -q "before the transfer was queued" "$dir/check.out" || fail "the early wait was not named"
 exit $failed

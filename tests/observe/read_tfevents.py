@@ -109,15 +109,16 @@ def events(blob):
     return version, scalars
 
 
-# The CSV's columns as TensorBoard tags: (row kind, column, tag, scale to the CSV's unit).
+# The CSV's columns as TensorBoard tags (row kind, column, tag), in the same
+# units: accuracies in percent in both.
 COLUMNS = [
-    ("step", "train_loss", "train/loss", 1), ("step", "lr", "train/lr", 1),
-    ("step", "samples_per_s", "train/samples_per_s", 1),
-    ("epoch", "train_loss", "epoch/train_loss", 1), ("epoch", "val_loss", "epoch/val_loss", 1),
-    ("epoch", "test_loss", "epoch/test_loss", 1), ("epoch", "test_accuracy", "epoch/test_accuracy", 100),
-    ("epoch", "lr", "epoch/lr", 1), ("epoch", "samples_per_s", "epoch/samples_per_s", 1),
-    ("epoch", "train_accuracy", "epoch/train_accuracy", 100),
-    ("epoch", "val_accuracy", "epoch/val_accuracy", 100),
+    ("step", "train_loss", "train/loss"), ("step", "lr", "train/lr"),
+    ("step", "samples_per_s", "train/samples_per_s"),
+    ("epoch", "train_loss", "epoch/train_loss"), ("epoch", "val_loss", "epoch/val_loss"),
+    ("epoch", "test_loss", "epoch/test_loss"), ("epoch", "test_accuracy", "epoch/test_accuracy"),
+    ("epoch", "lr", "epoch/lr"), ("epoch", "samples_per_s", "epoch/samples_per_s"),
+    ("epoch", "train_accuracy", "epoch/train_accuracy"),
+    ("epoch", "val_accuracy", "epoch/val_accuracy"),
 ]
 
 
@@ -148,7 +149,7 @@ def main():
     with open(sys.argv[2], newline="") as f:
         for row in csv.DictReader(f):
             step = int(row["global_step"])
-            for kind, column, tag, scale in COLUMNS:
+            for kind, column, tag in COLUMNS:
                 if row["kind"] != kind or row[column] == "":
                     continue
                 want = float(row[column])
@@ -156,7 +157,7 @@ def main():
                     print("FAIL %s of step %d is in the CSV, not in the events" % (tag, step))
                     failed = 1
                     continue
-                got = logged[(step, tag)] * scale
+                got = logged[(step, tag)]
                 limit = printed_tolerance(row[column]) + abs(want) * 2.0 ** -23
                 if not math.isfinite(got) or abs(got - want) > limit:
                     print("FAIL %s at step %d: %r in the events, %s in the CSV" % (tag, step, got, row[column]))

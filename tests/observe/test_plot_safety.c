@@ -238,13 +238,34 @@ static void hand_worked_text(void)
     char *text = NULL;
     size_t size = 0;
     FILE *script = open_memstream(&text, &size);
-    bool present[6] = {false}, ok = plot_curves_data(script, "hand.csv", present, log, sizeof log);
+    plot_data d;
+    bool ok = plot_curves_data(script, "hand.csv", &d, log, sizeof log);
     fclose(script);
-    const char *expected = "$steps << EOD\n1 2.5\n2 NaN\n5 NaN\n16 NaN\nEOD\n"
+    /* Steps 2, 5 and 16 have no loss (not a number, NaN, an overflow):
+     * left out, not gaps in the steps' line. */
+    const char *expected = "$steps << EOD\n1 2.5\nEOD\n"
                            "$epochs << EOD\n6 1.25 0.75 NaN 40.5 NaN 50\nEOD\n";
     CHECK(ok && !strcmp(text, expected), "the data blocks are\n%s", text);
-    CHECK(present[0] && present[1] && !present[2] && present[3] && !present[4] && present[5],
+    CHECK(d.present[0] && d.present[1] && !d.present[2] && d.present[3] && !d.present[4] && d.present[5],
           "the series present are wrong");
+    CHECK(d.steps == 1 && d.x_min[0] == 1 && d.x_max[0] == 6 && d.y_min[0] == 0.75 && d.y_max[0] == 2.5 &&
+          d.x_min[1] == 6 && d.x_max[1] == 6 && d.y_min[1] == 40.5 && d.y_max[1] == 50,
+          "the extents are wrong: %d steps, loss %g..%g x %g..%g, accuracy %g..%g x %g..%g", d.steps, d.x_min[0],
+          d.x_max[0], d.y_min[0], d.y_max[0], d.x_min[1], d.x_max[1], d.y_min[1], d.y_max[1]);
+    free(text);
+
+    /* A trainer's log read every 2nd step (log_every): the others' loss
+     * printed as C prints a NaN. The steps with a loss make one line. */
+    snprintf(log, sizeof log,
+             "%sstep,1,1,nan,,,,0.001,10,1,,\nstep,1,2,2.25,,,,0.001,10,2,,\nstep,1,3,-nan,,,,0.001,10,3,,\n"
+             "step,1,4,1.75,,,,0.001,10,4,,\nstep,1,5,NaN,,,,0.001,10,5,,\nstep,1,6,1.5,,,,0.001,10,6,,\n", header);
+    write_file("every2.csv", log);
+    script = open_memstream(&text, &size);
+    ok = plot_curves_data(script, "every2.csv", &d, log, sizeof log);
+    fclose(script);
+    CHECK(ok && !strcmp(text, "$steps << EOD\n2 2.25\n4 1.75\n6 1.5\nEOD\n$epochs << EOD\nEOD\n"),
+          "the steps with a loss are not one line:\n%s", text);
+    CHECK(d.steps == 3 && d.x_min[1] > d.x_max[1], "%d steps; the accuracy panel has points", d.steps);
     free(text);
 
     script = open_memstream(&text, &size);

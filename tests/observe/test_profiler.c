@@ -3,8 +3,11 @@
  * hand from the shapes), ranges around device work, the summary's sums,
  * the trace file, and its refusals. The trace's format is checked by an
  * independent reader (tests/observe/check_trace.py). */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +165,339 @@ TS_TEST(graph_names)
     ug_profiler_free(p);
 }
 
+/* ---- the trace, read back ---- */
+
+/* One event of a trace written by the profiler, which puts each on a line
+ * of its own: the fields these tests compare. */
+typedef struct trace_event {
+    char ph, cat[16], name[64];
+    int pid, tid;
+    double ts, dur, queued, in_use; /* -1: absent */
+} trace_event;
+
+static void string_field(const char *line, const char *key, char *out, size_t len)
+{
+    const char *at = strstr(line, key);
+    out[0] = '\0';
+    if (at) {
+        at += strlen(key);
+        size_t n = strcspn(at, "\"");
+        snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), at);
+    }
+}
+
+static double number_field(const char *line, const char *key)
+{
+    const char *at = strstr(line, key);
+    return at ? strtod(at + strlen(key), NULL) : -1.0;
+}
+
+/* The trace's events (at most max), or -1 when it cannot be read. */
+static int read_trace(const char *path, trace_event *events, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"ph\":\""))
+            continue;
+        trace_event *e = &events[n++];
+        char ph[4];
+        string_field(line, "\"ph\":\"", ph, sizeof ph);
+        e->ph = ph[0];
+        string_field(line, "\"cat\":\"", e->cat, sizeof e->cat);
+        string_field(line, "\"name\":\"", e->name, sizeof e->name);
+        e->pid = (int)number_field(line, "\"pid\":");
+        e->tid = (int)number_field(line, "\"tid\":");
+        e->ts = number_field(line, "\"ts\":");
+        e->dur = number_field(line, "\"dur\":");
+        e->queued = number_field(line, "\"queued\":");
+        e->in_use = number_field(line, "\"in use\":");
+    }
+    fclose(f);
+    return n;
+}
+
+/* Writes p's trace into a temporary file and reads it back. */
+static int trace_of(const ug_profiler *p, trace_event *events, int max)
+{
+    char dir[] = "/tmp/ug-profiler-XXXXXX";
+    if (!mkdtemp(dir))
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    int n = ug_profiler_write_trace(p, path) == UG_OK ? read_trace(path, events, max) : -1;
+    remove(path);
+    rmdir(dir);
+    return n;
+}
+
+enum { EVENTS = 4096, SIDE = 1024 };
+static trace_event events[EVENTS];
+
+static const double SLACK_US = 0.002; /* the trace's nanosecond rounding */
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* How many a x a products take about a tenth of a second on dev (1 to 8),
+ * from one timed here (which also builds their kernels): enough queued
+ * work on POCL, and little where products are slow (the emulated GPU). */
+static int products_for_a_tenth(ug_tensor *a)
+{
+    ug_tensor *c = NULL;
+    const double start = seconds_now();
+    if (ug_matmul(a, a, false, false, &c) != UG_OK || ug_device_synchronize(ug_tensor_device(a)) != UG_OK) {
+        ug_tensor_free(c);
+        return 1;
+    }
+    ug_tensor_free(c);
+    const double each = seconds_now() - start;
+    return each >= 0.1 ? 1 : each < 0.0125 ? 8 : (int)(0.1 / each) + 1;
+}
+
+/* SIDE x SIDE products queued, then an upload behind them on the same
+ * stream (a side stream, which on the CPU too is a queue: a thread of its
+ * own): the upload's device time is its own, below a product's, and the
+ * time it waited for them shows apart, as a wait from its queuing (while
+ * the products ran) to its start (after them). */
+static void test_transfer_queued_behind_kernels(ug_device *dev)
+{
+    ug_tensor *a = NULL, *c[8] = {NULL}, *up = NULL;
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 2, (int64_t[]){SIDE, SIDE}, &a));
+    th_track(a);
+    REQUIRE_OK(ug_fill(a, 0.5f));
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 1, (int64_t[]){4096}, &up));
+    th_track(up);
+    float *host = th_alloc(4096 * sizeof(float));
+    for (int i = 0; i < 4096; i++)
+        host[i] = (float)i;
+    const int products = products_for_a_tenth(a);
+    ug_stream *side = NULL;
+    REQUIRE_OK(ug_stream_create(dev, &side));
+    ug_profiler *p = NULL;
+    REQUIRE_OK(ug_profiler_start(dev, &p));
+    CHECK_OK(ug_stream_set_current(dev, side));
+    for (int i = 0; i < products; i++)
+        CHECK_OK(ug_matmul(a, a, false, false, &c[i]));
+    CHECK_OK(ug_tensor_upload_async(up, host, 4096 * sizeof(float)));
+    CHECK_OK(ug_stream_set_current(dev, NULL));
+    CHECK_OK(ug_stream_synchronize(side));
+    REQUIRE_OK(ug_profiler_stop(p));
+    for (int i = 0; i < products; i++)
+        ug_tensor_free(c[i]);
+    ug_stream_free(side);
+
+    ug_profile_op upload, matmuls;
+    if (EXPECT(find_op(p, "upload", &upload)) && EXPECT(find_op(p, "matmul", &matmuls)))
+        CHECK_MSG(upload.device_ns < matmuls.device_ns, "the upload of 16 KiB took %lld ns on the "
+                  "device, %d %dx%d products %lld ns: its wait was counted as its time",
+                  (long long)upload.device_ns, products, SIDE, SIDE, (long long)matmuls.device_ns);
+    int n = trace_of(p, events, EVENTS);
+    REQUIRE(n > 0);
+    const trace_event *transfer = NULL, *wait = NULL, *first = NULL, *last = NULL;
+    for (int i = 0; i < n; i++) {
+        const trace_event *e = &events[i];
+        if (e->ph == 'X' && !strcmp(e->cat, "transfer") && !strcmp(e->name, "upload"))
+            transfer = e;
+        else if (e->ph == 'X' && !strcmp(e->cat, "queued") && !strcmp(e->name, "upload"))
+            wait = e;
+        else if (e->ph == 'X' && !strcmp(e->cat, "kernel") && !strcmp(e->name, "matmul")) {
+            first = first ? first : e;
+            last = e;
+        }
+    }
+    REQUIRE(transfer && first && last);
+    CHECK_MSG(transfer->ts >= last->ts + last->dur - SLACK_US, "the upload started at %.3f us, before the "
+              "products it was queued behind ended (%.3f)", transfer->ts, last->ts + last->dur);
+    CHECK_MSG(transfer->dur < last->dur, "the upload's span (%.3f us) is longer than a product's (%.3f)",
+              transfer->dur, last->dur);
+    CHECK(transfer->queued >= 0);
+    if (transfer->queued >= last->ts + last->dur) {
+        /* The side stream ran the products as they were issued (the
+         * emulated GPU does): the upload did not wait for them (a wait of
+         * the clocks' placement, after them, may show). */
+        CHECK_MSG(!wait || wait->ts >= last->ts + last->dur - SLACK_US, "a wait from %.3f us, before the products "
+                  "ended (%.3f), for an upload queued after them", wait->ts, last->ts + last->dur);
+    } else if (EXPECT(wait)) { /* from its queuing to its start, on a track of its own */
+        CHECK_MSG(wait->ts <= transfer->queued + SLACK_US && wait->ts < first->ts + first->dur,
+                  "the wait starts at %.3f us, the upload was queued at %.3f", wait->ts, transfer->queued);
+        CHECK_MSG(wait->ts + wait->dur <= transfer->ts + SLACK_US && wait->ts + wait->dur >= transfer->ts - SLACK_US,
+                  "the wait ends at %.3f us, the upload starts at %.3f", wait->ts + wait->dur, transfer->ts);
+        CHECK(wait->pid == transfer->pid && wait->tid != transfer->tid);
+    }
+    ug_profiler_free(p);
+}
+
+/* Another thread's blocking upload on the default stream, which products
+ * of this thread are queued before (it waits for them) and after (while it
+ * waits): its span on the device holds none of them. On OpenCL the queue
+ * is shared, and the products queued while the upload waited ran before
+ * the timing event queued after it. */
+typedef struct uploader {
+    ug_tensor *tensor;
+    const float *host;
+    atomic_int started;
+    ug_status status;
+} uploader;
+
+static void *upload_from_thread(void *arg)
+{
+    uploader *u = arg;
+    atomic_store(&u->started, 1);
+    u->status = ug_tensor_upload(u->tensor, u->host, 4096 * sizeof(float));
+    return NULL;
+}
+
+static void test_transfer_beside_other_threads_kernels(ug_device *dev)
+{
+    ug_tensor *a = NULL, *up = NULL, *c[10] = {NULL};
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 2, (int64_t[]){SIDE, SIDE}, &a));
+    th_track(a);
+    REQUIRE_OK(ug_fill(a, 0.5f));
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 1, (int64_t[]){4096}, &up));
+    th_track(up);
+    float *host = th_alloc(4096 * sizeof(float));
+    for (int i = 0; i < 4096; i++)
+        host[i] = (float)i;
+    /* A tenth of a second of products before the upload, so that it still
+     * waits when this thread queues the next ones (after 20 ms). */
+    const int before = products_for_a_tenth(a);
+    ug_profiler *p = NULL;
+    REQUIRE_OK(ug_profiler_start(dev, &p));
+    for (int i = 0; i < before; i++)
+        CHECK_OK(ug_matmul(a, a, false, false, &c[i]));
+    uploader u = {.tensor = up, .host = host};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, upload_from_thread, &u) == 0);
+    while (!atomic_load(&u.started))
+        sched_yield();
+    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* the upload queued, waiting */
+    CHECK_OK(ug_matmul(a, a, false, false, &c[before])); /* while it waits */
+    CHECK_OK(ug_matmul(a, a, false, false, &c[before + 1]));
+    pthread_join(thread, NULL);
+    CHECK_OK(u.status);
+    CHECK_OK(ug_device_synchronize(dev));
+    REQUIRE_OK(ug_profiler_stop(p));
+    for (int i = 0; i < before + 2; i++)
+        ug_tensor_free(c[i]);
+    int n = trace_of(p, events, EVENTS);
+    REQUIRE(n > 0);
+    const trace_event *transfer = NULL;
+    for (int i = 0; i < n; i++)
+        if (events[i].ph == 'X' && !strcmp(events[i].cat, "transfer") && !strcmp(events[i].name, "upload"))
+            transfer = &events[i];
+    REQUIRE(transfer);
+    for (int i = 0; i < n; i++) {
+        const trace_event *k = &events[i];
+        if (k->ph == 'X' && !strcmp(k->cat, "kernel") && k->pid == transfer->pid)
+            CHECK_MSG(k->ts + SLACK_US < transfer->ts || k->ts + k->dur > transfer->ts + transfer->dur + SLACK_US,
+                      "the upload's span %.3f..%.3f us holds the %s at %.3f..%.3f: the time it waited was "
+                      "counted as its own", transfer->ts, transfer->ts + transfer->dur, k->name, k->ts,
+                      k->ts + k->dur);
+    }
+    ug_profiler_free(p);
+}
+
+/* A name longer than the table's column keeps its start (the layer) and
+ * its end (the op), cut in the middle between whole characters, and the
+ * columns after it stay in place. */
+static void test_long_names_in_table(ug_device *dev)
+{
+    static const char *const names[] = {
+        "encoder.layer11/attention/backward/softmax backward", /* 51 characters */
+        "encoder.layer12/attention/backward/softmax backward",
+        "d\xc3\xa9" "cod\xc3\xa9ur.couche3/attention/r\xc3\xa9troaction/produit \xc3\xa9tendu", /* 2-byte characters */
+    };
+    ug_profiler *p = NULL;
+    REQUIRE_OK(ug_profiler_start(dev, &p));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        CHECK_OK(ug_profiler_range_push(dev, names[i]));
+        CHECK_OK(ug_profiler_range_pop(dev));
+    }
+    REQUIRE_OK(ug_profiler_stop(p));
+    FILE *f = tmpfile();
+    REQUIRE(f);
+    CHECK_OK(ug_profiler_print_table(p, UG_PROFILE_BY_CALLS, 0, f));
+    rewind(f);
+    char line[512], header[512] = "";
+    bool seen[3] = {false};
+    while (fgets(line, sizeof line, f)) {
+        if (!header[0]) {
+            snprintf(header, sizeof header, "%s", line);
+            continue;
+        }
+        /* The calls column ends where the header's does, in characters. */
+        const char *calls = strstr(header, "Calls");
+        int want = 0, got = 0;
+        for (const char *h = header; calls && h < calls + 5; h++)
+            want += ((unsigned char)*h & 0xC0) != 0x80;
+        const char *one = strstr(line, " 1 ");
+        for (const char *l = line; one && l <= one + 1; l++)
+            got += ((unsigned char)*l & 0xC0) != 0x80;
+        for (int i = 0; i < 3; i++) {
+            const char *slash = strchr(names[i], '/'), *op = strrchr(names[i], '/') + 1;
+            if (strncmp(line, names[i], (size_t)(slash - names[i])) != 0 || !strstr(line, op))
+                continue;
+            seen[i] = true;
+            CHECK_MSG(strstr(line, "\xe2\x80\xa6") != NULL, "no ellipsis where %s was cut: %s", names[i], line);
+            CHECK_MSG(one && got == want, "the calls column ends at character %d, the header's at %d: %s", got,
+                      want, line);
+        }
+        /* Whole characters: no lead byte without its continuations. */
+        for (const unsigned char *u = (const unsigned char *)line; *u; u++) {
+            int more = *u >= 0xF0 ? 3 : *u >= 0xE0 ? 2 : *u >= 0xC0 ? 1 : 0;
+            for (int k = 1; k <= more; k++)
+                CHECK_MSG((u[k] & 0xC0) == 0x80, "a character cut in two: %s", line);
+            u += more;
+        }
+    }
+    fclose(f);
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(seen[i], "no row keeps the layer and the op of %s", names[i]);
+    ug_profiler_free(p);
+}
+
+/* Every device recorded has the pool's counters in the trace, at the
+ * start and at the stop, however it was first met: here by a range (as a
+ * trainer's step is), with no allocation while recording. */
+static void test_memory_counters(ug_device *dev)
+{
+    ug_tensor *x = NULL;
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 1, (int64_t[]){1 << 18}, &x)); /* 1 MiB */
+    th_track(x);
+    ug_profiler *p = NULL;
+    REQUIRE_OK(ug_profiler_start(NULL, &p));
+    CHECK_OK(ug_profiler_range_push(dev, "step"));
+    CHECK_OK(ug_fill(x, 2.0f));
+    CHECK_OK(ug_profiler_range_pop(dev));
+    REQUIRE_OK(ug_profiler_stop(p));
+    int n = trace_of(p, events, EVENTS);
+    REQUIRE(n > 0);
+    int device_pid = -1, counters = 0;
+    double first = -1, last = -1;
+    for (int i = 0; i < n; i++)
+        if (events[i].ph == 'X' && !strcmp(events[i].cat, "kernel"))
+            device_pid = events[i].pid;
+    for (int i = 0; i < n; i++) {
+        const trace_event *e = &events[i];
+        if (e->ph != 'C' || e->pid != device_pid || strcmp(e->name, "pool MiB") != 0)
+            continue;
+        counters++;
+        CHECK_MSG(e->in_use >= 1.0, "the pool holds %.3f MiB, the tensor alone 1 MiB", e->in_use);
+        first = first < 0 ? e->ts : first;
+        last = e->ts;
+    }
+    CHECK_MSG(counters >= 2 && last > first, "%d pool counters on the device's track", counters);
+    ug_profiler_free(p);
+}
+
 /* A profiler started from another thread between a push and its pop (as
  * while ug_trainer_fit runs a step): the pop succeeds, nothing of the
  * range is recorded, and the next range is. */
@@ -315,6 +651,10 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(long_name_whole_characters),
         TH_DEVICE_TEST(refusals),
         TH_DEVICE_TEST(threads),
+        TH_DEVICE_TEST(transfer_queued_behind_kernels),
+        TH_DEVICE_TEST(transfer_beside_other_threads_kernels),
+        TH_DEVICE_TEST(long_names_in_table),
+        TH_DEVICE_TEST(memory_counters),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
