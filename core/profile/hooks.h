@@ -29,8 +29,9 @@ typedef struct ug_profile_span {
 } ug_profile_span;
 
 /* What was launched, for ug_profile_end: a kernel of family with its
- * arguments (copied; its cost is worked out when recording stops), or a
- * transfer of bytes (family UG_KERNEL_FAMILY_COUNT). */
+ * arguments (read there, as the launch ends: its cost is worked out then,
+ * since an argument may point at the launcher's stack), or a transfer of
+ * bytes (family UG_KERNEL_FAMILY_COUNT). */
 typedef struct ug_profile_launch {
     const char *name;        /* the graph node's label, the op's name, "upload", ... */
     ug_kernel_family family;

@@ -8,7 +8,7 @@
  *     config.on_epoch = ug_tensorboard_on_epoch;
  *     config.user = tb;
  *     ...
- *     ug_tensorboard_scalar(tb, "epoch/test_accuracy", step, accuracy);
+ *     ug_tensorboard_scalar(tb, "epoch/test_accuracy", step, 100.0 * accuracy);
  *     ug_tensorboard_close(tb);
  *
  * A file is a sequence of TFRecords (length, masked CRC-32C of the length,
