@@ -113,11 +113,10 @@ static void publish(void)
     fprintf(f, "unigrad-pool 1\npid %ld\nstart %llu\ncommand %s\n", (long)getpid(), start_time((long)getpid()),
             command);
     for (int i = 0; i < state.count; i++) {
-        ug_memory_stats stats;
-        if (ug_memory_get_stats(state.devices[i], &stats) == UG_OK)
-            fprintf(f, "device %s %llu %llu %llu\n", ug_device_name(state.devices[i]),
-                    (unsigned long long)stats.bytes_in_use, (unsigned long long)stats.bytes_cached,
-                    (unsigned long long)stats.peak_bytes_in_use);
+        uint64_t shown[3]; /* not ug_memory_get_stats: the pool's lock is never taken under this one */
+        ug_pool_shown(state.devices[i], shown);
+        fprintf(f, "device %s %llu %llu %llu\n", ug_device_name(state.devices[i]), (unsigned long long)shown[0],
+                (unsigned long long)shown[1], (unsigned long long)shown[2]);
     }
     bool written = fclose(f) == 0;
     if (written && rename(tmp, state.path) == 0)

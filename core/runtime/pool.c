@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,27 @@ struct ug_pool {
     size_t cache_count, cache_capacity;
     bool limit_from_env;
     ug_memory_stats stats;
+    /* In use, cached and peak as of the last change, for the registry's
+     * publisher, which reads them without the lock: taking it there would
+     * order the registry's lock before the pool's, and the pool's waits
+     * (fences, the profiler) before the device list's. */
+    _Atomic uint64_t shown[3];
 };
+
+/* The figures changed (lock held): shown to the registry. */
+static void note_change(ug_pool *pool)
+{
+    atomic_store_explicit(&pool->shown[0], pool->stats.bytes_in_use, memory_order_relaxed);
+    atomic_store_explicit(&pool->shown[1], pool->stats.bytes_cached, memory_order_relaxed);
+    atomic_store_explicit(&pool->shown[2], pool->stats.peak_bytes_in_use, memory_order_relaxed);
+    ug_registry_changed();
+}
+
+void ug_pool_shown(const ug_device *device, uint64_t figures[3])
+{
+    for (int i = 0; i < 3; i++)
+        figures[i] = atomic_load_explicit(&device->pool->shown[i], memory_order_relaxed);
+}
 
 /* Classes step by a quarter of the power of two below the size, so at most
  * 25% of a block is slack while similar sizes still share blocks. */
@@ -228,10 +249,10 @@ ug_status ug_pool_alloc(ug_device *device, size_t bytes, const char *purpose, ug
             pool->stats.peak_bytes_in_use = pool->stats.bytes_in_use;
     }
     ug_memory_stats seen = pool->stats; /* for the profiler, outside the lock */
+    note_change(pool); /* a refused request may have released the cache */
     pthread_mutex_unlock(&pool->lock);
     if (st == UG_OK && ug_profiling())
         ug_profile_memory(device, &seen);
-    ug_registry_changed(); /* a refused request may have released the cache */
 
     if (st != UG_OK) {
         free(storage);
@@ -308,10 +329,10 @@ void ug_storage_release(ug_storage *storage)
         ug_call_release(device, storage->mem);
     }
     ug_memory_stats seen = pool->stats; /* for the profiler, outside the lock */
+    note_change(pool);
     pthread_mutex_unlock(&pool->lock);
     if (ug_profiling())
         ug_profile_memory(device, &seen);
-    ug_registry_changed();
     free(storage);
     ug_device_close(device);
 }
@@ -340,8 +361,8 @@ ug_status ug_memory_reset_peak(ug_device *device)
     UG_TRY(check_device(device, "ug_memory_reset_peak"));
     pthread_mutex_lock(&device->pool->lock);
     device->pool->stats.peak_bytes_in_use = device->pool->stats.bytes_in_use;
+    note_change(device->pool);
     pthread_mutex_unlock(&device->pool->lock);
-    ug_registry_changed();
     return UG_OK;
 }
 
@@ -350,8 +371,8 @@ ug_status ug_memory_release_cache(ug_device *device)
     UG_TRY(check_device(device, "ug_memory_release_cache"));
     pthread_mutex_lock(&device->pool->lock);
     release_cache_locked(device, device->pool);
+    note_change(device->pool);
     pthread_mutex_unlock(&device->pool->lock);
-    ug_registry_changed();
     return UG_OK;
 }
 
