@@ -22,6 +22,7 @@ int bench_report(int argc, char **argv);
 int bench_compare(int argc, char **argv);
 int bench_data_parallel(int argc, char **argv);
 int bench_tune(int argc, char **argv);
+int bench_load(int argc, char **argv);
 
 /* Monotonic seconds. */
 double bench_now(void);

@@ -13,6 +13,7 @@ static const bench_command commands[] = {
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},
     {"data-parallel", "weak scaling under mpirun: one rank's step alone against every rank's", bench_data_parallel},
     {"tune", "measure each device's tunable choices (OpenCL: CLBlast's GEMM) and cache them", bench_tune},
+    {"load", "the MLP's epoch on cpu alone and beside busy loops, its thread budget against one thread", bench_load},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

@@ -11,8 +11,13 @@
  * measurements).
  *
  * Threads: Debian's oneDNN runs on OpenMP. Its team is set to the device's
- * budget for each call, while the device's own workers sleep, so the two never
- * run at once. */
+ * budget for each call, and the device's next jobs run on the same team
+ * while its threads spin (ug_cpu_workers_used_openmp), so two pools never
+ * hold the cores at once. An OpenMP region ends at a barrier that waits for
+ * every thread of its team, so on a machine whose cores other processes
+ * hold, a convolution still waits for descheduled threads (the device's
+ * own jobs move off OpenMP there; a convolution's team stays the budget's
+ * size, since oneDNN's sums, the weight gradient's, may split by thread). */
 #include "backends/cpu/convs.h"
 
 #include <omp.h>
@@ -444,6 +449,7 @@ ug_status ug_cpu_conv2d(ug_bdev *dev, const ug_conv_args *args)
         omp_set_num_threads(dev->threads);
         st = run_entry(c, e, args);
         omp_set_num_threads(before);
+        ug_cpu_workers_used_openmp(dev->workers);
     }
     pthread_mutex_unlock(&c->mutex);
     return st;

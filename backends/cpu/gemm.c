@@ -53,8 +53,10 @@ static void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   int64_t ldc)
 {
 #ifdef UG_CPU_ONEDNN
-    /* Inside a job's parallel region oneDNN runs on this thread; outside
-     * one (a single tile) it would start a team of every CPU's size. */
+    /* Inside a parallel region (a job on OpenMP's team, threads.c) oneDNN
+     * runs on this thread alone. Outside one (the device's own workers, or
+     * a tile run inline) it would start a team of every CPU's size: one
+     * thread for the call, the thread's setting given back after. */
     const bool outside = !omp_in_parallel();
     const int before = outside ? omp_get_max_threads() : 1;
     if (outside)
