@@ -93,8 +93,8 @@ static void check_blocks(void)
     FILE *script = open_memstream(&text, &size);
     if (!script)
         abort();
-    bool present[6] = {false};
-    const bool ok = plot_curves_data(script, path, present, why, sizeof why);
+    plot_data data = {0};
+    const bool ok = plot_curves_data(script, path, &data, why, sizeof why);
     fclose(script);
     if (!ok && !why[0])
         abort();
