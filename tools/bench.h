@@ -24,6 +24,11 @@ int bench_data_parallel(int argc, char **argv);
 int bench_tune(int argc, char **argv);
 int bench_load(int argc, char **argv);
 
+/* Fashion-MNIST's training set (x / 255) from Debian's dataset-fashion-mnist,
+ * *real true; else 60000 generated images of its size, *real false. NULL
+ * when neither can be had (bench_train.c). */
+ug_dataset *bench_fashion_mnist(bool *real);
+
 /* Monotonic seconds. */
 double bench_now(void);
 

@@ -24,7 +24,7 @@
 #include "mlp.h"
 
 enum { FEATURES = 784, HIDDEN = 500, CLASSES = 10, BATCH = 64, WARMUP_STEPS = 20,
-       MAX_LOADS = 8, MAX_LOOPS = 64, MAX_ROUNDS = 15, SYNTHETIC_SAMPLES = 60000 };
+       MAX_LOADS = 8, MAX_LOOPS = 64, MAX_ROUNDS = 15 };
 
 static void usage(FILE *out)
 {
@@ -94,31 +94,6 @@ static bool start_loops(int count, unsigned limit)
         loop_count = i + 1;
     }
     return true;
-}
-
-static ug_dataset *load_data(bool *real)
-{
-    ug_dataset *ds = NULL;
-    const char *dir = "/usr/share/datasets/fashion-mnist";
-    char images[256], labels[256];
-    snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", dir);
-    *real = ug_dataset_from_idx(images, labels, 1.0f / 255.0f, 0.0f, &ds) == UG_OK;
-    if (*real)
-        return ds;
-    float *x = malloc((size_t)SYNTHETIC_SAMPLES * FEATURES * sizeof *x);
-    int32_t *y = malloc((size_t)SYNTHETIC_SAMPLES * sizeof *y);
-    if (x && y) {
-        for (size_t i = 0; i < (size_t)SYNTHETIC_SAMPLES * FEATURES; i++)
-            x[i] = (float)((i * 2654435761u) % 256) / 255.0f;
-        for (int i = 0; i < SYNTHETIC_SAMPLES; i++)
-            y[i] = i % CLASSES;
-        if (ug_dataset_from_arrays(SYNTHETIC_SAMPLES, FEATURES, x, y, &ds) != UG_OK)
-            ds = NULL;
-    }
-    free(x);
-    free(y);
-    return ds;
 }
 
 /* The CPU device opened with a thread budget of threads (UG_NUM_THREADS
@@ -236,7 +211,7 @@ int bench_load(int argc, char **argv)
     if (saved)
         snprintf(saved_value, sizeof saved_value, "%s", saved);
     bool real = false;
-    ug_dataset *data = load_data(&real);
+    ug_dataset *data = bench_fashion_mnist(&real);
     if (!data)
         return bench_fail("the training data");
     if (!ug_set_flush_denormal(true))

@@ -230,7 +230,7 @@ static void free_batches(device_step *s)
 }
 static bool sync_step(void *ctx) { return ug_device_synchronize(((device_step *)ctx)->device) == UG_OK; }
 
-static ug_dataset *load_data(bool *real)
+ug_dataset *bench_fashion_mnist(bool *real)
 {
     ug_dataset *ds = NULL;
     const char *dir = "/usr/share/datasets/fashion-mnist";
@@ -512,7 +512,7 @@ static int bench_train(int argc, char **argv, bool cnn)
         return 2;
     }
     bool real = false;
-    ug_dataset *data = load_data(&real);
+    ug_dataset *data = bench_fashion_mnist(&real);
     if (!data)
         return bench_fail("loading the data set");
     if (csv)
