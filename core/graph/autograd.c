@@ -72,7 +72,7 @@ ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
     if (!ug_grad_needed(loss))
         return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the loss does not depend on any parameter");
     ug_value *seed = NULL;
-    ug_op seed_op = {.def = &ug_op_loss_seed, .name = "loss seed", .p.seed = {.graph = g, .ndim = loss->ndim}};
+    ug_op seed_op = {.def = &ug_op_loss_seed, .name = "loss seed", .p.seed = {.run = &g->run, .ndim = loss->ndim}};
     memcpy(seed_op.p.seed.shape, loss->shape, sizeof(int64_t) * (size_t)loss->ndim);
     UG_TRY(ug_op_graph(g, &seed_op, 0, NULL, &seed));
     UG_TRY(accumulate(g, loss, seed));

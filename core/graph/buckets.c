@@ -258,6 +258,7 @@ ug_status ug_graph_make_accumulators(ug_graph *g, ug_bucket_memory_fn *memory, v
         ug_graph_free_accumulators(g);
     const ug_value *batch = ug_graph_batch_input(g); /* a full batch: its planned rows */
     g->gradient_rows = g->full_batch_rows = batch ? (float)batch->shape[0] : 1.0f;
+    ug_graph_weigh_seed(g);
     static _Atomic uint64_t layouts;
     g->layout = ++layouts;
     return st;

@@ -22,7 +22,8 @@ ug_status ug_graph_create(ug_model *model, ug_graph **out)
     ug_model_retain(model);
     g->model = model;
     g->device = ug_model_device(model);
-    g->training = true;
+    g->run.training = true;
+    g->run.seed_weight = 1.0f;
     g->check_mode = UG_CHECK_LOSS_AND_GRADS;
     *out = g;
     return UG_OK;
@@ -47,7 +48,7 @@ void ug_graph_free(ug_graph *g)
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
-    ug_tensor_free(g->run_count);
+    ug_tensor_free(g->run.run_count);
     ug_optimizer_free(g->optimizer);
     ug_model_free(g->model);
     ug_storage_release(g->arena);
@@ -70,7 +71,7 @@ ug_status ug_graph_set_training(ug_graph *g, bool training)
 {
     if (!g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_set_training: graph is NULL");
-    g->training = training;
+    g->run.training = training;
     return UG_OK;
 }
 
@@ -95,7 +96,7 @@ ug_status ug_graph_set_seed(ug_graph *g, uint64_t seed)
 {
     if (!g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_graph_set_seed: graph is NULL");
-    g->seed = seed;
+    g->run.seed = seed;
     return UG_OK;
 }
 
@@ -317,7 +318,7 @@ ug_status ug_graph_set_optimizer(ug_graph *g, ug_optimizer *opt)
                             "ug_graph_set_optimizer: the optimizer belongs to another model");
     ug_graph_mark mark = ug_graph_mark_now(g);
     g->building = PHASE_UPDATE;
-    ug_status st = ug_optim_append(g, opt);
+    ug_status st = ug_graph_append_updates(g, opt);
     g->building = PHASE_FORWARD;
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
@@ -325,6 +326,8 @@ ug_status ug_graph_set_optimizer(ug_graph *g, ug_optimizer *opt)
     }
     ug_optimizer_retain(opt);
     g->optimizer = opt;
+    const ug_optim_source *source = ug_optimizer_source(opt);
+    g->run.loss_scale = source->rule.scaling ? source->step_state : NULL;
     return UG_OK;
 }
 

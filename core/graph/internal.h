@@ -1,10 +1,11 @@
 /* The training graph's internal representation, shared by graph.c (building),
- * the op definitions (core/ops/), autograd.c (backward), optim.c (update
- * nodes), graph/check.c (numeric checks), graph/plan.c (fusion and memory
+ * the op definitions (core/ops/), autograd.c (backward), update.c (the
+ * optimizer's nodes), graph/check.c (numeric checks), graph/plan.c (fusion and memory
  * plan) and graph/run.c (replay and phases). */
 #ifndef UG_CORE_GRAPH_INTERNAL_H
 #define UG_CORE_GRAPH_INTERNAL_H
 
+#include "core/model/internal.h"
 #include "core/ops/op.h"
 #include "unigrad/graph.h"
 #include "unigrad/optim.h"
@@ -108,18 +109,15 @@ typedef struct graph_replay graph_replay;
 struct ug_graph {
     ug_model *model;
     ug_device *device;
-    bool training;
+    /* What the ops' launches read of the graph (core/ops/op.h). */
+    ug_run_state run;
     ug_dtype precision;       /* ug_graph_set_precision: f32, f16 or bf16 */
     bool autocasting;         /* adding autocast's casts, which are not autocast again */
     bool compiled;
     bool planned;             /* the plan is made (ug_graph_memory or compile): no more ops */
     bool has_backward;
     bool unfused;             /* ug_graph_set_fusion(g, false) */
-    uint64_t seed;
     uint64_t runs;
-    /* f32 [1] on the device with dropout: runs modulo UG_RANDOM_RUN_PERIOD,
-     * which the masks read there (ug_graph_count_run keeps it in step). */
-    ug_tensor *run_count;
     uint64_t dropout_streams;
     ug_value **values;
     int value_count, value_capacity;
@@ -171,6 +169,14 @@ struct ug_graph {
     bool recompute_added;     /* their recompute nodes are in (once, even if compile is retried) */
     int recomputed;           /* nodes added to recompute them */
 };
+
+/* The loss seed's weight (ug_run_state): a micro-batch accumulated
+ * (ug_graph_run_backward) weights it by its share of a full batch's rows;
+ * called wherever one of the three changes. */
+static inline void ug_graph_weigh_seed(ug_graph *g)
+{
+    g->run.seed_weight = g->accumulating ? (float)g->rows / g->gradient_rows : 1.0f;
+}
 
 /* The value a reshape views (the value itself otherwise). */
 static inline ug_value *ug_value_base(const ug_value *v)
@@ -232,17 +238,9 @@ ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);
 ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad);
 bool ug_grad_needed(const ug_value *v);
 
-/* optim.c */
-ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt);
-/* Whether opt can take a step count and (when not NULL) loss scaler state,
- * as a checkpoint restores them: checked before anything is written. */
-ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
-/* Sets both, once checked (a checkpoint's load). */
-ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
-void ug_optim_step_done(ug_optimizer *opt);
-/* State tensors per parameter (shaped like it). */
-int ug_optim_slots(const ug_optimizer *opt);
-ug_model *ug_optimizer_model(const ug_optimizer *opt);
+/* graph/update.c */
+/* Appends opt's update nodes: the step's gate, then each parameter's. */
+ug_status ug_graph_append_updates(ug_graph *g, ug_optimizer *opt);
 
 /* graph/plan.c */
 ug_status ug_graph_plan(ug_graph *g);
@@ -326,20 +324,5 @@ ug_status ug_graph_set_buckets(ug_graph *g, size_t first_bytes, size_t bytes);
 const char *ug_graph_node_label(const ug_graph *g, graph_node *node);
 /* Finds every node's scope, which labels use; before fusion rewires values. */
 void ug_graph_find_scopes(const ug_graph *g);
-
-/* model.c */
-int ug_model_param_index(const ug_model *model, const ug_tensor *param);
-/* Graphs and optimizers keep their model: ug_model_free drops a reference. */
-void ug_model_retain(ug_model *model);
-/* Graphs keep their optimizer the same way. */
-void ug_optimizer_retain(ug_optimizer *opt);
-/* Frees the parameters from index count on (a failed layer's). */
-void ug_model_truncate(ug_model *model, int count);
-/* Parameter index's half copy in dtype, made from it on first use: what
- * mixed-precision graphs read, kept current by every optimizer update and
- * ug_model_write_param. A model keeps copies in one half dtype. */
-ug_status ug_model_half_copy(ug_model *model, int index, ug_dtype dtype, ug_tensor **out);
-/* The copy if there is one (NULL otherwise). */
-ug_tensor *ug_model_half_copy_at(const ug_model *model, int index);
 
 #endif

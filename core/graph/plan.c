@@ -268,7 +268,7 @@ static void fold_seed(ug_graph *g)
         for (int j = i + 1; j < g->node_count && !seed->dead; j++) {
             graph_node *n = g->nodes[j];
             for (int k = 0; k < n->nin && !n->dead && !seed->dead; k++) {
-                if (n->in[k] != seed->out || !n->op.def->take_seed || !n->op.def->take_seed(&n->op, k, g))
+                if (n->in[k] != seed->out || !n->op.def->take_seed || !n->op.def->take_seed(&n->op, k, &g->run))
                     continue;
                 n->in[k] = NULL;
                 seed->out->producer = NULL;
@@ -593,9 +593,9 @@ ug_status ug_graph_compile(ug_graph *g)
     if (g->compiled)
         return ug_set_error(UG_ERR_STATE, "ug_graph_compile: the graph is compiled already");
     ug_status st = ug_graph_plan(g);
-    if (st == UG_OK && g->dropout_streams && !g->run_count)
-        st = ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){1}, "dropout run count", &g->run_count);
-    if (st == UG_OK && g->run_count)
+    if (st == UG_OK && g->dropout_streams && !g->run.run_count)
+        st = ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){1}, "dropout run count", &g->run.run_count);
+    if (st == UG_OK && g->run.run_count)
         st = ug_graph_set_runs(g, g->runs);
     if (st == UG_OK)
         st = ug_graph_make_replay(g);

@@ -52,8 +52,8 @@ static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull;
 static uint64_t step_key(const ug_graph *g, const ug_stream *stream)
 {
     uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)g->rows);
-    h = mix(h, g->training);
-    h = mix(h, g->seed); /* an argument of the random kernels: a new seed needs a new recording */
+    h = mix(h, g->run.training);
+    h = mix(h, g->run.seed); /* an argument of the random kernels: a new seed needs a new recording */
     return mix(h, (uint64_t)(uintptr_t)stream);
 }
 
@@ -116,7 +116,7 @@ static const char *launched_because(ug_graph *g, graph_replay *r)
         why = "replay is off (ug_graph_set_replay)";
     else if (ug_profiling())
         why = "the profiler times each kernel";
-    else if (g->run_count && (g->runs + 1) % UG_RANDOM_RUN_PERIOD == 0)
+    else if (g->run.run_count && (g->runs + 1) % UG_RANDOM_RUN_PERIOD == 0)
         why = "dropout's run count wraps at this run";
     if (why)
         snprintf(r->why, sizeof r->why, "%s", why);

@@ -132,6 +132,7 @@ ug_status ug_graph_fit_rows(ug_graph *g)
     /* The inputs' reshapes followed them at ug_graph_bind. */
     const ug_value *batch = ug_graph_batch_input(g);
     g->rows = batch && batch->tensor ? batch->tensor->shape[0] : 1;
+    ug_graph_weigh_seed(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
         if (n->dead)

@@ -51,9 +51,9 @@ ug_status ug_graph_exec_node(ug_graph *g, graph_node *n)
 
 ug_status ug_graph_set_runs(ug_graph *g, uint64_t runs)
 {
-    if (g->run_count) {
+    if (g->run.run_count) {
         const float count = (float)(runs % UG_RANDOM_RUN_PERIOD);
-        UG_TRY(ug_tensor_upload(g->run_count, &count, sizeof count));
+        UG_TRY(ug_tensor_upload(g->run.run_count, &count, sizeof count));
     }
     g->runs = runs;
     return UG_OK;
@@ -63,10 +63,10 @@ ug_status ug_graph_set_runs(ug_graph *g, uint64_t runs)
  * launch (which a replayed step repeats), and wraps with the host's. */
 ug_status ug_graph_count_run(ug_graph *g)
 {
-    if (g->run_count && (g->runs + 1) % UG_RANDOM_RUN_PERIOD == 0)
+    if (g->run.run_count && (g->runs + 1) % UG_RANDOM_RUN_PERIOD == 0)
         return ug_graph_set_runs(g, g->runs + 1);
-    if (g->run_count)
-        UG_TRY(ug_launch_unary("dropout run count", UG_UNARY_SCALE_SHIFT, 1.0f, 1.0f, g->run_count, g->run_count));
+    if (g->run.run_count)
+        UG_TRY(ug_launch_unary("dropout run count", UG_UNARY_SCALE_SHIFT, 1.0f, 1.0f, g->run.run_count, g->run.run_count));
     g->runs++;
     return UG_OK;
 }
@@ -182,6 +182,7 @@ static void clear_accumulation(ug_graph *g)
     g->micro_batches = 0;
     g->accumulated_rows = 0;
     g->gradient_rows = g->full_batch_rows;
+    ug_graph_weigh_seed(g);
 }
 
 ug_status ug_graph_weigh_gradients(ug_graph *g, float rows, const char *op)
@@ -191,6 +192,7 @@ ug_status ug_graph_weigh_gradients(ug_graph *g, float rows, const char *op)
         UG_TRY(ug_launch_unary(op, UG_UNARY_SCALE_SHIFT, g->gradient_rows / rows, 0.0f, flat, flat));
     }
     g->gradient_rows = rows;
+    ug_graph_weigh_seed(g);
     return UG_OK;
 }
 
@@ -263,8 +265,10 @@ ug_status ug_graph_run_backward_notify(ug_graph *g, ug_bucket_ready_fn *ready, v
         UG_TRY(ug_graph_make_accumulators(g, NULL, NULL));
     UG_TRY(same_parameters(g, op));
     g->accumulating = true;
+    ug_graph_weigh_seed(g);
     ug_status st = run_accumulating(g, ready, ctx, op);
     g->accumulating = false;
+    ug_graph_weigh_seed(g);
     if (st == UG_OK)
         st = ug_graph_place_gradients(g, true);
     if (st != UG_OK) { /* some accumulators hold this batch and some not: start over */

@@ -306,7 +306,7 @@ static ug_status gather_graph(const named_part *ng, save_list *s)
                             ng->name, g->micro_batches, g->micro_batches == 1 ? "" : "es");
     char key[KEY_BYTES];
     snprintf(key, sizeof key, "unigrad.graph.%s.seed", ng->name);
-    UG_TRY(meta_u64(&s->meta, key, g->seed));
+    UG_TRY(meta_u64(&s->meta, key, g->run.seed));
     snprintf(key, sizeof key, "unigrad.graph.%s.runs", ng->name);
     UG_TRY(meta_u64(&s->meta, key, g->runs));
     return each_sum(ng, save_visit, s);
@@ -649,7 +649,7 @@ static ug_status apply_plan(load_plan *p, ug_checkpoint *ck)
     }
     for (int i = 0; i < ck->graph_count; i++) {
         ug_graph *g = ck->graphs[i].graph;
-        g->seed = p->graph_seed[i];
+        g->run.seed = p->graph_seed[i];
         g->checked_runs = p->graph_runs[i];
         UG_TRY(ug_graph_set_runs(g, p->graph_runs[i]));
     }

@@ -682,12 +682,12 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
                                      const ug_tensor *const *in)
 {
     (void)in;
-    const ug_graph *g = op->p.dropout.graph;
-    if (!g->training)
+    const ug_run_state *run = op->p.dropout.run;
+    if (!run->training)
         return UG_OK; /* eval mode: the mask is not read */
     /* The run's part of the counter is read on the device (ug_graph_count_run). */
-    return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(g->seed), op->p.dropout.stream << 32,
-                            g->run_count, out[0]);
+    return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(run->seed), op->p.dropout.stream << 32,
+                            run->run_count, out[0]);
 }
 
 const ug_op_def ug_op_dropout_mask = {.family = "dropout mask", .infer = dropout_mask_infer,
@@ -710,7 +710,7 @@ static ug_status dropout_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
 
 static ug_status dropout_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
-    if (!op->p.dropout.graph->training)
+    if (!op->p.dropout.run->training)
         return ug_launch_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], in[0]);
     return ug_launch_binary(op->name, UG_BINARY_DROPOUT, UG_UNARY_COPY, op->p.dropout.p, out[0], in[0], in[1]);
 }
@@ -740,7 +740,7 @@ ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
         return UG_OK;
     }
     ug_op op = {.def = &ug_op_dropout_mask, .name = name,
-                .p.dropout = {.graph = g, .stream = g->dropout_streams, .p = p}};
+                .p.dropout = {.run = &g->run, .stream = g->dropout_streams, .p = p}};
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_value *in[2] = {x, NULL};
     ug_status st = ug_op_graph(g, &op, 1, &x, &in[1]);

@@ -1,6 +1,8 @@
 /* The loss ops of graphs: cross-entropy with label smoothing, and the op its
  * gradient uses, defined once (inference, launch, gradient). They compute
  * in f32. */
+#include <string.h>
+
 #include "core/graph/internal.h"
 
 /* ---- cross-entropy: in logits [rows, classes], labels [rows] (i32) ---- */
@@ -108,9 +110,9 @@ static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const 
     args.grad = ug_kview_of(out[0]);
     args.scale = 1.0f / (float)args.rows;
     if (op->p.xent.seed) { /* the backward pass's first gradient, taken in */
-        float weight;
-        ug_loss_seed_of(op->p.xent.seed, &args.dloss, &weight);
-        args.scale *= weight;
+        const ug_run_state *run = op->p.xent.seed;
+        args.dloss = run->loss_scale ? ug_kview_of(run->loss_scale) : (ug_kview){0};
+        args.scale *= run->seed_weight;
     } else {
         args.dloss = ug_kview_of(in[2]);
     }
@@ -120,13 +122,42 @@ static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const 
 /* The loss's gradient (input 2), when it is the backward pass's first:
  * the loss scale read where the kernel reads dloss, the rows' weight in
  * its scale. */
-static bool xent_grad_take_seed(ug_op *op, int input, const ug_graph *g)
+static bool xent_grad_take_seed(ug_op *op, int input, const ug_run_state *run)
 {
     if (input != 2 || op->p.xent.seed)
         return false;
-    op->p.xent.seed = g;
+    op->p.xent.seed = run;
     return true;
 }
 
 const ug_op_def ug_op_cross_entropy_grad = {.family = "cross_entropy backward", .infer = xent_grad_infer,
                                             .launch = xent_grad_launch, .take_seed = xent_grad_take_seed};
+
+/* The backward pass's first gradient, d loss / d loss: 1, or the loss
+ * scale when the graph's optimizer scales the loss (read on the device).
+ * A micro-batch accumulated (ug_graph_run_backward) weights it by its
+ * share of a full batch's rows, so that gradients of unequal batches add
+ * up as one batch of all their rows; a full batch's gradient stays that
+ * of ug_graph_run bit for bit. */
+static ug_status seed_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
+{
+    (void)nin, (void)in, (void)nout;
+    out[0] = (ug_meta){.dtype = UG_F32, .ndim = op->p.seed.ndim};
+    memcpy(out[0].shape, op->p.seed.shape, sizeof(int64_t) * (size_t)op->p.seed.ndim);
+    return UG_OK;
+}
+
+static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
+{
+    (void)in;
+    const ug_run_state *run = op->p.seed.run;
+    if (!run->loss_scale)
+        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, run->seed_weight, out[0], NULL);
+    ug_unary_args scaled = {.op = UG_UNARY_SCALE_SHIFT, .alpha = run->seed_weight, .y = ug_kview_of(out[0]),
+                            .x = ug_kview_of(run->loss_scale),
+                            .ndim = 1, .shape = {ug_tensor_numel(out[0])}, .x_strides = {0}};
+    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &scaled);
+}
+
+const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch,
+                                   .seeds_backward = true};

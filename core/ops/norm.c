@@ -55,7 +55,7 @@ static ug_status batchnorm_infer(const ug_op *op, int nin, const ug_meta *in, ug
 
 static bool batchnorm_training(const ug_op *op)
 {
-    return op->p.batchnorm.graph ? op->p.batchnorm.graph->training : op->p.batchnorm.training;
+    return op->p.batchnorm.run ? op->p.batchnorm.run->training : op->p.batchnorm.training;
 }
 
 static ug_batchnorm_args batchnorm_args(const ug_op *op, const ug_tensor *x)
@@ -198,7 +198,7 @@ ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *
                                 name, i ? "running_var" : "running_mean");
     }
     ug_op op = {.def = &ug_op_batchnorm, .name = name,
-                .p.batchnorm = {.graph = g, .update_running = true, .momentum = momentum,
+                .p.batchnorm = {.run = &g->run, .update_running = true, .momentum = momentum,
                                 .eps = eps}};
     ug_value *in[5] = {x, weight, bias, running_mean, running_var};
     static const ug_dtype want[5] = {UG_AS_GIVEN, UG_F32, UG_F32, UG_AS_GIVEN, UG_AS_GIVEN};

@@ -29,6 +29,34 @@ typedef struct ug_meta {
 enum { UG_OP_MAX_INPUTS = 6, UG_OP_MAX_OUTPUTS = 4 };
 
 typedef struct ug_op ug_op;
+
+/* What an op's launch reads of the graph running it, owned and kept
+ * current by the graph (core/graph/): ops know nothing else of graphs. */
+typedef struct ug_run_state {
+    bool training;    /* ug_graph_set_training: batch norm's statistics, dropout's masks */
+    uint64_t seed;    /* ug_graph_set_seed: dropout's key */
+    /* f32 [1] on the device with dropout: runs modulo UG_RANDOM_RUN_PERIOD,
+     * which the masks read there (ug_graph_count_run keeps it in step). */
+    ug_tensor *run_count;
+    /* The backward pass's first gradient, d loss / d loss: seed_weight
+     * times the one-element loss_scale on the device (NULL: times 1). */
+    float seed_weight;
+    const ug_tensor *loss_scale;
+} ug_run_state;
+
+/* What the optimizer's ops (core/ops/optim.c) read of the optimizer, owned
+ * by it (core/model/optimizer.c) and fixed at its creation. */
+typedef struct ug_optim_source {
+    ug_optim_args shared;        /* the update's kind and hyperparameters, no tensors */
+    ug_step_rule rule;           /* the step's (kernels/common/optim_step.h) */
+    const ug_tensor *step_state; /* f32 [UG_STEP_STATE_SIZE]: the step counts and loss scaler */
+    ug_tensor *const *state;     /* [param * slots + slot] */
+    int slots;
+    /* Parameter index's half copy, NULL when none: made on first use, so
+     * asked at every launch. */
+    const ug_tensor *(*half_copy)(const void *model, int index);
+    const void *model;
+} ug_optim_source;
 typedef struct graph_node graph_node;
 
 /* How the forward pass of a mixed-precision graph feeds an op
@@ -149,14 +177,14 @@ typedef struct ug_op_def {
      * predicted class against the labels) then costs no launch
      * (graph/plan.c folds it in). false: it cannot. */
     bool (*take_comparison)(ug_op *op);
-    /* Its result is the backward pass's first gradient (ug_loss_seed_of),
+    /* Its result is the backward pass's first gradient (ug_run_state),
      * which the op reading it may make itself (take_seed). */
     bool seeds_backward;
-    /* Makes its launch take the backward pass's first gradient of graph g
-     * from ug_loss_seed_of instead of from its input `input`, which it then
+    /* Makes its launch take the backward pass's first gradient from run
+     * (ug_run_state's seed_weight and loss_scale) instead of from its input `input`, which it then
      * no longer reads: the seed then costs no launch (graph/plan.c folds it
      * in). false: it cannot. */
-    bool (*take_seed)(ug_op *op, int input, const ug_graph *g);
+    bool (*take_seed)(ug_op *op, int input, const ug_run_state *run);
     /* Its name in profiles where the instance's name says less ("relu",
      * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
     void (*describe)(const ug_op *op, char *out, size_t len);
@@ -186,14 +214,14 @@ struct ug_op {
         struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; } reduce;
         struct { bool log; } softmax;
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
-        struct { const ug_graph *graph; uint64_t stream; float p; } dropout;
+        struct { const ug_run_state *run; uint64_t stream; float p; } dropout;
         /* seed: the graph whose backward pass's first gradient the
          * gradient's launch takes (take_seed); NULL: its input's */
-        struct { float smoothing; const ug_graph *seed; } xent;
+        struct { float smoothing; const ug_run_state *seed; } xent;
         struct { float eps; } layernorm;
-        struct { const ug_graph *graph; int param_index; } optim;
+        struct { const ug_optim_source *source; int param_index; } optim;
         /* the backward pass's first gradient: 1, or the loss scale */
-        struct { const ug_graph *graph; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;
+        struct { const ug_run_state *run; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;
         /* a gradient op's win also holds the forward's image and kernel
          * size; device (NULL: not known) says whether a library runs it and
          * whether im2col goes in chunks */
@@ -203,7 +231,7 @@ struct ug_op {
         /* training is the graph's mode when graph is set; recomputed copies
          * (recomputation) leave the running statistics alone */
         /* relu: a following ReLU fused in (graph/plan.c) */
-        struct { const ug_graph *graph; bool training, update_running, relu; float momentum, eps; } batchnorm;
+        struct { const ug_run_state *run; bool training, update_running, relu; float momentum, eps; } batchnorm;
     } p;
 };
 
@@ -278,9 +306,5 @@ extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_o
     ug_op_layernorm_grad, ug_op_optimizer, ug_op_optimizer_step, ug_op_loss_seed, ug_op_conv2d,
     ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
 
-/* The backward pass's first gradient of graph g as a kernel reads it:
- * *weight times the one-element *scale, or times 1 where scale->mem is
- * NULL (core/train/optim.c, beside the seed's definition). */
-void ug_loss_seed_of(const ug_graph *g, ug_kview *scale, float *weight);
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "base/fault.h"
-#include "core/graph/internal.h"
+#include "core/model/internal.h"
 #include "unigrad/ops.h"
 
 typedef struct model_param {

@@ -1,5 +1,6 @@
-/* Optimizers: state, learning-rate schedules, gradient clipping and the
- * update nodes appended to a training graph. */
+/* Optimizers: configuration, state, learning-rate schedules, clipping and
+ * loss scaling, as the optimizer's ops read them (ug_optim_source); the
+ * graph appends the update nodes (core/graph/update.c). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +8,7 @@
 #include <string.h>
 
 #include "base/fault.h"
-#include "core/graph/internal.h"
+#include "core/model/internal.h"
 #include "unigrad/ops.h"
 
 struct ug_optimizer {
@@ -21,7 +22,10 @@ struct ug_optimizer {
      * step counts and loss scaler, which every step reads and advances. */
     ug_tensor *step_state;
     int64_t steps;
+    ug_optim_source source;  /* what the update ops read */
 };
+
+static ug_step_rule step_rule(const ug_optimizer_config *c);
 
 ug_optimizer_config ug_optimizer_defaults(ug_optim_type type)
 {
@@ -115,6 +119,25 @@ static ug_status write_step_state(ug_optimizer *opt, const ug_loss_scaler_state 
     return ug_tensor_upload(opt->step_state, values, sizeof values);
 }
 
+static const ug_tensor *half_copy_of(const void *model, int index)
+{
+    return ug_model_half_copy_at(model, index);
+}
+
+/* The rule and hyperparameters every update reads, and where its tensors are. */
+static void set_source(ug_optimizer *opt)
+{
+    const ug_optimizer_config *c = &opt->config;
+    opt->source = (ug_optim_source){
+        .shared = {.kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW,
+                   .weight_decay = c->weight_decay, .momentum = c->momentum, .dampening = c->dampening,
+                   .nesterov = c->nesterov, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps},
+        .rule = step_rule(c), .step_state = opt->step_state, .state = opt->state, .slots = opt->slots,
+        .half_copy = half_copy_of, .model = opt->model};
+}
+
+const ug_optim_source *ug_optimizer_source(const ug_optimizer *opt) { return &opt->source; }
+
 ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config, ug_optimizer **out)
 {
     if (!out)
@@ -150,6 +173,7 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
         ug_optimizer_free(opt);
         return made;
     }
+    set_source(opt);
     for (int i = 0; i < params; i++) {
         ug_tensor *p = NULL;
         ug_model_param_at(model, i, NULL, &p);
@@ -342,9 +366,6 @@ ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot,
     return UG_OK;
 }
 
-/* Parameters per multi-tensor launch: a stack array's. */
-enum { UG_OPTIM_GROUP_MAX = 64 };
-
 /* What the device's step decides from (kernels/common/optim_step.h). */
 static ug_step_rule step_rule(const ug_optimizer_config *c)
 {
@@ -376,185 +397,3 @@ void ug_optim_step_done(ug_optimizer *opt) { opt->steps++; }
 
 int ug_optim_slots(const ug_optimizer *opt) { return opt->slots; }
 
-/* What every parameter's update shares: the rule and the step's gate. */
-static ug_optim_args shared_args(const ug_optimizer *opt, const ug_tensor *gate)
-{
-    const ug_optimizer_config *c = &opt->config;
-    return (ug_optim_args){.kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW,
-                           .gate = ug_kview_of(gate), .weight_decay = c->weight_decay, .momentum = c->momentum,
-                           .dampening = c->dampening, .nesterov = c->nesterov, .beta1 = c->beta1,
-                           .beta2 = c->beta2, .eps = c->eps};
-}
-
-/* Parameter index's buffers: its update node's inputs (param, grad, the
- * gate, then a folded check's flag or NULL), its state and half copy. */
-static ug_optim_tensor param_tensor(const ug_optimizer *opt, int index, const ug_tensor *const *in)
-{
-    ug_optim_tensor t = {.param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .n = ug_tensor_numel(in[0])};
-    if (in[3])
-        t.check = ug_kview_of(in[3]);
-    if (opt->slots > 0)
-        t.state0 = ug_kview_of(opt->state[index * opt->slots]);
-    if (opt->slots > 1)
-        t.state1 = ug_kview_of(opt->state[index * opt->slots + 1]);
-    const ug_tensor *copy = ug_model_half_copy_at(opt->model, index);
-    if (copy)
-        t.copy = ug_kview_of(copy);
-    return t;
-}
-
-/* One parameter's update: in param, grad and the step's gate; the
- * parameter is updated in place, so the node has no result. */
-static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    (void)out;
-    const ug_optimizer *opt = op->p.optim.graph->optimizer;
-    const ug_optim_tensor t = param_tensor(opt, op->p.optim.param_index, in);
-    if (t.n == 0)
-        return UG_OK;
-    ug_optim_args args = shared_args(opt, in[2]);
-    args.param = t.param, args.grad = t.grad, args.state0 = t.state0, args.state1 = t.state1;
-    args.copy = t.copy, args.check = t.check, args.n = t.n;
-    return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
-}
-
-/* Every parameter's update in one launch (PyTorch's multi-tensor apply):
- * the graph groups the update nodes (they share the gate). */
-static ug_status optimizer_launch_group(const ug_op *const *ops, const ug_tensor *const *ins, int count)
-{
-    const ug_optimizer *opt = ops[0]->p.optim.graph->optimizer;
-    ug_optim_tensor tensors[UG_OPTIM_GROUP_MAX];
-    for (int first = 0; first < count; first += UG_OPTIM_GROUP_MAX) {
-        const ug_tensor *const *in = &ins[first * UG_OP_MAX_INPUTS];
-        ug_optim_args args = shared_args(opt, in[2]);
-        for (int k = first; k < count && k < first + UG_OPTIM_GROUP_MAX; k++) {
-            const ug_tensor *const *mine = &ins[k * UG_OP_MAX_INPUTS];
-            tensors[args.count++] = param_tensor(opt, ops[k]->p.optim.param_index, mine);
-        }
-        args.tensors = tensors;
-        UG_TRY(ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, ops[first]->name, in[0]->dtype, &args));
-    }
-    return UG_OK;
-}
-
-static void optimizer_describe(const ug_op *op, char *out, size_t len)
-{
-    ug_optim_type type = op->p.optim.graph->optimizer->config.type;
-    snprintf(out, len, "%s", type == UG_SGD ? "sgd" : type == UG_ADAM ? "adam" : "adamw");
-}
-
-/* The gradient, as the update reads it. */
-static int optimizer_check_slot(const ug_op *op, int operand)
-{
-    (void)op;
-    return operand == 1 ? 0 : -1;
-}
-
-const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch,
-                                   .launch_group = optimizer_launch_group, .describe = optimizer_describe,
-                                   .check_slot = optimizer_check_slot};
-
-/* The step's scalars (kernels/common/optim_step.h): in the gradients' sum
- * of squares when the step clips or scales; out the gate every parameter's
- * update reads. */
-static ug_status step_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
-{
-    (void)op, (void)nin, (void)in, (void)nout;
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {UG_GATE_SIZE}};
-    return UG_OK;
-}
-
-static ug_status step_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    const ug_optimizer *opt = op->p.optim.graph->optimizer;
-    ug_optim_args args = {.kind = UG_OPTIM_STEP, .param = ug_kview_of(out[0]), .state0 = ug_kview_of(opt->step_state),
-                          .n = 1, .rule = step_rule(&opt->config)};
-    if (in[0])
-        args.grad = ug_kview_of(in[0]);
-    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_OPTIMIZER, op->name, UG_F32, &args);
-}
-
-const ug_op_def ug_op_optimizer_step = {.family = "optimizer step", .infer = step_infer, .launch = step_launch};
-
-/* The backward pass's first gradient, d loss / d loss: 1, or the loss
- * scale when the graph's optimizer scales the loss (read on the device).
- * A micro-batch accumulated (ug_graph_run_backward) weights it by its
- * share of a full batch's rows, so that gradients of unequal batches add
- * up as one batch of all their rows; a full batch's gradient stays that
- * of ug_graph_run bit for bit. */
-static ug_status seed_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
-{
-    (void)nin, (void)in, (void)nout;
-    out[0] = (ug_meta){.dtype = UG_F32, .ndim = op->p.seed.ndim};
-    memcpy(out[0].shape, op->p.seed.shape, sizeof(int64_t) * (size_t)op->p.seed.ndim);
-    return UG_OK;
-}
-
-void ug_loss_seed_of(const ug_graph *g, ug_kview *scale, float *weight)
-{
-    *weight = g->accumulating ? (float)g->rows / g->gradient_rows : 1.0f;
-    const ug_optimizer *opt = g->optimizer;
-    *scale = opt && opt->config.loss_scaling.enabled ? ug_kview_of(opt->step_state) : (ug_kview){0};
-}
-
-static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    (void)in;
-    ug_kview scale;
-    float weight;
-    ug_loss_seed_of(op->p.seed.graph, &scale, &weight);
-    if (!scale.mem)
-        return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, weight, out[0], NULL);
-    ug_unary_args scaled = {.op = UG_UNARY_SCALE_SHIFT, .alpha = weight, .y = ug_kview_of(out[0]), .x = scale,
-                            .ndim = 1, .shape = {ug_tensor_numel(out[0])}, .x_strides = {0}};
-    return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &scaled);
-}
-
-const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch,
-                                   .seeds_backward = true};
-
-/* The sum of every gradient's squares, on the device. */
-static ug_status sum_of_squares(ug_graph *g, ug_value **total)
-{
-    *total = NULL;
-    for (int i = 0; i < g->value_count; i++) {
-        ug_value *p = g->values[i];
-        if (p->kind != VALUE_PARAM || !p->grad)
-            continue;
-        ug_value *sq = NULL;
-        UG_TRY(ug_g_reduce_axes(g, p->grad, UG_RKERNEL_SUMSQ, 0, true, false, &sq));
-        if (*total)
-            UG_TRY(ug_g_add(g, *total, sq, total));
-        else
-            *total = sq;
-    }
-    return UG_OK;
-}
-
-ug_status ug_optim_append(ug_graph *g, ug_optimizer *opt)
-{
-    /* The gate: the step's rate and counts, and the factor that unscales
-     * and clips (clip_grad_norm_'s over every gradient). */
-    ug_value *total = NULL, *gate = NULL;
-    if (opt->config.loss_scaling.enabled || opt->config.max_grad_norm > 0.0f)
-        UG_TRY(sum_of_squares(g, &total));
-    ug_op step = {.def = &ug_op_optimizer_step, .name = "optimizer step", .p.optim = {.graph = g, .param_index = -1}};
-    UG_TRY(ug_op_graph(g, &step, total ? 1 : 0, &total, &gate));
-    for (int i = 0; i < g->value_count; i++) {
-        ug_value *p = g->values[i];
-        if (p->kind != VALUE_PARAM || !p->grad)
-            continue;
-        int index = ug_model_param_index(g->model, p->param);
-        if (index >= opt->params)
-            return ug_set_error(UG_ERR_STATE,
-                                "ug_graph_set_optimizer: parameter '%s' was created after the optimizer; "
-                                "create the optimizer once the model is complete",
-                                p->name);
-        graph_node *n;
-        ug_value *in[3] = {p, p->grad, gate};
-        ug_op op = {.def = &ug_op_optimizer, .name = "optimizer update",
-                    .p.optim = {.graph = g, .param_index = index}};
-        UG_TRY(ug_graph_add_node(g, &op, NULL, 3, in, &n));
-    }
-    return UG_OK;
-}

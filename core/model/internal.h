@@ -1,0 +1,40 @@
+/* Models and optimizers as the graphs that train them see them: a model's
+ * parameters (and their half copies for mixed precision), an optimizer's
+ * state. Graphs (core/graph/) stand on these; these stand on the ops
+ * (core/ops/) and the runtime, and know nothing of graphs. */
+#ifndef UG_CORE_MODEL_INTERNAL_H
+#define UG_CORE_MODEL_INTERNAL_H
+
+#include "core/ops/op.h"
+#include "unigrad/graph.h"
+#include "unigrad/optim.h"
+
+/* model.c */
+int ug_model_param_index(const ug_model *model, const ug_tensor *param);
+/* Graphs and optimizers keep their model: ug_model_free drops a reference. */
+void ug_model_retain(ug_model *model);
+/* Frees the parameters from index count on (a failed layer's). */
+void ug_model_truncate(ug_model *model, int count);
+/* Parameter index's half copy in dtype, made from it on first use: what
+ * mixed-precision graphs read, kept current by every optimizer update and
+ * ug_model_write_param. A model keeps copies in one half dtype. */
+ug_status ug_model_half_copy(ug_model *model, int index, ug_dtype dtype, ug_tensor **out);
+/* The copy if there is one (NULL otherwise). */
+ug_tensor *ug_model_half_copy_at(const ug_model *model, int index);
+
+/* optimizer.c */
+/* Graphs keep their optimizer the way they keep their model. */
+void ug_optimizer_retain(ug_optimizer *opt);
+/* What the optimizer's ops read (core/ops/optim.c), fixed at creation. */
+const ug_optim_source *ug_optimizer_source(const ug_optimizer *opt);
+/* Whether opt can take a step count and (when not NULL) loss scaler state,
+ * as a checkpoint restores them: checked before anything is written. */
+ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
+/* Sets both, once checked (a checkpoint's load). */
+ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
+void ug_optim_step_done(ug_optimizer *opt);
+/* State tensors per parameter (shaped like it). */
+int ug_optim_slots(const ug_optimizer *opt);
+ug_model *ug_optimizer_model(const ug_optimizer *opt);
+
+#endif
