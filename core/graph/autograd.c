@@ -85,7 +85,9 @@ ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
             return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient",
                                 n->op.name ? n->op.name : n->op.def->family);
         g->deriving = n;
-        ug_status st = n->op.def->backward(g, n, gy);
+        const ug_op_node view = {.op = &n->op, .in = n->in, .nin = n->nin, .out = n->out, .saved = n->scratch,
+                                 .nsaved = n->nscratch};
+        ug_status st = n->op.def->backward(g, &view, gy);
         g->deriving = NULL;
         UG_TRY(st);
     }

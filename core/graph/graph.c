@@ -57,6 +57,21 @@ void ug_graph_free(ug_graph *g)
 
 ug_model *ug_graph_model(const ug_graph *g) { return g ? g->model : NULL; }
 
+ug_meta ug_value_meta(const ug_value *v)
+{
+    ug_meta m = {.dtype = v->dtype, .ndim = v->ndim};
+    memcpy(m.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    return m;
+}
+
+bool ug_value_is_param(const ug_value *v) { return v->kind == VALUE_PARAM; }
+
+ug_value *ug_saved_of(const ug_value *v, int k) { return v->producer->scratch[k]; }
+
+ug_run_state *ug_graph_run_state(ug_graph *g) { return &g->run; }
+ug_device *ug_graph_device(const ug_graph *g) { return g->device; }
+ug_dtype ug_graph_precision(const ug_graph *g) { return g->precision; }
+
 ug_status ug_graph_check_open(const ug_graph *g, const char *op)
 {
     if (!g)

@@ -10,6 +10,8 @@
 #include "unigrad/graph.h"
 #include "unigrad/optim.h"
 
+typedef struct graph_node graph_node;
+
 typedef enum value_kind {
     VALUE_INPUT,     /* bound by the caller */
     VALUE_PARAM,     /* a model parameter */
@@ -118,7 +120,6 @@ struct ug_graph {
     bool has_backward;
     bool unfused;             /* ug_graph_set_fusion(g, false) */
     uint64_t runs;
-    uint64_t dropout_streams;
     ug_value **values;
     int value_count, value_capacity;
     graph_node **nodes;
@@ -196,34 +197,6 @@ ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int n
                              const int64_t *shape, ug_value **out);
 ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin,
                             ug_value *const *in, graph_node **node);
-/* Everything added after a mark can be taken back, so a call that fails
- * part way leaves the graph (and the model's parameters) as they were. */
-typedef struct ug_graph_mark {
-    int values, nodes, params;
-} ug_graph_mark;
-ug_graph_mark ug_graph_mark_now(const ug_graph *g);
-void ug_graph_rollback(ug_graph *g, ug_graph_mark mark);
-
-/* Internal graph ops, each a node of one definition (core/ops/). */
-ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, ug_value *b,
-                      ug_value **out);
-ug_status ug_g_unary(ug_graph *g, ug_unary_kind op, float alpha, float beta, ug_value *x,
-                     ug_value **out);
-ug_status ug_g_reduce_axes(ug_graph *g, ug_value *x, ug_reduce_kind op, int axis, bool all,
-                           bool keepdim, ug_value **out);
-/* x broadcast to like's shape; with mean, divided by the elements each of
- * x's spreads over (a mean's gradient). */
-ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out);
-/* Sets an expand's target to shape (like's shape for the rows bound now). */
-void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_numel);
-/* A value's meta as bound now: its tensor's shape, else the planned one
- * (graph/rows.c). */
-ug_meta ug_value_meta_now(const ug_value *v);
-ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
-ug_status ug_graph_check_open(const ug_graph *g, const char *op);
-/* A value given to op as arg: not NULL, of this graph. */
-ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg);
-
 /* graph/autocast.c */
 /* The inputs op reads in a mixed-precision graph, casts added as needed
  * (cast[i] is in[i] where none is). */
@@ -232,11 +205,6 @@ ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *co
 
 /* autograd.c */
 ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);
-/* Adds grad (shaped like a broadcast result) to operand's gradient, summed
- * back to operand's shape; nothing when no parameter's gradient flows
- * through operand. For the definitions' backward functions. */
-ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad);
-bool ug_grad_needed(const ug_value *v);
 
 /* graph/update.c */
 /* Appends opt's update nodes: the step's gate, then each parameter's. */

@@ -593,7 +593,7 @@ ug_status ug_graph_compile(ug_graph *g)
     if (g->compiled)
         return ug_set_error(UG_ERR_STATE, "ug_graph_compile: the graph is compiled already");
     ug_status st = ug_graph_plan(g);
-    if (st == UG_OK && g->dropout_streams && !g->run.run_count)
+    if (st == UG_OK && g->run.dropout_streams && !g->run.run_count)
         st = ug_tensor_new(g->device, UG_F32, 1, (int64_t[]){1}, "dropout run count", &g->run.run_count);
     if (st == UG_OK && g->run.run_count)
         st = ug_graph_set_runs(g, g->runs);

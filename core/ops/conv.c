@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/conv.h"
 #include "unigrad/ops.h"
 
@@ -499,15 +499,15 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
 const ug_op_def ug_op_conv2d_dw = {.family = "conv2d weight gradient", .infer = conv_dw_infer,
                                    .launch = conv_dw_launch, .writes_any_float = ug_writes_any_float};
 
-static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status conv_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
-    ug_value *x = n->in[0], *w = n->in[1], *bias = n->op.p.conv.bias ? n->in[2] : NULL;
-    ug_op op = n->op;
-    op.p.conv.win.c = x->shape[1];
-    op.p.conv.win.h = x->shape[2];
-    op.p.conv.win.w = x->shape[3];
-    op.p.conv.win.kh = (int)w->shape[2];
-    op.p.conv.win.kw = (int)w->shape[3];
+    ug_value *x = n->in[0], *w = n->in[1], *bias = n->op->p.conv.bias ? n->in[2] : NULL;
+    ug_op op = *n->op;
+    op.p.conv.win.c = ug_value_dim(x, 1);
+    op.p.conv.win.h = ug_value_dim(x, 2);
+    op.p.conv.win.w = ug_value_dim(x, 3);
+    op.p.conv.win.kh = (int)ug_value_dim(w, 2);
+    op.p.conv.win.kw = (int)ug_value_dim(w, 3);
     if (ug_grad_needed(x)) {
         op.def = &ug_op_conv2d_dx;
         op.name = "conv2d input gradient";
@@ -523,7 +523,7 @@ static ug_status conv_backward(ug_graph *g, graph_node *n, ug_value *gy)
         UG_TRY(ug_grad_give(g, w, dw));
     }
     if (bias && ug_grad_needed(bias)) { /* the sum over images and positions */
-        int64_t flat[3] = {gy->shape[0], gy->shape[1], gy->shape[2] * gy->shape[3]};
+        int64_t flat[3] = {ug_value_dim(gy, 0), ug_value_dim(gy, 1), ug_value_dim(gy, 2) * ug_value_dim(gy, 3)};
         ug_value *gy3 = NULL, *per_image = NULL, *db = NULL;
         UG_TRY(ug_g_reshape(g, gy, 3, flat, &gy3));
         UG_TRY(ug_g_reduce_axes(g, gy3, UG_RKERNEL_SUM, 2, false, false, &per_image));
@@ -553,13 +553,13 @@ ug_status ug_conv2d(const ug_tensor *x, const ug_tensor *weight, const ug_tensor
 ug_status ug_g_conv2d(ug_graph *g, ug_value *x, ug_value *weight, ug_value *bias,
                       const ug_conv2d_params *params, ug_value **out)
 {
-    ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params, g ? g->device : NULL);
+    ug_op op = conv_op(&ug_op_conv2d, "graph conv2d", params, g ? ug_graph_device(g) : NULL);
     op.p.conv.bias = bias != NULL;
     ug_value *in[3] = {x, weight, bias};
     /* In a mixed-precision graph autocast gives x and the weight its dtype. */
     ug_dtype common = UG_AS_GIVEN;
-    if (g && g->precision == UG_F32 && x && weight)
-        common = conv_dtype(x->dtype, weight->dtype);
+    if (g && ug_graph_precision(g) == UG_F32 && x && weight)
+        common = conv_dtype(ug_value_dtype(x), ug_value_dtype(weight));
     const ug_dtype want[3] = {common, common, UG_AS_GIVEN};
     return ug_op_graph_cast(g, &op, bias ? 3 : 2, in, want, out);
 }

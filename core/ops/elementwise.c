@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "base/mix64.h"
 #include "unigrad/ops.h"
 
@@ -130,10 +130,10 @@ static ug_status unary_launch(const ug_op *op, ug_tensor *const *out, const ug_t
 }
 
 /* The gradient of each unary op, as PyTorch defines it. */
-static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status unary_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *x = n->in[0], *y = n->out, *gx = NULL, *t = NULL;
-    switch (n->op.p.unary.op) {
+    switch (n->op->p.unary.op) {
     case UG_UNARY_NEG: UG_TRY(ug_g_neg(g, gy, &gx)); break;
     case UG_UNARY_ABS: UG_TRY(ug_g_binary(g, UG_BINARY_ABS_GRAD, 0, gy, x, &gx)); break;
     case UG_UNARY_EXP: UG_TRY(ug_g_mul(g, gy, y, &gx)); break;
@@ -149,13 +149,13 @@ static ug_status unary_backward(ug_graph *g, graph_node *n, ug_value *gy)
         UG_TRY(ug_g_sigmoid(g, x, &t));
         UG_TRY(ug_g_mul(g, gy, t, &gx));
         break;
-    case UG_UNARY_SCALE_SHIFT: UG_TRY(ug_g_scale_shift(g, gy, n->op.p.unary.alpha, 0.0f, &gx)); break;
+    case UG_UNARY_SCALE_SHIFT: UG_TRY(ug_g_scale_shift(g, gy, n->op->p.unary.alpha, 0.0f, &gx)); break;
     case UG_UNARY_SQUARE:
         UG_TRY(ug_g_mul(g, gy, x, &t));
         UG_TRY(ug_g_scale_shift(g, t, 2.0f, 0.0f, &gx));
         break;
     default:
-        return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op.name);
+        return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op->name);
     }
     return ug_grad_give(g, x, gx);
 }
@@ -273,10 +273,10 @@ static ug_status binary_launch(const ug_op *op, ug_tensor *const *out, const ug_
                             out[0], in[0], in[1]);
 }
 
-static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status binary_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *a = n->in[0], *b = n->in[1], *ga = NULL, *gb = NULL, *t = NULL;
-    switch (n->op.p.binary.op) {
+    switch (n->op->p.binary.op) {
     case UG_BINARY_ADD:
         UG_TRY(ug_grad_give(g, a, gy));
         return ug_grad_give(g, b, gy);
@@ -308,7 +308,7 @@ static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
     case UG_BINARY_MINIMUM: {
         /* As PyTorch: ties split the gradient evenly. For the maximum
          * share_a = (ge(a,b) - ge(b,a) + 1) / 2; the minimum swaps the masks. */
-        const bool max = n->op.p.binary.op == UG_BINARY_MAXIMUM;
+        const bool max = n->op->p.binary.op == UG_BINARY_MAXIMUM;
         ug_value *ge_ab = NULL, *ge_ba = NULL, *diff = NULL, *share = NULL;
         UG_TRY(ug_g_binary(g, UG_BINARY_GE_MASK, 0, a, b, &ge_ab));
         UG_TRY(ug_g_binary(g, UG_BINARY_GE_MASK, 0, b, a, &ge_ba));
@@ -320,7 +320,7 @@ static ug_status binary_backward(ug_graph *g, graph_node *n, ug_value *gy)
         return ug_grad_give(g, b, gb);
     }
     default:
-        return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op.name);
+        return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op->name);
     }
 }
 
@@ -421,12 +421,12 @@ static ug_status cast_launch(const ug_op *op, ug_tensor *const *out, const ug_te
 }
 
 /* Between float dtypes the gradient is the incoming one cast back. */
-static ug_status cast_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status cast_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *x = n->in[0], *gx = NULL;
     if (!ug_grad_needed(x))
         return UG_OK;
-    UG_TRY(ug_g_cast(g, gy, x->dtype, &gx));
+    UG_TRY(ug_g_cast(g, gy, ug_value_dtype(x), &gx));
     return ug_grad_give(g, x, gx);
 }
 
@@ -489,11 +489,11 @@ static ug_status expand_launch(const ug_op *op, ug_tensor *const *out, const ug_
                                 in[0], out[0]->ndim, shape, strides);
 }
 
-static ug_status expand_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status expand_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *gx = gy;
-    if (n->op.p.expand.alpha != 1.0f)
-        UG_TRY(ug_g_scale_shift(g, gy, n->op.p.expand.alpha, 0.0f, &gx));
+    if (n->op->p.expand.alpha != 1.0f)
+        UG_TRY(ug_g_scale_shift(g, gy, n->op->p.expand.alpha, 0.0f, &gx));
     return ug_grad_give(g, n->in[0], gx);
 }
 
@@ -529,7 +529,8 @@ void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_n
 ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out)
 {
     ug_op op = {.def = &ug_op_expand, .name = "graph expand", .p.expand = {.like = like, .mean = mean}};
-    ug_expand_follow(&op, like->ndim, like->shape, ug_shape_numel(x->ndim, x->shape));
+    const ug_meta target = ug_value_meta(like), from = ug_value_meta(x);
+    ug_expand_follow(&op, target.ndim, target.shape, ug_shape_numel(from.ndim, from.shape));
     return ug_op_graph(g, &op, 1, &x, out);
 }
 
@@ -540,7 +541,7 @@ static ug_status fill_launch(const ug_op *op, ug_tensor *const *out, const ug_te
 }
 
 /* Constants have no inputs, hence no gradient to give. */
-static ug_status no_gradient(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status no_gradient(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     (void)g;
     (void)n;
@@ -601,7 +602,7 @@ static ug_status transpose_launch(const ug_op *op, ug_tensor *const *out, const 
     return launch_strided_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], x, n, shape, strides);
 }
 
-static ug_status transpose_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status transpose_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *gx = NULL;
     UG_TRY(ug_g_transpose(g, gy, &gx));
@@ -716,10 +717,10 @@ static ug_status dropout_launch(const ug_op *op, ug_tensor *const *out, const ug
 }
 
 /* The same mask (and mode) applied to the gradient. */
-static ug_status dropout_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status dropout_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *in[2] = {gy, n->in[1]}, *gx = NULL;
-    UG_TRY(ug_op_graph(g, &n->op, 2, in, &gx));
+    UG_TRY(ug_op_graph(g, n->op, 2, in, &gx));
     return ug_grad_give(g, n->in[0], gx);
 }
 
@@ -739,8 +740,9 @@ ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
         *out = x;
         return UG_OK;
     }
+    ug_run_state *run = ug_graph_run_state(g);
     ug_op op = {.def = &ug_op_dropout_mask, .name = name,
-                .p.dropout = {.run = &g->run, .stream = g->dropout_streams, .p = p}};
+                .p.dropout = {.run = run, .stream = run->dropout_streams, .p = p}};
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_value *in[2] = {x, NULL};
     ug_status st = ug_op_graph(g, &op, 1, &x, &in[1]);
@@ -752,6 +754,6 @@ ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out)
         ug_graph_rollback(g, mark);
         return st;
     }
-    g->dropout_streams++;
+    run->dropout_streams++;
     return UG_OK;
 }

@@ -3,7 +3,7 @@
  * in f32. */
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 
 /* ---- cross-entropy: in logits [rows, classes], labels [rows] (i32) ---- */
 
@@ -68,10 +68,10 @@ static int xent_check_slot(const ug_op *op, int operand)
     return operand == 0 ? 0 : operand == UG_CHECKED_OPERAND_RESULT ? 1 : -1;
 }
 
-static ug_status xent_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status xent_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_op op = {.def = &ug_op_cross_entropy_grad, .name = "cross_entropy backward",
-                .p.xent = n->op.p.xent};
+                .p.xent = n->op->p.xent};
     ug_value *in[3] = {n->in[0], n->in[1], gy}, *gx = NULL;
     UG_TRY(ug_op_graph(g, &op, 3, in, &gx));
     return ug_grad_give(g, n->in[0], gx);

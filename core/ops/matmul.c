@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/conv.h"
 #include "unigrad/ops.h"
 
@@ -123,10 +123,10 @@ static void matmul_describe(const ug_op *op, char *out, size_t len)
 
 /* Gradients of C = op(A) op(B); the products broadcast a 2-D operand over
  * the batch, and ug_grad_give sums that batch back. */
-static ug_status matmul_backward(ug_graph *g, graph_node *n, ug_value *gc)
+static ug_status matmul_backward(ug_graph *g, const ug_op_node *n, ug_value *gc)
 {
     ug_value *a = n->in[0], *b = n->in[1], *ga = NULL, *gb = NULL;
-    bool ta = n->op.p.matmul.ta, tb = n->op.p.matmul.tb;
+    bool ta = n->op->p.matmul.ta, tb = n->op->p.matmul.tb;
     if (ug_grad_needed(a)) {
         if (!ta)
             UG_TRY(ug_g_matmul(g, gc, b, false, !tb, &ga));   /* dC op(B)^T */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/conv.h"
 #include "unigrad/ops.h"
 
@@ -122,18 +122,17 @@ static ug_status batchnorm_grad_launch(const ug_op *op, ug_tensor *const *out,
 const ug_op_def ug_op_batchnorm_grad = {.family = "batch_norm gradient", .infer = batchnorm_grad_infer,
                                         .launch = batchnorm_grad_launch};
 
-static ug_status batchnorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status batchnorm_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *x = n->in[0], *weight = n->in[1], *bias = n->in[2];
-    ug_op op = n->op;
+    ug_op op = *n->op;
     op.def = &ug_op_batchnorm_grad;
     op.name = "batch_norm gradient";
-    ug_value *in[5] = {gy, x, n->scratch[0], n->scratch[1], weight}, *dx = NULL;
+    ug_value *in[5] = {gy, x, n->saved[0], n->saved[1], weight}, *dx = NULL;
     UG_TRY(ug_op_graph(g, &op, 5, in, &dx));
-    graph_node *grad = dx->producer;
     UG_TRY(ug_grad_give(g, x, dx));
-    UG_TRY(ug_grad_give(g, weight, grad->scratch[0]));
-    return ug_grad_give(g, bias, grad->scratch[1]);
+    UG_TRY(ug_grad_give(g, weight, ug_saved_of(dx, 0)));
+    return ug_grad_give(g, bias, ug_saved_of(dx, 1));
 }
 
 /* A recomputed copy leaves the running statistics alone: the forward
@@ -191,14 +190,14 @@ ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *
     ug_value *stats[2] = {running_mean, running_var};
     for (int i = 0; i < 2; i++) {
         UG_TRY(ug_graph_check_value(g, stats[i], name, i ? "running_var" : "running_mean"));
-        if (stats[i]->kind != VALUE_PARAM)
+        if (!ug_value_is_param(stats[i]))
             return ug_set_error(UG_ERR_INVALID_ARGUMENT,
                                 "%s: %s must be a model parameter (ug_graph_param), which the op "
                                 "updates in place as model state",
                                 name, i ? "running_var" : "running_mean");
     }
     ug_op op = {.def = &ug_op_batchnorm, .name = name,
-                .p.batchnorm = {.run = &g->run, .update_running = true, .momentum = momentum,
+                .p.batchnorm = {.run = ug_graph_run_state(g), .update_running = true, .momentum = momentum,
                                 .eps = eps}};
     ug_value *in[5] = {x, weight, bias, running_mean, running_var};
     static const ug_dtype want[5] = {UG_AS_GIVEN, UG_F32, UG_F32, UG_AS_GIVEN, UG_AS_GIVEN};
@@ -284,18 +283,19 @@ static ug_status layernorm_grad_infer(const ug_op *op, int nin, const ug_meta *i
 const ug_op_def ug_op_layernorm_grad = {.family = "layernorm backward", .infer = layernorm_grad_infer,
                                         .launch = layernorm_grad_launch};
 
-static ug_status layernorm_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status layernorm_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    ug_value *mean = n->scratch[0], *rstd = n->scratch[1];
-    int64_t cols = x->shape[x->ndim - 1];
+    ug_value *mean = n->saved[0], *rstd = n->saved[1];
+    int64_t cols = ug_value_dim(x, ug_value_ndim(x) - 1);
     if (cols == 0)
         return UG_OK; /* no elements, and gamma and beta have none: nothing to give */
-    int64_t rows = ug_shape_numel(x->ndim, x->shape) / cols;
+    const ug_meta m = ug_value_meta(x);
+    int64_t rows = ug_shape_numel(m.ndim, m.shape) / cols;
     int64_t flat[2] = {rows, cols}, column[2] = {rows, 1};
     if (ug_grad_needed(x)) {
         ug_op op = {.def = &ug_op_layernorm_grad, .name = "layernorm backward",
-                    .p.layernorm = n->op.p.layernorm};
+                    .p.layernorm = n->op->p.layernorm};
         ug_value *in[5] = {gy, x, mean, rstd, gamma}, *dx = NULL;
         UG_TRY(ug_op_graph(g, &op, 5, in, &dx));
         UG_TRY(ug_grad_give(g, x, dx));

@@ -1,15 +1,16 @@
-/* Running op definitions eagerly and adding them to graphs, and the one
- * point every kernel call passes through. */
+/* Running op definitions eagerly, and what the definitions share: names,
+ * inference checks, autocast classes. Graphs add them in
+ * core/graph/add_op.c. */
 #include <stdint.h>
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/ops.h"
 
-static const char *op_name(const ug_op *op) { return op->name ? op->name : op->def->family; }
+const char *ug_op_name(const ug_op *op) { return op->name ? op->name : op->def->family; }
 
 /* How messages name input i of an op with nin inputs. */
-static const char *input_name(const ug_op *op, int nin, int i)
+const char *ug_op_input_name(const ug_op *op, int nin, int i)
 {
     static const char *const generic[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
     if (op->def->inputs[i])
@@ -52,7 +53,7 @@ ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg)
 {
     if (!ug_dtype_is_float(m->dtype))
         return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op takes f32, f16 or bf16 (cast with ug_cast)",
-                            op_name(op), arg, ug_dtype_name(m->dtype));
+                            ug_op_name(op), arg, ug_dtype_name(m->dtype));
     return UG_OK;
 }
 
@@ -60,7 +61,7 @@ ug_status ug_infer_f32(const ug_op *op, const ug_meta *m, const char *arg)
 {
     if (m->dtype != UG_F32)
         return ug_set_error(UG_ERR_DTYPE, "%s: %s is %s; this op computes in f32 (cast the input)",
-                            op_name(op), arg, ug_dtype_name(m->dtype));
+                            ug_op_name(op), arg, ug_dtype_name(m->dtype));
     return UG_OK;
 }
 
@@ -68,7 +69,7 @@ ug_status ug_infer_same_dtype(const ug_op *op, const ug_meta *a, const ug_meta *
 {
     if (a->dtype != b->dtype)
         return ug_set_error(UG_ERR_DTYPE, "%s: a is %s and b is %s; cast one with ug_cast",
-                            op_name(op), ug_dtype_name(a->dtype), ug_dtype_name(b->dtype));
+                            ug_op_name(op), ug_dtype_name(a->dtype), ug_dtype_name(b->dtype));
     return UG_OK;
 }
 
@@ -101,7 +102,7 @@ ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
     UG_TRY(op->def->infer(op, nin, in, out, nout));
     for (int k = 0; k < *nout; k++) {
         int64_t numel;
-        UG_TRY(ug_checked_numel(out[k].ndim, out[k].shape, ug_dtype_size(out[k].dtype), op_name(op),
+        UG_TRY(ug_checked_numel(out[k].ndim, out[k].shape, ug_dtype_size(out[k].dtype), ug_op_name(op),
                                 &numel));
     }
     return UG_OK;
@@ -109,13 +110,13 @@ ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
 
 ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_tensor **out)
 {
-    const char *name = op_name(op);
+    const char *name = ug_op_name(op);
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
     *out = NULL;
     ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
     for (int i = 0; i < nin; i++) {
-        UG_TRY(ug_check_tensor(in[i], name, input_name(op, nin, i)));
+        UG_TRY(ug_check_tensor(in[i], name, ug_op_input_name(op, nin, i)));
         if (i > 0)
             UG_TRY(ug_check_same_device(in[0], in[i], name));
         metas[i] = ug_meta_of_tensor(in[i]);
@@ -142,67 +143,7 @@ ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_t
     return UG_OK;
 }
 
-static ug_status op_graph_as_given(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
-                                   ug_value **out);
-
-/* In a mixed-precision graph the forward pass's ops first get their inputs
- * in the dtypes autocast picks (graph/autocast.c); the casts go with the op
- * if it fails. */
-ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in, ug_value **out)
-{
-    if (!g || g->precision == UG_F32 || g->autocasting || g->building != PHASE_FORWARD || !out)
-        return op_graph_as_given(g, op, nin, in, out);
-    for (int i = 0; i < nin; i++)
-        UG_TRY(ug_graph_check_value(g, in[i], op_name(op), input_name(op, nin, i)));
-    ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_value *cast[UG_OP_MAX_INPUTS] = {NULL};
-    ug_status st = ug_autocast_inputs(g, op, nin, in, cast);
-    if (st == UG_OK)
-        st = op_graph_as_given(g, op, nin, cast, out);
-    if (st != UG_OK)
-        ug_graph_rollback(g, mark);
-    return st;
-}
-
-static ug_status op_graph_as_given(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
-                                   ug_value **out)
-{
-    const char *name = op_name(op);
-    UG_TRY(ug_graph_check_open(g, name));
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
-    *out = NULL;
-    ug_meta metas[UG_OP_MAX_INPUTS], results[UG_OP_MAX_OUTPUTS];
-    for (int i = 0; i < nin; i++) {
-        UG_TRY(ug_graph_check_value(g, in[i], name, input_name(op, nin, i)));
-        metas[i] = (ug_meta){.dtype = in[i]->dtype, .ndim = in[i]->ndim};
-        memcpy(metas[i].shape, in[i]->shape, sizeof metas[i].shape);
-    }
-    int nout = 1;
-    UG_TRY(ug_op_infer(op, nin, metas, results, &nout));
-    ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_value *values[UG_OP_MAX_OUTPUTS] = {NULL};
-    ug_status st = UG_OK;
-    for (int k = 0; k < nout && st == UG_OK; k++)
-        st = ug_graph_new_value(g, VALUE_TEMP, results[k].dtype, results[k].ndim, results[k].shape,
-                                &values[k]);
-    graph_node *n = NULL;
-    if (st == UG_OK)
-        st = ug_graph_add_node(g, op, values[0], nin, in, &n);
-    if (st != UG_OK) {
-        ug_graph_rollback(g, mark);
-        return st;
-    }
-    for (int k = 1; k < nout; k++) {
-        n->scratch[k - 1] = values[k];
-        values[k]->producer = n;
-    }
-    n->nscratch = nout - 1;
-    *out = values[0];
-    return UG_OK;
-}
-
-static bool needs_cast(ug_dtype have, ug_dtype want)
+bool ug_needs_cast(ug_dtype have, ug_dtype want)
 {
     return want != UG_AS_GIVEN && have != want && ug_dtype_is_float(have);
 }
@@ -211,16 +152,16 @@ ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
                            const ug_dtype *want, ug_tensor **out)
 {
     if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op_name(op));
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", ug_op_name(op));
     *out = NULL;
     const ug_tensor *args[UG_OP_MAX_INPUTS] = {NULL};
     ug_tensor *cast[UG_OP_MAX_INPUTS] = {NULL};
     for (int i = 0; i < nin; i++)
-        UG_TRY(ug_check_tensor(in[i], op_name(op), input_name(op, nin, i)));
+        UG_TRY(ug_check_tensor(in[i], ug_op_name(op), ug_op_input_name(op, nin, i)));
     ug_status st = UG_OK;
     for (int i = 0; i < nin; i++) {
         args[i] = in[i];
-        if (st == UG_OK && needs_cast(in[i]->dtype, want[i])) {
+        if (st == UG_OK && ug_needs_cast(in[i]->dtype, want[i])) {
             st = ug_cast(in[i], want[i], &cast[i]);
             args[i] = cast[i];
         }
@@ -236,31 +177,5 @@ ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
     }
     for (int i = 0; i < nin; i++)
         ug_tensor_free(cast[i]);
-    return st;
-}
-
-ug_status ug_op_graph_cast(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
-                           const ug_dtype *want, ug_value **out)
-{
-    if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op_name(op));
-    *out = NULL;
-    UG_TRY(ug_graph_check_open(g, op_name(op)));
-    ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_value *args[UG_OP_MAX_INPUTS] = {NULL};
-    ug_status st = UG_OK;
-    for (int i = 0; i < nin; i++) {
-        args[i] = in[i];
-        if (st == UG_OK && in[i] && in[i]->graph == g && needs_cast(in[i]->dtype, want[i]))
-            st = ug_g_cast(g, in[i], want[i], &args[i]);
-    }
-    if (st == UG_OK)
-        st = ug_op_graph(g, op, nin, args, out);
-    if (st == UG_OK && (*out)->dtype != in[0]->dtype)
-        st = ug_g_cast(g, *out, in[0]->dtype, out);
-    if (st != UG_OK) {
-        *out = NULL;
-        ug_graph_rollback(g, mark);
-    }
     return st;
 }

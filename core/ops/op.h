@@ -42,6 +42,7 @@ typedef struct ug_run_state {
      * times the one-element loss_scale on the device (NULL: times 1). */
     float seed_weight;
     const ug_tensor *loss_scale;
+    uint64_t dropout_streams; /* dropout masks added: each draws from its own stream */
 } ug_run_state;
 
 /* What the optimizer's ops (core/ops/optim.c) read of the optimizer, owned
@@ -57,7 +58,15 @@ typedef struct ug_optim_source {
     const ug_tensor *(*half_copy)(const void *model, int index);
     const void *model;
 } ug_optim_source;
-typedef struct graph_node graph_node;
+/* What an op's backward function sees of its node in a graph. */
+typedef struct ug_op_node {
+    const ug_op *op;
+    ug_value *const *in;
+    int nin;
+    ug_value *out;
+    ug_value *const *saved; /* its other results (see UG_OP_MAX_OUTPUTS) */
+    int nsaved;
+} ug_op_node;
 
 /* How the forward pass of a mixed-precision graph feeds an op
  * (graph/autocast.c has PyTorch autocast's lists). */
@@ -109,7 +118,7 @@ typedef struct ug_op_def {
     ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
     /* Adds to the graph the gradients of n's inputs given gy, the gradient
      * of its result (see ug_grad_give); NULL: not differentiable. */
-    ug_status (*backward)(ug_graph *g, graph_node *n, ug_value *gy);
+    ug_status (*backward)(ug_graph *g, const ug_op_node *n, ug_value *gy);
     /* The inputs' names for messages ("x", "weight"); NULL: x for one
      * input, else a, b, c, ... */
     const char *inputs[UG_OP_MAX_INPUTS];
@@ -239,23 +248,80 @@ struct ug_op {
 
 /* Runs op eagerly on tensors of one device: a new result in *out. */
 ug_status ug_op_eager(const ug_op *op, int nin, const ug_tensor *const *in, ug_tensor **out);
+/* The same with each float input i first cast to want[i] where it differs
+ * (UG_AS_GIVEN: taken as given), and the result cast back to in[0]'s
+ * dtype, for ops whose operands must share a dtype or be f32 (a
+ * convolution's x and weight, batch norm's parameters). */
+#define UG_AS_GIVEN UG_DTYPE_COUNT /* a want[i] that casts nothing */
+/* Whether a value of dtype have is cast for want: a float not already in it. */
+bool ug_needs_cast(ug_dtype have, ug_dtype want);
+ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
+                           const ug_dtype *want, ug_tensor **out);
+ug_meta ug_meta_of_tensor(const ug_tensor *t);
+/* The definition's inference with its checks; *nout results. */
+ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
+/* The op's name in messages, and its input i's (of nin). */
+const char *ug_op_name(const ug_op *op);
+const char *ug_op_input_name(const ug_op *op, int nin, int i);
+
+/* ---- what a graph gives the ops (core/graph/), which know nothing else
+ * of graphs: adding an op, its gradient, and the values' metas ---- */
+
 /* Adds op to g: a new node whose result is *out. On failure the graph is
  * left exactly as it was. */
 ug_status ug_op_graph(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                       ug_value **out);
-/* The same with each float input i first cast to want[i] where it differs
- * (UG_AS_GIVEN: taken as given), and the result cast back to in[0]'s
- * dtype, for ops whose operands must share a dtype or be f32 (a
- * convolution's x and weight, batch norm's parameters). The casts'
- * gradients pass back to the inputs. */
-#define UG_AS_GIVEN UG_DTYPE_COUNT /* a want[i] that casts nothing */
-ug_status ug_op_eager_cast(const ug_op *op, int nin, const ug_tensor *const *in,
-                           const ug_dtype *want, ug_tensor **out);
+/* ug_op_eager_cast's graph form; the casts' gradients pass back to the
+ * inputs. */
 ug_status ug_op_graph_cast(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                            const ug_dtype *want, ug_value **out);
-ug_meta ug_meta_of_tensor(const ug_tensor *t);
-/* The definition's inference with its checks; *nout results. */
-ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
+/* Everything added after a mark can be taken back, so a call that fails
+ * part way leaves the graph (and the model's parameters) as they were. */
+typedef struct ug_graph_mark {
+    int values, nodes, params;
+} ug_graph_mark;
+ug_graph_mark ug_graph_mark_now(const ug_graph *g);
+void ug_graph_rollback(ug_graph *g, ug_graph_mark mark);
+
+/* A value's meta as bound now: its tensor's shape, else the planned one
+ * (graph/rows.c). */
+ug_meta ug_value_meta_now(const ug_value *v);
+ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
+/* The graph still takes ops (not planned yet). */
+ug_status ug_graph_check_open(const ug_graph *g, const char *op);
+/* A value given to op as arg: not NULL, of this graph. */
+ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg);
+
+/* A value's dtype and shape as planned. */
+ug_meta ug_value_meta(const ug_value *v);
+/* Result k + 1 of the op whose result is v (ug_op_node's saved[k]). */
+ug_value *ug_saved_of(const ug_value *v, int k);
+/* Whether v is a model parameter (ug_graph_param). */
+bool ug_value_is_param(const ug_value *v);
+/* The graph's device, and its precision (ug_graph_set_precision). */
+ug_device *ug_graph_device(const ug_graph *g);
+ug_dtype ug_graph_precision(const ug_graph *g);
+/* The graph's state its ops' launches read (ug_run_state). */
+ug_run_state *ug_graph_run_state(ug_graph *g);
+/* Adds grad (shaped like a broadcast result) to operand's gradient, summed
+ * back to operand's shape; nothing when no parameter's gradient flows
+ * through operand. For the definitions' backward functions. */
+ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad);
+bool ug_grad_needed(const ug_value *v);
+
+/* Internal graph ops, each a node of one definition (core/ops/). */
+ug_status ug_g_binary(ug_graph *g, ug_binary_kind op, float alpha, ug_value *a, ug_value *b,
+                      ug_value **out);
+ug_status ug_g_unary(ug_graph *g, ug_unary_kind op, float alpha, float beta, ug_value *x,
+                     ug_value **out);
+ug_status ug_g_reduce_axes(ug_graph *g, ug_value *x, ug_reduce_kind op, int axis, bool all,
+                           bool keepdim, ug_value **out);
+/* x broadcast to like's shape; with mean, divided by the elements each of
+ * x's spreads over (a mean's gradient). */
+ug_status ug_g_expand(ug_graph *g, ug_value *x, const ug_value *like, bool mean, ug_value **out);
+/* Sets an expand's target to shape (like's shape for the rows bound now). */
+void ug_expand_follow(ug_op *op, int ndim, const int64_t *shape, int64_t input_numel);
+ug_status ug_g_fill(ug_graph *g, float value, int ndim, const int64_t *shape, ug_value **out);
 
 /* Shared inference pieces. */
 ug_status ug_infer_float(const ug_op *op, const ug_meta *m, const char *arg);

@@ -2,7 +2,7 @@
  * eager and in graphs, each defined once with its gradient. */
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/conv.h"
 #include "unigrad/ops.h"
 
@@ -86,15 +86,15 @@ static ug_status pool_grad_launch(const ug_op *op, ug_tensor *const *out, const 
 const ug_op_def ug_op_pool_grad = {.family = "pool2d gradient", .infer = pool_grad_infer,
                                    .launch = pool_grad_launch};
 
-static ug_status pool_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status pool_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
-    ug_op op = n->op;
+    ug_op op = *n->op;
     op.def = &ug_op_pool_grad;
     op.name = op.p.window.kind == UG_POOL_MAX ? "max_pool2d gradient" : "avg_pool2d gradient";
-    op.p.window.win.h = n->in[0]->shape[2];
-    op.p.window.win.w = n->in[0]->shape[3];
-    ug_value *in[2] = {gy, n->nscratch ? n->scratch[0] : NULL}, *dx = NULL;
-    UG_TRY(ug_op_graph(g, &op, n->nscratch ? 2 : 1, in, &dx));
+    op.p.window.win.h = ug_value_dim(n->in[0], 2);
+    op.p.window.win.w = ug_value_dim(n->in[0], 3);
+    ug_value *in[2] = {gy, n->nsaved ? n->saved[0] : NULL}, *dx = NULL;
+    UG_TRY(ug_op_graph(g, &op, n->nsaved ? 2 : 1, in, &dx));
     return ug_grad_give(g, n->in[0], dx);
 }
 
@@ -168,7 +168,8 @@ ug_status ug_g_global_avg_pool2d(ug_graph *g, ug_value *x, ug_value **out)
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "graph global_avg_pool2d: out is NULL");
     int64_t planes[3], pooled[4];
-    UG_TRY(global_pool_shapes("graph global_avg_pool2d", x->dtype, x->ndim, x->shape, planes, pooled));
+    const ug_meta m = ug_value_meta(x);
+    UG_TRY(global_pool_shapes("graph global_avg_pool2d", m.dtype, m.ndim, m.shape, planes, pooled));
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_value *flat = NULL, *mean = NULL;
     ug_status st = ug_g_reshape(g, x, 3, planes, &flat);

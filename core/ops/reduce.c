@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/ops.h"
 
 ug_reduce_args ug_reduce_args_of(ug_reduce_kind kind, ug_tensor *y, const ug_tensor *x, int64_t outer,
@@ -100,18 +100,18 @@ static int reduce_check_slot(const ug_op *op, int operand)
     return operand == UG_CHECKED_OPERAND_RESULT && op->p.reduce.op != UG_RKERNEL_ARGMAX ? 0 : -1;
 }
 
-static ug_status reduce_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status reduce_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *x = n->in[0], *kept = gy, *gx = NULL;
-    bool mean = n->op.p.reduce.op == UG_RKERNEL_MEAN;
-    if (!mean && n->op.p.reduce.op != UG_RKERNEL_SUM)
+    bool mean = n->op->p.reduce.op == UG_RKERNEL_MEAN;
+    if (!mean && n->op->p.reduce.op != UG_RKERNEL_SUM)
         return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: max/argmax reductions have no gradient here");
     /* Put the reduced axes back as size 1 so the expand broadcasts along them. */
-    int a = n->op.p.reduce.axis < 0 ? n->op.p.reduce.axis + x->ndim : n->op.p.reduce.axis;
+    int a = n->op->p.reduce.axis < 0 ? n->op->p.reduce.axis + ug_value_ndim(x) : n->op->p.reduce.axis;
     int64_t shape[UG_MAX_DIMS];
-    for (int i = 0; i < x->ndim; i++)
-        shape[i] = n->op.p.reduce.all || i == a ? 1 : x->shape[i];
-    UG_TRY(ug_g_reshape(g, gy, x->ndim, shape, &kept));
+    for (int i = 0; i < ug_value_ndim(x); i++)
+        shape[i] = n->op->p.reduce.all || i == a ? 1 : ug_value_dim(x, i);
+    UG_TRY(ug_g_reshape(g, gy, ug_value_ndim(x), shape, &kept));
     UG_TRY(ug_g_expand(g, kept, x, mean, &gx));
     return ug_grad_give(g, x, gx);
 }
@@ -229,10 +229,10 @@ static ug_status softmax_launch(const ug_op *op, ug_tensor *const *out, const ug
     return ug_dispatch(ug_dev(x), UG_KERNEL_SOFTMAX, op->name, x->dtype, &args);
 }
 
-static ug_status softmax_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status softmax_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_value *y = n->out, *x = n->in[0], *s = NULL, *t = NULL, *gx = NULL;
-    if (n->op.p.softmax.log) { /* gx = gy - exp(y) * sum(gy) */
+    if (n->op->p.softmax.log) { /* gx = gy - exp(y) * sum(gy) */
         ug_value *p = NULL;
         UG_TRY(ug_g_reduce_axes(g, gy, UG_RKERNEL_SUM, -1, false, true, &s));
         UG_TRY(ug_g_exp(g, y, &p));

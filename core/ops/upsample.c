@@ -3,7 +3,7 @@
  * copies, kernel family upsample2d). */
 #include <stdint.h>
 
-#include "core/graph/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/conv.h"
 
 /* PyTorch's own limit is memory; a factor this large is a mistake. */
@@ -74,9 +74,9 @@ static ug_status upsample_grad_launch(const ug_op *op, ug_tensor *const *out, co
 static const ug_op_def upsample_grad = {.family = "upsample2d gradient", .infer = upsample_grad_infer,
                                         .launch = upsample_grad_launch};
 
-static ug_status upsample_backward(ug_graph *g, graph_node *n, ug_value *gy)
+static ug_status upsample_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
-    const ug_window2d *win = &n->op.p.window.win;
+    const ug_window2d *win = &n->op->p.window.win;
     ug_op op = upsample_op(&upsample_grad, "upsample2d gradient", win->sh, win->sw);
     ug_value *dx = NULL;
     UG_TRY(ug_op_graph(g, &op, 1, &gy, &dx));
