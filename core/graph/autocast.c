@@ -69,7 +69,7 @@ static ug_status cast_to(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **ou
         return param_copy(g, x, out);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
-        if (n->op.def->pure_cast && !n->dead && n->in[0] == x && n->out->dtype == dtype &&
+        if (ug_node_fold(n).kind == UG_FOLD_CAST && !n->dead && n->in[0] == x && n->out->dtype == dtype &&
             n->phase == PHASE_FORWARD) {
             *out = n->out;
             return UG_OK;

@@ -9,7 +9,7 @@
  * reads a value anyway (ug_graph_read) or asks (ug_graph_check).
  *
  * Where a kernel reads or writes v anyway, the check is folded into it
- * instead and those two nodes are dropped (ug_op_def's check_slot): the
+ * instead and those two nodes are dropped (UG_FOLD_CHECK): the
  * cross-entropy checks its logits as it reads them and its loss as it
  * writes it, a reduction its results, and the optimizer's update each
  * gradient (so the default checks of a training step cost no launch). A
@@ -155,11 +155,11 @@ ug_status ug_graph_add_checks(ug_graph *g)
 
 /* Whether node n's kernels can make a check of its operand (an input's
  * index or UG_CHECKED_OPERAND_RESULT) in a slot still free: *slot. */
-static bool can_make(const graph_node *n, int operand, int *slot)
+static bool can_make(graph_node *n, int operand, int *slot)
 {
-    if (n->dead || !n->op.def->check_slot)
+    const ug_fold f = {.kind = UG_FOLD_CHECK, .input = operand, .slot = slot};
+    if (n->dead || !ug_node_absorbs(n, &f))
         return false;
-    *slot = n->op.def->check_slot(&n->op, operand);
     return *slot >= 0 && *slot < UG_OP_MAX_CHECKS && n->nin + *slot < UG_OP_MAX_INPUTS &&
            !n->checks[*slot];
 }

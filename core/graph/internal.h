@@ -185,6 +185,22 @@ static inline ug_value *ug_value_base(const ug_value *v)
     return v && v->kind == VALUE_ALIAS ? v->alias_of : (ug_value *)v;
 }
 
+/* What n's op is as a fold into another op's launch (ug_op_def's fold);
+ * kind UG_FOLD_NONE: nothing. */
+static inline ug_fold ug_node_fold(const graph_node *n)
+{
+    ug_fold f = {.kind = UG_FOLD_NONE};
+    if (!n->op.def->fold || !n->op.def->fold(&n->op, &f))
+        f.kind = UG_FOLD_NONE;
+    return f;
+}
+
+/* Whether n's op takes f into its launch (ug_op_def's absorb). */
+static inline bool ug_node_absorbs(graph_node *n, const ug_fold *f)
+{
+    return n->op.def->absorb && n->op.def->absorb(&n->op, f);
+}
+
 /* ug_graph_accumulate's node, sum += alpha * v (in[1]): the only one that
  * writes a running sum, into its first input. */
 static inline bool ug_node_is_running_sum(const graph_node *n)

@@ -59,14 +59,12 @@ static void fuse_activations(ug_graph *g)
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *act = g->nodes[i];
-        ug_unary_kind kind = act->dead || !act->op.def->activation ? UG_UNARY_COPY
-                                                                   : act->op.def->activation(&act->op);
-        if (kind == UG_UNARY_COPY)
+        const ug_fold f = act->dead ? (ug_fold){.kind = UG_FOLD_NONE} : ug_node_fold(act);
+        if (f.kind != UG_FOLD_ACTIVATION)
             continue;
         ug_value *x = act->in[0];
         graph_node *producer = x->producer;
-        if (!only_temp_of(g, x) || !producer->op.def->take_post_op ||
-            !producer->op.def->take_post_op(&producer->op, kind))
+        if (!only_temp_of(g, x) || !ug_node_absorbs(producer, &f))
             continue;
         producer->out = act->out;
         act->out->producer = producer;
@@ -77,7 +75,7 @@ static void fuse_activations(ug_graph *g)
 
 /* An elementwise op of two operands (with its activation, fuse_activations
  * having folded it in) on a result read by nothing else is made by the op
- * writing the result, where the op can (ug_op_def's take_epilogue): a
+ * writing the result, where the op can (UG_FOLD_PAIR): a
  * linear layer's product adds its bias and applies its ReLU as it stores
  * C, the product feeding a ReLU's gradient masks it. The other operand is
  * a vector of the result's last axis (a bias) or a value of its shape,
@@ -113,9 +111,8 @@ static void fold_epilogues(ug_graph *g)
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *pair = g->nodes[i];
-        ug_epilogue e;
-        if (pair->dead || !pair->op.def->elementwise_pair || !pair->op.def->elementwise_pair(&pair->op, &e) ||
-            pair->nin != 2 || !no_folds(pair) || pair->per_row_scale != 0.0f)
+        ug_fold f = pair->dead ? (ug_fold){.kind = UG_FOLD_NONE} : ug_node_fold(pair);
+        if (f.kind != UG_FOLD_PAIR || pair->nin != 2 || !no_folds(pair) || pair->per_row_scale != 0.0f)
             continue;
         for (int side = 0; side < 2; side++) {
             ug_value *r = pair->in[side], *x = pair->in[1 - side];
@@ -123,13 +120,12 @@ static void fold_epilogues(ug_graph *g)
             int at = 0;
             while (at < i && g->nodes[at] != producer)
                 at++;
-            e.first = side == 1; /* x is the op's first operand */
-            if (!r || x == r || !only_temp_of(g, r) || producer->out != r || !producer->op.def->take_epilogue ||
-                !no_folds(producer) || producer->segment != pair->segment || producer->phase != pair->phase ||
+            f.pair.first = side == 1; /* x is the op's first operand */
+            if (!r || x == r || !only_temp_of(g, r) || producer->out != r || !no_folds(producer) || producer->segment != pair->segment || producer->phase != pair->phase ||
                 producer->nin >= UG_OP_MAX_INPUTS || r->dtype != pair->out->dtype ||
                 !epilogue_operand(g, x, r, pair->out, at) || r->ndim != pair->out->ndim ||
                 memcmp(r->shape, pair->out->shape, sizeof(int64_t) * (size_t)r->ndim) ||
-                !producer->op.def->take_epilogue(&producer->op, &e))
+                !ug_node_absorbs(producer, &f))
                 continue;
             producer->in[producer->nin++] = x;
             producer->out = pair->out;
@@ -147,9 +143,9 @@ static void fold_epilogues(ug_graph *g)
  * convolution, goes straight to f32), unary ops and sums write any
  * float dtype, and argmax its index as a float (a metric's predicted
  * class, compared with the labels). */
-static bool writes_any_float(const graph_node *n)
+static bool is_cast(const graph_node *n)
 {
-    return n->op.def->writes_any_float && n->op.def->writes_any_float(&n->op);
+    return !n->dead && ug_node_fold(n).kind == UG_FOLD_CAST;
 }
 
 static void fuse_casts(ug_graph *g)
@@ -157,11 +153,12 @@ static void fuse_casts(ug_graph *g)
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *cast = g->nodes[i];
-        if (cast->dead || !cast->op.def->pure_cast || !ug_dtype_is_float(cast->out->dtype))
+        if (!is_cast(cast) || !ug_dtype_is_float(cast->out->dtype))
             continue;
         ug_value *x = cast->in[0];
         graph_node *producer = x->producer;
-        if (!only_temp_of(g, x) || !writes_any_float(producer) || producer->segment != cast->segment)
+        const ug_fold f = {.kind = UG_FOLD_CAST};
+        if (!only_temp_of(g, x) || producer->segment != cast->segment || !ug_node_absorbs(producer, &f))
             continue;
         producer->out = cast->out;
         producer->writes_cast = true;
@@ -180,7 +177,7 @@ static ug_value *comparison_input(const ug_graph *g, ug_value *other, const ug_v
 {
     *cast = NULL;
     ug_value *m = other;
-    if (other->producer && !other->producer->dead && other->producer->op.def->pure_cast &&
+    if (other->producer && is_cast(other->producer) &&
         other->producer->in[0]->dtype == UG_I32) {
         m = other->producer->in[0];
         if (only_temp_of(g, other))
@@ -194,7 +191,7 @@ static ug_value *comparison_input(const ug_graph *g, ug_value *other, const ug_v
 
 /* An equality test of a result read by nothing else (equal(argmax(x),
  * labels): a metric's correct predictions) is made by the op writing the
- * result, where the op can (ug_op_def's take_comparison), with the graph
+ * result, where the op can (UG_FOLD_EQUALITY), with the graph
  * input the result is compared with; a cast of that input goes too when
  * nothing else reads it. Both in f32, as the test would: the same bits. */
 static void fold_comparisons(ug_graph *g)
@@ -202,17 +199,18 @@ static void fold_comparisons(ug_graph *g)
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *eq = g->nodes[i];
-        if (eq->dead || !eq->op.def->tests_equality || !eq->op.def->tests_equality(&eq->op) ||
+        const ug_fold pair = eq->dead ? (ug_fold){.kind = UG_FOLD_NONE} : ug_node_fold(eq);
+        if (pair.kind != UG_FOLD_PAIR || pair.pair.op != UG_BINARY_EQUAL || pair.pair.post != UG_UNARY_COPY ||
             eq->out->dtype != UG_F32)
             continue;
+        const ug_fold f = {.kind = UG_FOLD_EQUALITY};
         for (int side = 0; side < 2; side++) {
             ug_value *r = eq->in[side], *m = NULL;
             graph_node *producer = r->producer, *cast = NULL;
             if (!only_temp_of(g, r) || producer->out != r || r->dtype != UG_F32 || producer->match ||
                 producer->segment != eq->segment || producer->nin + UG_OP_MATCH_INPUT >= UG_OP_MAX_INPUTS ||
                 r->ndim != eq->out->ndim || memcmp(r->shape, eq->out->shape, sizeof(int64_t) * (size_t)r->ndim) ||
-                !producer->op.def->take_comparison || !(m = comparison_input(g, eq->in[1 - side], r, &cast)) ||
-                !producer->op.def->take_comparison(&producer->op))
+                !(m = comparison_input(g, eq->in[1 - side], r, &cast)) || !ug_node_absorbs(producer, &f))
                 continue;
             producer->match = m;
             producer->out = eq->out;
@@ -230,7 +228,7 @@ static void fold_comparisons(ug_graph *g)
 
 /* A running sum of a result (ug_graph_accumulate's node, sum += alpha *
  * v) is added by the op that writes v, as it writes it, where the op can
- * (ug_op_def's accumulates): the cross-entropy's loss, a reduction's
+ * (UG_FOLD_SUM): the cross-entropy's loss, a reduction's
  * sums such as a metric's count of correct predictions. The sum's own
  * node goes; v is still written for any other reader. */
 static void fold_sums(ug_graph *g)
@@ -243,8 +241,8 @@ static void fold_sums(ug_graph *g)
         graph_node *producer = v->producer;
         if (!producer || producer->dead || producer->out != v || v->dtype != UG_F32 || producer->sum ||
             producer->phase != add->phase || producer->segment != add->segment ||
-            producer->nin + UG_OP_SUM_INPUT >= UG_OP_MAX_INPUTS || !producer->op.def->accumulates ||
-            !producer->op.def->accumulates(&producer->op))
+            producer->nin + UG_OP_SUM_INPUT >= UG_OP_MAX_INPUTS ||
+            !ug_node_absorbs(producer, &(const ug_fold){.kind = UG_FOLD_SUM}))
             continue;
         producer->sum = add->out;
         producer->op.sum_alpha = add->op.p.binary.alpha;
@@ -255,7 +253,7 @@ static void fold_sums(ug_graph *g)
 
 /* The backward pass's first gradient (the loss seed: 1, or the loss scale,
  * weighted by the rows) is made by the op reading it, where the op can
- * (ug_op_def's take_seed): the cross-entropy's gradient, when the loss is
+ * (UG_FOLD_SEED): the cross-entropy's gradient, when the loss is
  * the cross-entropy's. The seed's node goes, and its reader no longer
  * reads the value. */
 static void fold_seed(ug_graph *g)
@@ -263,12 +261,14 @@ static void fold_seed(ug_graph *g)
     count_uses(g);
     for (int i = 0; i < g->node_count; i++) {
         graph_node *seed = g->nodes[i];
-        if (seed->dead || !seed->op.def->seeds_backward || !only_temp_of(g, seed->out))
+        ug_fold f = seed->dead ? (ug_fold){.kind = UG_FOLD_NONE} : ug_node_fold(seed);
+        if (f.kind != UG_FOLD_SEED || !only_temp_of(g, seed->out))
             continue;
         for (int j = i + 1; j < g->node_count && !seed->dead; j++) {
             graph_node *n = g->nodes[j];
             for (int k = 0; k < n->nin && !n->dead && !seed->dead; k++) {
-                if (n->in[k] != seed->out || !n->op.def->take_seed || !n->op.def->take_seed(&n->op, k, &g->run))
+                f.input = k;
+                if (n->in[k] != seed->out || !ug_node_absorbs(n, &f))
                     continue;
                 n->in[k] = NULL;
                 seed->out->producer = NULL;

@@ -84,8 +84,6 @@ static ug_status fit_node(ug_graph *g, graph_node *n)
         if (n->in[k])
             in[k] = ug_value_meta_now(n->in[k]);
     ug_op op = n->op;
-    if (op.def->refit_rows)
-        op.def->refit_rows(&op, in);
     if (n->per_row_scale != 0.0f && n->sum)
         op.sum_alpha = n->per_row_scale * (float)g->rows;
     else if (n->per_row_scale != 0.0f)

@@ -497,7 +497,7 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
 }
 
 const ug_op_def ug_op_conv2d_dw = {.family = "conv2d weight gradient", .infer = conv_dw_infer,
-                                   .launch = conv_dw_launch, .writes_any_float = ug_writes_any_float};
+                                   .launch = conv_dw_launch, .absorb = ug_absorbs_cast};
 
 static ug_status conv_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {

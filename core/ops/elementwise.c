@@ -168,11 +168,14 @@ static ug_autocast_class unary_autocast(const ug_op *op)
                                                                              : UG_AUTOCAST_FOLLOW;
 }
 
-/* Any unary op whose formula reads only x can be a binary op's post-op. */
-static ug_unary_kind unary_activation(const ug_op *op)
+/* Any unary op whose formula reads only x can be another op's post-op. */
+static bool unary_fold(const ug_op *op, ug_fold *f)
 {
     ug_unary_kind k = op->p.unary.op;
-    return k == UG_UNARY_SCALE_SHIFT || k == UG_UNARY_FILL || k == UG_UNARY_CLAMP ? UG_UNARY_COPY : k;
+    if (k == UG_UNARY_COPY || k == UG_UNARY_SCALE_SHIFT || k == UG_UNARY_FILL || k == UG_UNARY_CLAMP)
+        return false;
+    *f = (ug_fold){.kind = UG_FOLD_ACTIVATION, .pair.post = k};
+    return true;
 }
 
 /* The kinds by their names in kernels/common/elementwise.h, lower case. */
@@ -196,8 +199,7 @@ static void unary_describe(const ug_op *op, char *out, size_t len)
 
 const ug_op_def ug_op_unary = {.family = "unary op", .infer = unary_infer, .launch = unary_launch,
                                .backward = unary_backward, .autocast = unary_autocast,
-                               .writes_any_float = ug_writes_any_float,
-                               .activation = unary_activation, .describe = unary_describe};
+                               .fold = unary_fold, .absorb = ug_absorbs_cast, .describe = unary_describe};
 
 static ug_op unary_op(const char *name, ug_unary_kind kind, float alpha, float beta)
 {
@@ -324,11 +326,11 @@ static ug_status binary_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
     }
 }
 
-static bool binary_take_post_op(ug_op *op, ug_unary_kind act)
+static bool binary_absorb(ug_op *op, const ug_fold *f)
 {
-    if (op->p.binary.post != UG_UNARY_COPY)
+    if (f->kind != UG_FOLD_ACTIVATION || op->p.binary.post != UG_UNARY_COPY)
         return false;
-    op->p.binary.post = act;
+    op->p.binary.post = f->pair.post;
     return true;
 }
 
@@ -345,22 +347,18 @@ static void binary_describe(const ug_op *op, char *out, size_t len)
     }
 }
 
-static bool binary_elementwise_pair(const ug_op *op, ug_epilogue *e)
+/* Every binary op is an elementwise pair; equal with no activation is
+ * also the equality test a metric folds into argmax (graph/plan.c). */
+static bool binary_fold(const ug_op *op, ug_fold *f)
 {
-    *e = (ug_epilogue){.on = true, .op = op->p.binary.op, .alpha = op->p.binary.alpha, .post = op->p.binary.post};
+    *f = (ug_fold){.kind = UG_FOLD_PAIR, .pair = {.on = true, .op = op->p.binary.op, .alpha = op->p.binary.alpha,
+                                                  .post = op->p.binary.post}};
     return true;
-}
-
-static bool binary_tests_equality(const ug_op *op)
-{
-    return op->p.binary.op == UG_BINARY_EQUAL && op->p.binary.post == UG_UNARY_COPY;
 }
 
 const ug_op_def ug_op_binary = {.family = "binary op", .infer = binary_infer, .launch = binary_launch,
                                 .backward = binary_backward, .autocast = ug_autocast_follow,
-                                .take_post_op = binary_take_post_op, .elementwise_pair = binary_elementwise_pair,
-                                .describe = binary_describe,
-                                .tests_equality = binary_tests_equality};
+                                .fold = binary_fold, .absorb = binary_absorb, .describe = binary_describe};
 
 static ug_op binary_op(const char *name, ug_binary_kind kind, float alpha)
 {
@@ -430,8 +428,17 @@ static ug_status cast_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
+/* The input in another dtype and nothing else: autocast reuses it for
+ * every reader, and its producer may absorb it. */
+static bool cast_fold(const ug_op *op, ug_fold *f)
+{
+    (void)op;
+    *f = (ug_fold){.kind = UG_FOLD_CAST};
+    return true;
+}
+
 const ug_op_def ug_op_cast = {.family = "cast", .infer = cast_infer, .launch = cast_launch,
-                              .backward = cast_backward, .pure_cast = true};
+                              .backward = cast_backward, .fold = cast_fold};
 
 ug_status ug_cast(const ug_tensor *x, ug_dtype dtype, ug_tensor **out)
 {
@@ -462,12 +469,19 @@ ug_status ug_clone(const ug_tensor *x, ug_tensor **out)
 
 /* ---- expand and fill (graph-internal: broadcasts and constants) ---- */
 
+/* A graph's expand follows its like value's shape as bound now (fewer
+ * rows than planned). */
 static ug_status expand_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
     (void)nout;
     out[0].dtype = nin ? in[0].dtype : UG_F32;
     out[0].ndim = op->p.expand.ndim;
     memcpy(out[0].shape, op->p.expand.shape, sizeof out[0].shape);
+    if (op->p.expand.like) {
+        const ug_meta like = ug_value_meta_now(op->p.expand.like);
+        out[0].ndim = like.ndim;
+        memcpy(out[0].shape, like.shape, sizeof out[0].shape);
+    }
     if (!nin)
         return UG_OK;
     int ndim;
@@ -485,7 +499,10 @@ static ug_status expand_launch(const ug_op *op, ug_tensor *const *out, const ug_
     int64_t shape[UG_MAX_DIMS], strides[UG_MAX_DIMS];
     memcpy(shape, out[0]->shape, sizeof shape);
     broadcast_strides(in[0], out[0]->ndim, strides);
-    return launch_strided_unary(op->name, UG_UNARY_SCALE_SHIFT, op->p.expand.alpha, 0.0f, out[0],
+    ug_op now = *op; /* a mean's gradient: divided by the elements each of x's spreads over now */
+    if (op->p.expand.mean)
+        ug_expand_follow(&now, out[0]->ndim, out[0]->shape, ug_tensor_numel(in[0]));
+    return launch_strided_unary(op->name, UG_UNARY_SCALE_SHIFT, now.p.expand.alpha, 0.0f, out[0],
                                 in[0], out[0]->ndim, shape, strides);
 }
 
@@ -497,17 +514,8 @@ static ug_status expand_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
     return ug_grad_give(g, n->in[0], gx);
 }
 
-/* A graph's expand follows its like value's shape when rows change. */
-static void expand_refit_rows(ug_op *op, const ug_meta *in)
-{
-    if (!op->p.expand.like)
-        return;
-    ug_meta like = ug_value_meta_now(op->p.expand.like);
-    ug_expand_follow(op, like.ndim, like.shape, ug_shape_numel(in[0].ndim, in[0].shape));
-}
-
 const ug_op_def ug_op_expand = {.family = "expand", .infer = expand_infer, .launch = expand_launch,
-                                .backward = expand_backward, .refit_rows = expand_refit_rows};
+                                .backward = expand_backward};
 
 static ug_op shaped_op(const ug_op_def *def, const char *name, float alpha, int ndim,
                        const int64_t *shape)

@@ -53,19 +53,18 @@ static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_CROSS_ENTROPY, op->name, UG_F32, &args);
 }
 
-/* The loss into a running sum, as its mean is written. */
-static bool xent_accumulates(const ug_op *op)
+/* The loss into a running sum, as its mean is written; checks of the
+ * logits as the row kernel reads them (slot 0) and of the loss as its
+ * mean is written (slot 1). */
+static bool xent_absorb(ug_op *op, const ug_fold *f)
 {
     (void)op;
+    if (f->kind == UG_FOLD_SUM)
+        return true;
+    if (f->kind != UG_FOLD_CHECK || (f->input != 0 && f->input != UG_CHECKED_OPERAND_RESULT))
+        return false;
+    *f->slot = f->input == 0 ? 0 : 1;
     return true;
-}
-
-/* The logits as the row kernel reads them (slot 0), the loss as its mean
- * is written (slot 1). */
-static int xent_check_slot(const ug_op *op, int operand)
-{
-    (void)op;
-    return operand == 0 ? 0 : operand == UG_CHECKED_OPERAND_RESULT ? 1 : -1;
 }
 
 static ug_status xent_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
@@ -79,8 +78,7 @@ static ug_status xent_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 
 const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_infer, .launch = xent_launch,
                                        .backward = xent_backward, .autocast = ug_autocast_f32,
-                                       .check_role = UG_CHECKED_LOGITS, .check_slot = xent_check_slot,
-                                       .accumulates = xent_accumulates};
+                                       .check_role = UG_CHECKED_LOGITS, .absorb = xent_absorb};
 
 ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out)
@@ -122,16 +120,16 @@ static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const 
 /* The loss's gradient (input 2), when it is the backward pass's first:
  * the loss scale read where the kernel reads dloss, the rows' weight in
  * its scale. */
-static bool xent_grad_take_seed(ug_op *op, int input, const ug_run_state *run)
+static bool xent_grad_absorb(ug_op *op, const ug_fold *f)
 {
-    if (input != 2 || op->p.xent.seed)
+    if (f->kind != UG_FOLD_SEED || f->input != 2 || op->p.xent.seed)
         return false;
-    op->p.xent.seed = run;
+    op->p.xent.seed = f->run;
     return true;
 }
 
 const ug_op_def ug_op_cross_entropy_grad = {.family = "cross_entropy backward", .infer = xent_grad_infer,
-                                            .launch = xent_grad_launch, .take_seed = xent_grad_take_seed};
+                                            .launch = xent_grad_launch, .absorb = xent_grad_absorb};
 
 /* The backward pass's first gradient, d loss / d loss: 1, or the loss
  * scale when the graph's optimizer scales the loss (read on the device).
@@ -159,5 +157,12 @@ static ug_status seed_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     return ug_dispatch(ug_dev(out[0]), UG_KERNEL_UNARY, op->name, UG_F32, &scaled);
 }
 
+/* The op reading the seed may make it itself (UG_FOLD_SEED). */
+static bool seed_fold(const ug_op *op, ug_fold *f)
+{
+    *f = (ug_fold){.kind = UG_FOLD_SEED, .run = op->p.seed.run};
+    return true;
+}
+
 const ug_op_def ug_op_loss_seed = {.family = "loss seed", .infer = seed_infer, .launch = seed_launch,
-                                   .seeds_backward = true};
+                                   .fold = seed_fold};

@@ -100,11 +100,16 @@ static ug_status matmul_launch(const ug_op *op, ug_tensor *const *out, const ug_
     return gemm(op->name, out[0], in[0], in[1], op->p.matmul.ta, op->p.matmul.tb, &op->p.matmul.e, in[2]);
 }
 
-static bool matmul_take_epilogue(ug_op *op, const ug_epilogue *e)
+/* A cast of C (a half copy's weight gradient straight to f32), or an
+ * elementwise pair with C: a linear layer's product adds its bias and
+ * applies its activation as it stores C. */
+static bool matmul_absorb(ug_op *op, const ug_fold *f)
 {
-    if (op->p.matmul.e.on)
+    if (f->kind == UG_FOLD_CAST)
+        return true;
+    if (f->kind != UG_FOLD_PAIR || op->p.matmul.e.on)
         return false;
-    op->p.matmul.e = *e;
+    op->p.matmul.e = f->pair;
     return true;
 }
 
@@ -146,8 +151,7 @@ static ug_status matmul_backward(ug_graph *g, const ug_op_node *n, ug_value *gc)
 
 const ug_op_def ug_op_matmul = {.family = "matmul", .infer = matmul_infer, .launch = matmul_launch,
                                 .backward = matmul_backward, .autocast = ug_autocast_half,
-                                .writes_any_float = ug_writes_any_float, .take_epilogue = matmul_take_epilogue,
-                                .describe = matmul_describe};
+                                .absorb = matmul_absorb, .describe = matmul_describe};
 
 ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpose_a, bool transpose_b,
                     ug_tensor **out)

@@ -142,9 +142,9 @@ static void batchnorm_for_recompute(ug_op *op) { op->p.batchnorm.update_running 
 /* A ReLU after batch norm is applied as the output is written: one pass
  * over the activations fewer each way. The backward needs only x: the
  * ReLU's gradient reads the ReLU's output, which this now writes. */
-static bool batchnorm_take_post_op(ug_op *op, ug_unary_kind act)
+static bool batchnorm_absorb(ug_op *op, const ug_fold *f)
 {
-    if (act != UG_UNARY_RELU || op->p.batchnorm.relu)
+    if (f->kind != UG_FOLD_ACTIVATION || f->pair.post != UG_UNARY_RELU || op->p.batchnorm.relu)
         return false;
     op->p.batchnorm.relu = true;
     return true;
@@ -159,7 +159,7 @@ const ug_op_def ug_op_batchnorm = {.family = "batch_norm", .infer = batchnorm_in
                                    .launch = batchnorm_launch, .backward = batchnorm_backward,
                                    .inputs = {"x", "weight", "bias", "running_mean", "running_var"},
                                    .for_recompute = batchnorm_for_recompute,
-                                   .take_post_op = batchnorm_take_post_op,
+                                   .absorb = batchnorm_absorb,
                                    .describe = batchnorm_describe};
 
 ug_status ug_batch_norm(const ug_tensor *x, const ug_tensor *weight, const ug_tensor *bias,

@@ -36,10 +36,10 @@ ug_autocast_class ug_autocast_follow(const ug_op *op)
     return UG_AUTOCAST_FOLLOW;
 }
 
-bool ug_writes_any_float(const ug_op *op)
+bool ug_absorbs_cast(ug_op *op, const ug_fold *f)
 {
     (void)op;
-    return true;
+    return f->kind == UG_FOLD_CAST;
 }
 
 ug_meta ug_meta_of_tensor(const ug_tensor *t)

@@ -84,10 +84,11 @@ typedef enum ug_check_role {
     UG_CHECKED_LOGITS      /* the result, and the first input as a loss's logits */
 } ug_check_role;
 
-/* check_slot's operand for an op's result; up to UG_OP_MAX_CHECKS checks
- * fold into one op. A running sum folded in (ug_op_def's accumulates) is
- * the launch's input nin + UG_OP_SUM_INPUT, the value a comparison folded
- * in compares with (take_comparison) its input nin + UG_OP_MATCH_INPUT. */
+/* A check's operand for an op's result (UG_FOLD_CHECK); up to
+ * UG_OP_MAX_CHECKS checks fold into one op. A running sum folded in
+ * (UG_FOLD_SUM) is the launch's input nin + UG_OP_SUM_INPUT, the value an
+ * equality test folded in compares with (UG_FOLD_EQUALITY) its input
+ * nin + UG_OP_MATCH_INPUT. */
 enum {
     UG_CHECKED_OPERAND_RESULT = -1,
     UG_OP_MAX_CHECKS = 2,
@@ -96,9 +97,8 @@ enum {
 };
 
 /* An elementwise op of two operands with an activation after, as one op
- * applies it to the result of another (take_epilogue): y = post(r op x)
- * with r the result, or post(x op r) where first (x is op's first
- * operand). */
+ * applies it to the result of another: y = post(r op x) with r the
+ * result, or post(x op r) where first (x is op's first operand). */
 typedef struct ug_epilogue {
     bool on, first;
     ug_binary_kind op;
@@ -106,15 +106,56 @@ typedef struct ug_epilogue {
     ug_unary_kind post;
 } ug_epilogue;
 
+/* What a graph's fusion (graph/plan.c, graph/check.c) can fold into the
+ * launch of the op that writes (or reads) a value, so that the node it
+ * stands for costs no launch. An op says what it is as a fold (ug_op_def's
+ * fold: an activation, a pair, a cast, a seed; a pair of UG_BINARY_EQUAL
+ * with no activation is also an equality test) and which folds it takes
+ * (absorb). */
+typedef enum ug_fold_kind {
+    UG_FOLD_NONE = 0,
+    /* y = post(x): an activation, a unary op whose formula reads only x */
+    UG_FOLD_ACTIVATION,
+    /* y = post(a op b) with alpha, of two inputs of the result's dtype:
+     * taken with the other operand as the launch's input nin (a vector of
+     * the result's last axis, or of its shape) */
+    UG_FOLD_PAIR,
+    /* y = x in another float dtype: taken, the launch writes its result in
+     * whatever float dtype it is given, its value rounded once */
+    UG_FOLD_CAST,
+    /* Taken only: y = (a == b) as 1 or 0 (see above); the launch writes in place of each
+     * element r of its f32 result whether r equals the same element of
+     * its input nin + UG_OP_MATCH_INPUT (i32 or f32, compared as f32) */
+    UG_FOLD_EQUALITY,
+    /* y = the backward pass's first gradient: taken from run in place of
+     * the launch's input `input`, which it no longer reads */
+    UG_FOLD_SEED,
+    /* Taken only: a running sum of the result's shape, its input
+     * nin + UG_OP_SUM_INPUT, to which the launch adds op->sum_alpha times
+     * its f32 result as it writes it (ug_graph_accumulate) */
+    UG_FOLD_SUM,
+    /* Taken only, without changing op: a numeric check of operand `input`
+     * (an input's index or UG_CHECKED_OPERAND_RESULT) the launch makes as
+     * it reads or writes the values anyway, its flag being its input
+     * nin + *slot (f32 [], set to NaN when a value is NaN or infinite) */
+    UG_FOLD_CHECK
+} ug_fold_kind;
+
+typedef struct ug_fold {
+    ug_fold_kind kind;
+    ug_epilogue pair;        /* PAIR (on), and ACTIVATION's activation in post */
+    int input;               /* SEED, CHECK */
+    const ug_run_state *run; /* SEED */
+    int *slot;               /* CHECK: where absorb writes the slot */
+} ug_fold;
+
 typedef struct ug_op_def {
     const char *family;  /* names the op in messages when the instance does not */
     /* Checks the inputs and writes the metas of the results; *nout >= 1. */
     ug_status (*infer)(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout);
     /* Queues the kernels; every tensor exists with its inferred meta. in
-     * has UG_OP_MAX_INPUTS entries: the op's own, then NULL or the flags
-     * of checks folded in (check_slot), then NULL or a running sum
-     * (accumulates), then NULL or the value a comparison folded in
-     * compares with (take_comparison). */
+     * has UG_OP_MAX_INPUTS entries: the op's own, then what folds taken
+     * add (ug_fold_kind), NULL where none. */
     ug_status (*launch)(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in);
     /* Adds to the graph the gradients of n's inputs given gy, the gradient
      * of its result (see ug_grad_give); NULL: not differentiable. */
@@ -127,73 +168,19 @@ typedef struct ug_op_def {
      * it has); NULL or 0 is the plain answer ---- */
     /* Mixed precision: how autocast feeds it. NULL: UG_AUTOCAST_KEEP. */
     ug_autocast_class (*autocast)(const ug_op *op);
-    /* Whether the launch writes its result in whatever float dtype it is
-     * given (an integer result, argmax's index, as a cast would: its value
-     * rounded once), so a cast of the result folds into the op
-     * (graph/plan.c). */
-    bool (*writes_any_float)(const ug_op *op);
-    /* The activation this op is, which the op producing its input may
-     * apply as its post-op (take_post_op); UG_UNARY_COPY: none. */
-    ug_unary_kind (*activation)(const ug_op *op);
-    /* Takes activation act as its post-op; false: it cannot. */
-    bool (*take_post_op)(ug_op *op, ug_unary_kind act);
-    /* Whether it is y = post(a op b) elementwise with alpha, of two inputs
-     * of its result's dtype and nothing else (*e: those parts): a bias
-     * add, an activation's gradient, which the op producing a or b may
-     * apply as it writes it (take_epilogue). */
-    bool (*elementwise_pair)(const ug_op *op, ug_epilogue *e);
-    /* Makes its launch apply e to its result as it writes it, with its
-     * input nin as e's other operand (a bias: one value per column of its
-     * result, or a matrix of its shape; the result's dtype): the op e
-     * came from then costs no launch (graph/plan.c folds it in). false: it
-     * cannot. */
-    bool (*take_epilogue)(ug_op *op, const ug_epilogue *e);
-    /* The result is the input in another dtype and nothing else: autocast
-     * reuses it for every reader, and its producer may absorb it. */
-    bool pure_cast;
-    /* A copy run again in the backward pass (activation recomputation)
-     * leaves state the forward already changed alone. */
-    void (*for_recompute)(ug_op *op);
+    ug_check_role check_role;
+    /* What it is as a fold into another op's launch (*f; false: nothing). */
+    bool (*fold)(const ug_op *op, ug_fold *f);
+    /* Takes f into its launch (ug_fold_kind says how); false: it cannot,
+     * and op is unchanged. */
+    bool (*absorb)(ug_op *op, const ug_fold *f);
     /* Neighbouring nodes of this op in one phase run as one launch
      * (graph/plan.c groups them): ops[i]'s inputs are
      * ins[i * UG_OP_MAX_INPUTS ...]. */
     ug_status (*launch_group)(const ug_op *const *ops, const ug_tensor *const *ins, int count);
-    /* With other rows bound (ug_graph_bind): sets parameters that follow
-     * another value's shape. */
-    void (*refit_rows)(ug_op *op, const ug_meta *in);
-    ug_check_role check_role;
-    /* Numeric checks its launch can make while it reads or writes the
-     * values anyway (graph/check.c folds them in): the slot k the launch
-     * takes a check of operand (UG_CHECKED_OPERAND_RESULT, or an input's
-     * index) in, the check's flag then being its input nin + k (f32 [],
-     * set to NaN when a value is NaN or infinite; NULL: no check); -1:
-     * it cannot. NULL: none. */
-    int (*check_slot)(const ug_op *op, int operand);
-    /* Whether its launch can also add op->sum_alpha times its f32 result
-     * into a running sum of the result's shape, given as its input
-     * nin + UG_OP_SUM_INPUT (NULL: none), as it writes the result: a
-     * ug_graph_accumulate of the result then costs no launch (graph/plan.c
-     * folds it in). NULL: it cannot. */
-    bool (*accumulates)(const ug_op *op);
-    /* Whether it is an elementwise equality test of its two inputs (1
-     * where they are equal, 0 elsewhere), which the op writing one of them
-     * may make instead (take_comparison). */
-    bool (*tests_equality)(const ug_op *op);
-    /* Makes its launch write, in place of each element r of its float
-     * result, 1 where r equals the same element of its input
-     * nin + UG_OP_MATCH_INPUT (i32 or f32, the result's shape, compared as
-     * f32) and 0 elsewhere: an equality test of the result (argmax's
-     * predicted class against the labels) then costs no launch
-     * (graph/plan.c folds it in). false: it cannot. */
-    bool (*take_comparison)(ug_op *op);
-    /* Its result is the backward pass's first gradient (ug_run_state),
-     * which the op reading it may make itself (take_seed). */
-    bool seeds_backward;
-    /* Makes its launch take the backward pass's first gradient from run
-     * (ug_run_state's seed_weight and loss_scale) instead of from its input `input`, which it then
-     * no longer reads: the seed then costs no launch (graph/plan.c folds it
-     * in). false: it cannot. */
-    bool (*take_seed)(ug_op *op, int input, const ug_run_state *run);
+    /* A copy run again in the backward pass (activation recomputation)
+     * leaves state the forward already changed alone. */
+    void (*for_recompute)(ug_op *op);
     /* Its name in profiles where the instance's name says less ("relu",
      * "add+relu", "adam"). NULL: the name, less a leading "graph ". */
     void (*describe)(const ug_op *op, char *out, size_t len);
@@ -203,12 +190,13 @@ typedef struct ug_op_def {
 ug_autocast_class ug_autocast_half(const ug_op *op);
 ug_autocast_class ug_autocast_f32(const ug_op *op);
 ug_autocast_class ug_autocast_follow(const ug_op *op);
-bool ug_writes_any_float(const ug_op *op);
+/* Takes a cast and nothing else (ug_op_def's absorb). */
+bool ug_absorbs_cast(ug_op *op, const ug_fold *f);
 
 struct ug_op {
     const ug_op_def *def;
     const char *name; /* "add", "graph matmul": messages start with it */
-    float sum_alpha;  /* a running sum folded in (ug_op_def's accumulates) adds this times the result */
+    float sum_alpha;  /* a running sum folded in (UG_FOLD_SUM) adds this times the result */
     union {
         struct { ug_unary_kind op; float alpha, beta; } unary;
         struct { ug_binary_kind op; ug_unary_kind post; float alpha; } binary;
@@ -217,15 +205,15 @@ struct ug_op {
          * (ug_graph_bind), and with mean its alpha is 1 / the elements
          * each input element spreads over. */
         struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
-        /* an epilogue with its input 2 (take_epilogue); e.on: one */
+        /* an elementwise pair folded in (UG_FOLD_PAIR), its operand input 2; e.on: one */
         struct { bool ta, tb; ug_epilogue e; } matmul;
-        /* compares: an equality test of argmax's index folded in */
+        /* compares: an equality test of argmax's index folded in (UG_FOLD_EQUALITY) */
         struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; } reduce;
         struct { bool log; } softmax;
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
         struct { const ug_run_state *run; uint64_t stream; float p; } dropout;
         /* seed: the graph whose backward pass's first gradient the
-         * gradient's launch takes (take_seed); NULL: its input's */
+         * gradient's launch takes (UG_FOLD_SEED); NULL: its input's */
         struct { float smoothing; const ug_run_state *seed; } xent;
         struct { float eps; } layernorm;
         struct { const ug_optim_source *source; int param_index; } optim;

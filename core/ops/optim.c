@@ -74,16 +74,19 @@ static void optimizer_describe(const ug_op *op, char *out, size_t len)
     snprintf(out, len, "%s", kind == UG_OPTIM_SGD ? "sgd" : kind == UG_OPTIM_ADAM ? "adam" : "adamw");
 }
 
-/* The gradient, as the update reads it. */
-static int optimizer_check_slot(const ug_op *op, int operand)
+/* A check of the gradient, as the update reads it. */
+static bool optimizer_absorb(ug_op *op, const ug_fold *f)
 {
     (void)op;
-    return operand == 1 ? 0 : -1;
+    if (f->kind != UG_FOLD_CHECK || f->input != 1)
+        return false;
+    *f->slot = 0;
+    return true;
 }
 
 const ug_op_def ug_op_optimizer = {.family = "optimizer update", .launch = optimizer_launch,
                                    .launch_group = optimizer_launch_group, .describe = optimizer_describe,
-                                   .check_slot = optimizer_check_slot};
+                                   .absorb = optimizer_absorb};
 
 /* The step's scalars (kernels/common/optim_step.h): in the gradients' sum
  * of squares when the step clips or scales; out the gate every parameter's

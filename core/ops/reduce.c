@@ -94,11 +94,6 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
     return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, &folds);
 }
 
-/* The results, as they are written (f32 ones: graph/check.c sees to it). */
-static int reduce_check_slot(const ug_op *op, int operand)
-{
-    return operand == UG_CHECKED_OPERAND_RESULT && op->p.reduce.op != UG_RKERNEL_ARGMAX ? 0 : -1;
-}
 
 static ug_status reduce_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
@@ -116,11 +111,6 @@ static ug_status reduce_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
     return ug_grad_give(g, x, gx);
 }
 
-/* Its results into a running sum, argmax's index excepted. */
-static bool reduce_accumulates(const ug_op *op)
-{
-    return op->p.reduce.op != UG_RKERNEL_ARGMAX;
-}
 
 /* Sums and means widen half operands; max and argmax stay exact in any. */
 static ug_autocast_class reduce_autocast(const ug_op *op)
@@ -130,14 +120,27 @@ static ug_autocast_class reduce_autocast(const ug_op *op)
                : UG_AUTOCAST_F32;
 }
 
-/* Argmax's index against the labels: a metric's count of correct
- * predictions, equal(argmax(logits), labels), in one launch. */
-static bool reduce_take_comparison(ug_op *op)
+/* A cast of the result (argmax's index too: a metric's cast of the
+ * predicted class); a check of the results as they are written (f32
+ * ones: graph/check.c sees to it) and a running sum of them, argmax's
+ * index excepted; argmax's index against the labels: a metric's count of
+ * correct predictions, equal(argmax(logits), labels), in one launch. */
+static bool reduce_absorb(ug_op *op, const ug_fold *f)
 {
-    if (op->p.reduce.op != UG_RKERNEL_ARGMAX || op->p.reduce.compares)
-        return false;
-    op->p.reduce.compares = true;
-    return true;
+    const bool argmax = op->p.reduce.op == UG_RKERNEL_ARGMAX;
+    switch (f->kind) {
+    case UG_FOLD_CAST: return true;
+    case UG_FOLD_SUM: return !argmax;
+    case UG_FOLD_CHECK:
+        *f->slot = 0;
+        return f->input == UG_CHECKED_OPERAND_RESULT && !argmax;
+    case UG_FOLD_EQUALITY:
+        if (!argmax || op->p.reduce.compares)
+            return false;
+        op->p.reduce.compares = true;
+        return true;
+    default: return false;
+    }
 }
 
 /* "argmax+equal" once it compares; else the name. */
@@ -147,12 +150,9 @@ static void reduce_describe(const ug_op *op, char *out, size_t len)
     snprintf(out, len, "%s%s", name, op->p.reduce.compares ? "+equal" : "");
 }
 
-/* Argmax's index too: a metric's cast of the predicted class folds in. */
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,
                                 .backward = reduce_backward, .autocast = reduce_autocast,
-                                .writes_any_float = ug_writes_any_float,
-                                .check_slot = reduce_check_slot, .accumulates = reduce_accumulates,
-                                .take_comparison = reduce_take_comparison, .describe = reduce_describe};
+                                .absorb = reduce_absorb, .describe = reduce_describe};
 
 static const char *reduce_name(ug_reduce_op op, bool graph)
 {
