@@ -62,13 +62,13 @@ struct graph_node {
     ug_value *out;
     ug_value *in[UG_OP_MAX_INPUTS];
     int nin;
-    /* The flags of numeric checks folded into its launch (ug_op_def's
-     * check_slot), launched as inputs nin, nin + 1; NULL: none. */
+    /* The flags of numeric checks folded into its launch (UG_FOLD_CHECK),
+     * launched as inputs nin, nin + 1; NULL: none. */
     ug_value *checks[UG_OP_MAX_CHECKS];
-    /* A running sum folded into its launch (ug_op_def's accumulates),
+    /* A running sum folded into its launch (UG_FOLD_SUM),
      * launched as input nin + UG_OP_SUM_INPUT; NULL: none. */
     ug_value *sum;
-    /* The values a comparison folded in (ug_op_def's take_comparison)
+    /* The values a comparison folded in (UG_FOLD_EQUALITY)
      * compares its result with, launched as input nin + UG_OP_MATCH_INPUT;
      * NULL: none. */
     ug_value *match;

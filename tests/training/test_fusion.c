@@ -128,7 +128,7 @@ TS_TEST(mlp_f16_fused_as_unfused) { compare(dev, false, UG_F16, UG_CHECK_LOSS_AN
 TS_TEST(cnn_fused_as_unfused) { compare(dev, true, UG_F32, UG_CHECK_LOSS_AND_GRADS, -1, 7 + 16, 1e-5); }
 
 /* Elementwise ops on a product made by the product as it stores C
- * (take_epilogue): relu(x W^T + b); a batched x [2, ROWS, K] times the
+ * (UG_FOLD_PAIR): relu(x W^T + b); a batched x [2, ROWS, K] times the
  * same W, plus b, then a sigmoid; m - x W^T with m of the product's shape
  * (the product the second operand); and a product that is kept (read after
  * the run), so its bias add stays a kernel of its own. Each result equals
@@ -252,7 +252,7 @@ TS_TEST(argmax_cast_folded)
 }
 
 /* A metric's correct predictions, equal(argmax(logits), labels), made by
- * the argmax (take_comparison): its index compared with the labels as it
+ * the argmax (UG_FOLD_EQUALITY): its index compared with the labels as it
  * is written, the labels' cast to f32 gone with the equal when nothing
  * else reads it. The labels come as i32 cast to f32 (the trainer's form),
  * as f32 (either side of the equal), or cast with the cast kept for
