@@ -498,8 +498,11 @@ typedef struct ug_upsample2d_args {
 #define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
 
 /* Declares a backend's kernel entries, <prefix>_<slot> of type ug_<slot>_fn
- * ("UG_BACKEND_KERNELS(ocl)" declares ocl_unary, ocl_binary, ...), the
- * names UG_BACKEND_TABLE fills the table with. */
+ * ("UG_BACKEND_KERNELS(ug_opencl)" declares ug_opencl_unary,
+ * ug_opencl_binary, ...), the names UG_BACKEND_TABLE fills the table with.
+ * Every backend's prefix is ug_<backend> (ug_cpu, ug_opencl, ug_hip), and
+ * each family's entries live in the file of the same base name in every
+ * backend (tests/structure/backend_layout.cmake checks both). */
 #define UG_BACKEND_KERNEL_(prefix, NAME, slot, args) ug_##slot##_fn prefix##_##slot;
 #define UG_BACKEND_KERNELS(prefix) UG_KERNEL_FAMILIES(UG_BACKEND_KERNEL_, prefix)
 
@@ -511,7 +514,7 @@ typedef enum ug_kernel_family {
 } ug_kernel_family;
 
 /* The signature of each entry, so a backend declares its functions by type
- * ("ug_alloc_fn ocl_alloc;") and every signature is written once. */
+ * ("ug_alloc_fn ug_opencl_alloc;") and every signature is written once. */
 typedef ug_status ug_alloc_fn(ug_bdev *dev, size_t bytes, ug_mem *out);
 typedef void ug_release_fn(ug_bdev *dev, ug_mem mem);
 typedef ug_status ug_write_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, const void *src,
@@ -643,8 +646,8 @@ typedef struct ug_backend {
                 UG_OPTIONAL_KERNEL_FAMILIES(UG_FAMILY_SIGNATURE_, _)) % 1000000))
 
 /* The table of a backend whose entries are all named <prefix>_<entry>
- * (ug_cpu_alloc, ocl_unary, ...): one line per backend, and every backend
- * names its functions alike. A backend leaving entries NULL lists its own. */
+ * (ug_cpu_alloc, ug_opencl_unary, ...): one line per backend, and every
+ * backend names its functions alike. A backend leaving entries NULL lists its own. */
 #define UG_BACKEND_TABLE(NAME, prefix)                                                   \
     {                                                                                    \
         .name = NAME, .interface_version = UG_BACKEND_INTERFACE_VERSION,                 \

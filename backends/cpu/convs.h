@@ -1,4 +1,4 @@
-/* The CPU device's convolutions through oneDNN (conv_onednn.c), present
+/* The CPU device's convolutions through oneDNN (conv.c), present
  * when the build found it (UG_CPU_ONEDNN): each device keeps the passes it
  * planned, with their primitives, for the shapes it has seen. */
 #ifndef UG_CPU_CONVS_H

@@ -1,7 +1,7 @@
 /* GEMM: the vendor BLAS when its library is present at run time (found
  * with dlopen, so the module needs no BLAS at build or load time), else the
- * module's own kernels (kernels/hip/gemm.hip: two tiles, and a dot kernel
- * for a small C).
+ * module's own kernels (kernels/hip/gemm.h, launched by gemm_own.hip: two
+ * tiles, and a dot kernel for a small C).
  * Each shape runs on whichever was fastest at its first product
  * (gemm_choice.cpp).
  * UG_GEMM=own forces the own kernels (the fastest of them per shape), and

@@ -1,6 +1,6 @@
 /* Which GEMM runs a shape: the vendor BLAS, or the module's own kernel
  * with a 64x64 or a 128x128 tile, its dot kernel for a small C, or its
- * 64x64 tile over slices of K summed after (kernels/hip/gemm.hip). A
+ * 64x64 tile over slices of K summed after (kernels/hip/gemm.h, gemm_own.hip). A
  * vendor library tuned for large products can lose to a plain kernel on
  * the small ones a training step is made of, and which own kernel wins
  * depends on how many blocks fill the GPU; so each shape's first product

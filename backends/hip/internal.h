@@ -22,10 +22,9 @@
 
 #include "backends/backend.h"
 
-/* Threads per block of every 1-D kernel: a multiple of both wavefront
- * sizes (32 on NVIDIA, 64 on AMD). */
-#define UG_HIP_BLOCK 256
-/* Cap on blocks per grid dimension; kernels loop (grid stride) past it. */
+/* Threads per block of the 1-D kernels: UG_HIP_BLOCK, with the device
+ * code (kernels/hip/common.h). Cap on blocks per grid dimension; kernels
+ * loop (grid stride) past it. */
 #define UG_HIP_MAX_GRID 65535
 
 /* A runtime stream with what work on it needs of its own: a BLAS handle
@@ -41,7 +40,7 @@ typedef struct ug_hip_queue {
     int retired_count;
     void *dnn;            /* convolution library handle (conv.cpp), made at first use */
     /* Counts of a launch's finished blocks, for kernels whose last block
-     * to finish completes the work (a split GEMM's tiles, gemm.hip; the
+     * to finish completes the work (a split GEMM's tiles, gemm_own.hip; the
      * cross-entropy's mean, rowwise.hip); each kernel leaves them 0. */
     unsigned *block_counts;
 } ug_hip_queue;
@@ -94,9 +93,9 @@ ug_stream_create_fn ug_hip_stream_create;
 ug_stream_destroy_fn ug_hip_stream_destroy;
 ug_stream_bind_fn ug_hip_stream_bind;
 ug_stream_synchronize_fn ug_hip_stream_synchronize;
-ug_stream_capture_begin_fn ug_hip_capture_begin;
-ug_stream_capture_end_fn ug_hip_capture_end;
-ug_stream_replay_fn ug_hip_replay;
+ug_stream_capture_begin_fn ug_hip_stream_capture_begin;
+ug_stream_capture_end_fn ug_hip_stream_capture_end;
+ug_stream_replay_fn ug_hip_stream_replay;
 ug_replay_free_fn ug_hip_replay_free;
 ug_event_create_fn ug_hip_event_create;
 ug_event_destroy_fn ug_hip_event_destroy;
@@ -123,11 +122,12 @@ static inline unsigned ug_hip_blocks(int64_t n, int block)
     return (unsigned)(b < 1 ? 1 : b > UG_HIP_MAX_GRID ? UG_HIP_MAX_GRID : b);
 }
 
-/* Kernel families (kernels/hip/ *.hip): each launches on the current
- * queue's stream. */
+/* Kernel families: each entry in the launcher file of its family's name
+ * (backends/hip/<family>.hip, the device code in kernels/hip/<family>.h;
+ * gemm.cpp, conv.cpp), launching on the current queue's stream. */
 UG_BACKEND_KERNELS(ug_hip)
-/* The module's own GEMM kernel, behind ug_hip_gemm (gemm.cpp), which tries
- * the vendor BLAS first. */
+/* gemm_own.hip: the module's own GEMM kernel, behind ug_hip_gemm
+ * (gemm.cpp), which tries the vendor BLAS first. */
 ug_gemm_fn ug_hip_gemm_own;
 /* The own kernel on one of its paths (UG_HIP_GEMM_OWN_*, below); the path
  * that suits a's shape untimed (the dot kernel for a small C, else the tile
@@ -138,13 +138,13 @@ ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path);
  * not timed. */
 bool ug_hip_gemm_own_fits(const ug_bdev *dev, const ug_gemm_args *a, int path);
 int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
-/* The own kernel UG_GEMM names (own64, own128, own-dot, own-split), which
- * then runs every product; -1 when it names none. */
+/* gemm_choice.cpp: the own kernel UG_GEMM names (own64, own128, own-dot,
+ * own-split), which then runs every product; -1 when it names none. */
 int ug_hip_gemm_forced_path(void);
 /* Queues a kernel that spins for about `cycles` of the GPU's clock. */
 ug_status ug_hip_gemm_hold(ug_bdev *dev, long long cycles);
-/* A kernel whose attributes tell whether the module has code for the
- * current device. */
+/* elementwise.hip: a kernel whose attributes tell whether the module has
+ * code for the current device. */
 const void *ug_hip_probe_kernel(void);
 
 /* gemm.cpp: vendor BLAS loaded at run time, or the own kernel. */

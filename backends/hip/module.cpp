@@ -382,9 +382,9 @@ ug_backend_module_entry(int host_version, const ug_backend_host *host, const cha
         return NULL;
     }
     ug_hip_host = host;
-    g_backend.stream_capture_begin = ug_hip_capture_begin;
-    g_backend.stream_capture_end = ug_hip_capture_end;
-    g_backend.stream_replay = ug_hip_replay;
+    g_backend.stream_capture_begin = ug_hip_stream_capture_begin;
+    g_backend.stream_capture_end = ug_hip_stream_capture_end;
+    g_backend.stream_replay = ug_hip_stream_replay;
     g_backend.replay_free = ug_hip_replay_free;
     g_backend.autotune = ug_hip_autotune;
     g_backend.conv_plan = ug_hip_conv_plan;

@@ -205,14 +205,14 @@ ug_status ug_hip_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, i
  * replayed with one launch. Thread-local mode: only this thread's calls
  * that are not stream-ordered (an allocation, a synchronisation) break the
  * capture, not the loader's uploads on its own threads. */
-ug_status ug_hip_capture_begin(ug_bdev *dev, ug_bstream *stream)
+ug_status ug_hip_stream_capture_begin(ug_bdev *dev, ug_bstream *stream)
 {
     UG_BACKEND_TRY(ug_hip_enter(dev));
     hipError_t e = hipStreamBeginCapture(queue_of(dev, stream)->stream, hipStreamCaptureModeThreadLocal);
     return e == hipSuccess ? UG_OK : ug_hip_fail(UG_ERR_UNSUPPORTED, e, UG_HIP_RT "StreamBeginCapture");
 }
 
-ug_status ug_hip_capture_end(ug_bdev *dev, ug_bstream *stream, void **replay)
+ug_status ug_hip_stream_capture_end(ug_bdev *dev, ug_bstream *stream, void **replay)
 {
     *replay = NULL;
     UG_BACKEND_TRY(ug_hip_enter(dev));
@@ -229,7 +229,7 @@ ug_status ug_hip_capture_end(ug_bdev *dev, ug_bstream *stream, void **replay)
     return UG_OK;
 }
 
-ug_status ug_hip_replay(ug_bdev *dev, ug_bstream *stream, void *replay)
+ug_status ug_hip_stream_replay(ug_bdev *dev, ug_bstream *stream, void *replay)
 {
     UG_BACKEND_TRY(ug_hip_enter(dev));
     hipError_t e = hipGraphLaunch((hipGraphExec_t)replay, queue_of(dev, stream)->stream);

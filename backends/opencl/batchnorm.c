@@ -2,45 +2,49 @@
  * (kernels/opencl/batchnorm.cl). */
 #include "backends/opencl/internal.h"
 
-ug_status ocl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
+ug_status ug_opencl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
 {
     if (a->c <= 0)
         return UG_OK;
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, a->backward ? OCL_BATCHNORM_BWD : OCL_BATCHNORM_FWD,
-                                  a->x.dtype, UG_F32, &k);
+    const ug_opencl_kernel *k;
+    ug_status st = ug_opencl_kernel_for(dev, a->backward ? UG_OPENCL_BATCHNORM_BWD : UG_OPENCL_BATCHNORM_FWD,
+                                        a->x.dtype, UG_F32, &k);
     if (st != UG_OK)
         return st;
     size_t local = k->wg, global = (size_t)a->c * local;
     cl_long n = a->n, c = a->c, inner = a->inner;
     cl_int training = a->training;
-    OCL_VIEW(x, a->x);
-    OCL_VIEW(weight, a->weight);
-    OCL_VIEW(mean, a->mean);
-    OCL_VIEW(rstd, a->rstd);
+    UG_OPENCL_VIEW(x, a->x);
+    UG_OPENCL_VIEW(weight, a->weight);
+    UG_OPENCL_VIEW(mean, a->mean);
+    UG_OPENCL_VIEW(rstd, a->rstd);
     if (a->backward) {
-        OCL_VIEW(dx, a->dx);
-        OCL_VIEW(dy, a->dy);
-        OCL_VIEW(dweight, a->dweight);
-        OCL_VIEW(dbias, a->dbias);
-        ocl_arg args[] = {OCL_ARG(dx),      OCL_ARG(dx_off),      OCL_ARG(dy),    OCL_ARG(dy_off),
-                          OCL_ARG(x),       OCL_ARG(x_off),       OCL_ARG(mean),  OCL_ARG(mean_off),
-                          OCL_ARG(rstd),    OCL_ARG(rstd_off),    OCL_ARG(weight), OCL_ARG(weight_off),
-                          OCL_ARG(dweight), OCL_ARG(dweight_off), OCL_ARG(dbias), OCL_ARG(dbias_off),
-                          OCL_ARG(n),       OCL_ARG(c),           OCL_ARG(inner), OCL_ARG(training)};
-        return ocl_launch(dev, k, 1, &global, &local, args, 20);
+        UG_OPENCL_VIEW(dx, a->dx);
+        UG_OPENCL_VIEW(dy, a->dy);
+        UG_OPENCL_VIEW(dweight, a->dweight);
+        UG_OPENCL_VIEW(dbias, a->dbias);
+        ug_opencl_arg args[] = {
+            UG_OPENCL_ARG(dx),        UG_OPENCL_ARG(dx_off),      UG_OPENCL_ARG(dy),
+            UG_OPENCL_ARG(dy_off),    UG_OPENCL_ARG(x),           UG_OPENCL_ARG(x_off),
+            UG_OPENCL_ARG(mean),      UG_OPENCL_ARG(mean_off),    UG_OPENCL_ARG(rstd),
+            UG_OPENCL_ARG(rstd_off),  UG_OPENCL_ARG(weight),      UG_OPENCL_ARG(weight_off),
+            UG_OPENCL_ARG(dweight),   UG_OPENCL_ARG(dweight_off), UG_OPENCL_ARG(dbias),
+            UG_OPENCL_ARG(dbias_off), UG_OPENCL_ARG(n),           UG_OPENCL_ARG(c),
+            UG_OPENCL_ARG(inner),     UG_OPENCL_ARG(training)};
+        return ug_opencl_launch(dev, k, 1, &global, &local, args, 20);
     }
-    OCL_VIEW(y, a->y);
-    OCL_VIEW(bias, a->bias);
-    OCL_VIEW(rmean, a->running_mean);
-    OCL_VIEW(rvar, a->running_var);
+    UG_OPENCL_VIEW(y, a->y);
+    UG_OPENCL_VIEW(bias, a->bias);
+    UG_OPENCL_VIEW(rmean, a->running_mean);
+    UG_OPENCL_VIEW(rvar, a->running_var);
     cl_float eps = a->eps, momentum = a->momentum;
     cl_int update = a->update_running, relu = a->relu;
-    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(y_off),     OCL_ARG(x),      OCL_ARG(x_off),
-                      OCL_ARG(weight), OCL_ARG(weight_off), OCL_ARG(bias), OCL_ARG(bias_off),
-                      OCL_ARG(mean),  OCL_ARG(mean_off),  OCL_ARG(rstd),   OCL_ARG(rstd_off),
-                      OCL_ARG(rmean), OCL_ARG(rmean_off), OCL_ARG(rvar),   OCL_ARG(rvar_off),
-                      OCL_ARG(n),     OCL_ARG(c),         OCL_ARG(inner),  OCL_ARG(eps),
-                      OCL_ARG(momentum), OCL_ARG(training), OCL_ARG(update), OCL_ARG(relu)};
-    return ocl_launch(dev, k, 1, &global, &local, args, 24);
+    ug_opencl_arg args[] = {
+        UG_OPENCL_ARG(y),        UG_OPENCL_ARG(y_off),      UG_OPENCL_ARG(x),      UG_OPENCL_ARG(x_off),
+        UG_OPENCL_ARG(weight),   UG_OPENCL_ARG(weight_off), UG_OPENCL_ARG(bias),   UG_OPENCL_ARG(bias_off),
+        UG_OPENCL_ARG(mean),     UG_OPENCL_ARG(mean_off),   UG_OPENCL_ARG(rstd),   UG_OPENCL_ARG(rstd_off),
+        UG_OPENCL_ARG(rmean),    UG_OPENCL_ARG(rmean_off),  UG_OPENCL_ARG(rvar),   UG_OPENCL_ARG(rvar_off),
+        UG_OPENCL_ARG(n),        UG_OPENCL_ARG(c),          UG_OPENCL_ARG(inner),  UG_OPENCL_ARG(eps),
+        UG_OPENCL_ARG(momentum), UG_OPENCL_ARG(training),   UG_OPENCL_ARG(update), UG_OPENCL_ARG(relu)};
+    return ug_opencl_launch(dev, k, 1, &global, &local, args, 24);
 }

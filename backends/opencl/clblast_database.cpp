@@ -6,8 +6,8 @@
 #include <string>
 #include <unordered_map>
 
-extern "C" bool ocl_clblast_database(cl_device_id device, const char *kernel,
-                                     const char *const *names, int count, size_t *values)
+extern "C" bool ug_opencl_clblast_database(cl_device_id device, const char *kernel,
+                                           const char *const *names, int count, size_t *values)
 {
     try {
         std::unordered_map<std::string, size_t> params;

@@ -15,19 +15,19 @@
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
 #endif
 
-const ug_backend_host *ocl_host;
+const ug_backend_host *ug_opencl_host;
 
-typedef struct ocl_devref {
+typedef struct ug_opencl_devref {
     cl_platform_id platform;
     cl_device_id device;
-} ocl_devref;
+} ug_opencl_devref;
 
 /* Discovery results; g_lock makes device_count safe to call from any
  * thread and lets shutdown forget them. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_discovered;
 static int g_count;
-static ocl_devref *g_devs;
+static ug_opencl_devref *g_devs;
 static char g_reason[256];
 
 static void discover_locked(void)
@@ -39,8 +39,8 @@ static void discover_locked(void)
     cl_uint nplat = 0;
     cl_int err = clGetPlatformIDs(0, NULL, &nplat);
     if (err != CL_SUCCESS) {
-        snprintf(g_reason, sizeof g_reason, "no OpenCL platform (clGetPlatformIDs: %d %s)",
-                 (int)err, ocl_error_name(err));
+        snprintf(g_reason, sizeof g_reason, "no OpenCL platform (clGetPlatformIDs: %d %s)", (int)err,
+                 ug_opencl_error_name(err));
         return;
     }
     if (nplat == 0) {
@@ -55,8 +55,8 @@ static void discover_locked(void)
     }
     err = clGetPlatformIDs(nplat, plats, NULL);
     if (err != CL_SUCCESS) {
-        snprintf(g_reason, sizeof g_reason, "no OpenCL platform (clGetPlatformIDs: %d %s)",
-                 (int)err, ocl_error_name(err));
+        snprintf(g_reason, sizeof g_reason, "no OpenCL platform (clGetPlatformIDs: %d %s)", (int)err,
+                 ug_opencl_error_name(err));
         free(plats);
         return;
     }
@@ -74,9 +74,8 @@ static void discover_locked(void)
     }
     if (total == 0) {
         if (last_err != CL_SUCCESS)
-            snprintf(g_reason, sizeof g_reason,
-                     "no OpenCL device on %u platform(s) (clGetDeviceIDs: %d %s)",
-                     (unsigned)nplat, (int)last_err, ocl_error_name(last_err));
+            snprintf(g_reason, sizeof g_reason, "no OpenCL device on %u platform(s) (clGetDeviceIDs: %d %s)",
+                     (unsigned)nplat, (int)last_err, ug_opencl_error_name(last_err));
         else
             snprintf(g_reason, sizeof g_reason, "no OpenCL device on %u platform(s)",
                      (unsigned)nplat);
@@ -138,7 +137,7 @@ static void str_join(char *dst, size_t len, const char *a, const char *b)
     }
 }
 
-static int ocl_device_count(char *reason, size_t reason_len)
+static int ug_opencl_device_count(char *reason, size_t reason_len)
 {
     pthread_mutex_lock(&g_lock);
     if (!g_discovered)
@@ -150,32 +149,32 @@ static int ocl_device_count(char *reason, size_t reason_len)
     return count;
 }
 
-static ug_status devref_at(int index, ocl_devref *out)
+static ug_status devref_at(int index, ug_opencl_devref *out)
 {
-    int count = ocl_device_count(NULL, 0);
+    int count = ug_opencl_device_count(NULL, 0);
     if (index < 0 || index >= count)
-        return ocl_host->set_error(UG_ERR_DEVICE, "OpenCL: no device opencl:%d (%d device%s found)",
-                                   index, count, count == 1 ? "" : "s");
+        return ug_opencl_host->set_error(UG_ERR_DEVICE, "OpenCL: no device opencl:%d (%d device%s found)",
+                                         index, count, count == 1 ? "" : "s");
     pthread_mutex_lock(&g_lock);
     *out = g_devs[index];
     pthread_mutex_unlock(&g_lock);
     return UG_OK;
 }
 
-ug_status ocl_device_string(cl_device_id device, cl_device_info what, char *out, size_t len)
+ug_status ug_opencl_device_string(cl_device_id device, cl_device_info what, char *out, size_t len)
 {
     size_t size = 0;
     out[0] = '\0';
     cl_int err = clGetDeviceInfo(device, what, 0, NULL, &size);
     if (err != CL_SUCCESS)
-        return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
+        return ug_opencl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
     char *buf = ug_malloc(size + 1);
     if (!buf)
-        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+        return ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     err = clGetDeviceInfo(device, what, size, buf, NULL);
     if (err != CL_SUCCESS) {
         free(buf);
-        return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
+        return ug_opencl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
     }
     buf[size] = '\0';
     str_copy(out, len, buf);
@@ -191,7 +190,7 @@ static ug_status platform_string(cl_platform_id platform, cl_platform_info what,
     out[0] = '\0';
     cl_int err = clGetPlatformInfo(platform, what, sizeof buf - 1, buf, &size);
     if (err != CL_SUCCESS)
-        return ocl_fail(UG_ERR_BACKEND, "clGetPlatformInfo", err);
+        return ug_opencl_fail(UG_ERR_BACKEND, "clGetPlatformInfo", err);
     buf[size < sizeof buf ? size : sizeof buf - 1] = '\0';
     str_copy(out, len, buf);
     return UG_OK;
@@ -210,19 +209,19 @@ static bool has_extension(const char *list, const char *ext)
     return false;
 }
 
-static ug_status ocl_device_info(int index, ug_device_info *info)
+static ug_status ug_opencl_device_info(int index, ug_device_info *info)
 {
-    ocl_devref ref = {0};
+    ug_opencl_devref ref = {0};
     ug_status st = devref_at(index, &ref);
     if (st != UG_OK)
         return st;
     char vendor[256], plat_name[256], plat_version[256], driver[128];
-    if ((st = ocl_device_string(ref.device, CL_DEVICE_VENDOR, vendor, sizeof vendor)) != UG_OK ||
+    if ((st = ug_opencl_device_string(ref.device, CL_DEVICE_VENDOR, vendor, sizeof vendor)) != UG_OK ||
         (st = platform_string(ref.platform, CL_PLATFORM_NAME, plat_name, sizeof plat_name)) != UG_OK ||
-        (st = platform_string(ref.platform, CL_PLATFORM_VERSION, plat_version,
-                              sizeof plat_version)) != UG_OK ||
-        (st = ocl_device_string(ref.device, CL_DRIVER_VERSION, driver, sizeof driver)) != UG_OK ||
-        (st = ocl_device_string(ref.device, CL_DEVICE_NAME, info->name, sizeof info->name)) != UG_OK)
+        (st = platform_string(ref.platform, CL_PLATFORM_VERSION, plat_version, sizeof plat_version)) !=
+            UG_OK ||
+        (st = ug_opencl_device_string(ref.device, CL_DRIVER_VERSION, driver, sizeof driver)) != UG_OK ||
+        (st = ug_opencl_device_string(ref.device, CL_DEVICE_NAME, info->name, sizeof info->name)) != UG_OK)
         return st;
     str_join(info->vendor, sizeof info->vendor, vendor, plat_name);
     str_join(info->driver, sizeof info->driver, driver, plat_version);
@@ -237,7 +236,7 @@ static ug_status ocl_device_info(int index, ug_device_info *info)
         (err = clGetDeviceInfo(ref.device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL)) ||
         (err = clGetDeviceInfo(ref.device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL)) ||
         (err = clGetDeviceInfo(ref.device, CL_DEVICE_TYPE, sizeof type, &type, NULL)))
-        return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
+        return ug_opencl_fail(UG_ERR_BACKEND, "clGetDeviceInfo", err);
     info->global_memory = global;
     info->max_allocation = max_alloc;
     info->compute_units = units;
@@ -248,31 +247,31 @@ static ug_status ocl_device_info(int index, ug_device_info *info)
     size_t ext_size = 0;
     err = clGetDeviceInfo(ref.device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_size);
     if (err != CL_SUCCESS)
-        return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", err);
+        return ug_opencl_fail(UG_ERR_BACKEND, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", err);
     char *ext = ug_malloc(ext_size + 1);
     if (!ext)
-        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+        return ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     err = clGetDeviceInfo(ref.device, CL_DEVICE_EXTENSIONS, ext_size, ext, NULL);
     ext[ext_size] = '\0';
     info->fp16 = err == CL_SUCCESS && has_extension(ext, "cl_khr_fp16");
     free(ext);
     if (err != CL_SUCCESS)
-        return ocl_fail(UG_ERR_BACKEND, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", err);
+        return ug_opencl_fail(UG_ERR_BACKEND, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", err);
     return UG_OK;
 }
 
-static void ocl_device_close(ug_bdev *dev)
+static void ug_opencl_device_close(ug_bdev *dev)
 {
     if (!dev)
         return;
-    ocl_open_list_remove(dev);
-    ocl_finish_all(dev);
-    ocl_pins_release_all(dev);
-    ocl_program_release(dev);
+    ug_opencl_open_list_remove(dev);
+    ug_opencl_finish_all(dev);
+    ug_opencl_pins_release_all(dev);
+    ug_opencl_program_release(dev);
     /* CLBlast keeps compiled programs per context; they would keep this
      * context alive (and leak) if not dropped now. */
-    ocl_gemm_release();
-    ocl_queue_close(&dev->main);
+    ug_opencl_gemm_release();
+    ug_opencl_queue_close(&dev->main);
     if (dev->context)
         clReleaseContext(dev->context);
     pthread_mutex_destroy(&dev->launch_lock);
@@ -283,16 +282,16 @@ static void ocl_device_close(ug_bdev *dev)
     free(dev);
 }
 
-static ug_status ocl_device_open(int index, ug_bdev **out)
+static ug_status ug_opencl_device_open(int index, ug_bdev **out)
 {
     *out = NULL;
-    ocl_devref ref = {0};
+    ug_opencl_devref ref = {0};
     ug_status st = devref_at(index, &ref);
     if (st != UG_OK)
         return st;
     ug_bdev *dev = ug_calloc(1, sizeof *dev);
     if (!dev)
-        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+        return ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     dev->index = index;
     dev->platform = ref.platform;
     dev->device = ref.device;
@@ -302,8 +301,9 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     pthread_mutex_init(&dev->tune_lock, NULL);
 
     char plat_name[256];
-    if ((st = ocl_device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof dev->name)) != UG_OK ||
-        (st = ocl_device_string(dev->device, CL_DRIVER_VERSION, dev->driver, sizeof dev->driver)) != UG_OK ||
+    if ((st = ug_opencl_device_string(dev->device, CL_DEVICE_NAME, dev->name, sizeof dev->name)) != UG_OK ||
+        (st = ug_opencl_device_string(dev->device, CL_DRIVER_VERSION, dev->driver, sizeof dev->driver)) !=
+            UG_OK ||
         (st = platform_string(dev->platform, CL_PLATFORM_VERSION, dev->platform_version,
                               sizeof dev->platform_version)) != UG_OK ||
         (st = platform_string(dev->platform, CL_PLATFORM_NAME, plat_name, sizeof plat_name)) != UG_OK)
@@ -327,27 +327,28 @@ static ug_status ocl_device_open(int index, ug_bdev **out)
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
     dev->context = clCreateContext(props, 1, &dev->device, NULL, NULL, &err);
     if (!dev->context) {
-        st = ocl_fail(ocl_status_of(err), "clCreateContext", err);
+        st = ug_opencl_fail(ug_opencl_status_of(err), "clCreateContext", err);
         goto fail;
     }
-    if ((st = ocl_queue_open(dev, &dev->main)) != UG_OK || (st = ocl_program_create(dev)) != UG_OK)
+    if ((st = ug_opencl_queue_open(dev, &dev->main)) != UG_OK ||
+        (st = ug_opencl_program_create(dev)) != UG_OK)
         goto fail;
-    ocl_gemm_open(dev);
-    if (!ocl_open_list_add(dev)) {
-        st = ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+    ug_opencl_gemm_open(dev);
+    if (!ug_opencl_open_list_add(dev)) {
+        st = ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
         goto fail;
     }
     *out = dev;
     return UG_OK;
 
 fail:
-    ocl_device_close(dev);
+    ug_opencl_device_close(dev);
     return st;
 }
 
-static void ocl_shutdown(void)
+static void ug_opencl_shutdown(void)
 {
-    ocl_gemm_release();
+    ug_opencl_gemm_release();
     pthread_mutex_lock(&g_lock);
     free(g_devs);
     g_devs = NULL;
@@ -356,11 +357,11 @@ static void ocl_shutdown(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-static ug_backend g_backend = UG_BACKEND_TABLE("opencl", ocl);
+static ug_backend g_backend = UG_BACKEND_TABLE("opencl", ug_opencl);
 
 const ug_backend *ug_opencl_backend(const ug_backend_host *host)
 {
-    ocl_host = host;
-    g_backend.autotune = ocl_autotune;
+    ug_opencl_host = host;
+    g_backend.autotune = ug_opencl_autotune;
     return &g_backend;
 }

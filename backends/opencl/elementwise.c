@@ -32,16 +32,16 @@ static bool is_contiguous(int ndim, const int64_t *shape, const int64_t *strides
 
 /* Mirrors of the kernels' by-value layout structs (common.cl): all
  * cl_long, so host and device agree on the layout. */
-typedef struct ocl_layout1 {
+typedef struct ug_opencl_layout1 {
     cl_long shape[8];
     cl_long xs[8];
-} ocl_layout1;
+} ug_opencl_layout1;
 
-typedef struct ocl_layout2 {
+typedef struct ug_opencl_layout2 {
     cl_long shape[8];
     cl_long as[8];
     cl_long bs[8];
-} ocl_layout2;
+} ug_opencl_layout2;
 
 static void fill8(cl_long *out, int ndim, const int64_t *values, int64_t pad)
 {
@@ -49,7 +49,7 @@ static void fill8(cl_long *out, int ndim, const int64_t *values, int64_t pad)
         out[d] = d < ndim ? (cl_long)values[d] : (cl_long)pad;
 }
 
-ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
+ug_status ug_opencl_unary(ug_bdev *dev, const ug_unary_args *a)
 {
     int64_t n = numel_of(a->ndim, a->shape);
     if (n <= 0)
@@ -58,7 +58,7 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
     cl_ulong yoff = (cl_ulong)a->y.offset, xoff = (cl_ulong)a->x.offset;
     cl_long cn = n;
     cl_int ndim = a->ndim;
-    ocl_layout1 lay;
+    ug_opencl_layout1 lay;
     fill8(lay.shape, a->ndim, a->shape, 1);
     fill8(lay.xs, a->ndim, a->x_strides, 0);
     bool contig = is_contiguous(a->ndim, a->shape, a->x_strides);
@@ -67,15 +67,16 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
         /* Same dtype: move raw bits (exact for i32 past 2^24 and NaN payloads). */
         size_t es = ug_dtype_size(a->x.dtype);
         if (contig)
-            return ocl_copy(dev, a->y.mem, (size_t)yoff * es, a->x.mem, (size_t)xoff * es,
-                            (size_t)n * es);
-        const ocl_kernel *k;
-        ug_status st = ocl_kernel_for(dev, OCL_COPY_STRIDED, a->x.dtype, a->x.dtype, &k);
+            return ug_opencl_copy(dev, a->y.mem, (size_t)yoff * es, a->x.mem, (size_t)xoff * es,
+                                  (size_t)n * es);
+        const ug_opencl_kernel *k;
+        ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_COPY_STRIDED, a->x.dtype, a->x.dtype, &k);
         if (st != UG_OK)
             return st;
-        ocl_arg args[] = {OCL_ARG(y), OCL_ARG(yoff), OCL_ARG(x), OCL_ARG(xoff), OCL_ARG(cn),
-                          OCL_ARG(ndim), OCL_ARG(lay)};
-        return ocl_launch_1d(dev, k, (size_t)n, args, 7);
+        ug_opencl_arg args[] = {UG_OPENCL_ARG(y),    UG_OPENCL_ARG(yoff), UG_OPENCL_ARG(x),
+                                UG_OPENCL_ARG(xoff), UG_OPENCL_ARG(cn),   UG_OPENCL_ARG(ndim),
+                                UG_OPENCL_ARG(lay)};
+        return ug_opencl_launch_1d(dev, k, (size_t)n, args, 7);
     }
 
     ug_dtype xdt = a->x.dtype;
@@ -87,17 +88,20 @@ ug_status ocl_unary(ug_bdev *dev, const ug_unary_args *a)
         contig = true;
     }
     const bool chunked = contig && dev->is_cpu && xdt == UG_F32 && a->y.dtype == UG_F32;
-    const ocl_kernel *k;
-    ug_status st = chunked ? ocl_kernel_for(dev, OCL_UNARY_CHUNKED, UG_F32, UG_F32, &k)
-                           : ocl_kernel_for(dev, contig ? OCL_UNARY_CONTIG : OCL_UNARY_STRIDED, xdt, a->y.dtype, &k);
+    const ug_opencl_kernel *k;
+    ug_status st = chunked
+                       ? ug_opencl_kernel_for(dev, UG_OPENCL_UNARY_CHUNKED, UG_F32, UG_F32, &k)
+                       : ug_opencl_kernel_for(dev, contig ? UG_OPENCL_UNARY_CONTIG : UG_OPENCL_UNARY_STRIDED,
+                                              xdt, a->y.dtype, &k);
     if (st != UG_OK)
         return st;
     cl_int op = a->op;
     cl_float alpha = a->alpha, beta = a->beta;
-    ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff),  OCL_ARG(x),    OCL_ARG(xoff),
-                      OCL_ARG(cn), OCL_ARG(op),    OCL_ARG(alpha), OCL_ARG(beta),
-                      OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, k, chunked ? work_items(n) : (size_t)n, args, contig ? 8 : 10);
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(y),     UG_OPENCL_ARG(yoff), UG_OPENCL_ARG(x),
+                            UG_OPENCL_ARG(xoff),  UG_OPENCL_ARG(cn),   UG_OPENCL_ARG(op),
+                            UG_OPENCL_ARG(alpha), UG_OPENCL_ARG(beta), UG_OPENCL_ARG(ndim),
+                            UG_OPENCL_ARG(lay)};
+    return ug_opencl_launch_1d(dev, k, chunked ? work_items(n) : (size_t)n, args, contig ? 8 : 10);
 }
 
 /* The period with which an operand's elements repeat along a row-major
@@ -116,22 +120,22 @@ static int64_t repeat_period(int ndim, const int64_t *shape, const int64_t *stri
     return period;
 }
 
-ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
+ug_status ug_opencl_binary(ug_bdev *dev, const ug_binary_args *a)
 {
     int64_t n = numel_of(a->ndim, a->shape);
     if (n <= 0)
         return UG_OK;
     if (a->a.dtype != a->y.dtype || a->b.dtype != a->y.dtype)
-        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: binary ops take one dtype, not %s, %s -> %s",
-                                   ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
-                                   ug_dtype_name(a->y.dtype));
+        return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: binary ops take one dtype, not %s, %s -> %s",
+                                         ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
+                                         ug_dtype_name(a->y.dtype));
     cl_mem y = (cl_mem)a->y.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
     cl_ulong yoff = (cl_ulong)a->y.offset, aoff = (cl_ulong)a->a.offset,
              boff = (cl_ulong)a->b.offset;
     cl_long cn = n;
     cl_int op = a->op, post = a->post, ndim = a->ndim;
     cl_float alpha = a->alpha;
-    const ocl_kernel *k;
+    const ug_opencl_kernel *k;
     ug_status st;
 
     /* On CPU devices: full operands, or one repeating each row (a bias),
@@ -141,28 +145,30 @@ ug_status ocl_binary(ug_bdev *dev, const ug_binary_args *a)
     cl_long period = pa < pb ? pa : pb;
     if (dev->is_cpu && a->y.dtype == UG_F32 && (period == n || period >= CHUNK) &&
         (pa == n || pa == period) && (pb == n || pb == period)) {
-        if ((st = ocl_kernel_for(dev, OCL_BINARY_CHUNKED, UG_F32, UG_F32, &k)) != UG_OK)
+        if ((st = ug_opencl_kernel_for(dev, UG_OPENCL_BINARY_CHUNKED, UG_F32, UG_F32, &k)) != UG_OK)
             return st;
         cl_int a_full = pa == n, b_full = pb == n;
-        ocl_arg args[] = {OCL_ARG(y),      OCL_ARG(yoff),   OCL_ARG(am),     OCL_ARG(aoff),
-                          OCL_ARG(bm),     OCL_ARG(boff),   OCL_ARG(cn),     OCL_ARG(period),
-                          OCL_ARG(a_full), OCL_ARG(b_full), OCL_ARG(op),     OCL_ARG(post),
-                          OCL_ARG(alpha)};
-        return ocl_launch_1d(dev, k, (size_t)(n / period) * work_items(period), args, 13);
+        ug_opencl_arg args[] = {UG_OPENCL_ARG(y),      UG_OPENCL_ARG(yoff),   UG_OPENCL_ARG(am),
+                                UG_OPENCL_ARG(aoff),   UG_OPENCL_ARG(bm),     UG_OPENCL_ARG(boff),
+                                UG_OPENCL_ARG(cn),     UG_OPENCL_ARG(period), UG_OPENCL_ARG(a_full),
+                                UG_OPENCL_ARG(b_full), UG_OPENCL_ARG(op),     UG_OPENCL_ARG(post),
+                                UG_OPENCL_ARG(alpha)};
+        return ug_opencl_launch_1d(dev, k, (size_t)(n / period) * work_items(period), args, 13);
     }
 
     bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
                   is_contiguous(a->ndim, a->shape, a->b_strides);
-    st = ocl_kernel_for(dev, contig ? OCL_BINARY_CONTIG : OCL_BINARY_STRIDED, a->y.dtype,
-                        a->y.dtype, &k);
+    st = ug_opencl_kernel_for(dev, contig ? UG_OPENCL_BINARY_CONTIG : UG_OPENCL_BINARY_STRIDED, a->y.dtype,
+                              a->y.dtype, &k);
     if (st != UG_OK)
         return st;
-    ocl_layout2 lay;
+    ug_opencl_layout2 lay;
     fill8(lay.shape, a->ndim, a->shape, 1);
     fill8(lay.as, a->ndim, a->a_strides, 0);
     fill8(lay.bs, a->ndim, a->b_strides, 0);
-    ocl_arg args[] = {OCL_ARG(y),  OCL_ARG(yoff), OCL_ARG(am),    OCL_ARG(aoff),
-                      OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(cn),    OCL_ARG(op),
-                      OCL_ARG(post), OCL_ARG(alpha), OCL_ARG(ndim), OCL_ARG(lay)};
-    return ocl_launch_1d(dev, k, (size_t)n, args, contig ? 10 : 12);
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(y),     UG_OPENCL_ARG(yoff), UG_OPENCL_ARG(am),
+                            UG_OPENCL_ARG(aoff),  UG_OPENCL_ARG(bm),   UG_OPENCL_ARG(boff),
+                            UG_OPENCL_ARG(cn),    UG_OPENCL_ARG(op),   UG_OPENCL_ARG(post),
+                            UG_OPENCL_ARG(alpha), UG_OPENCL_ARG(ndim), UG_OPENCL_ARG(lay)};
+    return ug_opencl_launch_1d(dev, k, (size_t)n, args, contig ? 10 : 12);
 }

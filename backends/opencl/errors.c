@@ -4,7 +4,7 @@
 
 #include "backends/opencl/internal.h"
 
-const char *ocl_error_name(cl_int err)
+const char *ug_opencl_error_name(cl_int err)
 {
     switch (err) {
     case 0: return "CL_SUCCESS";
@@ -89,11 +89,11 @@ const char *ocl_error_name(cl_int err)
     return "UNKNOWN_OPENCL_ERROR";
 }
 
-const char *ocl_clblast_error_name(int status)
+const char *ug_opencl_clblast_error_name(int status)
 {
     /* CLBlast shares the OpenCL codes above -1000. */
     if (status > -1000)
-        return ocl_error_name((cl_int)status);
+        return ug_opencl_error_name((cl_int)status);
     switch (status) {
     case CLBlastNotImplemented: return "CLBlastNotImplemented";
     case CLBlastInvalidMatrixA: return "CLBlastInvalidMatrixA";
@@ -125,10 +125,10 @@ const char *ocl_clblast_error_name(int status)
     case CLBlastUnknownError: return "CLBlastUnknownError";
     case CLBlastUnexpectedError: return "CLBlastUnexpectedError";
     }
-    return ocl_error_name((cl_int)status);
+    return ug_opencl_error_name((cl_int)status);
 }
 
-ug_status ocl_status_of(cl_int err)
+ug_status ug_opencl_status_of(cl_int err)
 {
     switch (err) {
     case CL_MEM_OBJECT_ALLOCATION_FAILURE:
@@ -141,10 +141,10 @@ ug_status ocl_status_of(cl_int err)
     }
 }
 
-ug_status ocl_fail(ug_status status, const char *call, cl_int err)
+ug_status ug_opencl_fail(ug_status status, const char *call, cl_int err)
 {
-    if (ocl_host && ocl_host->set_error)
-        return ocl_host->set_error(status, "OpenCL: %s failed: %d %s", call, (int)err,
-                                   ocl_error_name(err));
+    if (ug_opencl_host && ug_opencl_host->set_error)
+        return ug_opencl_host->set_error(status, "OpenCL: %s failed: %d %s", call, (int)err,
+                                         ug_opencl_error_name(err));
     return status;
 }

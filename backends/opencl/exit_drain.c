@@ -19,7 +19,7 @@ static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static ug_bdev **open_devices;
 static int open_count, open_capacity;
 
-bool ocl_open_list_add(ug_bdev *dev)
+bool ug_opencl_open_list_add(ug_bdev *dev)
 {
     pthread_mutex_lock(&open_lock);
     bool ok = true;
@@ -38,7 +38,7 @@ bool ocl_open_list_add(ug_bdev *dev)
     return ok;
 }
 
-void ocl_open_list_remove(ug_bdev *dev)
+void ug_opencl_open_list_remove(ug_bdev *dev)
 {
     pthread_mutex_lock(&open_lock);
     for (int i = 0; i < open_count; i++)
@@ -57,7 +57,7 @@ static void finish_open_queues(void *unused)
     (void)unused;
     pthread_mutex_lock(&open_lock);
     for (int i = 0; i < open_count; i++)
-        ocl_finish_all(open_devices[i]);
+        ug_opencl_finish_all(open_devices[i]);
     pthread_mutex_unlock(&open_lock);
 }
 
@@ -67,7 +67,7 @@ static void finish_open_queues(void *unused)
 extern int __cxa_thread_atexit_impl(void (*func)(void *), void *obj, void *dso_symbol);
 extern void *__dso_handle;
 
-void ocl_drain_at_exit(void)
+void ug_opencl_drain_at_exit(void)
 {
     static _Thread_local bool registered;
     if (!registered)
@@ -78,7 +78,7 @@ void ocl_drain_at_exit(void)
  * the best there is without thread-local destructors at exit. */
 static void finish_at_exit(void) { finish_open_queues(NULL); }
 
-void ocl_drain_at_exit(void)
+void ug_opencl_drain_at_exit(void)
 {
     static _Thread_local bool registered;
     if (!registered)

@@ -14,7 +14,7 @@
 
 static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug_gemm_args *a)
 {
-    return ocl_host->set_error(
+    return ug_opencl_host->set_error(
         code == CLBlastTempBufferAllocFailure || code == CLBlastOpenCLOutOfResources ||
                 code == CLBlastOpenCLOutOfHostMemory
             ? UG_ERR_OUT_OF_MEMORY
@@ -22,8 +22,8 @@ static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug
         "CLBlast: %s(%s%s, m=%lld n=%lld k=%lld, lda=%lld ldb=%lld ldc=%lld, batch=%lld) "
         "failed: %d %s",
         call, a->trans_a ? "T" : "N", a->trans_b ? "T" : "N", (long long)a->m, (long long)a->n,
-        (long long)a->k, (long long)a->lda, (long long)a->ldb, (long long)a->ldc,
-        (long long)a->batch, (int)code, ocl_clblast_error_name(code));
+        (long long)a->k, (long long)a->lda, (long long)a->ldb, (long long)a->ldc, (long long)a->batch,
+        (int)code, ug_opencl_clblast_error_name(code));
 }
 
 /* Half operands: unigrad's own kernel (gemm.cl), which accumulates in f32
@@ -31,13 +31,13 @@ static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug
 static ug_status half_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->b.dtype != a->a.dtype || (a->c.dtype != UG_F32 && a->c.dtype != a->a.dtype))
-        return ocl_host->set_error(UG_ERR_DTYPE,
-                                   "OpenCL: gemm's A and B must share a dtype, and C be f32 or "
-                                   "theirs (got %s, %s -> %s)",
-                                   ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
-                                   ug_dtype_name(a->c.dtype));
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, OCL_GEMM_HALF, a->a.dtype, a->c.dtype, &k);
+        return ug_opencl_host->set_error(UG_ERR_DTYPE,
+                                         "OpenCL: gemm's A and B must share a dtype, and C be f32 or "
+                                         "theirs (got %s, %s -> %s)",
+                                         ug_dtype_name(a->a.dtype), ug_dtype_name(a->b.dtype),
+                                         ug_dtype_name(a->c.dtype));
+    const ug_opencl_kernel *k;
+    ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_GEMM_HALF, a->a.dtype, a->c.dtype, &k);
     if (st != UG_OK)
         return st;
     cl_mem c = (cl_mem)a->c.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
@@ -47,22 +47,24 @@ static ug_status half_gemm(ug_bdev *dev, const ug_gemm_args *a)
             sa = a->stride_a, sb = a->stride_b, sc = a->stride_c, batch = a->batch;
     cl_int ta = a->trans_a, tb = a->trans_b, sum = a->sum_batch;
     cl_float alpha = a->alpha, beta = a->beta;
-    ocl_arg args[] = {OCL_ARG(c),  OCL_ARG(coff), OCL_ARG(am),  OCL_ARG(aoff), OCL_ARG(bm),
-                      OCL_ARG(boff), OCL_ARG(m),  OCL_ARG(n),   OCL_ARG(kk),   OCL_ARG(lda),
-                      OCL_ARG(ldb), OCL_ARG(ldc), OCL_ARG(sa),  OCL_ARG(sb),   OCL_ARG(sc),
-                      OCL_ARG(batch), OCL_ARG(ta), OCL_ARG(tb), OCL_ARG(sum),  OCL_ARG(alpha),
-                      OCL_ARG(beta)};
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(c),   UG_OPENCL_ARG(coff), UG_OPENCL_ARG(am),  UG_OPENCL_ARG(aoff),
+                            UG_OPENCL_ARG(bm),  UG_OPENCL_ARG(boff), UG_OPENCL_ARG(m),   UG_OPENCL_ARG(n),
+                            UG_OPENCL_ARG(kk),  UG_OPENCL_ARG(lda),  UG_OPENCL_ARG(ldb), UG_OPENCL_ARG(ldc),
+                            UG_OPENCL_ARG(sa),  UG_OPENCL_ARG(sb),   UG_OPENCL_ARG(sc),  UG_OPENCL_ARG(batch),
+                            UG_OPENCL_ARG(ta),  UG_OPENCL_ARG(tb),   UG_OPENCL_ARG(sum), UG_OPENCL_ARG(alpha),
+                            UG_OPENCL_ARG(beta)};
     const size_t local[3] = {16, 16, 1};
-    const size_t global[3] = {ocl_round_up((size_t)a->n, 16), ocl_round_up((size_t)a->m, 16),
+    const size_t global[3] = {ug_opencl_round_up((size_t)a->n, 16), ug_opencl_round_up((size_t)a->m, 16),
                               a->sum_batch ? 1 : (size_t)a->batch};
-    return ocl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
+    return ug_opencl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
 /* f32 on a CPU device: gemm_f32_tiled, or gemm_f32_nt for B transposed. */
 static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, a->trans_b ? OCL_GEMM_NT : OCL_GEMM_TILED, UG_F32, UG_F32, &k);
+    const ug_opencl_kernel *k;
+    ug_status st =
+        ug_opencl_kernel_for(dev, a->trans_b ? UG_OPENCL_GEMM_NT : UG_OPENCL_GEMM_TILED, UG_F32, UG_F32, &k);
     if (st != UG_OK)
         return st;
     cl_mem c = (cl_mem)a->c.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
@@ -71,14 +73,17 @@ static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
             sb = a->stride_b, sc = a->stride_c;
     cl_int ta = a->trans_a;
     cl_float alpha = a->alpha, beta = a->beta;
-    ocl_arg args[] = {OCL_ARG(c),   OCL_ARG(coff), OCL_ARG(am), OCL_ARG(aoff), OCL_ARG(bm),  OCL_ARG(boff),
-                      OCL_ARG(m),   OCL_ARG(n),    OCL_ARG(kk), OCL_ARG(lda),  OCL_ARG(ldb), OCL_ARG(ldc),
-                      OCL_ARG(sa),  OCL_ARG(sb),   OCL_ARG(sc), OCL_ARG(ta),   OCL_ARG(alpha), OCL_ARG(beta)};
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(c),    UG_OPENCL_ARG(coff),  UG_OPENCL_ARG(am),
+                            UG_OPENCL_ARG(aoff), UG_OPENCL_ARG(bm),    UG_OPENCL_ARG(boff),
+                            UG_OPENCL_ARG(m),    UG_OPENCL_ARG(n),     UG_OPENCL_ARG(kk),
+                            UG_OPENCL_ARG(lda),  UG_OPENCL_ARG(ldb),   UG_OPENCL_ARG(ldc),
+                            UG_OPENCL_ARG(sa),   UG_OPENCL_ARG(sb),    UG_OPENCL_ARG(sc),
+                            UG_OPENCL_ARG(ta),   UG_OPENCL_ARG(alpha), UG_OPENCL_ARG(beta)};
     const size_t local[3] = {1, 1, 1};
     /* gemm_f32_nt: row tiles along the first dimension (gemm.cl says why) */
     const size_t global[3] = {a->trans_b ? ((size_t)a->m + 3) / 4 : ((size_t)a->n + 31) / 32,
                               a->trans_b ? ((size_t)a->n + 3) / 4 : ((size_t)a->m + 7) / 8, (size_t)a->batch};
-    return ocl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
+    return ug_opencl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
 static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
@@ -90,8 +95,8 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
     if (a->sum_batch)
         return ug_gemm_sum_batch_by_loop(dev, a, gemm_product);
     if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)
-        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");
-    ocl_gemm_ready(dev);
+        return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");
+    ug_opencl_gemm_ready(dev);
     cl_mem c = (cl_mem)a->c.mem;
 
     if (a->k <= 0) {
@@ -100,11 +105,12 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
         cl_long m = a->m, n = a->n, ldc = a->ldc, stride = a->stride_c;
         cl_long total = a->m * a->n * (a->stride_c ? a->batch : 1);
         cl_float beta = a->beta;
-        ocl_arg args[] = {OCL_ARG(c), OCL_ARG(coff), OCL_ARG(m),     OCL_ARG(n),
-                          OCL_ARG(ldc), OCL_ARG(stride), OCL_ARG(total), OCL_ARG(beta)};
-        const ocl_kernel *k;
-        ug_status st = ocl_kernel_for(dev, OCL_GEMM_SCALE_C, UG_F32, UG_F32, &k);
-        return st != UG_OK ? st : ocl_launch_1d(dev, k, (size_t)total, args, 8);
+        ug_opencl_arg args[] = {UG_OPENCL_ARG(c),     UG_OPENCL_ARG(coff), UG_OPENCL_ARG(m),
+                                UG_OPENCL_ARG(n),     UG_OPENCL_ARG(ldc),  UG_OPENCL_ARG(stride),
+                                UG_OPENCL_ARG(total), UG_OPENCL_ARG(beta)};
+        const ug_opencl_kernel *k;
+        ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_GEMM_SCALE_C, UG_F32, UG_F32, &k);
+        return st != UG_OK ? st : ug_opencl_launch_1d(dev, k, (size_t)total, args, 8);
     }
 
     /* On CPU devices the own kernels where they apply (gemm_f32_tiled's
@@ -118,7 +124,7 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
     CLBlastStatusCode code;
     /* CLBlast creates its own kernel objects per call, but our lock keeps
      * GEMMs ordered with the launches of other threads the same way. */
-    cl_command_queue queue = ocl_current(dev)->queue;
+    cl_command_queue queue = ug_opencl_current(dev)->queue;
     pthread_mutex_lock(&dev->launch_lock);
     if (a->batch == 1) {
         code = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)a->m, (size_t)a->n,
@@ -140,15 +146,15 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
     return UG_OK;
 }
 
-void ocl_gemm_release(void)
+void ug_opencl_gemm_release(void)
 {
     CLBlastClearCache();
 }
 
 /* The product, then a graph's epilogue folded in (ug_gemm_args): CLBlast
  * takes none, so one binary launch after it. */
-ug_status ocl_gemm(ug_bdev *dev, const ug_gemm_args *a)
+ug_status ug_opencl_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     ug_status st = gemm_product(dev, a);
-    return st == UG_OK ? ug_gemm_epilogue_by_binary(dev, a, ocl_binary) : st;
+    return st == UG_OK ? ug_gemm_epilogue_by_binary(dev, a, ug_opencl_binary) : st;
 }

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const ocl_xgemm_names[XGEMM_PARAMS] = {
-    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
-    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
+const char *const ug_opencl_xgemm_names[XGEMM_PARAMS] = {"GEMMK", "KREG",  "KWG",   "KWI", "MDIMA", "MDIMC",
+                                                         "MWG",   "NDIMB", "NDIMC", "NWG", "SA",    "SB",
+                                                         "STRM",  "STRN",  "VWM",   "VWN"};
 
 /* Parsing caps every value here, so the products in the rules below
  * cannot overflow. */
@@ -81,8 +81,8 @@ static bool multiple(const size_t *x, int a, int b, int c, char *why, size_t len
     size_t d = x[b] * x[c];
     if (x[a] % d == 0)
         return true;
-    return broken(why, len, "%s %zu is not a multiple of %s*%s = %zu", ocl_xgemm_names[a], x[a],
-                  ocl_xgemm_names[b], ocl_xgemm_names[c], d);
+    return broken(why, len, "%s %zu is not a multiple of %s*%s = %zu", ug_opencl_xgemm_names[a], x[a],
+                  ug_opencl_xgemm_names[b], ug_opencl_xgemm_names[c], d);
 }
 
 /* With the tile of A (B) cached in local memory (SA, SB), the work-group's
@@ -93,10 +93,10 @@ static bool reshaped(const size_t *x, int dim, char *why, size_t len)
     size_t threads = x[XG_MDIMC] * x[XG_NDIMC], kdim = threads / x[dim];
     if (threads % x[dim] != 0)
         return broken(why, len, "MDIMC*NDIMC = %zu is not a multiple of %s %zu", threads,
-                      ocl_xgemm_names[dim], x[dim]);
+                      ug_opencl_xgemm_names[dim], x[dim]);
     if (x[XG_KWG] % kdim != 0)
         return broken(why, len, "KWG %zu is not a multiple of MDIMC*NDIMC/%s = %zu", x[XG_KWG],
-                      ocl_xgemm_names[dim], kdim);
+                      ug_opencl_xgemm_names[dim], kdim);
     return true;
 }
 
@@ -108,16 +108,17 @@ bool gemm_params_legal(const gemm_params *p, const gemm_limits *limits, char *wh
     static const int flags[] = {XG_GEMMK, XG_SA, XG_SB, XG_STRM, XG_STRN};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; ++i)
         if (x[flags[i]] > 1)
-            return broken(why, why_len, "%s is %zu, not 0 or 1", ocl_xgemm_names[flags[i]], x[flags[i]]);
+            return broken(why, why_len, "%s is %zu, not 0 or 1", ug_opencl_xgemm_names[flags[i]],
+                          x[flags[i]]);
     static const int widths[] = {XG_VWM, XG_VWN, XG_KREG};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; ++i)
         if (!power_of_two_to(x[widths[i]], 16))
-            return broken(why, why_len, "%s is %zu, not 1, 2, 4, 8 or 16", ocl_xgemm_names[widths[i]],
+            return broken(why, why_len, "%s is %zu, not 1, 2, 4, 8 or 16", ug_opencl_xgemm_names[widths[i]],
                           x[widths[i]]);
     static const int sizes[] = {XG_KWG, XG_KWI, XG_MWG, XG_NWG, XG_MDIMA, XG_MDIMC, XG_NDIMB, XG_NDIMC};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i)
         if (x[sizes[i]] < 1 || x[sizes[i]] > 256)
-            return broken(why, why_len, "%s is %zu, not within 1 to 256", ocl_xgemm_names[sizes[i]],
+            return broken(why, why_len, "%s is %zu, not within 1 to 256", ug_opencl_xgemm_names[sizes[i]],
                           x[sizes[i]]);
     if (p->min_indirect < 1 || p->min_indirect > MAX_MIN_INDIRECT)
         return broken(why, why_len, "XGEMM_MIN_INDIRECT_SIZE is %zu, not within 1 to %d",

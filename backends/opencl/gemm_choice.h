@@ -16,7 +16,7 @@ enum {
     XG_GEMMK, XG_KREG, XG_KWG, XG_KWI, XG_MDIMA, XG_MDIMC, XG_MWG, XG_NDIMB,
     XG_NDIMC, XG_NWG, XG_SA, XG_SB, XG_STRM, XG_STRN, XG_VWM, XG_VWN, XGEMM_PARAMS
 };
-extern const char *const ocl_xgemm_names[XGEMM_PARAMS];
+extern const char *const ug_opencl_xgemm_names[XGEMM_PARAMS];
 
 typedef struct gemm_params {
     size_t xgemm[XGEMM_PARAMS];  /* indexed by XG_* */

@@ -89,10 +89,10 @@ static void note_database(ug_bdev *dev)
         i++;
     if (i == database_count && i < (int)(sizeof databases / sizeof databases[0])) {
         gemm_params p = {{0}, 0};
-        if (ocl_clblast_database(dev->device, "Xgemm", ocl_xgemm_names, XGEMM_PARAMS, p.xgemm) &&
-            ocl_clblast_database(dev->device, "GemmRoutine",
-                                 (const char *const[]){"XGEMM_MIN_INDIRECT_SIZE"}, 1,
-                                 &p.min_indirect)) {
+        if (ug_opencl_clblast_database(dev->device, "Xgemm", ug_opencl_xgemm_names, XGEMM_PARAMS, p.xgemm) &&
+            ug_opencl_clblast_database(dev->device, "GemmRoutine",
+                                       (const char *const[]){"XGEMM_MIN_INDIRECT_SIZE"}, 1,
+                                       &p.min_indirect)) {
             databases[i].device = dev->device;
             databases[i].params = p;
             database_count++;
@@ -130,15 +130,15 @@ static bool candidate_params(ug_bdev *dev, int i, gemm_params *out)
 static ug_status install(ug_bdev *dev, const gemm_params *p)
 {
     static const char *const routine_names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
-    CLBlastStatusCode code = CLBlastOverrideParameters(dev->device, "Xgemm", CLBlastPrecisionSingle,
-                                                       XGEMM_PARAMS, (const char **)ocl_xgemm_names,
-                                                       p->xgemm);
+    CLBlastStatusCode code =
+        CLBlastOverrideParameters(dev->device, "Xgemm", CLBlastPrecisionSingle, XGEMM_PARAMS,
+                                  (const char **)ug_opencl_xgemm_names, p->xgemm);
     if (code == CLBlastSuccess)
         code = CLBlastOverrideParameters(dev->device, "GemmRoutine", CLBlastPrecisionSingle, 1,
                                          (const char **)routine_names, &p->min_indirect);
     if (code != CLBlastSuccess)
-        return ocl_host->set_error(UG_ERR_BACKEND, "CLBlastOverrideParameters: %d %s", (int)code,
-                                   ocl_clblast_error_name(code));
+        return ug_opencl_host->set_error(UG_ERR_BACKEND, "CLBlastOverrideParameters: %d %s", (int)code,
+                                         ug_opencl_clblast_error_name(code));
     return UG_OK;
 }
 
@@ -213,7 +213,7 @@ static ug_status bench_create(ug_bdev *dev, bench *b)
         b->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (!b->c) {
         bench_release(b);
-        return ocl_fail(ocl_status_of(err), "clCreateBuffer for the GEMM tuning", err);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clCreateBuffer for the GEMM tuning", err);
     }
     b->host_a = ug_malloc(bytes);
     b->host_b = ug_malloc(bytes);
@@ -223,7 +223,7 @@ static ug_status bench_create(ug_bdev *dev, bench *b)
         ok = (b->expected[s] = ug_malloc(shapes[s].m * shapes[s].n * sizeof(double))) != NULL;
     if (!ok) {
         bench_release(b);
-        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
+        return ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory");
     }
     for (size_t i = 0; i < OPERAND; ++i) {
         b->host_a[i] = operand_value(i, 0);
@@ -231,24 +231,24 @@ static ug_status bench_create(ug_bdev *dev, bench *b)
     }
     for (int s = 0; s < SHAPES; ++s)
         reference(s, b->host_a, b->host_b, b->expected[s]);
-    cl_command_queue queue = ocl_current(dev)->queue;
+    cl_command_queue queue = ug_opencl_current(dev)->queue;
     if ((err = clEnqueueWriteBuffer(queue, b->a, CL_TRUE, 0, bytes, b->host_a, 0, NULL, NULL)) !=
             CL_SUCCESS ||
         (err = clEnqueueWriteBuffer(queue, b->b, CL_TRUE, 0, bytes, b->host_b, 0, NULL, NULL)) !=
             CL_SUCCESS) {
         bench_release(b);
-        return ocl_fail(ocl_status_of(err), "clEnqueueWriteBuffer for the GEMM tuning", err);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clEnqueueWriteBuffer for the GEMM tuning", err);
     }
     return UG_OK;
 }
 
-/* Enqueues one product on the queue the step's work goes to, as ocl_gemm
+/* Enqueues one product on the queue the step's work goes to, as ug_opencl_gemm
  * would. */
 static ug_status run_shape(ug_bdev *dev, bench *b, int s)
 {
     size_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k;
     size_t lda = shapes[s].ta ? m : k, ldb = shapes[s].tb ? k : n;
-    cl_command_queue queue = ocl_current(dev)->queue;
+    cl_command_queue queue = ug_opencl_current(dev)->queue;
     pthread_mutex_lock(&dev->launch_lock);
     CLBlastStatusCode code = CLBlastSgemm(
         CLBlastLayoutRowMajor, shapes[s].ta ? CLBlastTransposeYes : CLBlastTransposeNo,
@@ -256,16 +256,16 @@ static ug_status run_shape(ug_bdev *dev, bench *b, int s)
         0, ldb, 0.0f, b->c, 0, n, &queue, NULL);
     pthread_mutex_unlock(&dev->launch_lock);
     if (code != CLBlastSuccess)
-        return ocl_host->set_error(UG_ERR_BACKEND, "CLBlastSgemm: %d %s", (int)code,
-                                   ocl_clblast_error_name(code));
+        return ug_opencl_host->set_error(UG_ERR_BACKEND, "CLBlastSgemm: %d %s", (int)code,
+                                         ug_opencl_clblast_error_name(code));
     return UG_OK;
 }
 
 static ug_status finish(ug_bdev *dev)
 {
-    cl_int err = clFinish(ocl_current(dev)->queue);
+    cl_int err = clFinish(ug_opencl_current(dev)->queue);
     return err == CL_SUCCESS ? UG_OK
-                             : ocl_fail(ocl_status_of(err), "clFinish for the GEMM tuning", err);
+                             : ug_opencl_fail(ug_opencl_status_of(err), "clFinish for the GEMM tuning", err);
 }
 
 /* Runs shape s once and compares every element with the double-precision
@@ -275,22 +275,21 @@ static ug_status check_shape(ug_bdev *dev, bench *b, int s)
 {
     size_t count = shapes[s].m * shapes[s].n;
     const cl_float nan_pattern = NAN;
-    cl_command_queue queue = ocl_current(dev)->queue;
+    cl_command_queue queue = ug_opencl_current(dev)->queue;
     cl_int err = clEnqueueFillBuffer(queue, b->c, &nan_pattern, sizeof nan_pattern, 0,
                                      count * sizeof(float), 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return ocl_fail(ocl_status_of(err), "clEnqueueFillBuffer for the GEMM tuning", err);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clEnqueueFillBuffer for the GEMM tuning", err);
     UG_BACKEND_TRY(run_shape(dev, b, s));
     err = clEnqueueReadBuffer(queue, b->c, CL_TRUE, 0, count * sizeof(float), b->host_c, 0, NULL,
                               NULL);
     if (err != CL_SUCCESS)
-        return ocl_fail(ocl_status_of(err), "clEnqueueReadBuffer for the GEMM tuning", err);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clEnqueueReadBuffer for the GEMM tuning", err);
     for (size_t i = 0; i < count; ++i) {
         if ((double)b->host_c[i] != b->expected[s][i])
-            return ocl_host->set_error(UG_ERR_BACKEND,
-                                       "a wrong product (%g for %g at %zu of %zux%zux%zu)",
-                                       b->host_c[i], b->expected[s][i], i, shapes[s].m,
-                                       shapes[s].n, shapes[s].k);
+            return ug_opencl_host->set_error(
+                UG_ERR_BACKEND, "a wrong product (%g for %g at %zu of %zux%zux%zu)", b->host_c[i],
+                b->expected[s][i], i, shapes[s].m, shapes[s].n, shapes[s].k);
     }
     return UG_OK;
 }
@@ -366,7 +365,7 @@ static bool verify(ug_bdev *dev, const gemm_params *p, char *why, size_t why_len
     if (st == UG_OK && checked.min_indirect != p->min_indirect)
         st = install(dev, p);
     if (st != UG_OK)
-        snprintf(why, why_len, "%s", ocl_host->last_error());
+        snprintf(why, why_len, "%s", ug_opencl_host->last_error());
     return st == UG_OK;
 }
 
@@ -425,7 +424,7 @@ static ug_status search(ug_bdev *dev, gemm_choice *choice, char *report, size_t 
             st = measure(dev, &b, &seconds);
         if (st != UG_OK) {
             say(report, report_len, "  %-42s failed: %s\n", candidates[i].label,
-                ocl_host->last_error());
+                ug_opencl_host->last_error());
             continue;
         }
         say(report, report_len, "  %-42s %8.0f us\n", candidates[i].label, 1e6 * seconds);
@@ -437,9 +436,8 @@ static ug_status search(ug_bdev *dev, gemm_choice *choice, char *report, size_t 
     }
     bench_release(&b);
     if (!(choice->seconds < INFINITY))
-        return ocl_host->set_error(UG_ERR_BACKEND,
-                                   "OpenCL: no GEMM parameter set worked on %s; see the report",
-                                   dev->name);
+        return ug_opencl_host->set_error(
+            UG_ERR_BACKEND, "OpenCL: no GEMM parameter set worked on %s; see the report", dev->name);
     say(report, report_len, "  chosen: %s\n", choice->label);
     return install(dev, &choice->params);
 }
@@ -491,7 +489,7 @@ static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
         }
         free(text);
         if (r == UG_CACHE_DAMAGED)
-            ocl_host->warn("the GEMM tuning cache %s; measuring again", why);
+            ug_opencl_host->warn("the GEMM tuning cache %s; measuring again", why);
         /* A sound file may still hold a set CLBlast computes wrongly with
          * (written by another version, edited by hand, or one the device's
          * compiler gets wrong): checked once before use, and passed over
@@ -499,11 +497,11 @@ static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
          * file points at a bug or an edit a person should look at. */
         char problem[512];
         if (r == UG_CACHE_HIT && !verify(dev, &choice.params, problem, sizeof problem)) {
-            ocl_host->warn("the GEMM tuning cache %s holds CLBlast parameters that cannot be used "
-                           "on %s (%s); it is ignored and the fixed parameters are used: delete "
-                           "the file, or run 'ug-bench tune' (ug_device_autotune) to measure "
-                           "and save new ones",
-                           path, dev->name, problem);
+            ug_opencl_host->warn("the GEMM tuning cache %s holds CLBlast parameters that cannot be used "
+                                 "on %s (%s); it is ignored and the fixed parameters are used: delete "
+                                 "the file, or run 'ug-bench tune' (ug_device_autotune) to measure "
+                                 "and save new ones",
+                                 path, dev->name, problem);
             install_builtin(dev);
             say(report, report_len, "  ignored %s: %s\n", path, problem);
             refused = true;
@@ -520,7 +518,7 @@ static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
             say(report, report_len, "  saved to %s\n", path);
         else
             say(report, report_len, "  not saved: %s\n",
-                cache ? ocl_host->last_error() : "no usable cache folder");
+                cache ? ug_opencl_host->last_error() : "no usable cache folder");
     }
     if (lock >= 0)
         close(lock);
@@ -528,7 +526,7 @@ static ug_status tune(ug_bdev *dev, bool again, char *report, size_t report_len)
     return st;
 }
 
-ug_status ocl_autotune(ug_bdev *dev, char *report, size_t report_len)
+ug_status ug_opencl_autotune(ug_bdev *dev, char *report, size_t report_len)
 {
     if (report && report_len)
         report[0] = '\0';
@@ -538,7 +536,7 @@ ug_status ocl_autotune(ug_bdev *dev, char *report, size_t report_len)
     return st;
 }
 
-void ocl_gemm_open(ug_bdev *dev)
+void ug_opencl_gemm_open(ug_bdev *dev)
 {
     note_database(dev);
     install_builtin(dev);
@@ -546,7 +544,7 @@ void ocl_gemm_open(ug_bdev *dev)
 
 /* Tuning never fails a product: a device that cannot be tuned keeps its
  * fixed parameters, with a warning. */
-void ocl_gemm_ready(ug_bdev *dev)
+void ug_opencl_gemm_ready(ug_bdev *dev)
 {
     pthread_mutex_lock(&dev->tune_lock);
     if (!dev->gemm_tuned) {
@@ -554,8 +552,8 @@ void ocl_gemm_ready(ug_bdev *dev)
         if (env && strcmp(env, "0") == 0) {
             dev->gemm_tuned = true;
         } else if (tune(dev, false, NULL, 0) != UG_OK) {
-            ocl_host->warn("OpenCL: tuning the GEMM on %s failed (%s); it keeps fixed parameters",
-                           dev->name, ocl_host->last_error());
+            ug_opencl_host->warn("OpenCL: tuning the GEMM on %s failed (%s); it keeps fixed parameters",
+                                 dev->name, ug_opencl_host->last_error());
             install_builtin(dev);
         }
     }

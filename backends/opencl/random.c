@@ -1,7 +1,7 @@
 /* Launching the random family (Philox 4x32-10, see backend.h). */
 #include "backends/opencl/internal.h"
 
-ug_status ocl_random(ug_bdev *dev, const ug_random_args *a)
+ug_status ug_opencl_random(ug_bdev *dev, const ug_random_args *a)
 {
     if (a->n <= 0)
         return UG_OK;
@@ -15,12 +15,13 @@ ug_status ocl_random(ug_bdev *dev, const ug_random_args *a)
     cl_mem runs = a->runs.mem ? (cl_mem)a->runs.mem : y;
     cl_ulong runs_off = a->runs.mem ? (cl_ulong)a->runs.offset : 0;
     cl_int has_runs = a->runs.mem != NULL;
-    ocl_arg args[] = {OCL_ARG(y),        OCL_ARG(yoff),     OCL_ARG(n),      OCL_ARG(k0),
-                      OCL_ARG(k1),       OCL_ARG(offset),   OCL_ARG(runs),   OCL_ARG(runs_off),
-                      OCL_ARG(has_runs), OCL_ARG(normal),   OCL_ARG(p0),     OCL_ARG(p1)};
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, OCL_RANDOM, a->y.dtype, a->y.dtype, &k);
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(y),      UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(n),
+                            UG_OPENCL_ARG(k0),     UG_OPENCL_ARG(k1),       UG_OPENCL_ARG(offset),
+                            UG_OPENCL_ARG(runs),   UG_OPENCL_ARG(runs_off), UG_OPENCL_ARG(has_runs),
+                            UG_OPENCL_ARG(normal), UG_OPENCL_ARG(p0),       UG_OPENCL_ARG(p1)};
+    const ug_opencl_kernel *k;
+    ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_RANDOM, a->y.dtype, a->y.dtype, &k);
     if (st != UG_OK)
         return st;
-    return ocl_launch_1d(dev, k, (size_t)a->n, args, sizeof args / sizeof args[0]);
+    return ug_opencl_launch_1d(dev, k, (size_t)a->n, args, sizeof args / sizeof args[0]);
 }

@@ -27,29 +27,30 @@ static void reduce_shape(const ug_bdev *dev, size_t wg, int64_t len, int64_t inn
 }
 
 /* One pass of reduce_<dtype>; the caller holds launch_lock. */
-static ug_status reduce_pass(ug_bdev *dev, const ocl_kernel *kernel, cl_mem y, cl_ulong yoff, cl_int ydt,
-                             cl_mem x, cl_ulong xoff, cl_long outer, cl_long len, cl_long inner,
+static ug_status reduce_pass(ug_bdev *dev, const ug_opencl_kernel *kernel, cl_mem y, cl_ulong yoff,
+                             cl_int ydt, cl_mem x, cl_ulong xoff, cl_long outer, cl_long len, cl_long inner,
                              cl_long splits, cl_int op, cl_int stage, cl_float count, const ug_reduce_args *a)
 {
-    OCL_CHECK(check, a->check, y);
-    OCL_SUM(sum, a->sum, a->sum_alpha, y);
-    OCL_CHECK(match, a->match, y);
+    UG_OPENCL_CHECK(check, a->check, y);
+    UG_OPENCL_SUM(sum, a->sum, a->sum_alpha, y);
+    UG_OPENCL_CHECK(match, a->match, y);
     cl_int match_dt = a->match.dtype;
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
-    size_t global[2] = {ocl_round_up((size_t)inner, tx), (size_t)(outer * splits) * ty};
+    size_t global[2] = {ug_opencl_round_up((size_t)inner, tx), (size_t)(outer * splits) * ty};
     size_t local[2] = {tx, ty};
-    ocl_queue *q = ocl_current(dev);
+    ug_opencl_queue *q = ug_opencl_current(dev);
     cl_mem xidx = q->scratch_i, pv = q->scratch_v, pi = q->scratch_i;
-    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),   OCL_ARG(ydt),   OCL_ARG(x),
-                      OCL_ARG(xoff),  OCL_ARG(xidx),   OCL_ARG(len),   OCL_ARG(inner),
-                      OCL_ARG(splits), OCL_ARG(chunk), OCL_ARG(op),    OCL_ARG(stage),
-                      OCL_ARG(count), OCL_ARG(pv),     OCL_ARG(pi),    OCL_ARG(check),
-                      OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum), OCL_ARG(sum_off),
-                      OCL_ARG(sum_on), OCL_ARG(sum_alpha), OCL_ARG(match), OCL_ARG(match_off),
-                      OCL_ARG(match_on), OCL_ARG(match_dt)};
-    return ocl_launch_locked(dev, kernel, 2, global, local, args, sizeof args / sizeof args[0]);
+    ug_opencl_arg args[] = {
+        UG_OPENCL_ARG(y),         UG_OPENCL_ARG(yoff),      UG_OPENCL_ARG(ydt),   UG_OPENCL_ARG(x),
+        UG_OPENCL_ARG(xoff),      UG_OPENCL_ARG(xidx),      UG_OPENCL_ARG(len),   UG_OPENCL_ARG(inner),
+        UG_OPENCL_ARG(splits),    UG_OPENCL_ARG(chunk),     UG_OPENCL_ARG(op),    UG_OPENCL_ARG(stage),
+        UG_OPENCL_ARG(count),     UG_OPENCL_ARG(pv),        UG_OPENCL_ARG(pi),    UG_OPENCL_ARG(check),
+        UG_OPENCL_ARG(check_off), UG_OPENCL_ARG(check_on),  UG_OPENCL_ARG(sum),   UG_OPENCL_ARG(sum_off),
+        UG_OPENCL_ARG(sum_on),    UG_OPENCL_ARG(sum_alpha), UG_OPENCL_ARG(match), UG_OPENCL_ARG(match_off),
+        UG_OPENCL_ARG(match_on),  UG_OPENCL_ARG(match_dt)};
+    return ug_opencl_launch_locked(dev, kernel, 2, global, local, args, sizeof args / sizeof args[0]);
 }
 
 /* How many parts to split len into so that groups x parts work-groups fill
@@ -61,7 +62,7 @@ static int64_t len_splits(ug_bdev *dev, int64_t groups, int64_t by_len, int64_t 
     if (groups >= (int64_t)dev->target_groups)
         return 1;
     int64_t splits = ((int64_t)dev->target_groups + groups - 1) / groups;
-    int64_t by_scratch = (int64_t)ocl_current(dev)->scratch_elems / partials;
+    int64_t by_scratch = (int64_t)ug_opencl_current(dev)->scratch_elems / partials;
     splits = splits < by_len ? splits : by_len;
     splits = splits < by_scratch ? splits : by_scratch;
     return splits < 2 ? 1 : splits;
@@ -70,10 +71,10 @@ static int64_t len_splits(ug_bdev *dev, int64_t groups, int64_t by_len, int64_t 
 /* f32 rows on CPU devices (reduce.cl's reduce_rows_f32): one group per row
  * part, each row split until the groups fill the device; the parts'
  * partials are then summed (or maxed) by the general kernel. */
-static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_kernel *partials)
+static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ug_opencl_kernel *partials)
 {
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, OCL_REDUCE_ROWS, UG_F32, UG_F32, &k);
+    const ug_opencl_kernel *k;
+    ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_REDUCE_ROWS, UG_F32, UG_F32, &k);
     if (st != UG_OK)
         return st;
     /* 64 items a group: a shorter tree of barriers than the kernel's
@@ -90,16 +91,17 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ocl_ke
     /* Both passes under one lock: the scratch is this reduction's until its
      * second pass is queued. */
     pthread_mutex_lock(&dev->launch_lock);
-    ocl_queue *q = ocl_current(dev);
+    ug_opencl_queue *q = ug_opencl_current(dev);
     cl_mem pv = q->scratch_v;
-    OCL_CHECK(check, a->check, y);
-    OCL_SUM(sum, a->sum, a->sum_alpha, y);
-    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff),  OCL_ARG(ydt),   OCL_ARG(x),
-                      OCL_ARG(xoff),  OCL_ARG(len),   OCL_ARG(splits), OCL_ARG(chunk),
-                      OCL_ARG(op),    OCL_ARG(count), OCL_ARG(pv),    OCL_ARG(check),
-                      OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum), OCL_ARG(sum_off),
-                      OCL_ARG(sum_on), OCL_ARG(sum_alpha)};
-    st = ocl_launch_locked(dev, k, 1, &global, &local, args, sizeof args / sizeof args[0]);
+    UG_OPENCL_CHECK(check, a->check, y);
+    UG_OPENCL_SUM(sum, a->sum, a->sum_alpha, y);
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(y),         UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(ydt),
+                            UG_OPENCL_ARG(x),         UG_OPENCL_ARG(xoff),     UG_OPENCL_ARG(len),
+                            UG_OPENCL_ARG(splits),    UG_OPENCL_ARG(chunk),    UG_OPENCL_ARG(op),
+                            UG_OPENCL_ARG(count),     UG_OPENCL_ARG(pv),       UG_OPENCL_ARG(check),
+                            UG_OPENCL_ARG(check_off), UG_OPENCL_ARG(check_on), UG_OPENCL_ARG(sum),
+                            UG_OPENCL_ARG(sum_off),   UG_OPENCL_ARG(sum_on),   UG_OPENCL_ARG(sum_alpha)};
+    st = ug_opencl_launch_locked(dev, k, 1, &global, &local, args, sizeof args / sizeof args[0]);
     if (st == UG_OK && splits > 1)
         st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count, a);
     pthread_mutex_unlock(&dev->launch_lock);
@@ -119,8 +121,8 @@ static bool columns_apply(const ug_bdev *dev, const ug_reduce_args *a)
 
 static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
 {
-    const ocl_kernel *k;
-    ug_status st = ocl_kernel_for(dev, OCL_REDUCE_COLS, UG_F32, UG_F32, &k);
+    const ug_opencl_kernel *k;
+    ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_REDUCE_COLS, UG_F32, UG_F32, &k);
     if (st != UG_OK)
         return st;
     cl_mem y = (cl_mem)a->y.mem, x = (cl_mem)a->x.mem;
@@ -128,36 +130,40 @@ static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
     cl_int ydt = a->y.dtype, op = a->op;
     cl_long outer = a->outer, len = a->len, inner = a->inner;
     cl_float count = (cl_float)a->len;
-    OCL_CHECK(check, a->check, y);
-    OCL_SUM(sum, a->sum, a->sum_alpha, y);
-    ocl_arg args[] = {OCL_ARG(y),     OCL_ARG(yoff), OCL_ARG(ydt),   OCL_ARG(x),  OCL_ARG(xoff),
-                      OCL_ARG(outer), OCL_ARG(len),  OCL_ARG(inner), OCL_ARG(op), OCL_ARG(count),
-                      OCL_ARG(check), OCL_ARG(check_off), OCL_ARG(check_on), OCL_ARG(sum),
-                      OCL_ARG(sum_off), OCL_ARG(sum_on), OCL_ARG(sum_alpha)};
-    return ocl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args, sizeof args / sizeof args[0]);
+    UG_OPENCL_CHECK(check, a->check, y);
+    UG_OPENCL_SUM(sum, a->sum, a->sum_alpha, y);
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(y),        UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(ydt),
+                            UG_OPENCL_ARG(x),        UG_OPENCL_ARG(xoff),     UG_OPENCL_ARG(outer),
+                            UG_OPENCL_ARG(len),      UG_OPENCL_ARG(inner),    UG_OPENCL_ARG(op),
+                            UG_OPENCL_ARG(count),    UG_OPENCL_ARG(check),    UG_OPENCL_ARG(check_off),
+                            UG_OPENCL_ARG(check_on), UG_OPENCL_ARG(sum),      UG_OPENCL_ARG(sum_off),
+                            UG_OPENCL_ARG(sum_on),   UG_OPENCL_ARG(sum_alpha)};
+    return ug_opencl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args,
+                               sizeof args / sizeof args[0]);
 }
 
-ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
+ug_status ug_opencl_reduce(ug_bdev *dev, const ug_reduce_args *a)
 {
     if (a->outer <= 0 || a->inner <= 0 || a->len <= 0)
         return UG_OK;
     bool argmax = a->op == UG_RKERNEL_ARGMAX;
     if (a->y.dtype != UG_F32 && a->y.dtype != UG_F16 && a->y.dtype != UG_BF16 &&
         !(argmax && a->y.dtype == UG_I32))
-        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not write %s here",
-                                   ug_dtype_name(a->y.dtype));
+        return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not write %s here",
+                                         ug_dtype_name(a->y.dtype));
     if (a->check.mem && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
-        return ocl_host->set_error(UG_ERR_DTYPE, "OpenCL: a reduction's check needs f32 results and an f32 flag");
+        return ug_opencl_host->set_error(UG_ERR_DTYPE,
+                                         "OpenCL: a reduction's check needs f32 results and an f32 flag");
     if (a->sum.mem && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
-        return ocl_host->set_error(UG_ERR_DTYPE,
-                                   "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
+        return ug_opencl_host->set_error(
+            UG_ERR_DTYPE, "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
     if (a->match.mem && (!argmax || a->y.dtype != UG_F32 || (a->match.dtype != UG_F32 && a->match.dtype != UG_I32)))
-        return ocl_host->set_error(UG_ERR_DTYPE,
-                                   "OpenCL: a comparison needs argmax, f32 results and i32 or f32 values");
-    const ocl_kernel *kernel, *partials;
-    ug_status st = ocl_kernel_for(dev, OCL_REDUCE, a->x.dtype, a->x.dtype, &kernel);
+        return ug_opencl_host->set_error(
+            UG_ERR_DTYPE, "OpenCL: a comparison needs argmax, f32 results and i32 or f32 values");
+    const ug_opencl_kernel *kernel, *partials;
+    ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_REDUCE, a->x.dtype, a->x.dtype, &kernel);
     if (st == UG_OK)
-        st = ocl_kernel_for(dev, OCL_REDUCE, UG_F32, UG_F32, &partials);
+        st = ug_opencl_kernel_for(dev, UG_OPENCL_REDUCE, UG_F32, UG_F32, &partials);
     if (st != UG_OK)
         return st;
     if (dev->is_cpu && a->inner == 1 && a->x.dtype == UG_F32 && !argmax)
@@ -184,7 +190,7 @@ ug_status ocl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     st = reduce_pass(dev, kernel, y, yoff, ydt, x, xoff, a->outer, a->len, a->inner,
                      splits, op, 0, count, a);
     if (st == UG_OK && splits > 1)
-        st = reduce_pass(dev, partials, y, yoff, ydt, ocl_current(dev)->scratch_v, 0, a->outer, splits,
+        st = reduce_pass(dev, partials, y, yoff, ydt, ug_opencl_current(dev)->scratch_v, 0, a->outer, splits,
                          a->inner, 1, op, 1, count, a);
     pthread_mutex_unlock(&dev->launch_lock);
     return st;

@@ -4,7 +4,7 @@
  * reduction scratch; entries go to the queue bound on the calling thread
  * (thread-local), else to the default one. An event is a marker enqueued
  * on the stream's queue; a timing event is a 4-byte fill there instead,
- * whose end the queue's profiling times (see ocl_queue).
+ * whose end the queue's profiling times (see ug_opencl_queue).
  *
  * Transfers between two timing events. Threads share a queue (a data
  * loader uploads on the default stream while the main thread launches),
@@ -55,15 +55,18 @@ static void drop_bracket(void)
     bracket = (struct bracket){0};
 }
 
-ocl_queue *ocl_current(ug_bdev *dev)
+ug_opencl_queue *ug_opencl_current(ug_bdev *dev)
 {
     drop_bracket(); /* every enqueue but a transfer's comes through here */
     return bound ? &bound->q : &dev->main;
 }
 
-void ocl_not_bracketed(void) { drop_bracket(); }
+void ug_opencl_not_bracketed(void)
+{
+    drop_bracket();
+}
 
-cl_command_queue ocl_transfer_queue(ug_bdev *dev, cl_event **own_event)
+cl_command_queue ug_opencl_transfer_queue(ug_bdev *dev, cl_event **own_event)
 {
     cl_command_queue queue = bound ? bound->q.queue : dev->main.queue;
     *own_event = NULL;
@@ -74,9 +77,12 @@ cl_command_queue ocl_transfer_queue(ug_bdev *dev, cl_event **own_event)
     return queue;
 }
 
-static ocl_queue *queue_of(ug_bdev *dev, ug_bstream *stream) { return stream ? &stream->q : &dev->main; }
+static ug_opencl_queue *queue_of(ug_bdev *dev, ug_bstream *stream)
+{
+    return stream ? &stream->q : &dev->main;
+}
 
-ug_status ocl_queue_open(ug_bdev *dev, ocl_queue *q)
+ug_status ug_opencl_queue_open(ug_bdev *dev, ug_opencl_queue *q)
 {
     cl_int err;
     /* In order: every kernel of a step follows the previous one and the
@@ -85,20 +91,20 @@ ug_status ocl_queue_open(ug_bdev *dev, ocl_queue *q)
      * measurable (ug-bench train-mlp's step against its products). */
     q->queue = clCreateCommandQueue(dev->context, dev->device, CL_QUEUE_PROFILING_ENABLE, &err);
     if (!q->queue)
-        return ocl_fail(ocl_status_of(err), "clCreateCommandQueue", err);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clCreateCommandQueue", err);
     /* Partials of two-pass reductions: 64K slots bound the split count. */
     q->scratch_elems = (size_t)1 << 16;
     q->scratch_v = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, q->scratch_elems * 4, NULL, &err);
     if (q->scratch_v)
         q->scratch_i = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, q->scratch_elems * 4, NULL, &err);
     if (!q->scratch_v || !q->scratch_i) {
-        ocl_queue_close(q);
-        return ocl_fail(ocl_status_of(err), "clCreateBuffer(reduction scratch)", err);
+        ug_opencl_queue_close(q);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clCreateBuffer(reduction scratch)", err);
     }
     return UG_OK;
 }
 
-void ocl_queue_close(ocl_queue *q)
+void ug_opencl_queue_close(ug_opencl_queue *q)
 {
     if (q->queue)
         clFinish(q->queue);
@@ -110,7 +116,7 @@ void ocl_queue_close(ocl_queue *q)
         clReleaseMemObject(q->scratch_i);
     if (q->queue)
         clReleaseCommandQueue(q->queue);
-    *q = (ocl_queue){0};
+    *q = (ug_opencl_queue){0};
 }
 
 static cl_int finish_all(ug_bdev *dev)
@@ -126,22 +132,25 @@ static cl_int finish_all(ug_bdev *dev)
     return first;
 }
 
-void ocl_finish_all(ug_bdev *dev) { (void)finish_all(dev); }
+void ug_opencl_finish_all(ug_bdev *dev)
+{
+    (void)finish_all(dev);
+}
 
-ug_status ocl_synchronize(ug_bdev *dev)
+ug_status ug_opencl_synchronize(ug_bdev *dev)
 {
     cl_int err = finish_all(dev);
-    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clFinish", err);
+    return err == CL_SUCCESS ? UG_OK : ug_opencl_fail(ug_opencl_status_of(err), "clFinish", err);
 }
 
 /* ---- streams ---- */
 
-ug_status ocl_stream_create(ug_bdev *dev, ug_bstream **out)
+ug_status ug_opencl_stream_create(ug_bdev *dev, ug_bstream **out)
 {
     ug_bstream *s = calloc(1, sizeof *s);
     if (!s)
-        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory for a stream");
-    ug_status st = ocl_queue_open(dev, &s->q);
+        return ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory for a stream");
+    ug_status st = ug_opencl_queue_open(dev, &s->q);
     if (st != UG_OK) {
         free(s);
         return st;
@@ -153,7 +162,7 @@ ug_status ocl_stream_create(ug_bdev *dev, ug_bstream **out)
     return UG_OK;
 }
 
-void ocl_stream_destroy(ug_bdev *dev, ug_bstream *s)
+void ug_opencl_stream_destroy(ug_bdev *dev, ug_bstream *s)
 {
     if (!s)
         return;
@@ -162,30 +171,30 @@ void ocl_stream_destroy(ug_bdev *dev, ug_bstream *s)
     pthread_mutex_unlock(&dev->streams_lock);
     if (bound == s)
         bound = NULL;
-    ocl_queue_close(&s->q); /* finishes its work first */
+    ug_opencl_queue_close(&s->q); /* finishes its work first */
     free(s);
 }
 
-void ocl_stream_bind(ug_bdev *dev, ug_bstream *stream)
+void ug_opencl_stream_bind(ug_bdev *dev, ug_bstream *stream)
 {
     (void)dev;
     bound = stream;
 }
 
-ug_status ocl_stream_synchronize(ug_bdev *dev, ug_bstream *stream)
+ug_status ug_opencl_stream_synchronize(ug_bdev *dev, ug_bstream *stream)
 {
     cl_int err = clFinish(queue_of(dev, stream)->queue);
-    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clFinish", err);
+    return err == CL_SUCCESS ? UG_OK : ug_opencl_fail(ug_opencl_status_of(err), "clFinish", err);
 }
 
 /* ---- events ---- */
 
-ug_status ocl_event_create(ug_bdev *dev, bool timing, ug_bevent **out)
+ug_status ug_opencl_event_create(ug_bdev *dev, bool timing, ug_bevent **out)
 {
     (void)dev;
     ug_bevent *e = calloc(1, sizeof *e);
     if (!e)
-        return ocl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory for an event");
+        return ug_opencl_host->set_error(UG_ERR_OUT_OF_MEMORY, "OpenCL: out of host memory for an event");
     e->timing = timing;
     *out = e;
     return UG_OK;
@@ -201,7 +210,7 @@ static void forget(ug_bevent *e)
     e->opened_by = 0;
 }
 
-void ocl_event_destroy(ug_bdev *dev, ug_bevent *e)
+void ug_opencl_event_destroy(ug_bdev *dev, ug_bevent *e)
 {
     (void)dev;
     if (!e)
@@ -210,7 +219,7 @@ void ocl_event_destroy(ug_bdev *dev, ug_bevent *e)
     free(e);
 }
 
-static ug_status stamp_target_of(ug_bdev *dev, ocl_queue *q, cl_mem *out)
+static ug_status stamp_target_of(ug_bdev *dev, ug_opencl_queue *q, cl_mem *out)
 {
     cl_int err = CL_SUCCESS;
     pthread_mutex_lock(&dev->streams_lock);
@@ -218,12 +227,12 @@ static ug_status stamp_target_of(ug_bdev *dev, ocl_queue *q, cl_mem *out)
         q->stamp_target = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof(cl_uint), NULL, &err);
     *out = q->stamp_target;
     pthread_mutex_unlock(&dev->streams_lock);
-    return *out ? UG_OK : ocl_fail(ocl_status_of(err), "clCreateBuffer(event stamp)", err);
+    return *out ? UG_OK : ug_opencl_fail(ug_opencl_status_of(err), "clCreateBuffer(event stamp)", err);
 }
 
-ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
+ug_status ug_opencl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
 {
-    ocl_queue *q = queue_of(dev, stream);
+    ug_opencl_queue *q = queue_of(dev, stream);
     /* Closing a bracket of one transfer: it takes the transfer's event. */
     cl_event transfer = NULL;
     uint64_t opened_by = 0;
@@ -249,7 +258,7 @@ ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
     if (err != CL_SUCCESS) {
         if (transfer)
             clReleaseEvent(transfer);
-        return ocl_fail(ocl_status_of(err), call, err);
+        return ug_opencl_fail(ug_opencl_status_of(err), call, err);
     }
     clFlush(q->queue); /* so the event completes without a later wait */
     forget(e);
@@ -262,16 +271,17 @@ ug_status ocl_event_record(ug_bdev *dev, ug_bevent *e, ug_bstream *stream)
     return UG_OK;
 }
 
-ug_status ocl_event_wait(ug_bdev *dev, ug_bstream *stream, ug_bevent *e)
+ug_status ug_opencl_event_wait(ug_bdev *dev, ug_bstream *stream, ug_bevent *e)
 {
     drop_bracket(); /* a barrier is queued, or the thread went on to other work */
     if (!e->marker)
         return UG_OK;
     cl_int err = clEnqueueBarrierWithWaitList(queue_of(dev, stream)->queue, 1, &e->marker, NULL);
-    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clEnqueueBarrierWithWaitList", err);
+    return err == CL_SUCCESS ? UG_OK
+                             : ug_opencl_fail(ug_opencl_status_of(err), "clEnqueueBarrierWithWaitList", err);
 }
 
-ug_status ocl_event_query(ug_bdev *dev, ug_bevent *e, bool *done)
+ug_status ug_opencl_event_query(ug_bdev *dev, ug_bevent *e, bool *done)
 {
     (void)dev;
     *done = true;
@@ -280,20 +290,20 @@ ug_status ocl_event_query(ug_bdev *dev, ug_bevent *e, bool *done)
     cl_int status = CL_QUEUED;
     cl_int err = clGetEventInfo(e->marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
     if (err != CL_SUCCESS)
-        return ocl_fail(ocl_status_of(err), "clGetEventInfo", err);
+        return ug_opencl_fail(ug_opencl_status_of(err), "clGetEventInfo", err);
     if (status < 0)
-        return ocl_fail(UG_ERR_BACKEND, "a command before the event failed", status);
+        return ug_opencl_fail(UG_ERR_BACKEND, "a command before the event failed", status);
     *done = status == CL_COMPLETE;
     return UG_OK;
 }
 
-ug_status ocl_event_synchronize(ug_bdev *dev, ug_bevent *e)
+ug_status ug_opencl_event_synchronize(ug_bdev *dev, ug_bevent *e)
 {
     (void)dev;
     if (!e->marker)
         return UG_OK;
     cl_int err = clWaitForEvents(1, &e->marker);
-    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clWaitForEvents", err);
+    return err == CL_SUCCESS ? UG_OK : ug_opencl_fail(ug_opencl_status_of(err), "clWaitForEvents", err);
 }
 
 /* A completed command's CL_PROFILING_COMMAND_START or _END (a bracket's
@@ -301,7 +311,8 @@ ug_status ocl_event_synchronize(ug_bdev *dev, ug_bevent *e)
 static ug_status command_time(cl_event command, cl_profiling_info which, cl_ulong *ns)
 {
     cl_int err = clGetEventProfilingInfo(command, which, sizeof *ns, ns, NULL);
-    return err == CL_SUCCESS ? UG_OK : ocl_fail(ocl_status_of(err), "clGetEventProfilingInfo", err);
+    return err == CL_SUCCESS ? UG_OK
+                             : ug_opencl_fail(ug_opencl_status_of(err), "clGetEventProfilingInfo", err);
 }
 
 /* A timing event's time: the end of its fill, or of the transfer whose
@@ -309,18 +320,20 @@ static ug_status command_time(cl_event command, cl_profiling_info which, cl_ulon
 static ug_status stamp_time(const ug_bevent *e, cl_ulong *ns)
 {
     if (!e->timing || !e->marker)
-        return ocl_host->set_error(UG_ERR_INVALID_ARGUMENT, "OpenCL: the event is not a recorded timing event");
+        return ug_opencl_host->set_error(UG_ERR_INVALID_ARGUMENT,
+                                         "OpenCL: the event is not a recorded timing event");
     return command_time(e->transfer ? e->transfer : e->marker, CL_PROFILING_COMMAND_END, ns);
 }
 
-ug_status ocl_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
+ug_status ug_opencl_native(ug_bdev *dev, ug_mem mem, void **address, void **stream)
 {
     (void)dev, (void)mem, (void)address, (void)stream;
-    return ocl_host->set_error(UG_ERR_UNSUPPORTED, "OpenCL: its buffers are cl_mem objects, not CUDA or HIP device "
-                                                   "memory");
+    return ug_opencl_host->set_error(UG_ERR_UNSUPPORTED,
+                                     "OpenCL: its buffers are cl_mem objects, not CUDA or HIP device "
+                                     "memory");
 }
 
-ug_status ocl_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, int64_t *ns)
+ug_status ug_opencl_event_elapsed(ug_bdev *dev, ug_bevent *start, ug_bevent *end, int64_t *ns)
 {
     (void)dev;
     cl_ulong t0 = 0, t1 = 0;

@@ -1,13 +1,34 @@
 /* Device helpers shared by the kernel files: dtype loads and stores (f16
  * and bf16 are storage only: arithmetic in f32), strided positions, NaN-propagating
  * max, and block-wide reductions through shared memory (no warp
- * intrinsics, whose names and widths differ between HIP and CUDA). */
-#ifndef UG_KERNELS_H
-#define UG_KERNELS_H
+ * intrinsics, whose names and widths differ between HIP and CUDA).
+ *
+ * Device code only, like every file here: the module's launchers
+ * (backends/hip/ *.hip) include these files, never the other way round.
+ * The kernels read the runtime's device language (the same names in HIP
+ * and CUDA) and backends/backend.h for the argument types they take by
+ * value (ug_window2d, the op and optimizer kinds, UG_KERNEL_MAX_DIMS) and
+ * the formulas of kernels/common/. */
+#ifndef UG_KERNELS_HIP_COMMON_H
+#define UG_KERNELS_HIP_COMMON_H
 
 #include <string.h>
 
-#include "backends/hip/internal.h"
+/* The runtime's headers, in the order backends/hip/internal.h includes
+ * them (the CUDA flavour: hip_to_cuda.h's). */
+#ifdef UG_CUDA
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#else
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#endif
+
+#include "backends/backend.h"
+
+/* Threads per block of every 1-D kernel, which sizes the kernels' shared
+ * arrays: a multiple of both wavefront sizes (32 on NVIDIA, 64 on AMD). */
+#define UG_HIP_BLOCK 256
 
 #define UG_DEV __device__ __forceinline__
 
@@ -73,23 +94,6 @@ template <typename T> UG_DEV T ug_narrow(float v);
 template <> UG_DEV float ug_narrow<float>(float v) { return v; }
 template <> UG_DEV __half ug_narrow<__half>(float v) { return __ushort_as_half(ug_f2h(v)); }
 template <> UG_DEV ug_bf16 ug_narrow<ug_bf16>(float v) { return ug_bf16{ug_f2bf(v)}; }
-
-/* A type as a value, for ug_with_type's callback. */
-template <typename T> struct ug_type_tag {
-    typedef T type;
-};
-
-/* Host side: fn(ug_type_tag<T>()) with T the element type of dtype (f32,
- * f16 or bf16; others are the core's to refuse, and read as f32), so a
- * launcher names its kernel's instantiation once for every dtype. */
-template <typename F> static ug_status ug_with_type(ug_dtype dtype, F &&fn)
-{
-    switch (dtype) {
-    case UG_F16: return fn(ug_type_tag<__half>());
-    case UG_BF16: return fn(ug_type_tag<ug_bf16>());
-    default: return fn(ug_type_tag<float>());
-    }
-}
 
 UG_DEV bool ug_isnan(float x) { return x != x; }
 

@@ -1,8 +1,9 @@
 /* Reductions of x viewed as [outer, len, inner] over len: what a block of
- * the reduce kernel (reduce.hip) does, shared with the kernels whose last
+ * the reduce kernel (reduce.h) does, shared with the kernels whose last
  * block finishes with a reduction of what the others wrote (the
- * cross-entropy's mean, rowwise.hip), so that both give the same bits.
- * How the work is cut into blocks and splits: reduce.hip. */
+ * cross-entropy's mean, rowwise.h), so that both give the same bits.
+ * How the work is cut into blocks and splits: backends/hip/reduce.hip
+ * (ug_hip_reduce_plan). */
 #ifndef UG_HIP_REDUCE_BLOCK_H
 #define UG_HIP_REDUCE_BLOCK_H
 
@@ -133,10 +134,5 @@ UG_DEV void ug_reduce_block(const reduce_k &k, int tx, int ty, int bx, int by, i
         }
     }
 }
-
-/* The reduction a (validated) as the reduce kernel takes it, with its
- * block's width bx (columns; 256 / bx threads split len) and its splits
- * of len (k->splits: 1, one pass). */
-ug_status ug_hip_reduce_plan(ug_bdev *dev, const ug_reduce_args *a, reduce_k *k, int *bx);
 
 #endif

@@ -1,7 +1,7 @@
-# cmake -DIN=<kernels.hip> -DOUT=<kernels.cpp> -P launch_to_call.cmake
+# cmake -DIN=<launcher.hip> -DOUT=<launcher.cpp> -P launch_to_call.cmake
 #
-# Makes a .hip kernel file compile with g++ against the emulated runtime by
-# rewriting each kernel launch
+# Makes a .hip launcher file (backends/hip/) compile with g++ against the
+# emulated runtime by rewriting each kernel launch
 #     name<T><<<grid, block, shared, stream>>>(args);
 # into a call of the emulator
 #     ug_emu_launcher(grid, block, shared, stream).run(name<T>, args);

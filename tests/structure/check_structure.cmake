@@ -5,7 +5,12 @@
 #  - a graph pass tests which op it has (op.def == &ug_op_X) instead of
 #    reading the definition's traits: only the file defining an op may;
 #  - a layer includes one above it: base/ includes nothing of core/ or
-#    backends/, and backends/ and kernels/ nothing of core/.
+#    backends/, and backends/ and kernels/ nothing of core/;
+#  - the backends leave their one layout (backend_layout.cmake: entries
+#    named ug_<backend>_<slot>, each family in a file of the same name in
+#    every backend, device code in kernels/ and launchers in backends/);
+#  - a core folder includes one above it (core_layers.cmake: runtime < ops
+#    < model < graph < train, so no circle joins them).
 #   cmake -DSOURCE_DIR=<repository root> -P check_structure.cmake
 cmake_minimum_required(VERSION 3.16)
 
@@ -79,3 +84,6 @@ foreach(rule "base:core/|backends/" "backends:core/" "kernels:core/")
                "a layer includes one above it (base/ is under core/ and backends/; backends/ and kernels/ see only base/ and backends/backend.h)")
 endforeach()
 message(STATUS "base/, backends/ and kernels/ include nothing above them")
+
+include("${CMAKE_CURRENT_LIST_DIR}/backend_layout.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/core_layers.cmake")

@@ -1,7 +1,8 @@
 /* A CPU stand-in for the part of the CUDA runtime that the HIP/CUDA module
  * uses (backends/hip/hip_to_cuda.h maps the module's HIP names onto these),
- * so the module's own kernels (kernels/hip/ *.hip) and host code
- * (backends/hip/ *.cpp) compile with g++ and run without a GPU.
+ * so the module's own kernels (kernels/hip/ *.h, launched by
+ * backends/hip/ *.hip) and host code (backends/hip/ *.cpp) compile with
+ * g++ and run without a GPU.
  *
  * Device memory is host memory; every call completes before it returns (the
  * stream order is trivially kept), except on a stream being captured
