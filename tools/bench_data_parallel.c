@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "local_rank.h"
 #include "mlp.h"
 
 enum { ROUNDS = 5, MODES = 4, MAX_BUCKETS = 64 };
@@ -39,29 +40,16 @@ static void usage(FILE *out)
             ROUNDS);
 }
 
-typedef struct replica {
-    ug_model *model;
-    ug_optimizer *optimizer;
-    mlp_graph mlp;
-} replica;
-
-static ug_status build(ug_device *dev, const mlp_config *config, int64_t batch, ug_tensor *x, ug_tensor *y,
-                       replica *r)
+/* The trainer's step (trainer.h, Adam) on batches of batch rows: alone,
+ * or with comm a replica of the others (rank 0's model, the gradients
+ * summed over the ranks before each update). */
+static ug_status make_step(ug_device *dev, ug_comm *comm, mlp_config *config, int64_t batch, ug_train_step **out)
 {
-    TRY(ug_model_create(dev, 7, &r->model));
-    TRY(mlp_build(r->model, config, batch, &r->mlp));
-    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
-    TRY(ug_optimizer_create(r->model, &oc, &r->optimizer));
-    TRY(mlp_finish(&r->mlp, r->optimizer));
-    TRY(ug_graph_bind(r->mlp.graph, r->mlp.x, x));
-    return ug_graph_bind(r->mlp.graph, r->mlp.y, y);
-}
-
-static void free_replica(replica *r)
-{
-    mlp_free(&r->mlp);
-    ug_optimizer_free(r->optimizer);
-    ug_model_free(r->model);
+    ug_trainer_config c = ug_trainer_defaults();
+    c.batch_size = batch;
+    c.seed = 7;
+    c.comm = comm;
+    return ug_train_step_create(dev, config->inputs, 0, mlp_forward, config, &c, out);
 }
 
 /* Per bucket, over a round's overlapped steps: all-reduce seconds and the
@@ -72,14 +60,18 @@ typedef struct bucket_sums {
     double seconds[MAX_BUCKETS], hidden[MAX_BUCKETS];
 } bucket_sums;
 
-static ug_status step(int mode, ug_comm *comm, replica *alone, replica *dp, bucket_sums *sums)
+/* Both steps train on this rank's batch. */
+typedef struct replica {
+    ug_train_step *alone, *dp;
+    ug_tensor *x, *y;
+} replica;
+
+static ug_status step(int mode, ug_comm *comm, const replica *r, bucket_sums *sums)
 {
-    ug_graph *g = dp->mlp.graph;
     if (mode == ALONE || mode == APART)
-        return ug_graph_run(alone->mlp.graph);
+        return ug_train_step_run(r->alone, r->x, r->y, false);
     TRY(ug_comm_set_overlap(comm, mode == OVERLAP));
-    TRY(ug_comm_run_backward(comm, g));
-    TRY(ug_graph_run_update(g));
+    TRY(ug_train_step_run(r->dp, r->x, r->y, false));
     sums->count = ug_comm_bucket_count(comm) < MAX_BUCKETS ? ug_comm_bucket_count(comm) : MAX_BUCKETS;
     for (int b = 0; mode == OVERLAP && b < sums->count; b++) {
         TRY(ug_comm_bucket_at(comm, b, &sums->last[b]));
@@ -90,7 +82,7 @@ static ug_status step(int mode, ug_comm *comm, replica *alone, replica *dp, buck
 }
 
 /* Seconds per step of steps steps in mode; rank 0 by itself when alone. */
-static ug_status round_of(int mode, int steps, ug_comm *comm, replica *alone, replica *dp, bucket_sums *sums,
+static ug_status round_of(int mode, int steps, ug_comm *comm, const replica *r, bucket_sums *sums,
                           double *seconds)
 {
     ug_device *dev = ug_comm_device(comm);
@@ -98,7 +90,7 @@ static ug_status round_of(int mode, int steps, ug_comm *comm, replica *alone, re
     const double start = bench_now();
     if (mode != ALONE || ug_comm_rank(comm) == 0)
         for (int s = 0; s < steps; s++)
-            TRY(step(mode, comm, alone, dp, sums));
+            TRY(step(mode, comm, r, sums));
     TRY(ug_device_synchronize(dev));
     *seconds = (bench_now() - start) / steps;
     return ug_comm_barrier(comm);
@@ -121,12 +113,11 @@ static void print_results(ug_comm *comm, const char *model, int64_t batch, int s
                sums->seconds[b] > 0 ? 100.0 * sums->hidden[b] / sums->seconds[b] : 0.0);
 }
 
-static int run(ug_comm *comm, const mlp_config *config, const char *model, int64_t batch, int steps,
+static int run(ug_comm *comm, mlp_config *config, const char *model, int64_t batch, int steps,
                size_t first_bytes, size_t bytes)
 {
     ug_device *dev = ug_comm_device(comm);
-    ug_tensor *x = NULL, *y = NULL;
-    replica alone = {0}, dp = {0};
+    replica r = {0};
     bucket_sums sums = {0};
     float *xs = malloc((size_t)(batch * config->inputs) * sizeof *xs);
     int32_t *ys = malloc((size_t)batch * sizeof *ys);
@@ -141,17 +132,16 @@ static int run(ug_comm *comm, const mlp_config *config, const char *model, int64
         xs[i] = (float)rand() / (float)RAND_MAX;
     for (int64_t i = 0; i < batch; i++)
         ys[i] = (int32_t)(i % config->classes);
-    ug_status st = ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){batch, config->inputs}, xs, &x);
-    if (st == UG_OK) st = ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){batch}, ys, &y);
-    if (st == UG_OK) st = build(dev, config, batch, x, y, &alone);
-    if (st == UG_OK) st = build(dev, config, batch, x, y, &dp);
-    if (st == UG_OK) st = ug_comm_set_bucket_bytes(dp.mlp.graph, first_bytes, bytes);
-    if (st == UG_OK) st = ug_comm_broadcast_model(comm, dp.model);
+    ug_status st = ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){batch, config->inputs}, xs, &r.x);
+    if (st == UG_OK) st = ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){batch}, ys, &r.y);
+    if (st == UG_OK) st = make_step(dev, NULL, config, batch, &r.alone);
+    if (st == UG_OK) st = make_step(dev, comm, config, batch, &r.dp);
+    if (st == UG_OK) st = ug_comm_set_bucket_bytes(ug_train_step_graph(r.dp), first_bytes, bytes);
     free(xs);
     free(ys);
     double times[MODES][ROUNDS], ratios[MODES][ROUNDS], median[MODES], ratio[MODES];
     for (int m = 0; st == UG_OK && m < MODES; m++) /* warm up, and size the rounds */
-        st = round_of(m, 10, comm, &alone, &dp, &sums, &times[m][0]);
+        st = round_of(m, 10, comm, &r, &sums, &times[m][0]);
     if (st == UG_OK && !steps) {
         float guess = (float)(0.2 / (times[OVERLAP][0] > 1e-6 ? times[OVERLAP][0] : 1e-6));
         ug_tensor *t = NULL; /* rank 0's guess, for every rank */
@@ -162,22 +152,22 @@ static int run(ug_comm *comm, const mlp_config *config, const char *model, int64
         steps = guess < 5 ? 5 : guess > 2000 ? 2000 : (int)guess;
     }
     memset(&sums, 0, sizeof sums);
-    for (int r = 0; st == UG_OK && r < ROUNDS; r++)
+    for (int round = 0; st == UG_OK && round < ROUNDS; round++)
         for (int m = 0; st == UG_OK && m < MODES; m++)
-            st = round_of(m, steps, comm, &alone, &dp, &sums, &times[m][r]);
+            st = round_of(m, steps, comm, &r, &sums, &times[m][round]);
     if (st == UG_OK && ug_comm_rank(comm) == 0) {
         for (int m = 0; m < MODES; m++) {
-            for (int r = 0; r < ROUNDS; r++)
-                ratios[m][r] = times[m][r] / times[ALONE][r];
+            for (int round = 0; round < ROUNDS; round++)
+                ratios[m][round] = times[m][round] / times[ALONE][round];
             ratio[m] = bench_median(ratios[m], ROUNDS);
             median[m] = bench_median(times[m], ROUNDS);
         }
         print_results(comm, model, batch, steps, median, ratio, &sums);
     }
-    free_replica(&alone);
-    free_replica(&dp);
-    ug_tensor_free(x);
-    ug_tensor_free(y);
+    ug_train_step_free(r.alone);
+    ug_train_step_free(r.dp);
+    ug_tensor_free(r.x);
+    ug_tensor_free(r.y);
     return st == UG_OK ? 0 : bench_fail("data-parallel");
 }
 
@@ -211,14 +201,8 @@ int bench_data_parallel(int argc, char **argv)
             return 2;
         }
     }
-    char name[64];
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    const char *at = strstr(device_name, "{local_rank}");
-    if (at)
-        snprintf(name, sizeof name, "%.*s%s%s", (int)(at - device_name), device_name, local ? local : "0",
-                 at + strlen("{local_rank}"));
-    else
-        snprintf(name, sizeof name, "%s", device_name);
+    char name[128];
+    expand_local_rank(device_name, name, sizeof name);
     ug_device *dev = NULL;
     ug_comm *comm = NULL;
     if (ug_device_open(name, &dev) != UG_OK)

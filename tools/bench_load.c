@@ -109,25 +109,22 @@ static ug_status open_cpu(int threads, ug_device **device)
     return ug_device_open("cpu", device);
 }
 
-/* A fresh device, model and loader: WARMUP_STEPS untimed steps, then the
- * timed steps (0: the whole epoch) on epoch 1's batches. */
+/* A fresh device, trainer's step (trainer.h) and loader: WARMUP_STEPS
+ * untimed steps, then the timed steps (0: the whole epoch) on epoch 1's
+ * batches. */
 static ug_status time_epoch(ug_dataset *data, int threads, int64_t steps, double *seconds)
 {
     ug_device *device = NULL;
-    ug_model *model = NULL;
-    ug_optimizer *opt = NULL;
+    ug_train_step *step = NULL;
     ug_loader *loader = NULL;
-    mlp_graph step = {0};
     mlp_config cfg = {.inputs = FEATURES, .classes = CLASSES, .hidden_count = 1, .hidden = {HIDDEN},
                       .precision = UG_F32};
-    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    ug_trainer_config c = ug_trainer_defaults(); /* Adam */
+    c.batch_size = BATCH;
     ug_loader_config lc = ug_loader_default_config();
     lc.batch_size = BATCH;
     ug_status st = open_cpu(threads, &device);
-    if (st == UG_OK) st = ug_model_create(device, 0, &model);
-    if (st == UG_OK) st = mlp_build(model, &cfg, BATCH, &step);
-    if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
-    if (st == UG_OK) st = mlp_finish(&step, opt);
+    if (st == UG_OK) st = ug_train_step_create(device, FEATURES, 0, mlp_forward, &cfg, &c, &step);
     if (st == UG_OK) st = ug_loader_create(data, device, &lc, &loader);
     for (int epoch = 0; epoch < 2 && st == UG_OK; epoch++) {
         const int64_t limit = epoch == 0 ? WARMUP_STEPS : steps > 0 ? steps : INT64_MAX;
@@ -139,18 +136,14 @@ static ug_status time_epoch(ug_dataset *data, int threads, int64_t steps, double
             st = ug_loader_next(loader, &b, &done);
             if (st != UG_OK || done)
                 break;
-            st = ug_graph_bind(step.graph, step.x, b.x);
-            if (st == UG_OK) st = ug_graph_bind(step.graph, step.y, b.y);
-            if (st == UG_OK) st = ug_graph_run(step.graph);
+            st = ug_train_step_run(step, b.x, b.y, false);
         }
         if (st == UG_OK)
             st = ug_device_synchronize(device);
         *seconds = bench_now() - start;
     }
     ug_loader_free(loader);
-    mlp_free(&step);
-    ug_optimizer_free(opt);
-    ug_model_free(model);
+    ug_train_step_free(step);
     ug_device_close(device);
     return st;
 }

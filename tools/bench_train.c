@@ -144,19 +144,13 @@ enum { MICRO_BATCHES = 4 };
 
 typedef struct device_step {
     ug_device *device;
-    mlp_graph step;
+    ug_train_step *step;      /* the trainer's step (trainer.h) */
     ug_tensor **x, **y;       /* an epoch's batches */
     ug_tensor **micro_x, **micro_y; /* each split in MICRO_BATCHES */
     int64_t batches, next;
     uint64_t batch_bytes;
-    bool accumulate;          /* step = MICRO_BATCHES micro-batches and one update */
+    bool accumulate;          /* step = MICRO_BATCHES micro-batches, the last one's update included */
 } device_step;
-
-static bool train_on(mlp_graph *m, ug_tensor *x, ug_tensor *y, ug_status (*run)(ug_graph *))
-{
-    return ug_graph_bind(m->graph, m->x, x) == UG_OK && ug_graph_bind(m->graph, m->y, y) == UG_OK &&
-           run(m->graph) == UG_OK;
-}
 
 /* One step on the next of the batches. */
 static bool run_step(void *ctx)
@@ -164,12 +158,12 @@ static bool run_step(void *ctx)
     device_step *s = ctx;
     int64_t i = s->next++ % s->batches;
     if (!s->accumulate)
-        return train_on(&s->step, s->x[i], s->y[i], ug_graph_run);
+        return ug_train_step_run(s->step, s->x[i], s->y[i], false) == UG_OK;
     for (int k = 0; k < MICRO_BATCHES; k++)
-        if (!train_on(&s->step, s->micro_x[i * MICRO_BATCHES + k], s->micro_y[i * MICRO_BATCHES + k],
-                      ug_graph_run_backward))
+        if (ug_train_step_run(s->step, s->micro_x[i * MICRO_BATCHES + k], s->micro_y[i * MICRO_BATCHES + k],
+                              false) != UG_OK)
             return false;
-    return ug_graph_run_update(s->step.graph) == UG_OK;
+    return true;
 }
 
 /* An epoch's batches, copied onto the device once. */
@@ -256,7 +250,7 @@ ug_dataset *bench_fashion_mnist(bool *real)
 }
 
 /* One epoch through the loader; *steps_run counts the steps. */
-static ug_status run_epoch(ug_loader *loader, mlp_graph *step, double *seconds, int64_t *steps_run)
+static ug_status run_epoch(ug_loader *loader, ug_train_step *step, double *seconds, int64_t *steps_run)
 {
     *steps_run = 0;
     double start = bench_now();
@@ -266,13 +260,11 @@ static ug_status run_epoch(ug_loader *loader, mlp_graph *step, double *seconds, 
         st = ug_loader_next(loader, &b, &done);
         if (st != UG_OK || done)
             break;
-        st = ug_graph_bind(step->graph, step->x, b.x);
-        if (st == UG_OK) st = ug_graph_bind(step->graph, step->y, b.y);
-        if (st == UG_OK) st = ug_graph_run(step->graph);
+        st = ug_train_step_run(step, b.x, b.y, false);
         ++*steps_run;
     }
     if (st == UG_OK)
-        st = ug_device_synchronize(ug_model_device(ug_graph_model(step->graph)));
+        st = ug_device_synchronize(ug_model_device(ug_train_step_model(step)));
     *seconds = bench_now() - start;
     return st;
 }
@@ -319,35 +311,35 @@ static bool time_host_issue(device_step *ds, double *host_s)
 static bool time_launched(device_step *ds, double target, mode_result *r)
 {
     r->launched_s = 0.0;
-    if (!ug_graph_replaying(ds->step.graph, r->replay_why, sizeof r->replay_why))
+    ug_graph *graph = ug_train_step_graph(ds->step);
+    if (!ug_graph_replaying(graph, r->replay_why, sizeof r->replay_why))
         return true;
     long reps = 0;
-    bool ok = ug_graph_set_replay(ds->step.graph, false) == UG_OK &&
+    bool ok = ug_graph_set_replay(graph, false) == UG_OK &&
               bench_time(run_step, sync_step, ds, 3, target, &r->launched_s, &reps);
-    return ug_graph_set_replay(ds->step.graph, true) == UG_OK && ok;
+    return ug_graph_set_replay(graph, true) == UG_OK && ok;
 }
 
-/* Builds the model for mode on ds's device, times its step on ds's
- * batches (against hp's products through OpenBLAS when hp is not NULL),
- * and measures its memory; the plain step also with the profiler on, and
- * traced into trace when that is set. The model, optimizer and graph stay for the
- * caller (free_mode). */
+/* Makes the trainer's step for mode on ds's device (Adam, as ug-train's
+ * default), times it on ds's batches (against hp's products through
+ * OpenBLAS when hp is not NULL), and measures its memory; the plain step
+ * also with the profiler on, and traced into trace when that is set. The
+ * step stays for the caller (ug_train_step_free). */
 static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batch, step_mode mode, double target,
-                           host_products *hp, const char *trace, ug_model **model, ug_optimizer **opt,
-                           mode_result *r)
+                           host_products *hp, const char *trace, mode_result *r)
 {
     mlp_config cfg = *base;
     cfg.checkpoint = mode == MODE_CHECKPOINT;
     ds->accumulate = mode == MODE_ACCUMULATE;
+    ug_trainer_config c = ug_trainer_defaults();
+    c.batch_size = ds->accumulate ? batch / MICRO_BATCHES : batch;
+    c.accumulate = ds->accumulate ? MICRO_BATCHES : 1;
+    c.precision = cfg.precision;
     ug_memory_stats before, after;
     TRY(ug_memory_get_stats(ds->device, &before));
     TRY(ug_memory_reset_peak(ds->device));
-    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
-    oc.loss_scaling = mlp_loss_scaling(cfg.precision);
-    TRY(ug_model_create(ds->device, 0, model));
-    TRY(mlp_build(*model, &cfg, ds->accumulate ? batch / MICRO_BATCHES : batch, &ds->step));
-    TRY(ug_optimizer_create(*model, &oc, opt));
-    TRY(mlp_finish(&ds->step, *opt));
+    TRY(ug_train_step_create(ds->device, cfg.inputs, 0, mlp_forward, &cfg, &c, &ds->step));
+    ug_model *model = ug_train_step_model(ds->step);
     long reps = 0;
     ds->next = 0;
     bool timed = hp ? bench_time_against_blas(run_step, sync_step, ds, run_products, hp, 2 * target, &r->step_s,
@@ -360,12 +352,12 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
     if (mode == MODE_PLAIN && !bench_profiler_overhead(run_step, ds, ds->device, target, trace, &r->profiled))
         return UG_ERR_BACKEND;
     ug_graph_memory_info mem;
-    TRY(ug_graph_memory(ds->step.graph, &mem));
+    TRY(ug_graph_memory(ug_train_step_graph(ds->step), &mem));
     r->kernels = mem.nodes;
     r->params = 0;
-    for (int i = 0; i < ug_model_param_count(*model); i++) {
+    for (int i = 0; i < ug_model_param_count(model); i++) {
         ug_tensor *p = NULL;
-        TRY(ug_model_param_at(*model, i, NULL, &p));
+        TRY(ug_model_param_at(model, i, NULL, &p));
         r->params += ug_tensor_numel(p);
     }
     TRY(ug_memory_get_stats(ds->device, &after));
@@ -373,13 +365,6 @@ static ug_status time_mode(device_step *ds, const mlp_config *base, int64_t batc
     r->plan_bytes = mem.total_bytes + (ds->accumulate ? mem.accumulator_bytes : 0);
     r->peak_bytes = after.peak_bytes_in_use - before.bytes_in_use;
     return UG_OK;
-}
-
-static void free_mode(device_step *ds, ug_model *model, ug_optimizer *opt)
-{
-    mlp_free(&ds->step);
-    ug_optimizer_free(opt);
-    ug_model_free(model);
 }
 
 /* --trace's file for one configuration: path itself when the run has one,
@@ -554,14 +539,13 @@ static int bench_train(int argc, char **argv, bool cnn)
             double epoch_s = 0;
             int64_t epoch_steps = 0;
             for (int mode = 0; mode < (modes ? MODE_COUNT : 1) && st == UG_OK; mode++) {
-                ug_model *model = NULL;
-                ug_optimizer *opt = NULL;
                 host_products *products = mode == MODE_PLAIN && have_products ? &hp : NULL;
                 st = time_mode(&ds, &cfg, batch, (step_mode)mode, target, products, trace_path ? trace : NULL,
-                               &model, &opt, &results[mode]);
+                               &results[mode]);
                 if (st == UG_OK && mode == MODE_PLAIN && epoch)
-                    st = run_epoch(loader, &ds.step, &epoch_s, &epoch_steps);
-                free_mode(&ds, model, opt);
+                    st = run_epoch(loader, ds.step, &epoch_s, &epoch_steps);
+                ug_train_step_free(ds.step);
+                ds.step = NULL;
             }
             if (st != UG_OK)
                 rc = bench_fail(id);

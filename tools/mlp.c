@@ -1,4 +1,4 @@
-/* Building the models' graphs. */
+/* The models' forward passes, and parsing their settings. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,59 +80,6 @@ ug_status mlp_forward(ug_graph *g, ug_value *x, ug_value *y, void *config, ug_tr
     return ug_g_cross_entropy(g, out->logits, y, c->label_smoothing, &out->loss);
 }
 
-ug_status mlp_build(ug_model *model, const mlp_config *c, int64_t batch, mlp_graph *out)
-{
-    memset(out, 0, sizeof *out);
-    out->batch = batch;
-    ug_graph *g = NULL;
-    ug_status st = ug_graph_create(model, &g);
-    if (st != UG_OK)
-        return st;
-    out->graph = g;
-    st = ug_graph_set_precision(g, c->precision);
-    if (st != UG_OK)
-        return st;
-    int64_t xshape[2] = {batch, c->inputs};
-    ug_trainer_outputs model_out = {0};
-    /* In the compute dtype: a mixed-precision graph then casts nothing. */
-    st = ug_graph_input(g, "images", c->precision, 2, xshape, &out->x);
-    if (st == UG_OK)
-        st = ug_graph_input(g, "labels", UG_I32, 1, &batch, &out->y);
-    if (st == UG_OK)
-        st = mlp_forward(g, out->x, out->y, (void *)c, &model_out);
-    ug_value *logits = model_out.logits;
-    out->loss = model_out.loss;
-    /* The epoch's sums of the samples' losses and correct predictions (as
-     * the trainer keeps them). */
-    ug_value *pred = NULL, *pred_f32 = NULL, *labels_f32 = NULL, *hits = NULL, *correct = NULL;
-    if (st == UG_OK) st = ug_graph_accumulate_rows(g, out->loss, &out->loss_sum);
-    if (st == UG_OK) st = ug_g_argmax(g, logits, -1, &pred);
-    if (st == UG_OK) st = ug_g_cast(g, pred, UG_F32, &pred_f32);
-    if (st == UG_OK) st = ug_g_cast(g, out->y, UG_F32, &labels_f32);
-    if (st == UG_OK) st = ug_g_equal(g, pred_f32, labels_f32, &hits);
-    if (st == UG_OK) st = ug_g_sum(g, hits, 0, true, &correct);
-    if (st == UG_OK) st = ug_graph_accumulate(g, correct, 1.0f, &out->correct_sum);
-    if (st == UG_OK)
-        st = ug_graph_backward(g, out->loss);
-    if (st != UG_OK) {
-        ug_graph_free(g);
-        out->graph = NULL;
-    }
-    return st;
-}
-
-ug_status mlp_finish(mlp_graph *mlp, ug_optimizer *optimizer)
-{
-    ug_status st = ug_graph_set_optimizer(mlp->graph, optimizer);
-    return st == UG_OK ? ug_graph_compile(mlp->graph) : st;
-}
-
-void mlp_free(mlp_graph *mlp)
-{
-    ug_graph_free(mlp->graph);
-    mlp->graph = NULL;
-}
-
 bool mlp_parse_hidden(const char *text, mlp_config *c)
 {
     c->hidden_count = 0;
@@ -170,11 +117,4 @@ bool mlp_parse_precision(const char *text, ug_dtype *precision)
             return true;
         }
     return false;
-}
-
-ug_loss_scaling mlp_loss_scaling(ug_dtype precision)
-{
-    ug_loss_scaling scaling = ug_optimizer_defaults(UG_ADAM).loss_scaling;
-    scaling.enabled = precision == UG_F16;
-    return scaling;
 }

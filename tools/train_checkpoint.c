@@ -146,6 +146,30 @@ char **train_resume_args(const char *path, int argc, char **argv, int *out_argc)
     return args;
 }
 
+int train_read_options(int argc, char **argv, train_options *o, char **kept, char ***resumed)
+{
+    *kept = NULL;
+    *resumed = NULL;
+    int rc = train_options_parse(argc, argv, o);
+    if (!rc && o->resume) {
+        const char *path = o->resume;
+        *resumed = train_resume_args(path, argc, argv, &argc);
+        if (!*resumed)
+            return -1;
+        argv = *resumed;
+        rc = train_options_parse(argc, argv, o);
+        o->resume = path;
+    }
+    if (rc)
+        return rc;
+    *kept = train_join_args(argc, argv);
+    if (!*kept) {
+        fprintf(stderr, "ug-train: keeping the options (an argument holds a newline?): %s\n", ug_last_error());
+        return -1;
+    }
+    return TRAIN_OPTIONS_OK;
+}
+
 volatile sig_atomic_t train_interrupt_signal;
 
 static void on_interrupt(int sig) { train_interrupt_signal = sig; }

@@ -7,7 +7,7 @@
 #include <signal.h>
 #include <stdbool.h>
 
-#include "unigrad/unigrad.h"
+#include "train_options.h"
 
 /* The checkpoint string holding the run's options. */
 #define TRAIN_ARGS_KEY "ug-train.args"
@@ -20,6 +20,14 @@ char *train_join_args(int argc, char **argv);
  * the checkpoint at path, then argv[1..) (which override them). NULL with
  * the reason on stderr. free() the array (one block). */
 char **train_resume_args(const char *path, int argc, char **argv, int *out_argc);
+
+/* The run's options into o: argv's, or with --resume the checkpoint's
+ * and argv's over them. *kept (free()) is the list its checkpoints keep
+ * (train_join_args); *resumed (free(), after o's last use: o points into
+ * it) the merged arguments of a resumed run, else NULL. Returns a
+ * TRAIN_OPTIONS_ value, or -1 with the reason on stderr when the
+ * checkpoint could not be read or the options kept. */
+int train_read_options(int argc, char **argv, train_options *o, char **kept, char ***resumed);
 
 /* Ctrl-C (SIGINT), SIGTERM and SIGHUP set train_interrupt_signal (the
  * trainer's stop flag) to the signal instead of ending the process; a

@@ -24,7 +24,10 @@ static int fail(const char *what)
 }
 
 /* IDX bytes kept as bytes; the split; standardised as torchvision's
- * Normalize does, with the training part's mean and deviation. */
+ * Normalize does, with the training part's mean and deviation. The split
+ * is the trainer's own (ug_trainer_config.val_split's part, with the
+ * run's seed), made here because the standardisation needs the training
+ * part first; the trainer is given both parts, and splits nothing. */
 static int load(const train_options *o, train_data *d)
 {
     char p1[4096], p2[4096], p3[4096], p4[4096];

@@ -657,3 +657,42 @@ int train_options_parse(int argc, char **argv, train_options *o)
         o->schedule = o->model.cnn ? UG_SCHEDULE_COSINE : UG_SCHEDULE_CONSTANT;
     return check_combinations(o, given);
 }
+
+ug_trainer_config train_options_trainer_config(const train_options *o)
+{
+    ug_trainer_config c = ug_trainer_defaults();
+    c.epochs = o->epochs;
+    c.batch_size = o->batch;
+    c.accumulate = o->accumulate;
+    c.precision = o->model.precision;
+    c.optimizer = ug_optimizer_defaults((ug_optim_type)o->optimizer);
+    c.optimizer.lr = o->lr;
+    if (o->weight_decay >= 0.0f)
+        c.optimizer.weight_decay = o->weight_decay;
+    if (o->optimizer == UG_SGD)
+        c.optimizer.momentum = o->momentum;
+    c.optimizer.max_grad_norm = o->max_grad_norm;
+    c.optimizer.schedule = (ug_schedule)o->schedule;
+    c.optimizer.step_size = o->step_size;
+    c.optimizer.gamma = o->gamma;
+    c.optimizer.warmup_steps = o->warmup;
+    c.seed = o->seed;
+    c.workers = o->workers;
+    /* Augmentation runs on the device, so it converts there too. */
+    const bool augment = o->crop_padding > 0 || o->flip > 0.0f;
+    c.device_convert = o->device_convert || augment;
+    if (augment) { /* the images are square and one channel, as the CNN's */
+        const int64_t side = (int64_t)llround(sqrt((double)o->model.inputs));
+        c.augment = (ug_image_augment){.channels = 1, .height = side, .width = side,
+                                       .crop_padding = o->crop_padding, .flip = o->flip};
+    }
+    c.keep_denormals = o->keep_denormals;
+    c.patience = o->patience;
+    c.checkpoint = o->save;
+    c.checkpoint_every_updates = o->save_every;
+    c.checkpoint_every_epochs = o->save_every_epochs;
+    c.keep = o->keep;
+    c.resume = o->resume;
+    c.resume_override = o->resume_override;
+    return c;
+}

@@ -80,5 +80,9 @@ int train_options_parse(int argc, char **argv, train_options *o);
 int train_option_output(const char *arg, const char **name);
 /* --help, made from the table. */
 void train_options_usage(FILE *to);
+/* The trainer's configuration (trainer.h) the options give, once
+ * model.inputs is known (the data's): all but the callbacks, the stop flag
+ * and the communicator, which are the run's. */
+ug_trainer_config train_options_trainer_config(const train_options *o);
 
 #endif

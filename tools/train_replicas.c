@@ -6,14 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "local_rank.h"
 #include "wrap.h"
-
-/* The local rank mpirun gives this process (Open MPI, else MPICH's PMI). */
-static const char *local_rank(void)
-{
-    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    return v ? v : getenv("MPI_LOCALRANKID") ? getenv("MPI_LOCALRANKID") : "0";
-}
 
 static bool under_mpirun(void)
 {
@@ -21,16 +15,6 @@ static bool under_mpirun(void)
     if (!size)
         size = getenv("PMI_SIZE");
     return size && atoi(size) > 1;
-}
-
-/* name with "{local_rank}" replaced. */
-static void expand(const char *name, char *out, size_t len)
-{
-    const char *at = name ? strstr(name, "{local_rank}") : NULL;
-    if (!at)
-        snprintf(out, len, "%s", name ? name : "auto");
-    else
-        snprintf(out, len, "%.*s%s%s", (int)(at - name), name, local_rank(), at + strlen("{local_rank}"));
 }
 
 static int open_list(train_options *o, train_replicas *rp, ug_device **device, ug_comm **comm)
@@ -71,7 +55,7 @@ int replicas_open(train_options *o, train_replicas *rp, ug_device **device, ug_c
     if (o->devices)
         return open_list(o, rp, device, comm);
     char name[128];
-    expand(o->device, name, sizeof name);
+    expand_local_rank(o->device, name, sizeof name);
     if (ug_device_open(name, device) != UG_OK) {
         fprintf(stderr, "ug-train: opening the device: %s\n", ug_last_error());
         return 1;

@@ -2,23 +2,20 @@
  * (Fashion-MNIST by default) on any device through the library's trainer
  * (trainer.h), with a progress display, per-epoch test accuracy,
  * validation and early stopping, checkpoints that resume exactly, and an
- * optional CSV log. The options are in train_options.c, the data in
- * train_data.c, the printed lines and the log in train_report.c, the
- * progress display in train_progress.c, the saved options and Ctrl-C in
- * train_checkpoint.c, --profile in train_profile.c. */
+ * optional CSV log. The options and the trainer's configuration from them
+ * are in train_options.c, the data in train_data.c, the printed lines and
+ * the log's rows in train_report.c, the log's file and --plot in
+ * train_log.c, the progress display in train_progress.c, the saved options
+ * and Ctrl-C in train_checkpoint.c, --profile in train_profile.c. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "gnuplot.h"
-#include "plot_curves.h"
 #include "train_checkpoint.h"
 #include "train_data.h"
+#include "train_log.h"
 #include "train_profile.h"
 #include "train_progress.h"
 #include "train_replicas.h"
@@ -33,9 +30,7 @@ typedef struct run {
     ug_comm *comm;            /* data parallel: this thread's rank */
     train_replicas replicas;
     ug_trainer *trainer;
-    FILE *csv;
-    char csv_path[4096];      /* the log's: --csv's, or a temporary one for --plot */
-    bool temporary_csv;
+    train_log log;            /* --csv's, or a temporary one for --plot */
     ug_tensorboard *tensorboard;
     train_progress bar;
     train_profile profile;
@@ -74,12 +69,12 @@ static ug_status on_step(const ug_trainer_step *s, void *user)
     const bool show = progress_due(&r->bar, r->step);
     /* The run's first step is waited for once, to report the start-up time. */
     const bool first = s->global_batch == 1 && r->first_step_seconds < 0;
-    if (isnan(r->loss) && (r->csv || r->tensorboard || show || first))
+    if (isnan(r->loss) && (r->log.file || r->tensorboard || show || first))
         TRY(ug_trainer_last_loss(r->trainer, &r->loss));
     if (first)
         r->first_step_seconds = seconds_since_process_start();
-    if (r->csv)
-        csv_step(r->csv, s, r->loss);
+    if (r->log.file)
+        csv_step(r->log.file, s, r->loss);
     if (r->tensorboard) {
         ug_trainer_step read = *s;
         read.loss = r->loss;
@@ -95,18 +90,6 @@ static ug_status on_step(const ug_trainer_step *s, void *user)
     return UG_OK;
 }
 
-/* --plot: the curves so far. A failure is a warning: training goes on. */
-static void plot(run *r)
-{
-    char why[512], title[256];
-    snprintf(title, sizeof title, "ug-train on %s", ug_device_name(r->dev));
-    const bool flushed = fflush(r->csv) == 0;
-    if (!flushed)
-        snprintf(why, sizeof why, "writing the log: %s", strerror(errno));
-    if (!flushed || !plot_curves(r->csv_path, r->o.plot, title, why, sizeof why))
-        fprintf(stderr, "ug-train: warning: --plot %s: %s\n", r->o.plot, why);
-}
-
 /* After each epoch (and its checkpoint): the test set's figures. */
 static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
 {
@@ -120,10 +103,10 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
     replicas_report_shares(&r->replicas, e);
     if (r->first_step_seconds >= 0 && e->epoch == 0)
         printf("first step finished %.2f s after the process started\n", r->first_step_seconds);
-    if (r->csv)
-        csv_epoch(r->csv, e, &test, r->step, r->global_step, r->lr);
+    if (r->log.file)
+        csv_epoch(r->log.file, e, &test, r->step, r->global_step, r->lr);
     if (r->o.plot)
-        plot(r);
+        train_log_plot(&r->log, r->o.plot, ug_device_name(r->dev));
     if (r->tensorboard) {
         TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_loss", e->global_batch, test.loss));
         TRY(ug_tensorboard_scalar(r->tensorboard, "epoch/test_accuracy", e->global_batch, 100.0 * test.accuracy));
@@ -135,44 +118,10 @@ static ug_status on_epoch(const ug_trainer_epoch *e, void *user)
     return UG_OK;
 }
 
-/* The trainer's configuration from the options. */
+/* The trainer's configuration: the options', and the run's callbacks. */
 static ug_trainer_config trainer_config(run *r)
 {
-    const train_options *o = &r->o;
-    ug_trainer_config c = ug_trainer_defaults();
-    c.epochs = o->epochs;
-    c.batch_size = o->batch;
-    c.accumulate = o->accumulate;
-    c.precision = o->model.precision;
-    c.optimizer = ug_optimizer_defaults((ug_optim_type)o->optimizer);
-    c.optimizer.lr = o->lr;
-    if (o->weight_decay >= 0.0f)
-        c.optimizer.weight_decay = o->weight_decay;
-    if (o->optimizer == UG_SGD)
-        c.optimizer.momentum = o->momentum;
-    c.optimizer.max_grad_norm = o->max_grad_norm;
-    c.optimizer.schedule = (ug_schedule)o->schedule;
-    c.optimizer.step_size = o->step_size;
-    c.optimizer.gamma = o->gamma;
-    c.optimizer.warmup_steps = o->warmup;
-    c.seed = o->seed;
-    c.workers = o->workers;
-    /* Augmentation runs on the device, so it converts there too. */
-    const bool augment = o->crop_padding > 0 || o->flip > 0.0f;
-    c.device_convert = o->device_convert || augment;
-    if (augment) { /* the images are square and one channel, as the CNN's */
-        const int64_t side = (int64_t)llround(sqrt((double)o->model.inputs));
-        c.augment = (ug_image_augment){.channels = 1, .height = side, .width = side,
-                                       .crop_padding = o->crop_padding, .flip = o->flip};
-    }
-    c.keep_denormals = o->keep_denormals;
-    c.patience = o->patience;
-    c.checkpoint = o->save;
-    c.checkpoint_every_updates = o->save_every;
-    c.checkpoint_every_epochs = o->save_every_epochs;
-    c.keep = o->keep;
-    c.resume = o->resume;
-    c.resume_override = o->resume_override;
+    ug_trainer_config c = train_options_trainer_config(&r->o);
     c.log_every = 0; /* on_step reads the loss when it shows it */
     c.stop = &train_interrupt_signal;
     c.on_step = on_step;
@@ -250,75 +199,6 @@ static int finish(run *r, ug_status fitted)
     return 0;
 }
 
-/* Whether path, which a resumed run would add to, starts with the log's
- * header: another file is never appended to. */
-static bool csv_is_log(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return true; /* a stream the user named (/dev/stdout, a pipe): nothing to read back */
-    char first[sizeof TRAIN_CSV_COLUMNS + 1] = "";
-    FILE *f = fopen(path, "r");
-    const bool read = f && fgets(first, sizeof first, f);
-    if (f)
-        fclose(f);
-    first[strcspn(first, "\r\n")] = '\0';
-    if (read && !strcmp(first, TRAIN_CSV_COLUMNS))
-        return true;
-    fprintf(stderr, "ug-train: --csv %s: %s; a resumed run adds rows only to a ug-train --csv log of this "
-                    "version: give another file name\n",
-            path, read ? "its first line is not the log's header" : f ? "empty" : strerror(errno));
-    return false;
-}
-
-/* The CSV log; a resumed run adds to its own. --plot without --csv
- * plots from a temporary log, removed at the end. */
-static int open_csv(run *r)
-{
-    char why[512];
-    if (r->o.plot && !gnuplot_available(why, sizeof why)) {
-        fprintf(stderr, "ug-train: --plot: %s\n", why);
-        return 1;
-    }
-    const bool append = r->o.csv && r->o.resume && access(r->o.csv, F_OK) == 0;
-    if (append && !csv_is_log(r->o.csv))
-        return 1;
-    if (r->o.csv) {
-        snprintf(r->csv_path, sizeof r->csv_path, "%s", r->o.csv);
-        r->csv = fopen(r->o.csv, append ? "a" : "w");
-    } else {
-        snprintf(r->csv_path, sizeof r->csv_path, "%s/ug-train-plot.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        int fd = mkstemp(r->csv_path);
-        r->temporary_csv = fd >= 0;
-        r->csv = fd >= 0 ? fdopen(fd, "w") : NULL;
-    }
-    if (!r->csv) {
-        fprintf(stderr, "ug-train: cannot write %s: %s\n", r->csv_path, strerror(errno));
-        return 1;
-    }
-    if (!append)
-        fprintf(r->csv, TRAIN_CSV_COLUMNS "\n");
-    return 0;
-}
-
-/* The options; with --resume, the saved ones first and those given here
- * over them. *args (to free) holds the merged argument list. Returns a
- * TRAIN_OPTIONS_ value, or -1 when the checkpoint could not be read. */
-static int parse(int argc, char **argv, run *r, char ***args)
-{
-    int rc = train_options_parse(argc, argv, &r->o);
-    if (rc || !r->o.resume)
-        return rc;
-    const char *path = r->o.resume;
-    *args = train_resume_args(path, argc, argv, &argc);
-    if (!*args)
-        return -1;
-    rc = train_options_parse(argc, *args, &r->o);
-    r->o.resume = path;
-    r->args = rc ? NULL : train_join_args(argc, *args);
-    return rc;
-}
-
 static void print_warning(const char *message, void *user)
 {
     (void)user;
@@ -329,14 +209,12 @@ int main(int argc, char **argv)
 {
     ug_set_warning_handler(print_warning, NULL);
     run r = {.first_step_seconds = -1};
-    char **args = NULL;
-    int rc = parse(argc, argv, &r, &args);
-    if (rc)
+    char **args = NULL; /* a resumed run's: r.o points into them */
+    int rc = train_read_options(argc, argv, &r.o, &r.args, &args);
+    if (rc) {
+        free(args);
         return rc == TRAIN_OPTIONS_HELP ? 0 : rc == TRAIN_OPTIONS_USAGE ? 2 : 1;
-    if (!r.args)
-        r.args = train_join_args(argc, argv);
-    if (!r.args)
-        rc = fail("keeping the options (an argument holds a newline?)");
+    }
     const struct {
         const char *option, *path;
     } outputs[] = {{"save", r.o.save}, {"profile", r.o.profile}, {"plot", r.o.plot}};
@@ -347,8 +225,8 @@ int main(int argc, char **argv)
         rc = train_data_load(&r.o, &r.data);
     if (!rc)
         rc = open_run(&r);
-    if (!rc && (r.o.csv || r.o.plot))
-        rc = open_csv(&r);
+    if (!rc)
+        rc = train_log_open(&r.o, &r.log);
     if (!rc && r.o.tensorboard && ug_tensorboard_open(r.o.tensorboard, &r.tensorboard) != UG_OK)
         rc = fail("opening the TensorBoard log");
     r.profile = (train_profile){.path = r.o.profile, .skip = r.o.profile_skip, .steps = r.o.profile_steps,
@@ -371,12 +249,8 @@ int main(int argc, char **argv)
     }
     if (ug_tensorboard_close(r.tensorboard) != UG_OK)
         rc = rc ? rc : fail("writing the TensorBoard log");
-    if (r.csv && fclose(r.csv) != 0) {
-        fprintf(stderr, "ug-train: writing %s failed: %s\n", r.csv_path, strerror(errno));
+    if (train_log_close(&r.log))
         rc = rc ? rc : 1;
-    }
-    if (r.temporary_csv)
-        remove(r.csv_path);
     train_profile_free(&r.profile);
     ug_trainer_free(r.trainer);
     ug_comm_free(r.comm); /* after a failure, the other replicas return at once */

@@ -1,6 +1,7 @@
 /* Opening a training run (include/unigrad/trainer.h): checking the
  * configuration, the model and optimizer, the training and evaluation
- * graphs, the batch-size search, the loaders; and evaluating a data set. */
+ * graphs, the batch-size search, the loaders; a step on its own (the
+ * model, optimizer and training graph alone); and evaluating a data set. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,8 @@ ug_trainer_config ug_trainer_defaults(void)
     return c;
 }
 
-static ug_status check_config(const ug_trainer_config *c)
+/* op: the function refusing it, named in the message. */
+static ug_status check_config(const char *op, ug_device *device, const ug_trainer_config *c)
 {
     const char *bad = NULL;
     if (c->epochs < 0) bad = "epochs is negative";
@@ -47,7 +49,12 @@ static ug_status check_config(const ug_trainer_config *c)
     else if (c->keep < 1) bad = "keep is below 1";
     else if (c->log_every < 0) bad = "log_every is negative";
     else if (c->workers < 0) bad = "workers is negative";
-    return bad ? ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: %s", bad) : UG_OK;
+    if (bad)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s", op, bad);
+    if (c->comm && ug_comm_device(c->comm) != device)
+        return ug_set_error(UG_ERR_DEVICE, "%s: the device is %s, its rank's comm's %s", op,
+                            ug_device_name(device), ug_device_name(ug_comm_device(c->comm)));
+    return UG_OK;
 }
 
 void trainer_graph_free(trainer_graph *tg)
@@ -273,10 +280,7 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     if (!device || !train || !build || !config)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: %s is NULL",
                             !device ? "device" : !train ? "the training set" : !build ? "build" : "config");
-    UG_TRY(check_config(config));
-    if (config->comm && ug_comm_device(config->comm) != device)
-        return ug_set_error(UG_ERR_DEVICE, "ug_trainer_create: the trainer is on %s, its rank's comm on %s",
-                            ug_device_name(device), ug_device_name(ug_comm_device(config->comm)));
+    UG_TRY(check_config("ug_trainer_create", device, config));
     ug_trainer *t = ug_calloc(1, sizeof *t);
     if (!t)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the trainer");
@@ -309,6 +313,87 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     }
     *out = t;
     return UG_OK;
+}
+
+/* What a step cannot take of a trainer's configuration: a batch size to
+ * search for, or a schedule whose length is counted in epochs. */
+static ug_status check_step_config(int64_t features, int64_t target_width, const ug_trainer_config *c)
+{
+    const ug_optimizer_config *o = &c->optimizer;
+    const char *bad = NULL;
+    if (features < 1 || target_width < 0)
+        bad = features < 1 ? "features is below 1" : "target_width is negative";
+    else if (c->batch_size == 0)
+        bad = "batch_size is 0: a step searches for no batch size; give its batches' rows";
+    else if (o->schedule == UG_SCHEDULE_COSINE && o->total_steps == 0)
+        bad = "the cosine schedule's total_steps is 0 (the run's updates), and a step has no run: give it";
+    else if (o->schedule == UG_SCHEDULE_STEP && o->step_size == 0)
+        bad = "the step schedule's step_size is 0 (an epoch's updates), and a step has no epochs: give it";
+    return bad ? ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_train_step_create: %s", bad) : UG_OK;
+}
+
+ug_status ug_train_step_create(ug_device *device, int64_t features, int64_t target_width, ug_trainer_build_fn build,
+                               void *user, const ug_trainer_config *config, ug_train_step **out)
+{
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_train_step_create: out is NULL");
+    *out = NULL;
+    if (!device || !build || !config)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_train_step_create: %s is NULL",
+                            !device ? "device" : !build ? "build" : "config");
+    UG_TRY(check_config("ug_train_step_create", device, config));
+    UG_TRY(check_step_config(features, target_width, config));
+    ug_train_step *s = ug_calloc(1, sizeof *s);
+    ug_trainer *t = s ? ug_calloc(1, sizeof *t) : NULL;
+    if (!t) {
+        free(s);
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_train_step_create: the step");
+    }
+    s->trainer = t;
+    t->config = *config;
+    /* Nothing of the caller's is kept beyond what a step uses. */
+    t->config.checkpoint = t->config.resume = NULL;
+    t->config.on_step = NULL;
+    t->config.on_epoch = NULL;
+    t->config.user = NULL;
+    t->config.stop = NULL;
+    t->build = build;
+    t->user = user;
+    t->device = device;
+    t->features = features;
+    t->target_width = target_width;
+    t->batch = config->batch_size;
+    t->best_val_loss = INFINITY;
+    t->best_epoch = -1;
+    ug_comm *comm = config->comm;
+    ug_status st = ug_model_create(device, config->seed, &t->model);
+    /* The build creates the parameters the optimizer then takes, as in
+     * build_run; 1 update an epoch counts in no schedule, whose lengths
+     * are given (check_step_config). */
+    if (st == UG_OK) st = trainer_build_graph(t, t->batch, true, &t->train);
+    if (st == UG_OK) st = make_optimizer(t, 1);
+    if (st == UG_OK) st = finish_graph(t, &t->train, true);
+    if (st == UG_OK && comm) /* the replicas start alike: rank 0's */
+        st = ug_comm_broadcast_model(comm, t->model);
+    if (st == UG_OK && comm)
+        t->mixed_backends = ug_comm_ranks_differ(comm, device->info.backend);
+    if (st != UG_OK) {
+        ug_train_step_free(s);
+        return st;
+    }
+    *out = s;
+    return UG_OK;
+}
+
+ug_model *ug_train_step_model(const ug_train_step *s) { return s ? s->trainer->model : NULL; }
+ug_graph *ug_train_step_graph(const ug_train_step *s) { return s ? s->trainer->train.graph : NULL; }
+
+void ug_train_step_free(ug_train_step *s)
+{
+    if (!s)
+        return;
+    ug_trainer_free(s->trainer);
+    free(s);
 }
 
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out)

@@ -1,6 +1,7 @@
 /* The epochs of a training run (ug_trainer_fit): batches through the
  * training graph with accumulation, the callbacks, validation, early
- * stopping and checkpoints at positions a resume continues exactly. */
+ * stopping and checkpoints at positions a resume continues exactly. A step
+ * on its own (ug_train_step_run) trains its batches as fit does its. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,18 +43,19 @@ static ug_status update(ug_trainer *t)
     return t->mixed_backends ? ug_comm_take_rank0_params(t->config.comm, t->model, "trainer: resync") : UG_OK;
 }
 
-/* One batch: backward, and the update when accumulate batches are in or
- * the epoch ends (last). With comm, the update's micro-batch reduces the
- * ranks' gradients as backward produces them; a rank whose part of it is
- * empty joins the reduction with zeros. */
-static ug_status train_batch(ug_trainer *t, const ug_batch *b, bool last)
+/* One batch of rows (x and y): backward, and the update when accumulate
+ * batches are in or the epoch ends (last). With comm, the update's
+ * micro-batch reduces the ranks' gradients as backward produces them; a
+ * rank whose part of it is empty joins the reduction with zeros. Fit's
+ * batches and ug_train_step_run's. */
+static ug_status train_batch(ug_trainer *t, const ug_tensor *x, const ug_tensor *y, int64_t rows, bool last)
 {
     ug_graph *g = t->train.graph;
     ug_comm *comm = t->config.comm;
     const bool updating = t->pending + 1 >= t->config.accumulate || last;
-    if (b->count) {
-        UG_TRY(ug_graph_bind(g, t->train.x, b->x));
-        UG_TRY(ug_graph_bind(g, t->train.y, b->y));
+    if (rows) {
+        UG_TRY(ug_graph_bind(g, t->train.x, x));
+        UG_TRY(ug_graph_bind(g, t->train.y, y));
         if (t->config.accumulate <= 1 && !comm)
             return ug_graph_run(g);
         UG_TRY(updating && comm ? ug_comm_run_backward(comm, g) : ug_graph_run_backward(g));
@@ -64,7 +66,26 @@ static ug_status train_batch(ug_trainer *t, const ug_batch *b, bool last)
     if (!updating)
         return UG_OK;
     UG_TRY(update(t));
-    return trainer_balance_after_update(t, b->count);
+    return trainer_balance_after_update(t, rows);
+}
+
+ug_status ug_train_step_run(ug_train_step *step, const ug_tensor *x, const ug_tensor *y, bool last)
+{
+    if (!step)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_train_step_run: step is NULL");
+    ug_trainer *t = step->trainer;
+    if (!x != !y)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_train_step_run: %s is NULL and %s is not: give both, or "
+                                                     "neither for a rank's empty part of a batch",
+                            x ? "y" : "x", x ? "x" : "y");
+    if (x && ug_tensor_ndim(x) < 1)
+        return ug_set_error(UG_ERR_SHAPE, "ug_train_step_run: x is a scalar; it needs a row per sample");
+    const int64_t rows = x ? ug_tensor_dim(x, 0) : 0;
+    if (!rows && !t->config.comm)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_train_step_run: the batch has no rows (x is %s); only a "
+                                                     "rank of a comm may have an empty part of one",
+                            x ? "empty" : "NULL");
+    return train_batch(t, x, y, rows, last);
 }
 
 /* A checkpoint of the run now (between updates). A failed save is
@@ -121,7 +142,7 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
         }
         const float lr = ug_optimizer_current_lr(t->optimizer);
         t->last_lr = lr;
-        UG_TRY(train_batch(t, &b, index + 1 == batches));
+        UG_TRY(train_batch(t, b.x, b.y, b.count, index + 1 == batches));
         UG_TRY(ug_profiler_range_pop(t->device));
         samples += b.count;
         t->global_batch++;

@@ -72,6 +72,14 @@ struct ug_trainer {
     int64_t *confusion;           /* the last evaluation's matrix */
 };
 
+/* A step (ug_train_step) is a trainer's training half: the structure of
+ * a trainer holding only the model, the optimizer and the training graph,
+ * created by ug_train_step_create (trainer.c) and stepped by the function
+ * fit steps its batches with (trainer_fit.c). */
+struct ug_train_step {
+    ug_trainer *trainer;
+};
+
 /* Builds graph g of the run for batches of rows: inputs, the caller's
  * model, and the metrics' sums (training: loss and accuracy; evaluation:
  * also top-k and the confusion matrix, as configured). */

@@ -158,7 +158,10 @@ typedef struct ug_trainer_config {
     bool device_convert;
     ug_image_augment augment;
     /* Validation: the data set given to ug_trainer_create, or this
-     * fraction of the training set held out (a seeded split). */
+     * fraction of the training set held out: the part
+     * ug_dataset_split(train, val_split, seed, ...) holds out. A program
+     * that needs the parts first (to standardise both with the training
+     * part's statistics) makes that split itself and gives both. */
     double val_split;
     int patience;             /* stop after this many epochs without a lower validation loss; 0: never */
     int top_k;                /* also top-k accuracy in evaluations; 0: not */
@@ -250,6 +253,39 @@ UG_API int64_t ug_trainer_batch_size(const ug_trainer *trainer);
 UG_API int64_t ug_trainer_epochs_done(const ug_trainer *trainer);
 UG_API int64_t ug_trainer_epoch_updates(const ug_trainer *trainer);
 UG_API void ug_trainer_free(ug_trainer *trainer);
+
+/* A training step without the trainer's data: the model, the optimizer and
+ * the training graph ug_trainer_create makes (inputs x and y, the build
+ * function's model and loss, the sums of the loss and accuracy, backward
+ * and the update), and the step ug_trainer_fit takes on each batch. For a
+ * program that runs its own loop over batches it holds, as ug-bench does
+ * to time the trainer's step on batches kept on the device. It has no
+ * loaders, evaluation graph, checkpoints or callbacks, and leaves
+ * denormals as the process has them (ug_set_flush_denormal).
+ *
+ * config is read as ug_trainer_create reads it; batch_size (the rows the
+ * graph is planned for, which must be given), accumulate, precision,
+ * optimizer (loss scaling turned on for f16, as the trainer does), seed
+ * and comm apply. A step has no epochs, so a schedule that counts in them
+ * (cosine with total_steps 0, step with step_size 0) is refused. x is
+ * [rows, features] in the precision; y i32 labels [rows] (target_width 0)
+ * or f32 targets [rows, target_width]. build runs during create only. With
+ * comm, every rank creates its step together (the model starts as rank
+ * 0's) and takes each step together. */
+typedef struct ug_train_step ug_train_step;
+UG_API ug_status ug_train_step_create(ug_device *device, int64_t features, int64_t target_width,
+                                      ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                                      ug_train_step **out);
+/* One batch, as fit trains each: x and y (at most batch_size rows) forward
+ * and backward, and the update once accumulate batches are in, or now with
+ * last (an epoch's last batch). With comm, the update's batch sums the
+ * ranks' gradients; x and y are both NULL where this rank's part of the
+ * batch is empty. */
+UG_API ug_status ug_train_step_run(ug_train_step *step, const ug_tensor *x, const ug_tensor *y, bool last);
+/* Its parts, owned by the step. */
+UG_API ug_model *ug_train_step_model(const ug_train_step *step);
+UG_API ug_graph *ug_train_step_graph(const ug_train_step *step);
+UG_API void ug_train_step_free(ug_train_step *step);
 
 #ifdef __cplusplus
 }

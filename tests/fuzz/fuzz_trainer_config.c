@@ -4,7 +4,9 @@
  * or a trainer whose figures are sane (a batch of at least one sample,
  * updates in an epoch, a finite learning rate), never crashes, leaks or
  * overflows (ASan/UBSan). An accepted configuration small enough to run
- * quickly also trains its epochs and evaluates, on a tiny data set. */
+ * quickly also trains its epochs and evaluates, on a tiny data set. The
+ * same configuration goes to ug_train_step_create, whose step then takes
+ * one batch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,33 @@ static void check_message(ug_status st)
         abort(); /* every refusal says why */
 }
 
+/* The trainer's step alone: refused with a message and nothing made, or
+ * a step that takes a batch of up to its planned rows (zeros: the values
+ * matter less here than the configuration). */
+static void train_one_step(const ug_trainer_config *c)
+{
+    ug_train_step *step = NULL;
+    ug_status st = ug_train_step_create(device, FEATURES, 0, linear, NULL, c, &step);
+    check_message(st);
+    if (st != UG_OK) {
+        if (step)
+            abort();
+        return;
+    }
+    const int64_t rows = c->batch_size < SAMPLES ? c->batch_size : SAMPLES;
+    float x[SAMPLES * FEATURES] = {0};
+    int32_t labels[SAMPLES] = {0};
+    ug_tensor *tx = NULL, *ty = NULL;
+    /* f32 batches: the half precisions' would need converting first */
+    if (c->precision == UG_F32 &&
+        ug_tensor_from_host(device, UG_F32, 2, (int64_t[]){rows, FEATURES}, x, &tx) == UG_OK &&
+        ug_tensor_from_host(device, UG_I32, 1, (int64_t[]){rows}, labels, &ty) == UG_OK)
+        check_message(ug_train_step_run(step, tx, ty, true));
+    ug_tensor_free(tx);
+    ug_tensor_free(ty);
+    ug_train_step_free(step);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *bytes, size_t size)
 {
     fuzz_input in = {bytes, size, 0};
@@ -69,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *bytes, size_t size)
     c.confusion = fuzz_byte(&in) & 1;
     c.log_every = fuzz_int(&in, 4);
 
+    train_one_step(&c);
     ug_trainer *t = NULL;
     ug_status st = ug_trainer_create(device, data, NULL, linear, NULL, &c, &t);
     check_message(st);

@@ -2,10 +2,12 @@
  * and evaluation sums kept apart, resuming bit for bit after a save at an
  * epoch's end and between updates, a resume whose schedule differs
  * (refused, then accepted with the override), early stopping, the batch
- * size search, the callbacks, and refused configurations. */
+ * size search, the callbacks, a step on its own training as fit does, and
+ * refused configurations. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,6 +582,184 @@ TS_TEST(callbacks)
     ug_dataset_free(data);
 }
 
+/* ---- a step on its own ---- */
+
+/* A step fed the batches of a loader like the trainer's (the same seed,
+ * so the same order) trains the parameters fit trains, bit for bit: it is
+ * fit's own step, accumulation and an epoch's short last update included. */
+TS_TEST(step_trains_as_fit)
+{
+    ug_dataset *data = problem(29);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    c.val_split = 0.0;
+    c.epochs = 2;
+    c.accumulate = 3;             /* 8 batches an epoch (the last of 16 rows): the epoch's end updates 2 */
+    c.optimizer.total_steps = 6;  /* 2 epochs of 3 updates */
+    c.keep_denormals = true;      /* fit flushes them otherwise, and the step leaves them */
+    int64_t n_fit = 0, n_step = 0;
+    float *fitted = train_params(dev, data, &c, &n_fit, NULL);
+    ug_train_step *s = NULL;
+    ug_loader *loader = NULL;
+    ug_loader_config lc = ug_loader_default_config();
+    lc.batch_size = c.batch_size;
+    lc.seed = c.seed;
+    if (OK(ug_train_step_create(dev, FEATURES, 0, build_mlp, NULL, &c, &s)) &&
+        OK(ug_loader_create(data, dev, &lc, &loader))) {
+        const int64_t batches = ug_loader_batches(loader);
+        CHECK_EQ_I64(batches, 8);
+        ug_status st = UG_OK;
+        for (int64_t epoch = 0; epoch < c.epochs && st == UG_OK; epoch++) {
+            st = ug_loader_start_epoch(loader, epoch);
+            for (bool done = false; st == UG_OK;) {
+                ug_batch b;
+                st = ug_loader_next(loader, &b, &done);
+                if (st != UG_OK || done)
+                    break;
+                st = ug_train_step_run(s, b.x, b.y, b.index + 1 == batches);
+            }
+        }
+        OK(st);
+        float *stepped = ts_model_params(ug_train_step_model(s), &n_step);
+        if (fitted && stepped)
+            CHECK_MSG(n_step == n_fit && !memcmp(fitted, stepped, (size_t)n_fit * sizeof *fitted),
+                      "the step's parameters differ from fit's");
+    }
+    ug_loader_free(loader);
+    ug_train_step_free(s);
+    ug_dataset_free(data);
+}
+
+/* A rank's steps on a batch of 8 (x and y), or on empty parts of it,
+ * through build_identity (no dropout, whose masks differ by rank): the
+ * bias after three updates. */
+typedef struct step_rank {
+    ug_device *device;
+    ug_comm *comm;            /* NULL: one device */
+    const ug_tensor *x, *y;   /* NULL: this rank's part is empty */
+    float bias[FEATURES];
+    ug_status status;
+    char message[512];
+} step_rank;
+
+static void *step_rank_main(void *arg)
+{
+    step_rank *r = arg;
+    ug_trainer_config c = ug_trainer_defaults();
+    c.batch_size = 8;
+    c.comm = r->comm;
+    c.optimizer.lr = 0.1f;
+    ug_train_step *s = NULL;
+    ug_status st = ug_train_step_create(r->device, FEATURES, 0, build_identity, NULL, &c, &s);
+    for (int i = 0; st == UG_OK && i < 3; i++)
+        st = ug_train_step_run(s, r->x, r->y, false);
+    if (st == UG_OK)
+        st = ug_model_read_param(ug_train_step_model(s), "bias", r->bias, sizeof r->bias);
+    r->status = st;
+    snprintf(r->message, sizeof r->message, "%s", st == UG_OK ? "" : ug_last_error());
+    ug_train_step_free(s);
+    return NULL;
+}
+
+/* With comm, a rank whose part of the batch is empty takes the step with
+ * the others (NULL x and y): both replicas end alike, as one device on
+ * the whole batch. */
+TS_TEST(step_with_an_empty_part)
+{
+    float x_values[8 * FEATURES];
+    int32_t labels[8];
+    for (int i = 0; i < 8 * FEATURES; i++)
+        x_values[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    for (int i = 0; i < 8; i++)
+        labels[i] = i % CLASSES;
+    ug_tensor *x = NULL, *y = NULL;
+    REQUIRE_OK(ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){8, FEATURES}, x_values, &x));
+    REQUIRE_OK(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){8}, labels, &y));
+    step_rank one = {.device = dev, .x = x, .y = y}, ranks[2] = {{.device = dev, .x = x, .y = y}, {.device = dev}};
+    step_rank_main(&one);
+    CHECK_MSG(one.status == UG_OK, "one device: %s", one.message);
+    ug_device *devices[2] = {dev, dev};
+    ug_comm *comms[2] = {NULL, NULL};
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    pthread_t threads[2];
+    bool started[2];
+    for (int r = 0; r < 2; r++) {
+        ranks[r].comm = comms[r];
+        started[r] = pthread_create(&threads[r], NULL, step_rank_main, &ranks[r]) == 0;
+        CHECK(started[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        if (started[r])
+            pthread_join(threads[r], NULL);
+    for (int r = 0; r < 2; r++) {
+        CHECK_MSG(started[r] && ranks[r].status == UG_OK, "rank %d: %s", r, ranks[r].message);
+        ug_comm_free(comms[r]);
+    }
+    if (one.status == UG_OK && ranks[0].status == UG_OK && ranks[1].status == UG_OK) {
+        CHECK_MSG(!memcmp(ranks[0].bias, ranks[1].bias, sizeof ranks[0].bias), "the replicas differ");
+        CHECK_MSG(ts_max_rel(ranks[0].bias, one.bias, FEATURES) <= 1e-6,
+                  "the replicas' bias is %g off one device's", ts_max_rel(ranks[0].bias, one.bias, FEATURES));
+        CHECK_MSG(ts_max_rel(one.bias, (const float[FEATURES]){0}, FEATURES) > 0, "no step moved the bias");
+    }
+    ug_tensor_free(x);
+    ug_tensor_free(y);
+}
+
+TS_TEST(step_refused)
+{
+    ug_train_step *s = (ug_train_step *)&s; /* must become NULL */
+    ug_trainer_config c = ug_trainer_defaults();
+    c.batch_size = 0;
+    if (CHECK_STATUS(ug_train_step_create(dev, FEATURES, 0, build_mlp, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("ug_train_step_create", "batch_size is 0");
+    CHECK(s == NULL);
+    c.batch_size = 8;
+    c.optimizer.schedule = UG_SCHEDULE_COSINE;
+    if (CHECK_STATUS(ug_train_step_create(dev, FEATURES, 0, build_mlp, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("total_steps is 0");
+    c.optimizer.schedule = UG_SCHEDULE_STEP;
+    c.optimizer.step_size = 0;
+    if (CHECK_STATUS(ug_train_step_create(dev, FEATURES, 0, build_mlp, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("step_size is 0");
+    c.optimizer.schedule = UG_SCHEDULE_CONSTANT;
+    if (CHECK_STATUS(ug_train_step_create(dev, 0, 0, build_mlp, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("features is below 1");
+    CHECK_STATUS(ug_train_step_create(dev, FEATURES, 0, NULL, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT);
+    CHECK(s == NULL);
+    if (!OK(ug_train_step_create(dev, FEATURES, 0, build_mlp, NULL, &c, &s)))
+        return;
+    /* Without a comm, a batch has rows, and both x and y. */
+    ug_tensor *x = NULL, *y = NULL, *empty = NULL;
+    const float values[8 * FEATURES] = {0};
+    const int32_t labels[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+    REQUIRE_OK(ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){8, FEATURES}, values, &x));
+    REQUIRE_OK(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){8}, labels, &y));
+    REQUIRE_OK(ug_tensor_create(dev, UG_F32, 2, (int64_t[]){0, FEATURES}, &empty));
+    int64_t n_before = 0, n_refused = 0, n_stepped = 0;
+    const float *before = ts_model_params(ug_train_step_model(s), &n_before);
+    if (CHECK_STATUS(ug_train_step_run(s, NULL, NULL, false), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("no rows", "comm");
+    if (CHECK_STATUS(ug_train_step_run(s, empty, y, false), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("no rows (x is empty)");
+    if (CHECK_STATUS(ug_train_step_run(s, x, NULL, false), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("y is NULL and x is not");
+    CHECK_STATUS(ug_train_step_run(NULL, x, y, false), UG_ERR_INVALID_ARGUMENT);
+    /* None of that stepped; a batch does (the biases move, x being 0). */
+    const float *refused = ts_model_params(ug_train_step_model(s), &n_refused);
+    OK(ug_train_step_run(s, x, y, false));
+    const float *stepped = ts_model_params(ug_train_step_model(s), &n_stepped);
+    if (before && refused && stepped) {
+        CHECK_MSG(n_refused == n_before && !memcmp(before, refused, (size_t)n_before * sizeof *before),
+                  "a refused step changed the parameters");
+        CHECK_MSG(n_stepped == n_before && memcmp(before, stepped, (size_t)n_before * sizeof *before),
+                  "a step changed no parameter");
+    }
+    ug_tensor_free(x);
+    ug_tensor_free(y);
+    ug_tensor_free(empty);
+    ug_train_step_free(s);
+}
+
 /* ---- refused ---- */
 
 TS_TEST(refused_configurations)
@@ -634,6 +814,9 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(batch_size_search),
         TH_DEVICE_TEST(denormals_flushed_while_training),
         TH_DEVICE_TEST(callbacks),
+        TH_DEVICE_TEST(step_trains_as_fit),
+        TH_DEVICE_TEST(step_with_an_empty_part),
+        TH_DEVICE_TEST(step_refused),
         TH_DEVICE_TEST(refused_configurations),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
