@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "unigrad/device.h"
 #include "unigrad/dtype.h"
@@ -39,6 +40,7 @@
 /* ug_unary_kind and ug_binary_kind, with the formulas of every op; Philox
  * and the random transforms. */
 #include "kernels/common/elementwise.h"
+#include "kernels/common/epilogue.h"
 #include "kernels/common/optim_step.h"
 #include "kernels/common/random.h"
 
@@ -116,6 +118,32 @@ typedef struct ug_kview {
 } ug_kview;
 
 
+/* What a graph folds into a kernel as it stores its results (the core's
+ * graph/plan.c and graph/check.c), the same struct in every family that
+ * takes one, applied to each result r in this order (the math written
+ * once for the three dialects in kernels/common/epilogue.h):
+ *   pair (operand.mem set): r = r op e, or e op r where first, with
+ *     alpha; e at row stride operand_rows (0: one value per column of the
+ *     result's rows, a bias; the row's length: a matrix of its shape), in
+ *     the result's dtype;
+ *   post: r = post(r), a unary op whose formula reads only x (COPY: none);
+ *   match (set): r = 1 where r equals match[i] (i32 or f32) as an f32,
+ *     else 0;
+ *   check (set, f32 [1]): set to NaN when r is NaN or infinite, else left;
+ *   sum (set, f32 of the results' count): sum[i] += sum_alpha * r;
+ * and r is stored in the result's dtype. Each family says which parts it
+ * takes (the core gives no other) and, for check, the values it covers. */
+typedef struct ug_epilogue {
+    ug_kview operand;
+    ug_binary_kind op;
+    float alpha;
+    bool first;
+    int64_t operand_rows;
+    ug_unary_kind post;
+    ug_kview match, check, sum;
+    float sum_alpha;
+} ug_epilogue;
+
 /* y[i] = f(x at the strided position of i). The output is contiguous with
  * numel = prod(shape); x is read through strides (in elements, 0 for a
  * broadcast axis), which makes this kernel also the transpose, the expand
@@ -131,15 +159,13 @@ typedef struct ug_unary_args {
 } ug_unary_args;
 
 
-/* y[i] = post(a[..] op b[..]); a and b read through strides (0 for a
+/* y[i] = a[..] op b[..]; a and b read through strides (0 for a
  * broadcast axis); y contiguous. All three have one dtype, f32 or f16, and y
- * may alias a or b exactly (same buffer and offset, contiguous). post is
- * UG_UNARY_COPY (none) or a unary op whose formula reads only x (RELU,
- * GELU, SIGMOID, TANH, ...): the fused activation, applied with alpha and
- * beta 0. */
+ * may alias a or b exactly (same buffer and offset, contiguous). epi: its
+ * post only (a fused activation). */
 typedef struct ug_binary_args {
     ug_binary_kind op;
-    ug_unary_kind post;
+    ug_epilogue epi;
     float alpha;
     ug_kview y, a, b;
     int ndim;
@@ -161,19 +187,13 @@ typedef enum ug_reduce_kind {
  * (ARGMAX: i32, or the index as a float: a cast of it folded in).
  * Accumulation is in f32 in a tree (not a serial sum) so 2^24+ elements
  * stay accurate. len >= 1.
- * check (optional, f32 [1], with y f32 and op not ARGMAX): a graph's
- * numeric check folded in (graph/check.c), set to NaN when a result is NaN
- * or infinite, else left as it is.
- * sum (optional, f32 of y's elements, with y f32 and op not ARGMAX): a
- * graph's running sum folded in (ug_graph_accumulate):
- * sum[k] += sum_alpha * y[k] for every result k, as y is written.
- * match (optional, ARGMAX with y f32: i32 or f32 of y's elements): a
- * graph's equality test folded in, y[k] = 1 where the index as a float
- * equals match[k] as a float, else 0 (a metric's correct predictions). */
+ * epi: check and sum of the results (y f32, op not ARGMAX: a numeric
+ * check, a running sum); match of argmax's index as a float (y f32: a
+ * metric's correct predictions). */
 typedef struct ug_reduce_args {
     ug_reduce_kind op;
-    ug_kview y, x, check, sum, match;
-    float sum_alpha;
+    ug_kview y, x;
+    ug_epilogue epi;
     int64_t outer, len, inner;
 } ug_reduce_args;
 
@@ -184,13 +204,10 @@ typedef struct ug_reduce_args {
  * beta * C (stride_c unused). A and B share one dtype, f32, f16 or bf16;
  * C is f32 or A's dtype. Products accumulate in f32 whatever the dtypes
  * (mixed precision: half operands, f32 accumulation, C rounded once).
- * epilogue (optional; mem NULL: none): a graph's elementwise op on the
- * product folded in (graph/plan.c), C = post(P op E) with P = alpha
- * op(A) op(B) + beta C, op epilogue_op with epilogue_alpha (E op P when
- * epilogue_first), and E[i][j] at row stride epilogue_rows (0: one value
- * per column, a bias; n: a matrix of C's shape) in C's dtype; given only
- * for a C of contiguous rows (ldc = n, stride_c = m n, its batches' rows
- * one after another) and never with sum_batch. A backend applies it in its
+ * epi: its pair and post, on P = alpha op(A) op(B) + beta C, with the
+ * operand's rows as C's (operand_rows 0 or n); given only for a C of
+ * contiguous rows (ldc = n, stride_c = m n, its batches' rows one after
+ * another) and never with sum_batch. A backend applies it in its
  * product's kernel or after it (ug_gemm_epilogue_by_binary). */
 typedef struct ug_gemm_args {
     bool trans_a, trans_b, sum_batch;
@@ -201,12 +218,7 @@ typedef struct ug_gemm_args {
     int64_t lda, ldb, ldc;
     int64_t stride_a, stride_b, stride_c;
     int64_t batch;
-    ug_kview epilogue;
-    ug_binary_kind epilogue_op;
-    float epilogue_alpha;
-    int64_t epilogue_rows;
-    bool epilogue_first;
-    ug_unary_kind post;
+    ug_epilogue epi;
 } ug_gemm_args;
 
 /* A GEMM's epilogue (ug_gemm_args) as one binary launch over C, in place,
@@ -214,15 +226,24 @@ typedef struct ug_gemm_args {
 static inline ug_status ug_gemm_epilogue_by_binary(ug_bdev *dev, const ug_gemm_args *args,
                                                    ug_status (*binary)(ug_bdev *, const ug_binary_args *))
 {
-    if (!args->epilogue.mem || args->m <= 0 || args->n <= 0 || args->batch <= 0)
+    const ug_epilogue *e = &args->epi;
+    if (!e->operand.mem || args->m <= 0 || args->n <= 0 || args->batch <= 0)
         return UG_OK;
-    const bool first = args->epilogue_first;
-    const ug_binary_args op = {.op = args->epilogue_op, .post = args->post, .alpha = args->epilogue_alpha,
-                               .y = args->c, .a = first ? args->epilogue : args->c,
-                               .b = first ? args->c : args->epilogue, .ndim = 2,
-                               .shape = {args->m * args->batch, args->n},
-                               .a_strides = {first ? args->epilogue_rows : args->n, 1},
-                               .b_strides = {first ? args->n : args->epilogue_rows, 1}};
+    const bool first = e->first;
+    ug_binary_args op;
+    memset(&op, 0, sizeof op); /* C and C++ alike: the epilogue's other parts none */
+    op.op = e->op;
+    op.epi.post = e->post;
+    op.alpha = e->alpha;
+    op.y = args->c;
+    op.a = first ? e->operand : args->c;
+    op.b = first ? args->c : e->operand;
+    op.ndim = 2;
+    op.shape[0] = args->m * args->batch;
+    op.shape[1] = args->n;
+    op.a_strides[0] = first ? e->operand_rows : args->n;
+    op.b_strides[0] = first ? args->n : e->operand_rows;
+    op.a_strides[1] = op.b_strides[1] = 1;
     return binary(dev, &op);
 }
 
@@ -279,10 +300,10 @@ typedef struct ug_random_args {
  * scale * dloss[0], with dloss a one-element f32 buffer, or 1 when
  * dloss.mem is NULL (loss not written).
  * A label outside [0, cols) gives a NaN loss row and a zero gradient row.
- * check (optional, f32 [1], forward only): a graph's numeric check folded
- * in, set to NaN when a logit is NaN or infinite, else left as it is. */
+ * epi (forward only): its check, of the logits as the rows read them. */
 typedef struct ug_xent_args {
-    ug_kview logits, labels, loss, grad, dloss, check;
+    ug_kview logits, labels, loss, grad, dloss;
+    ug_epilogue epi;
     int64_t rows, cols;
     float smoothing, scale;
     /* Forward: then the loss's mean over rows, exactly as the REDUCE
@@ -374,10 +395,11 @@ typedef struct ug_pool2d_args {
  * rstd * weight * (dy - mean(dy) - xhat * mean(dy * xhat)), in eval
  * dy * rstd * weight. x, y, dy and dx share one dtype, f32, f16 or bf16;
  * the rest is f32, and so is all arithmetic. */
-/* relu: the forward writes relu(y) (a ReLU after it, fused by the graph;
- * kernels/common/batchnorm.h's ug_bn_output). */
+/* epi (forward): its post, RELU or none (kernels/common/batchnorm.h's
+ * ug_bn_output). */
 typedef struct ug_batchnorm_args {
-    bool backward, training, update_running, relu;
+    bool backward, training, update_running;
+    ug_epilogue epi;
     ug_kview x, y, weight, bias, mean, rstd, running_mean, running_var;
     ug_kview dy, dx, dweight, dbias;
     int64_t n, c, inner;
@@ -406,21 +428,21 @@ typedef enum ug_optim_kind {
  * multi-tensor apply), each tensors[i] a parameter's views and n, one
  * launch where the backend can (param, grad, state0, state1, copy and n of
  * the args unused).
- * When check.mem is set (f32 [1]), a graph's numeric check of the
- * gradient is folded into the update: a NaN or infinite gradient element
- * sets it to NaN, else it is left as it is (a skipped step reads no
- * gradient and checks none).
+ * epi: its check, of the gradient as the update reads it (a skipped step
+ * reads no gradient and checks none).
  * UG_OPTIM_STEP: ug_optim_step with rule on state0 (UG_STEP_STATE_SIZE
  * values) and grad[0] (the gradients' sum of squares; grad.mem NULL when
  * the rule neither clips nor scales), writing the gate to param; n is 1. */
 typedef struct ug_optim_tensor {
-    ug_kview param, grad, state0, state1, copy, check;
+    ug_kview param, grad, state0, state1, copy;
+    ug_epilogue epi;
     int64_t n;
 } ug_optim_tensor;
 
 typedef struct ug_optim_args {
     ug_optim_kind kind;
-    ug_kview param, grad, state0, state1, gate, copy, check;
+    ug_kview param, grad, state0, state1, gate, copy;
+    ug_epilogue epi;
     int64_t n;
     int count;
     const ug_optim_tensor *tensors;
@@ -440,7 +462,7 @@ static inline ug_optim_args ug_optim_args_at(const ug_optim_args *a, int i)
     one.state0 = t->state0;
     one.state1 = t->state1;
     one.copy = t->copy;
-    one.check = t->check;
+    one.epi = t->epi;
     one.n = t->n;
     one.count = 0;
     one.tensors = NULL;
@@ -637,7 +659,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 18
+#define UG_BACKEND_INTERFACE_REVISION 19
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

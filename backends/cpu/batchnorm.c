@@ -108,7 +108,7 @@ static void bn_forward(void *ctx, int64_t begin, int64_t end)
         for (int64_t n = 0; n < a->n; n++) {
             const float *p = x + (n * a->c + c) * a->inner;
             float *q = y + (n * a->c + c) * a->inner;
-            if (a->relu) { /* two loops, each with its formula fixed: both vectorise */
+            if (a->epi.post == UG_UNARY_RELU) { /* two loops, each with its formula fixed: both vectorise */
                 UG_CPU_IVDEP
                 for (int64_t i = 0; i < a->inner; i++)
                     q[i] = ug_bn_output(p[i], scale, shift, true);

@@ -385,8 +385,8 @@ static void binary_piece(void *vjob, int64_t yi, const int64_t *off, int64_t n)
         mode |= B_SCALAR;
     float *out = dt == UG_F32 ? (float *)j->y + yi : ty;
     binary_block(a->op, a->alpha, mode, pa, pb, out, n);
-    if (a->post != UG_UNARY_COPY)
-        unary_block(a->post, 0.0f, 0.0f, out, out, n);
+    if (a->epi.post != UG_UNARY_COPY)
+        unary_block(a->epi.post, 0.0f, 0.0f, out, out, n);
     if (dt != UG_F32)
         ug_cpu_store(j->y + yi * 2, dt, n, out);
 }
@@ -403,9 +403,9 @@ ug_status ug_cpu_binary(ug_bdev *dev, const ug_binary_args *args)
         args->op >= UG_BINARY_COUNT)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu binary: bad op %d or ndim %d",
                             (int)args->op, args->ndim);
-    if ((unsigned)args->post >= UG_UNARY_COUNT)
+    if ((unsigned)args->epi.post >= UG_UNARY_COUNT)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu binary: fused activation %d is not a unary op",
-                            (int)args->post);
+                            (int)args->epi.post);
     if (!ug_cpu_float_dtype(args->y.dtype) || args->a.dtype != args->y.dtype ||
         args->b.dtype != args->y.dtype)
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu binary: dtypes %s, %s -> %s must be one of f32, f16, bf16",

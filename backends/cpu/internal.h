@@ -76,7 +76,7 @@ static inline bool ug_cpu_any_nonfinite(const float *x, int64_t n)
 {
     int bad = 0;
     for (int64_t i = 0; i < n; i++)
-        bad |= x[i] - x[i] != 0.0f;
+        bad |= ug_nonfinite(x[i]);
     return bad;
 }
 
@@ -86,6 +86,27 @@ static inline void ug_cpu_set_check(ug_kview check)
 {
     const uint32_t nan_bits = 0x7fc00000u; /* f32 quiet NaN */
     __atomic_store_n((uint32_t *)(void *)ug_cpu_ptr(check), nan_bits, __ATOMIC_RELAXED);
+}
+
+/* An epilogue's match, check and running sum (backend.h's ug_epilogue,
+ * the math of kernels/common/epilogue.h) on results r[0..n), the results
+ * pos.. of the call, before they are stored; the caller applies the pair
+ * and post-op, in blocks that vectorise. Positions are one thread's. */
+static inline void ug_cpu_epilogue(const ug_epilogue *e, float *r, int64_t pos, int64_t n)
+{
+    if (e->match.mem) {
+        const char *m = ug_cpu_ptr(e->match);
+        for (int64_t c = 0; c < n; c++)
+            r[c] = ug_epilogue_match(r[c], e->match.dtype == UG_I32 ? (float)((const int32_t *)(const void *)m)[pos + c]
+                                                                    : ((const float *)(const void *)m)[pos + c]);
+    }
+    if (e->check.mem && ug_cpu_any_nonfinite(r, n))
+        ug_cpu_set_check(e->check);
+    if (e->sum.mem) {
+        float *sum = (float *)(void *)ug_cpu_ptr(e->sum) + pos;
+        for (int64_t c = 0; c < n; c++)
+            sum[c] += e->sum_alpha * r[c];
+    }
 }
 
 /* Reads n elements of any dtype, stride apart (0 repeats one), as f32. */

@@ -75,8 +75,8 @@ static void optim_range(void *vjob, int64_t b, int64_t e)
 {
     const opt_job *j = vjob;
     const bool bad = j->args->kind == UG_OPTIM_SGD ? sgd_range(j, b, e) : adam_range(j, b, e);
-    if (bad && j->args->check.mem)
-        ug_cpu_set_check(j->args->check);
+    if (bad && j->args->epi.check.mem)
+        ug_cpu_set_check(j->args->epi.check);
     const ug_kview copy = j->args->copy;
     if (copy.mem) /* while the range is still in cache */
         ug_cpu_store(ug_cpu_ptr(copy) + b * (int64_t)ug_dtype_size(copy.dtype), copy.dtype, e - b,
@@ -113,7 +113,7 @@ static ug_status prepare_job(const ug_optim_args *a, opt_job *j, bool *run)
         (need0 && a->state0.dtype != UG_F32) || (need1 && a->state1.dtype != UG_F32) ||
         a->gate.dtype != UG_F32 ||
         (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16) ||
-        (a->check.mem && a->check.dtype != UG_F32))
+        (a->epi.check.mem && a->epi.check.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
                             "cpu optimizer: every buffer must be f32 (the half copy f16 or bf16)");
     const float *gate = (const float *)ug_cpu_ptr(a->gate);

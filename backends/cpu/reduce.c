@@ -35,11 +35,7 @@ typedef struct red_job {
     int64_t brows, nblk; /* positions along len per block, blocks */
     float *part;         /* [pair][blk][tw] partials when nblk > 1 */
     int64_t *pidx;       /* same, argmax indices */
-    ug_kview check;      /* a folded numeric check of the results (backend.h) */
-    float *sum;          /* a running sum folded in: sum += sum_alpha * y (backend.h) */
-    float sum_alpha;
-    const char *match;   /* argmax: y = (index == match) (backend.h); NULL: none */
-    ug_dtype mt;
+    ug_epilogue epi;     /* its match, check and sum (backend.h) */
 } red_job;
 
 static bool is_sum(ug_reduce_kind op)
@@ -269,17 +265,8 @@ static void write_out(const red_job *j, int64_t pos, int64_t w, const float *val
         tmp[c] = j->op == UG_RKERNEL_ARGMAX ? (float)idx[c]
                  : j->op == UG_RKERNEL_MEAN ? val[c] / (float)j->len
                                             : val[c];
-    for (int64_t c = 0; j->match && c < w; c++) {
-        const float m = j->mt == UG_I32 ? (float)((const int32_t *)(const void *)j->match)[pos + c]
-                                        : ((const float *)(const void *)j->match)[pos + c];
-        tmp[c] = tmp[c] == m ? 1.0f : 0.0f;
-    }
-    if (j->check.mem && ug_cpu_any_nonfinite(tmp, w))
-        ug_cpu_set_check(j->check);
+    ug_cpu_epilogue(&j->epi, tmp, pos, w); /* each position is one thread's */
     ug_cpu_store(j->y + pos * (int64_t)ug_dtype_size(j->yt), j->yt, w, tmp);
-    if (j->sum) /* each position is one thread's */
-        for (int64_t c = 0; c < w; c++)
-            j->sum[pos + c] += j->sum_alpha * tmp[c];
 }
 
 static void unit_geometry(const red_job *j, int64_t pair, int64_t *o, int64_t *i0, int64_t *w)
@@ -385,12 +372,15 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
         !(ug_cpu_float_dtype(args->y.dtype) || (args->op == UG_RKERNEL_ARGMAX && args->y.dtype == UG_I32)))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: dtypes %s -> %s not supported",
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
-    if (args->check.mem && (args->check.dtype != UG_F32 || args->y.dtype != UG_F32))
+    const ug_epilogue *e = &args->epi;
+    if (e->operand.mem || e->post != UG_UNARY_COPY)
+        return UG_CPU_ERROR(UG_ERR_UNSUPPORTED, "cpu reduce: an epilogue's pair or post-op");
+    if (e->check.mem && (e->check.dtype != UG_F32 || args->y.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a check needs f32 results and an f32 flag");
-    if (args->sum.mem && (args->sum.dtype != UG_F32 || args->y.dtype != UG_F32 || args->op == UG_RKERNEL_ARGMAX))
+    if (e->sum.mem && (e->sum.dtype != UG_F32 || args->y.dtype != UG_F32 || args->op == UG_RKERNEL_ARGMAX))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a running sum needs f32 results, an f32 sum and no argmax");
-    if (args->match.mem && (args->op != UG_RKERNEL_ARGMAX || args->y.dtype != UG_F32 ||
-                            (args->match.dtype != UG_F32 && args->match.dtype != UG_I32)))
+    if (e->match.mem && (args->op != UG_RKERNEL_ARGMAX || args->y.dtype != UG_F32 ||
+                         (e->match.dtype != UG_F32 && e->match.dtype != UG_I32)))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a comparison needs argmax, f32 results and i32 or f32 values");
     if (args->outer <= 0 || args->inner <= 0)
         return UG_OK;
@@ -399,9 +389,7 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
                             (long long)args->len);
     red_job j = {.op = args->op, .x = ug_cpu_ptr(args->x), .xt = args->x.dtype,
                  .y = ug_cpu_ptr(args->y), .yt = args->y.dtype, .outer = args->outer,
-                 .len = args->len, .inner = args->inner, .check = args->check,
-                 .sum = args->sum.mem ? (float *)ug_cpu_ptr(args->sum) : NULL, .sum_alpha = args->sum_alpha,
-                 .match = args->match.mem ? ug_cpu_ptr(args->match) : NULL, .mt = args->match.dtype};
+                 .len = args->len, .inner = args->inner, .epi = *e};
     j.tw = j.inner == 1 ? 1 : RED_W;
     j.tiles = (j.inner + j.tw - 1) / j.tw;
     /* Blocks of about BLOCK_ELEMS values, fixed by the shape alone. */

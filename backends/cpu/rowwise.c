@@ -137,8 +137,8 @@ static void xent_range(void *vjob, int64_t r0, int64_t r1)
     float sm = a->smoothing;
     for (int64_t r = r0; r < r1; r++) {
         const float *x = j->x + r * cols;
-        if (!j->grad && a->check.mem && ug_cpu_any_nonfinite(x, cols))
-            ug_cpu_set_check(a->check);
+        if (!j->grad && a->epi.check.mem && ug_cpu_any_nonfinite(x, cols))
+            ug_cpu_set_check(a->epi.check);
         int64_t label = j->labels[r];
         bool bad = label < 0 || label >= cols;
         if (bad) {
@@ -181,7 +181,7 @@ static ug_status cross_entropy_rows(ug_bdev *dev, const ug_xent_args *args)
     if (args->logits.dtype != UG_F32 || args->labels.dtype != UG_I32 ||
         (backward ? args->grad.dtype != UG_F32 || (args->dloss.mem && args->dloss.dtype != UG_F32)
                   : !args->loss.mem || args->loss.dtype != UG_F32) ||
-        (args->check.mem && args->check.dtype != UG_F32))
+        (args->epi.check.mem && args->epi.check.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
                             "cpu cross_entropy: needs f32 logits, i32 labels and an f32 %s",
                             backward ? "grad and dloss" : "loss");

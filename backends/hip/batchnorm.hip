@@ -31,7 +31,7 @@ ug_status ug_hip_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     k.momentum = a->momentum;
     k.training = a->training;
     k.update_running = a->update_running;
-    k.relu = a->relu;
+    k.relu = a->epi.post == UG_UNARY_RELU;
     /* Chunks enough for four blocks an SM, each of BN_MIN_CHUNK values or
      * more. */
     const int64_t want = (4 * (int64_t)dev->sm_count + a->c - 1) / a->c;

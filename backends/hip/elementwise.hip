@@ -74,7 +74,7 @@ ug_status ug_hip_binary(ug_bdev *dev, const ug_binary_args *a)
     if (st != UG_OK)
         return st;
     k.op = a->op;
-    k.post = a->post;
+    k.post = a->epi.post;
     k.t = a->y.dtype;
     k.alpha = a->alpha;
     k.a = ug_hip_ptr(&a->a);

@@ -80,7 +80,7 @@ static bool same_shape(const gemm_shape *a, const gemm_shape *b)
 static gemm_shape shape_of(const ug_gemm_args *a, bool vendor)
 {
     return gemm_shape{(int)a->a.dtype, (int)a->c.dtype, (int)a->trans_a, (int)a->trans_b,
-                      a->m, a->n, a->k, a->batch, a->epilogue.mem != NULL, vendor};
+                      a->m, a->n, a->k, a->batch, a->epi.operand.mem != NULL, vendor};
 }
 
 static const char *dtype_name(int t) { return t == UG_F16 ? "f16" : t == UG_BF16 ? "bf16" : "f32"; }

@@ -186,12 +186,12 @@ ug_status ug_hip_gemm_own_path(ug_bdev *dev, const ug_gemm_args *a, int path)
     g.b = ug_hip_ptr(&a->b);
     g.c = ug_hip_ptr(&a->c);
     g.k_whole = 0;
-    g.e = ug_hip_ptr(&a->epilogue);
-    g.e_rows = a->epilogue_rows;
-    g.e_op = a->epilogue_op;
-    g.e_alpha = a->epilogue_alpha;
-    g.e_first = a->epilogue_first;
-    g.post = a->post;
+    g.e = ug_hip_ptr(&a->epi.operand);
+    g.e_rows = a->epi.operand_rows;
+    g.e_op = a->epi.op;
+    g.e_alpha = a->epi.alpha;
+    g.e_first = a->epi.first;
+    g.post = a->epi.post;
     return path == UG_HIP_GEMM_OWN_DOT     ? launch_dot(dev, a, g)
            : path == UG_HIP_GEMM_OWN_SPLIT ? launch_split(dev, a, g)
            : path == UG_HIP_GEMM_OWN_128 ? launch<8>(dev, a, g)

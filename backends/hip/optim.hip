@@ -43,8 +43,8 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
             t.s1[c] = (float *)ug_hip_ptr(&one.state1);
             t.copy[c] = ug_hip_ptr(&one.copy);
             t.copy_t[c] = one.copy.dtype;
-            t.check[c] = (float *)ug_hip_ptr(&one.check);
-            if (t.check[c] && one.check.dtype != UG_F32)
+            t.check[c] = (float *)ug_hip_ptr(&one.epi.check);
+            if (t.check[c] && one.epi.check.dtype != UG_F32)
                 return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: an optimizer's check flag must be f32",
                                               UG_HIP_BACKEND);
             t.n[c] = one.n > 0 ? one.n : 0;

@@ -31,18 +31,18 @@ ug_status ug_hip_reduce_plan(ug_bdev *dev, const ug_reduce_args *a, reduce_k *ou
     k.outer = a->outer;
     k.len = a->len;
     k.inner = a->inner;
-    k.check = (float *)ug_hip_ptr(&a->check);
-    if (k.check && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
+    k.check = (float *)ug_hip_ptr(&a->epi.check);
+    if (k.check && (a->epi.check.dtype != UG_F32 || a->y.dtype != UG_F32))
         return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: a reduction's check needs f32 results and an f32 flag",
                                       UG_HIP_BACKEND);
-    k.sum = (float *)ug_hip_ptr(&a->sum);
-    k.sum_alpha = a->sum_alpha;
-    if (k.sum && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || k.kind == R_ARGMAX))
+    k.sum = (float *)ug_hip_ptr(&a->epi.sum);
+    k.sum_alpha = a->epi.sum_alpha;
+    if (k.sum && (a->epi.sum.dtype != UG_F32 || a->y.dtype != UG_F32 || k.kind == R_ARGMAX))
         return ug_hip_host->set_error(UG_ERR_DTYPE,
                                       "%s: a reduction's running sum needs f32 results, an f32 sum and no argmax",
                                       UG_HIP_BACKEND);
-    k.match = ug_hip_ptr(&a->match);
-    k.mt = a->match.dtype;
+    k.match = ug_hip_ptr(&a->epi.match);
+    k.mt = a->epi.match.dtype;
     if (k.match && (k.kind != R_ARGMAX || a->y.dtype != UG_F32 || (k.mt != UG_F32 && k.mt != UG_I32)))
         return ug_hip_host->set_error(UG_ERR_DTYPE,
                                       "%s: a comparison needs argmax, f32 results and i32 or f32 values",

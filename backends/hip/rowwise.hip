@@ -34,8 +34,8 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     k.grad = ug_hip_ptr(&a->grad);
     k.grad_t = a->grad.dtype;
     k.dloss = (const float *)ug_hip_ptr(&a->dloss);
-    k.check = k.grad ? NULL : (float *)ug_hip_ptr(&a->check);
-    if (k.check && a->check.dtype != UG_F32)
+    k.check = k.grad ? NULL : (float *)ug_hip_ptr(&a->epi.check);
+    if (k.check && a->epi.check.dtype != UG_F32)
         return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: cross_entropy's check flag must be f32", UG_HIP_BACKEND);
     k.rows = a->rows;
     k.cols = a->cols;

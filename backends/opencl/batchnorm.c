@@ -38,7 +38,7 @@ ug_status ug_opencl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     UG_OPENCL_VIEW(rmean, a->running_mean);
     UG_OPENCL_VIEW(rvar, a->running_var);
     cl_float eps = a->eps, momentum = a->momentum;
-    cl_int update = a->update_running, relu = a->relu;
+    cl_int update = a->update_running, relu = a->epi.post == UG_UNARY_RELU;
     ug_opencl_arg args[] = {
         UG_OPENCL_ARG(y),        UG_OPENCL_ARG(y_off),      UG_OPENCL_ARG(x),      UG_OPENCL_ARG(x_off),
         UG_OPENCL_ARG(weight),   UG_OPENCL_ARG(weight_off), UG_OPENCL_ARG(bias),   UG_OPENCL_ARG(bias_off),

@@ -133,7 +133,7 @@ ug_status ug_opencl_binary(ug_bdev *dev, const ug_binary_args *a)
     cl_ulong yoff = (cl_ulong)a->y.offset, aoff = (cl_ulong)a->a.offset,
              boff = (cl_ulong)a->b.offset;
     cl_long cn = n;
-    cl_int op = a->op, post = a->post, ndim = a->ndim;
+    cl_int op = a->op, post = a->epi.post, ndim = a->ndim;
     cl_float alpha = a->alpha;
     const ug_opencl_kernel *k;
     ug_status st;

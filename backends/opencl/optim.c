@@ -59,12 +59,12 @@ ug_status ug_opencl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_mem copy = a->copy.mem ? (cl_mem)a->copy.mem : p; /* absent: bound to p, never written */
     cl_ulong coff = a->copy.mem ? (cl_ulong)a->copy.offset : 0;
     cl_int cdt = (cl_int)a->copy.dtype;
-    UG_OPENCL_CHECK(check, a->check, p);
+    UG_OPENCL_CHECK(check, a->epi.check, p);
     cl_int flags = (a->copy.mem ? UG_OPENCL_OPTIM_COPY : 0) | (check_on ? UG_OPENCL_OPTIM_CHECK : 0);
     if (a->copy.mem && a->copy.dtype != UG_F16 && a->copy.dtype != UG_BF16)
         return ug_opencl_host->set_error(UG_ERR_DTYPE,
                                          "OpenCL: an optimizer's half copy must be f16 or bf16");
-    if (a->check.mem && a->check.dtype != UG_F32)
+    if (a->epi.check.mem && a->epi.check.dtype != UG_F32)
         return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: an optimizer's check flag must be f32");
 
     if (a->kind == UG_OPTIM_SGD) {

@@ -31,10 +31,10 @@ static ug_status reduce_pass(ug_bdev *dev, const ug_opencl_kernel *kernel, cl_me
                              cl_int ydt, cl_mem x, cl_ulong xoff, cl_long outer, cl_long len, cl_long inner,
                              cl_long splits, cl_int op, cl_int stage, cl_float count, const ug_reduce_args *a)
 {
-    UG_OPENCL_CHECK(check, a->check, y);
-    UG_OPENCL_SUM(sum, a->sum, a->sum_alpha, y);
-    UG_OPENCL_CHECK(match, a->match, y);
-    cl_int match_dt = a->match.dtype;
+    UG_OPENCL_CHECK(check, a->epi.check, y);
+    UG_OPENCL_SUM(sum, a->epi.sum, a->epi.sum_alpha, y);
+    UG_OPENCL_CHECK(match, a->epi.match, y);
+    cl_int match_dt = a->epi.match.dtype;
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
@@ -93,8 +93,8 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ug_ope
     pthread_mutex_lock(&dev->launch_lock);
     ug_opencl_queue *q = ug_opencl_current(dev);
     cl_mem pv = q->scratch_v;
-    UG_OPENCL_CHECK(check, a->check, y);
-    UG_OPENCL_SUM(sum, a->sum, a->sum_alpha, y);
+    UG_OPENCL_CHECK(check, a->epi.check, y);
+    UG_OPENCL_SUM(sum, a->epi.sum, a->epi.sum_alpha, y);
     ug_opencl_arg args[] = {UG_OPENCL_ARG(y),         UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(ydt),
                             UG_OPENCL_ARG(x),         UG_OPENCL_ARG(xoff),     UG_OPENCL_ARG(len),
                             UG_OPENCL_ARG(splits),    UG_OPENCL_ARG(chunk),    UG_OPENCL_ARG(op),
@@ -130,8 +130,8 @@ static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
     cl_int ydt = a->y.dtype, op = a->op;
     cl_long outer = a->outer, len = a->len, inner = a->inner;
     cl_float count = (cl_float)a->len;
-    UG_OPENCL_CHECK(check, a->check, y);
-    UG_OPENCL_SUM(sum, a->sum, a->sum_alpha, y);
+    UG_OPENCL_CHECK(check, a->epi.check, y);
+    UG_OPENCL_SUM(sum, a->epi.sum, a->epi.sum_alpha, y);
     ug_opencl_arg args[] = {UG_OPENCL_ARG(y),        UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(ydt),
                             UG_OPENCL_ARG(x),        UG_OPENCL_ARG(xoff),     UG_OPENCL_ARG(outer),
                             UG_OPENCL_ARG(len),      UG_OPENCL_ARG(inner),    UG_OPENCL_ARG(op),
@@ -151,13 +151,14 @@ ug_status ug_opencl_reduce(ug_bdev *dev, const ug_reduce_args *a)
         !(argmax && a->y.dtype == UG_I32))
         return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: reduce does not write %s here",
                                          ug_dtype_name(a->y.dtype));
-    if (a->check.mem && (a->check.dtype != UG_F32 || a->y.dtype != UG_F32))
+    if (a->epi.check.mem && (a->epi.check.dtype != UG_F32 || a->y.dtype != UG_F32))
         return ug_opencl_host->set_error(UG_ERR_DTYPE,
                                          "OpenCL: a reduction's check needs f32 results and an f32 flag");
-    if (a->sum.mem && (a->sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
+    if (a->epi.sum.mem && (a->epi.sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
         return ug_opencl_host->set_error(
             UG_ERR_DTYPE, "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
-    if (a->match.mem && (!argmax || a->y.dtype != UG_F32 || (a->match.dtype != UG_F32 && a->match.dtype != UG_I32)))
+    const ug_kview match = a->epi.match;
+    if (match.mem && (!argmax || a->y.dtype != UG_F32 || (match.dtype != UG_F32 && match.dtype != UG_I32)))
         return ug_opencl_host->set_error(
             UG_ERR_DTYPE, "OpenCL: a comparison needs argmax, f32 results and i32 or f32 values");
     const ug_opencl_kernel *kernel, *partials;

@@ -50,9 +50,9 @@ static ug_status cross_entropy_rows(ug_bdev *dev, const ug_xent_args *a)
     if (!a->grad.mem) {
         cl_mem loss = (cl_mem)a->loss.mem;
         cl_ulong loff = (cl_ulong)a->loss.offset;
-        if (a->check.mem && a->check.dtype != UG_F32)
+        if (a->epi.check.mem && a->epi.check.dtype != UG_F32)
             return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: cross-entropy's check flag must be f32");
-        UG_OPENCL_CHECK(check, a->check, loss);
+        UG_OPENCL_CHECK(check, a->epi.check, loss);
         ug_opencl_arg args[] = {UG_OPENCL_ARG(loss),      UG_OPENCL_ARG(loff),    UG_OPENCL_ARG(x),
                                 UG_OPENCL_ARG(xoff),      UG_OPENCL_ARG(lab),     UG_OPENCL_ARG(laboff),
                                 UG_OPENCL_ARG(cols),      UG_OPENCL_ARG(sm),      UG_OPENCL_ARG(check),

@@ -60,7 +60,7 @@ ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind po
 {
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
-    ug_binary_args args = {.op = kind, .post = post, .alpha = alpha};
+    ug_binary_args args = {.op = kind, .epi = {.post = post}, .alpha = alpha};
     args.y = ug_kview_of(y);
     args.a = ug_kview_of(a);
     args.b = ug_kview_of(b);

@@ -45,7 +45,7 @@ static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_te
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, out[0], NULL);
     args.loss = ug_kview_of(out[1]);
     if (in[2])
-        args.check = ug_kview_of(in[2]);
+        args.epi.check = ug_kview_of(in[2]);
     /* The loss, the row losses' mean, in the same call: a backend whose
      * row kernel can also take the mean saves a launch. */
     const ug_reduce_folds folds = {.check = in[3], .sum = in[2 + UG_OP_SUM_INPUT], .sum_alpha = op->sum_alpha};

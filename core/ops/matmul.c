@@ -15,19 +15,16 @@ static int64_t matrix_count(const ug_tensor *t) { return ug_shape_numel(t->ndim 
  * elementwise op on the product: C is contiguous, as the GEMM requires,
  * and x a vector of its last axis or a tensor of its shape). */
 static ug_status gemm(const char *op, ug_tensor *c, const ug_tensor *a, const ug_tensor *b,
-                      bool trans_a, bool trans_b, const ug_epilogue *e, const ug_tensor *x)
+                      bool trans_a, bool trans_b, const ug_pair *e, const ug_tensor *x)
 {
     if (ug_tensor_numel(c) == 0)
         return UG_OK;
     ug_gemm_args g = {.trans_a = trans_a, .trans_b = trans_b, .deterministic = ug_deterministic(),
                       .alpha = 1.0f, .beta = 0.0f};
     if (e->on) {
-        g.epilogue = ug_kview_of(x);
-        g.epilogue_op = e->op;
-        g.epilogue_alpha = e->alpha;
-        g.epilogue_first = e->first;
-        g.epilogue_rows = ug_tensor_numel(x) == ug_tensor_numel(c) ? cols_of(c) : 0;
-        g.post = e->post;
+        g.epi = (ug_epilogue){.operand = ug_kview_of(x), .op = e->op, .alpha = e->alpha, .first = e->first,
+                              .operand_rows = ug_tensor_numel(x) == ug_tensor_numel(c) ? cols_of(c) : 0,
+                              .post = e->post};
     }
     g.a = ug_kview_of(a);
     g.b = ug_kview_of(b);
@@ -118,7 +115,7 @@ static bool matmul_absorb(ug_op *op, const ug_fold *f)
 static void matmul_describe(const ug_op *op, char *out, size_t len)
 {
     char epilogue[48] = "";
-    const ug_epilogue *e = &op->p.matmul.e;
+    const ug_pair *e = &op->p.matmul.e;
     if (e->on) {
         const ug_op pair = {.def = &ug_op_binary, .p.binary = {.op = e->op, .post = e->post, .alpha = e->alpha}};
         ug_op_binary.describe(&pair, epilogue, sizeof epilogue);

@@ -99,12 +99,12 @@ enum {
 /* An elementwise op of two operands with an activation after, as one op
  * applies it to the result of another: y = post(r op x) with r the
  * result, or post(x op r) where first (x is op's first operand). */
-typedef struct ug_epilogue {
+typedef struct ug_pair {
     bool on, first;
     ug_binary_kind op;
     float alpha;
     ug_unary_kind post;
-} ug_epilogue;
+} ug_pair;
 
 /* What a graph's fusion (graph/plan.c, graph/check.c) can fold into the
  * launch of the op that writes (or reads) a value, so that the node it
@@ -143,7 +143,7 @@ typedef enum ug_fold_kind {
 
 typedef struct ug_fold {
     ug_fold_kind kind;
-    ug_epilogue pair;        /* PAIR (on), and ACTIVATION's activation in post */
+    ug_pair pair;        /* PAIR (on), and ACTIVATION's activation in post */
     int input;               /* SEED, CHECK */
     const ug_run_state *run; /* SEED */
     int *slot;               /* CHECK: where absorb writes the slot */
@@ -206,7 +206,7 @@ struct ug_op {
          * each input element spreads over. */
         struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
         /* an elementwise pair folded in (UG_FOLD_PAIR), its operand input 2; e.on: one */
-        struct { bool ta, tb; ug_epilogue e; } matmul;
+        struct { bool ta, tb; ug_pair e; } matmul;
         /* compares: an equality test of argmax's index folded in (UG_FOLD_EQUALITY) */
         struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; } reduce;
         struct { bool log; } softmax;

@@ -15,7 +15,7 @@ static ug_optim_tensor param_tensor(const ug_optim_source *src, int index, const
 {
     ug_optim_tensor t = {.param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .n = ug_tensor_numel(in[0])};
     if (in[3])
-        t.check = ug_kview_of(in[3]);
+        t.epi.check = ug_kview_of(in[3]);
     if (src->slots > 0)
         t.state0 = ug_kview_of(src->state[index * src->slots]);
     if (src->slots > 1)
@@ -45,7 +45,7 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
         return UG_OK;
     ug_optim_args args = shared_args(src, in[2]);
     args.param = t.param, args.grad = t.grad, args.state0 = t.state0, args.state1 = t.state1;
-    args.copy = t.copy, args.check = t.check, args.n = t.n;
+    args.copy = t.copy, args.epi = t.epi, args.n = t.n;
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
 }
 

@@ -12,13 +12,13 @@ ug_reduce_args ug_reduce_args_of(ug_reduce_kind kind, ug_tensor *y, const ug_ten
     ug_reduce_args args = {.op = kind, .y = ug_kview_of(y), .x = ug_kview_of(x), .outer = outer, .len = len,
                            .inner = inner};
     if (folds) {
-        args.sum_alpha = folds->sum_alpha;
+        args.epi.sum_alpha = folds->sum_alpha;
         if (folds->check)
-            args.check = ug_kview_of(folds->check);
+            args.epi.check = ug_kview_of(folds->check);
         if (folds->sum)
-            args.sum = ug_kview_of(folds->sum);
+            args.epi.sum = ug_kview_of(folds->sum);
         if (folds->match)
-            args.match = ug_kview_of(folds->match);
+            args.epi.match = ug_kview_of(folds->match);
     }
     return args;
 }

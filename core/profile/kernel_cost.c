@@ -47,7 +47,7 @@ static void binary(const ug_binary_args *a, ug_kernel_cost *c)
     double n = elements(a->ndim, a->shape);
     c->bytes = n * size_of(a->y) + distinct(a->ndim, a->shape, a->a_strides) * size_of(a->a) +
                distinct(a->ndim, a->shape, a->b_strides) * size_of(a->b);
-    c->flops = n * (a->post == UG_UNARY_COPY ? 1.0 : 2.0);
+    c->flops = n * (a->epi.post == UG_UNARY_COPY ? 1.0 : 2.0);
     flat(c, n);
 }
 

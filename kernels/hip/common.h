@@ -100,7 +100,6 @@ UG_DEV bool ug_isnan(float x) { return x != x; }
 /* A numeric check folded into a kernel (backend.h's check views): the
  * flag (NULL: none) goes to NaN when a value the kernel read or wrote was
  * NaN or infinite (v - v is NaN exactly then). */
-UG_DEV bool ug_nonfinite(float v) { return v - v != 0.0f; }
 UG_DEV void ug_check_flag(float *check, bool bad)
 {
     if (check && bad)

@@ -58,10 +58,7 @@ __global__ void ug_binary_kernel(binary_k k)
     UG_FOR(i, k.n, I) {
         const float a = ug_ld(k.a, k.t, ug_offset<I>(i, k.sh, k.as));
         const float b = ug_ld(k.b, k.t, ug_offset<I>(i, k.sh, k.bs));
-        float v = ug_binary_op(k.op, a, b, k.alpha);
-        if (k.post != UG_UNARY_COPY)
-            v = ug_unary_op(k.post, v, 1.0f, 0.0f);
-        ug_st(k.y, k.t, i, v);
+        ug_st(k.y, k.t, i, ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, k.post, ug_binary_op(k.op, a, b, k.alpha)));
     }
 }
 

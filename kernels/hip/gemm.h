@@ -61,13 +61,8 @@ template <typename TC>
 UG_DEV TC gemm_out(const gemm_k &g, float sum, const TC *p, int64_t i, int64_t j)
 {
     float v = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * ug_widen(*p);
-    if (g.e) {
-        const float e = ug_widen(((const TC *)g.e)[i * g.e_rows + j]);
-        v = g.e_first ? ug_binary_op(g.e_op, e, v, g.e_alpha) : ug_binary_op(g.e_op, v, e, g.e_alpha);
-    }
-    if (g.post != UG_UNARY_COPY)
-        v = ug_unary_op(g.post, v, 1.0f, 0.0f);
-    return ug_narrow<TC>(v);
+    const float e = g.e ? ug_widen(((const TC *)g.e)[i * g.e_rows + j]) : 0.0f;
+    return ug_narrow<TC>(ug_epilogue_value(g.e != NULL, g.e_op, g.e_alpha, g.e_first, e, g.post, v));
 }
 
 /* Where a thread's r-th output row (column) of a tile lies, for the

@@ -117,10 +117,8 @@ UG_DEV void ug_reduce_block(const reduce_k &k, int tx, int ty, int bx, int by, i
                     const int64_t at = o * k.inner + i;
                     float r = (float)si[tx];
                     if (k.match)
-                        r = r == (k.mt == UG_I32 ? (float)((const int32_t *)k.match)[at]
-                                                 : ((const float *)k.match)[at])
-                                ? 1.0f
-                                : 0.0f;
+                        r = ug_epilogue_match(r, k.mt == UG_I32 ? (float)((const int32_t *)k.match)[at]
+                                                                : ((const float *)k.match)[at]);
                     ug_st(k.y, k.yt, at, r);
                 } else {
                     const float y = k.mean ? r / k.count : r;

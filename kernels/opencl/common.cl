@@ -91,11 +91,10 @@ inline long ug_strided_offset(long i, int ndim, const long *shape, const long *s
     return off + i * strides[0];
 }
 
-/* A numeric check folded into a kernel (backend.h): the flag's buffer,
- * offset and whether there is one, set to NaN when a value the kernel read
- * or wrote was NaN or infinite (v - v is NaN exactly then). */
+/* A numeric check folded into a kernel (backend.h's ug_epilogue): the
+ * flag's buffer, offset and whether there is one, set to NaN when a value
+ * the kernel read or wrote was NaN or infinite (ug_nonfinite). */
 #define UG_CHECK_PARAMS global float *check, ulong check_off, int check_on
-inline bool ug_nonfinite(float v) { return v - v != 0.0f; }
 inline void ug_check_flag(global float *check, ulong check_off, int check_on, bool bad)
 {
     if (check_on && bad)
@@ -109,19 +108,6 @@ inline void ug_sum_add(global float *sum, ulong sum_off, int sum_on, float sum_a
 {
     if (sum_on)
         sum[sum_off + k] += sum_alpha * r;
-}
-
-/* A comparison folded into argmax (backend.h's ug_reduce_args): r, the
- * index as a float, becomes 1 where it equals match[k] (i32 or f32 as a
- * float), 0 elsewhere; r as it is when match_on is 0. */
-#define UG_MATCH_PARAMS const global uchar *match, ulong match_off, int match_on, int match_dt
-inline float ug_match(const global uchar *match, ulong match_off, int match_on, int match_dt, long k, float r)
-{
-    if (!match_on)
-        return r;
-    const float m = match_dt == UG_DT_I32 ? (float)((const global int *)match)[match_off + k]
-                                          : ((const global float *)match)[match_off + k];
-    return r == m ? 1.0f : 0.0f;
 }
 
 /* max that propagates NaN (fmax would drop it). */

@@ -79,7 +79,7 @@ UG_COPY_KERNEL(bf16, ushort)
             return;                                                                      \
         const float v = ug_binary_op(op, UG_LD_##T(a, aoff + i), UG_LD_##T(b, boff + i), \
                                      alpha);                                             \
-        UG_ST_##T(y, yoff + i, ug_unary_op(post, v, 0.0f, 0.0f));                        \
+        UG_ST_##T(y, yoff + i, ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post, v));          \
     }                                                                                    \
     kernel void binary_strided_##T(global UG_T_##T *y, ulong yoff,                       \
                                    const global UG_T_##T *a, ulong aoff,                 \
@@ -92,7 +92,7 @@ UG_COPY_KERNEL(bf16, ushort)
         const float va = UG_LD_##T(a, aoff + ug_strided_offset(i, ndim, lay.shape, lay.as)); \
         const float vb = UG_LD_##T(b, boff + ug_strided_offset(i, ndim, lay.shape, lay.bs)); \
         const float v = ug_binary_op(op, va, vb, alpha);                                 \
-        UG_ST_##T(y, yoff + i, ug_unary_op(post, v, 0.0f, 0.0f));                        \
+        UG_ST_##T(y, yoff + i, ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post, v));          \
     }
 
 UG_BINARY_KERNELS(f32)

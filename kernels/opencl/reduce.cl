@@ -14,6 +14,20 @@
  * first NaN); ARGMAX ties go to the smallest index. y is f32/f16/bf16 (ydt),
  * or for ARGMAX also i32; ARGMAX may compare its index (UG_MATCH_PARAMS). */
 
+/* The equality test an epilogue folds into argmax (backend.h's
+ * ug_epilogue): r, the index as a float, becomes 1 where it equals
+ * match[k] (i32 or f32 as a float), 0 elsewhere; r as it is when match_on
+ * is 0. */
+#define UG_MATCH_PARAMS const global uchar *match, ulong match_off, int match_on, int match_dt
+inline float ug_match(const global uchar *match, ulong match_off, int match_on, int match_dt, long k, float r)
+{
+    if (!match_on)
+        return r;
+    const float m = match_dt == UG_DT_I32 ? (float)((const global int *)match)[match_off + k]
+                                          : ((const global float *)match)[match_off + k];
+    return ug_epilogue_match(r, m);
+}
+
 /* Does (va, ia) beat (vb, ib) for ARGMAX? */
 inline bool ug_argmax_better(float va, int ia, float vb, int ib)
 {
