@@ -187,9 +187,10 @@ typedef enum ug_reduce_kind {
  * (ARGMAX: i32, or the index as a float: a cast of it folded in).
  * Accumulation is in f32 in a tree (not a serial sum) so 2^24+ elements
  * stay accurate. len >= 1.
- * epi: check and sum of the results (y f32, op not ARGMAX: a numeric
- * check, a running sum); match of argmax's index as a float (y f32: a
- * metric's correct predictions). */
+ * epi: all but the pair, on the results as written: post (op not
+ * ARGMAX), check and sum (y f32, op not ARGMAX: a numeric check, a
+ * running sum); match of argmax's index as a float (y f32: a metric's
+ * correct predictions). */
 typedef struct ug_reduce_args {
     ug_reduce_kind op;
     ug_kview y, x;

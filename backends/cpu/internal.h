@@ -88,12 +88,15 @@ static inline void ug_cpu_set_check(ug_kview check)
     __atomic_store_n((uint32_t *)(void *)ug_cpu_ptr(check), nan_bits, __ATOMIC_RELAXED);
 }
 
-/* An epilogue's match, check and running sum (backend.h's ug_epilogue,
- * the math of kernels/common/epilogue.h) on results r[0..n), the results
- * pos.. of the call, before they are stored; the caller applies the pair
- * and post-op, in blocks that vectorise. Positions are one thread's. */
+/* An epilogue's post-op, match, check and running sum (backend.h's
+ * ug_epilogue, the math of kernels/common/epilogue.h) on results r[0..n),
+ * the results pos.. of the call, before they are stored; a pair is the
+ * caller's (binary ops and the GEMM apply theirs in blocks that
+ * vectorise). Positions are one thread's. */
 static inline void ug_cpu_epilogue(const ug_epilogue *e, float *r, int64_t pos, int64_t n)
 {
+    for (int64_t c = 0; e->post != UG_UNARY_COPY && c < n; c++)
+        r[c] = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, e->post, r[c]);
     if (e->match.mem) {
         const char *m = ug_cpu_ptr(e->match);
         for (int64_t c = 0; c < n; c++)

@@ -34,7 +34,7 @@ static ug_status reduce_pass(ug_bdev *dev, const ug_opencl_kernel *kernel, cl_me
     UG_OPENCL_CHECK(check, a->epi.check, y);
     UG_OPENCL_SUM(sum, a->epi.sum, a->epi.sum_alpha, y);
     UG_OPENCL_CHECK(match, a->epi.match, y);
-    cl_int match_dt = a->epi.match.dtype;
+    cl_int match_dt = a->epi.match.dtype, post = a->epi.post;
     size_t tx, ty;
     reduce_shape(dev, kernel->wg, len, inner, &tx, &ty);
     cl_long chunk = (len + splits - 1) / splits;
@@ -49,7 +49,7 @@ static ug_status reduce_pass(ug_bdev *dev, const ug_opencl_kernel *kernel, cl_me
         UG_OPENCL_ARG(count),     UG_OPENCL_ARG(pv),        UG_OPENCL_ARG(pi),    UG_OPENCL_ARG(check),
         UG_OPENCL_ARG(check_off), UG_OPENCL_ARG(check_on),  UG_OPENCL_ARG(sum),   UG_OPENCL_ARG(sum_off),
         UG_OPENCL_ARG(sum_on),    UG_OPENCL_ARG(sum_alpha), UG_OPENCL_ARG(match), UG_OPENCL_ARG(match_off),
-        UG_OPENCL_ARG(match_on),  UG_OPENCL_ARG(match_dt)};
+        UG_OPENCL_ARG(match_on),  UG_OPENCL_ARG(match_dt),  UG_OPENCL_ARG(post)};
     return ug_opencl_launch_locked(dev, kernel, 2, global, local, args, sizeof args / sizeof args[0]);
 }
 
@@ -95,12 +95,14 @@ static ug_status reduce_rows(ug_bdev *dev, const ug_reduce_args *a, const ug_ope
     cl_mem pv = q->scratch_v;
     UG_OPENCL_CHECK(check, a->epi.check, y);
     UG_OPENCL_SUM(sum, a->epi.sum, a->epi.sum_alpha, y);
+    cl_int post = a->epi.post;
     ug_opencl_arg args[] = {UG_OPENCL_ARG(y),         UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(ydt),
                             UG_OPENCL_ARG(x),         UG_OPENCL_ARG(xoff),     UG_OPENCL_ARG(len),
                             UG_OPENCL_ARG(splits),    UG_OPENCL_ARG(chunk),    UG_OPENCL_ARG(op),
                             UG_OPENCL_ARG(count),     UG_OPENCL_ARG(pv),       UG_OPENCL_ARG(check),
                             UG_OPENCL_ARG(check_off), UG_OPENCL_ARG(check_on), UG_OPENCL_ARG(sum),
-                            UG_OPENCL_ARG(sum_off),   UG_OPENCL_ARG(sum_on),   UG_OPENCL_ARG(sum_alpha)};
+                            UG_OPENCL_ARG(sum_off),   UG_OPENCL_ARG(sum_on),   UG_OPENCL_ARG(sum_alpha),
+                            UG_OPENCL_ARG(post)};
     st = ug_opencl_launch_locked(dev, k, 1, &global, &local, args, sizeof args / sizeof args[0]);
     if (st == UG_OK && splits > 1)
         st = reduce_pass(dev, partials, y, yoff, ydt, pv, 0, a->outer, splits, 1, 1, op, 1, count, a);
@@ -132,12 +134,13 @@ static ug_status reduce_cols(ug_bdev *dev, const ug_reduce_args *a)
     cl_float count = (cl_float)a->len;
     UG_OPENCL_CHECK(check, a->epi.check, y);
     UG_OPENCL_SUM(sum, a->epi.sum, a->epi.sum_alpha, y);
+    cl_int post = a->epi.post;
     ug_opencl_arg args[] = {UG_OPENCL_ARG(y),        UG_OPENCL_ARG(yoff),     UG_OPENCL_ARG(ydt),
                             UG_OPENCL_ARG(x),        UG_OPENCL_ARG(xoff),     UG_OPENCL_ARG(outer),
                             UG_OPENCL_ARG(len),      UG_OPENCL_ARG(inner),    UG_OPENCL_ARG(op),
                             UG_OPENCL_ARG(count),    UG_OPENCL_ARG(check),    UG_OPENCL_ARG(check_off),
                             UG_OPENCL_ARG(check_on), UG_OPENCL_ARG(sum),      UG_OPENCL_ARG(sum_off),
-                            UG_OPENCL_ARG(sum_on),   UG_OPENCL_ARG(sum_alpha)};
+                            UG_OPENCL_ARG(sum_on),   UG_OPENCL_ARG(sum_alpha), UG_OPENCL_ARG(post)};
     return ug_opencl_launch_1d(dev, k, (size_t)(outer * ((inner + 15) / 16)), args,
                                sizeof args / sizeof args[0]);
 }
@@ -157,6 +160,9 @@ ug_status ug_opencl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     if (a->epi.sum.mem && (a->epi.sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
         return ug_opencl_host->set_error(
             UG_ERR_DTYPE, "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
+    if ((unsigned)a->epi.post >= UG_UNARY_COUNT || (argmax && a->epi.post != UG_UNARY_COPY) || a->epi.operand.mem)
+        return ug_opencl_host->set_error(UG_ERR_INVALID_ARGUMENT,
+                                         "OpenCL: a reduction's epilogue takes no pair, nor a post-op after argmax");
     const ug_kview match = a->epi.match;
     if (match.mem && (!argmax || a->y.dtype != UG_F32 || (match.dtype != UG_F32 && match.dtype != UG_I32)))
         return ug_opencl_host->set_error(

@@ -28,6 +28,7 @@ typedef struct reduce_k {
     float sum_alpha;
     const char *match;   /* argmax: y = (index == match), i32 or f32 (mt); NULL: none */
     int mt;
+    int post;            /* the epilogue's post-op on the final results (UG_UNARY_COPY: none) */
     int64_t outer, len, inner, chunk, splits;
 } reduce_k;
 
@@ -121,7 +122,7 @@ UG_DEV void ug_reduce_block(const reduce_k &k, int tx, int ty, int bx, int by, i
                                                                 : ((const float *)k.match)[at]);
                     ug_st(k.y, k.yt, at, r);
                 } else {
-                    const float y = k.mean ? r / k.count : r;
+                    const float y = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, k.post, k.mean ? r / k.count : r);
                     ug_check_flag(k.check, ug_nonfinite(y));
                     ug_st(k.y, k.yt, o * k.inner + i, y);
                     if (k.sum)

@@ -43,7 +43,7 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
                            ulong xoff, const global int *xidx, long len,                     \
                            long inner, long splits, long chunk, int op, int stage,           \
                            float count, global float *pv, global int *pi, UG_CHECK_PARAMS,   \
-                           UG_SUM_PARAMS, UG_MATCH_PARAMS)                                   \
+                           UG_SUM_PARAMS, UG_MATCH_PARAMS, int post)                         \
     {                                                                                        \
         local float lv[UG_WG];                                                               \
         local int li[UG_WG];                                                                 \
@@ -115,7 +115,8 @@ inline bool ug_argmax_better(float va, int ia, float vb, int ib)
             ug_store_dt(y, (long)yoff + o * inner + i, ydt,                                  \
                         ug_match(match, match_off, match_on, match_dt, o * inner + i, (float)idx)); \
         } else {                                                                             \
-            const float r = op == UG_R_MEAN ? acc / count : acc;                             \
+            const float r = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post,                     \
+                                              op == UG_R_MEAN ? acc / count : acc);          \
             ug_check_flag(check, check_off, check_on, ug_nonfinite(r));                      \
             ug_store_dt(y, (long)yoff + o * inner + i, ydt, r);                              \
             ug_sum_add(sum, sum_off, sum_on, sum_alpha, o * inner + i, r);                   \
@@ -136,7 +137,7 @@ UG_REDUCE_KERNEL(bf16)
  * SUM, MEAN, SUMSQ and MAX; ARGMAX stays with the kernel above. */
 kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global float *x, ulong xoff,
                             long len, long splits, long chunk, int op, float count,
-                            global float *pv, UG_CHECK_PARAMS, UG_SUM_PARAMS)
+                            global float *pv, UG_CHECK_PARAMS, UG_SUM_PARAMS, int post)
 {
     local float lv[UG_WG];
     const int t = get_local_id(0), T = get_local_size(0);
@@ -178,7 +179,7 @@ kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global f
         pv[og] = acc;
         return;
     }
-    const float r = op == UG_R_MEAN ? acc / count : acc;
+    const float r = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post, op == UG_R_MEAN ? acc / count : acc);
     ug_check_flag(check, check_off, check_on, ug_nonfinite(r));
     ug_store_dt(y, (long)yoff + o, ydt, r);
     ug_sum_add(sum, sum_off, sum_on, sum_alpha, o, r);
@@ -194,7 +195,7 @@ kernel void reduce_rows_f32(global uchar *y, ulong yoff, int ydt, const global f
  * SUM, MEAN, SUMSQ and MAX. */
 kernel void reduce_cols_f32(global uchar *y, ulong yoff, int ydt, const global float *x, ulong xoff,
                             long outer, long len, long inner, int op, float count,
-                            UG_CHECK_PARAMS, UG_SUM_PARAMS)
+                            UG_CHECK_PARAMS, UG_SUM_PARAMS, int post)
 {
     const long per = (inner + 15) / 16, item = get_global_id(0);
     if (item >= outer * per) /* the launch's rounding */
@@ -226,6 +227,7 @@ kernel void reduce_cols_f32(global uchar *y, ulong yoff, int ydt, const global f
     vstore16(acc, 0, out);
     bool bad = false;
     for (int j = (int)(first - i0); j < 16; j++) {
+        out[j] = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post, out[j]);
         bad |= ug_nonfinite(out[j]);
         ug_store_dt(y, (long)yoff + o * inner + i0 + j, ydt, out[j]);
         ug_sum_add(sum, sum_off, sum_on, sum_alpha, o * inner + i0 + j, out[j]);
