@@ -207,8 +207,9 @@ struct ug_op {
         struct { float alpha; int ndim; int64_t shape[UG_MAX_DIMS]; const ug_value *like; bool mean; } expand;
         /* an elementwise pair folded in (UG_FOLD_PAIR), its operand input 2; e.on: one */
         struct { bool ta, tb; ug_pair e; } matmul;
-        /* compares: an equality test of argmax's index folded in (UG_FOLD_EQUALITY) */
-        struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; } reduce;
+        /* compares: an equality test of argmax's index folded in (UG_FOLD_EQUALITY);
+         * post: an activation of the results folded in (UG_FOLD_ACTIVATION) */
+        struct { ug_reduce_kind op; int axis; bool all, keepdim, compares; ug_unary_kind post; } reduce;
         struct { bool log; } softmax;
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
         struct { const ug_run_state *run; uint64_t stream; float p; } dropout;
@@ -337,10 +338,12 @@ ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float
 /* What a graph folds into a reduction's launch, each NULL or: check, a
  * numeric check's flag for the results (f32 y); sum, a running sum that
  * the results, times sum_alpha, are added into (f32 y); match, the values
- * argmax's index is compared with (y then 1 where equal, else 0). */
+ * argmax's index is compared with (y then 1 where equal, else 0); and
+ * post, an activation of the results (UG_UNARY_COPY: none). */
 typedef struct ug_reduce_folds {
     const ug_tensor *check, *sum, *match;
     float sum_alpha;
+    ug_unary_kind post;
 } ug_reduce_folds;
 /* x [outer, len, inner] reduced over len into y; folds: NULL, or what is
  * folded in. */

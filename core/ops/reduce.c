@@ -13,6 +13,7 @@ ug_reduce_args ug_reduce_args_of(ug_reduce_kind kind, ug_tensor *y, const ug_ten
                            .inner = inner};
     if (folds) {
         args.epi.sum_alpha = folds->sum_alpha;
+        args.epi.post = folds->post;
         if (folds->check)
             args.epi.check = ug_kview_of(folds->check);
         if (folds->sum)
@@ -90,7 +91,7 @@ static ug_status reduce_launch(const ug_op *op, ug_tensor *const *out, const ug_
     int64_t outer, len, inner;
     reduce_extent(op, in[0]->ndim, in[0]->shape, &outer, &len, &inner);
     const ug_reduce_folds folds = {.check = in[1], .sum = in[1 + UG_OP_SUM_INPUT], .match = in[1 + UG_OP_MATCH_INPUT],
-                                   .sum_alpha = op->sum_alpha};
+                                   .sum_alpha = op->sum_alpha, .post = op->p.reduce.post};
     return ug_launch_reduce(op->name, op->p.reduce.op, out[0], in[0], outer, len, inner, &folds);
 }
 
@@ -121,7 +122,9 @@ static ug_autocast_class reduce_autocast(const ug_op *op)
 }
 
 /* A cast of the result (argmax's index too: a metric's cast of the
- * predicted class); a check of the results as they are written (f32
+ * predicted class); an activation of the results (a norm's square root,
+ * sqrt(mean(x^2)), or a pooled feature's activation), argmax's index
+ * excepted; a check of the results as they are written (f32
  * ones: graph/check.c sees to it) and a running sum of them, argmax's
  * index excepted; argmax's index against the labels: a metric's count of
  * correct predictions, equal(argmax(logits), labels), in one launch. */
@@ -130,6 +133,11 @@ static bool reduce_absorb(ug_op *op, const ug_fold *f)
     const bool argmax = op->p.reduce.op == UG_RKERNEL_ARGMAX;
     switch (f->kind) {
     case UG_FOLD_CAST: return true;
+    case UG_FOLD_ACTIVATION:
+        if (argmax || op->p.reduce.post != UG_UNARY_COPY)
+            return false;
+        op->p.reduce.post = f->pair.post;
+        return true;
     case UG_FOLD_SUM: return !argmax;
     case UG_FOLD_CHECK:
         *f->slot = 0;
@@ -143,11 +151,16 @@ static bool reduce_absorb(ug_op *op, const ug_fold *f)
     }
 }
 
-/* "argmax+equal" once it compares; else the name. */
+/* "argmax+equal" once it compares, "mean+sqrt" with an activation; else the name. */
 static void reduce_describe(const ug_op *op, char *out, size_t len)
 {
     const char *name = strncmp(op->name, "graph ", 6) ? op->name : op->name + 6;
-    snprintf(out, len, "%s%s", name, op->p.reduce.compares ? "+equal" : "");
+    char post[24] = "";
+    if (op->p.reduce.post != UG_UNARY_COPY) { /* "mean+sqrt", as the unary op names itself */
+        const ug_op act = {.def = &ug_op_unary, .p.unary = {.op = op->p.reduce.post}};
+        ug_op_unary.describe(&act, post, sizeof post);
+    }
+    snprintf(out, len, "%s%s%s%s", name, op->p.reduce.compares ? "+equal" : "", post[0] ? "+" : "", post);
 }
 
 const ug_op_def ug_op_reduce = {.family = "reduce", .infer = reduce_infer, .launch = reduce_launch,

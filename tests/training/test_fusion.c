@@ -251,6 +251,60 @@ TS_TEST(argmax_cast_folded)
     CHECK_EQ_I64(nodes[1], nodes[0] - 1);
 }
 
+/* An activation of a reduction's results made by the reduction
+ * (UG_FOLD_ACTIVATION): a row's root mean square, sqrt(mean(x * x)) over
+ * the last axis, and tanh of the column sums over the first (the rows'
+ * and the columns' kernels on every device). One kernel fewer for each,
+ * the same bits as unfused, and within f32 rounding of a double
+ * reference. */
+TS_TEST(activations_folded_into_reductions)
+{
+    enum { ROWS = 37, COLS = 300 };
+    static float x[ROWS * COLS];
+    double rms[ROWS] = {0}, sums[COLS] = {0};
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) {
+            const float v = (float)((r * 31 + c * 17) % 29 - 14) / 8.0f;
+            x[r * COLS + c] = v;
+            rms[r] += (double)v * v / COLS;
+            sums[c] += v / 16.0;
+        }
+    const int64_t shape[2] = {ROWS, COLS};
+    int nodes[2] = {0, 0};
+    float got[2][ROWS + COLS];
+    for (int fused = 0; fused < 2; fused++) {
+        th_context("%s", fused ? "fused" : "unfused");
+        ug_graph *g = ts_graph(ts_model(dev, 5));
+        REQUIRE(g);
+        ug_value *xv = NULL, *sq = NULL, *mean = NULL, *root = NULL, *scaled = NULL, *colsum = NULL, *act = NULL;
+        REQUIRE_OK(ug_graph_set_fusion(g, fused));
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, shape, &xv));
+        REQUIRE_OK(ug_g_mul(g, xv, xv, &sq));
+        REQUIRE_OK(ug_g_mean(g, sq, 1, false, &mean));
+        REQUIRE_OK(ug_g_sqrt(g, mean, &root));
+        REQUIRE_OK(ug_g_scale_shift(g, xv, 1.0f / 16.0f, 0.0f, &scaled));
+        REQUIRE_OK(ug_g_sum(g, scaled, 0, false, &colsum));
+        REQUIRE_OK(ug_g_tanh(g, colsum, &act));
+        REQUIRE_OK(ug_graph_keep(g, root));
+        REQUIRE_OK(ug_graph_keep(g, act));
+        REQUIRE((nodes[fused] = compiled_kernels(g)) >= 0);
+        ug_tensor *xt = ts_tensor_f32(dev, 2, shape, x);
+        REQUIRE(xt);
+        REQUIRE_OK(ug_graph_bind(g, xv, xt));
+        REQUIRE_OK(ug_graph_run(g));
+        REQUIRE_OK(ug_graph_read(g, root, got[fused], ROWS * sizeof(float)));
+        REQUIRE_OK(ug_graph_read(g, act, got[fused] + ROWS, COLS * sizeof(float)));
+        for (int r = 0; r < ROWS; r++)
+            CHECK_MSG(fabs(got[fused][r] - sqrt(rms[r])) <= 1e-5 * sqrt(rms[r]), "row %d: %g, want %g", r,
+                      (double)got[fused][r], sqrt(rms[r]));
+        for (int c = 0; c < COLS; c++)
+            CHECK_MSG(fabs(got[fused][ROWS + c] - tanh(sums[c])) <= 1e-5, "column %d: %g, want %g", c,
+                      (double)got[fused][ROWS + c], tanh(sums[c]));
+    }
+    CHECK_EQ_I64(nodes[1], nodes[0] - 2);
+    CHECK(memcmp(got[0], got[1], sizeof got[0]) == 0);
+}
+
 /* A metric's correct predictions, equal(argmax(logits), labels), made by
  * the argmax (UG_FOLD_EQUALITY): its index compared with the labels as it
  * is written, the labels' cast to f32 gone with the equal when nothing
@@ -459,6 +513,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(cnn_fused_as_unfused),
         TH_DEVICE_TEST(epilogues_folded_into_products),
         TH_DEVICE_TEST(argmax_cast_folded),
+        TH_DEVICE_TEST(activations_folded_into_reductions),
         TH_DEVICE_TEST(correct_predictions_folded),
         TH_DEVICE_TEST(running_sums_folded),
         TH_DEVICE_TEST(running_sum_of_rows_refused),
