@@ -373,10 +373,6 @@ ug_status ug_cpu_reduce(ug_bdev *dev, const ug_reduce_args *args)
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: dtypes %s -> %s not supported",
                             ug_dtype_name(args->x.dtype), ug_dtype_name(args->y.dtype));
     const ug_epilogue *e = &args->epi;
-    if (e->operand.mem)
-        return UG_CPU_ERROR(UG_ERR_UNSUPPORTED, "cpu reduce: an epilogue's pair");
-    if ((unsigned)e->post >= UG_UNARY_COUNT || (e->post != UG_UNARY_COPY && args->op == UG_RKERNEL_ARGMAX))
-        return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu reduce: post-op %d (none after argmax)", (int)e->post);
     if (e->check.mem && (e->check.dtype != UG_F32 || args->y.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu reduce: a check needs f32 results and an f32 flag");
     if (e->sum.mem && (e->sum.dtype != UG_F32 || args->y.dtype != UG_F32 || args->op == UG_RKERNEL_ARGMAX))

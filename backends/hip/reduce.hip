@@ -44,10 +44,6 @@ ug_status ug_hip_reduce_plan(ug_bdev *dev, const ug_reduce_args *a, reduce_k *ou
     k.match = ug_hip_ptr(&a->epi.match);
     k.mt = a->epi.match.dtype;
     k.post = a->epi.post;
-    if ((unsigned)k.post >= UG_UNARY_COUNT || (k.kind == R_ARGMAX && k.post != UG_UNARY_COPY) || a->epi.operand.mem)
-        return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT,
-                                      "%s: a reduction's epilogue takes no pair, nor a post-op after argmax",
-                                      UG_HIP_BACKEND);
     if (k.match && (k.kind != R_ARGMAX || a->y.dtype != UG_F32 || (k.mt != UG_F32 && k.mt != UG_I32)))
         return ug_hip_host->set_error(UG_ERR_DTYPE,
                                       "%s: a comparison needs argmax, f32 results and i32 or f32 values",

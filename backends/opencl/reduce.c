@@ -160,9 +160,6 @@ ug_status ug_opencl_reduce(ug_bdev *dev, const ug_reduce_args *a)
     if (a->epi.sum.mem && (a->epi.sum.dtype != UG_F32 || a->y.dtype != UG_F32 || argmax))
         return ug_opencl_host->set_error(
             UG_ERR_DTYPE, "OpenCL: a reduction's running sum needs f32 results, an f32 sum and no argmax");
-    if ((unsigned)a->epi.post >= UG_UNARY_COUNT || (argmax && a->epi.post != UG_UNARY_COPY) || a->epi.operand.mem)
-        return ug_opencl_host->set_error(UG_ERR_INVALID_ARGUMENT,
-                                         "OpenCL: a reduction's epilogue takes no pair, nor a post-op after argmax");
     const ug_kview match = a->epi.match;
     if (match.mem && (!argmax || a->y.dtype != UG_F32 || (match.dtype != UG_F32 && match.dtype != UG_I32)))
         return ug_opencl_host->set_error(

@@ -58,6 +58,7 @@ typedef struct ug_optim_source {
     const ug_tensor *(*half_copy)(const void *model, int index);
     const void *model;
 } ug_optim_source;
+
 /* What an op's backward function sees of its node in a graph. */
 typedef struct ug_op_node {
     const ug_op *op;
@@ -123,9 +124,10 @@ typedef enum ug_fold_kind {
     /* y = x in another float dtype: taken, the launch writes its result in
      * whatever float dtype it is given, its value rounded once */
     UG_FOLD_CAST,
-    /* Taken only: y = (a == b) as 1 or 0 (see above); the launch writes in place of each
-     * element r of its f32 result whether r equals the same element of
-     * its input nin + UG_OP_MATCH_INPUT (i32 or f32, compared as f32) */
+    /* Taken only: y = (a == b) as 1 or 0 (see above); the launch writes,
+     * in place of each element r of its f32 result, whether r equals the
+     * same element of its input nin + UG_OP_MATCH_INPUT (i32 or f32,
+     * compared as f32) */
     UG_FOLD_EQUALITY,
     /* y = the backward pass's first gradient: taken from run in place of
      * the launch's input `input`, which it no longer reads */
@@ -143,7 +145,7 @@ typedef enum ug_fold_kind {
 
 typedef struct ug_fold {
     ug_fold_kind kind;
-    ug_pair pair;        /* PAIR (on), and ACTIVATION's activation in post */
+    ug_pair pair;            /* PAIR (on), and ACTIVATION's activation in post */
     int input;               /* SEED, CHECK */
     const ug_run_state *run; /* SEED */
     int *slot;               /* CHECK: where absorb writes the slot */

@@ -140,8 +140,10 @@ static bool reduce_absorb(ug_op *op, const ug_fold *f)
         return true;
     case UG_FOLD_SUM: return !argmax;
     case UG_FOLD_CHECK:
+        if (f->input != UG_CHECKED_OPERAND_RESULT || argmax)
+            return false;
         *f->slot = 0;
-        return f->input == UG_CHECKED_OPERAND_RESULT && !argmax;
+        return true;
     case UG_FOLD_EQUALITY:
         if (!argmax || op->p.reduce.compares)
             return false;
