@@ -11,6 +11,7 @@ size_t ug_dtype_size(ug_dtype dtype)
     case UG_I32: return 4;
     case UG_U8: return 1;
     case UG_BF16: return 2;
+    case UG_I64: return 8;
     }
     return 0;
 }
@@ -23,6 +24,7 @@ const char *ug_dtype_name(ug_dtype dtype)
     case UG_I32: return "i32";
     case UG_U8: return "u8";
     case UG_BF16: return "bf16";
+    case UG_I64: return "i64";
     }
     return "invalid";
 }

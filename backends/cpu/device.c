@@ -112,6 +112,12 @@ void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, fl
             out[i] = (float)p[i * stride];
         break;
     }
+    case UG_I64: {
+        const int64_t *p = base;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (float)p[i * stride];
+        break;
+    }
     }
 }
 

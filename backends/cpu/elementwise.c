@@ -214,6 +214,9 @@ static void copy_piece(void *vjob, int64_t yi, const int64_t *off, int64_t n)
         memcpy(&v, src, sizeof v);
         for (int64_t i = 0; i < n; i++)
             ((uint32_t *)dst)[i] = v;
+    } else if (es == 8) {
+        for (int64_t i = 0; i < n; i++)
+            ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i * sx];
     } else if (es == 4) {
         for (int64_t i = 0; i < n; i++)
             ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i * sx];
@@ -259,6 +262,7 @@ typedef struct tr_job {
             for (int64_t c = 0; c < nc; c++)                                                   \
                 ((T *)ydst)[r * cols + c] = tile[c * TT + r];                                  \
     }
+TILE_COPY_FN(tile_copy8, uint64_t)
 TILE_COPY_FN(tile_copy4, uint32_t)
 TILE_COPY_FN(tile_copy2, uint16_t)
 TILE_COPY_FN(tile_copy1, uint8_t)
@@ -285,7 +289,9 @@ static void transpose_range(void *vjob, int64_t begin, int64_t end)
             const char *xsrc = j->x + (xoff + c0 * t->col_stride) * xs;
             char *ydst = j->y + ((o * t->rows + r0) * t->cols + c0) * ys;
             if (raw) {
-                if (xs == 4)
+                if (xs == 8)
+                    tile_copy8(xsrc, ydst, nr, nc, t->col_stride, t->cols);
+                else if (xs == 4)
                     tile_copy4(xsrc, ydst, nr, nc, t->col_stride, t->cols);
                 else if (xs == 2)
                     tile_copy2(xsrc, ydst, nr, nc, t->col_stride, t->cols);

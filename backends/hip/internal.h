@@ -108,7 +108,7 @@ ug_native_fn ug_hip_native;
 
 static inline size_t ug_hip_dtype_size(ug_dtype t)
 {
-    return t == UG_F16 || t == UG_BF16 ? 2 : t == UG_U8 ? 1 : 4;
+    return t == UG_F16 || t == UG_BF16 ? 2 : t == UG_U8 ? 1 : t == UG_I64 ? 8 : 4;
 }
 /* A view's first element. */
 static inline char *ug_hip_ptr(const ug_kview *v)

@@ -24,7 +24,8 @@
  * position. */
 #define UG_OPENCL_DT(d) (1u << (d))
 #define UG_OPENCL_FLOATS (UG_OPENCL_DT(UG_F32) | UG_OPENCL_DT(UG_F16) | UG_OPENCL_DT(UG_BF16))
-#define UG_OPENCL_ALL_DTYPES (UG_OPENCL_FLOATS | UG_OPENCL_DT(UG_I32) | UG_OPENCL_DT(UG_U8))
+#define UG_OPENCL_ALL_DTYPES \
+    (UG_OPENCL_FLOATS | UG_OPENCL_DT(UG_I32) | UG_OPENCL_DT(UG_U8) | UG_OPENCL_DT(UG_I64))
 #define UG_OPENCL_KERNELS(X)                                                               \
     X(UNARY_CONTIG, "unary_contig", UG_OPENCL_ALL_DTYPES, UG_OPENCL_FLOATS)                \
     X(UNARY_STRIDED, "unary_strided", UG_OPENCL_ALL_DTYPES, UG_OPENCL_FLOATS)              \

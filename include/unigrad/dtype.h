@@ -16,14 +16,15 @@ typedef enum ug_dtype {
     UG_F16 = 1,
     UG_I32 = 2,
     UG_U8 = 3,
-    UG_BF16 = 4 /* bfloat16: f32's exponent range with 8 significant bits */
+    UG_BF16 = 4, /* bfloat16: f32's exponent range with 8 significant bits */
+    UG_I64 = 5   /* indices and labels, as PyTorch's default integer type */
 } ug_dtype;
 
-#define UG_DTYPE_COUNT 5
+#define UG_DTYPE_COUNT 6
 
 /* Bytes per element; 0 for a value outside the enum. */
 UG_API size_t ug_dtype_size(ug_dtype dtype);
-/* "f32", "f16", "i32", "u8", "bf16", or "invalid". */
+/* "f32", "f16", "i32", "u8", "bf16", "i64", or "invalid". */
 UG_API const char *ug_dtype_name(ug_dtype dtype);
 
 /* IEEE 754 binary16 conversions on the host (round to nearest even). */

@@ -63,6 +63,7 @@ UG_DEV float ug_ld(const void *p, int dtype, int64_t i)
     case UG_BF16: return ug_bf2f(((const unsigned short *)p)[i]);
     case UG_I32: return (float)((const int32_t *)p)[i];
     case UG_U8: return (float)((const uint8_t *)p)[i];
+    case UG_I64: return (float)((const int64_t *)p)[i];
     default: return ((const float *)p)[i];
     }
 }

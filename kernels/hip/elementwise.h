@@ -34,6 +34,7 @@ __global__ void ug_unary_kernel(unary_k k)
             case UG_F16:
             case UG_BF16: ((uint16_t *)k.y)[i] = ((const uint16_t *)k.x)[xo]; break;
             case UG_U8: ((uint8_t *)k.y)[i] = ((const uint8_t *)k.x)[xo]; break;
+            case UG_I64: ((uint64_t *)k.y)[i] = ((const uint64_t *)k.x)[xo]; break;
             default: ((uint32_t *)k.y)[i] = ((const uint32_t *)k.x)[xo]; break;
             }
             continue;

@@ -42,11 +42,13 @@ inline ushort ug_f32_to_bf16(float v)
 #define UG_T_f32 float
 #define UG_T_f16 half
 #define UG_T_i32 int
+#define UG_T_i64 long
 #define UG_T_u8 uchar
 #define UG_T_bf16 ushort /* bfloat16's bits: the top half of an f32 */
 #define UG_LD_f32(p, i) ((p)[i])
 #define UG_LD_f16(p, i) vload_half((size_t)(i), (p))
 #define UG_LD_i32(p, i) ((float)(p)[i])
+#define UG_LD_i64(p, i) ((float)(p)[i])
 #define UG_LD_u8(p, i) ((float)(p)[i])
 #define UG_LD_bf16(p, i) as_float((uint)(p)[i] << 16)
 #define UG_ST_f32(p, i, v) ((p)[i] = (v))

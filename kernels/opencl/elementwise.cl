@@ -44,12 +44,15 @@ UG_UNARY_KERNELS(f32, bf16)
 UG_UNARY_KERNELS(f16, bf16)
 UG_UNARY_KERNELS(i32, bf16)
 UG_UNARY_KERNELS(u8, bf16)
+UG_UNARY_KERNELS(i64, f32)
+UG_UNARY_KERNELS(i64, f16)
+UG_UNARY_KERNELS(i64, bf16)
 UG_UNARY_KERNELS(bf16, f32)
 UG_UNARY_KERNELS(bf16, f16)
 UG_UNARY_KERNELS(bf16, bf16)
 
 /* Same-dtype strided copy of raw elements (any dtype, bits preserved:
- * i32 beyond 2^24, NaN payloads). Contiguous copies use clEnqueueCopyBuffer. */
+ * integers beyond 2^24, NaN payloads). Contiguous copies use clEnqueueCopyBuffer. */
 #define UG_COPY_KERNEL(NAME, T)                                                          \
     kernel void copy_strided_##NAME(global T *y, ulong yoff, const global T *x,          \
                                     ulong xoff, long n, int ndim, ug_layout1 lay)        \
@@ -65,6 +68,7 @@ UG_COPY_KERNEL(f16, ushort)
 UG_COPY_KERNEL(i32, uint)
 UG_COPY_KERNEL(u8, uchar)
 UG_COPY_KERNEL(bf16, ushort)
+UG_COPY_KERNEL(i64, ulong)
 
 /* y = post(a op b). y may alias a or b exactly: each item reads its inputs
  * before writing its own element, so no restrict and no hazard. */

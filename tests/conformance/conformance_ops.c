@@ -9,7 +9,7 @@
 #include "conformance.h"
 
 static const ug_dtype float_dtypes[] = {UG_F32, UG_F16, UG_BF16};
-static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8, UG_BF16};
+static const ug_dtype all_dtypes[] = {UG_F32, UG_F16, UG_I32, UG_U8, UG_BF16, UG_I64};
 
 unsigned cf_dtype_mask(const ug_dtype *dtypes, int count)
 {
@@ -349,6 +349,12 @@ static double *dtype_values(ug_dtype dt, int64_t n)
             v[i] = trunc(v[i]);
         return v;
     }
+    case UG_I64: { /* past i32's range: the copy moves all eight bytes */
+        double *v = cf_values(n, -9e15, 9e15, 0);
+        for (int64_t i = 0; i < n; i++)
+            v[i] = trunc(v[i]);
+        return v;
+    }
     case UG_U8: {
         double *v = cf_values(n, 0, 256, 0);
         for (int64_t i = 0; i < n; i++)
@@ -425,6 +431,10 @@ static double *cast_values(ug_dtype from, int64_t n)
             v[i] = i < CF_COUNT(i_special) ? i_special[i] : (double)((int32_t)bits >> (i % 24));
             break;
         case UG_U8: v[i] = (double)(i % 256); break;
+        case UG_I64: /* past f32's and i32's ranges, within a double's exact integers */
+            v[i] = i < CF_COUNT(i_special) ? i_special[i] * 4099.0
+                                           : (double)((int64_t)(int32_t)bits * (int64_t)(1 + i % 4096));
+            break;
         }
     }
     return v;

@@ -177,6 +177,7 @@ static void store_value(ug_dtype dtype, void *base, int64_t i, double v)
     case UG_I32: ((int32_t *)base)[i] = (int32_t)v; break;
     case UG_U8: ((uint8_t *)base)[i] = (uint8_t)v; break;
     case UG_BF16: ((uint16_t *)base)[i] = ref_bf16_bits(v); break;
+    case UG_I64: ((int64_t *)base)[i] = (int64_t)v; break;
     }
 }
 
@@ -188,6 +189,7 @@ static double load_value(ug_dtype dtype, const void *base, int64_t i)
     case UG_I32: return ((const int32_t *)base)[i];
     case UG_U8: return ((const uint8_t *)base)[i];
     case UG_BF16: return ref_bf16_value(((const uint16_t *)base)[i]);
+    case UG_I64: return (double)((const int64_t *)base)[i];
     }
     return NAN;
 }
@@ -272,6 +274,7 @@ static void sentinel_bytes(ug_dtype dtype, unsigned char *out)
     /* Quiet NaNs with a payload (a result that reads one turns NaN), and
      * distinctive patterns for the integer types. */
     uint32_t f32 = 0x7fc5a5a5u, i32 = 0x5a5a5a5au;
+    uint64_t i64 = 0x5a5a5a5a5a5a5a5aull;
     uint16_t f16 = 0x7e5au, bf16 = 0x7fa5u;
     switch (dtype) {
     case UG_F32: memcpy(out, &f32, 4); break;
@@ -279,6 +282,7 @@ static void sentinel_bytes(ug_dtype dtype, unsigned char *out)
     case UG_I32: memcpy(out, &i32, 4); break;
     case UG_U8: out[0] = 0xa5; break;
     case UG_BF16: memcpy(out, &bf16, 2); break;
+    case UG_I64: memcpy(out, &i64, 8); break;
     }
 }
 

@@ -65,6 +65,7 @@ static void check_cast(ug_device *dev, ug_dtype from, ug_dtype to, const void *s
         case UG_I32: v[i] = ((const int32_t *)src)[i]; break;
         case UG_U8: v[i] = ((const uint8_t *)src)[i]; break;
         case UG_BF16: v[i] = ref_bf16_value(((const uint16_t *)src)[i]); break;
+        case UG_I64: v[i] = (double)((const int64_t *)src)[i]; break;
         }
     }
     th_guard *g = NULL;
