@@ -294,34 +294,53 @@ typedef struct ug_random_args {
     int64_t n;
 } ug_random_args;
 
-/* Cross-entropy of logits [rows, cols] (f32) against i32 labels with label
- * smoothing s: target = (1-s) onehot + s/cols.
- * Forward (grad.mem == NULL): loss[r] = -sum_c target_c log_softmax(x_r)_c.
- * Backward (grad.mem != NULL): grad[r,c] = (softmax(x_r)_c - target_c) *
- * scale * dloss[0], with dloss a one-element f32 buffer, or 1 when
- * dloss.mem is NULL (loss not written).
- * A label outside [0, cols) gives a NaN loss row and a zero gradient row.
+/* Cross-entropy of logits [rows, cols] (f32) against labels [rows], i32
+ * or i64, with label smoothing s: target = (1-s) onehot(label) + s/cols.
+ * Row r is ignored when ignore is set and labels[r] == ignore_index; the
+ * n rows not ignored count (n = rows without ignore).
+ * Forward (grad.mem == NULL): loss[r] = -sum_c target_c log_softmax(x_r)_c,
+ * 0 for an ignored row, NaN for a label outside [0, cols) not ignored.
+ * Backward (grad.mem != NULL): grad[r,c] = (softmax(x_r)_c - target_c) * k,
+ * k = scale * dloss[0] / count[0], dloss and count one-element f32
+ * buffers, each read as 1 when its mem is NULL (loss not written); an
+ * ignored row and a row whose label is outside [0, cols) get zeros.
  * epi (forward only): its check, of the logits as the rows read them. */
 typedef struct ug_xent_args {
-    ug_kview logits, labels, loss, grad, dloss;
+    ug_kview logits, labels, loss, grad, dloss, count;
     ug_epilogue epi;
     int64_t rows, cols;
     float smoothing, scale;
-    /* Forward: then the loss's mean over rows, exactly as the REDUCE
-     * family with these arguments (its x the row losses), in the row
-     * kernel's last block or as a reduction after it; mean.y.mem NULL:
-     * none. By value: a backend may run the call after the caller's
+    bool ignore;
+    int64_t ignore_index;
+    /* Forward: then, when mean.y.mem is set, the loss's mean over the
+     * rows not ignored: the REDUCE family's MEAN with these arguments (its
+     * x the row losses, len rows, its epilogue on the mean as written),
+     * the sum divided by n in place of len (NaN when n is 0), in the row
+     * kernel's last block or as a reduction after it; and, when count.mem
+     * is set, count[0] = n as an f32 (exact to 2^24 rows) for the backward
+     * to read. By value: a backend may run the call after the caller's
      * frame is gone. */
     ug_reduce_args mean;
 } ug_xent_args;
 
-/* LayerNorm over the last axis of x [rows, cols] (f32).
- * Forward: y = (x - mean) * rstd * gamma + beta; writes mean[rows], rstd[rows].
- * Backward (dx.mem != NULL): dx from dy, x, mean, rstd, gamma. */
+/* LayerNorm (torch.nn.functional.layer_norm) or, with rms, RMSNorm
+ * (torch.nn.functional.rms_norm) over each row of x [rows, cols], all f32.
+ * Per row: m = the mean of x (rms: m = 0, not computed), v = the mean of
+ * (x - m)^2 (biased; rms: the mean of x^2), rstd = 1 / sqrt(v + eps) and
+ * xhat = (x - m) * rstd.
+ * Forward (dx.mem == NULL): y = xhat * gamma + beta, gamma [cols] absent
+ * (mem NULL) taken as 1 and beta [cols] absent as 0; writes rstd[rows]
+ * and, without rms, mean[rows], each only where given.
+ * Backward (dx.mem != NULL): with g = dy * gamma (dy where gamma is
+ * absent), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), rms dropping
+ * the mean(g) term; reads dy, x, rstd, gamma and, without rms, mean.
+ * gamma's and beta's own gradients are not this family's (the core sums
+ * dy * xhat and dy over the rows). */
 typedef struct ug_layernorm_args {
     ug_kview x, y, gamma, beta, mean, rstd, dy, dx;
     int64_t rows, cols;
     float eps;
+    bool rms;
 } ug_layernorm_args;
 
 /* The window geometry of a 2-D convolution or pooling over NCHW images:
@@ -425,10 +444,13 @@ typedef enum ug_optim_kind {
  * When copy.mem is set, the updated parameter is also stored there in
  * copy.dtype (f16 or bf16), the half copy that mixed-precision graphs
  * read; a skipped step leaves it as it is. All f32 but the copy.
+ * weight_decay and lr_scale are the parameter's group's (optim.h): the
+ * update's rate is gate[UG_GATE_LR] * lr_scale (lr_scale 1 leaves the
+ * gate's rate exact).
  * With count > 0 the update is of count parameters at once (PyTorch's
- * multi-tensor apply), each tensors[i] a parameter's views and n, one
- * launch where the backend can (param, grad, state0, state1, copy and n of
- * the args unused).
+ * multi-tensor apply), each tensors[i] a parameter's views, n and group
+ * settings, one launch where the backend can (param, grad, state0,
+ * state1, copy, n, weight_decay and lr_scale of the args unused).
  * epi: its check, of the gradient as the update reads it (a skipped step
  * reads no gradient and checks none).
  * UG_OPTIM_STEP: ug_optim_step with rule on state0 (UG_STEP_STATE_SIZE
@@ -438,6 +460,7 @@ typedef struct ug_optim_tensor {
     ug_kview param, grad, state0, state1, copy;
     ug_epilogue epi;
     int64_t n;
+    float weight_decay, lr_scale;
 } ug_optim_tensor;
 
 typedef struct ug_optim_args {
@@ -447,7 +470,7 @@ typedef struct ug_optim_args {
     int64_t n;
     int count;
     const ug_optim_tensor *tensors;
-    float weight_decay, momentum, dampening;
+    float weight_decay, lr_scale, momentum, dampening;
     bool nesterov;
     float beta1, beta2, eps;
     ug_step_rule rule;
@@ -465,6 +488,8 @@ static inline ug_optim_args ug_optim_args_at(const ug_optim_args *a, int i)
     one.copy = t->copy;
     one.epi = t->epi;
     one.n = t->n;
+    one.weight_decay = t->weight_decay;
+    one.lr_scale = t->lr_scale;
     one.count = 0;
     one.tensors = NULL;
     return one;
@@ -497,6 +522,59 @@ typedef struct ug_upsample2d_args {
     ug_window2d win;
 } ug_upsample2d_args;
 
+/* Rows along one axis picked, placed or summed by index (embedding
+ * lookups, slices, concatenation, and their gradients). x is viewed as
+ * [outer, x_len, inner] and y as [outer, y_len, inner]; index, when
+ * index.mem is set, holds count entries, i32 or i64.
+ * Gather (accumulate and scatter false): for j < count, y[o, y_start + j,
+ * i] = x[o, p, i] with p = index[j] (index set) or x_start + j (not), the
+ * bits of x moved unchanged (any dtype, y's the same); y's other elements
+ * are left as they are. An index outside [0, x_len) gives an element of
+ * all one bits (a NaN in a float dtype, -1 in a signed integer one).
+ * Scatter (scatter true, index set, x_start and y_start 0): for j < count,
+ * y[o, index[j], i] = x[o, j, i], bits moved; an index outside [0, y_len)
+ * is skipped, y's other rows are left; where indices repeat, one of
+ * their rows lands, which one unspecified (as PyTorch's index_copy_).
+ * Accumulate (index set; x f32, f16 or bf16; y f32): every element of y
+ * written, y[o, v, i] = the sum in f32, over j < count in increasing order
+ * with index[j] == v, of x[o, j, i] (0 where there is none): the same bits
+ * on every device, with no atomics. Indices outside [0, y_len) are
+ * skipped. x_start and y_start are 0. */
+typedef struct ug_gather_args {
+    bool accumulate, scatter;
+    ug_kview y, x, index;
+    int64_t outer, inner, count, x_len, y_len, x_start, y_start;
+} ug_gather_args;
+
+/* Scaled dot-product attention, fused (FlashAttention's online softmax:
+ * memory linear in the sequence). q is [batch, heads, q_len, head_dim],
+ * k and v [batch, heads, kv_len, head_dim], contiguous, one dtype (f32,
+ * f16 or bf16; arithmetic in f32). For query row i of head (b, h) and key
+ * j: s[i, j] = scale * (q_i . k_j) + mask[b, h, i, j] (mask.mem set: in
+ * q's dtype, read through mask_strides over [batch, heads, q_len, kv_len],
+ * 0 for a broadcast axis), with the keys j > i left out where causal (PyTorch's
+ * is_causal: the top-left triangle). p = softmax_j(s).
+ * Forward: o_i = sum_j p[i, j] v_j (o in q's dtype) and lse_i = log sum_j
+ * exp(s[i, j]) (f32 [batch, heads, q_len]); a row with no key left gives
+ * NaN in o and -inf in lse.
+ * Backward (backward true): from dout (o's shape and dtype), o and lse:
+ * delta_i = dout_i . o_i (written to delta, f32 [batch, heads, q_len]),
+ * p recomputed as exp(s - lse), dv_j = sum_i p[i, j] dout_i,
+ * ds[i, j] = p[i, j] (dout_i . v_j - delta_i), dq_i = scale sum_j ds[i, j] k_j,
+ * dk_j = scale sum_i ds[i, j] q_i; each written once (no atomics: the same
+ * bits on every run), in the dtypes of q, k and v. */
+typedef struct ug_attention_args {
+    bool backward, causal;
+    float scale;
+    ug_kview q, k, v, o, lse, mask;
+    ug_kview dout, dq, dk, dv, delta;
+    int64_t batch, heads, q_len, kv_len, head_dim;
+    int64_t mask_strides[4];
+} ug_attention_args;
+
+/* The head dimensions the attention kernels take (their per-row buffers). */
+#define UG_ATTENTION_MAX_HEAD_DIM 256
+
 /* The kernel families, one line each: the enum name (UG_KERNEL_<NAME>), the
  * table slot and the argument struct. Everything that lists families is
  * generated from here: the enum, the names in messages, the slot typedefs
@@ -517,7 +595,9 @@ typedef struct ug_upsample2d_args {
     X(ctx, POOL2D, pool2d, ug_pool2d_args)                \
     X(ctx, BATCHNORM, batchnorm, ug_batchnorm_args)      \
     X(ctx, UPSAMPLE2D, upsample2d, ug_upsample2d_args)   \
-    X(ctx, AUGMENT, augment, ug_augment_args)
+    X(ctx, AUGMENT, augment, ug_augment_args)             \
+    X(ctx, GATHER, gather, ug_gather_args)                \
+    X(ctx, ATTENTION, attention, ug_attention_args)
 #define UG_OPTIONAL_KERNEL_FAMILIES(X, ctx) X(ctx, CONV, conv2d, ug_conv_args)
 
 /* Declares a backend's kernel entries, <prefix>_<slot> of type ug_<slot>_fn
@@ -660,7 +740,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 19
+#define UG_BACKEND_INTERFACE_REVISION 20
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

@@ -1,6 +1,7 @@
 /* Optimizer steps with PyTorch's update rules (torch.optim.SGD, Adam, AdamW,
  * single-tensor path), one pass over the parameter. The operation order
- * follows PyTorch's so results match it to the last bit or two. */
+ * follows PyTorch's so results match it to the last bit or two. Each
+ * tensor's weight decay and rate scale are its parameter group's. */
 #include <math.h>
 #include <string.h>
 
@@ -122,7 +123,7 @@ static ug_status prepare_job(const ug_optim_args *a, opt_job *j, bool *run)
     *j = (opt_job){.args = a, .p = (float *)ug_cpu_ptr(a->param), .g = (const float *)ug_cpu_ptr(a->grad),
                    .s0 = need0 ? (float *)ug_cpu_ptr(a->state0) : NULL,
                    .s1 = need1 ? (float *)ug_cpu_ptr(a->state1) : NULL, .gscale = gate[UG_GATE_FACTOR],
-                   .lr = gate[UG_GATE_LR], .first_step = gate[UG_GATE_STEP] == 1.0f};
+                   .lr = gate[UG_GATE_LR] * a->lr_scale, .first_step = gate[UG_GATE_STEP] == 1.0f};
     if (!sgd) {
         j->step = j->lr / gate[UG_GATE_BC1];
         j->sqrt_bc2 = sqrtf(gate[UG_GATE_BC2]);

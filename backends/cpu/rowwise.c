@@ -123,10 +123,19 @@ ug_status ug_cpu_softmax(ug_bdev *dev, const ug_softmax_args *args)
 typedef struct xent_job {
     const ug_xent_args *args;
     const float *x;
-    const int32_t *labels;
+    const char *labels;
     float *loss, *grad;
-    float k; /* backward: scale * dloss[0] (or 1) */
+    float k; /* backward: scale * dloss[0] / count[0] (each 1 when absent) */
 } xent_job;
+
+/* Row r's label, i32 or i64. */
+static int64_t xent_label(const ug_xent_args *a, const char *labels, int64_t r)
+{
+    return a->labels.dtype == UG_I64 ? ((const int64_t *)(const void *)labels)[r]
+                                     : ((const int32_t *)(const void *)labels)[r];
+}
+
+static bool xent_ignored(const ug_xent_args *a, int64_t label) { return a->ignore && label == a->ignore_index; }
 
 UG_CPU_WIDE
 static void xent_range(void *vjob, int64_t r0, int64_t r1)
@@ -139,14 +148,14 @@ static void xent_range(void *vjob, int64_t r0, int64_t r1)
         const float *x = j->x + r * cols;
         if (!j->grad && a->epi.check.mem && ug_cpu_any_nonfinite(x, cols))
             ug_cpu_set_check(a->epi.check);
-        int64_t label = j->labels[r];
-        bool bad = label < 0 || label >= cols;
-        if (bad) {
+        int64_t label = xent_label(a, j->labels, r);
+        bool ignored = xent_ignored(a, label);
+        if (ignored || label < 0 || label >= cols) {
             if (j->grad)
                 for (int64_t c = 0; c < cols; c++)
                     j->grad[r * cols + c] = 0.0f;
             else
-                j->loss[r] = NAN;
+                j->loss[r] = ignored ? 0.0f : NAN;
             continue;
         }
         float m = row_max((const char *)x, UG_F32, cols);
@@ -178,38 +187,68 @@ static void xent_range(void *vjob, int64_t r0, int64_t r1)
 static ug_status cross_entropy_rows(ug_bdev *dev, const ug_xent_args *args)
 {
     bool backward = args->grad.mem != NULL;
-    if (args->logits.dtype != UG_F32 || args->labels.dtype != UG_I32 ||
+    if (args->logits.dtype != UG_F32 || (args->labels.dtype != UG_I32 && args->labels.dtype != UG_I64) ||
         (backward ? args->grad.dtype != UG_F32 || (args->dloss.mem && args->dloss.dtype != UG_F32)
                   : !args->loss.mem || args->loss.dtype != UG_F32) ||
+        (args->count.mem && args->count.dtype != UG_F32) ||
         (args->epi.check.mem && args->epi.check.dtype != UG_F32))
         return UG_CPU_ERROR(UG_ERR_DTYPE,
-                            "cpu cross_entropy: needs f32 logits, i32 labels and an f32 %s",
+                            "cpu cross_entropy: needs f32 logits, i32 or i64 labels and an f32 %s and count",
                             backward ? "grad and dloss" : "loss");
     if (args->rows <= 0)
         return UG_OK;
-    xent_job j = {.args = args, .x = (const float *)ug_cpu_ptr(args->logits),
-                  .labels = (const int32_t *)ug_cpu_ptr(args->labels)};
+    xent_job j = {.args = args, .x = (const float *)ug_cpu_ptr(args->logits), .labels = ug_cpu_ptr(args->labels)};
     if (backward) {
         j.grad = (float *)ug_cpu_ptr(args->grad);
-        j.k = args->scale * (args->dloss.mem ? *(const float *)ug_cpu_ptr(args->dloss) : 1.0f);
+        j.k = args->scale * (args->dloss.mem ? *(const float *)ug_cpu_ptr(args->dloss) : 1.0f) /
+              (args->count.mem ? *(const float *)ug_cpu_ptr(args->count) : 1.0f);
     } else {
         j.loss = (float *)ug_cpu_ptr(args->loss);
     }
     if (args->cols <= 0) {
-        /* No class can match a label: NaN losses, nothing to differentiate. */
+        /* No class can match a label: NaN losses (0 ignored), nothing to
+         * differentiate. */
         if (!backward)
             for (int64_t r = 0; r < args->rows; r++)
-                j.loss[r] = NAN;
+                j.loss[r] = xent_ignored(args, xent_label(args, j.labels, r)) ? 0.0f : NAN;
         return UG_OK;
     }
     ug_cpu_parallel_for(dev->workers, args->rows, row_grain(args->cols), xent_range, &j);
     return UG_OK;
 }
 
+/* The mean over the rows not ignored: the reduction's sum (its pairwise
+ * order, no epilogue yet) divided by their count, then the epilogue, as
+ * the reduction's MEAN would store it with len the count. */
+static ug_status cross_entropy_mean(ug_bdev *dev, const ug_xent_args *args)
+{
+    const ug_reduce_args *m = &args->mean;
+    if (m->y.dtype != UG_F32)
+        return UG_CPU_ERROR(UG_ERR_DTYPE, "cpu cross_entropy: the mean must be f32, not %s",
+                            ug_dtype_name(m->y.dtype));
+    ug_reduce_args sum = *m;
+    sum.op = UG_RKERNEL_SUM;
+    memset(&sum.epi, 0, sizeof sum.epi);
+    sum.epi.post = UG_UNARY_COPY;
+    UG_BACKEND_TRY(ug_cpu_reduce(dev, &sum));
+    int64_t n = args->rows;
+    if (args->ignore) {
+        const char *labels = ug_cpu_ptr(args->labels);
+        for (int64_t r = 0; r < args->rows; r++)
+            n -= xent_ignored(args, xent_label(args, labels, r));
+    }
+    float *y = (float *)ug_cpu_ptr(m->y), r = *y / (float)n;
+    ug_cpu_epilogue(&m->epi, &r, 0, 1);
+    *y = r;
+    if (args->count.mem)
+        *(float *)ug_cpu_ptr(args->count) = (float)n;
+    return UG_OK;
+}
+
 ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
 {
     const ug_status st = cross_entropy_rows(dev, args);
-    return st == UG_OK && args->mean.y.mem ? ug_cpu_reduce(dev, &args->mean) : st;
+    return st == UG_OK && args->mean.y.mem && args->rows > 0 ? cross_entropy_mean(dev, args) : st;
 }
 
 /* ---- LayerNorm ---- */
@@ -229,8 +268,9 @@ static void layernorm_fwd_range(void *vjob, int64_t r0, int64_t r1)
         const float *x = j->x + r * cols;
         float *y = j->y + r * cols;
         double s = 0.0, v = 0.0;
-        for (int64_t c = 0; c < cols; c++)
-            s += x[c];
+        if (!j->args->rms) /* RMSNorm's "mean" is 0 */
+            for (int64_t c = 0; c < cols; c++)
+                s += x[c];
         float mean = (float)(s / (double)cols);
         /* Two passes, biased variance (divide by cols) as PyTorch. */
         for (int64_t c = 0; c < cols; c++) {
@@ -246,23 +286,25 @@ static void layernorm_fwd_range(void *vjob, int64_t r0, int64_t r1)
                 t += j->beta[c];
             y[c] = t;
         }
-        if (j->mean)
+        if (j->mean && !j->args->rms)
             j->mean[r] = mean;
         if (j->rstd)
             j->rstd[r] = rstd;
     }
 }
 
-/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. */
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma;
+ * RMSNorm: mean 0 and no mean(g) term. */
 UG_CPU_WIDE
 static void layernorm_bwd_range(void *vjob, int64_t r0, int64_t r1)
 {
     const ln_job *j = vjob;
     int64_t cols = j->args->cols;
+    const bool rms = j->args->rms;
     for (int64_t r = r0; r < r1; r++) {
         const float *x = j->x + r * cols, *dy = j->dy + r * cols;
         float *dx = j->dx + r * cols;
-        float mean = j->mean[r], rstd = j->rstd[r];
+        float mean = rms ? 0.0f : j->mean[r], rstd = j->rstd[r];
         double sg = 0.0, sgx = 0.0;
         for (int64_t c = 0; c < cols; c++) {
             float g = j->gamma ? dy[c] * j->gamma[c] : dy[c];
@@ -270,7 +312,7 @@ static void layernorm_bwd_range(void *vjob, int64_t r0, int64_t r1)
             sg += g;
             sgx += (double)g * xhat;
         }
-        float mg = (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
+        float mg = rms ? 0.0f : (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
         for (int64_t c = 0; c < cols; c++) {
             float g = j->gamma ? dy[c] * j->gamma[c] : dy[c];
             float xhat = (x[c] - mean) * rstd;
@@ -284,11 +326,11 @@ static const float *opt_f32(ug_kview v) { return v.mem ? (const float *)ug_cpu_p
 ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args)
 {
     bool backward = args->dx.mem != NULL;
-    bool missing = backward ? !args->dy.mem || !args->mean.mem || !args->rstd.mem : !args->y.mem;
+    bool missing = backward ? !args->dy.mem || (!args->mean.mem && !args->rms) || !args->rstd.mem : !args->y.mem;
     if (args->x.dtype != UG_F32 || missing)
         return UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT,
                             "cpu layernorm: needs f32 x and %s",
-                            backward ? "dy, mean and rstd" : "y");
+                            backward ? (args->rms ? "dy and rstd" : "dy, mean and rstd") : "y");
     if (args->rows <= 0 || args->cols <= 0)
         return UG_OK;
     ln_job j = {.args = args, .x = opt_f32(args->x), .gamma = opt_f32(args->gamma),

@@ -1,5 +1,6 @@
 /* Launching the optimizer family (kernels/hip/optim.h): the step's scalars
- * in one thread, or up to UG_OPTIM_TENSORS parameter updates a launch. */
+ * in one thread, or up to UG_OPTIM_TENSORS parameter updates a launch,
+ * each with its parameter group's weight decay and rate scale. */
 #include "backends/hip/launchers.h"
 #include "kernels/hip/optim.h"
 
@@ -23,7 +24,6 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
     k.kind = a->kind;
     k.nesterov = a->nesterov;
     k.gate = (const float *)ug_hip_ptr(&a->gate);
-    k.wd = a->weight_decay;
     k.momentum = a->momentum;
     k.dampening = a->dampening;
     k.beta1 = a->beta1;
@@ -48,6 +48,8 @@ ug_status ug_hip_optimizer(ug_bdev *dev, const ug_optim_args *a)
                 return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: an optimizer's check flag must be f32",
                                               UG_HIP_BACKEND);
             t.n[c] = one.n > 0 ? one.n : 0;
+            t.wd[c] = one.weight_decay;
+            t.lr_scale[c] = one.lr_scale;
             if (!k.gate || !t.p[c] || !t.g[c] || (a->kind == UG_OPTIM_SGD && a->momentum != 0.0f && !t.s0[c]) ||
                 (a->kind != UG_OPTIM_SGD && (!t.s0[c] || !t.s1[c])))
                 return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer state missing",

@@ -1,6 +1,6 @@
 /* Launching the row-wise families (kernels/hip/rowwise.h): softmax,
- * cross-entropy (its mean in the last block where one block would take it)
- * and layernorm, one block of UG_HIP_BLOCK threads per row. */
+ * cross-entropy (its mean and count in the last block to finish) and
+ * layernorm, one block of UG_HIP_BLOCK threads per row. */
 #include "backends/hip/launchers.h"
 #include "kernels/hip/rowwise.h"
 
@@ -18,22 +18,29 @@ ug_status ug_hip_softmax(ug_bdev *dev, const ug_softmax_args *a)
 
 ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
 {
-    if (a->rows <= 0)
+    if (a->rows <= 0 || a->cols <= 0) /* the core gives neither */
         return UG_OK;
-    if (a->cols <= 0) /* no row kernel; the mean of what the losses hold */
-        return a->mean.y.mem ? ug_hip_reduce(dev, &a->mean) : UG_OK;
     ug_status st = ug_hip_enter(dev);
     if (st != UG_OK)
         return st;
+    if (a->labels.dtype != UG_I32 && a->labels.dtype != UG_I64)
+        return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: cross_entropy's labels must be i32 or i64",
+                                      UG_HIP_BACKEND);
+    if (a->count.mem && a->count.dtype != UG_F32)
+        return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: cross_entropy's count must be f32", UG_HIP_BACKEND);
     xent_k k = {};
     k.x = ug_hip_ptr(&a->logits);
     k.xt = a->logits.dtype;
-    k.labels = (const int32_t *)ug_hip_ptr(&a->labels);
+    k.labels = ug_hip_ptr(&a->labels);
+    k.labels64 = a->labels.dtype == UG_I64;
+    k.ignore = a->ignore;
+    k.ignore_index = a->ignore_index;
     k.loss = ug_hip_ptr(&a->loss);
     k.loss_t = a->loss.dtype;
     k.grad = ug_hip_ptr(&a->grad);
     k.grad_t = a->grad.dtype;
     k.dloss = (const float *)ug_hip_ptr(&a->dloss);
+    k.counted = (float *)ug_hip_ptr(&a->count);
     k.check = k.grad ? NULL : (float *)ug_hip_ptr(&a->epi.check);
     if (k.check && a->epi.check.dtype != UG_F32)
         return ug_hip_host->set_error(UG_ERR_DTYPE, "%s: cross_entropy's check flag must be f32", UG_HIP_BACKEND);
@@ -42,19 +49,20 @@ ug_status ug_hip_cross_entropy(ug_bdev *dev, const ug_xent_args *a)
     k.smoothing = a->smoothing;
     k.scale = a->scale;
     ug_hip_queue *q = ug_hip_current(dev);
-    const bool with_mean = a->mean.y.mem && !k.grad;
-    if (with_mean) {
+    k.with_mean = a->mean.y.mem && !k.grad;
+    if (k.with_mean) {
         int bx;
         if ((st = ug_hip_reduce_plan(dev, &a->mean, &k.mean, &bx)) != UG_OK)
             return st;
-        /* Where the reduce kernel would take it in one block (a batch's
-         * row losses: fewer than 16384), the last block does. */
-        k.mean_in_last = k.mean.splits == 1 && k.mean.outer == 1 && k.mean.inner == 1 && bx == 1;
+        /* The whole mean in the last block, its divisor counted there:
+         * one split of all the rows (a batch's row losses, tens of
+         * thousands for a language model's tokens: one block's work). */
+        k.mean.chunk = k.mean.len;
+        k.mean.splits = 1;
         k.count = q->block_counts;
     }
     ug_xent_kernel<<<ug_hip_blocks(a->rows, 1), UG_HIP_BLOCK, 0, q->stream>>>(k);
-    st = ug_hip_launched("cross_entropy");
-    return st == UG_OK && with_mean && !k.mean_in_last ? ug_hip_reduce(dev, &a->mean) : st;
+    return ug_hip_launched("cross_entropy");
 }
 
 ug_status ug_hip_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
@@ -76,12 +84,13 @@ ug_status ug_hip_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
     k.rows = a->rows;
     k.cols = a->cols;
     k.eps = a->eps;
+    k.rms = a->rms;
     const unsigned g = ug_hip_blocks(a->rows, 1);
     if (k.dx) {
-        if (!k.dy || !k.mean || !k.rstd)
+        if (!k.dy || (!k.mean && !k.rms) || !k.rstd)
             return ug_hip_host->set_error(UG_ERR_INVALID_ARGUMENT,
-                                          "%s: layernorm backward needs dy, mean and rstd",
-                                          UG_HIP_BACKEND);
+                                          "%s: layernorm backward needs dy, %s", UG_HIP_BACKEND,
+                                          k.rms ? "and rstd" : "mean and rstd");
         ug_layernorm_bwd_kernel<<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);
     } else {
         ug_layernorm_fwd_kernel<<<g, UG_HIP_BLOCK, 0, ug_hip_current(dev)->stream>>>(k);

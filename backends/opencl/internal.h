@@ -26,6 +26,7 @@
 #define UG_OPENCL_FLOATS (UG_OPENCL_DT(UG_F32) | UG_OPENCL_DT(UG_F16) | UG_OPENCL_DT(UG_BF16))
 #define UG_OPENCL_ALL_DTYPES \
     (UG_OPENCL_FLOATS | UG_OPENCL_DT(UG_I32) | UG_OPENCL_DT(UG_U8) | UG_OPENCL_DT(UG_I64))
+#define UG_OPENCL_INDICES (UG_OPENCL_DT(UG_I32) | UG_OPENCL_DT(UG_I64))
 #define UG_OPENCL_KERNELS(X)                                                               \
     X(UNARY_CONTIG, "unary_contig", UG_OPENCL_ALL_DTYPES, UG_OPENCL_FLOATS)                \
     X(UNARY_STRIDED, "unary_strided", UG_OPENCL_ALL_DTYPES, UG_OPENCL_FLOATS)              \
@@ -46,6 +47,7 @@
     X(RANDOM, "random", UG_OPENCL_FLOATS, 0)                                               \
     X(XENT_FWD, "xent_fwd", 0, 0)                                                          \
     X(XENT_BWD, "xent_bwd", 0, 0)                                                          \
+    X(XENT_MEAN, "xent_mean", 0, 0)                                                        \
     X(LAYERNORM_FWD, "layernorm_fwd", 0, 0)                                                \
     X(LAYERNORM_BWD, "layernorm_bwd", 0, 0)                                                \
     X(OPTIM_SGD, "optim_sgd", 0, 0)                                                        \
@@ -63,7 +65,13 @@
     X(UPSAMPLE_BWD, "upsample_bwd", UG_OPENCL_FLOATS, 0)                                   \
     X(AUGMENT, "augment", UG_OPENCL_FLOATS, 0)                                             \
     X(BATCHNORM_FWD, "batchnorm_fwd", UG_OPENCL_FLOATS, 0)                                 \
-    X(BATCHNORM_BWD, "batchnorm_bwd", UG_OPENCL_FLOATS, 0)
+    X(BATCHNORM_BWD, "batchnorm_bwd", UG_OPENCL_FLOATS, 0)                                 \
+    X(GATHER, "gather", UG_OPENCL_ALL_DTYPES, UG_OPENCL_INDICES)                           \
+    X(GATHER_SUM, "gather_sum", UG_OPENCL_FLOATS, UG_OPENCL_INDICES)                       \
+    X(GATHER_SCATTER, "gather_scatter", UG_OPENCL_ALL_DTYPES, UG_OPENCL_INDICES)           \
+    X(ATTENTION_FWD, "attention_fwd", UG_OPENCL_FLOATS, 0)                                 \
+    X(ATTENTION_DQ, "attention_dq", UG_OPENCL_FLOATS, 0)                                   \
+    X(ATTENTION_DKV, "attention_dkv", UG_OPENCL_FLOATS, 0)
 
 typedef enum ug_opencl_family {
 #define UG_OPENCL_FAMILY_ENUM_(NAME, name, in, out) UG_OPENCL_##NAME,
@@ -82,8 +90,14 @@ enum {
 };
 
 /* Bits of the layernorm kernels' flags argument: which optional buffers
- * are given (also -D options). */
-enum { UG_OPENCL_LN_GAMMA = 1, UG_OPENCL_LN_BETA = 2, UG_OPENCL_LN_MEAN = 4, UG_OPENCL_LN_RSTD = 8 };
+ * are given, and RMSNorm (also -D options). */
+enum {
+    UG_OPENCL_LN_GAMMA = 1,
+    UG_OPENCL_LN_BETA = 2,
+    UG_OPENCL_LN_MEAN = 4,
+    UG_OPENCL_LN_RSTD = 8,
+    UG_OPENCL_LN_RMS = 16
+};
 
 typedef struct ug_opencl_kernel {
     cl_kernel kernel;

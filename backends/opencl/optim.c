@@ -1,6 +1,7 @@
 /* Launching the optimizer family: the step's scalars in one work-item, then
  * one kernel per parameter update reading them (a multi-tensor update too:
- * OpenCL kernels take each buffer as an argument). */
+ * OpenCL kernels take each buffer as an argument), with its parameter
+ * group's weight decay and rate scale. */
 #include "backends/opencl/internal.h"
 
 /* Elements per work-item: optim.cl's UG_OPTIM_LOOP says why. */
@@ -55,7 +56,7 @@ ug_status ug_opencl_optimizer(ug_bdev *dev, const ug_optim_args *a)
     cl_ulong poff = (cl_ulong)a->param.offset, goff = (cl_ulong)a->grad.offset,
              gate_off = (cl_ulong)a->gate.offset;
     cl_long n = a->n, chunk = chunk_for(dev);
-    cl_float wd = a->weight_decay;
+    cl_float wd = a->weight_decay, lr_scale = a->lr_scale;
     cl_mem copy = a->copy.mem ? (cl_mem)a->copy.mem : p; /* absent: bound to p, never written */
     cl_ulong coff = a->copy.mem ? (cl_ulong)a->copy.offset : 0;
     cl_int cdt = (cl_int)a->copy.dtype;
@@ -79,8 +80,8 @@ ug_status ug_opencl_optimizer(ug_bdev *dev, const ug_optim_args *a)
             UG_OPENCL_ARG(p),     UG_OPENCL_ARG(poff),     UG_OPENCL_ARG(g),         UG_OPENCL_ARG(goff),
             UG_OPENCL_ARG(b),     UG_OPENCL_ARG(boff),     UG_OPENCL_ARG(gate),      UG_OPENCL_ARG(gate_off),
             UG_OPENCL_ARG(copy),  UG_OPENCL_ARG(coff),     UG_OPENCL_ARG(cdt),       UG_OPENCL_ARG(n),
-            UG_OPENCL_ARG(wd),    UG_OPENCL_ARG(momentum), UG_OPENCL_ARG(dampening), UG_OPENCL_ARG(flags),
-            UG_OPENCL_ARG(chunk), UG_OPENCL_ARG(check),    UG_OPENCL_ARG(check_off)};
+            UG_OPENCL_ARG(wd),    UG_OPENCL_ARG(lr_scale), UG_OPENCL_ARG(momentum),  UG_OPENCL_ARG(dampening),
+            UG_OPENCL_ARG(flags), UG_OPENCL_ARG(chunk),    UG_OPENCL_ARG(check),     UG_OPENCL_ARG(check_off)};
         const ug_opencl_kernel *k;
         ug_status st = ug_opencl_kernel_for(
             dev, a->copy.mem ? UG_OPENCL_OPTIM_SGD : UG_OPENCL_OPTIM_SGD_PLAIN, UG_F32, UG_F32, &k);
@@ -101,9 +102,9 @@ ug_status ug_opencl_optimizer(ug_bdev *dev, const ug_optim_args *a)
         UG_OPENCL_ARG(p),     UG_OPENCL_ARG(poff),     UG_OPENCL_ARG(g),     UG_OPENCL_ARG(goff),
         UG_OPENCL_ARG(m),     UG_OPENCL_ARG(moff),     UG_OPENCL_ARG(v),     UG_OPENCL_ARG(voff),
         UG_OPENCL_ARG(gate),  UG_OPENCL_ARG(gate_off), UG_OPENCL_ARG(copy),  UG_OPENCL_ARG(coff),
-        UG_OPENCL_ARG(cdt),   UG_OPENCL_ARG(n),        UG_OPENCL_ARG(wd),    UG_OPENCL_ARG(b1),
-        UG_OPENCL_ARG(b2),    UG_OPENCL_ARG(eps),      UG_OPENCL_ARG(flags), UG_OPENCL_ARG(chunk),
-        UG_OPENCL_ARG(check), UG_OPENCL_ARG(check_off)};
+        UG_OPENCL_ARG(cdt),   UG_OPENCL_ARG(n),        UG_OPENCL_ARG(wd),    UG_OPENCL_ARG(lr_scale),
+        UG_OPENCL_ARG(b1),    UG_OPENCL_ARG(b2),       UG_OPENCL_ARG(eps),   UG_OPENCL_ARG(flags),
+        UG_OPENCL_ARG(chunk), UG_OPENCL_ARG(check),    UG_OPENCL_ARG(check_off)};
     const ug_opencl_kernel *k;
     ug_status st = ug_opencl_kernel_for(dev, a->copy.mem ? UG_OPENCL_OPTIM_ADAM : UG_OPENCL_OPTIM_ADAM_PLAIN,
                                         UG_F32, UG_F32, &k);

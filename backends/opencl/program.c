@@ -149,12 +149,13 @@ static void build_options(ug_bdev *dev, char *out, size_t len)
              "-DUG_R_SUM=%d -DUG_R_MEAN=%d -DUG_R_MAX=%d -DUG_R_ARGMAX=%d -DUG_R_SUMSQ=%d "
              "-DUG_OPTIM_NESTEROV=%d -DUG_OPTIM_DECOUPLED=%d "
              "-DUG_OPTIM_COPY=%d -DUG_OPTIM_CHECK=%d -DUG_LN_GAMMA=%d -DUG_LN_BETA=%d -DUG_LN_MEAN=%d "
-             "-DUG_LN_RSTD=%d",
+             "-DUG_LN_RSTD=%d -DUG_LN_RMS=%d -DUG_ATTENTION_MAX_D=%d",
              (major > 1 || minor >= 2) ? "-cl-std=CL1.2 " : "", dev->is_cpu ? "-cl-denorms-are-zero " : "",
              UG_OPENCL_MAX_WG, UG_F32, UG_F16, UG_I32, UG_U8, UG_BF16, UG_I64, UG_RKERNEL_SUM, UG_RKERNEL_MEAN,
              UG_RKERNEL_MAX, UG_RKERNEL_ARGMAX, UG_RKERNEL_SUMSQ, UG_OPENCL_OPTIM_NESTEROV,
              UG_OPENCL_OPTIM_DECOUPLED, UG_OPENCL_OPTIM_COPY, UG_OPENCL_OPTIM_CHECK, UG_OPENCL_LN_GAMMA,
-             UG_OPENCL_LN_BETA, UG_OPENCL_LN_MEAN, UG_OPENCL_LN_RSTD);
+             UG_OPENCL_LN_BETA, UG_OPENCL_LN_MEAN, UG_OPENCL_LN_RSTD, UG_OPENCL_LN_RMS,
+             UG_ATTENTION_MAX_HEAD_DIM);
 }
 
 static cl_program build_from_binary(ug_bdev *dev, const unsigned char *bin, size_t size,

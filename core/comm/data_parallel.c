@@ -199,15 +199,20 @@ static ug_status check_setup(ug_comm *c, const ug_graph *g, const char *op)
 {
     static const char *const fields[] = {"world size", "optimizer", "learning rate", "weight decay",
                                          "momentum", "beta1", "beta2", "eps", "schedule",
-                                         "gradient clipping", "loss scaling", "buckets"};
+                                         "gradient clipping", "loss scaling", "buckets", "parameter groups",
+                                         "groups' weight decays and rates (a digest)"};
     enum { FIELDS = sizeof fields / sizeof fields[0] };
     ug_optimizer_config oc = {0};
     const bool has = g->optimizer != NULL;
     if (has)
         oc = ug_optimizer_get_config(g->optimizer);
+    float groups = 0.0f; /* each group's settings weighed by its place, so a swap shows */
+    for (int i = 0; i < oc.group_count; i++)
+        groups += (float)(i + 1) * (3.0f * oc.groups[i].weight_decay + 5.0f * oc.groups[i].lr_scale);
     float mine[FIELDS] = {(float)c->size, has ? (float)oc.type : -1.0f, oc.lr, oc.weight_decay, oc.momentum,
                           oc.beta1, oc.beta2, oc.eps, (float)oc.schedule, oc.max_grad_norm,
-                          oc.loss_scaling.enabled ? 1.0f : 0.0f, (float)g->bucket_count};
+                          oc.loss_scaling.enabled ? 1.0f : 0.0f, (float)g->bucket_count, (float)oc.group_count,
+                          groups};
     float *all = ug_calloc((size_t)c->size * FIELDS, sizeof *all);
     if (!all)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);

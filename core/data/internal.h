@@ -53,6 +53,15 @@ size_t ug_dataset_y_bytes(const ug_dataset *ds);
  * platform. shuffle false leaves them in order. */
 void ug_shuffled_order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, uint64_t stream);
 
+/* A shard's rows of a global batch of rows, by weights (NULL: equal):
+ * [*begin, *begin + *count), shard i taking [floor(rows W_i / W),
+ * floor(rows W_i+1 / W)). The loader's and the token sampler's rule. */
+void ug_shard_rows(int shard_count, int shard_index, const double *weights, int64_t rows, int64_t *begin,
+                   int64_t *count);
+/* UG_ERR_INVALID_ARGUMENT, naming op, unless every weight is positive and
+ * finite and so is their sum. */
+ug_status ug_check_shard_weights(int count, const double *weights, const char *op);
+
 /* Loaders keep their data set: ug_dataset_free drops a reference. */
 void ug_dataset_retain(const ug_dataset *dataset);
 

@@ -137,26 +137,32 @@ static int64_t rows_before(int64_t rows, double part, double total)
     return r >= (double)rows ? rows : (int64_t)r;
 }
 
-/* This shard's rows of a global batch of rows: [*begin, *begin + *count). */
-static void shard_of(const ug_loader_config *c, const double *weights, int64_t rows, int64_t *begin,
-                     int64_t *count)
+void ug_shard_rows(int shard_count, int shard_index, const double *weights, int64_t rows, int64_t *begin,
+                   int64_t *count)
 {
-    if (c->shard_count <= 1) {
+    if (shard_count <= 1) {
         *begin = 0;
         *count = rows;
         return;
     }
     double total = 0, before = 0;
-    for (int i = 0; i < c->shard_count; i++) {
+    for (int i = 0; i < shard_count; i++) {
         total += weights ? weights[i] : 1.0;
-        if (i < c->shard_index)
+        if (i < shard_index)
             before = total;
     }
-    double mine = before + (weights ? weights[c->shard_index] : 1.0);
+    double mine = before + (weights ? weights[shard_index] : 1.0);
     int64_t start = rows_before(rows, before, total);
-    int64_t end = c->shard_index == c->shard_count - 1 ? rows : rows_before(rows, mine, total);
+    int64_t end = shard_index == shard_count - 1 ? rows : rows_before(rows, mine, total);
     *begin = start;
     *count = end - start;
+}
+
+/* This shard's rows of a global batch of rows: [*begin, *begin + *count). */
+static void shard_of(const ug_loader_config *c, const double *weights, int64_t rows, int64_t *begin,
+                     int64_t *count)
+{
+    ug_shard_rows(c->shard_count, c->shard_index, weights, rows, begin, count);
 }
 
 /* This shard's part of the full batches and of the partial last one, by
@@ -386,7 +392,7 @@ static ug_status make_slot(ug_loader *l, slot *s, int64_t rows)
     return UG_OK;
 }
 
-static ug_status check_weights(int count, const double *weights, const char *op)
+ug_status ug_check_shard_weights(int count, const double *weights, const char *op)
 {
     double total = 0.0;
     for (int i = 0; i < count; i++) {
@@ -426,7 +432,8 @@ static ug_status resolve_config(const ug_loader_config *config, const char *op, 
     if (c->shard_count > 1 && (c->shard_index < 0 || c->shard_index >= c->shard_count))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: shard_index %d is not one of the %d shards (0..%d)", op,
                             c->shard_index, c->shard_count, c->shard_count - 1);
-    return c->shard_count > 1 && c->shard_weights ? check_weights(c->shard_count, c->shard_weights, op) : UG_OK;
+    return c->shard_count > 1 && c->shard_weights ? ug_check_shard_weights(c->shard_count, c->shard_weights, op)
+                                                  : UG_OK;
 }
 
 /* The most rows a batch of this shard has: its part of a full batch or
@@ -583,7 +590,7 @@ ug_status ug_loader_set_shard_weights(ug_loader *l, const double *weights)
     if (l->config.shard_count <= 1)
         return ug_set_error(UG_ERR_STATE, "%s: the loader is not sharded (shard_count %d); weights divide a batch "
                             "between shards", op, l->config.shard_count);
-    UG_TRY(check_weights(l->config.shard_count, weights, op));
+    UG_TRY(ug_check_shard_weights(l->config.shard_count, weights, op));
     pthread_mutex_lock(&l->lock);
     const bool active = l->active;
     drop_assembled(l);

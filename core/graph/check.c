@@ -308,7 +308,8 @@ ug_status ug_graph_check(ug_graph *g)
                             "the loss became NaN or infinite in runs %llu..%llu while the logits "
                             "of cross_entropy were finite: a label is outside [0, %lld), the "
                             "classes of the logits (check the data set's labels, "
-                            "ug_dataset_classes), or logits near f32's limit made it overflow "
+                            "ug_dataset_classes), every label of the batch is the ignore index "
+                            "(a mean over no rows), or logits near f32's limit made it overflow "
                             "(lower the learning rate or clip the gradients, max_grad_norm)",
                             (unsigned long long)from, (unsigned long long)to,
                             (long long)logits->shape[logits->ndim - 1]);

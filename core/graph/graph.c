@@ -264,6 +264,22 @@ ug_status ug_graph_param(ug_graph *g, ug_tensor *param, ug_value **out)
     return UG_OK;
 }
 
+ug_status ug_graph_constant(ug_graph *g, const char *name, const ug_tensor *value, ug_value **out)
+{
+    UG_TRY(start_op(g, "ug_graph_constant", out));
+    UG_TRY(ug_check_tensor(value, "ug_graph_constant", "value"));
+    ug_tensor *copy = NULL;
+    UG_TRY(ug_tensor_to_device(value, g->device, &copy));
+    ug_status st = ug_graph_new_value(g, VALUE_CONSTANT, copy->dtype, copy->ndim, copy->shape, out);
+    if (st != UG_OK) {
+        ug_tensor_free(copy);
+        return st;
+    }
+    snprintf((*out)->name, sizeof (*out)->name, "%s", name ? name : "constant");
+    (*out)->tensor = copy;
+    return UG_OK;
+}
+
 int ug_value_ndim(const ug_value *v) { return v ? v->ndim : 0; }
 ug_dtype ug_value_dtype(const ug_value *v) { return v ? v->dtype : UG_F32; }
 

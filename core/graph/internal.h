@@ -19,7 +19,8 @@ typedef enum value_kind {
     VALUE_TEMP,      /* planned into the arena */
     VALUE_ALIAS,     /* a reshape: a view of another value */
     VALUE_SUM,       /* ug_graph_accumulate: its own buffer, kept across runs */
-    VALUE_PARAM_COPY /* a parameter's half copy, the model's (graph/autocast.c) */
+    VALUE_PARAM_COPY, /* a parameter's half copy, the model's (graph/autocast.c) */
+    VALUE_CONSTANT    /* ug_graph_constant: the graph's own copy, fixed */
 } value_kind;
 
 

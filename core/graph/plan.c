@@ -521,8 +521,8 @@ static void count_device_bytes(ug_graph *g)
         if (v->kind == VALUE_GRAD) {
             m->gradient_bytes += (uint64_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype);
             gradients += block_bytes(v);
-        } else if (v->kind == VALUE_PARAM || v->kind == VALUE_PARAM_COPY) {
-            m->parameter_bytes += block_bytes(v);
+        } else if (v->kind == VALUE_PARAM || v->kind == VALUE_PARAM_COPY || v->kind == VALUE_CONSTANT) {
+            m->parameter_bytes += block_bytes(v); /* constants: fixed tensors, as PyTorch's buffers */
             if (v->kind == VALUE_PARAM && v->grad)
                 m->optimizer_bytes += (uint64_t)slots * block_bytes(v);
         } else if (v->kind == VALUE_SUM) {

@@ -19,8 +19,10 @@ ug_meta ug_value_meta_now(const ug_value *v)
 
 static const char *value_name(const ug_value *v) { return v->name[0] ? v->name : "a value"; }
 
-/* A reshape follows its base: the one axis of the base whose size changed
- * is found in the reshaped value by its planned size and changed alike. */
+/* A reshape follows its base: a change of the base's rows scales the
+ * reshaped value's leading axis where that holds whole rows or a whole
+ * number of them; else the one axis of the base whose size changed is found
+ * in the reshaped value by its planned size and changed alike. */
 ug_status ug_graph_fit_alias(ug_value *v)
 {
     const ug_value *base = v->alias_of;
@@ -35,6 +37,20 @@ ug_status ug_graph_fit_alias(ug_value *v)
     memcpy(v->tensor->shape, v->shape, sizeof v->tensor->shape);
     if (count == 0)
         return UG_OK;
+    /* The rows merged with the axes after them ([B, T, C] as [B*T, C]) or
+     * split from them (the reverse): the leading axis scales with the rows. */
+    const int64_t rows_planned = base->shape[0], rows_now = base->tensor->shape[0];
+    if (count == 1 && changed == 0 && v->ndim > 0 && rows_planned > 0 && v->shape[0] > 0) {
+        if (v->shape[0] % rows_planned == 0) {
+            v->tensor->shape[0] = rows_now * (v->shape[0] / rows_planned);
+            return UG_OK;
+        }
+        const int64_t per_row = rows_planned / v->shape[0];
+        if (rows_planned % v->shape[0] == 0 && rows_now % per_row == 0) {
+            v->tensor->shape[0] = rows_now / per_row;
+            return UG_OK;
+        }
+    }
     for (int i = 0; count == 1 && i < v->ndim; i++)
         if (v->shape[i] == base->shape[changed]) {
             v->tensor->shape[i] = base->tensor->shape[changed];

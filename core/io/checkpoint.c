@@ -13,6 +13,7 @@
 
 #include "base/fault.h"
 #include "core/graph/internal.h"
+#include "core/io/checkpoint_groups.h"
 #include "core/io/safetensors.h"
 #include "core/io/string_map.h"
 #include "kernels/common/optim_step.h"
@@ -285,6 +286,7 @@ static ug_status gather_optimizer(const ug_checkpoint *ck, save_list *s)
     UG_TRY(each_state(ck, save_visit, s));
     UG_TRY(ug_strings_set(&s->meta, "unigrad.optimizer.type", optimizer_type_name(ug_optimizer_get_config(opt).type)));
     UG_TRY(meta_int(&s->meta, "unigrad.optimizer.steps", ug_optimizer_steps(opt)));
+    UG_TRY(ug_checkpoint_save_groups(opt, &s->meta));
     ug_loss_scaler_state scaler;
     if (!ug_optimizer_get_config(opt).loss_scaling.enabled)
         return UG_OK;
@@ -535,6 +537,7 @@ static ug_status plan_optimizer(load_plan *p, const ug_checkpoint *ck)
                             type ? "" : " (unigrad.optimizer.type)");
     UG_TRY(meta_number(p, "unigrad.optimizer.steps", 0, UG_OPTIMIZER_MAX_STEPS, &p->steps));
     UG_TRY(each_state(ck, plan_visit, p));
+    UG_TRY(ug_checkpoint_check_groups(p->file, opt));
     const char *scale = ug_st_metadata(p->file, "unigrad.scaler.scale");
     if (!c.loss_scaling.enabled)
         return UG_OK;

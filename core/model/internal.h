@@ -37,4 +37,16 @@ void ug_optim_step_done(ug_optimizer *opt);
 int ug_optim_slots(const ug_optimizer *opt);
 ug_model *ug_optimizer_model(const ug_optimizer *opt);
 
+/* optimizer_groups.c: parameter groups (optim.h) */
+/* Checks config's groups on their own (what they choose needs a model);
+ * op names the caller in messages. */
+ug_status ug_optim_groups_check(const ug_optimizer_config *config, const char *op);
+/* The group that chooses each of the model's first params parameters,
+ * group_of[i] (-1: none), once checked; refuses a parameter two groups
+ * choose and a name or predicate that chooses none. */
+ug_status ug_optim_groups_assign(const ug_optimizer_config *config, const ug_model *model, int params,
+                                 int *group_of, const char *op);
+/* "group 'decay'", "group 2" (unnamed) or "no group" (-1), in buf. */
+const char *ug_optim_group_name(const ug_optimizer_config *config, int group, char *buf, size_t len);
+
 #endif

@@ -225,7 +225,7 @@ ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t 
         *out = t;
         return UG_OK;
     }
-    if (init != UG_INIT_UNIFORM && init != UG_INIT_CONSTANT)
+    if (init != UG_INIT_UNIFORM && init != UG_INIT_CONSTANT && init != UG_INIT_NORMAL)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_model_param: init %d is not a ug_init", (int)init);
     if (m->count == m->capacity) {
         int capacity = m->capacity ? m->capacity * 2 : 16;
@@ -237,9 +237,10 @@ ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t 
     }
     ug_tensor *t = NULL;
     UG_TRY(ug_tensor_new(m->device, UG_F32, ndim, shape, name, &t));
-    ug_status st = init == UG_INIT_UNIFORM
-                       ? ug_random_uniform(t, m->seed, (uint64_t)m->count * PARAM_COUNTER_STRIDE, -bound, bound)
-                       : ug_fill(t, bound);
+    const uint64_t counter = (uint64_t)m->count * PARAM_COUNTER_STRIDE;
+    ug_status st = init == UG_INIT_UNIFORM  ? ug_random_uniform(t, m->seed, counter, -bound, bound)
+                   : init == UG_INIT_NORMAL ? ug_random_normal(t, m->seed, counter, 0.0f, fabsf(bound))
+                                            : ug_fill(t, bound);
     if (st != UG_OK) {
         ug_tensor_free(t);
         return st;

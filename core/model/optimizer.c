@@ -1,6 +1,7 @@
 /* Optimizers: configuration, state, learning-rate schedules, clipping and
  * loss scaling, as the optimizer's ops read them (ug_optim_source); the
- * graph appends the update nodes (core/graph/update.c). */
+ * graph appends the update nodes (core/graph/update.c). Parameter groups
+ * are checked and chosen in optimizer_groups.c. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,9 @@ struct ug_optimizer {
      * step counts and loss scaler, which every step reads and advances. */
     ug_tensor *step_state;
     int64_t steps;
+    /* [params]: each parameter's group (-1: none) and its settings. */
+    int *group_of;
+    float *weight_decay, *lr_scale;
     ug_optim_source source;  /* what the update ops read */
 };
 
@@ -98,7 +102,7 @@ static ug_status check_config(const ug_optimizer_config *c)
                             "growth_interval in [1, 2^24] (got %lld)",
                             op, (double)FLT_MIN, (double)FLT_MAX, (double)ls->init_scale, (double)ls->growth_factor,
                             (double)ls->backoff_factor, (long long)ls->growth_interval);
-    return UG_OK;
+    return ug_optim_groups_check(c, op);
 }
 
 static float device_count(int64_t n) { return (float)(n < UG_STEP_MAX_COUNT ? n : UG_STEP_MAX_COUNT); }
@@ -130,15 +134,42 @@ static void set_source(ug_optimizer *opt)
     const ug_optimizer_config *c = &opt->config;
     opt->source = (ug_optim_source){
         .shared = {.kind = c->type == UG_SGD ? UG_OPTIM_SGD : c->type == UG_ADAM ? UG_OPTIM_ADAM : UG_OPTIM_ADAMW,
-                   .weight_decay = c->weight_decay, .momentum = c->momentum, .dampening = c->dampening,
+                   .weight_decay = c->weight_decay, .lr_scale = 1.0f, .momentum = c->momentum,
+                   .dampening = c->dampening,
                    .nesterov = c->nesterov, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps},
         .rule = step_rule(c), .step_state = opt->step_state, .state = opt->state, .slots = opt->slots,
-        .half_copy = half_copy_of, .model = opt->model};
+        .weight_decay = opt->weight_decay, .lr_scale = opt->lr_scale, .half_copy = half_copy_of,
+        .model = opt->model};
 }
 
 const ug_optim_source *ug_optimizer_source(const ug_optimizer *opt) { return &opt->source; }
 
-ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config, ug_optimizer **out)
+/* Each parameter's group, and the settings its updates carry: the
+ * group's, or the configuration's outside any group. group_of NULL: chosen
+ * now by the configuration's groups; else copied (an optimizer's copy,
+ * which calls no predicate again). */
+static ug_status set_groups(ug_optimizer *opt, const int *group_of)
+{
+    const size_t n = (size_t)opt->params;
+    opt->group_of = ug_calloc(n, sizeof *opt->group_of);
+    opt->weight_decay = ug_calloc(n, sizeof *opt->weight_decay);
+    opt->lr_scale = ug_calloc(n, sizeof *opt->lr_scale);
+    if (!opt->group_of || !opt->weight_decay || !opt->lr_scale)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_optimizer_create: out of host memory");
+    if (group_of)
+        memcpy(opt->group_of, group_of, n * sizeof *group_of);
+    else
+        UG_TRY(ug_optim_groups_assign(&opt->config, opt->model, opt->params, opt->group_of, "ug_optimizer_create"));
+    for (int i = 0; i < opt->params; i++) {
+        const int k = opt->group_of[i];
+        opt->weight_decay[i] = k >= 0 ? opt->config.groups[k].weight_decay : opt->config.weight_decay;
+        opt->lr_scale[i] = k >= 0 ? opt->config.groups[k].lr_scale : 1.0f;
+    }
+    return UG_OK;
+}
+
+static ug_status create(ug_model *model, const ug_optimizer_config *config, const int *group_of,
+                        ug_optimizer **out)
 {
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_optimizer_create: out is NULL");
@@ -159,6 +190,11 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
     opt->config = *config;
     opt->params = params;
     opt->slots = config->type == UG_SGD ? (config->momentum > 0.0f ? 1 : 0) : 2;
+    ug_status grouped = set_groups(opt, group_of);
+    if (grouped != UG_OK) {
+        ug_optimizer_free(opt);
+        return grouped;
+    }
     opt->state = ug_calloc((size_t)(params * opt->slots) + 1, sizeof *opt->state);
     if (!opt->state) {
         ug_optimizer_free(opt);
@@ -192,6 +228,11 @@ ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config
     return UG_OK;
 }
 
+ug_status ug_optimizer_create(ug_model *model, const ug_optimizer_config *config, ug_optimizer **out)
+{
+    return create(model, config, NULL, out);
+}
+
 void ug_optimizer_retain(ug_optimizer *opt) { __atomic_add_fetch(&opt->refs, 1, __ATOMIC_RELAXED); }
 
 void ug_optimizer_free(ug_optimizer *opt)
@@ -201,6 +242,9 @@ void ug_optimizer_free(ug_optimizer *opt)
     for (int i = 0; opt->state && i < opt->params * opt->slots; i++)
         ug_tensor_free(opt->state[i]);
     free(opt->state);
+    free(opt->group_of);
+    free(opt->weight_decay);
+    free(opt->lr_scale);
     ug_tensor_free(opt->step_state);
     ug_model_free(opt->model);
     free(opt);
@@ -220,7 +264,7 @@ ug_status ug_optimizer_copy(const ug_optimizer *opt, ug_model *model, ug_optimiz
                             "ug_model_copy",
                             op, ug_model_param_count(model), opt->params);
     ug_optimizer *copy = NULL;
-    UG_TRY(ug_optimizer_create(model, &opt->config, &copy));
+    UG_TRY(create(model, &opt->config, opt->group_of, &copy));
     ug_status st = UG_OK;
     for (int i = 0; i < opt->params * opt->slots && st == UG_OK; i++)
         st = ug_tensor_copy(copy->state[i], opt->state[i]);
@@ -352,6 +396,18 @@ int ug_optimizer_param_count(const ug_optimizer *opt) { return opt ? opt->params
 ug_optimizer_config ug_optimizer_get_config(const ug_optimizer *opt)
 {
     return opt ? opt->config : ug_optimizer_defaults(UG_ADAM);
+}
+
+ug_status ug_optimizer_param_group(const ug_optimizer *opt, int param_index, int *group)
+{
+    const char *op = "ug_optimizer_param_group";
+    if (!opt || !group)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, opt ? "group" : "optimizer");
+    if (param_index < 0 || param_index >= opt->params)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: parameter %d out of range (the optimizer updates %d)", op,
+                            param_index, opt->params);
+    *group = opt->group_of[param_index];
+    return UG_OK;
 }
 
 ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot, ug_tensor **tensor)

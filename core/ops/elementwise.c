@@ -1,6 +1,6 @@
 /* The elementwise ops, each defined once (inference, launch, gradient) and
  * wrapped for eager use (ops.h) and graphs (graph.h): unary and binary maps
- * with broadcasting, casts, expand, fill, transpose, random numbers and
+ * with broadcasting, casts, expand, fill, random numbers and
  * dropout. The formulas are kernels/common/elementwise.h's. */
 #include <math.h>
 #include <stdio.h>
@@ -73,9 +73,9 @@ ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind po
     return ug_dispatch(ug_dev(y), UG_KERNEL_BINARY, op, y->dtype, &args);
 }
 
-static ug_status launch_strided_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
-                                      ug_tensor *y, const ug_tensor *x, int ndim, int64_t *shape,
-                                      int64_t *strides)
+ug_status ug_launch_strided_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
+                                  ug_tensor *y, const ug_tensor *x, int ndim, int64_t *shape,
+                                  int64_t *strides)
 {
     if (ug_tensor_numel(y) == 0)
         return UG_OK;
@@ -93,7 +93,7 @@ ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float
 {
     int64_t shape[UG_MAX_DIMS] = {ug_tensor_numel(y)};
     int64_t strides[UG_MAX_DIMS] = {1};
-    return launch_strided_unary(op, kind, alpha, beta, y, x, 1, shape, strides);
+    return ug_launch_strided_unary(op, kind, alpha, beta, y, x, 1, shape, strides);
 }
 
 ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint64_t seed,
@@ -144,6 +144,7 @@ static ug_status unary_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
     case UG_UNARY_SIGMOID: UG_TRY(ug_g_binary(g, UG_BINARY_SIGMOID_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_TANH: UG_TRY(ug_g_binary(g, UG_BINARY_TANH_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_GELU: UG_TRY(ug_g_binary(g, UG_BINARY_GELU_GRAD, 0, gy, x, &gx)); break;
+    case UG_UNARY_GELU_TANH: UG_TRY(ug_g_binary(g, UG_BINARY_GELU_TANH_GRAD, 0, gy, x, &gx)); break;
     case UG_UNARY_SILU: UG_TRY(ug_g_binary(g, UG_BINARY_SILU_GRAD, 0, gy, x, &gx)); break;
     case UG_UNARY_SOFTPLUS: /* softplus'(x) = sigmoid(x) */
         UG_TRY(ug_g_sigmoid(g, x, &t));
@@ -239,6 +240,7 @@ UG_UNARY_WRAPPERS(relu, UG_UNARY_RELU)
 UG_UNARY_WRAPPERS(sigmoid, UG_UNARY_SIGMOID)
 UG_UNARY_WRAPPERS(tanh, UG_UNARY_TANH)
 UG_UNARY_WRAPPERS(gelu, UG_UNARY_GELU)
+UG_UNARY_WRAPPERS(gelu_tanh, UG_UNARY_GELU_TANH)
 UG_UNARY_WRAPPERS(silu, UG_UNARY_SILU)
 UG_UNARY_WRAPPERS(softplus, UG_UNARY_SOFTPLUS)
 
@@ -321,6 +323,11 @@ static ug_status binary_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
         UG_TRY(ug_g_sub(g, gy, ga, &gb));
         return ug_grad_give(g, b, gb);
     }
+    case UG_BINARY_MASKED_FILL: /* the filled places get none; the mask no gradient */
+        if (!ug_grad_needed(a))
+            return UG_OK;
+        UG_TRY(ug_g_binary(g, UG_BINARY_MASKED_FILL, 0.0f, gy, b, &ga));
+        return ug_grad_give(g, a, ga);
     default:
         return ug_set_error(UG_ERR_UNSUPPORTED, "ug_graph_backward: %s has no gradient", n->op->name);
     }
@@ -394,6 +401,20 @@ UG_BINARY_WRAPPERS(div, UG_BINARY_DIV)
 UG_BINARY_WRAPPERS(maximum, UG_BINARY_MAXIMUM)
 UG_BINARY_WRAPPERS(minimum, UG_BINARY_MINIMUM)
 UG_BINARY_WRAPPERS(equal, UG_BINARY_EQUAL)
+
+ug_status ug_masked_fill(const ug_tensor *x, const ug_tensor *mask, float value, ug_tensor **out)
+{
+    ug_op op = binary_op("masked_fill", UG_BINARY_MASKED_FILL, value);
+    const ug_tensor *in[2] = {x, mask};
+    return ug_op_eager(&op, 2, in, out);
+}
+
+ug_status ug_g_masked_fill(ug_graph *g, ug_value *x, ug_value *mask, float value, ug_value **out)
+{
+    ug_op op = binary_op("graph masked_fill", UG_BINARY_MASKED_FILL, value);
+    ug_value *in[2] = {x, mask};
+    return ug_op_graph(g, &op, 2, in, out);
+}
 
 /* ---- cast ---- */
 
@@ -502,7 +523,7 @@ static ug_status expand_launch(const ug_op *op, ug_tensor *const *out, const ug_
     ug_op now = *op; /* a mean's gradient: divided by the elements each of x's spreads over now */
     if (op->p.expand.mean)
         ug_expand_follow(&now, out[0]->ndim, out[0]->shape, ug_tensor_numel(in[0]));
-    return launch_strided_unary(op->name, UG_UNARY_SCALE_SHIFT, now.p.expand.alpha, 0.0f, out[0],
+    return ug_launch_strided_unary(op->name, UG_UNARY_SCALE_SHIFT, now.p.expand.alpha, 0.0f, out[0],
                                 in[0], out[0]->ndim, shape, strides);
 }
 
@@ -573,63 +594,6 @@ ug_status ug_fill(ug_tensor *x, float value)
     ug_meta m = ug_meta_of_tensor(x);
     UG_TRY(ug_infer_float(&op, &m, "x"));
     return ug_op_fill.launch(&op, &x, NULL);
-}
-
-/* ---- transpose ---- */
-
-static ug_status transpose_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
-                                 int *nout)
-{
-    (void)nin;
-    (void)nout;
-    if (in[0].ndim < 2) {
-        char s[96];
-        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s; it needs at least two axes", op->name,
-                            ug_format_shape(in[0].ndim, in[0].shape, s, sizeof s));
-    }
-    out[0] = in[0];
-    out[0].shape[in[0].ndim - 2] = in[0].shape[in[0].ndim - 1];
-    out[0].shape[in[0].ndim - 1] = in[0].shape[in[0].ndim - 2];
-    return UG_OK;
-}
-
-static ug_status transpose_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
-{
-    const ug_tensor *x = in[0];
-    int n = x->ndim;
-    int64_t shape[UG_MAX_DIMS] = {0}, strides[UG_MAX_DIMS] = {0};
-    int64_t stride = 1;
-    for (int i = n - 1; i >= 0; i--) {
-        strides[i] = stride;
-        stride *= x->shape[i];
-    }
-    memcpy(shape, out[0]->shape, sizeof shape);
-    int64_t last = strides[n - 1];
-    strides[n - 1] = strides[n - 2];
-    strides[n - 2] = last;
-    return launch_strided_unary(op->name, UG_UNARY_COPY, 1.0f, 0.0f, out[0], x, n, shape, strides);
-}
-
-static ug_status transpose_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
-{
-    ug_value *gx = NULL;
-    UG_TRY(ug_g_transpose(g, gy, &gx));
-    return ug_grad_give(g, n->in[0], gx);
-}
-
-const ug_op_def ug_op_transpose = {.family = "transpose", .infer = transpose_infer,
-                                   .launch = transpose_launch, .backward = transpose_backward};
-
-ug_status ug_transpose(const ug_tensor *x, ug_tensor **out)
-{
-    ug_op op = {.def = &ug_op_transpose, .name = "transpose"};
-    return ug_op_eager(&op, 1, &x, out);
-}
-
-ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out)
-{
-    ug_op op = {.def = &ug_op_transpose, .name = "graph transpose"};
-    return ug_op_graph(g, &op, 1, &x, out);
 }
 
 /* ---- random numbers and dropout ---- */

@@ -1,11 +1,15 @@
-/* The loss ops of graphs: cross-entropy with label smoothing, and the op its
- * gradient uses, defined once (inference, launch, gradient). They compute
- * in f32. */
+/* The loss ops of graphs: cross-entropy with label smoothing and an ignored
+ * label, and the op its gradient uses, defined once (inference, launch,
+ * gradient). They compute in f32. */
+#include <stdint.h>
 #include <string.h>
 
 #include "core/ops/op.h"
 
-/* ---- cross-entropy: in logits [rows, classes], labels [rows] (i32) ---- */
+/* ---- cross-entropy: in logits [..., classes], labels [...] (i32 or i64);
+ * results: the loss (f32 []), then saved the row losses (f32 [rows]) and
+ * the count of rows not ignored (f32 [], the mean's divisor, which the
+ * gradient reads), both written by the forward's one call ---- */
 
 static ug_status xent_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
 {
@@ -13,29 +17,47 @@ static ug_status xent_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     const ug_meta *logits = &in[0], *labels = &in[1];
     UG_TRY(ug_infer_f32(op, logits, "logits"));
     char sl[96], sy[96];
-    if (labels->dtype != UG_I32)
-        return ug_set_error(UG_ERR_DTYPE, "%s: labels are %s; they must be i32 class indices",
+    if (labels->dtype != UG_I32 && labels->dtype != UG_I64)
+        return ug_set_error(UG_ERR_DTYPE, "%s: labels are %s; they must be i32 or i64 class indices",
                             op->name, ug_dtype_name(labels->dtype));
-    if (logits->ndim != 2 || labels->ndim != 1 || labels->shape[0] != logits->shape[0])
+    bool same = logits->ndim >= 1 && labels->ndim == logits->ndim - 1;
+    for (int i = 0; same && i < labels->ndim; i++)
+        same = labels->shape[i] == logits->shape[i];
+    if (!same)
         return ug_set_error(UG_ERR_SHAPE,
-                            "%s: logits are %s and labels %s; expected [rows, classes] and [rows]",
+                            "%s: logits are %s and labels %s; expected logits [..., classes] and "
+                            "labels [...], the logits' shape without its last axis",
                             op->name, ug_format_shape(logits->ndim, logits->shape, sl, sizeof sl),
                             ug_format_shape(labels->ndim, labels->shape, sy, sizeof sy));
+    if (logits->shape[logits->ndim - 1] < 1)
+        return ug_set_error(UG_ERR_SHAPE, "%s: logits are %s, with no classes on their last axis",
+                            op->name, ug_format_shape(logits->ndim, logits->shape, sl, sizeof sl));
     float s = op->p.xent.smoothing;
     if (!(s >= 0.0f && s < 1.0f))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: label smoothing %g must be in [0, 1)",
                             op->name, (double)s);
+    const int64_t ignore_index = op->p.xent.ignore_index;
+    if (op->p.xent.ignore && labels->dtype == UG_I32 && (ignore_index < INT32_MIN || ignore_index > INT32_MAX))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: the ignore index %lld is no i32 value, and the labels are i32: no "
+                            "label could equal it (give i64 labels, or an index in i32's range)",
+                            op->name, (long long)ignore_index);
+    int64_t rows = 1; /* within the logits' element count, which was checked */
+    for (int i = 0; i < labels->ndim; i++)
+        rows *= labels->shape[i];
     out[0] = (ug_meta){.dtype = UG_F32, .ndim = 0};
-    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {logits->shape[0]}}; /* row losses */
-    *nout = 2;
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {rows}}; /* row losses */
+    out[2] = (ug_meta){.dtype = UG_F32, .ndim = 0};                  /* rows counted */
+    *nout = 3;
     return UG_OK;
 }
 
 static ug_xent_args xent_args(const ug_op *op, const ug_tensor *logits, const ug_tensor *labels)
 {
     return (ug_xent_args){.logits = ug_kview_of(logits), .labels = ug_kview_of(labels),
-                          .rows = logits->shape[0], .cols = logits->shape[1],
-                          .smoothing = op->p.xent.smoothing};
+                          .rows = ug_tensor_numel(labels), .cols = logits->shape[logits->ndim - 1],
+                          .smoothing = op->p.xent.smoothing, .ignore = op->p.xent.ignore,
+                          .ignore_index = op->p.xent.ignore_index};
 }
 
 static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
@@ -44,6 +66,7 @@ static ug_status xent_launch(const ug_op *op, ug_tensor *const *out, const ug_te
     if (args.rows == 0) /* an empty batch: loss 0, like a sum over no rows */
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, out[0], NULL);
     args.loss = ug_kview_of(out[1]);
+    args.count = ug_kview_of(out[2]);
     if (in[2])
         args.epi.check = ug_kview_of(in[2]);
     /* The loss, the row losses' mean, in the same call: a backend whose
@@ -71,8 +94,8 @@ static ug_status xent_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
     ug_op op = {.def = &ug_op_cross_entropy_grad, .name = "cross_entropy backward",
                 .p.xent = n->op->p.xent};
-    ug_value *in[3] = {n->in[0], n->in[1], gy}, *gx = NULL;
-    UG_TRY(ug_op_graph(g, &op, 3, in, &gx));
+    ug_value *in[4] = {n->in[0], n->in[1], gy, n->saved[1]}, *gx = NULL;
+    UG_TRY(ug_op_graph(g, &op, 4, in, &gx));
     return ug_grad_give(g, n->in[0], gx);
 }
 
@@ -80,16 +103,27 @@ const ug_op_def ug_op_cross_entropy = {.family = "cross_entropy", .infer = xent_
                                        .backward = xent_backward, .autocast = ug_autocast_f32,
                                        .check_role = UG_CHECKED_LOGITS, .absorb = xent_absorb};
 
-ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
-                             ug_value **out)
+ug_status ug_g_cross_entropy_with(ug_graph *g, ug_value *logits, ug_value *labels,
+                                  const ug_cross_entropy_options *options, ug_value **out)
 {
+    const ug_cross_entropy_options none = {0};
+    const ug_cross_entropy_options *o = options ? options : &none;
     ug_op op = {.def = &ug_op_cross_entropy, .name = "graph cross_entropy",
-                .p.xent.smoothing = smoothing};
+                .p.xent = {.smoothing = o->label_smoothing, .ignore = o->ignore,
+                           .ignore_index = o->ignore_index}};
     ug_value *in[2] = {logits, labels};
     return ug_op_graph(g, &op, 2, in, out);
 }
 
-/* d loss / d logits; in: logits, labels, dloss (one element). */
+ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
+                             ug_value **out)
+{
+    const ug_cross_entropy_options options = {.label_smoothing = smoothing};
+    return ug_g_cross_entropy_with(g, logits, labels, &options, out);
+}
+
+/* d loss / d logits; in: logits, labels, dloss (one element), and the
+ * forward's count of rows not ignored (one element). */
 static ug_status xent_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
                                  int *nout)
 {
@@ -106,11 +140,13 @@ static ug_status xent_grad_launch(const ug_op *op, ug_tensor *const *out, const 
     if (args.rows == 0)
         return UG_OK;
     args.grad = ug_kview_of(out[0]);
-    args.scale = 1.0f / (float)args.rows;
+    /* The mean's divisor as the forward counted it on the device. */
+    args.count = ug_kview_of(in[3]);
+    args.scale = 1.0f;
     if (op->p.xent.seed) { /* the backward pass's first gradient, taken in */
         const ug_run_state *run = op->p.xent.seed;
         args.dloss = run->loss_scale ? ug_kview_of(run->loss_scale) : (ug_kview){0};
-        args.scale *= run->seed_weight;
+        args.scale = run->seed_weight;
     } else {
         args.dloss = ug_kview_of(in[2]);
     }

@@ -1,6 +1,7 @@
 /* The normalisations, each defined once with its gradient: batch norm over
  * [N, C, ...] tensors, eager and in graphs (weights and running statistics
- * are f32), and layer norm over the last axis in graphs (f32). */
+ * are f32), and layer norm and RMSNorm over the last axis in graphs (f32). */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -204,57 +205,71 @@ ug_status ug_g_batch_norm(ug_graph *g, ug_value *x, ug_value *weight, ug_value *
     return ug_op_graph_cast(g, &op, 5, in, want, out);
 }
 
-/* ---- layer norm over the last axis: in x, gamma [cols], beta [cols] ---- */
+/* ---- layer norm and RMSNorm over the last axis: in x [..., cols], then
+ * gamma [cols] and beta [cols] where given (op->p.layernorm says which;
+ * RMSNorm has no beta). Saved: mean and rstd, RMSNorm's rstd alone. ---- */
 
 static ug_status layernorm_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
                                  int *nout)
 {
-    (void)nin;
+    static const char *const names[3] = {"x", "gamma", "beta"};
     const ug_meta *x = &in[0];
-    UG_TRY(ug_infer_f32(op, x, "x"));
-    UG_TRY(ug_infer_f32(op, &in[1], "gamma"));
-    UG_TRY(ug_infer_f32(op, &in[2], "beta"));
+    for (int i = 0; i < nin; i++)
+        UG_TRY(ug_infer_f32(op, &in[i], names[i]));
     if (x->ndim < 1)
         return ug_set_error(UG_ERR_SHAPE, "%s: x needs at least one axis", op->name);
     int64_t cols = x->shape[x->ndim - 1];
-    if (ug_shape_numel(in[1].ndim, in[1].shape) != cols ||
-        ug_shape_numel(in[2].ndim, in[2].shape) != cols)
-        return ug_set_error(UG_ERR_SHAPE, "%s: gamma and beta need %lld elements (x's last axis)",
-                            op->name, (long long)cols);
-    if (!(op->p.layernorm.eps > 0.0f))
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: eps %g must be positive", op->name,
-                            (double)op->p.layernorm.eps);
+    for (int i = 1; i < nin; i++)
+        if (ug_shape_numel(in[i].ndim, in[i].shape) != cols) {
+            char s[96];
+            return ug_set_error(UG_ERR_SHAPE, "%s: %s is %s; it needs %lld elements (x's last axis)",
+                                op->name, names[i], ug_format_shape(in[i].ndim, in[i].shape, s, sizeof s),
+                                (long long)cols);
+        }
+    const float eps = op->p.layernorm.eps;
+    if (!(eps > 0.0f && eps <= FLT_MAX))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: eps %g must be positive and finite", op->name,
+                            (double)eps);
     int64_t rows = cols ? ug_shape_numel(x->ndim, x->shape) / cols : 0;
+    const bool rms = op->p.layernorm.rms;
     out[0] = *x;
-    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {rows}}; /* mean */
+    out[1] = (ug_meta){.dtype = UG_F32, .ndim = 1, .shape = {rows}}; /* mean, or RMSNorm's rstd */
     out[2] = out[1];                                                  /* rstd */
-    *nout = 3;
+    *nout = rms ? 2 : 3;
     return UG_OK;
 }
 
-/* Forward (in: x, gamma, beta; out: y, mean, rstd) and backward (in: dy, x,
- * mean, rstd, gamma; out: dx) share the kernel. */
+/* Forward (in: x, [gamma], [beta]; out: y, [mean], rstd) and backward (in:
+ * dy, x, [mean], rstd, [gamma]; out: dx) share the kernel; mean is absent
+ * in RMSNorm, gamma and beta where not given. */
 static ug_status layernorm_run(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in,
                                bool backward)
 {
+    const bool rms = op->p.layernorm.rms, has_gamma = op->p.layernorm.gamma;
     const ug_tensor *x = in[backward ? 1 : 0];
     int64_t cols = x->shape[x->ndim - 1];
-    ug_layernorm_args args = {.x = ug_kview_of(x), .cols = cols, .eps = op->p.layernorm.eps};
+    ug_layernorm_args args = {.x = ug_kview_of(x), .cols = cols, .eps = op->p.layernorm.eps, .rms = rms};
     args.rows = cols ? ug_tensor_numel(x) / cols : 0;
     if (args.rows == 0)
         return UG_OK;
     if (backward) {
+        int k = 2;
         args.dy = ug_kview_of(in[0]);
-        args.mean = ug_kview_of(in[2]);
-        args.rstd = ug_kview_of(in[3]);
-        args.gamma = ug_kview_of(in[4]);
+        if (!rms)
+            args.mean = ug_kview_of(in[k++]);
+        args.rstd = ug_kview_of(in[k++]);
+        if (has_gamma)
+            args.gamma = ug_kview_of(in[k]);
         args.dx = ug_kview_of(out[0]);
     } else {
-        args.gamma = ug_kview_of(in[1]);
-        args.beta = ug_kview_of(in[2]);
+        if (has_gamma)
+            args.gamma = ug_kview_of(in[1]);
+        if (op->p.layernorm.beta)
+            args.beta = ug_kview_of(in[has_gamma ? 2 : 1]);
         args.y = ug_kview_of(out[0]);
-        args.mean = ug_kview_of(out[1]);
-        args.rstd = ug_kview_of(out[2]);
+        if (!rms)
+            args.mean = ug_kview_of(out[1]);
+        args.rstd = ug_kview_of(out[rms ? 1 : 2]);
     }
     return ug_dispatch(ug_dev(x), UG_KERNEL_LAYERNORM, op->name, UG_F32, &args);
 }
@@ -285,8 +300,11 @@ const ug_op_def ug_op_layernorm_grad = {.family = "layernorm backward", .infer =
 
 static ug_status layernorm_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
 {
-    ug_value *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    ug_value *mean = n->saved[0], *rstd = n->saved[1];
+    const bool rms = n->op->p.layernorm.rms;
+    ug_value *x = n->in[0];
+    ug_value *gamma = n->op->p.layernorm.gamma ? n->in[1] : NULL;
+    ug_value *beta = n->op->p.layernorm.beta ? n->in[gamma ? 2 : 1] : NULL;
+    ug_value *mean = rms ? NULL : n->saved[0], *rstd = n->saved[rms ? 0 : 1];
     int64_t cols = ug_value_dim(x, ug_value_ndim(x) - 1);
     if (cols == 0)
         return UG_OK; /* no elements, and gamma and beta have none: nothing to give */
@@ -294,27 +312,36 @@ static ug_status layernorm_backward(ug_graph *g, const ug_op_node *n, ug_value *
     int64_t rows = ug_shape_numel(m.ndim, m.shape) / cols;
     int64_t flat[2] = {rows, cols}, column[2] = {rows, 1};
     if (ug_grad_needed(x)) {
-        ug_op op = {.def = &ug_op_layernorm_grad, .name = "layernorm backward",
+        ug_op op = {.def = &ug_op_layernorm_grad, .name = rms ? "rmsnorm backward" : "layernorm backward",
                     .p.layernorm = n->op->p.layernorm};
-        ug_value *in[5] = {gy, x, mean, rstd, gamma}, *dx = NULL;
-        UG_TRY(ug_op_graph(g, &op, 5, in, &dx));
+        ug_value *in[5] = {gy, x}, *dx = NULL;
+        int nin = 2;
+        if (mean)
+            in[nin++] = mean;
+        in[nin++] = rstd;
+        if (gamma)
+            in[nin++] = gamma;
+        UG_TRY(ug_op_graph(g, &op, nin, in, &dx));
         UG_TRY(ug_grad_give(g, x, dx));
     }
     /* dgamma = sum over rows of dy * xhat, dbeta = sum over rows of dy. */
     ug_value *gy2 = NULL, *x2 = NULL, *m2 = NULL, *r2 = NULL, *centered = NULL, *xhat = NULL;
     ug_value *prod = NULL, *dgamma = NULL, *dbeta = NULL;
     UG_TRY(ug_g_reshape(g, gy, 2, flat, &gy2));
-    if (ug_grad_needed(gamma)) {
+    if (gamma && ug_grad_needed(gamma)) {
         UG_TRY(ug_g_reshape(g, x, 2, flat, &x2));
-        UG_TRY(ug_g_reshape(g, mean, 2, column, &m2));
         UG_TRY(ug_g_reshape(g, rstd, 2, column, &r2));
-        UG_TRY(ug_g_sub(g, x2, m2, &centered));
+        centered = x2;
+        if (mean) {
+            UG_TRY(ug_g_reshape(g, mean, 2, column, &m2));
+            UG_TRY(ug_g_sub(g, x2, m2, &centered));
+        }
         UG_TRY(ug_g_mul(g, centered, r2, &xhat));
         UG_TRY(ug_g_mul(g, gy2, xhat, &prod));
         UG_TRY(ug_g_reduce_axes(g, prod, UG_RKERNEL_SUM, 0, false, false, &dgamma));
         UG_TRY(ug_grad_give(g, gamma, dgamma));
     }
-    if (ug_grad_needed(beta)) {
+    if (beta && ug_grad_needed(beta)) {
         UG_TRY(ug_g_reduce_axes(g, gy2, UG_RKERNEL_SUM, 0, false, false, &dbeta));
         UG_TRY(ug_grad_give(g, beta, dbeta));
     }
@@ -323,12 +350,35 @@ static ug_status layernorm_backward(ug_graph *g, const ug_op_node *n, ug_value *
 
 const ug_op_def ug_op_layernorm = {.family = "layernorm", .infer = layernorm_infer,
                                    .launch = layernorm_launch, .backward = layernorm_backward,
-                                   .autocast = ug_autocast_f32};
+                                   .inputs = {"x", "gamma", "beta"}, .autocast = ug_autocast_f32};
+
+/* x, then the affine parameters given: no beta without gamma, as the
+ * inputs' order (and PyTorch's modules) has it. */
+static ug_status add_norm(ug_graph *g, const char *name, bool rms, ug_value *x, ug_value *gamma,
+                          ug_value *beta, float eps, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, name));
+    if (beta && !gamma)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "%s: beta without gamma; pass a gamma (a parameter of ones for none)", name);
+    ug_op op = {.def = &ug_op_layernorm, .name = name,
+                .p.layernorm = {.eps = eps, .rms = rms, .gamma = gamma != NULL, .beta = beta != NULL}};
+    ug_value *in[3] = {x, NULL, NULL};
+    int nin = 1;
+    if (gamma)
+        in[nin++] = gamma;
+    if (beta)
+        in[nin++] = beta;
+    return ug_op_graph(g, &op, nin, in, out);
+}
 
 ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
                          ug_value **out)
 {
-    ug_op op = {.def = &ug_op_layernorm, .name = "graph layernorm", .p.layernorm.eps = eps};
-    ug_value *in[3] = {x, gamma, beta};
-    return ug_op_graph(g, &op, 3, in, out);
+    return add_norm(g, "graph layernorm", false, x, gamma, beta, eps, out);
+}
+
+ug_status ug_g_rmsnorm(ug_graph *g, ug_value *x, ug_value *gamma, float eps, ug_value **out)
+{
+    return add_norm(g, "graph rmsnorm", true, x, gamma, NULL, eps, out);
 }

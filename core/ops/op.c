@@ -12,7 +12,7 @@ const char *ug_op_name(const ug_op *op) { return op->name ? op->name : op->def->
 /* How messages name input i of an op with nin inputs. */
 const char *ug_op_input_name(const ug_op *op, int nin, int i)
 {
-    static const char *const generic[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f"};
+    static const char *const generic[UG_OP_MAX_INPUTS] = {"a", "b", "c", "d", "e", "f", "g", "h"};
     if (op->def->inputs[i])
         return op->def->inputs[i];
     return nin == 1 ? "x" : generic[i];
@@ -94,6 +94,23 @@ ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, con
     }
     *ndim = n;
     return UG_OK;
+}
+
+ug_status ug_resolve_axis(const ug_op *op, int ndim, int axis, int *out)
+{
+    if (axis < -ndim || axis >= ndim)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: axis %d is out of range for %d axes",
+                            ug_op_name(op), axis, ndim);
+    *out = axis < 0 ? axis + ndim : axis;
+    return UG_OK;
+}
+
+int64_t ug_shape_span(const int64_t *shape, int from, int to)
+{
+    int64_t n = 1;
+    for (int i = from; i < to; i++)
+        n *= shape[i];
+    return n;
 }
 
 ug_status ug_op_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)

@@ -26,7 +26,7 @@ typedef struct ug_meta {
 /* An op's results: out[0] is the result; out[1..] are values it saves for
  * its backward (layernorm's mean and rstd) or scratch (f16 matmul's f32
  * copies), which eager calls free and graphs plan like any value. */
-enum { UG_OP_MAX_INPUTS = 6, UG_OP_MAX_OUTPUTS = 4 };
+enum { UG_OP_MAX_INPUTS = 8, UG_OP_MAX_OUTPUTS = 4 };
 
 typedef struct ug_op ug_op;
 
@@ -53,6 +53,9 @@ typedef struct ug_optim_source {
     const ug_tensor *step_state; /* f32 [UG_STEP_STATE_SIZE]: the step counts and loss scaler */
     ug_tensor *const *state;     /* [param * slots + slot] */
     int slots;
+    /* [param]: each parameter's group's weight decay and rate scale
+     * (optim.h's parameter groups), carried by its update's arguments. */
+    const float *weight_decay, *lr_scale;
     /* Parameter index's half copy, NULL when none: made on first use, so
      * asked at every launch. */
     const ug_tensor *(*half_copy)(const void *model, int index);
@@ -216,9 +219,12 @@ struct ug_op {
         struct { bool normal; float p0, p1; uint64_t seed, offset; } random;
         struct { const ug_run_state *run; uint64_t stream; float p; } dropout;
         /* seed: the graph whose backward pass's first gradient the
-         * gradient's launch takes (UG_FOLD_SEED); NULL: its input's */
-        struct { float smoothing; const ug_run_state *seed; } xent;
-        struct { float eps; } layernorm;
+         * gradient's launch takes (UG_FOLD_SEED); NULL: its input's.
+         * ignore: rows whose label is ignore_index count for nothing. */
+        struct { float smoothing; bool ignore; int64_t ignore_index; const ug_run_state *seed; } xent;
+        /* rms: RMSNorm (no mean, no beta); gamma, beta: those inputs
+         * given (x's, then gamma's, then beta's: no beta without gamma) */
+        struct { float eps; bool rms, gamma, beta; } layernorm;
         struct { const ug_optim_source *source; int param_index; } optim;
         /* the backward pass's first gradient: 1, or the loss scale */
         struct { const ug_run_state *run; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;
@@ -228,6 +234,14 @@ struct ug_op {
         struct { ug_window2d win; int groups; bool bias; ug_device *device; } conv;
         /* a window op's geometry (pooling, upsampling; pooling's kind) */
         struct { ug_pool2d_kind kind; ug_window2d win; } window;
+        /* ops along one axis (core/ops/index.c, core/ops/shape.c): take's
+         * and its gradient's (size: the taken axis's length), slice's and
+         * its gradient's (start, size: the sliced axis's length, or like's
+         * along axis as bound now when like is set), concat's; permute's
+         * order of `axis` axes */
+        struct { int axis; int64_t start, size; int order[UG_MAX_DIMS]; const ug_value *like; } layout;
+        /* fused attention (core/ops/attention.c); scale resolved (> 0) */
+        struct { bool causal; float scale; } attention;
         /* training is the graph's mode when graph is set; recomputed copies
          * (recomputation) leave the running statistics alone */
         /* relu: a following ReLU fused in (graph/plan.c) */
@@ -326,6 +340,11 @@ ug_status ug_infer_images(const ug_op *op, const ug_meta *x);
 ug_status ug_window_outputs(const ug_op *op, ug_window2d *win);
 /* win's n, c, h, w from an image shape [N, C, H, W]. */
 void ug_window_take_image(ug_window2d *win, const int64_t *shape);
+/* axis of ndim axes (negative counts from the end) as an index, or an
+ * error naming the op. */
+ug_status ug_resolve_axis(const ug_op *op, int ndim, int axis, int *out);
+/* The product of shape[from, to): the outer or inner size around an axis. */
+int64_t ug_shape_span(const int64_t *shape, int from, int to);
 ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, const int64_t *b_shape,
                              const char *op, int *ndim, int64_t *out);
 
@@ -334,6 +353,12 @@ ug_status ug_broadcast_shape(int a_ndim, const int64_t *a_shape, int b_ndim, con
 /* y = post(a op b) with broadcasting; y has the broadcast shape. */
 ug_status ug_launch_binary(const char *op, ug_binary_kind kind, ug_unary_kind post, float alpha,
                            ug_tensor *y, const ug_tensor *a, const ug_tensor *b);
+/* y = f(x at the strided position of each element of y): x read through
+ * strides (in elements, 0 for a broadcast axis) over y's shape as ndim
+ * sizes; shape and strides are collapsed in place. */
+ug_status ug_launch_strided_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
+                                  ug_tensor *y, const ug_tensor *x, int ndim, int64_t *shape,
+                                  int64_t *strides);
 /* y = f(x), same element count, contiguous. */
 ug_status ug_launch_unary(const char *op, ug_unary_kind kind, float alpha, float beta,
                           ug_tensor *y, const ug_tensor *x);
@@ -360,7 +385,7 @@ ug_status ug_launch_random(const char *op, bool normal, float p0, float p1, uint
 /* ---- the definitions ---- */
 
 extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_op_fill,
-    ug_op_transpose, ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
+    ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
     ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
     ug_op_layernorm_grad, ug_op_optimizer, ug_op_optimizer_step, ug_op_loss_seed, ug_op_conv2d,
     ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;

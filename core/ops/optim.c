@@ -10,10 +10,12 @@
 enum { UG_OPTIM_GROUP_MAX = 64 };
 
 /* Parameter index's buffers: its update node's inputs (param, grad, the
- * gate, then a folded check's flag or NULL), its state and half copy. */
+ * gate, then a folded check's flag or NULL), its state and half copy; and
+ * its group's settings. */
 static ug_optim_tensor param_tensor(const ug_optim_source *src, int index, const ug_tensor *const *in)
 {
-    ug_optim_tensor t = {.param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .n = ug_tensor_numel(in[0])};
+    ug_optim_tensor t = {.param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .n = ug_tensor_numel(in[0]),
+                         .weight_decay = src->weight_decay[index], .lr_scale = src->lr_scale[index]};
     if (in[3])
         t.epi.check = ug_kview_of(in[3]);
     if (src->slots > 0)
@@ -46,11 +48,13 @@ static ug_status optimizer_launch(const ug_op *op, ug_tensor *const *out, const 
     ug_optim_args args = shared_args(src, in[2]);
     args.param = t.param, args.grad = t.grad, args.state0 = t.state0, args.state1 = t.state1;
     args.copy = t.copy, args.epi = t.epi, args.n = t.n;
+    args.weight_decay = t.weight_decay, args.lr_scale = t.lr_scale;
     return ug_dispatch(ug_dev(in[0]), UG_KERNEL_OPTIMIZER, op->name, in[0]->dtype, &args);
 }
 
 /* Every parameter's update in one launch (PyTorch's multi-tensor apply):
- * the graph groups the update nodes (they share the gate). */
+ * the graph groups the update nodes (they share the gate); parameter
+ * groups' settings travel per tensor, so they add no launch. */
 static ug_status optimizer_launch_group(const ug_op *const *ops, const ug_tensor *const *ins, int count)
 {
     const ug_optim_source *src = ops[0]->p.optim.source;

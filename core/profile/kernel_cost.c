@@ -112,8 +112,9 @@ void ug_kernel_cost_of(ug_kernel_family family, const void *args, ug_kernel_cost
         double n = (double)a->rows * (double)a->cols;
         c->bytes = n * (size_of(a->logits) + size_of(a->grad)) + (double)a->rows * (size_of(a->labels) + size_of(a->loss));
         c->flops = 4.0 * n;
-        if (a->mean.y.mem) { /* the row losses read again, their mean written */
-            c->bytes += (double)a->rows * size_of(a->loss) + size_of(a->mean.y);
+        if (a->mean.y.mem) { /* the row losses read again (and the labels, counting), their mean written */
+            c->bytes += (double)a->rows * (size_of(a->loss) + (a->ignore ? size_of(a->labels) : 0.0)) +
+                        size_of(a->mean.y) + size_of(a->count);
             c->flops += (double)a->rows;
         }
         snprintf(c->shape, sizeof c->shape, "%lldx%lld", (long long)a->rows, (long long)a->cols);
@@ -123,7 +124,8 @@ void ug_kernel_cost_of(ug_kernel_family family, const void *args, ug_kernel_cost
         const ug_layernorm_args *a = args;
         double n = (double)a->rows * (double)a->cols;
         c->bytes = n * (size_of(a->x) + size_of(a->y) + size_of(a->dy) + size_of(a->dx));
-        c->flops = (a->dx.mem ? 8.0 : 5.0) * n;
+        /* RMSNorm has no mean: no sum of x, no x - mean, no sum of g */
+        c->flops = (a->dx.mem ? (a->rms ? 6.0 : 8.0) : (a->rms ? 3.0 : 5.0)) * n;
         snprintf(c->shape, sizeof c->shape, "%lldx%lld", (long long)a->rows, (long long)a->cols);
         break;
     }
@@ -186,6 +188,34 @@ void ug_kernel_cost_of(ug_kernel_family family, const void *args, ug_kernel_cost
         c->bytes = a->backward ? in * size_of(a->dx) + out * size_of(a->dy) : in * size_of(a->x) + out * size_of(a->y);
         c->flops = a->backward ? out : 0.0;
         image(c, w);
+        break;
+    }
+    case UG_KERNEL_GATHER: {
+        const ug_gather_args *a = args;
+        const double moved = (double)a->outer * a->count * a->inner;
+        c->bytes = moved * (size_of(a->x) + (a->accumulate ? 0.0 : size_of(a->y))) +
+                   (a->accumulate ? (double)a->outer * a->y_len * a->inner * size_of(a->y) : 0.0) +
+                   (a->index.mem ? (double)a->count * size_of(a->index) : 0.0);
+        c->flops = a->accumulate ? moved : 0.0;
+        snprintf(c->shape, sizeof c->shape, "[%lld,%lld,%lld]", (long long)a->outer, (long long)a->count,
+                 (long long)a->inner);
+        break;
+    }
+    case UG_KERNEL_ATTENTION: {
+        const ug_attention_args *a = args;
+        const double heads = (double)a->batch * a->heads, d = (double)a->head_dim;
+        double pairs = heads * (double)a->q_len * (double)a->kv_len;
+        if (a->causal) /* the lower triangle of each head's [q_len, kv_len] */
+            pairs = heads * (a->q_len <= a->kv_len ? (double)a->q_len * (a->q_len + 1) / 2
+                                                   : (double)a->kv_len * (a->kv_len + 1) / 2 +
+                                                         (double)(a->q_len - a->kv_len) * a->kv_len);
+        /* s and p v forward; backward s again (twice: the dq and the dk, dv
+         * passes), dout . v twice, and the three products */
+        c->flops = pairs * d * (a->backward ? 14.0 : 4.0);
+        const double qo = heads * (double)a->q_len * d, kv = heads * (double)a->kv_len * d;
+        c->bytes = size_of(a->q) * (a->backward ? 4 * qo + 4 * kv : 2 * qo + 2 * kv);
+        snprintf(c->shape, sizeof c->shape, "[%lld,%lld,%lld,%lld]", (long long)a->batch, (long long)a->heads,
+                 (long long)a->q_len, (long long)a->head_dim);
         break;
     }
     case UG_KERNEL_FAMILY_COUNT:

@@ -2,6 +2,7 @@
  * ops that use them. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/graph/internal.h"
 #include "unigrad/nn.h"
@@ -23,25 +24,62 @@ ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_f
     UG_TRY(ug_graph_check_open(g, "ug_nn_linear"));
     if (!x || !out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_linear: %s is NULL", x ? "out" : "x");
-    if (x->ndim != 2 || out_features <= 0) {
+    if (x->ndim < 2 || out_features <= 0) {
         char s[96];
-        return ug_set_error(UG_ERR_SHAPE, "ug_nn_linear '%s': x is %s and out_features %lld; x must be [rows, in] "
-                            "(use ug_nn_flatten) and out_features positive",
+        return ug_set_error(UG_ERR_SHAPE, "ug_nn_linear '%s': x is %s and out_features %lld; x must be [..., in] "
+                            "with a leading axis of rows, and out_features positive",
                             name ? name : "", ug_format_shape(x->ndim, x->shape, s, sizeof s), (long long)out_features);
     }
-    int64_t in_features = x->shape[1];
+    int64_t in_features = x->shape[x->ndim - 1];
     /* nn.Linear: kaiming_uniform(a = sqrt 5) gives bound 1/sqrt(fan_in); the bias uses the same bound. */
     float bound = in_features > 0 ? 1.0f / sqrtf((float)in_features) : 0.0f;
     int64_t wshape[2] = {out_features, in_features};
-    ug_value *w = NULL, *b = NULL, *xw = NULL;
+    /* N-D x runs as one product over its rows [x.numel / in, in] (one GEMM,
+     * not a batch of small ones), reshaped back to [..., out]. */
+    int64_t flat[2] = {-1, in_features}, shape[UG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = out_features;
+    ug_value *w = NULL, *b = NULL, *xw = NULL, *rows = x, *y = NULL;
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_status st = named_param(g, name, "weight", 2, wshape, UG_INIT_UNIFORM, bound, &w);
     if (st == UG_OK)
         st = named_param(g, name, "bias", 1, &out_features, UG_INIT_UNIFORM, bound, &b);
+    if (st == UG_OK && x->ndim > 2)
+        st = ug_g_reshape(g, x, 2, flat, &rows);
     if (st == UG_OK)
-        st = ug_g_matmul(g, x, w, false, true, &xw);
+        st = ug_g_matmul(g, rows, w, false, true, &xw);
     if (st == UG_OK)
-        st = ug_g_add(g, xw, b, out);
+        st = ug_g_add(g, xw, b, &y);
+    if (st == UG_OK && x->ndim > 2)
+        st = ug_g_reshape(g, y, x->ndim, shape, &y);
+    if (st == UG_OK)
+        *out = y;
+    else
+        ug_graph_rollback(g, mark);
+    return st;
+}
+
+/* A normalisation over the last axis with its named parameters: weight
+ * (ones) unless without_weight, bias (zeros) for a layer norm unless
+ * without_bias; all taken back when the op refuses. */
+static ug_status norm_layer(ug_graph *g, const char *api, const char *name, bool rms, ug_value *x, float eps,
+                            const ug_nn_norm_params *params, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, api));
+    if (!x || !out || x->ndim < 1)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: x must have at least one axis and out not be NULL", api);
+    const bool weighted = !(params && params->without_weight);
+    const bool biased = !rms && weighted && !(params && params->without_bias);
+    int64_t cols = x->shape[x->ndim - 1];
+    ug_value *gamma = NULL, *beta = NULL;
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_status st = UG_OK;
+    if (weighted)
+        st = named_param(g, name, "weight", 1, &cols, UG_INIT_CONSTANT, 1.0f, &gamma);
+    if (st == UG_OK && biased)
+        st = named_param(g, name, "bias", 1, &cols, UG_INIT_CONSTANT, 0.0f, &beta);
+    if (st == UG_OK)
+        st = rms ? ug_g_rmsnorm(g, x, gamma, eps, out) : ug_g_layernorm(g, x, gamma, beta, eps, out);
     if (st != UG_OK)
         ug_graph_rollback(g, mark);
     return st;
@@ -49,17 +87,37 @@ ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_f
 
 ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out)
 {
-    UG_TRY(ug_graph_check_open(g, "ug_nn_layernorm"));
-    if (!x || !out || x->ndim < 1)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_layernorm: x must have at least one axis and out not be NULL");
-    int64_t cols = x->shape[x->ndim - 1];
-    ug_value *gamma = NULL, *beta = NULL;
+    return norm_layer(g, "ug_nn_layernorm", name, false, x, eps, NULL, out);
+}
+
+ug_status ug_nn_layernorm_with(ug_graph *g, const char *name, ug_value *x, float eps,
+                               const ug_nn_norm_params *params, ug_value **out)
+{
+    return norm_layer(g, "ug_nn_layernorm_with", name, false, x, eps, params, out);
+}
+
+ug_status ug_nn_rmsnorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out)
+{
+    return norm_layer(g, "ug_nn_rmsnorm", name, true, x, eps, NULL, out);
+}
+
+ug_status ug_nn_embedding(ug_graph *g, const char *name, ug_value *index, int64_t vocab, int64_t dim,
+                          float init_std, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_nn_embedding"));
+    if (!index || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_embedding: %s is NULL", index ? "out" : "index");
+    if (vocab <= 0 || dim <= 0 || !(init_std >= 0.0f) || init_std > 1e30f)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                            "ug_nn_embedding '%s': vocab %lld, dim %lld, init_std %g; sizes must be positive "
+                            "and the deviation finite and not negative",
+                            name ? name : "", (long long)vocab, (long long)dim, (double)init_std);
+    int64_t shape[2] = {vocab, dim};
+    ug_value *table = NULL;
     ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_status st = named_param(g, name, "weight", 1, &cols, UG_INIT_CONSTANT, 1.0f, &gamma);
+    ug_status st = named_param(g, name, "weight", 2, shape, UG_INIT_NORMAL, init_std, &table);
     if (st == UG_OK)
-        st = named_param(g, name, "bias", 1, &cols, UG_INIT_CONSTANT, 0.0f, &beta);
-    if (st == UG_OK)
-        st = ug_g_layernorm(g, x, gamma, beta, eps, out);
+        st = ug_g_take(g, table, index, 0, out);
     if (st != UG_OK)
         ug_graph_rollback(g, mark);
     return st;

@@ -1,8 +1,9 @@
 /* The metrics of a trainer's graph as sums kept on the device across runs
  * (ug_graph_accumulate), read once per epoch: the samples' losses, the
- * samples classified right, those whose label is among the k largest
- * logits, the confusion matrix, and the caller's own metrics. Counts are
- * f32 sums of whole numbers: exact up to 2^24 per entry. */
+ * samples classified right (a token run: the tokens predicted right),
+ * those whose label is among the k largest logits, the confusion matrix,
+ * and the caller's own metrics; perplexity and bits per token from the
+ * loss. Counts are f32 sums of whole numbers: exact up to 2^24 per entry. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,18 +104,27 @@ ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer
     }
     if (!tg->logits || t->target_width)
         return UG_OK;
-    if (ug_value_ndim(tg->logits) != 2 || ug_value_dim(tg->logits, 0) != ug_value_dim(tg->x, 0))
-        return ug_set_error(UG_ERR_SHAPE, "trainer: the build function's logits must be [rows, classes], "
-                                          "one row per sample of x");
-    tg->classes = (int32_t)ug_value_dim(tg->logits, 1);
+    /* y's shape and a class axis: [rows, classes], or a token run's
+     * [rows, block_size, vocab]. */
+    const int label_axes = ug_value_ndim(tg->y);
+    bool fits = ug_value_ndim(tg->logits) == label_axes + 1;
+    for (int d = 0; fits && d < label_axes; d++)
+        fits = ug_value_dim(tg->logits, d) == ug_value_dim(tg->y, d);
+    if (!fits)
+        return ug_set_error(UG_ERR_SHAPE, "trainer: the build function's logits must be %s",
+                            label_axes == 1 ? "[rows, classes], one row per sample of x"
+                                            : "[rows, block_size, vocab], one row per token of x");
+    tg->classes = (int32_t)ug_value_dim(tg->logits, label_axes);
     ug_value *logits = tg->logits, *pred = NULL, *pred_f = NULL, *labels_f = NULL, *hits = NULL,
              *correct = NULL;
     if (ug_value_dtype(logits) != UG_F32) /* whole class numbers and ranks stay exact in f32 */
         UG_TRY(ug_g_cast(g, logits, UG_F32, &logits));
-    UG_TRY(ug_g_argmax(g, logits, 1, &pred));
+    UG_TRY(ug_g_argmax(g, logits, label_axes, &pred));
     UG_TRY(ug_g_cast(g, pred, UG_F32, &pred_f));
     UG_TRY(ug_g_cast(g, tg->y, UG_F32, &labels_f));
     UG_TRY(ug_g_equal(g, pred_f, labels_f, &hits));
+    if (label_axes == 2) /* a row's tokens first, so the rows stay the leading axis */
+        UG_TRY(ug_g_sum(g, hits, 1, false, &hits));
     UG_TRY(ug_g_sum(g, hits, 0, true, &correct));
     UG_TRY(ug_graph_accumulate(g, correct, 1.0f, &tg->correct_sum));
     if (!evaluation || (t->config.top_k <= 0 && !t->config.confusion))
@@ -183,7 +193,9 @@ ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples
         out->metrics[i] = sums[3 + i] / n;
     double count = 0.0;
     if (tg->correct_sum)
-        out->accuracy = sums[2] / n;
+        out->accuracy = sums[2] / (n * (double)tg->row_labels);
+    out->perplexity = t->target_width ? NAN : exp(out->loss);
+    out->bits_per_token = t->target_width ? NAN : out->loss / log(2.0);
     if (evaluation && tg->top_k_sum) {
         UG_TRY(read_count(tg, tg->top_k_sum, &count));
         out->top_k_accuracy = count / n;

@@ -1,7 +1,8 @@
 /* Opening a training run (include/unigrad/trainer.h): checking the
  * configuration, the model and optimizer, the training and evaluation
- * graphs, the batch-size search, the loaders; a step on its own (the
- * model, optimizer and training graph alone); and evaluating a data set. */
+ * graphs, the batch-size search, the loaders (a token run's own parts are
+ * trainer_tokens.c's); a step on its own (the model, optimizer and
+ * training graph alone); and evaluating a data set. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ ug_trainer_config ug_trainer_defaults(void)
     c.checkpoint_every_epochs = 1;
     c.keep = 1;
     c.log_every = 50;
+    c.eval_iters = 20;
     return c;
 }
 
@@ -49,6 +51,8 @@ static ug_status check_config(const char *op, ug_device *device, const ug_traine
     else if (c->keep < 1) bad = "keep is below 1";
     else if (c->log_every < 0) bad = "log_every is negative";
     else if (c->workers < 0) bad = "workers is negative";
+    else if (c->max_steps < 0 || c->block_size < 0 || c->eval_every < 0 || c->eval_iters < 0)
+        bad = "max_steps, block_size, eval_every or eval_iters is negative";
     if (bad)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s", op, bad);
     if (c->comm && ug_comm_device(c->comm) != device)
@@ -72,14 +76,19 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     UG_TRY(ug_graph_create(t->model, &out->graph));
     ug_graph *g = out->graph;
     const int64_t x_shape[2] = {rows, t->features}, y_shape[2] = {rows, t->target_width};
+    const bool tokens = t->train_tokens != NULL;
+    out->row_labels = tokens ? t->features : 1;
     ug_trainer_outputs outputs = {0};
     ug_status st = ug_graph_set_precision(g, t->config.precision);
     /* Each rank's own dropout masks, reproducible from the seed. */
     const uint64_t rank = t->config.comm ? (uint64_t)ug_comm_rank(t->config.comm) : 0;
     if (st == UG_OK) st = ug_graph_set_seed(g, t->config.seed + rank * 0x9E3779B97F4A7C15ull);
-    /* The features come in the compute dtype (the loader rounds them). */
-    if (st == UG_OK) st = ug_graph_input(g, "x", t->config.precision, 2, x_shape, &out->x);
-    if (st == UG_OK)
+    /* The features come in the compute dtype (the loader rounds them); a
+     * token run's x and y are ids [rows, block_size]. */
+    if (st == UG_OK) st = ug_graph_input(g, "x", tokens ? UG_I32 : t->config.precision, 2, x_shape, &out->x);
+    if (st == UG_OK && tokens)
+        st = ug_graph_input(g, "y", UG_I32, 2, x_shape, &out->y);
+    else if (st == UG_OK)
         st = t->target_width ? ug_graph_input(g, "y", UG_F32, 2, y_shape, &out->y)
                              : ug_graph_input(g, "y", UG_I32, 1, y_shape, &out->y);
     if (st == UG_OK) {
@@ -99,7 +108,7 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
 
 /* Compiles a built graph (with the optimizer for training) and binds its
  * class numbers. */
-static ug_status finish_graph(ug_trainer *t, trainer_graph *tg, bool training)
+ug_status trainer_finish_graph(ug_trainer *t, trainer_graph *tg, bool training)
 {
     if (training)
         UG_TRY(ug_graph_set_optimizer(tg->graph, t->optimizer));
@@ -115,19 +124,26 @@ static int64_t updates_per_epoch(const ug_trainer *t, int64_t count, int64_t bat
 }
 
 /* The optimizer of the configuration for the batch size chosen: cosine
- * over the run's updates, a step schedule in epochs, loss scaling for f16.
- * epoch_updates 0: the batch size is still to be chosen, and this one only
- * counts in its plans (where the schedule makes no difference). */
-static ug_status make_optimizer(ug_trainer *t, int64_t epoch_updates)
+ * over the run's updates (a token run's max_steps), a step schedule in
+ * epochs, loss scaling for f16. epoch_updates 0: the batch size is still
+ * to be chosen, and this one only counts in its plans (where the schedule
+ * makes no difference). */
+ug_status trainer_make_optimizer(ug_trainer *t, int64_t epoch_updates)
 {
     ug_optimizer_config oc = t->config.optimizer;
+    const bool tokens = t->train_tokens != NULL;
     if (!epoch_updates)
         oc.schedule = UG_SCHEDULE_CONSTANT;
-    if (oc.schedule == UG_SCHEDULE_COSINE && oc.total_steps == 0 &&
-        __builtin_mul_overflow(t->config.epochs, epoch_updates, &oc.total_steps))
+    if (oc.schedule == UG_SCHEDULE_COSINE && oc.total_steps == 0 && tokens)
+        oc.total_steps = t->config.max_steps;
+    else if (oc.schedule == UG_SCHEDULE_COSINE && oc.total_steps == 0 &&
+             __builtin_mul_overflow(t->config.epochs, epoch_updates, &oc.total_steps))
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "trainer: %lld epochs of %lld updates are more updates "
                                                      "than a step count holds; train fewer epochs",
                             (long long)t->config.epochs, (long long)epoch_updates);
+    if (oc.schedule == UG_SCHEDULE_STEP && oc.step_size == 0 && tokens)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create_tokens: the step schedule's step_size is 0 "
+                                                     "(an epoch's updates), and a token run has no epochs: give it");
     if (oc.schedule == UG_SCHEDULE_STEP && oc.step_size == 0)
         oc.step_size = epoch_updates;
     if (t->config.precision == UG_F16 && !oc.loss_scaling.enabled) {
@@ -195,7 +211,7 @@ static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_data
     trainer_graph first;
     UG_TRY(trainer_build_graph(t, t->batch ? t->batch : 1, true, &first));
     trainer_graph_free(&first);
-    UG_TRY(make_optimizer(t, t->batch ? updates_per_epoch(t, count, t->batch) : 0));
+    UG_TRY(trainer_make_optimizer(t, t->batch ? updates_per_epoch(t, count, t->batch) : 0));
     if (!t->batch) {
         batch_search s = {t, train, val};
         ug_trainer_batch_plan *p = &t->batch_plan;
@@ -211,16 +227,20 @@ static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_data
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: the training set's %lld samples make "
                                                      "no whole batch of %lld (drop_last)",
                             (long long)count, (long long)t->batch);
-    UG_TRY(make_optimizer(t, t->epoch_updates));
+    UG_TRY(trainer_make_optimizer(t, t->epoch_updates));
     UG_TRY(trainer_build_graph(t, t->batch, true, &t->train));
-    UG_TRY(finish_graph(t, &t->train, true));
+    UG_TRY(trainer_finish_graph(t, &t->train, true));
     UG_TRY(trainer_build_graph(t, t->batch, false, &t->eval));
-    return finish_graph(t, &t->eval, false);
+    return trainer_finish_graph(t, &t->eval, false);
 }
 
 static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_dataset *validation)
 {
     const ug_trainer_config *c = &t->config;
+    if (c->max_steps)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: max_steps is %lld: it counts a token run's "
+                                                     "updates (ug_trainer_create_tokens); a data set trains for epochs",
+                            (long long)c->max_steps);
     ug_dataset *fit = NULL, *held = NULL;
     if (!validation && c->val_split > 0.0) {
         UG_TRY(ug_dataset_split(train, c->val_split, c->seed, &fit, &held));
@@ -270,20 +290,21 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
     return c->keep > 1 ? ug_checkpoint_set_keep(t->checkpoint, c->keep) : UG_OK;
 }
 
-ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug_dataset *validation,
-                            ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
-                            ug_trainer **out)
+ug_status trainer_create(const char *op, ug_device *device, const trainer_sources *sources,
+                         ug_trainer_build_fn build, void *user, const ug_trainer_config *config, ug_trainer **out)
 {
     if (!out)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: out is NULL");
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
     *out = NULL;
-    if (!device || !train || !build || !config)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: %s is NULL",
-                            !device ? "device" : !train ? "the training set" : !build ? "build" : "config");
-    UG_TRY(check_config("ug_trainer_create", device, config));
+    const bool tokens = sources->train_tokens || sources->val_tokens;
+    const bool no_train = tokens ? !sources->train_tokens : !sources->train;
+    if (!device || no_train || !build || !config)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op,
+                            !device ? "device" : no_train ? "the training set" : !build ? "build" : "config");
+    UG_TRY(check_config(op, device, config));
     ug_trainer *t = ug_calloc(1, sizeof *t);
     if (!t)
-        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the trainer");
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: the trainer", op);
     t->config = *config;
     t->checkpoint_path = config->checkpoint ? ug_string_copy(config->checkpoint) : NULL;
     t->resume_path = config->resume ? ug_string_copy(config->resume) : NULL;
@@ -294,9 +315,13 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     t->device = device;
     t->best_val_loss = INFINITY;
     t->best_epoch = -1;
-    ug_status st = (config->checkpoint && !t->checkpoint_path) || (config->resume && !t->resume_path)
-                       ? ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_trainer_create: the paths")
-                       : open_run(t, train, validation);
+    ug_status st = UG_OK;
+    if ((config->checkpoint && !t->checkpoint_path) || (config->resume && !t->resume_path))
+        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: the paths", op);
+    else if (tokens)
+        st = trainer_open_tokens(t, sources->train_tokens, sources->val_tokens);
+    else
+        st = open_run(t, sources->train, sources->validation);
     if (st == UG_OK && t->resume_path)
         st = trainer_resume(t);
     if (st == UG_OK && t->config.comm) /* the replicas start alike: rank 0's */
@@ -313,6 +338,14 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
     }
     *out = t;
     return UG_OK;
+}
+
+ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug_dataset *validation,
+                            ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                            ug_trainer **out)
+{
+    const trainer_sources sources = {.train = train, .validation = validation};
+    return trainer_create("ug_trainer_create", device, &sources, build, user, config, out);
 }
 
 /* What a step cannot take of a trainer's configuration: a batch size to
@@ -371,8 +404,8 @@ ug_status ug_train_step_create(ug_device *device, int64_t features, int64_t targ
      * build_run; 1 update an epoch counts in no schedule, whose lengths
      * are given (check_step_config). */
     if (st == UG_OK) st = trainer_build_graph(t, t->batch, true, &t->train);
-    if (st == UG_OK) st = make_optimizer(t, 1);
-    if (st == UG_OK) st = finish_graph(t, &t->train, true);
+    if (st == UG_OK) st = trainer_make_optimizer(t, 1);
+    if (st == UG_OK) st = trainer_finish_graph(t, &t->train, true);
     if (st == UG_OK && comm) /* the replicas start alike: rank 0's */
         st = ug_comm_broadcast_model(comm, t->model);
     if (st == UG_OK && comm)
@@ -419,6 +452,9 @@ ug_status ug_trainer_evaluate(ug_trainer *t, const ug_dataset *data, ug_trainer_
     if (!t || !data || !out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_evaluate: %s is NULL",
                             !t ? "trainer" : !data ? "data" : "out");
+    if (t->train_tokens)
+        return ug_set_error(UG_ERR_STATE, "ug_trainer_evaluate: this run trains on tokens; evaluate a token set "
+                                          "with ug_trainer_evaluate_tokens");
     if (ug_dataset_features(data) != t->features || ug_dataset_target_width(data) != t->target_width)
         return ug_set_error(UG_ERR_SHAPE, "ug_trainer_evaluate: the data set's samples (%lld features, target "
                                           "width %lld) are not the model's (%lld, %lld)",
@@ -483,6 +519,10 @@ void ug_trainer_free(ug_trainer *t)
     ug_checkpoint_free(t->checkpoint);
     ug_loader_free(t->train_loader);
     ug_loader_free(t->val_loader);
+    ug_token_sampler_free(t->train_sampler);
+    ug_token_sampler_free(t->val_sampler);
+    ug_tokens_free(t->train_tokens);
+    ug_tokens_free(t->val_tokens);
     trainer_graph_free(&t->train);
     trainer_graph_free(&t->eval);
     ug_optimizer_free(t->optimizer);

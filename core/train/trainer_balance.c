@@ -84,5 +84,6 @@ ug_status trainer_balance_after_update(ug_trainer *t, int64_t rows)
     b->rows = 0;
     b->seconds = 0.0;
     b->measuring = ++b->rounds < ROUNDS;
-    return ug_loader_set_shard_weights(t->train_loader, b->shares);
+    return t->train_sampler ? ug_token_sampler_set_shard_weights(t->train_sampler, b->shares)
+                            : ug_loader_set_shard_weights(t->train_loader, b->shares);
 }

@@ -1,7 +1,8 @@
-/* The epochs of a training run (ug_trainer_fit): batches through the
- * training graph with accumulation, the callbacks, validation, early
- * stopping and checkpoints at positions a resume continues exactly. A step
- * on its own (ug_train_step_run) trains its batches as fit does its. */
+/* The epochs of a training run (ug_trainer_fit), or a token run's steps:
+ * batches through the training graph with accumulation, the callbacks,
+ * validation, early stopping and checkpoints at positions a resume
+ * continues exactly. A step on its own (ug_train_step_run) trains its
+ * batches as fit does its. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -215,10 +216,123 @@ static ug_status early_stopping(ug_trainer *t, ug_trainer_epoch *report, bool *s
     return UG_OK;
 }
 
+/* ---- a token run: steps instead of epochs ---- */
+
+/* The evaluation (from 0) that update number step (from 1) reports to:
+ * the first at a multiple of eval_every at or after it, or the last. */
+static int64_t report_index(const ug_trainer *t, int64_t step)
+{
+    return t->config.eval_every ? (step - 1) / t->config.eval_every : 0;
+}
+
+/* The report after update step: the training figures since the last,
+ * the validation tokens' fixed batches, early stopping, a checkpoint (when
+ * one is due: *saved), and on_epoch. seconds and windows: the span's
+ * training time and the global batches' windows trained in it by this
+ * process. */
+static ug_status report_steps(ug_trainer *t, int64_t step, double seconds, int64_t windows, bool *stop,
+                              bool *saved)
+{
+    const ug_trainer_config *c = &t->config;
+    ug_trainer_epoch report = {.epoch = report_index(t, step), .seconds = seconds};
+    UG_TRY(trainer_read_metrics(t, &t->train, t->report_samples, false, &report.train));
+    t->report_samples = 0;
+    t->report_batch = t->global_batch;
+    report.samples_per_second = (double)windows / seconds;
+    if (t->val_sampler)
+        UG_TRY(trainer_evaluate_sampler(t, t->val_sampler, &report.validation));
+    UG_TRY(early_stopping(t, &report, stop));
+    report.updates = ug_optimizer_steps(t->optimizer);
+    UG_TRY(epoch_figures(t, &report));
+    const bool last = step == c->max_steps || *stop;
+    *saved = c->checkpoint && (last || !c->checkpoint_every_updates || update_save_due(t));
+    if (*saved)
+        report.saved = save(t);
+    report.save_error = t->save_error[0] ? t->save_error : NULL;
+    if (c->on_epoch) {
+        ug_clear_error();
+        UG_TRY(call_back(c->on_epoch(&report, c->user), "on_epoch"));
+    }
+    t->save_error[0] = '\0';
+    return UG_OK;
+}
+
+/* One update's micro-batches: batch number global_batch of the training
+ * draws each, so the position is the step alone. */
+static ug_status step_batches(ug_trainer *t, int64_t step, int64_t first_batch, double start)
+{
+    const ug_trainer_config *c = &t->config;
+    for (int j = 0; j < c->accumulate; j++) {
+        UG_TRY(ug_profiler_range_push(t->device, "step"));
+        ug_token_batch b;
+        UG_TRY(ug_token_sampler_batch(t->train_sampler, UG_TOKEN_TRAIN, t->global_batch, &b));
+        const float lr = ug_optimizer_current_lr(t->optimizer);
+        t->last_lr = lr;
+        UG_TRY(train_batch(t, b.x, b.y, b.rows, j + 1 == c->accumulate));
+        UG_TRY(ug_profiler_range_pop(t->device));
+        t->report_samples += b.rows;
+        t->global_batch++;
+        if (!c->on_step)
+            continue;
+        const int64_t batches = c->max_steps * c->accumulate;
+        ug_trainer_step s = {.epoch = report_index(t, step + 1), .batch = t->global_batch - 1, .batches = batches,
+                             .global_batch = t->global_batch, .updates = ug_optimizer_steps(t->optimizer),
+                             .samples = t->report_samples, .loss = NAN, .lr = lr};
+        if ((c->log_every && t->global_batch % c->log_every == 0) || t->global_batch == batches)
+            UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
+        s.samples_per_second = (double)((t->global_batch - first_batch) * t->batch) / (ug_seconds_now() - start);
+        ug_clear_error();
+        UG_TRY(call_back(c->on_step(&s, c->user), "on_step"));
+    }
+    return UG_OK;
+}
+
+/* From the step the run stands at (its micro-batches trained, which a
+ * checkpoint keeps) to max_steps, reporting every eval_every updates. */
+static ug_status fit_steps(ug_trainer *t)
+{
+    const ug_trainer_config *c = &t->config;
+    const int64_t first_batch = t->global_batch;
+    int64_t step = t->global_batch / c->accumulate, span_first = step;
+    const double start = ug_seconds_now();
+    double span_start = start;
+    bool stop = c->patience && t->bad_epochs >= c->patience;
+    while (step < c->max_steps && !stop) {
+        UG_TRY(step_batches(t, step, first_batch, start));
+        step++;
+        const bool report_due = step == c->max_steps || (c->eval_every && step % c->eval_every == 0);
+        bool saved = false;
+        if (report_due) {
+            const int64_t windows = (step - span_first) * c->accumulate * t->batch;
+            UG_TRY(report_steps(t, step, ug_seconds_now() - span_start, windows, &stop, &saved));
+            span_start = ug_seconds_now(); /* the evaluation is not training time */
+            span_first = step;
+        } else if (update_save_due(t)) {
+            save(t);
+            saved = true;
+        }
+        bool stopping = false;
+        UG_TRY(stop_agreed(t, &stopping));
+        if (stopping && step < c->max_steps && !stop) {
+            t->stopped = true;
+            if (c->checkpoint && !saved)
+                save(t);
+            break;
+        }
+    }
+    if (t->last_save_failed)
+        return ug_set_error(UG_ERR_IO, "ug_trainer_fit: the last checkpoint could not be saved to %s, so the "
+                                       "run's end is not saved", c->checkpoint);
+    /* Early stopping ends with the best evaluation's weights. */
+    return c->patience && !t->stopped && t->best_count ? trainer_restore_best(t) : UG_OK;
+}
+
 static ug_status fit(ug_trainer *t)
 {
     const ug_trainer_config *c = &t->config;
     t->stopped = false;
+    if (t->train_sampler)
+        return fit_steps(t);
     int64_t epoch = 0, next = 0;
     ug_loader_position(t->train_loader, &epoch, &next);
     if (epoch < 0) {

@@ -1,7 +1,9 @@
 /* The trainer's parts (include/unigrad/trainer.h), shared by its files:
- * trainer.c (creating a run, evaluating), trainer_fit.c (the epochs),
- * trainer_state.c (what a checkpoint keeps beyond the parts, and resuming)
- * and metrics.c (the sums a graph keeps for its metrics). */
+ * trainer.c (creating a run, evaluating), trainer_tokens.c (a run on token
+ * sets: its samplers and evaluations), trainer_fit.c (the epochs, or a
+ * token run's steps), trainer_state.c (what a checkpoint keeps beyond the
+ * parts, and resuming) and metrics.c (the sums a graph keeps for its
+ * metrics). */
 #ifndef UG_CORE_TRAIN_TRAINER_INTERNAL_H
 #define UG_CORE_TRAIN_TRAINER_INTERNAL_H
 
@@ -20,6 +22,7 @@ typedef struct trainer_graph {
     ug_value *top_k_sum;          /* samples whose label is among the k largest logits */
     ug_value *confusion_sum;      /* [classes, classes] counts, true label by prediction */
     int32_t classes;
+    int64_t row_labels;           /* labels a row of y: 1, or a token run's block_size */
     /* The caller's metrics: their values, names (copied) and sums. */
     int metric_count;
     ug_value *metric_values[UG_TRAINER_MAX_METRICS];
@@ -49,6 +52,12 @@ struct ug_trainer {
     trainer_graph train, eval;
     ug_loader *train_loader, *val_loader;
     ug_loader_config loader_config;
+    /* A token run (ug_trainer_create_tokens): the sets, kept, and their
+     * samplers; NULL otherwise. features is then block_size. */
+    ug_tokens *train_tokens, *val_tokens;
+    ug_token_sampler *train_sampler, *val_sampler;
+    int64_t report_samples;       /* token runs: this rank's windows since the last report */
+    int64_t report_batch;         /* token runs: global_batch at the last report (0: none yet) */
     int64_t features, target_width, batch, epoch_updates, total_updates;
     bool batch_searched;
     ug_trainer_batch_plan batch_plan;
@@ -79,6 +88,27 @@ struct ug_trainer {
 struct ug_train_step {
     ug_trainer *trainer;
 };
+
+/* The data a run is opened on: data sets or token sets. */
+typedef struct trainer_sources {
+    const ug_dataset *train, *validation;
+    const ug_tokens *train_tokens, *val_tokens;
+} trainer_sources;
+/* Creates a trainer on sources: the configuration's checks, the run opened
+ * (trainer.c's data sets, trainer_open_tokens's token sets), the resume,
+ * the replicas made alike. op names the public call in messages. */
+ug_status trainer_create(const char *op, ug_device *device, const trainer_sources *sources,
+                         ug_trainer_build_fn build, void *user, const ug_trainer_config *config, ug_trainer **out);
+/* trainer_tokens.c: opens a token run (the model, optimizer, graphs and
+ * samplers), and evaluates a sampler's fixed evaluation batches. */
+ug_status trainer_open_tokens(ug_trainer *t, const ug_tokens *train, const ug_tokens *validation);
+ug_status trainer_evaluate_sampler(ug_trainer *t, ug_token_sampler *sampler, ug_trainer_metrics *out);
+/* The optimizer of the configuration (cosine over the run's updates, a
+ * step schedule in epochs, loss scaling for f16); epoch_updates 0 plans
+ * only (constant schedule). */
+ug_status trainer_make_optimizer(ug_trainer *t, int64_t epoch_updates);
+/* Compiles a built graph (with the optimizer for training). */
+ug_status trainer_finish_graph(ug_trainer *t, trainer_graph *tg, bool training);
 
 /* Builds graph g of the run for batches of rows: inputs, the caller's
  * model, and the metrics' sums (training: loss and accuracy; evaluation:

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "core/comm/internal.h"
+#include "core/data/internal.h"
 #include "core/train/trainer_internal.h"
 
 enum { FIELD_TEXT = 48 };
@@ -57,6 +58,12 @@ static int config_fields(const ug_trainer *t, field *f)
     snprintf(f[n].text, FIELD_TEXT, "%lld %lld %lld %d %.9g", (long long)a->channels, (long long)a->height,
              (long long)a->width, a->crop_padding, (double)a->flip);
     f[n++].name = "augment";
+    if (t->train_tokens) { /* the windows drawn: their length, and the set they are drawn from */
+        INT_FIELD("block_size", t->config.block_size);
+        snprintf(f[n].text, FIELD_TEXT, "%lld %lld", (long long)ug_tokens_count(t->train_tokens),
+                 (long long)ug_tokens_vocab_size(t->train_tokens)); /* count, vocabulary */
+        f[n++].name = "tokens";
+    }
 #undef INT_FIELD
 #undef REAL_FIELD
     return n;
@@ -87,6 +94,11 @@ ug_status trainer_check_replicas(const ug_trainer *t)
     REAL_FIELD("loss_scaling.growth_factor", ls.growth_factor);
     REAL_FIELD("loss_scaling.backoff_factor", ls.backoff_factor);
     INT_FIELD("loss_scaling.growth_interval", ls.growth_interval);
+    if (t->train_tokens) { /* the steps, and when the ranks evaluate and stop together */
+        INT_FIELD("max_steps", c->max_steps);
+        INT_FIELD("eval_every", c->eval_every);
+        INT_FIELD("eval_iters", c->eval_iters);
+    }
 #undef INT_FIELD
 #undef REAL_FIELD
     const char *names[MAX_FIELDS], *texts[MAX_FIELDS];
@@ -114,6 +126,10 @@ ug_status trainer_save_state(ug_trainer *t)
     snprintf(text, sizeof text, "%.17g %lld %lld", t->best_val_loss, (long long)t->best_epoch,
              (long long)t->bad_epochs);
     UG_TRY(set_string(t, "early_stopping", text));
+    if (t->train_tokens) { /* where the training sums since the last report start */
+        snprintf(text, sizeof text, "%lld", (long long)t->report_batch);
+        UG_TRY(set_string(t, "report_batch", text));
+    }
     snprintf(text, sizeof text, "%lld", (long long)t->global_batch);
     return set_string(t, "global_batch", text);
 }
@@ -180,6 +196,24 @@ ug_status trainer_resume(ug_trainer *t)
         sscanf(global, "%lld", &batches) != 1)
         return ug_set_error(UG_ERR_FORMAT, "trainer: %s: trainer.early_stopping or trainer.global_batch is "
                                            "missing or not numbers", t->config.resume);
+    if (t->train_tokens) {
+        /* A token run's position is its micro-batches trained, whole
+         * updates of them (checkpoints come between updates), and the
+         * training sums it restored hold those since the last report:
+         * this rank's rows of each (the shares start equal again). */
+        const char *report = saved_string(t, "report_batch");
+        long long since = -1;
+        if (!report || sscanf(report, "%lld", &since) != 1 || since < 0 || batches < since ||
+            batches % t->config.accumulate)
+            return ug_set_error(UG_ERR_FORMAT, "trainer: %s: trainer.report_batch or trainer.global_batch is "
+                                               "missing or not a token run's position",
+                                t->config.resume);
+        int64_t first = 0, rows = 0;
+        const ug_comm *comm = t->config.comm;
+        ug_shard_rows(comm ? ug_comm_size(comm) : 1, comm ? ug_comm_rank(comm) : 0, NULL, t->batch, &first, &rows);
+        t->report_batch = since;
+        t->report_samples = (batches - since) * rows;
+    }
     t->best_val_loss = best;
     t->best_epoch = best_epoch;
     t->bad_epochs = bad;

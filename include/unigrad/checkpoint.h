@@ -24,16 +24,22 @@
  *     PyTorch's slot names ("fc1.weight.exp_avg", "fc1.weight.exp_avg_sq",
  *     "fc1.weight.momentum_buffer");
  *   - in "__metadata__" (strings): the optimizer's type and update count
- *     (the schedule's position), the loss scaler's state, each graph's
- *     random seed and run count (dropout's counters), each loader's seed,
- *     epoch and position, and the caller's strings.
+ *     (the schedule's position), its parameter groups (each one's name,
+ *     weight decay and rate scale, and each parameter's group), the loss
+ *     scaler's state, each graph's random seed and run count (dropout's
+ *     counters), each loader's seed, epoch and position, and the caller's
+ *     strings.
  * Saving replaces the file atomically and durably (a temporary file in the
  * same folder, fsync, rename, fsync of the folder): a crash, kill -9 or full
  * disk at any moment leaves the previous checkpoint whole and loadable, and
  * a failed save returns UG_ERR_IO with the reason, changing nothing in the
  * run. Loading validates the whole file (header, JSON, dtypes, shapes
  * against the parts, offsets, file length) before changing anything, and
- * names the path, the byte offset and what was expected on failure.
+ * names the path, the byte offset and what was expected on failure. An
+ * optimizer whose parameter groups are not the file's (their number,
+ * names, settings, or a parameter's group) is refused: its state would go
+ * on under other settings. A file saved without groups loads into any
+ * optimizer.
  *
  * The parts are used, not owned: they must stay alive while the checkpoint
  * saves or loads them. */

@@ -51,9 +51,10 @@ UG_API ug_status ug_model_find_param(const ug_model *model, const char *name, ug
 /* Host access by name; bytes must match the parameter's size (f32). */
 UG_API ug_status ug_model_read_param(const ug_model *model, const char *name, float *data, size_t bytes);
 UG_API ug_status ug_model_write_param(ug_model *model, const char *name, const float *data, size_t bytes);
-/* Finds or creates an f32 parameter. A new one is filled by init (uniform
- * in [-bound, bound] from the model's seed, or constant bound). */
-typedef enum ug_init { UG_INIT_UNIFORM = 0, UG_INIT_CONSTANT } ug_init;
+/* Finds or creates an f32 parameter. A new one is filled by init from the
+ * model's seed: uniform in [-bound, bound], the constant bound, or normal
+ * with mean 0 and standard deviation |bound|. */
+typedef enum ug_init { UG_INIT_UNIFORM = 0, UG_INIT_CONSTANT, UG_INIT_NORMAL } ug_init;
 UG_API ug_status ug_model_param(ug_model *model, const char *name, int ndim, const int64_t *shape,
                          ug_init init, float bound, ug_tensor **out);
 
@@ -129,8 +130,15 @@ UG_API ug_status ug_graph_set_seed(ug_graph *graph, uint64_t seed);
  * leading size, from 1) may be bound, see ug_graph_bind. */
 UG_API ug_status ug_graph_input(ug_graph *graph, const char *name, ug_dtype dtype, int ndim,
                          const int64_t *shape, ug_value **out);
+/* A constant: the graph's own copy of value (made now, on the graph's
+ * device; the caller keeps value), the same in every run, with no
+ * gradient and not following the rows bound (a causal mask, position
+ * indices). Counted among the parameter bytes of ug_graph_memory. */
+UG_API ug_status ug_graph_constant(ug_graph *graph, const char *name, const ug_tensor *value, ug_value **out);
 /* A model parameter as a value (its gradient is derived by backward). One
- * the graph uses already is found even after compile. */
+ * the graph uses already is found even after compile: the same value, so
+ * a parameter used in two places (a tied embedding and output head) has
+ * one gradient, the sum of both uses, and one update. */
 UG_API ug_status ug_graph_param(ug_graph *graph, ug_tensor *param, ug_value **out);
 
 UG_API int ug_value_ndim(const ug_value *value);
@@ -150,6 +158,9 @@ UG_API ug_status ug_g_minimum(ug_graph *g, ug_value *a, ug_value *b, ug_value **
 /* 1 where a == b, else 0 (not differentiable); with ug_g_cast and ug_g_sum
  * it counts correct predictions on the device. */
 UG_API ug_status ug_g_equal(ug_graph *g, ug_value *a, ug_value *b, ug_value **out);
+/* ug_masked_fill; x's gradient is 0 where the mask filled (the mask has
+ * none). */
+UG_API ug_status ug_g_masked_fill(ug_graph *g, ug_value *x, ug_value *mask, float value, ug_value **out);
 /* From any dtype to a float one (dtypes: f32, f16, bf16), as ug_cast (not
  * differentiable). */
 UG_API ug_status ug_g_cast(ug_graph *g, ug_value *x, ug_dtype dtype, ug_value **out);
@@ -162,6 +173,7 @@ UG_API ug_status ug_g_relu(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_sigmoid(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_tanh(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_gelu(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_gelu_tanh(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_silu(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_softplus(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out);
@@ -174,15 +186,67 @@ UG_API ug_status ug_g_argmax(ug_graph *g, ug_value *x, int axis, ug_value **out)
 UG_API ug_status ug_g_softmax(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_log_softmax(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_transpose(ug_graph *g, ug_value *x, ug_value **out);
+/* The layout ops of ops.h in a graph, with their gradients (permute's
+ * the inverse permutation, slice's and split's the gradient placed in
+ * zeros, concat's and stack's its slices, broadcast_to's its sums). */
+UG_API ug_status ug_g_permute(ug_graph *g, ug_value *x, int naxes, const int *order, ug_value **out);
+UG_API ug_status ug_g_slice(ug_graph *g, ug_value *x, int axis, int64_t start, int64_t length, ug_value **out);
+UG_API ug_status ug_g_split(ug_graph *g, ug_value *x, int axis, int count, const int64_t *sizes,
+                            ug_value **outs);
+UG_API ug_status ug_g_concat(ug_graph *g, int count, ug_value *const *xs, int axis, ug_value **out);
+UG_API ug_status ug_g_stack(ug_graph *g, int count, ug_value *const *xs, int axis, ug_value **out);
+UG_API ug_status ug_g_broadcast_to(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
+/* ug_index_copy in a graph: base's gradient is the result's with the
+ * replaced entries zeroed, source's the replaced entries'. */
+UG_API ug_status ug_g_index_copy(ug_graph *g, ug_value *base, int axis, ug_value *index, ug_value *source,
+                                 ug_value **out);
+/* ug_take in a graph. The gradient of x sums the rows of the result's
+ * gradient that each index picked, in index order (no atomics: the same
+ * bits on every device and run); index has none. */
+UG_API ug_status ug_g_take(ug_graph *g, ug_value *x, ug_value *index, int axis, ug_value **out);
 UG_API ug_status ug_g_reshape(ug_graph *g, ug_value *x, int ndim, const int64_t *shape, ug_value **out);
 /* Dropout with probability p in training mode; identity in eval mode (the
  * mode of each run). */
 UG_API ug_status ug_g_dropout(ug_graph *g, ug_value *x, float p, ug_value **out);
-/* LayerNorm over the last axis with learned gamma [cols] and beta [cols]. */
+/* LayerNorm over the last axis of x [..., cols] (torch.nn.functional.layer_norm):
+ * y = (x - mean) / sqrt(var + eps) * gamma + beta, var biased, per row.
+ * gamma [cols] and beta [cols] are optional: beta NULL adds nothing
+ * (LayerNorm(bias=False)), both NULL leave no affine part; beta without
+ * gamma is refused. f32 (a mixed-precision graph widens half inputs);
+ * eps positive and finite. */
 UG_API ug_status ug_g_layernorm(ug_graph *g, ug_value *x, ug_value *gamma, ug_value *beta, float eps,
                          ug_value **out);
-/* Mean cross-entropy of logits [rows, classes] against i32 labels [rows],
- * with label smoothing in [0, 1): log-softmax and NLL in one op. */
+/* RMSNorm over the last axis of x [..., cols] (torch.nn.functional.rms_norm):
+ * y = x / sqrt(mean(x^2) + eps) * gamma, per row; gamma [cols] or NULL
+ * (no scale). f32 and eps as ug_g_layernorm. */
+UG_API ug_status ug_g_rmsnorm(ug_graph *g, ug_value *x, ug_value *gamma, float eps, ug_value **out);
+/* Mean cross-entropy of logits [..., classes] (classes the last axis)
+ * against class indices labels [...] (the logits' shape without that
+ * axis; i32 or i64): log-softmax and NLL in one op, as PyTorch's
+ * F.cross_entropy(logits.view(-1, classes), labels.view(-1)) with
+ * reduction 'mean'. The result is f32 []. A label outside [0, classes)
+ * gives a NaN loss (which ug_graph_set_checks reports) and no gradient
+ * for its row. An empty batch (no rows) gives 0. */
+typedef struct ug_cross_entropy_options {
+    /* In [0, 1): each row's target is (1 - s) one-hot + s / classes. */
+    float label_smoothing;
+    /* When set, a row whose label equals ignore_index adds nothing to the
+     * loss and gets a zero gradient, and the mean is over the other rows
+     * (counted on the device at each run, partial batches included): a
+     * language model's padding. Every row ignored gives a NaN loss, as in
+     * PyTorch, and zero gradients. The index is any value of the labels'
+     * dtype (an i64 outside i32's range is refused for i32 labels), in
+     * [0, classes) or not; PyTorch's default is -100. Micro-batches
+     * accumulated (ug_graph_run_backward) weight each one's mean by its
+     * rows (the inputs' leading axis), not by the labels it counted. */
+    bool ignore;
+    int64_t ignore_index;
+} ug_cross_entropy_options;
+/* options: NULL or zero-initialised fields give no smoothing and no
+ * ignored label (ug_g_cross_entropy's behaviour with smoothing 0). */
+UG_API ug_status ug_g_cross_entropy_with(ug_graph *g, ug_value *logits, ug_value *labels,
+                                         const ug_cross_entropy_options *options, ug_value **out);
+/* ug_g_cross_entropy_with with label_smoothing = smoothing, nothing ignored. */
 UG_API ug_status ug_g_cross_entropy(ug_graph *g, ug_value *logits, ug_value *labels, float smoothing,
                              ug_value **out);
 /* Mean squared error: mean((a - b)^2). */

@@ -25,8 +25,13 @@ UG_API ug_status ug_maximum(const ug_tensor *a, const ug_tensor *b, ug_tensor **
 UG_API ug_status ug_minimum(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
 /* 1 where a == b, else 0. */
 UG_API ug_status ug_equal(const ug_tensor *a, const ug_tensor *b, ug_tensor **out);
+/* value where mask is not 0, else x (torch.Tensor.masked_fill): mask in
+ * x's dtype, the two broadcasting together; value may be -INFINITY. */
+UG_API ug_status ug_masked_fill(const ug_tensor *x, const ug_tensor *mask, float value, ug_tensor **out);
 
-/* Elementwise unary. gelu is the exact (erf) form. */
+/* Elementwise unary. gelu is the exact (erf) form; gelu_tanh its tanh
+ * approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (PyTorch's gelu(approximate="tanh"), GPT-2's). */
 UG_API ug_status ug_neg(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_abs(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_exp(const ug_tensor *x, ug_tensor **out);
@@ -36,6 +41,7 @@ UG_API ug_status ug_relu(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_sigmoid(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_tanh(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_gelu(const ug_tensor *x, ug_tensor **out);
+UG_API ug_status ug_gelu_tanh(const ug_tensor *x, ug_tensor **out);
 /* x * sigmoid(x) (SiLU, also called swish). */
 UG_API ug_status ug_silu(const ug_tensor *x, ug_tensor **out);
 /* log(1 + exp(x)), x itself above 20 (torch.nn.functional.softplus). */
@@ -86,6 +92,42 @@ UG_API ug_status ug_matmul(const ug_tensor *a, const ug_tensor *b, bool transpos
  * (dtypes: f32, f16, bf16). */
 UG_API ug_status ug_softmax(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_log_softmax(const ug_tensor *x, ug_tensor **out);
+
+/* numpy.take(x, index, axis): the entries of x along axis at the
+ * positions index holds (i32 or i64, any shape), so y's shape is x's with
+ * that axis replaced by index's (a [B, T] index of a [V, C] table, axis 0,
+ * is [B, T, C]: an embedding lookup). Any dtype; the values are moved
+ * exactly. An index outside [0, x's size along axis) is not checked on the
+ * host (that would wait for the device): its entries come out with all
+ * bits set, NaN in a float dtype, -1 in an integer one. */
+UG_API ug_status ug_take(const ug_tensor *x, const ug_tensor *index, int axis, ug_tensor **out);
+
+/* torch.index_copy: base with its entries index[j] along axis replaced by
+ * source's entry j (index 1-D, i32 or i64; source base's shape with the
+ * index's length along axis; any dtype, values moved exactly). An index
+ * outside the axis is skipped; where indices repeat, one of their entries
+ * lands, which one unspecified (as PyTorch's). A key-value cache's write. */
+UG_API ug_status ug_index_copy(const ug_tensor *base, int axis, const ug_tensor *index, const ug_tensor *source,
+                               ug_tensor **out);
+
+/* Layout (any dtype; values move exactly; each result contiguous).
+ * Axes count from the end when negative.
+ * permute: y's axis i is x's axis order[i], for a permutation of x's naxes
+ *   axes (torch.permute).
+ * slice: entries [start, start + length) of axis.
+ * split: x cut along axis into count parts (1 to 1024) of sizes[i] entries
+ *   (NULL: equal parts, the count dividing the axis), each a new tensor in
+ *   outs[i]; on failure none is left.
+ * concat: the inputs joined along axis; all sizes but that axis's agree.
+ * stack: count inputs of one shape (1 to 1024) along a new axis, which is
+ *   axis of the result's ndim + 1.
+ * broadcast_to: x broadcast to shape as NumPy does (a contiguous copy). */
+UG_API ug_status ug_permute(const ug_tensor *x, int naxes, const int *order, ug_tensor **out);
+UG_API ug_status ug_slice(const ug_tensor *x, int axis, int64_t start, int64_t length, ug_tensor **out);
+UG_API ug_status ug_split(const ug_tensor *x, int axis, int count, const int64_t *sizes, ug_tensor **outs);
+UG_API ug_status ug_concat(int count, const ug_tensor *const *xs, int axis, ug_tensor **out);
+UG_API ug_status ug_stack(int count, const ug_tensor *const *xs, int axis, ug_tensor **out);
+UG_API ug_status ug_broadcast_to(const ug_tensor *x, int ndim, const int64_t *shape, ug_tensor **out);
 
 /* Swaps the last two axes (a contiguous copy). */
 UG_API ug_status ug_transpose(const ug_tensor *x, ug_tensor **out);

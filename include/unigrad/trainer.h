@@ -1,5 +1,5 @@
 /* A training loop: the caller builds the model's graph, the trainer runs
- * the epochs.
+ * the epochs (of a data set) or the steps (of a token set).
  *
  *   static ug_status build(ug_graph *g, ug_value *x, ug_value *y, void *user,
  *                          ug_trainer_outputs *out)
@@ -15,11 +15,28 @@
  *   ug_trainer_fit(t);
  *   ug_trainer_evaluate(t, test_set, &metrics);
  *
+ * A language model trains on token sets (tokens.h) for a number of
+ * updates, each on B random windows of T tokens, as nanoGPT does:
+ *
+ *   static ug_status build(ug_graph *g, ug_value *x, ug_value *y, void *user,
+ *                          ug_trainer_outputs *out)
+ *   {                            // x, y: i32 [rows, T], y the next tokens
+ *       ug_value *h;
+ *       ug_nn_embedding(g, "wte", x, vocab, 64, 0.02f, &h);
+ *       ... ug_nn_linear(g, "head", h, vocab, &out->logits);  // [rows, T, vocab]
+ *       return ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss);
+ *   }
+ *   c.batch_size = 12;  c.block_size = 64;  c.max_steps = 2000;
+ *   c.eval_every = 250;  c.eval_iters = 20;
+ *   ug_trainer_create_tokens(device, train_tokens, val_tokens, build, NULL, &c, &t);
+ *   ug_trainer_fit(t);   // on_epoch at every evaluation: val loss, perplexity
+ *
  * Who owns what. The trainer owns the model (created on the device with
  * the config's seed), the optimizer, two graphs built by the caller's
  * function (training, with backward and the update; evaluation, forward
- * only, sharing the parameters), the loaders and the checkpoint. It keeps
- * the data sets it was given (they may be freed after create). The caller
+ * only, sharing the parameters), the loaders (or token samplers) and the
+ * checkpoint. It keeps the data sets or token sets it was given (they may
+ * be freed after create). The caller
  * owns the device, the build function's user data and the stop flag.
  *
  * What it does for the caller:
@@ -55,6 +72,7 @@
 #include "unigrad/data.h"
 #include "unigrad/graph.h"
 #include "unigrad/optim.h"
+#include "unigrad/tokens.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,8 +83,10 @@ typedef struct ug_trainer ug_trainer;
 enum { UG_TRAINER_MAX_METRICS = 8 };
 
 /* What the build function makes. loss is the batch's mean loss (a
- * scalar). logits [rows, classes], optional: with it the trainer reports
- * accuracy, top-k accuracy and a confusion matrix. metrics: the caller's
+ * scalar): in a token run, the mean cross-entropy over its rows * T
+ * tokens. logits [rows, classes], optional: with it the trainer reports
+ * accuracy, top-k accuracy and a confusion matrix; in a token run logits
+ * [rows, T, vocab] give the accuracy of the next-token predictions. metrics: the caller's
  * own, each a value of one element holding the batch's sum of a
  * per-sample quantity (ug_g_sum over the rows); the trainer adds the sums
  * up on the device and reports each over the samples, as it does the
@@ -81,14 +101,19 @@ typedef struct ug_trainer_outputs {
 
 /* Builds the forward pass and the loss from x ([rows, features] in the
  * config's precision) and y (i32 labels [rows], or f32 targets [rows,
- * width]). The first call creates the parameters (ug_nn_*); later calls
+ * width]); in a token run, x and y are i32 token ids [rows, block_size],
+ * y[r][i] the token after x[r][i]. The first call creates the parameters (ug_nn_*); later calls
  * (the evaluation graph, the batch-size search) find them by name. */
 typedef ug_status (*ug_trainer_build_fn)(ug_graph *graph, ug_value *x, ug_value *y, void *user,
                                          ug_trainer_outputs *out);
 
 /* After each training batch. loss is read from the device (a wait) only
  * every log_every batches and at an epoch's last batch; NaN otherwise
- * (ug_trainer_last_loss reads it at the caller's own pace). */
+ * (ug_trainer_last_loss reads it at the caller's own pace). A token run's
+ * "epoch" is the span between evaluations: epoch is the evaluation to
+ * come (from 0), batch and batches count the run's micro-batches
+ * (max_steps * accumulate), samples the windows since the last
+ * evaluation. */
 typedef struct ug_trainer_step {
     int64_t epoch;            /* from 0 */
     int64_t batch, batches;   /* this epoch's batch (from 0) and its count */
@@ -113,8 +138,19 @@ typedef struct ug_trainer_metrics {
     /* confusion[true * classes + predicted]: counts; valid until the next
      * evaluation or ug_trainer_free. NULL unless config.confusion. */
     const int64_t *confusion;
+    /* exp(loss) and loss / ln 2, the loss being a mean cross-entropy in
+     * nats: a language model's perplexity and its bits per token (bits
+     * per character with a character vocabulary). NaN with float
+     * targets. In a token run, samples are windows of T tokens and
+     * accuracy is per token. */
+    double perplexity;
+    double bits_per_token;
 } ug_trainer_metrics;
 
+/* The report of an epoch, or in a token run of an evaluation (every
+ * eval_every updates and at the end): epoch is then the evaluation's
+ * number from 0, train the training batches since the last one, and
+ * validation eval_iters fixed batches of the validation tokens. */
 typedef struct ug_trainer_epoch {
     int64_t epoch;            /* from 0 */
     int64_t updates;          /* optimizer updates done */
@@ -141,7 +177,13 @@ typedef struct ug_trainer_epoch {
 } ug_trainer_epoch;
 
 typedef struct ug_trainer_config {
-    int64_t epochs;           /* default 10 */
+    int64_t epochs;           /* default 10; a token run has none */
+    /* Token runs (ug_trainer_create_tokens), whose length is in updates:
+     * max_steps updates (at least 1; 0 with a data set), each of accumulate
+     * batches of batch_size windows of block_size tokens; an evaluation of
+     * eval_iters batches (default 20) of the validation tokens every
+     * eval_every updates (0: at the end only), reported through on_epoch. */
+    int64_t max_steps, block_size, eval_every, eval_iters;
     int64_t batch_size;       /* default 64; 0: the largest power of two that fits */
     int accumulate;           /* micro-batches per update; default 1 */
     ug_dtype precision;       /* f32 (default), f16 (with loss scaling) or bf16 */
@@ -168,7 +210,8 @@ typedef struct ug_trainer_config {
     bool confusion;           /* a confusion matrix in evaluations */
     /* Checkpoints: after every checkpoint_every_epochs epochs (default 1),
      * or every checkpoint_every_updates updates when that is set; the last
-     * keep files (PATH, PATH.1, ...). NULL: none. */
+     * keep files (PATH, PATH.1, ...). NULL: none. A token run saves at
+     * every evaluation instead of every epoch, and at its end. */
     const char *checkpoint;
     int64_t checkpoint_every_epochs, checkpoint_every_updates;
     int keep;
@@ -219,11 +262,30 @@ UG_API ug_trainer_config ug_trainer_defaults(void);
 UG_API ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug_dataset *validation,
                                    ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
                                    ug_trainer **out);
-/* Trains from where the run stands to config.epochs (or the stop flag,
- * or early stopping). */
+/* A run on token sets (tokens.h): batches of batch_size random windows
+ * of block_size tokens, the training batches drawn from (seed, step), the
+ * evaluations' from the validation set's fixed sequence, so a resumed run
+ * draws exactly what the uninterrupted one did (the checkpoint keeps the
+ * step). batch_size, block_size and max_steps must be given; the
+ * validation set (or NULL) needs no more ids than the training set's
+ * vocabulary, and each set at least block_size + 1 tokens. What a token
+ * run has no use for is refused: val_split (split the tokens by position,
+ * ug_tokens_split), top_k and confusion, device_convert and augment, a
+ * step schedule counted in epochs (step_size 0), and patience without
+ * validation tokens. A cosine schedule with total_steps 0 decays over
+ * max_steps. With comm, each rank draws its rows of every global batch. */
+UG_API ug_status ug_trainer_create_tokens(ug_device *device, const ug_tokens *train, const ug_tokens *validation,
+                                          ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                                          ug_trainer **out);
+/* Trains from where the run stands to config.epochs (or, in a token run,
+ * to max_steps updates; or to the stop flag, or early stopping). */
 UG_API ug_status ug_trainer_fit(ug_trainer *trainer);
 /* Evaluates data (in batches of the training size, eval mode). */
 UG_API ug_status ug_trainer_evaluate(ug_trainer *trainer, const ug_dataset *data, ug_trainer_metrics *out);
+/* A token run's evaluation of any token set: eval_iters batches of its
+ * fixed evaluation sequence, in eval mode (nanoGPT's estimate_loss; a
+ * callback may evaluate the training tokens so). */
+UG_API ug_status ug_trainer_evaluate_tokens(ug_trainer *trainer, const ug_tokens *data, ug_trainer_metrics *out);
 /* The loss of the last training batch, read from the device (a wait). */
 UG_API ug_status ug_trainer_last_loss(ug_trainer *trainer, float *loss);
 /* The epoch (from 0) of the lowest validation loss so far, and that loss;
@@ -248,7 +310,7 @@ UG_API ug_checkpoint *ug_trainer_checkpoint(const ug_trainer *trainer);
 UG_API ug_optimizer *ug_trainer_optimizer(const ug_trainer *trainer);
 UG_API ug_graph *ug_trainer_graph(const ug_trainer *trainer);
 /* The batch size in use (chosen when config.batch_size was 0), the
- * epochs done and the updates of one epoch. */
+ * epochs done and the updates of one epoch (0 and 0 in a token run). */
 UG_API int64_t ug_trainer_batch_size(const ug_trainer *trainer);
 UG_API int64_t ug_trainer_epochs_done(const ug_trainer *trainer);
 UG_API int64_t ug_trainer_epoch_updates(const ug_trainer *trainer);

@@ -18,7 +18,7 @@ typedef struct optim_k {
     int kind;
     bool nesterov;
     const float *gate;
-    float wd, momentum, dampening, beta1, beta2, eps;
+    float momentum, dampening, beta1, beta2, eps;
 } optim_k;
 
 /* Up to UG_OPTIM_TENSORS parameters updated by one launch (PyTorch's
@@ -33,6 +33,9 @@ typedef struct optim_tensors {
     float *check[UG_OPTIM_TENSORS]; /* a numeric check of the gradient, NULL: none */
     int copy_t[UG_OPTIM_TENSORS];
     int64_t n[UG_OPTIM_TENSORS];
+    /* Each tensor's parameter group's weight decay and rate scale (the
+     * rate is the gate's times it). */
+    float wd[UG_OPTIM_TENSORS], lr_scale[UG_OPTIM_TENSORS];
     unsigned first_block[UG_OPTIM_TENSORS + 1];
 } optim_tensors;
 
@@ -53,13 +56,13 @@ __global__ void ug_optim_kernel(optim_k k, optim_tensors t)
     if (i >= t.n[ti])
         return;
     float *P = t.p[ti], *S0 = t.s0[ti], *S1 = t.s1[ti];
-    const float scale = k.gate[UG_GATE_FACTOR], lr = k.gate[UG_GATE_LR];
+    const float scale = k.gate[UG_GATE_FACTOR], lr = k.gate[UG_GATE_LR] * t.lr_scale[ti], wd = t.wd[ti];
     const float raw = t.g[ti][i];
     ug_check_flag(t.check[ti], ug_nonfinite(raw));
     float p = P[i], g = raw * scale;
     if (k.kind == UG_OPTIM_SGD) {
-        if (k.wd != 0.0f)
-            g += k.wd * p;
+        if (wd != 0.0f)
+            g += wd * p;
         if (k.momentum != 0.0f) {
             const bool first_step = k.gate[UG_GATE_STEP] == 1.0f;
             const float buf = first_step ? g : k.momentum * S0[i] + (1.0f - k.dampening) * g;
@@ -69,9 +72,9 @@ __global__ void ug_optim_kernel(optim_k k, optim_tensors t)
         p -= lr * g;
     } else {
         if (k.kind == UG_OPTIM_ADAMW)
-            p *= 1.0f - lr * k.wd;
-        else if (k.wd != 0.0f)
-            g += k.wd * p;
+            p *= 1.0f - lr * wd;
+        else if (wd != 0.0f)
+            g += wd * p;
         const float m = ug_lerp(S0[i], g, 1.0f - k.beta1);
         const float v = k.beta2 * S1[i] + (1.0f - k.beta2) * (g * g);
         S0[i] = m;

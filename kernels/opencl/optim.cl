@@ -54,8 +54,9 @@ UG_ADAM_FN(float)
 UG_ADAM_FN(float16)
 
 /* The updates, each reading the step's gate
- * (kernels/common/optim_step.h) for its rate, step and scaling, in two
- * kernels each with one argument list (flags in backend.h's terms):
+ * (kernels/common/optim_step.h) for its rate (times the parameter group's
+ * lr_scale), step and scaling, in two kernels each with one argument list
+ * (flags in backend.h's terms):
  *   ..._plain: no half copy, the common case. On POCL the general kernel's
  *     store to the copy keeps the work-group loop from being vectorized.
  *   the general kernel: UG_OPTIM_COPY, the result also goes to the half
@@ -63,14 +64,14 @@ UG_ADAM_FN(float16)
 #define UG_SGD_PARAMS                                                                              \
     global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
         global float *restrict mbuf, ulong boff, const global float *restrict gate, ulong gate_off, \
-        global uchar *restrict copy, ulong coff, int cdt, long n, float wd, float momentum,        \
-        float dampening, int flags, long chunk, global float *check, ulong check_off
+        global uchar *restrict copy, ulong coff, int cdt, long n, float wd, float lr_scale,        \
+        float momentum, float dampening, int flags, long chunk, global float *check, ulong check_off
 #define UG_ADAM_PARAMS                                                                             \
     global float *restrict p, ulong poff, const global float *restrict grad, ulong goff,           \
         global float *restrict m, ulong moff, global float *restrict v, ulong voff,                 \
         const global float *restrict gate, ulong gate_off, global uchar *restrict copy, ulong coff, \
-        int cdt, long n, float wd, float beta1, float beta2, float eps, int flags, long chunk,      \
-        global float *check, ulong check_off
+        int cdt, long n, float wd, float lr_scale, float beta1, float beta2, float eps, int flags, \
+        long chunk, global float *check, ulong check_off
 
 /* A work-item updates `chunk` elements: one on GPUs, whose neighbouring
  * work-items then read neighbouring elements; 64 on CPU devices, sixteen
@@ -93,7 +94,7 @@ UG_ADAM_FN(float16)
     const global float *gt = gate + gate_off;                                                     \
     if (begin >= n || gt[UG_GATE_SKIP] != 0.0f)                                                   \
         return;                                                                                   \
-    const float factor = gt[UG_GATE_FACTOR], lr = gt[UG_GATE_LR];                                 \
+    const float factor = gt[UG_GATE_FACTOR], lr = gt[UG_GATE_LR] * lr_scale;                     \
     long i = begin;                                                                               \
     bool bad = false;                                                                             \
     if (!(flags & UG_OPTIM_COPY))                                                                 \

@@ -38,13 +38,21 @@ UG_SOFTMAX_KERNEL(bf16)
  * kernel per parameter update). All f32. Row kernels use one work-group per
  * row. */
 
-/* Cross-entropy of logits [rows, cols] against i32 labels with label
- * smoothing sm (target = (1 - sm) onehot + sm / cols):
+/* Cross-entropy of logits [rows, cols] against labels, i32 or i64 (lab64),
+ * with label smoothing sm (target = (1 - sm) onehot + sm / cols):
  *   loss[r] = -(1 - sm) logp[label] - (sm / cols) sum_c logp[c],
- * logp = x - max - log(sum exp(x - max)). A label outside [0, cols) gives a
- * NaN loss. */
+ * logp = x - max - log(sum exp(x - max)). A row whose label is
+ * ignore_index (when ignore) has loss 0; a label outside [0, cols) not
+ * ignored gives a NaN loss. */
+inline long ug_xent_label(const global uchar *labels, ulong laboff, int lab64, long r)
+{
+    return lab64 ? ((const global long *)labels)[laboff + r] : (long)((const global int *)labels)[laboff + r];
+}
+
+#define UG_XENT_LABEL_PARAMS const global uchar *labels, ulong laboff, int lab64, int ignore, long ignore_index
+
 kernel void xent_fwd(global float *loss, ulong loff, const global float *x, ulong xoff,
-                     const global int *labels, ulong laboff, long cols, float sm, UG_CHECK_PARAMS)
+                     UG_XENT_LABEL_PARAMS, long cols, float sm, UG_CHECK_PARAMS)
 {
     local float buf[UG_WG];
     const long r = get_group_id(0);
@@ -71,9 +79,11 @@ kernel void xent_fwd(global float *loss, ulong loff, const global float *x, ulon
         sxm = ug_wg_sum(buf, sxm);
     if (lid != 0)
         return;
-    const int label = labels[laboff + r];
+    const long label = ug_xent_label(labels, laboff, lab64, r);
     float v;
-    if (label < 0 || label >= cols) {
+    if (ignore && label == ignore_index) {
+        v = 0.0f;
+    } else if (label < 0 || label >= cols) {
         v = NAN;
     } else {
         const float ls = log(s);
@@ -84,16 +94,54 @@ kernel void xent_fwd(global float *loss, ulong loff, const global float *x, ulon
     loss[loff + r] = v;
 }
 
-/* grad[r, c] = (softmax(x_r)_c - target_c) * scale * dloss[0] (1 when
- * dloss_on is 0); a row with an invalid label gets zeros. */
+/* The loss: the mean of loss[0, rows) over the n rows not ignored, with n
+ * written to counted (when counted_on; an f32, exact to 2^24 rows) and
+ * the epilogue's post, check and running sum on the mean as it is stored
+ * (y f32). One work-group: each item sums its share pairwise, then a
+ * tree. */
+kernel void xent_mean(global float *y, ulong yoff, const global float *loss, ulong loff,
+                      UG_XENT_LABEL_PARAMS, long rows, global float *counted, ulong coff, int counted_on,
+                      UG_CHECK_PARAMS, UG_SUM_PARAMS, int post)
+{
+    local float buf[UG_WG];
+    const int lid = get_local_id(0), L = get_local_size(0);
+    ug_pw pw;
+    ug_pw_init(&pw);
+    long mine = 0;
+    for (long r = lid; r < rows; r += L) {
+        ug_pw_add(&pw, loss[loff + r]);
+        mine += !(ignore && ug_xent_label(labels, laboff, lab64, r) == ignore_index);
+    }
+    const float total = ug_wg_sum(buf, ug_pw_total(&pw));
+    const float n = ug_wg_sum(buf, (float)mine);
+    if (lid != 0)
+        return;
+    const float v = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post, total / n);
+    ug_check_flag(check, check_off, check_on, ug_nonfinite(v));
+    y[yoff] = v;
+    ug_sum_add(sum, sum_off, sum_on, sum_alpha, 0, v);
+    if (counted_on)
+        counted[coff] = n;
+}
+
+/* grad[r, c] = (softmax(x_r)_c - target_c) * scale * dloss[0] / counted[0]
+ * (dloss and counted 1 when not on); an ignored row and a row with an
+ * invalid label get zeros. */
 kernel void xent_bwd(global float *grad, ulong goff, const global float *x, ulong xoff,
-                     const global int *labels, ulong laboff, long cols, float sm, float scale,
-                     const global float *dloss, ulong doff, int dloss_on)
+                     UG_XENT_LABEL_PARAMS, long cols, float sm, float scale,
+                     const global float *dloss, ulong doff, int dloss_on,
+                     const global float *counted, ulong coff, int counted_on)
 {
     local float buf[UG_WG];
     const long r = get_group_id(0);
     const int lid = get_local_id(0), L = get_local_size(0);
     const long xb = xoff + r * cols, gb = goff + r * cols;
+    const long label = ug_xent_label(labels, laboff, lab64, r);
+    if ((ignore && label == ignore_index) || label < 0 || label >= cols) {
+        for (long c = lid; c < cols; c += L) /* the whole group takes this branch */
+            grad[gb + c] = 0.0f;
+        return;
+    }
     float m = -INFINITY;
     for (long c = lid; c < cols; c += L)
         m = ug_max_nan(m, x[xb + c]);
@@ -102,23 +150,18 @@ kernel void xent_bwd(global float *grad, ulong goff, const global float *x, ulon
     for (long c = lid; c < cols; c += L)
         s += exp(x[xb + c] - m);
     s = ug_wg_sum(buf, s);
-    const int label = labels[laboff + r];
-    const bool valid = label >= 0 && label < cols;
-    const float k = scale * (dloss_on ? dloss[doff] : 1.0f);
+    const float k = scale * (dloss_on ? dloss[doff] : 1.0f) / (counted_on ? counted[coff] : 1.0f);
     const float off_target = sm / (float)cols;
     for (long c = lid; c < cols; c += L) {
-        float g = 0.0f;
-        if (valid) {
-            const float t = (c == label ? 1.0f - sm : 0.0f) + off_target;
-            g = (exp(x[xb + c] - m) / s - t) * k;
-        }
-        grad[gb + c] = g;
+        const float t = (c == label ? 1.0f - sm : 0.0f) + off_target;
+        grad[gb + c] = (exp(x[xb + c] - m) / s - t) * k;
     }
 }
 
 /* LayerNorm over each row: mean, biased variance by a second sweep (no
  * cancellation), rstd = 1 / sqrt(var + eps), y = (x - mean) rstd gamma +
- * beta. flags: UG_LN_GAMMA, UG_LN_BETA given; UG_LN_MEAN, UG_LN_RSTD written. */
+ * beta. flags: UG_LN_GAMMA, UG_LN_BETA given; UG_LN_MEAN, UG_LN_RSTD
+ * written; UG_LN_RMS: RMSNorm, the mean taken as 0 (not computed). */
 kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ulong xoff,
                           const global float *gamma, ulong gmoff, const global float *beta,
                           ulong btoff, global float *mean, ulong moff, global float *rstd,
@@ -128,10 +171,13 @@ kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ul
     const long r = get_group_id(0);
     const int lid = get_local_id(0), L = get_local_size(0);
     const long xb = xoff + r * cols, yb = yoff + r * cols;
-    float s = 0.0f;
-    for (long c = lid; c < cols; c += L)
-        s += x[xb + c];
-    const float mu = ug_wg_sum(buf, s) / (float)cols;
+    float mu = 0.0f;
+    if (!(flags & UG_LN_RMS)) {
+        float s = 0.0f;
+        for (long c = lid; c < cols; c += L)
+            s += x[xb + c];
+        mu = ug_wg_sum(buf, s) / (float)cols;
+    }
     float q = 0.0f;
     for (long c = lid; c < cols; c += L) {
         const float d = x[xb + c] - mu;
@@ -156,7 +202,8 @@ kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ul
 }
 
 /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
- * xhat = (x - mean) rstd. flags: UG_LN_GAMMA given. */
+ * xhat = (x - mean) rstd. flags: UG_LN_GAMMA given; UG_LN_RMS: RMSNorm,
+ * mean 0 (not read) and no mean(g) term. */
 kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy, ulong dyoff,
                           const global float *x, ulong xoff, const global float *mean,
                           ulong moff, const global float *rstd, ulong roff,
@@ -166,14 +213,15 @@ kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy,
     const long r = get_group_id(0);
     const int lid = get_local_id(0), L = get_local_size(0);
     const long xb = xoff + r * cols, dyb = dyoff + r * cols, dxb = dxoff + r * cols;
-    const float mu = mean[moff + r], rs = rstd[roff + r];
+    const bool rms = (flags & UG_LN_RMS) != 0;
+    const float mu = rms ? 0.0f : mean[moff + r], rs = rstd[roff + r];
     float sg = 0.0f, sgx = 0.0f;
     for (long c = lid; c < cols; c += L) {
         const float g = (flags & UG_LN_GAMMA) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
         sg += g;
         sgx += g * ((x[xb + c] - mu) * rs);
     }
-    const float mg = ug_wg_sum(buf, sg) / (float)cols;
+    const float mg = rms ? 0.0f : ug_wg_sum(buf, sg) / (float)cols;
     const float mgx = ug_wg_sum(buf, sgx) / (float)cols;
     for (long c = lid; c < cols; c += L) {
         const float g = (flags & UG_LN_GAMMA) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];

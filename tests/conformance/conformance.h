@@ -2,7 +2,8 @@
  * op tables and the elementwise ops; conformance_ops.c: reductions, matmul,
  * softmax, layout, casts, fill, clone, random; conformance_grad.c: gradients
  * of graph ops; conformance_conv.c and conformance_conv_grad.c: conv.h,
- * eager and in graphs): shapes, inputs and the gradient runner. */
+ * eager and in graphs; conformance_upsample.c, conformance_norm.c,
+ * conformance_xent.c): shapes, inputs and the gradient runner. */
 #ifndef UG_TESTS_CONFORMANCE_H
 #define UG_TESTS_CONFORMANCE_H
 
@@ -94,7 +95,7 @@ void cf_check_grad(ug_device *dev, const cf_grad_case *c);
  * ran, so op_definitions_driven (test_conformance.c) can tell a definition
  * no row drives from a run that left tables out. */
 enum { CF_ROWS_ELEMENTWISE = 1, CF_ROWS_GRAPH_OPS = 2, CF_ROWS_CONV = 4, CF_ROWS_UPSAMPLE = 8,
-       CF_ROWS_ALL = 15 };
+       CF_ROWS_LAYOUT = 16, CF_ROWS_ATTENTION = 32, CF_ROWS_ALL = 63 };
 void cf_rows_ran(unsigned table);
 unsigned cf_rows_run(void);
 bool cf_family_driven(const char *family);
@@ -133,6 +134,14 @@ void test_batch_norm_ops(ug_device *dev);
 void test_conv_grads(ug_device *dev);
 /* conv.h's upsampling, eager and in graphs (conformance_upsample.c) */
 void test_upsample_ops(ug_device *dev);
+/* fused attention against its double reference and the composed path (conformance_attention.c) */
+void test_attention_ops(ug_device *dev);
+/* take, permute, slice, split, concat, stack, broadcast_to (conformance_layout.c) */
+void test_layout_ops(ug_device *dev);
+/* per-token cross-entropy with an ignored label (conformance_xent.c) */
+void test_xent_ops(ug_device *dev);
+/* layer norm and RMSNorm in graphs, and their layers (conformance_norm.c) */
+void test_norm_ops(ug_device *dev);
 void test_batch_norm_running_stats(ug_device *dev);
 void test_batch_norm_1d_momentum_rows(ug_device *dev);
 void test_nn_conv2d_layer(ug_device *dev);

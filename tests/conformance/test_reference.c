@@ -301,6 +301,15 @@ static void test_reference_layernorm_xent(ug_device *dev)
     double x[] = {1, 3}, gamma[] = {2, 3}, beta[] = {0.5, -1}, y[2];
     ref_layernorm(x, gamma, beta, y, 1, 2, 0.0);
     CHECK(y[0] == -1.5 && y[1] == 2.0);
+    ref_layernorm(x, NULL, NULL, y, 1, 2, 0.0); /* no affine part */
+    CHECK(y[0] == -1.0 && y[1] == 1.0);
+    /* Row [3, 4, 0, 5] over 2 rows of 2: mean squares 12.5 and 12.5; with
+     * eps 12.5 the root is 5, so y = x / 5 * gamma. */
+    double xr[] = {3, 4, 0, 5}, yr[4];
+    ref_rmsnorm(xr, gamma, yr, 2, 2, 12.5);
+    CHECK(fabs(yr[0] - 1.2) < 1e-15 && fabs(yr[1] - 2.4) < 1e-15 && yr[2] == 0.0 && yr[3] == 3.0);
+    ref_rmsnorm(xr, NULL, yr, 1, 4, 0.0); /* mean squares 50 / 4 */
+    CHECK(fabs(yr[1] - 4.0 / sqrt(12.5)) < 1e-15);
     /* Two equal logits: log 2; smoothing 0.5 of 2 classes gives the same. */
     double logits[] = {0, 0, 0, 0, 0, 0}, labels[] = {1, 0, 2}, loss[3];
     ref_cross_entropy(logits, labels, loss, 3, 2, 0.0);
@@ -309,6 +318,34 @@ static void test_reference_layernorm_xent(ug_device *dev)
     ref_cross_entropy(big, one, l2, 1, 2, 0.2); /* 0.9 * -log p0 + 0.1 * -log p1 */
     double lse = 10 + log(1 + exp(-10.0));
     CHECK(fabs(l2[0] - (0.9 * lse + 0.1 * (lse - 10))) < 1e-12);
+}
+
+/* The mean with an ignored label, by hand: rows [0, 0] label 1 (loss
+ * log 2), [0, log 3] label 0 (p0 = 1/4: loss log 4), [5, 7] label -100. */
+static void test_reference_xent_mean(ug_device *dev)
+{
+    (void)dev;
+    const double x[] = {0, 0, 0, log(3.0), 5, 7}, l2 = log(2.0);
+    const int64_t labels[] = {1, 0, -100}, all_ignored[] = {-100, -100, -100};
+    double dx[6];
+    CHECK(fabs(ref_cross_entropy_mean(x, labels, 3, 2, 0.0, true, -100, dx) - 1.5 * l2) < 1e-15);
+    const double want[] = {0.25, -0.25, -0.375, 0.375, 0, 0}; /* (softmax - onehot) / 2 */
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(fabs(dx[i] - want[i]) < 1e-15, "dx[%d] = %.17g, expected %g", i, dx[i], want[i]);
+    /* Not ignored, -100 is a label outside [0, 2): NaN. */
+    CHECK(isnan(ref_cross_entropy_mean(x, labels, 3, 2, 0.0, false, -100, NULL)));
+    /* An index in [0, classes): row 1 (label 0) ignored; rows 0 and 2 counted. */
+    const int64_t two[] = {1, 0, 1};
+    const double lse = 7 + log(1 + exp(-2.0));
+    CHECK(fabs(ref_cross_entropy_mean(x, two, 3, 2, 0.0, true, 0, NULL) - (l2 + lse - 7) / 2) < 1e-15);
+    /* Every row ignored: NaN, and no gradient anywhere. */
+    CHECK(isnan(ref_cross_entropy_mean(x, all_ignored, 3, 2, 0.0, true, -100, dx)));
+    for (int i = 0; i < 6; i++)
+        CHECK(dx[i] == 0.0);
+    /* Smoothing 0.5 of 2 classes: targets [1/4, 3/4] and [3/4, 1/4]. */
+    const double smooth = (l2 + 0.75 * log(4.0) + 0.25 * log(4.0 / 3.0)) / 2;
+    CHECK(fabs(ref_cross_entropy_mean(x, labels, 3, 2, 0.5, true, -100, dx) - smooth) < 1e-15);
+    CHECK(fabs(dx[0] - (0.5 - 0.25) / 2) < 1e-15 && fabs(dx[2] - (0.25 - 0.75) / 2) < 1e-15 && dx[5] == 0.0);
 }
 
 static void test_reference_matmul(ug_device *dev)
@@ -582,6 +619,7 @@ int main(int argc, char **argv)
         TH_HOST_TEST(reference_matmul),
         TH_HOST_TEST(reference_softmax_transpose),
         TH_HOST_TEST(reference_layernorm_xent),
+        TH_HOST_TEST(reference_xent_mean),
         TH_HOST_TEST(reference_conv_known),
         TH_HOST_TEST(reference_conv_gradients),
         TH_HOST_TEST(nmse_definition),

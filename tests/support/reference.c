@@ -328,7 +328,20 @@ void ref_layernorm(const double *x, const double *gamma, const double *beta, dou
         var /= (double)cols;
         double rstd = 1.0 / sqrt(var + eps);
         for (int64_t j = 0; j < cols; j++)
-            y[r * cols + j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+            y[r * cols + j] = (xr[j] - mean) * rstd * (gamma ? gamma[j] : 1.0) + (beta ? beta[j] : 0.0);
+    }
+}
+
+void ref_rmsnorm(const double *x, const double *gamma, double *y, int64_t rows, int64_t cols, double eps)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols;
+        double squares = 0.0;
+        for (int64_t j = 0; j < cols; j++)
+            squares += xr[j] * xr[j];
+        const double rms = sqrt(squares / (double)cols + eps);
+        for (int64_t j = 0; j < cols; j++)
+            y[r * cols + j] = xr[j] / rms * (gamma ? gamma[j] : 1.0);
     }
 }
 
@@ -354,4 +367,35 @@ void ref_cross_entropy(const double *x, const double *labels, double *loss, int6
         }
         loss[r] = total;
     }
+}
+
+double ref_cross_entropy_mean(const double *x, const int64_t *labels, int64_t rows, int64_t cols,
+                              double smoothing, bool ignore, int64_t ignore_index, double *dx)
+{
+    double total = 0.0, label = 0.0, loss = 0.0;
+    int64_t n = 0;
+    for (int64_t r = 0; r < rows; r++)
+        n += !(ignore && labels[r] == ignore_index);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols;
+        const bool counted = !(ignore && labels[r] == ignore_index);
+        if (counted) {
+            label = (double)labels[r];
+            ref_cross_entropy(xr, &label, &loss, 1, cols, smoothing);
+            total += loss;
+        }
+        if (!dx)
+            continue;
+        double mx = xr[0], sum = 0.0;
+        for (int64_t j = 1; j < cols; j++)
+            mx = xr[j] > mx ? xr[j] : mx;
+        for (int64_t j = 0; j < cols; j++)
+            sum += exp(xr[j] - mx);
+        for (int64_t j = 0; j < cols; j++) {
+            const double t = (1.0 - smoothing) * (j == labels[r] ? 1.0 : 0.0) + smoothing / (double)cols;
+            const bool valid = counted && labels[r] >= 0 && labels[r] < cols;
+            dx[r * cols + j] = valid ? (exp(xr[j] - mx) / sum - t) / (double)n : 0.0;
+        }
+    }
+    return n ? total / (double)n : NAN;
 }

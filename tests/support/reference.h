@@ -47,15 +47,27 @@ bool ref_matmul(int na, const int64_t *sa, const double *a, int nb, const int64_
 void ref_softmax(const double *x, double *y, int64_t rows, int64_t cols, bool log);
 
 /* LayerNorm over the last axis (biased variance, as torch.nn.LayerNorm):
- * y = (x - mean) / sqrt(var + eps) * gamma + beta, rows of cols elements. */
+ * y = (x - mean) / sqrt(var + eps) * gamma + beta, rows of cols elements;
+ * gamma NULL: 1, beta NULL: 0. */
 void ref_layernorm(const double *x, const double *gamma, const double *beta, double *y,
                    int64_t rows, int64_t cols, double eps);
+/* RMSNorm over the last axis (torch.nn.functional.rms_norm):
+ * y = x / sqrt(mean(x^2) + eps) * gamma; gamma NULL: 1. */
+void ref_rmsnorm(const double *x, const double *gamma, double *y, int64_t rows, int64_t cols, double eps);
 
 /* Per-row cross-entropy -sum_c t_c log_softmax(x)_c with the target
  * t = (1-s) onehot(label) + s/cols (torch's label_smoothing s); a label
  * outside [0, cols) gives NaN. labels hold integers. */
 void ref_cross_entropy(const double *x, const double *labels, double *loss, int64_t rows,
                        int64_t cols, double smoothing);
+/* torch.nn.functional.cross_entropy(x [rows, cols], labels [rows],
+ * ignore_index, label_smoothing) with reduction 'mean': the mean of
+ * ref_cross_entropy's row losses over the n rows whose label is not
+ * ignore_index (every row when !ignore); NaN when n is 0. dx (NULL: not
+ * wanted) receives its gradient [rows, cols]: (softmax(x_r) - t_r) / n on
+ * the rows counted, 0 on the others. */
+double ref_cross_entropy_mean(const double *x, const int64_t *labels, int64_t rows, int64_t cols,
+                              double smoothing, bool ignore, int64_t ignore_index, double *dx);
 
 /* Swaps the last two axes of an ndim >= 2 tensor. */
 void ref_transpose(int ndim, const int64_t *shape, const double *x, double *y);

@@ -1,0 +1,68 @@
+/* Launching the attention family (kernels/opencl/attention.cl): one item
+ * per query row forward; backward, one per query row (delta and dq), then
+ * one per key row (dk and dv), queued in order. */
+#include "backends/opencl/internal.h"
+
+ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
+{
+    cl_long batch_heads = a->batch * a->heads, heads = a->heads, q_len = a->q_len, kv_len = a->kv_len,
+            d = a->head_dim;
+    if (batch_heads <= 0 || (q_len <= 0 && kv_len <= 0))
+        return UG_OK;
+    cl_float scale = a->scale;
+    cl_int causal = a->causal, has_mask = a->mask.mem != NULL;
+    cl_long ms0 = a->mask_strides[0], ms1 = a->mask_strides[1], ms2 = a->mask_strides[2],
+            ms3 = a->mask_strides[3];
+    UG_OPENCL_VIEW(q, a->q);
+    UG_OPENCL_VIEW(k, a->k);
+    UG_OPENCL_VIEW(v, a->v);
+    UG_OPENCL_VIEW(o, a->o);
+    UG_OPENCL_VIEW(lse, a->lse);
+    /* Without a mask, q is bound in its place (never read). */
+    cl_mem mask = has_mask ? (cl_mem)a->mask.mem : q;
+    cl_ulong mask_off = (cl_ulong)a->mask.offset;
+#define PARAMS                                                                                        \
+    UG_OPENCL_ARG(mask), UG_OPENCL_ARG(mask_off), UG_OPENCL_ARG(batch_heads), UG_OPENCL_ARG(heads),   \
+        UG_OPENCL_ARG(q_len), UG_OPENCL_ARG(kv_len), UG_OPENCL_ARG(d), UG_OPENCL_ARG(scale),          \
+        UG_OPENCL_ARG(causal), UG_OPENCL_ARG(has_mask), UG_OPENCL_ARG(ms0), UG_OPENCL_ARG(ms1),       \
+        UG_OPENCL_ARG(ms2), UG_OPENCL_ARG(ms3)
+    const ug_opencl_kernel *kernel;
+    if (!a->backward) {
+        if (q_len <= 0)
+            return UG_OK;
+        UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_ATTENTION_FWD, a->q.dtype, UG_F32, &kernel));
+        ug_opencl_arg args[] = {UG_OPENCL_ARG(o), UG_OPENCL_ARG(o_off), UG_OPENCL_ARG(lse), UG_OPENCL_ARG(lse_off),
+                                UG_OPENCL_ARG(q), UG_OPENCL_ARG(q_off), UG_OPENCL_ARG(k), UG_OPENCL_ARG(k_off),
+                                UG_OPENCL_ARG(v), UG_OPENCL_ARG(v_off), PARAMS};
+        return ug_opencl_launch_1d(dev, kernel, (size_t)(batch_heads * q_len), args,
+                                   (cl_uint)(sizeof args / sizeof args[0]));
+    }
+    UG_OPENCL_VIEW(dout, a->dout);
+    UG_OPENCL_VIEW(dq, a->dq);
+    UG_OPENCL_VIEW(dk, a->dk);
+    UG_OPENCL_VIEW(dv, a->dv);
+    UG_OPENCL_VIEW(delta, a->delta);
+    if (q_len > 0) {
+        UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_ATTENTION_DQ, a->q.dtype, UG_F32, &kernel));
+        ug_opencl_arg args[] = {UG_OPENCL_ARG(dq),    UG_OPENCL_ARG(dq_off),   UG_OPENCL_ARG(delta),
+                                UG_OPENCL_ARG(delta_off), UG_OPENCL_ARG(dout), UG_OPENCL_ARG(dout_off),
+                                UG_OPENCL_ARG(o),     UG_OPENCL_ARG(o_off),    UG_OPENCL_ARG(lse),
+                                UG_OPENCL_ARG(lse_off), UG_OPENCL_ARG(q),      UG_OPENCL_ARG(q_off),
+                                UG_OPENCL_ARG(k),     UG_OPENCL_ARG(k_off),    UG_OPENCL_ARG(v),
+                                UG_OPENCL_ARG(v_off), PARAMS};
+        UG_BACKEND_TRY(ug_opencl_launch_1d(dev, kernel, (size_t)(batch_heads * q_len), args,
+                                           (cl_uint)(sizeof args / sizeof args[0])));
+    }
+    if (kv_len <= 0)
+        return UG_OK;
+    UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_ATTENTION_DKV, a->q.dtype, UG_F32, &kernel));
+    ug_opencl_arg args[] = {UG_OPENCL_ARG(dk),    UG_OPENCL_ARG(dk_off),   UG_OPENCL_ARG(dv),
+                            UG_OPENCL_ARG(dv_off), UG_OPENCL_ARG(delta),   UG_OPENCL_ARG(delta_off),
+                            UG_OPENCL_ARG(dout),  UG_OPENCL_ARG(dout_off), UG_OPENCL_ARG(lse),
+                            UG_OPENCL_ARG(lse_off), UG_OPENCL_ARG(q),      UG_OPENCL_ARG(q_off),
+                            UG_OPENCL_ARG(k),     UG_OPENCL_ARG(k_off),    UG_OPENCL_ARG(v),
+                            UG_OPENCL_ARG(v_off), PARAMS};
+#undef PARAMS
+    return ug_opencl_launch_1d(dev, kernel, (size_t)(batch_heads * kv_len), args,
+                               (cl_uint)(sizeof args / sizeof args[0]));
+}

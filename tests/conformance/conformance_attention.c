@@ -1,0 +1,357 @@
+/* Conformance of fused attention (attention.h: ug_attention,
+ * ug_g_attention) against a double-precision reference written here from
+ * the definition (softmax(scale q k^T + mask) v and its analytic
+ * gradients), and against the composed path of existing ops (two products
+ * and a softmax): gradients through graphs, eager values in f32, f16 and
+ * bf16, causal and masked, head dims 16 to 128, rows and keys not
+ * multiples of any tile; the plan's memory against the composed path's at
+ * 1024 positions; and what it refuses. */
+#include <math.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "train_support.h"
+
+typedef struct attn_case {
+    int64_t batch, heads, rows, keys, d;
+    bool causal, masked, three_d;
+} attn_case;
+
+/* The additive mask the masked cases use, [rows, keys]: -inf on a
+ * diagonal band of keys (never a whole row), a bias elsewhere. */
+static double mask_at(int64_t i, int64_t j)
+{
+    return (i + 2 * j) % 5 == 1 ? -INFINITY : 0.25 * (double)((i * 3 + j) % 4) - 0.3;
+}
+
+/* The double reference: y = softmax(scale q k^T + mask) v per (b, h), and
+ * given w = d loss / d y, the gradients of q, k and v (gq, gk, gv: NULL
+ * when not wanted). */
+static void ref_attention(const attn_case *c, const double *q, const double *k, const double *v, const double *w,
+                          double *y, double *gq, double *gk, double *gv)
+{
+    const int64_t T = c->rows, S = c->keys, D = c->d, heads = c->batch * c->heads;
+    const double scale = 1.0 / sqrt((double)D);
+    double *p = th_alloc((size_t)(S + 1) * sizeof *p), *dp = th_alloc((size_t)(S + 1) * sizeof *dp);
+    if (gq) {
+        memset(gq, 0, (size_t)(heads * T * D) * sizeof *gq);
+        memset(gk, 0, (size_t)(heads * S * D) * sizeof *gk);
+        memset(gv, 0, (size_t)(heads * S * D) * sizeof *gv);
+    }
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < T; i++) {
+            const double *qi = q + (h * T + i) * D;
+            double top = -INFINITY;
+            for (int64_t j = 0; j < S; j++) {
+                double s = -INFINITY;
+                if (!(c->causal && j > i)) {
+                    s = 0.0;
+                    for (int64_t e = 0; e < D; e++)
+                        s += qi[e] * k[(h * S + j) * D + e];
+                    s = s * scale + (c->masked ? mask_at(i, j) : 0.0);
+                }
+                p[j] = s;
+                top = s > top ? s : top;
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j < S; j++) {
+                p[j] = p[j] == -INFINITY ? 0.0 : exp(p[j] - top);
+                sum += p[j];
+            }
+            for (int64_t e = 0; e < D; e++) {
+                double acc = 0.0;
+                for (int64_t j = 0; j < S; j++)
+                    acc += p[j] / sum * v[(h * S + j) * D + e];
+                y[(h * T + i) * D + e] = acc;
+            }
+            if (!gq)
+                continue;
+            const double *wi = w + (h * T + i) * D;
+            double delta = 0.0;
+            for (int64_t j = 0; j < S; j++) {
+                p[j] /= sum;
+                dp[j] = 0.0;
+                for (int64_t e = 0; e < D; e++)
+                    dp[j] += wi[e] * v[(h * S + j) * D + e];
+                delta += p[j] * dp[j];
+            }
+            for (int64_t j = 0; j < S; j++) {
+                const double ds = p[j] * (dp[j] - delta) * scale;
+                for (int64_t e = 0; e < D; e++) {
+                    gq[(h * T + i) * D + e] += ds * k[(h * S + j) * D + e];
+                    gk[(h * S + j) * D + e] += ds * qi[e];
+                    gv[(h * S + j) * D + e] += p[j] * wi[e];
+                }
+            }
+        }
+}
+
+static cf_shape shape_of(const attn_case *c, int64_t rows)
+{
+    if (c->three_d)
+        return (cf_shape){3, {c->batch, rows, c->d}};
+    return (cf_shape){4, {c->batch, c->heads, rows, c->d}};
+}
+
+/* ---- gradients through graphs ---- */
+
+static const attn_case grad_specs[] = {
+    {2, 2, 5, 5, 16, true, false, false},   {1, 3, 7, 9, 16, false, false, false},
+    {2, 1, 6, 6, 32, true, false, true},    {1, 2, 67, 67, 128, true, false, false},
+    {1, 1, 20, 70, 24, false, false, false},
+};
+
+static ug_status build_attention(cf_graph *cg, const cf_grad_case *c, ug_value *const *p, ug_value **y)
+{
+    const attn_case *s = c->row;
+    const ug_attention_options opts = {.causal = s->causal};
+    return ug_g_attention(cg->g, p[0], p[1], p[2], NULL, &opts, y);
+}
+
+static void ref_attention_grad(const cf_grad_case *c, const double *const *p, const double *w,
+                               const float *y_dev, double *y, double *const *grad)
+{
+    (void)y_dev;
+    ref_attention(c->row, p[0], p[1], p[2], w, y, grad[0], grad[1], grad[2]);
+}
+
+/* ---- eager values: the double reference and the composed path ---- */
+
+/* softmax(scale q k^T + mask) v with the library's products and softmax. */
+static ug_status composed(const ug_tensor *q, const ug_tensor *k, const ug_tensor *v, const ug_tensor *mask,
+                          float scale, ug_tensor **out)
+{
+    ug_tensor *s = NULL, *scaled = NULL, *masked = NULL, *p = NULL;
+    ug_status st = ug_matmul(q, k, false, true, &s);
+    if (st == UG_OK)
+        st = ug_scale_shift(s, scale, 0.0f, &scaled);
+    if (st == UG_OK && mask)
+        st = ug_add(scaled, mask, &masked);
+    if (st == UG_OK)
+        st = ug_softmax(mask ? masked : scaled, &p);
+    if (st == UG_OK)
+        st = ug_matmul(p, v, false, false, out);
+    ug_tensor_free(s);
+    ug_tensor_free(scaled);
+    ug_tensor_free(masked);
+    ug_tensor_free(p);
+    return st;
+}
+
+static void check_eager(ug_device *dev, const attn_case *c, ug_dtype dt)
+{
+    th_context("attention %s [%lld,%lld,%lld/%lld,%lld]%s%s", ug_dtype_name(dt), (long long)c->batch,
+               (long long)c->heads, (long long)c->rows, (long long)c->keys, (long long)c->d,
+               c->causal ? " causal" : "", c->masked ? " masked" : "");
+    const cf_shape qs = shape_of(c, c->rows), ks = shape_of(c, c->keys);
+    double *q = cf_values(cf_numel(&qs), -2, 2, 0), *k = cf_values(cf_numel(&ks), -2, 2, 0);
+    double *v = cf_values(cf_numel(&ks), -2, 2, 0);
+    th_guard *g = NULL, *plain = NULL;
+    ug_tensor *tq = cf_input(dev, dt, &qs, q, true, &g), *tk = cf_input(dev, dt, &ks, k, false, &plain);
+    ug_tensor *tv = cf_input(dev, dt, &ks, v, false, &plain), *tm = NULL;
+    REQUIRE(tq && tk && tv);
+    if (c->masked || c->causal) { /* the composed path's mask: the causal triangle folded in */
+        const int64_t ms[2] = {c->rows, c->keys};
+        double *m = th_alloc((size_t)(c->rows * c->keys) * sizeof *m);
+        for (int64_t i = 0; i < c->rows; i++)
+            for (int64_t j = 0; j < c->keys; j++)
+                m[i * c->keys + j] = (c->causal && j > i) ? -INFINITY : c->masked ? mask_at(i, j) : 0.0;
+        th_round_to(dt, m, c->rows * c->keys);
+        tm = th_tensor(dev, dt, 2, ms, m);
+        REQUIRE(tm);
+    }
+    ug_tensor *fused_mask = NULL;
+    if (c->masked) { /* the same mask without the triangle: causal says that */
+        const int64_t ms[2] = {c->rows, c->keys};
+        double *m = th_alloc((size_t)(c->rows * c->keys) * sizeof *m);
+        for (int64_t i = 0; i < c->rows; i++)
+            for (int64_t j = 0; j < c->keys; j++)
+                m[i * c->keys + j] = mask_at(i, j);
+        th_round_to(dt, m, c->rows * c->keys);
+        fused_mask = th_tensor(dev, dt, 2, ms, m);
+        REQUIRE(fused_mask);
+    }
+    double *want = th_alloc((size_t)cf_numel(&qs) * sizeof *want);
+    ref_attention(c, q, k, v, NULL, want, NULL, NULL, NULL);
+    th_round_to(dt, want, cf_numel(&qs));
+    const ug_attention_options opts = {.causal = c->causal};
+    ug_tensor *out = NULL, *ref = NULL;
+    ug_status st = ug_attention(tq, tk, tv, fused_mask, &opts, &out);
+    const double tol = dt == UG_F32 ? 1e-10 : th_tol(dt);
+    if (!cf_check_result(st, out, dt, &qs, want, tol, "fused against the double reference"))
+        return;
+    th_guard_check(g);
+    st = composed(tq, tk, tv, tm, 1.0f / sqrtf((float)c->d), &ref);
+    th_track(ref);
+    REQUIRE_OK(st);
+    double *got = th_download(out), *path = th_download(ref);
+    /* The composed path rounds its scores and probabilities to dt too. */
+    th_compare("fused against the composed path", got, path, cf_numel(&qs), dt == UG_F32 ? tol : 10 * tol);
+}
+
+static const attn_case eager_specs[] = {
+    {2, 3, 17, 17, 16, true, false, false},  {1, 2, 9, 33, 32, false, true, false},
+    {1, 1, 65, 65, 64, true, true, false},   {2, 1, 33, 40, 128, false, false, true},
+    {1, 2, 70, 70, 128, true, false, false},
+};
+
+/* ---- the plan's memory: linear, not quadratic, in the positions ---- */
+
+static void activation_bytes(ug_device *dev, bool fused, uint64_t *bytes)
+{
+    *bytes = 0;
+    ug_model *m = ts_model(dev, 3);
+    ug_graph *g = m ? ts_graph(m) : NULL;
+    REQUIRE(m && g);
+    const int64_t s[4] = {1, 4, 1024, 32};
+    ug_tensor *tq = NULL;
+    ug_value *q = NULL, *k = NULL, *v = NULL, *y = NULL, *loss = NULL;
+    REQUIRE_OK(ug_model_param(m, "q", 4, s, UG_INIT_UNIFORM, 1.0f, &tq));
+    REQUIRE_OK(ug_graph_param(g, tq, &q));
+    REQUIRE_OK(ug_graph_input(g, "k", UG_F32, 4, s, &k));
+    REQUIRE_OK(ug_graph_input(g, "v", UG_F32, 4, s, &v));
+    if (fused) {
+        const ug_attention_options opts = {.causal = true};
+        REQUIRE_OK(ug_g_attention(g, q, k, v, NULL, &opts, &y));
+    } else {
+        ug_value *scores = NULL, *scaled = NULL, *p = NULL;
+        REQUIRE_OK(ug_g_matmul(g, q, k, false, true, &scores));
+        REQUIRE_OK(ug_g_scale_shift(g, scores, 0.17f, 0.0f, &scaled));
+        REQUIRE_OK(ug_g_softmax(g, scaled, &p));
+        REQUIRE_OK(ug_g_matmul(g, p, v, false, false, &y));
+    }
+    REQUIRE_OK(ug_g_sum(g, y, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    ug_graph_memory_info info;
+    REQUIRE_OK(ug_graph_memory(g, &info));
+    ts_cleanup();
+    *bytes = info.activation_bytes;
+}
+
+static void memory_linear(ug_device *dev)
+{
+    th_context("activation memory at 1024 positions, fused and composed");
+    uint64_t fused = 0, path = 0;
+    activation_bytes(dev, true, &fused);
+    activation_bytes(dev, false, &path);
+    CHECK_MSG(fused > 0 && fused * 8 <= path, "fused %llu bytes against the composed path's %llu: more than 1/8",
+              (unsigned long long)fused, (unsigned long long)path);
+}
+
+/* ---- the self-attention layer against its definition in double ---- */
+
+static void self_attention_layer(ug_device *dev)
+{
+    th_context("ug_nn_self_attention [2,5,8], 2 heads, causal");
+    enum { B = 2, T = 5, C = 8, H = 2, D = C / H };
+    ug_model *m = ts_model(dev, 21);
+    ug_graph *g = m ? ts_graph(m) : NULL;
+    REQUIRE(m && g);
+    const int64_t xs[3] = {B, T, C};
+    ug_value *x = NULL, *y = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 3, xs, &x));
+    REQUIRE_OK(ug_nn_self_attention(g, "attn", x, H, true, &y));
+    REQUIRE_OK(ug_graph_keep(g, y));
+    REQUIRE_OK(ug_graph_compile(g));
+    double *xv = cf_values(B * T * C, -1, 1, 0);
+    float xf[B * T * C], wq[3 * C * C], bq[3 * C], wp[C * C], bp[C];
+    for (int i = 0; i < B * T * C; i++) {
+        xf[i] = (float)xv[i];
+        xv[i] = xf[i];
+    }
+    REQUIRE_OK(ug_model_read_param(m, "attn.qkv.weight", wq, sizeof wq));
+    REQUIRE_OK(ug_model_read_param(m, "attn.qkv.bias", bq, sizeof bq));
+    REQUIRE_OK(ug_model_read_param(m, "attn.proj.weight", wp, sizeof wp));
+    REQUIRE_OK(ug_model_read_param(m, "attn.proj.bias", bp, sizeof bp));
+    ug_tensor *tx = ts_tensor_f32(dev, 3, xs, xf);
+    REQUIRE(tx);
+    REQUIRE_OK(ug_graph_bind(g, x, tx));
+    REQUIRE_OK(ug_graph_run_forward(g));
+    const float *got = ts_read(g, y);
+    REQUIRE(got);
+    /* qkv = x W^T + b; head h of q is columns [h D, h D + D), k's start at
+     * C, v's at 2 C; the heads' outputs side by side, then the projection. */
+    static double qkv[B * T * 3 * C], q[B * H * T * D], k[B * H * T * D], v[B * H * T * D], o[B * H * T * D];
+    for (int r = 0; r < B * T; r++)
+        for (int j = 0; j < 3 * C; j++) {
+            double acc = bq[j];
+            for (int e = 0; e < C; e++)
+                acc += xv[r * C + e] * wq[j * C + e];
+            qkv[r * 3 * C + j] = acc;
+        }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int e = 0; e < D; e++) {
+                    const int at = ((b * H + h) * T + t) * D + e, from = (b * T + t) * 3 * C + h * D + e;
+                    q[at] = qkv[from];
+                    k[at] = qkv[from + C];
+                    v[at] = qkv[from + 2 * C];
+                }
+    const attn_case shape = {B, H, T, T, D, true, false, false};
+    ref_attention(&shape, q, k, v, NULL, o, NULL, NULL, NULL);
+    double want[B * T * C], have[B * T * C];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < C; j++) {
+                double acc = bp[j];
+                for (int h = 0; h < H; h++)
+                    for (int e = 0; e < D; e++)
+                        acc += o[((b * H + h) * T + t) * D + e] * wp[j * C + h * D + e];
+                want[(b * T + t) * C + j] = acc;
+                have[(b * T + t) * C + j] = got[(b * T + t) * C + j];
+            }
+    th_compare("self-attention layer", have, want, B * T * C, 1e-10);
+    ts_cleanup();
+}
+
+/* ---- what it refuses ---- */
+
+static void attention_errors(ug_device *dev)
+{
+    th_context("attention errors");
+    const int64_t s4[4] = {1, 2, 3, 8}, s4k[4] = {1, 2, 5, 8}, bad_d[4] = {1, 2, 5, 4}, wide[4] = {1, 1, 2, 300};
+    const int64_t s34[2] = {3, 4};
+    double vals[2400] = {0};
+    ug_tensor *q = th_tensor(dev, UG_F32, 4, s4, vals), *k = th_tensor(dev, UG_F32, 4, s4k, vals);
+    ug_tensor *kh = th_tensor(dev, UG_F16, 4, s4k, vals), *kd = th_tensor(dev, UG_F32, 4, bad_d, vals);
+    ug_tensor *w = th_tensor(dev, UG_F32, 4, wide, vals), *flat = th_tensor(dev, UG_F32, 2, s4k + 2, vals);
+    ug_tensor *mask = th_tensor(dev, UG_F32, 2, s34, vals), *out = NULL;
+    REQUIRE(q && k && kh && kd && w && flat && mask);
+    if (CHECK_STATUS(ug_attention(q, kh, kh, NULL, NULL, &out), UG_ERR_DTYPE))
+        CHECK_ERROR_HAS("one dtype");
+    if (CHECK_STATUS(ug_attention(q, kd, kd, NULL, NULL, &out), UG_ERR_SHAPE))
+        CHECK_ERROR_HAS("head_dim");
+    CHECK_STATUS(ug_attention(flat, flat, flat, NULL, NULL, &out), UG_ERR_SHAPE);
+    if (CHECK_STATUS(ug_attention(w, w, w, NULL, NULL, &out), UG_ERR_SHAPE))
+        CHECK_ERROR_HAS("1 to 256");
+    if (CHECK_STATUS(ug_attention(q, k, k, mask, NULL, &out), UG_ERR_SHAPE))
+        CHECK_ERROR_HAS("mask");
+    const ug_attention_options negative = {.scale = -1.0f};
+    CHECK_STATUS(ug_attention(q, k, k, NULL, &negative, &out), UG_ERR_INVALID_ARGUMENT);
+    CHECK(out == NULL);
+}
+
+void test_attention_ops(ug_device *dev)
+{
+    for (int i = 0; i < CF_COUNT(grad_specs); i++) {
+        const attn_case *s = &grad_specs[i];
+        const cf_shape qs = shape_of(s, s->rows), ks = shape_of(s, s->keys);
+        char name[96];
+        snprintf(name, sizeof name, "attention [%lld,%lld,%lld/%lld,%lld]%s", (long long)s->batch,
+                 (long long)s->heads, (long long)s->rows, (long long)s->keys, (long long)s->d,
+                 s->causal ? " causal" : "");
+        const cf_grad_case c = {.name = name, .count = 3, .p = {{qs, -1, 1, 0}, {ks, -1, 1, 0}, {ks, -1, 1, 0}},
+                                .build = build_attention, .ref = ref_attention_grad, .row = s};
+        cf_check_grad(dev, &c);
+        ts_cleanup();
+    }
+    cf_rows_ran(CF_ROWS_ATTENTION);
+    static const ug_dtype dtypes[] = {UG_F32, UG_F16, UG_BF16};
+    for (int t = 0; t < CF_COUNT(dtypes); t++)
+        for (int i = 0; i < CF_COUNT(eager_specs); i++)
+            check_eager(dev, &eager_specs[i], dtypes[t]);
+    memory_linear(dev);
+    self_attention_layer(dev);
+    attention_errors(dev);
+}
