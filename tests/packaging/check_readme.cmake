@@ -1,6 +1,6 @@
 # Fails unless README.md contains tests/packaging/readme_example.c verbatim
-# and examples/cnn.c from its first #include (the "Training from C"
-# section), and .ci/run installs the README's packages and runs its test
+# and examples/cnn.c and examples/gpt.c from their first #include (the
+# "Training from C" and "Training a GPT from C" sections), and .ci/run installs the README's packages and runs its test
 # command.
 # Run with cmake -P and -DSOURCE_DIR=<repository root>.
 file(READ ${SOURCE_DIR}/README.md readme)
@@ -18,6 +18,15 @@ string(FIND "${readme}" "```c\n${cnn_code}```" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "README.md does not show examples/cnn.c (from its first #include) verbatim in a "
     "```c block: copy the file's code into the \"Training from C\" section")
+endif()
+
+file(READ ${SOURCE_DIR}/examples/gpt.c gpt)
+string(FIND "${gpt}" "#include" code_start)
+string(SUBSTRING "${gpt}" ${code_start} -1 gpt_code)
+string(FIND "${readme}" "```c\n${gpt_code}```" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "README.md does not show examples/gpt.c (from its first #include) verbatim in a "
+    "```c block: copy the file's code into the \"Training a GPT from C\" section")
 endif()
 
 file(READ ${SOURCE_DIR}/.ci/run ci)
