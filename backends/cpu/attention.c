@@ -40,10 +40,18 @@ static void store_rows(ug_kview v, int64_t rows, int64_t d, int64_t bh, int64_t 
     ug_cpu_store(base, v.dtype, n * d, in);
 }
 
+/* Eight running sums, one per lane, so the loop vectorises without
+ * reordering any one sum (a single sum waits on each add in turn: the
+ * backward pass ran at 7 GFLOP/s with it). */
 static float dot(const float *a, const float *b, int64_t n)
 {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++)
+    float lanes[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            lanes[k] += a[i + k] * b[i + k];
+    float s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    for (; i < n; i++)
         s += a[i] * b[i];
     return s;
 }
