@@ -62,7 +62,7 @@ static ug_status build(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_tra
 static ug_status show(const ug_trainer_epoch *e, void *user)
 {
     (void)user;
-    printf("step %lld: train loss %.4f, val loss %.4f (%.2f bits per character), %.0f tokens/s\n",
+    printf("step %lld: train loss %.4f, val loss %.4f (%.2f bits/char), %.0f tokens/s\n",
            (long long)e->updates, e->train.loss, e->validation.loss, e->validation.loss / 0.6931471805599453,
            e->samples_per_second * BLOCK);
     return fflush(stdout) == 0 ? UG_OK : UG_ERR_IO;

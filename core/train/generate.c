@@ -61,7 +61,9 @@ ug_status ug_nn_decoder_attention(ug_graph *g, ug_decoder *dec, const char *name
     if (!dec)
         return ug_self_attention_layer(g, name, x, heads, true, NULL, out);
     UG_TRY(ug_graph_check_open(g, "ug_nn_decoder_attention"));
-    if (!x || !out || x->ndim != 3 || x->shape[1] != 1 || heads < 1 || x->shape[2] % heads)
+    if (!x || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_decoder_attention: %s is NULL", x ? "out" : "x");
+    if (x->ndim != 3 || x->shape[1] != 1 || heads < 1 || x->shape[2] % heads)
         return ug_set_error(UG_ERR_SHAPE,
                             "ug_nn_decoder_attention '%s': decoding takes x [batch, 1, channels] with heads "
                             "dividing the channels",
