@@ -1,8 +1,14 @@
-/* Fused attention (the attention family, backend.h): blocks of query rows
- * against tiles of keys with an online softmax, so nothing of size
- * q_len x kv_len is stored. The backward pass runs twice over the pairs:
- * once by query block (delta and dq), once by key block (dk and dv), each
- * result written by one worker, in a fixed order. */
+/* Fused attention (the attention family, backend.h) on the CPU: one work
+ * unit per head. The forward pass takes blocks of query rows against tiles
+ * of keys with an online softmax, so nothing of size q_len x kv_len is
+ * stored; the backward pass recomputes each tile's scores once and
+ * accumulates dq, dk and dv into the head's own buffers (linear in the
+ * sequence length), every sum in key or query order.
+ *
+ * Within a tile the work is small matrix products laid out so that the
+ * innermost loop runs along a row (keys, or head dimensions) with one
+ * value broadcast: it vectorises without reordering any one sum, so a
+ * score is the same bits in both passes and at every vector width. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +16,22 @@
 #include "backends/cpu/internal.h"
 #include "backends/cpu/threads.h"
 
-enum { QB = 16, KB = 64 }; /* query rows per work unit, keys per tile */
+enum { QB = 16, KB = 64 }; /* query rows per block, keys per tile */
+
+/* Sixteen floats as one value: GCC and clang lower it to the widest
+ * vectors a clone targets (one AVX-512 register, two AVX2, four SSE2). */
+typedef float v16 __attribute__((vector_size(64)));
+enum { CHUNKS = KB / 16 };
+
+/* Unaligned loads and stores of 16 floats (through memory: a vector passed
+ * by value would take a different ABI in each clone). */
+#define LOAD16(v, p) memcpy(&(v), (p), sizeof(v16))
+#define STORE16(p, v) memcpy((p), &(v), sizeof(v16))
 
 typedef struct attn_job {
     const ug_attention_args *a;
-    int64_t blocks; /* row blocks per head */
-    int failed;     /* a unit found no memory for its buffers (atomic) */
+    int64_t keys; /* kv_len rounded up to 16: the transposed operands' row length */
+    int failed;   /* a unit found no memory for its buffers (atomic) */
 } attn_job;
 
 /* A unit's buffers, or NULL with the job marked failed. */
@@ -27,50 +43,197 @@ static float *buffers(attn_job *job, int64_t floats)
     return p;
 }
 
-/* Rows [row, row + n) of a [.., rows, d] operand of head bh, as f32. */
-static void load_rows(ug_kview v, int64_t rows, int64_t d, int64_t bh, int64_t row, int64_t n, float *out)
+/* Rows [0, n) of head bh of a [.., n, d] operand, as f32. */
+static void load_head(ug_kview v, int64_t n, int64_t d, int64_t bh, float *out)
 {
-    const char *base = ug_cpu_ptr(v) + ((bh * rows + row) * d) * (int64_t)ug_dtype_size(v.dtype);
-    ug_cpu_load(base, v.dtype, 1, n * d, out);
+    ug_cpu_load(ug_cpu_ptr(v) + bh * n * d * (int64_t)ug_dtype_size(v.dtype), v.dtype, 1, n * d, out);
 }
 
-static void store_rows(ug_kview v, int64_t rows, int64_t d, int64_t bh, int64_t row, int64_t n, const float *in)
+static void store_head(ug_kview v, int64_t n, int64_t d, int64_t bh, const float *in)
 {
-    char *base = ug_cpu_ptr(v) + ((bh * rows + row) * d) * (int64_t)ug_dtype_size(v.dtype);
-    ug_cpu_store(base, v.dtype, n * d, in);
+    ug_cpu_store(ug_cpu_ptr(v) + bh * n * d * (int64_t)ug_dtype_size(v.dtype), v.dtype, n * d, in);
 }
 
-/* Eight running sums, one per lane, so the loop vectorises without
- * reordering any one sum (a single sum waits on each add in turn: the
- * backward pass ran at 7 GFLOP/s with it). */
-static float dot(const float *a, const float *b, int64_t n)
+/* rows (n x d) transposed into out (d x ld), columns n..ld zero. */
+static void transpose(const float *rows, int64_t n, int64_t d, int64_t ld, float *out)
 {
-    float lanes[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            lanes[k] += a[i + k] * b[i + k];
-    float s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+    memset(out, 0, sizeof(float) * (size_t)(d * ld));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < d; c++)
+            out[c * ld + r] = rows[r * d + c];
 }
 
-/* scale * q . k + mask, or -inf for a key the causal mask leaves out. */
-static float score(const ug_attention_args *a, int64_t bh, int64_t i, int64_t j, const float *q, const float *k)
+/* Two rows of tile_products over nc chunks of 16 columns, the sums held
+ * in registers (nc is a constant where this is inlined). */
+static inline __attribute__((always_inline)) void products2(const float *a0, const float *a1, int64_t d,
+                                                            const float *bt, int64_t ld, int nc, float *o0,
+                                                            float *o1)
 {
-    if (a->causal && j > i)
-        return -INFINITY;
-    float s = a->scale * dot(q, k, a->head_dim);
-    if (a->mask.mem) {
-        const int64_t b = bh / a->heads, h = bh % a->heads;
-        const int64_t at = b * a->mask_strides[0] + h * a->mask_strides[1] + i * a->mask_strides[2] +
-                           j * a->mask_strides[3];
-        float m;
-        ug_cpu_load(ug_cpu_ptr(a->mask) + at * (int64_t)ug_dtype_size(a->mask.dtype), a->mask.dtype, 1, 1, &m);
-        s += m;
+    v16 s0[CHUNKS], s1[CHUNKS];
+    for (int j = 0; j < nc; j++)
+        s0[j] = s1[j] = (v16){0};
+    for (int64_t c = 0; c < d; c++) {
+        const float x0 = a0[c], x1 = a1[c];
+        for (int j = 0; j < nc; j++) {
+            v16 b;
+            LOAD16(b, bt + c * ld + 16 * j);
+            s0[j] += x0 * b;
+            s1[j] += x1 * b;
+        }
     }
-    return s;
+    for (int j = 0; j < nc; j++) {
+        STORE16(o0 + 16 * j, s0[j]);
+        STORE16(o1 + 16 * j, s1[j]);
+    }
+}
+
+/* out[r * KB + t] = sum over c, in order, of a[r * d + c] * bt[c * ld + t],
+ * for n rows and the columns t < w rounded up to 16 (bt has them). */
+UG_CPU_WIDE
+static void tile_products(const float *a, int64_t n, int64_t d, const float *bt, int64_t ld, int64_t w,
+                          float *out)
+{
+    const int nc = (int)((w + 15) / 16);
+    for (int64_t r = 0; r < n; r += 2) {
+        const float *a0 = a + r * d, *a1 = r + 1 < n ? a0 + d : a0; /* an odd last row twice */
+        float *o0 = out + r * KB, *o1 = r + 1 < n ? o0 + KB : o0;
+        switch (nc) {
+        case 1: products2(a0, a1, d, bt, ld, 1, o0, o1); break;
+        case 2: products2(a0, a1, d, bt, ld, 2, o0, o1); break;
+        case 3: products2(a0, a1, d, bt, ld, 3, o0, o1); break;
+        default: products2(a0, a1, d, bt, ld, CHUNKS, o0, o1); break;
+        }
+    }
+}
+
+/* Two output rows of tile_accumulate over nc chunks of 16 columns:
+ * o += sum over k < m of w[k * ws] * b[k * d + ...]. */
+static inline __attribute__((always_inline)) void accumulate2(const float *w0, const float *w1, int64_t ws,
+                                                              int64_t m, const float *b, int64_t d, int nc,
+                                                              float *o0, float *o1)
+{
+    v16 s0[CHUNKS], s1[CHUNKS];
+    for (int j = 0; j < nc; j++) {
+        LOAD16(s0[j], o0 + 16 * j);
+        LOAD16(s1[j], o1 + 16 * j);
+    }
+    for (int64_t k = 0; k < m; k++) {
+        const float x0 = w0[k * ws], x1 = w1[k * ws];
+        for (int j = 0; j < nc; j++) {
+            v16 v;
+            LOAD16(v, b + k * d + 16 * j);
+            s0[j] += x0 * v;
+            s1[j] += x1 * v;
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        STORE16(o0 + 16 * j, s0[j]);
+        STORE16(o1 + 16 * j, s1[j]);
+    }
+}
+
+/* out[i * d + c] += sum over k < m, in order, of W(i, k) * b[k * d + c] for
+ * i < n, where W(i, k) is w[i * KB + k], or w[k * KB + i] with transposed;
+ * columns past the last whole 16 one value at a time, in the same order. */
+UG_CPU_WIDE
+static void tile_accumulate(const float *w, bool transposed, int64_t n, int64_t m, const float *b, int64_t d,
+                            float *out)
+{
+    const int64_t row_step = transposed ? 1 : KB, ws = transposed ? KB : 1;
+    for (int64_t i = 0; i < n; i += 2) {
+        const bool pair = i + 1 < n;
+        const float *w0 = w + i * row_step, *w1 = pair ? w0 + row_step : w0;
+        float *o0 = out + i * d, *o1 = pair ? o0 + d : o0;
+        for (int64_t c0 = 0; c0 + 16 <= d; c0 += 16 * CHUNKS) {
+            const int64_t whole = (d - c0) / 16;
+            switch (whole < CHUNKS ? whole : CHUNKS) {
+            case 1: accumulate2(w0, w1, ws, m, b + c0, d, 1, o0 + c0, o1 + c0); break;
+            case 2: accumulate2(w0, w1, ws, m, b + c0, d, 2, o0 + c0, o1 + c0); break;
+            case 3: accumulate2(w0, w1, ws, m, b + c0, d, 3, o0 + c0, o1 + c0); break;
+            default: accumulate2(w0, w1, ws, m, b + c0, d, CHUNKS, o0 + c0, o1 + c0); break;
+            }
+        }
+        for (int64_t c = d / 16 * 16; c < d; c++)
+            for (int64_t k = 0; k < m; k++) {
+                o0[c] += w0[k * ws] * b[k * d + c];
+                if (pair)
+                    o1[c] += w1[k * ws] * b[k * d + c];
+            }
+    }
+}
+
+/* Raw products to scores: scale, the additive mask, -inf where the causal
+ * mask hides a key; s[r * KB + t] pairs query i0 + r with key j0 + t. */
+static void finish_scores(const ug_attention_args *a, int64_t bh, int64_t i0, int64_t j0, int64_t n, int64_t m,
+                          float *s)
+{
+    if (!a->mask.mem) {
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t t = 0; t < m; t++)
+                s[r * KB + t] = a->causal && j0 + t > i0 + r ? -INFINITY : a->scale * s[r * KB + t];
+        return;
+    }
+    const int64_t b = bh / a->heads, h = bh % a->heads;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t t = 0; t < m; t++) {
+            const int64_t i = i0 + r, j = j0 + t;
+            const int64_t at = b * a->mask_strides[0] + h * a->mask_strides[1] + i * a->mask_strides[2] +
+                               j * a->mask_strides[3];
+            float add;
+            ug_cpu_load(ug_cpu_ptr(a->mask) + at * (int64_t)ug_dtype_size(a->mask.dtype), a->mask.dtype, 1, 1, &add);
+            s[r * KB + t] = a->causal && j > i ? -INFINITY : a->scale * s[r * KB + t] + add;
+        }
+}
+
+/* The forward pass's tile: running maxima m and sums l of n rows, and acc
+ * (n x d, scaled by exp(-m)) take scores s (n x nk) and values v. */
+UG_CPU_WIDE
+static void online_softmax(float *s, int64_t n, int64_t nk, const float *v, int64_t d, float *m, float *l,
+                           float *acc)
+{
+    const int64_t eights = (nk + 7) / 8 * 8; /* columns to nk rounded up to 16 are products */
+    for (int64_t r = 0; r < n; r++) {
+        float *sr = s + r * KB, top = -INFINITY;
+        for (int64_t t = 0; t < nk; t++)
+            top = sr[t] > top ? sr[t] : top;
+        if (top == -INFINITY) { /* every key of the tile hidden */
+            for (int64_t t = 0; t < nk; t++)
+                sr[t] = 0.0f;
+            continue;
+        }
+        const float next = m[r] > top ? m[r] : top, correction = ug_lane_expf(m[r] - next);
+        for (int64_t t = 0; t < nk; t++)
+            sr[t] = ug_lane_expf(sr[t] - next);
+        for (int64_t t = nk; t < eights; t++)
+            sr[t] = 0.0f;
+        float lanes[8] = {0}; /* eight running sums: the same at every vector width */
+        for (int64_t t0 = 0; t0 < eights; t0 += 8)
+            for (int e = 0; e < 8; e++)
+                lanes[e] += sr[t0 + e];
+        l[r] = l[r] * correction +
+               (((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])));
+        for (int64_t c = 0; c < d; c++)
+            acc[r * d + c] *= correction;
+        m[r] = next;
+    }
+    tile_accumulate(s, false, n, nk, v, d, acc);
+}
+
+/* A tile's probabilities and score gradients in place: p = exp(s - lse)
+ * in s, ds = p (dp - delta) scale in dp, lse and delta by query row. */
+UG_CPU_WIDE
+static void tile_gradients(float *restrict s, float *restrict dp, int64_t n, int64_t m, const float *lse,
+                           const float *delta, float scale)
+{
+    for (int64_t r = 0; r < n; r++) {
+        float *restrict sr = s + r * KB, *restrict dr = dp + r * KB;
+        const float row_lse = lse[r], row_delta = delta[r];
+        for (int64_t t = 0; t < m; t++) {
+            const float p = sr[t] == -INFINITY ? 0.0f : ug_lane_expf(sr[t] - row_lse);
+            sr[t] = p;
+            dr[t] = p * (dr[t] - row_delta) * scale;
+        }
+    }
 }
 
 /* The keys query rows [i0, i0 + n) can see: [0, end). */
@@ -83,143 +246,92 @@ static void forward_units(void *ctx, int64_t begin, int64_t end)
 {
     attn_job *job = ctx;
     const ug_attention_args *a = job->a;
-    const int64_t d = a->head_dim;
-    float *q = buffers(job, QB * d * 2 + KB * d * 2 + QB * KB);
+    const int64_t d = a->head_dim, tq = a->q_len, tk = a->kv_len, ld = job->keys;
+    float *q = buffers(job, 2 * tq * d + 2 * ld * d + QB * KB);
     if (!q)
         return;
-    float *acc = q + QB * d, *k = acc + QB * d, *v = k + KB * d, *s = v + KB * d;
-    for (int64_t u = begin; u < end; u++) {
-        const int64_t bh = u / job->blocks, i0 = u % job->blocks * QB;
-        const int64_t n = a->q_len - i0 < QB ? a->q_len - i0 : QB;
-        float m[QB], l[QB];
-        load_rows(a->q, a->q_len, d, bh, i0, n, q);
-        memset(acc, 0, sizeof(float) * (size_t)(n * d));
-        for (int64_t r = 0; r < n; r++) {
-            m[r] = -INFINITY;
-            l[r] = 0.0f;
-        }
-        const int64_t keys = key_end(a, i0, n);
-        for (int64_t j0 = 0; j0 < keys; j0 += KB) {
-            const int64_t nk = keys - j0 < KB ? keys - j0 : KB;
-            load_rows(a->k, a->kv_len, d, bh, j0, nk, k);
-            load_rows(a->v, a->kv_len, d, bh, j0, nk, v);
+    float *o = q + tq * d, *kt = o + tq * d, *v = kt + ld * d, *s = v + ld * d;
+    for (int64_t bh = begin; bh < end; bh++) {
+        load_head(a->q, tq, d, bh, q);
+        load_head(a->k, tk, d, bh, v); /* v as scratch for the keys' rows */
+        transpose(v, tk, d, ld, kt);
+        load_head(a->v, tk, d, bh, v);
+        float *lse = (float *)(void *)ug_cpu_ptr(a->lse) + bh * tq;
+        for (int64_t i0 = 0; i0 < tq; i0 += QB) {
+            const int64_t n = tq - i0 < QB ? tq - i0 : QB, keys = key_end(a, i0, n);
+            float m[QB], l[QB], *acc = o + i0 * d;
+            memset(acc, 0, sizeof(float) * (size_t)(n * d));
             for (int64_t r = 0; r < n; r++) {
-                float *sr = s + r * KB, top = -INFINITY;
-                for (int64_t t = 0; t < nk; t++) {
-                    sr[t] = score(a, bh, i0 + r, j0 + t, q + r * d, k + t * d);
-                    top = sr[t] > top ? sr[t] : top;
-                }
-                if (top == -INFINITY)
-                    continue;
-                const float next = m[r] > top ? m[r] : top, correction = expf(m[r] - next);
-                float *ar = acc + r * d;
-                l[r] *= correction;
+                m[r] = -INFINITY;
+                l[r] = 0.0f;
+            }
+            for (int64_t j0 = 0; j0 < keys; j0 += KB) {
+                const int64_t nk = keys - j0 < KB ? keys - j0 : KB;
+                tile_products(q + i0 * d, n, d, kt + j0, ld, nk, s);
+                finish_scores(a, bh, i0, j0, n, nk, s);
+                online_softmax(s, n, nk, v + j0 * d, d, m, l, acc);
+            }
+            for (int64_t r = 0; r < n; r++) {
+                const float inv = 1.0f / l[r];
                 for (int64_t c = 0; c < d; c++)
-                    ar[c] *= correction;
-                for (int64_t t = 0; t < nk; t++) {
-                    const float p = expf(sr[t] - next);
-                    l[r] += p;
-                    for (int64_t c = 0; c < d; c++)
-                        ar[c] += p * v[t * d + c];
-                }
-                m[r] = next;
+                    acc[r * d + c] *= inv;
+                lse[i0 + r] = m[r] + logf(l[r]);
             }
         }
-        float *lse = (float *)(void *)ug_cpu_ptr(a->lse) + bh * a->q_len + i0;
-        for (int64_t r = 0; r < n; r++) {
-            const float inv = 1.0f / l[r];
-            for (int64_t c = 0; c < d; c++)
-                acc[r * d + c] *= inv;
-            lse[r] = m[r] + logf(l[r]);
-        }
-        store_rows(a->o, a->q_len, d, bh, i0, n, acc);
+        store_head(a->o, tq, d, bh, o);
     }
     free(q);
 }
 
-/* dq and delta by query block. */
-static void dq_units(void *ctx, int64_t begin, int64_t end)
+/* Each key tile against every query block that sees it: dq by query row
+ * in key order, dk and dv by key row in query order. */
+static void backward_units(void *ctx, int64_t begin, int64_t end)
 {
     attn_job *job = ctx;
     const ug_attention_args *a = job->a;
-    const int64_t d = a->head_dim;
-    float *q = buffers(job, QB * d * 3 + KB * d * 2);
+    const int64_t d = a->head_dim, tq = a->q_len, tk = a->kv_len, ld = job->keys;
+    float *q = buffers(job, 4 * tq * d + 5 * ld * d + 2 * QB * KB);
     if (!q)
         return;
-    float *dout = q + QB * d, *dq = dout + QB * d, *k = dq + QB * d, *v = k + KB * d;
-    float o[UG_ATTENTION_MAX_HEAD_DIM];
-    for (int64_t u = begin; u < end; u++) {
-        const int64_t bh = u / job->blocks, i0 = u % job->blocks * QB;
-        const int64_t n = a->q_len - i0 < QB ? a->q_len - i0 : QB;
-        load_rows(a->q, a->q_len, d, bh, i0, n, q);
-        load_rows(a->dout, a->q_len, d, bh, i0, n, dout);
-        memset(dq, 0, sizeof(float) * (size_t)(n * d));
-        const float *lse = (const float *)(const void *)ug_cpu_ptr(a->lse) + bh * a->q_len + i0;
-        float *delta = (float *)(void *)ug_cpu_ptr(a->delta) + bh * a->q_len + i0;
-        for (int64_t r = 0; r < n; r++) {
-            load_rows(a->o, a->q_len, d, bh, i0 + r, 1, o);
-            delta[r] = dot(dout + r * d, o, d);
+    float *dout = q + tq * d, *o = dout + tq * d, *dq = o + tq * d, *k = dq + tq * d, *kt = k + ld * d;
+    float *vt = kt + ld * d, *dk = vt + ld * d, *dv = dk + ld * d, *s = dv + ld * d, *dp = s + QB * KB;
+    for (int64_t bh = begin; bh < end; bh++) {
+        load_head(a->q, tq, d, bh, q);
+        load_head(a->dout, tq, d, bh, dout);
+        load_head(a->o, tq, d, bh, o);
+        load_head(a->v, tk, d, bh, k); /* k as scratch for the values' rows */
+        transpose(k, tk, d, ld, vt);
+        load_head(a->k, tk, d, bh, k);
+        transpose(k, tk, d, ld, kt);
+        const float *lse = (const float *)(const void *)ug_cpu_ptr(a->lse) + bh * tq;
+        float *delta = (float *)(void *)ug_cpu_ptr(a->delta) + bh * tq;
+        for (int64_t i = 0; i < tq; i++) {
+            float sum = 0.0f;
+            for (int64_t c = 0; c < d; c++)
+                sum += dout[i * d + c] * o[i * d + c];
+            delta[i] = sum;
         }
-        const int64_t keys = key_end(a, i0, n);
-        for (int64_t j0 = 0; j0 < keys; j0 += KB) {
-            const int64_t nk = keys - j0 < KB ? keys - j0 : KB;
-            load_rows(a->k, a->kv_len, d, bh, j0, nk, k);
-            load_rows(a->v, a->kv_len, d, bh, j0, nk, v);
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t t = 0; t < nk; t++) {
-                    const float s = score(a, bh, i0 + r, j0 + t, q + r * d, k + t * d);
-                    if (s == -INFINITY)
-                        continue;
-                    const float p = expf(s - lse[r]);
-                    const float ds = p * (dot(dout + r * d, v + t * d, d) - delta[r]) * a->scale;
-                    for (int64_t c = 0; c < d; c++)
-                        dq[r * d + c] += ds * k[t * d + c];
-                }
+        memset(dq, 0, sizeof(float) * (size_t)(tq * d));
+        memset(dk, 0, sizeof(float) * (size_t)(2 * ld * d));
+        for (int64_t j0 = 0; j0 < tk; j0 += KB) {
+            const int64_t nk = tk - j0 < KB ? tk - j0 : KB;
+            for (int64_t i0 = a->causal ? j0 / QB * QB : 0; i0 < tq; i0 += QB) {
+                const int64_t n = tq - i0 < QB ? tq - i0 : QB;
+                const int64_t seen = key_end(a, i0, n) - j0, w = seen < nk ? seen : nk; /* keys the block sees */
+                tile_products(q + i0 * d, n, d, kt + j0, ld, w, s);
+                finish_scores(a, bh, i0, j0, n, w, s);
+                tile_products(dout + i0 * d, n, d, vt + j0, ld, w, dp);
+                tile_gradients(s, dp, n, w, lse + i0, delta + i0, a->scale);
+                tile_accumulate(dp, false, n, w, k + j0 * d, d, dq + i0 * d);
+                tile_accumulate(s, true, w, n, dout + i0 * d, d, dv + j0 * d);
+                tile_accumulate(dp, true, w, n, q + i0 * d, d, dk + j0 * d);
+            }
         }
-        store_rows(a->dq, a->q_len, d, bh, i0, n, dq);
+        store_head(a->dq, tq, d, bh, dq);
+        store_head(a->dk, tk, d, bh, dk);
+        store_head(a->dv, tk, d, bh, dv);
     }
     free(q);
-}
-
-/* dk and dv by key block: every query that sees them, in order. */
-static void dkv_units(void *ctx, int64_t begin, int64_t end)
-{
-    attn_job *job = ctx;
-    const ug_attention_args *a = job->a;
-    const int64_t d = a->head_dim;
-    float *k = buffers(job, QB * d * 4 + KB * d * 2);
-    if (!k)
-        return;
-    float *v = k + QB * d, *dk = v + QB * d, *dv = dk + QB * d, *q = dv + QB * d, *dout = q + KB * d;
-    for (int64_t u = begin; u < end; u++) {
-        const int64_t bh = u / job->blocks, j0 = u % job->blocks * QB;
-        const int64_t nk = a->kv_len - j0 < QB ? a->kv_len - j0 : QB;
-        load_rows(a->k, a->kv_len, d, bh, j0, nk, k);
-        load_rows(a->v, a->kv_len, d, bh, j0, nk, v);
-        memset(dk, 0, sizeof(float) * (size_t)(2 * QB * d));
-        const float *lse = (const float *)(const void *)ug_cpu_ptr(a->lse) + bh * a->q_len;
-        const float *delta = (const float *)(const void *)ug_cpu_ptr(a->delta) + bh * a->q_len;
-        for (int64_t i0 = a->causal ? j0 : 0; i0 < a->q_len; i0 += KB) {
-            const int64_t n = a->q_len - i0 < KB ? a->q_len - i0 : KB;
-            load_rows(a->q, a->q_len, d, bh, i0, n, q);
-            load_rows(a->dout, a->q_len, d, bh, i0, n, dout);
-            for (int64_t t = 0; t < nk; t++)
-                for (int64_t r = 0; r < n; r++) {
-                    const float s = score(a, bh, i0 + r, j0 + t, q + r * d, k + t * d);
-                    if (s == -INFINITY)
-                        continue;
-                    const float p = expf(s - lse[i0 + r]);
-                    const float ds = p * (dot(dout + r * d, v + t * d, d) - delta[i0 + r]) * a->scale;
-                    for (int64_t c = 0; c < d; c++) {
-                        dv[t * d + c] += p * dout[r * d + c];
-                        dk[t * d + c] += ds * q[r * d + c];
-                    }
-                }
-        }
-        store_rows(a->dk, a->kv_len, d, bh, j0, nk, dk);
-        store_rows(a->dv, a->kv_len, d, bh, j0, nk, dv);
-    }
-    free(k);
 }
 
 ug_status ug_cpu_attention(ug_bdev *dev, const ug_attention_args *a)
@@ -229,15 +341,12 @@ ug_status ug_cpu_attention(ug_bdev *dev, const ug_attention_args *a)
         return heads <= 0 ? UG_OK
                           : UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu attention: head dimension %lld",
                                          (long long)a->head_dim);
-    /* Work per unit: a block of rows against every key. */
-    const int64_t per_unit = QB * (a->kv_len > 0 ? a->kv_len : 1) * a->head_dim;
-    const int64_t min_units = UG_CPU_MIN_PARALLEL / per_unit + 1;
-    attn_job job = {.a = a, .blocks = (a->q_len + QB - 1) / QB};
-    ug_cpu_parallel_for(dev->workers, heads * job.blocks, min_units, a->backward ? dq_units : forward_units, &job);
-    attn_job keys = {.a = a, .blocks = (a->kv_len + QB - 1) / QB};
-    if (a->backward)
-        ug_cpu_parallel_for(dev->workers, heads * keys.blocks, min_units, dkv_units, &keys);
-    if (job.failed || keys.failed)
-        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu attention: no host memory for a work unit's buffers");
+    attn_job job = {.a = a, .keys = (a->kv_len + 15) / 16 * 16};
+    /* Work per head: every query against every key. */
+    const int64_t per_head = (a->q_len > 0 ? a->q_len : 1) * (a->kv_len > 0 ? a->kv_len : 1) * a->head_dim;
+    ug_cpu_parallel_for(dev->workers, heads, UG_CPU_MIN_PARALLEL / per_head + 1,
+                        a->backward ? backward_units : forward_units, &job);
+    if (job.failed)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu attention: no host memory for a head's buffers");
     return UG_OK;
 }

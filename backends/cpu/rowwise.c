@@ -1,13 +1,30 @@
 /* Row kernels of the CPU backend: softmax / log-softmax, cross-entropy and
  * LayerNorm, each parallel over rows. Rows are streamed in chunks (f16 is
  * converted chunk by chunk), so a row of any length needs no allocation.
- * Row sums are accumulated in double: the cost is nil next to expf and it
- * keeps long rows accurate. */
+ * Row sums are accumulated in double, in eight lanes combined in a fixed
+ * order (LANE_SUM): double keeps long rows accurate, and the lanes let the
+ * loops vectorise (one running sum waits on each add in turn) while every
+ * vector width still gives the same bits. */
 #include <math.h>
 
 #include "backends/cpu/internal.h"
 
 enum { CH = 1024 };
+
+/* out = the sum over i < n of EXPR (which reads i), in double lanes. */
+#define LANE_SUM(out, n, i, EXPR)                                                                   \
+    do {                                                                                          \
+        double l_[8] = {0};                                                                       \
+        int64_t b_ = 0;                                                                           \
+        for (; b_ + 8 <= (n); b_ += 8)                                                            \
+            for (int e_ = 0; e_ < 8; e_++) {                                                      \
+                const int64_t i = b_ + e_;                                                        \
+                l_[e_] += (double)(EXPR);                                                         \
+            }                                                                                     \
+        for (int64_t i = b_; i < (n); i++)                                                        \
+            l_[i - b_] += (double)(EXPR);                                                         \
+        out = ((l_[0] + l_[4]) + (l_[1] + l_[5])) + ((l_[2] + l_[6]) + (l_[3] + l_[7]));          \
+    } while (0)
 
 /* n values of a row from element off on, as f32: in place for f32. */
 static const float *chunk(const char *row, ug_dtype dt, int64_t off, int64_t n, float *buf)
@@ -25,16 +42,23 @@ static int64_t chunk_len(int64_t c0, int64_t cols) { return cols - c0 < CH ? col
 UG_CPU_WIDE
 static float row_max(const char *row, ug_dtype dt, int64_t cols)
 {
-    float buf[CH], m = -INFINITY;
-    for (int64_t c0 = 0; c0 < cols; c0 += CH) {
-        int64_t n = chunk_len(c0, cols);
+    float buf[CH], l[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int64_t c0 = 0; c0 < cols; c0 += CH) { /* in lanes, as the sums: the same maximum, faster */
+        int64_t n = chunk_len(c0, cols), b = 0;
         const float *p = chunk(row, dt, c0, n, buf);
-        for (int64_t i = 0; i < n; i++)
-            m = p[i] > m ? p[i] : m;
+        for (; b + 8 <= n; b += 8)
+            for (int e = 0; e < 8; e++)
+                l[e] = p[b + e] > l[e] ? p[b + e] : l[e];
+        for (int64_t i = b; i < n; i++)
+            l[i - b] = p[i] > l[i - b] ? p[i] : l[i - b];
     }
+    float m = l[0];
+    for (int e = 1; e < 8; e++)
+        m = l[e] > m ? l[e] : m;
     return m;
 }
 
+UG_CPU_WIDE
 static double row_sum_exp(const char *row, ug_dtype dt, int64_t cols, float m)
 {
     float buf[CH];
@@ -42,8 +66,9 @@ static double row_sum_exp(const char *row, ug_dtype dt, int64_t cols, float m)
     for (int64_t c0 = 0; c0 < cols; c0 += CH) {
         int64_t n = chunk_len(c0, cols);
         const float *p = chunk(row, dt, c0, n, buf);
-        for (int64_t i = 0; i < n; i++)
-            s += (double)expf(p[i] - m);
+        double part;
+        LANE_SUM(part, n, i, ug_lane_expf(p[i] - m));
+        s += part;
     }
     return s;
 }
@@ -77,12 +102,10 @@ static void softmax_range(void *vjob, int64_t r0, int64_t r1)
              * (y may be x: x is not read again). */
             float *yf = (float *)yr;
             const float *xf = (const float *)xr;
-            double s = 0.0;
-            for (int64_t c = 0; c < cols; c++) {
-                float e = expf(xf[c] - m);
-                yf[c] = e;
-                s += (double)e;
-            }
+            for (int64_t c = 0; c < cols; c++)
+                yf[c] = ug_lane_expf(xf[c] - m);
+            double s;
+            LANE_SUM(s, cols, c, yf[c]);
             float sf = (float)s;
             for (int64_t c = 0; c < cols; c++)
                 yf[c] = yf[c] / sf;
@@ -99,7 +122,7 @@ static void softmax_range(void *vjob, int64_t r0, int64_t r1)
                     out[i] = (p[i] - m) - log_s;
             else
                 for (int64_t i = 0; i < n; i++)
-                    out[i] = expf(p[i] - m) / s;
+                    out[i] = ug_lane_expf(p[i] - m) / s;
             if (dt != UG_F32)
                 ug_cpu_store(yr + c0 * es, dt, n, out);
         }
@@ -167,9 +190,8 @@ static void xent_range(void *vjob, int64_t r0, int64_t r1)
             float log_s = logf((float)s);
             float loss = -(1.0f - sm) * ((x[label] - m) - log_s);
             if (sm != 0.0f) {
-                double sx = 0.0;
-                for (int64_t c = 0; c < cols; c++)
-                    sx += (double)(x[c] - m);
+                double sx;
+                LANE_SUM(sx, cols, c, x[c] - m);
                 loss -= sm * ((float)(sx / (double)cols) - log_s);
             }
             j->loss[r] = loss;
@@ -178,7 +200,7 @@ static void xent_range(void *vjob, int64_t r0, int64_t r1)
             float *g = j->grad + r * cols;
             for (int64_t c = 0; c < cols; c++) {
                 float t = c == label ? on : off;
-                g[c] = (expf(x[c] - m) * inv_s - t) * j->k;
+                g[c] = (ug_lane_expf(x[c] - m) * inv_s - t) * j->k;
             }
         }
     }
@@ -267,16 +289,12 @@ static void layernorm_fwd_range(void *vjob, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const float *x = j->x + r * cols;
         float *y = j->y + r * cols;
-        double s = 0.0, v = 0.0;
+        double s = 0.0, v;
         if (!j->args->rms) /* RMSNorm's "mean" is 0 */
-            for (int64_t c = 0; c < cols; c++)
-                s += x[c];
+            LANE_SUM(s, cols, c, x[c]);
         float mean = (float)(s / (double)cols);
         /* Two passes, biased variance (divide by cols) as PyTorch. */
-        for (int64_t c = 0; c < cols; c++) {
-            float d = x[c] - mean;
-            v += (double)d * d;
-        }
+        LANE_SUM(v, cols, c, (double)(x[c] - mean) * (x[c] - mean));
         float rstd = 1.0f / sqrtf((float)(v / (double)cols) + j->args->eps);
         for (int64_t c = 0; c < cols; c++) {
             float t = (x[c] - mean) * rstd;
@@ -305,13 +323,10 @@ static void layernorm_bwd_range(void *vjob, int64_t r0, int64_t r1)
         const float *x = j->x + r * cols, *dy = j->dy + r * cols;
         float *dx = j->dx + r * cols;
         float mean = rms ? 0.0f : j->mean[r], rstd = j->rstd[r];
-        double sg = 0.0, sgx = 0.0;
-        for (int64_t c = 0; c < cols; c++) {
-            float g = j->gamma ? dy[c] * j->gamma[c] : dy[c];
-            float xhat = (x[c] - mean) * rstd;
-            sg += g;
-            sgx += (double)g * xhat;
-        }
+        const float *gamma = j->gamma;
+        double sg, sgx;
+        LANE_SUM(sg, cols, c, gamma ? dy[c] * gamma[c] : dy[c]);
+        LANE_SUM(sgx, cols, c, (double)(gamma ? dy[c] * gamma[c] : dy[c]) * ((x[c] - mean) * rstd));
         float mg = rms ? 0.0f : (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
         for (int64_t c = 0; c < cols; c++) {
             float g = j->gamma ? dy[c] * j->gamma[c] : dy[c];

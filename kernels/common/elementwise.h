@@ -31,15 +31,18 @@
 #include <math.h>
 #if defined(__device__) /* HIP or CUDA, the runtime header included first */
 #define UG_MATH_FN static __device__ __forceinline__
-#else
-#define UG_MATH_FN static inline
-#endif
 #define ug_expf expf
+#define ug_erff erff
+#else /* the CPU backend: calls to these would keep its loops scalar */
+#include "kernels/common/lane_math.h"
+#define UG_MATH_FN static inline
+#define ug_expf ug_lane_expf
+#define ug_erff ug_lane_erff
+#endif
 #define ug_logf logf
 #define ug_sqrtf sqrtf
 #define ug_fabsf fabsf
 #define ug_tanhf tanhf
-#define ug_erff erff
 #define ug_log1pf log1pf
 #define ug_powf powf
 #define ug_floorf floorf
