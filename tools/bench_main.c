@@ -8,6 +8,7 @@ static const bench_command commands[] = {
     {"gemm", "GFLOP/s of ug_matmul on each device beside OpenBLAS on the host", bench_gemm},
     {"train-mlp", "ug-train's training step and epoch beside its matrix products in OpenBLAS", bench_train_mlp},
     {"train-cnn", "the same for ug-train --model cnn, beside its im2col products in OpenBLAS", bench_train_cnn},
+    {"gpt", "examples/gpt.c's training step on each device, beside PyTorch's on the cpu", bench_gpt},
     {"conv", "ug-train --model cnn's convolutions beside oneDNN's and their im2col products in OpenBLAS", bench_conv},
     {"report", "all of the above on every device: CSV, JSON, plots and a Markdown report", bench_report},
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},

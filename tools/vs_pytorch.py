@@ -1,12 +1,15 @@
-"""ug-train beside PyTorch on the CPU: one training epoch of ug-train's MLP
-(784-500-10) and CNN on Fashion-MNIST, batch 64, Adam, in the same invocation:
-ug-train, then PyTorch with 1 and with 2 threads (its best counts), in
-alternating rounds, each run a process of its own so its peak resident memory
-is its own. Both time the epoch's training batches (not loading, not the
-evaluation) and report the test accuracy after it.
+"""unigrad beside PyTorch on the CPU, in the same invocation: one training
+epoch of ug-train's MLP (784-500-10) and CNN on Fashion-MNIST, batch 64, Adam;
+and the training step of examples/gpt.c's model in nanoGPT's CPU
+configuration (ug-bench gpt against tools/torch_gpt.py). unigrad, then
+PyTorch with 1 and with 2 threads (its best counts), in alternating rounds,
+each run a process of its own so its peak resident memory is its own. The
+classifiers time the epoch's training batches (not loading, not the
+evaluation) and report the test accuracy after it; the GPT times steps on
+batches made beforehand, as milliseconds per iteration and tokens per second.
 
-Usage: python3 tools/vs_pytorch.py [--ug-train build/ug-train] [--models mlp,cnn]
-                                   [--rounds N] [--data DIR]
+Usage: python3 tools/vs_pytorch.py [--ug-train build/ug-train] [--ug-bench build/ug-bench]
+                                   [--models mlp,cnn,gpt] [--rounds N] [--data DIR]
 Needs Debian's python3-torch and python3-numpy."""
 import argparse
 import gzip
@@ -97,10 +100,39 @@ def ug_epoch(ug_train, model_kind, data):
     return float(seconds.group(1)), float(accuracy.group(1)), rss
 
 
+def compare_gpt(ug_bench, rounds, seconds=3.0):
+    """The GPT's step: ug-bench gpt on the cpu against tools/torch_gpt.py."""
+    print(f"{'model':5} {'run':14} {'ms/iter':>8} {'tokens/s':>8} {'peak MiB':>8}")
+    runs = {"unigrad": [], "torch 1 thread": [], "torch 2 threads": []}
+    rss = {key: 0.0 for key in runs}
+    tokens = 12 * 64
+    for _ in range(rounds):
+        out, peak = run([ug_bench, "gpt", "--device", "cpu", "--no-torch", "--rounds", "1",
+                         "--seconds", str(seconds)])
+        row = re.search(r"^cpu +([0-9.]+) ", out, re.MULTILINE)
+        if not row:
+            sys.exit(f"vs_pytorch: no cpu line in ug-bench gpt's output:\n{out}")
+        results = [("unigrad", float(row.group(1)), peak)]
+        for threads in (1, 2):
+            out, peak = run([sys.executable, os.path.join(HERE, "torch_gpt.py"), str(threads), str(seconds)])
+            key = f"torch {threads} thread{'s' if threads > 1 else ''}"
+            results.append((key, float(out.split()[-1]), peak))
+        for key, ms, peak in results:
+            runs[key].append(ms)
+            rss[key] = max(rss[key], peak)
+            print(f"{'gpt':5} {key:14} {ms:8.2f} {tokens / ms * 1e3:8.0f} {peak:8.0f}", flush=True)
+    ours = statistics.median(runs["unigrad"])
+    best_key = min((k for k in runs if k != "unigrad"), key=lambda k: statistics.median(runs[k]))
+    best = statistics.median(runs[best_key])
+    print(f"{'gpt':5} unigrad / {best_key} (PyTorch's best): iteration x{ours / best:.2f}, "
+          f"memory x{rss['unigrad'] / rss[best_key]:.2f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ug-train", default=os.path.join(HERE, "..", "build", "ug-train"))
-    parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--ug-bench", default=os.path.join(HERE, "..", "build", "ug-bench"))
+    parser.add_argument("--models", default="mlp,cnn,gpt")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--data", default=DATA)
     parser.add_argument("--torch-worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
@@ -114,10 +146,16 @@ def main():
     if importlib.util.find_spec("torch") is None:
         sys.exit(f"vs_pytorch: {sys.executable} has no PyTorch: install Debian's python3-torch "
                  "and run this with /usr/bin/python3")
-    if not os.access(args.ug_train, os.X_OK):
-        sys.exit(f"vs_pytorch: no ug-train at {args.ug_train}: build it, or name it with --ug-train")
-    print(f"{'model':5} {'run':14} {'epoch s':>8} {'test acc':>8} {'peak MiB':>8}")
-    for model_kind in args.models.split(","):
+    models = args.models.split(",")
+    for tool, path in (("ug-train", args.ug_train), ("ug-bench", args.ug_bench)):
+        needed = any(m != "gpt" for m in models) if tool == "ug-train" else "gpt" in models
+        if needed and not os.access(path, os.X_OK):
+            sys.exit(f"vs_pytorch: no {tool} at {path}: build it, or name it with --{tool}")
+    for model_kind in models:
+        if model_kind == "gpt":
+            compare_gpt(args.ug_bench, args.rounds)
+            continue
+        print(f"{'model':5} {'run':14} {'epoch s':>8} {'test acc':>8} {'peak MiB':>8}")
         runs = {"unigrad": [], "torch 1 thread": [], "torch 2 threads": []}
         rss = {key: 0.0 for key in runs}
         for _ in range(args.rounds):

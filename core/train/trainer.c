@@ -76,7 +76,7 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     UG_TRY(ug_graph_create(t->model, &out->graph));
     ug_graph *g = out->graph;
     const int64_t x_shape[2] = {rows, t->features}, y_shape[2] = {rows, t->target_width};
-    const bool tokens = t->train_tokens != NULL;
+    const bool tokens = t->token_windows;
     out->row_labels = tokens ? t->features : 1;
     ug_trainer_outputs outputs = {0};
     ug_status st = ug_graph_set_precision(g, t->config.precision);
@@ -356,6 +356,8 @@ static ug_status check_step_config(int64_t features, int64_t target_width, const
     const char *bad = NULL;
     if (features < 1 || target_width < 0)
         bad = features < 1 ? "features is below 1" : "target_width is negative";
+    else if (c->block_size > 0 && (features != c->block_size || target_width != 0))
+        bad = "a token step (block_size above 0) takes windows: features must be block_size, target_width 0";
     else if (c->batch_size == 0)
         bad = "batch_size is 0: a step searches for no batch size; give its batches' rows";
     else if (o->schedule == UG_SCHEDULE_COSINE && o->total_steps == 0)
@@ -393,6 +395,7 @@ ug_status ug_train_step_create(ug_device *device, int64_t features, int64_t targ
     t->build = build;
     t->user = user;
     t->device = device;
+    t->token_windows = config->block_size > 0;
     t->features = features;
     t->target_width = target_width;
     t->batch = config->batch_size;

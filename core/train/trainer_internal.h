@@ -55,6 +55,7 @@ struct ug_trainer {
     /* A token run (ug_trainer_create_tokens): the sets, kept, and their
      * samplers; NULL otherwise. features is then block_size. */
     ug_tokens *train_tokens, *val_tokens;
+    bool token_windows; /* x and y are ids [rows, block_size]: a token run, or a step made for one */
     ug_token_sampler *train_sampler, *val_sampler;
     int64_t report_samples;       /* token runs: this rank's windows since the last report */
     int64_t report_batch;         /* token runs: global_batch at the last report (0: none yet) */

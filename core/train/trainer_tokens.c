@@ -69,6 +69,7 @@ ug_status trainer_open_tokens(ug_trainer *t, const ug_tokens *train, const ug_to
     UG_TRY(ug_tokens_range(train, 0, ug_tokens_count(train), &t->train_tokens));
     if (validation)
         UG_TRY(ug_tokens_range(validation, 0, ug_tokens_count(validation), &t->val_tokens));
+    t->token_windows = true;
     t->features = c->block_size;
     t->target_width = 0;
     t->batch = c->batch_size;

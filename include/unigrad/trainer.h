@@ -331,9 +331,11 @@ UG_API void ug_trainer_free(ug_trainer *trainer);
  * and comm apply. A step has no epochs, so a schedule that counts in them
  * (cosine with total_steps 0, step with step_size 0) is refused. x is
  * [rows, features] in the precision; y i32 labels [rows] (target_width 0)
- * or f32 targets [rows, target_width]. build runs during create only. With
- * comm, every rank creates its step together (the model starts as rank
- * 0's) and takes each step together. */
+ * or f32 targets [rows, target_width]. With block_size above 0 it is a
+ * token run's step: x and y are i32 ids [rows, block_size] (features is
+ * block_size, target_width 0), as ug_trainer_create_tokens builds it.
+ * build runs during create only. With comm, every rank creates its step
+ * together (the model starts as rank 0's) and takes each step together. */
 typedef struct ug_train_step ug_train_step;
 UG_API ug_status ug_train_step_create(ug_device *device, int64_t features, int64_t target_width,
                                       ug_trainer_build_fn build, void *user, const ug_trainer_config *config,

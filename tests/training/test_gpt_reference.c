@@ -2,8 +2,8 @@
  * an independent double-precision reference (tests/training/gpt_reference.py,
  * numpy only, as the checkpoint reader is).
  *
- * The model is examples/gpt.c's at a tiny size: token and position
- * embeddings, two pre-norm blocks (layer norm, causal multi-head
+ * The model is examples/gpt.c's (tools/gpt_model.c) at a tiny size: token
+ * and position embeddings, two pre-norm blocks (layer norm, causal multi-head
  * self-attention, residual; layer norm, linear 4C, exact GELU, linear C,
  * residual), a final layer norm and the token table as the head (tied),
  * mean cross-entropy over every token. The optimizer is nanoGPT's: AdamW
@@ -24,9 +24,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpt_model.h"
 #include "harness.h"
 #include "train_support.h"
-#include "unigrad/generate.h"
 
 enum { VOCAB = 13, BLOCK = 8, DIM = 16, HEADS = 2, LAYERS = 2, BATCH = 3, STEPS = 20 };
 
@@ -35,39 +35,11 @@ enum { REFERENCE_SKIP = 77 };
 
 static bool numpy_missing;
 
-/* The model: tokens [B, T] to logits [B, T, VOCAB], embeddings at GPT-2's
- * standard deviation 0.02 as examples/gpt.c. With this seed the gradient
- * norm starts below 1 (0.76 to 0.90 in the first five steps), rises above
- * it from step 5 (clipped) and ends below it. */
-static ug_status gpt(ug_graph *g, ug_value *tokens, ug_value **logits)
-{
-    ug_value *pos = NULL, *x = NULL, *p = NULL, *h = NULL, *a = NULL, *wte = NULL;
-    ug_tensor *table = NULL;
-    char name[32];
-    ug_status st = ug_decoder_positions(g, NULL, ug_value_dim(tokens, 1), &pos);
-    if (st == UG_OK) st = ug_nn_embedding(g, "wte", tokens, VOCAB, DIM, 0.02f, &x);
-    if (st == UG_OK) st = ug_nn_embedding(g, "wpe", pos, BLOCK, DIM, 0.02f, &p);
-    if (st == UG_OK) st = ug_g_add(g, x, p, &x);
-    for (int l = 0; l < LAYERS && st == UG_OK; l++) {
-        snprintf(name, sizeof name, "h%d.ln1", l);
-        st = ug_nn_layernorm(g, name, x, 1e-5f, &h);
-        snprintf(name, sizeof name, "h%d.attn", l);
-        if (st == UG_OK) st = ug_nn_decoder_attention(g, NULL, name, h, HEADS, &a);
-        if (st == UG_OK) st = ug_g_add(g, x, a, &x);
-        snprintf(name, sizeof name, "h%d.ln2", l);
-        if (st == UG_OK) st = ug_nn_layernorm(g, name, x, 1e-5f, &h);
-        snprintf(name, sizeof name, "h%d.fc", l);
-        if (st == UG_OK) st = ug_nn_linear(g, name, h, 4 * DIM, &h);
-        if (st == UG_OK) st = ug_g_gelu(g, h, &h);
-        snprintf(name, sizeof name, "h%d.proj", l);
-        if (st == UG_OK) st = ug_nn_linear(g, name, h, DIM, &h);
-        if (st == UG_OK) st = ug_g_add(g, x, h, &x);
-    }
-    if (st == UG_OK) st = ug_nn_layernorm(g, "ln_f", x, 1e-5f, &h);
-    if (st == UG_OK) st = ug_model_find_param(ug_graph_model(g), "wte.weight", &table);
-    if (st == UG_OK) st = ug_graph_param(g, table, &wte);
-    return st == UG_OK ? ug_g_matmul(g, h, wte, false, true, logits) : st;
-}
+/* The model (tools/gpt_model.c), embeddings at GPT-2's standard deviation
+ * 0.02 as examples/gpt.c. With this seed the gradient norm starts below 1
+ * (0.76 to 0.90 in the first five steps), rises above it from step 5
+ * (clipped) and ends below it. */
+static gpt_config tiny = {.vocab = VOCAB, .block = BLOCK, .layers = LAYERS, .heads = HEADS, .dim = DIM};
 
 /* Step k's batch; gpt_reference.py computes the same. */
 static void batch(int k, int32_t *x, int32_t *y)
@@ -152,7 +124,7 @@ TS_TEST(gpt_matches_reference)
     ug_value *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     REQUIRE_OK(ug_graph_input(g, "x", UG_I32, 2, shape, &x));
     REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 2, shape, &y));
-    REQUIRE_OK(gpt(g, x, &logits));
+    REQUIRE_OK(gpt_logits(g, x, NULL, &tiny, &logits));
     REQUIRE_OK(ug_g_cross_entropy(g, logits, y, 0.0f, &loss));
     REQUIRE_OK(ug_graph_backward(g, loss));
     ug_optimizer_config c = optimizer();

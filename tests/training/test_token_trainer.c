@@ -453,6 +453,53 @@ TS_TEST(token_run_refusals)
     ug_tokens_free(val);
 }
 
+/* A step made for windows (ug_train_step_create with block_size) is the
+ * token trainer's step: on a constant sequence every window is the same,
+ * so the trainer's one update and one step on that window leave the same
+ * parameters, bit for bit. */
+TS_TEST(token_step_is_the_trainers_step)
+{
+    enum { COUNT = 64 };
+    int32_t ids[COUNT];
+    for (int i = 0; i < COUNT; i++)
+        ids[i] = 7;
+    ug_tokens *train = NULL;
+    REQUIRE(OK(ug_tokens_from_ids(ids, COUNT, VOCAB, &train)));
+    ug_trainer_config c = ug_trainer_defaults();
+    c.batch_size = 4;
+    c.block_size = 16;
+    c.max_steps = 1;
+    c.seed = 5;
+    c.optimizer.lr = 0.05f;
+    ug_trainer *t = NULL;
+    int64_t n_trainer = 0, n_step = 0;
+    float *by_trainer = NULL, *by_step = NULL;
+    if (OK(ug_trainer_create_tokens(dev, train, NULL, build_next_token, NULL, &c, &t)) && OK(ug_trainer_fit(t)))
+        by_trainer = ts_model_params(ug_trainer_model(t), &n_trainer);
+    ug_trainer_free(t);
+    ug_tokens_free(train);
+    ug_train_step *s = NULL;
+    c.max_steps = 0;
+    const int64_t shape[2] = {4, 16};
+    ug_tensor *x = NULL;
+    if (OK(ug_train_step_create(dev, 16, 0, build_next_token, NULL, &c, &s)) &&
+        OK(ug_tensor_from_host(dev, UG_I32, 2, shape, ids, &x)) && OK(ug_train_step_run(s, x, x, false)))
+        by_step = ts_model_params(ug_train_step_model(s), &n_step);
+    ug_tensor_free(x);
+    ug_train_step_free(s);
+    REQUIRE(by_trainer && by_step && n_trainer == n_step);
+    int differ = 0;
+    for (int64_t i = 0; i < n_step; i++)
+        differ += memcmp(&by_trainer[i], &by_step[i], sizeof(float)) != 0;
+    CHECK_MSG(differ == 0, "%d of %lld parameters differ from the trainer's", differ, (long long)n_step);
+    /* A window's length is block_size, and it has no target width. */
+    s = NULL;
+    if (CHECK_STATUS(ug_train_step_create(dev, 8, 0, build_next_token, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("features must be block_size");
+    CHECK_STATUS(ug_train_step_create(dev, 16, 3, build_next_token, NULL, &c, &s), UG_ERR_INVALID_ARGUMENT);
+    CHECK(s == NULL);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -461,6 +508,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(token_run_resumes_after_a_report),
         TH_DEVICE_TEST(token_run_data_parallel),
         TH_DEVICE_TEST(token_run_refusals),
+        TH_DEVICE_TEST(token_step_is_the_trainers_step),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
