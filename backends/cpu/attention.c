@@ -164,13 +164,18 @@ static void tile_accumulate(const float *w, bool transposed, int64_t n, int64_t 
 
 /* Raw products to scores: scale, the additive mask, -inf where the causal
  * mask hides a key; s[r * KB + t] pairs query i0 + r with key j0 + t. */
+UG_CPU_WIDE
 static void finish_scores(const ug_attention_args *a, int64_t bh, int64_t i0, int64_t j0, int64_t n, int64_t m,
                           float *s)
 {
     if (!a->mask.mem) {
-        for (int64_t r = 0; r < n; r++)
+        const float scale = a->scale;
+        for (int64_t r = 0; r < n; r++) {
+            float *sr = s + r * KB;
+            const int64_t last = a->causal ? i0 + r - j0 : m; /* the last key row r sees, from j0 */
             for (int64_t t = 0; t < m; t++)
-                s[r * KB + t] = a->causal && j0 + t > i0 + r ? -INFINITY : a->scale * s[r * KB + t];
+                sr[t] = t > last ? -INFINITY : scale * sr[t];
+        }
         return;
     }
     const int64_t b = bh / a->heads, h = bh % a->heads;

@@ -61,13 +61,15 @@ static float row_max(const char *row, ug_dtype dt, int64_t cols)
 UG_CPU_WIDE
 static double row_sum_exp(const char *row, ug_dtype dt, int64_t cols, float m)
 {
-    float buf[CH];
+    float buf[CH], e[CH];
     double s = 0.0;
     for (int64_t c0 = 0; c0 < cols; c0 += CH) {
         int64_t n = chunk_len(c0, cols);
         const float *p = chunk(row, dt, c0, n, buf);
+        for (int64_t i = 0; i < n; i++) /* apart from the sum, so both loops vectorise */
+            e[i] = ug_lane_expf(p[i] - m);
         double part;
-        LANE_SUM(part, n, i, ug_lane_expf(p[i] - m));
+        LANE_SUM(part, n, i, e[i]);
         s += part;
     }
     return s;

@@ -495,6 +495,10 @@ void ug_cpu_parallel_for(ug_cpu_workers *workers, int64_t n, int64_t min_chunk,
         int64_t cap = (int64_t)workers->team * UG_CPU_TASKS_PER_THREAD;
         if (ntasks > cap)
             ntasks = cap;
+        /* A whole number of tasks a thread: 3 tasks on 2 threads would
+         * leave one thread waiting for the other's second. */
+        if (ntasks > workers->team)
+            ntasks -= ntasks % workers->team;
     }
     if (!workers || workers->team == 1 || ntasks <= 1 || pthread_mutex_trylock(&workers->busy) != 0) {
         fn(ctx, 0, n);

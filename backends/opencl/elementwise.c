@@ -49,6 +49,52 @@ static void fill8(cl_long *out, int ndim, const int64_t *values, int64_t pad)
         out[d] = d < ndim ? (cl_long)values[d] : (cl_long)pad;
 }
 
+/* The layout rows kernels take: shape and up to two operands' strides
+ * with size-1 axes dropped and neighbours merged where every operand steps
+ * evenly across them; the innermost axis split off as the row (inner, and
+ * each operand's step along it), the outer axes left in shape and strides
+ * (at least one axis, of size 1, when there are none). */
+typedef struct rows_layout {
+    int outer;
+    int64_t shape[8], strides[2][8];
+    int64_t inner, step[2];
+} rows_layout;
+
+static void rows_layout_of(int ndim, const int64_t *shape, int operands, const int64_t *const *strides,
+                           rows_layout *r)
+{
+    int nd = 0;
+    memset(r, 0, sizeof *r);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1)
+            continue;
+        bool merge = nd > 0;
+        for (int k = 0; k < operands && merge; k++)
+            merge = r->strides[k][nd - 1] == strides[k][d] * shape[d];
+        if (merge) {
+            r->shape[nd - 1] *= shape[d];
+            for (int k = 0; k < operands; k++)
+                r->strides[k][nd - 1] = strides[k][d];
+        } else {
+            r->shape[nd] = shape[d];
+            for (int k = 0; k < operands; k++)
+                r->strides[k][nd] = strides[k][d];
+            nd++;
+        }
+    }
+    r->inner = nd ? r->shape[nd - 1] : 1;
+    for (int k = 0; k < operands; k++)
+        r->step[k] = nd ? r->strides[k][nd - 1] : 0;
+    r->outer = nd > 1 ? nd - 1 : 1;
+    if (nd <= 1) {
+        r->shape[0] = 1;
+        r->strides[0][0] = r->strides[1][0] = 0;
+    }
+}
+
+/* Work-items of the rows kernels: each row's chunks. */
+static size_t row_items(int64_t n, int64_t inner) { return (size_t)(n / inner) * work_items(inner); }
+
 ug_status ug_opencl_unary(ug_bdev *dev, const ug_unary_args *a)
 {
     int64_t n = numel_of(a->ndim, a->shape);
@@ -70,6 +116,22 @@ ug_status ug_opencl_unary(ug_bdev *dev, const ug_unary_args *a)
             return ug_opencl_copy(dev, a->y.mem, (size_t)yoff * es, a->x.mem, (size_t)xoff * es,
                                   (size_t)n * es);
         const ug_opencl_kernel *k;
+        if (dev->is_cpu) { /* a permutation or slice: a row at a time */
+            rows_layout r;
+            const int64_t *strides[1] = {a->x_strides};
+            rows_layout_of(a->ndim, a->shape, 1, strides, &r);
+            ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_COPY_ROWS, a->x.dtype, a->x.dtype, &k);
+            if (st != UG_OK)
+                return st;
+            cl_long inner = r.inner, step = r.step[0];
+            cl_int outer = r.outer;
+            fill8(lay.shape, r.outer, r.shape, 1);
+            fill8(lay.xs, r.outer, r.strides[0], 0);
+            ug_opencl_arg args[] = {UG_OPENCL_ARG(y),     UG_OPENCL_ARG(yoff),  UG_OPENCL_ARG(x),
+                                    UG_OPENCL_ARG(xoff),  UG_OPENCL_ARG(cn),    UG_OPENCL_ARG(inner),
+                                    UG_OPENCL_ARG(step),  UG_OPENCL_ARG(outer), UG_OPENCL_ARG(lay)};
+            return ug_opencl_launch_1d(dev, k, row_items(n, r.inner), args, 9);
+        }
         ug_status st = ug_opencl_kernel_for(dev, UG_OPENCL_COPY_STRIDED, a->x.dtype, a->x.dtype, &k);
         if (st != UG_OK)
             return st;
@@ -158,6 +220,25 @@ ug_status ug_opencl_binary(ug_bdev *dev, const ug_binary_args *a)
 
     bool contig = is_contiguous(a->ndim, a->shape, a->a_strides) &&
                   is_contiguous(a->ndim, a->shape, a->b_strides);
+    if (dev->is_cpu && a->y.dtype == UG_F32 && !contig) { /* any other strides: a row at a time */
+        rows_layout r;
+        const int64_t *strides[2] = {a->a_strides, a->b_strides};
+        rows_layout_of(a->ndim, a->shape, 2, strides, &r);
+        if ((st = ug_opencl_kernel_for(dev, UG_OPENCL_BINARY_ROWS, UG_F32, UG_F32, &k)) != UG_OK)
+            return st;
+        ug_opencl_layout2 lay;
+        fill8(lay.shape, r.outer, r.shape, 1);
+        fill8(lay.as, r.outer, r.strides[0], 0);
+        fill8(lay.bs, r.outer, r.strides[1], 0);
+        cl_long inner = r.inner, a_step = r.step[0], b_step = r.step[1];
+        cl_int outer = r.outer;
+        ug_opencl_arg args[] = {UG_OPENCL_ARG(y),      UG_OPENCL_ARG(yoff),   UG_OPENCL_ARG(am),
+                                UG_OPENCL_ARG(aoff),   UG_OPENCL_ARG(bm),     UG_OPENCL_ARG(boff),
+                                UG_OPENCL_ARG(cn),     UG_OPENCL_ARG(inner),  UG_OPENCL_ARG(a_step),
+                                UG_OPENCL_ARG(b_step), UG_OPENCL_ARG(op),     UG_OPENCL_ARG(post),
+                                UG_OPENCL_ARG(alpha),  UG_OPENCL_ARG(outer),  UG_OPENCL_ARG(lay)};
+        return ug_opencl_launch_1d(dev, k, row_items(n, r.inner), args, 15);
+    }
     st = ug_opencl_kernel_for(dev, contig ? UG_OPENCL_BINARY_CONTIG : UG_OPENCL_BINARY_STRIDED, a->y.dtype,
                               a->y.dtype, &k);
     if (st != UG_OK)

@@ -31,10 +31,12 @@
     X(UNARY_CONTIG, "unary_contig", UG_OPENCL_ALL_DTYPES, UG_OPENCL_FLOATS)                \
     X(UNARY_STRIDED, "unary_strided", UG_OPENCL_ALL_DTYPES, UG_OPENCL_FLOATS)              \
     X(COPY_STRIDED, "copy_strided", UG_OPENCL_ALL_DTYPES, 0)                               \
+    X(COPY_ROWS, "copy_rows", UG_OPENCL_ALL_DTYPES, 0)                                     \
     X(BINARY_CONTIG, "binary_contig", UG_OPENCL_FLOATS, 0)                                 \
     X(BINARY_STRIDED, "binary_strided", UG_OPENCL_FLOATS, 0)                               \
     X(UNARY_CHUNKED, "unary_chunked", 0, 0)                                                \
     X(BINARY_CHUNKED, "binary_chunked", 0, 0)                                              \
+    X(BINARY_ROWS, "binary_rows", 0, 0)                                                    \
     X(GEMM_SCALE_C, "gemm_scale_c", 0, 0)                                                  \
     X(GEMM_TILED, "gemm_f32_tiled", 0, 0)                                                  \
     X(GEMM_NT, "gemm_f32_nt", 0, 0)                                                        \

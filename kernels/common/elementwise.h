@@ -21,7 +21,8 @@
 #define ug_sqrtf sqrt
 #define ug_fabsf fabs
 #define ug_tanhf tanh
-#define ug_erff erf
+#define ug_erff ug_lane_erff /* kernels/common/lane_math.h, embedded before this */
+#define ug_erf_given_exp ug_lane_erf_given_exp
 #define ug_log1pf log1p
 #define ug_powf pow
 #define ug_floorf floor
@@ -33,11 +34,13 @@
 #define UG_MATH_FN static __device__ __forceinline__
 #define ug_expf expf
 #define ug_erff erff
+#define ug_erf_given_exp(z, e) erff(z)
 #else /* the CPU backend: calls to these would keep its loops scalar */
 #include "kernels/common/lane_math.h"
 #define UG_MATH_FN static inline
 #define ug_expf ug_lane_expf
 #define ug_erff ug_lane_erff
+#define ug_erf_given_exp ug_lane_erf_given_exp
 #endif
 #define ug_logf logf
 #define ug_sqrtf sqrtf
@@ -130,12 +133,13 @@ UG_MATH_FN float ug_math_clamp(float x, float low, float high)
     return y > high ? high : y;
 }
 
-/* d/dx [x Phi(x)] = Phi(x) + x phi(x) */
+/* d/dx [x Phi(x)] = Phi(x) + x phi(x); phi's exponential is the one erf's
+ * tail needs, computed once where the dialect's erf can take it. */
 UG_MATH_FN float ug_math_gelu_grad(float x)
 {
-    const float cdf = 0.5f * (1.0f + ug_erff(x * UG_SQRT1_2_F));
-    const float pdf = UG_INV_SQRT_2PI_F * ug_expf(-0.5f * x * x);
-    return cdf + x * pdf;
+    const float z = x * UG_SQRT1_2_F, e = ug_expf(-z * z);
+    const float cdf = 0.5f * (1.0f + ug_erf_given_exp(z, e));
+    return cdf + x * (UG_INV_SQRT_2PI_F * e);
 }
 
 /* GELU's tanh approximation, 0.5 x (1 + tanh u) with u = sqrt(2/pi) (x +

@@ -63,12 +63,37 @@ UG_UNARY_KERNELS(bf16, bf16)
         y[yoff + i] = x[xoff + ug_strided_offset(i, ndim, lay.shape, lay.xs)];           \
     }
 
+/* On CPU devices, the same a row at a time (see binary_rows below): the
+ * row's offset is found once, and its elements step by the inner stride. */
+#define UG_COPY_ROWS_KERNEL(NAME, T)                                                     \
+    kernel void copy_rows_##NAME(global T *y, ulong yoff, const global T *x, ulong xoff, \
+                                 long n, long inner, long step, int ndim, ug_layout1 lay) \
+    {                                                                                    \
+        const long per_row = (inner + UG_CHUNK - 1) / UG_CHUNK, item = get_global_id(0); \
+        const long row = item / per_row, begin = (item - row * per_row) * UG_CHUNK;      \
+        const long end = min(begin + UG_CHUNK, inner);                                   \
+        if (row * inner >= n) /* the launch's rounding */                                \
+            return;                                                                      \
+        global T *out = y + yoff + row * inner;                                          \
+        const global T *in = x + xoff + ug_strided_offset(row, ndim, lay.shape, lay.xs); \
+        for (long j = begin; j < end; j++)                                               \
+            out[j] = in[j * step];                                                       \
+    }
+
+#define UG_CHUNK 64 /* elements a work-item of the CPU devices' kernels takes */
+
 UG_COPY_KERNEL(f32, uint)
 UG_COPY_KERNEL(f16, ushort)
 UG_COPY_KERNEL(i32, uint)
 UG_COPY_KERNEL(u8, uchar)
 UG_COPY_KERNEL(bf16, ushort)
 UG_COPY_KERNEL(i64, ulong)
+UG_COPY_ROWS_KERNEL(f32, uint)
+UG_COPY_ROWS_KERNEL(f16, ushort)
+UG_COPY_ROWS_KERNEL(i32, uint)
+UG_COPY_ROWS_KERNEL(u8, uchar)
+UG_COPY_ROWS_KERNEL(bf16, ushort)
+UG_COPY_ROWS_KERNEL(i64, ulong)
 
 /* y = post(a op b). y may alias a or b exactly: each item reads its inputs
  * before writing its own element, so no restrict and no hazard. */
@@ -115,8 +140,11 @@ UG_BINARY_KERNELS(bf16)
  * scale: y is `rows` rows of `period` elements, and an operand is either
  * as long as y (full) or one row repeated. A work-item takes UG_CHUNK
  * elements of one row, so both operands' reads stay contiguous (a bias
- * added through the strided kernel: 80 us for 64 x 500, against 8). */
-#define UG_CHUNK 64
+ * added through the strided kernel: 80 us for 64 x 500, against 8).
+ * binary_rows takes any other strides: a work-item takes UG_CHUNK
+ * elements of one row of y's innermost axis, finds each operand's offset
+ * for the row once and steps by its inner stride (a column broadcast, 0;
+ * a transposed view). */
 
 kernel void unary_chunked(global float *y, ulong yoff, const global float *xs, ulong xoff, long n, int op,
                           float alpha, float beta)
@@ -135,6 +163,33 @@ kernel void unary_chunked(global float *y, ulong yoff, const global float *xs, u
         UG_UNARY_OPS(UG_CASE_)
 #undef UG_CASE_
     }
+}
+
+kernel void binary_rows(global float *y, ulong yoff, const global float *as, ulong aoff,
+                        const global float *bs, ulong boff, long n, long inner, long a_step, long b_step,
+                        int op, int post, float alpha, int ndim, ug_layout2 lay)
+{
+    const long per_row = (inner + UG_CHUNK - 1) / UG_CHUNK, item = get_global_id(0);
+    const long row = item / per_row, begin = (item - row * per_row) * UG_CHUNK;
+    const long end = min(begin + UG_CHUNK, inner);
+    if (row * inner >= n) /* the launch's rounding */
+        return;
+    global float *out = y + yoff + row * inner;
+    const global float *left = as + aoff + ug_strided_offset(row, ndim, lay.shape, lay.as);
+    const global float *right = bs + boff + ug_strided_offset(row, ndim, lay.shape, lay.bs);
+    switch (op) {
+#define UG_CASE_(NAME, EXPR)                                      \
+    case UG_BINARY_##NAME:                                        \
+        for (long i = begin; i < end; i++) {                      \
+            const float a = left[i * a_step], b = right[i * b_step]; \
+            out[i] = (EXPR);                                      \
+        }                                                         \
+        break;
+        UG_BINARY_OPS(UG_CASE_)
+#undef UG_CASE_
+    }
+    for (long i = begin; post != UG_UNARY_COPY && i < end; i++)
+        out[i] = ug_epilogue_value(0, 0, 0.0f, 0, 0.0f, post, out[i]);
 }
 
 kernel void binary_chunked(global float *y, ulong yoff, const global float *as, ulong aoff,
