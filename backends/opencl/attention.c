@@ -1,7 +1,16 @@
 /* Launching the attention family (kernels/opencl/attention.cl): one item
  * per query row forward; backward, one per query row (delta and dq), then
- * one per key row (dk and dv), queued in order. */
+ * one per key row (dk and dv), queued in order. CPU devices take the
+ * blocks kernels: an item per block of UG_AR rows. */
 #include "backends/opencl/internal.h"
+
+enum { BLOCK_ROWS = 16 }; /* attention.cl's UG_AR */
+
+/* Items for rows rows of every head: one a row, or on CPU devices one a block. */
+static size_t items(const ug_bdev *dev, cl_long batch_heads, cl_long rows)
+{
+    return (size_t)(batch_heads * (dev->is_cpu ? (rows + BLOCK_ROWS - 1) / BLOCK_ROWS : rows));
+}
 
 ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
 {
@@ -30,11 +39,11 @@ ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
     if (!a->backward) {
         if (q_len <= 0)
             return UG_OK;
-        UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_ATTENTION_FWD, a->q.dtype, UG_F32, &kernel));
+        UG_BACKEND_TRY(ug_opencl_kernel_for(dev, dev->is_cpu ? UG_OPENCL_ATTENTION_FWD_BLOCKS : UG_OPENCL_ATTENTION_FWD, a->q.dtype, UG_F32, &kernel));
         ug_opencl_arg args[] = {UG_OPENCL_ARG(o), UG_OPENCL_ARG(o_off), UG_OPENCL_ARG(lse), UG_OPENCL_ARG(lse_off),
                                 UG_OPENCL_ARG(q), UG_OPENCL_ARG(q_off), UG_OPENCL_ARG(k), UG_OPENCL_ARG(k_off),
                                 UG_OPENCL_ARG(v), UG_OPENCL_ARG(v_off), PARAMS};
-        return ug_opencl_launch_1d(dev, kernel, (size_t)(batch_heads * q_len), args,
+        return ug_opencl_launch_1d(dev, kernel, items(dev, batch_heads, q_len), args,
                                    (cl_uint)(sizeof args / sizeof args[0]));
     }
     UG_OPENCL_VIEW(dout, a->dout);
@@ -43,19 +52,19 @@ ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
     UG_OPENCL_VIEW(dv, a->dv);
     UG_OPENCL_VIEW(delta, a->delta);
     if (q_len > 0) {
-        UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_ATTENTION_DQ, a->q.dtype, UG_F32, &kernel));
+        UG_BACKEND_TRY(ug_opencl_kernel_for(dev, dev->is_cpu ? UG_OPENCL_ATTENTION_DQ_BLOCKS : UG_OPENCL_ATTENTION_DQ, a->q.dtype, UG_F32, &kernel));
         ug_opencl_arg args[] = {UG_OPENCL_ARG(dq),    UG_OPENCL_ARG(dq_off),   UG_OPENCL_ARG(delta),
                                 UG_OPENCL_ARG(delta_off), UG_OPENCL_ARG(dout), UG_OPENCL_ARG(dout_off),
                                 UG_OPENCL_ARG(o),     UG_OPENCL_ARG(o_off),    UG_OPENCL_ARG(lse),
                                 UG_OPENCL_ARG(lse_off), UG_OPENCL_ARG(q),      UG_OPENCL_ARG(q_off),
                                 UG_OPENCL_ARG(k),     UG_OPENCL_ARG(k_off),    UG_OPENCL_ARG(v),
                                 UG_OPENCL_ARG(v_off), PARAMS};
-        UG_BACKEND_TRY(ug_opencl_launch_1d(dev, kernel, (size_t)(batch_heads * q_len), args,
+        UG_BACKEND_TRY(ug_opencl_launch_1d(dev, kernel, items(dev, batch_heads, q_len), args,
                                            (cl_uint)(sizeof args / sizeof args[0])));
     }
     if (kv_len <= 0)
         return UG_OK;
-    UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_ATTENTION_DKV, a->q.dtype, UG_F32, &kernel));
+    UG_BACKEND_TRY(ug_opencl_kernel_for(dev, dev->is_cpu ? UG_OPENCL_ATTENTION_DKV_BLOCKS : UG_OPENCL_ATTENTION_DKV, a->q.dtype, UG_F32, &kernel));
     ug_opencl_arg args[] = {UG_OPENCL_ARG(dk),    UG_OPENCL_ARG(dk_off),   UG_OPENCL_ARG(dv),
                             UG_OPENCL_ARG(dv_off), UG_OPENCL_ARG(delta),   UG_OPENCL_ARG(delta_off),
                             UG_OPENCL_ARG(dout),  UG_OPENCL_ARG(dout_off), UG_OPENCL_ARG(lse),
@@ -63,6 +72,6 @@ ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
                             UG_OPENCL_ARG(k),     UG_OPENCL_ARG(k_off),    UG_OPENCL_ARG(v),
                             UG_OPENCL_ARG(v_off), PARAMS};
 #undef PARAMS
-    return ug_opencl_launch_1d(dev, kernel, (size_t)(batch_heads * kv_len), args,
+    return ug_opencl_launch_1d(dev, kernel, items(dev, batch_heads, kv_len), args,
                                (cl_uint)(sizeof args / sizeof args[0]));
 }

@@ -73,7 +73,10 @@
     X(GATHER_SCATTER, "gather_scatter", UG_OPENCL_ALL_DTYPES, UG_OPENCL_INDICES)           \
     X(ATTENTION_FWD, "attention_fwd", UG_OPENCL_FLOATS, 0)                                 \
     X(ATTENTION_DQ, "attention_dq", UG_OPENCL_FLOATS, 0)                                   \
-    X(ATTENTION_DKV, "attention_dkv", UG_OPENCL_FLOATS, 0)
+    X(ATTENTION_DKV, "attention_dkv", UG_OPENCL_FLOATS, 0)                                 \
+    X(ATTENTION_FWD_BLOCKS, "attention_fwd_blocks", UG_OPENCL_FLOATS, 0)                   \
+    X(ATTENTION_DQ_BLOCKS, "attention_dq_blocks", UG_OPENCL_FLOATS, 0)                     \
+    X(ATTENTION_DKV_BLOCKS, "attention_dkv_blocks", UG_OPENCL_FLOATS, 0)
 
 typedef enum ug_opencl_family {
 #define UG_OPENCL_FAMILY_ENUM_(NAME, name, in, out) UG_OPENCL_##NAME,

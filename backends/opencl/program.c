@@ -97,8 +97,12 @@ static ug_status create_kernel(ug_bdev *dev, cl_program prog, int family, int in
     /* Local arrays hold UG_OPENCL_MAX_WG entries and the tree steps halve the
      * group: a power of two within every limit. The 2-D reduction may put
      * the whole group along either dimension. */
-    size_t limit = UG_OPENCL_MAX_WG;
+    size_t limit = UG_OPENCL_MAX_WG, required[3] = {0, 0, 0};
     if (wg < limit) limit = wg;
+    /* A kernel that declares its group's size (reqd_work_group_size) gets it. */
+    if (clGetKernelWorkGroupInfo(k->kernel, dev->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof required,
+                                 required, NULL) == CL_SUCCESS && required[0] && required[0] < limit)
+        limit = required[0];
     if (limits[0] && limits[0] < limit) limit = limits[0];
     if (limits[1] && limits[1] < limit) limit = limits[1];
     if (family == UG_OPENCL_REDUCE && limits[2] && limits[2] < limit)

@@ -2,7 +2,13 @@
  * pass, and delta and dq), or per key row (dk and dv), each looping over
  * the other side's rows with the row's values in private memory; the
  * online softmax keeps nothing of size q_len x kv_len. A kernel per dtype
- * T of q, k, v, o, the mask and the gradients; lse and delta are f32. */
+ * T of q, k, v, o, the mask and the gradients; lse and delta are f32.
+ *
+ * CPU devices (POCL) take the *_blocks kernels instead: an item takes
+ * UG_AR rows of one head, held transposed ([d][UG_AR]), so every inner
+ * loop runs across the rows with one value of the other side broadcast
+ * and vectorises (one item per row kept POCL scalar: attention was 52 of
+ * the GPT step's 135 ms). Work-groups of one item, as many as blocks. */
 
 #define UG_ATTENTION_PARAMS                                                                  \
     long batch_heads, long heads, long q_len, long kv_len, long d, float scale, int causal, \
@@ -139,3 +145,191 @@
 UG_ATTENTION_KERNELS(f32)
 UG_ATTENTION_KERNELS(f16)
 UG_ATTENTION_KERNELS(bf16)
+
+#define UG_AR 16 /* rows of a block: the vector's lanes */
+#define UG_AK 16 /* keys of a forward tile */
+
+#define UG_ATTENTION_BLOCK_KERNELS(T)                                                                  \
+    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_fwd_blocks_##T(             \
+        global UG_T_##T *o, ulong o_off, global float *lse, ulong lse_off, const global UG_T_##T *q,  \
+        ulong q_off, const global UG_T_##T *k, ulong k_off, const global UG_T_##T *v, ulong v_off,    \
+        const global UG_T_##T *mask, ulong mask_off, UG_ATTENTION_PARAMS)                             \
+    {                                                                                                 \
+        const long blocks = (q_len + UG_AR - 1) / UG_AR, item = get_global_id(0);                     \
+        if (item >= batch_heads * blocks)                                                             \
+            return;                                                                                   \
+        const long bh = item / blocks, i0 = (item - bh * blocks) * UG_AR;                             \
+        const long n = min(q_len - i0, (long)UG_AR);                                                  \
+        const global UG_T_##T *qh = q + q_off + (bh * q_len + i0) * d;                                \
+        const global UG_T_##T *kh = k + k_off + bh * kv_len * d, *vh = v + v_off + bh * kv_len * d;   \
+        float qt[UG_ATTENTION_MAX_D * UG_AR], acc[UG_ATTENTION_MAX_D * UG_AR], s[UG_AK * UG_AR];      \
+        float m[UG_AR], l[UG_AR], next[UG_AR], corr[UG_AR];                                           \
+        for (long c = 0; c < d; c++)                                                                  \
+            for (int r = 0; r < UG_AR; r++) {                                                         \
+                qt[c * UG_AR + r] = r < n ? UG_LD_##T(qh, r * d + c) : 0.0f;                          \
+                acc[c * UG_AR + r] = 0.0f;                                                            \
+            }                                                                                         \
+        for (int r = 0; r < UG_AR; r++) {                                                             \
+            m[r] = -INFINITY;                                                                         \
+            l[r] = 0.0f;                                                                              \
+        }                                                                                             \
+        const long keys = causal && i0 + n < kv_len ? i0 + n : kv_len;                                \
+        for (long j0 = 0; j0 < keys; j0 += UG_AK) {                                                   \
+            const long nk = min(keys - j0, (long)UG_AK);                                              \
+            for (long t = 0; t < nk; t++) {                                                           \
+                float *st = s + t * UG_AR;                                                            \
+                for (int r = 0; r < UG_AR; r++)                                                       \
+                    st[r] = 0.0f;                                                                     \
+                for (long c = 0; c < d; c++) {                                                        \
+                    const float kv = UG_LD_##T(kh, (j0 + t) * d + c);                                 \
+                    for (int r = 0; r < UG_AR; r++)                                                   \
+                        st[r] += qt[c * UG_AR + r] * kv;                                              \
+                }                                                                                     \
+                for (int r = 0; r < UG_AR; r++)                                                       \
+                    st[r] = r < n ? UG_ATTENTION_SCORE(T, st[r], bh, i0 + r, j0 + t) : -INFINITY;     \
+            }                                                                                         \
+            for (int r = 0; r < UG_AR; r++)                                                           \
+                next[r] = m[r];                                                                       \
+            for (long t = 0; t < nk; t++)                                                             \
+                for (int r = 0; r < UG_AR; r++)                                                       \
+                    next[r] = fmax(next[r], s[t * UG_AR + r]);                                        \
+            for (int r = 0; r < UG_AR; r++) {                                                         \
+                corr[r] = next[r] == -INFINITY ? 1.0f : exp(m[r] - next[r]);                          \
+                l[r] *= corr[r];                                                                      \
+                m[r] = next[r];                                                                       \
+            }                                                                                         \
+            for (long t = 0; t < nk; t++)                                                             \
+                for (int r = 0; r < UG_AR; r++) {                                                     \
+                    const float x = s[t * UG_AR + r];                                                 \
+                    s[t * UG_AR + r] = x == -INFINITY ? 0.0f : exp(x - next[r]);                      \
+                    l[r] += s[t * UG_AR + r];                                                         \
+                }                                                                                     \
+            for (long c = 0; c < d; c++) {                                                            \
+                float *ac = acc + c * UG_AR;                                                          \
+                for (int r = 0; r < UG_AR; r++)                                                       \
+                    ac[r] *= corr[r];                                                                 \
+                for (long t = 0; t < nk; t++) {                                                       \
+                    const float vv = UG_LD_##T(vh, (j0 + t) * d + c);                                 \
+                    for (int r = 0; r < UG_AR; r++)                                                   \
+                        ac[r] += s[t * UG_AR + r] * vv;                                               \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        for (long r = 0; r < n; r++) {                                                                \
+            const float inv = 1.0f / l[r];                                                            \
+            for (long c = 0; c < d; c++)                                                              \
+                UG_ST_##T(o, o_off + (bh * q_len + i0 + r) * d + c, acc[c * UG_AR + r] * inv);        \
+            lse[lse_off + bh * q_len + i0 + r] = m[r] + log(l[r]);                                    \
+        }                                                                                             \
+    }                                                                                                 \
+    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dq_blocks_##T(              \
+        global UG_T_##T *dq, ulong dq_off, global float *delta, ulong delta_off,                      \
+        const global UG_T_##T *dout, ulong dout_off, const global UG_T_##T *o, ulong o_off,           \
+        const global float *lse, ulong lse_off, const global UG_T_##T *q, ulong q_off,                \
+        const global UG_T_##T *k, ulong k_off, const global UG_T_##T *v, ulong v_off,                 \
+        const global UG_T_##T *mask, ulong mask_off, UG_ATTENTION_PARAMS)                             \
+    {                                                                                                 \
+        const long blocks = (q_len + UG_AR - 1) / UG_AR, item = get_global_id(0);                     \
+        if (item >= batch_heads * blocks)                                                             \
+            return;                                                                                   \
+        const long bh = item / blocks, i0 = (item - bh * blocks) * UG_AR;                             \
+        const long n = min(q_len - i0, (long)UG_AR), row0 = bh * q_len + i0;                          \
+        const global UG_T_##T *kh = k + k_off + bh * kv_len * d, *vh = v + v_off + bh * kv_len * d;   \
+        float qt[UG_ATTENTION_MAX_D * UG_AR], gt[UG_ATTENTION_MAX_D * UG_AR];                         \
+        float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], sc[UG_AR], dp[UG_AR];            \
+        for (int r = 0; r < UG_AR; r++) {                                                             \
+            float sum = 0.0f;                                                                         \
+            for (long c = 0; c < d; c++) {                                                            \
+                const float g = r < n ? UG_LD_##T(dout + dout_off + (row0 + r) * d, c) : 0.0f;        \
+                qt[c * UG_AR + r] = r < n ? UG_LD_##T(q + q_off + (row0 + r) * d, c) : 0.0f;          \
+                gt[c * UG_AR + r] = g;                                                                \
+                acc[c * UG_AR + r] = 0.0f;                                                            \
+                sum += r < n ? g * UG_LD_##T(o + o_off + (row0 + r) * d, c) : 0.0f;                   \
+            }                                                                                         \
+            di[r] = sum;                                                                              \
+            li[r] = r < n ? lse[lse_off + row0 + r] : 0.0f;                                           \
+            if (r < n)                                                                                \
+                delta[delta_off + row0 + r] = sum;                                                    \
+        }                                                                                             \
+        const long keys = causal && i0 + n < kv_len ? i0 + n : kv_len;                                \
+        for (long j = 0; j < keys; j++) {                                                             \
+            for (int r = 0; r < UG_AR; r++)                                                           \
+                sc[r] = dp[r] = 0.0f;                                                                 \
+            for (long c = 0; c < d; c++) {                                                            \
+                const float kv = UG_LD_##T(kh, j * d + c), vv = UG_LD_##T(vh, j * d + c);             \
+                for (int r = 0; r < UG_AR; r++) {                                                     \
+                    sc[r] += qt[c * UG_AR + r] * kv;                                                  \
+                    dp[r] += gt[c * UG_AR + r] * vv;                                                  \
+                }                                                                                     \
+            }                                                                                         \
+            for (int r = 0; r < UG_AR; r++) {                                                         \
+                const float s = r < n ? UG_ATTENTION_SCORE(T, sc[r], bh, i0 + r, j) : -INFINITY;      \
+                sc[r] = s == -INFINITY ? 0.0f : exp(s - li[r]) * (dp[r] - di[r]) * scale;             \
+            }                                                                                         \
+            for (long c = 0; c < d; c++) {                                                            \
+                const float kv = UG_LD_##T(kh, j * d + c);                                            \
+                for (int r = 0; r < UG_AR; r++)                                                       \
+                    acc[c * UG_AR + r] += sc[r] * kv;                                                 \
+            }                                                                                         \
+        }                                                                                             \
+        for (long r = 0; r < n; r++)                                                                  \
+            for (long c = 0; c < d; c++)                                                              \
+                UG_ST_##T(dq, dq_off + (row0 + r) * d + c, acc[c * UG_AR + r]);                       \
+    }                                                                                                 \
+    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dkv_blocks_##T(             \
+        global UG_T_##T *dk, ulong dk_off, global UG_T_##T *dv, ulong dv_off, const global float *delta, \
+        ulong delta_off, const global UG_T_##T *dout, ulong dout_off, const global float *lse,        \
+        ulong lse_off, const global UG_T_##T *q, ulong q_off, const global UG_T_##T *k, ulong k_off,  \
+        const global UG_T_##T *v, ulong v_off, const global UG_T_##T *mask, ulong mask_off,           \
+        UG_ATTENTION_PARAMS)                                                                          \
+    {                                                                                                 \
+        const long blocks = (kv_len + UG_AR - 1) / UG_AR, item = get_global_id(0);                    \
+        if (item >= batch_heads * blocks)                                                             \
+            return;                                                                                   \
+        const long bh = item / blocks, j0 = (item - bh * blocks) * UG_AR;                             \
+        const long nk = min(kv_len - j0, (long)UG_AR), row0 = bh * kv_len + j0;                       \
+        const global UG_T_##T *qh = q + q_off + bh * q_len * d;                                       \
+        const global UG_T_##T *gh = dout + dout_off + bh * q_len * d;                                 \
+        float kt[UG_ATTENTION_MAX_D * UG_AR], vt[UG_ATTENTION_MAX_D * UG_AR];                         \
+        float gk[UG_ATTENTION_MAX_D * UG_AR], gv[UG_ATTENTION_MAX_D * UG_AR], sc[UG_AR], dp[UG_AR];   \
+        for (int t = 0; t < UG_AR; t++)                                                               \
+            for (long c = 0; c < d; c++) {                                                            \
+                kt[c * UG_AR + t] = t < nk ? UG_LD_##T(k + k_off + (row0 + t) * d, c) : 0.0f;         \
+                vt[c * UG_AR + t] = t < nk ? UG_LD_##T(v + v_off + (row0 + t) * d, c) : 0.0f;         \
+                gk[c * UG_AR + t] = gv[c * UG_AR + t] = 0.0f;                                         \
+            }                                                                                         \
+        for (long i = causal ? j0 : 0; i < q_len; i++) {                                              \
+            for (int t = 0; t < UG_AR; t++)                                                           \
+                sc[t] = dp[t] = 0.0f;                                                                 \
+            for (long c = 0; c < d; c++) {                                                            \
+                const float qv = UG_LD_##T(qh, i * d + c), gv1 = UG_LD_##T(gh, i * d + c);            \
+                for (int t = 0; t < UG_AR; t++) {                                                     \
+                    sc[t] += qv * kt[c * UG_AR + t];                                                  \
+                    dp[t] += gv1 * vt[c * UG_AR + t];                                                 \
+                }                                                                                     \
+            }                                                                                         \
+            const float li = lse[lse_off + bh * q_len + i], di = delta[delta_off + bh * q_len + i];   \
+            for (int t = 0; t < UG_AR; t++) {                                                         \
+                const float s = t < nk ? UG_ATTENTION_SCORE(T, sc[t], bh, i, j0 + t) : -INFINITY;     \
+                const float p = s == -INFINITY ? 0.0f : exp(s - li);                                  \
+                sc[t] = p;                                                                            \
+                dp[t] = p * (dp[t] - di) * scale;                                                     \
+            }                                                                                         \
+            for (long c = 0; c < d; c++) {                                                            \
+                const float qv = UG_LD_##T(qh, i * d + c), gv1 = UG_LD_##T(gh, i * d + c);            \
+                for (int t = 0; t < UG_AR; t++) {                                                     \
+                    gv[c * UG_AR + t] += sc[t] * gv1;                                                 \
+                    gk[c * UG_AR + t] += dp[t] * qv;                                                  \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        for (long t = 0; t < nk; t++)                                                                 \
+            for (long c = 0; c < d; c++) {                                                            \
+                UG_ST_##T(dk, dk_off + (row0 + t) * d + c, gk[c * UG_AR + t]);                        \
+                UG_ST_##T(dv, dv_off + (row0 + t) * d + c, gv[c * UG_AR + t]);                        \
+            }                                                                                         \
+    }
+
+UG_ATTENTION_BLOCK_KERNELS(f32)
+UG_ATTENTION_BLOCK_KERNELS(f16)
+UG_ATTENTION_BLOCK_KERNELS(bf16)
