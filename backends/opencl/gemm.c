@@ -86,6 +86,35 @@ static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
     return ug_opencl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
+/* A B^T with a short K (a GPT's linear layers, K = 128) on CPU devices:
+ * gemm_f32_nt's tile sums 16 products at a time along K and then across
+ * its registers, which a short K does not pay for (40 GFLOP/s against
+ * gemm_f32_tiled's 90), so B is copied transposed (copy_rows) into a
+ * buffer of its own and the product taken by gemm_f32_tiled. The buffer
+ * is released once queued: OpenCL keeps it until the kernels are done. */
+static ug_status transposed_b_gemm(ug_bdev *dev, const ug_gemm_args *a)
+{
+    cl_int err;
+    cl_mem bt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, (size_t)(a->n * a->k) * sizeof(float), NULL, &err);
+    if (!bt)
+        return ug_opencl_fail(ug_opencl_status_of(err), "clCreateBuffer for B transposed", err);
+    ug_unary_args copy = {.op = UG_UNARY_COPY,
+                          .y = {.mem = bt, .offset = 0, .dtype = UG_F32},
+                          .x = a->b,
+                          .ndim = 2,
+                          .shape = {a->k, a->n},
+                          .x_strides = {1, a->ldb}};
+    ug_status st = ug_opencl_unary(dev, &copy);
+    ug_gemm_args nn = *a;
+    nn.trans_b = false;
+    nn.b = (ug_kview){.mem = bt, .offset = 0, .dtype = UG_F32};
+    nn.ldb = a->n;
+    if (st == UG_OK)
+        st = tiled_gemm(dev, &nn);
+    clReleaseMemObject(bt);
+    return st;
+}
+
 static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
 {
     if (a->m <= 0 || a->n <= 0 || a->batch <= 0)
@@ -116,6 +145,8 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
     /* On CPU devices the own kernels where they apply (gemm_f32_tiled's
      * tile needs 32 columns): POCL's MLP step runs in a third of the time
      * it takes with CLBlast's. */
+    if (dev->is_cpu && a->trans_b && !a->trans_a && a->k < 512 && a->n >= 32 && a->batch == 1)
+        return transposed_b_gemm(dev, a);
     if (dev->is_cpu && (a->trans_b ? !a->trans_a : a->n >= 32))
         return tiled_gemm(dev, a);
 
