@@ -63,22 +63,25 @@ static void transpose(const float *rows, int64_t n, int64_t d, int64_t ld, float
             out[c * ld + r] = rows[r * d + c];
 }
 
-/* Two rows of tile_products over nc chunks of 16 columns, the sums held
- * in registers (nc is a constant where this is inlined). */
-static inline __attribute__((always_inline)) void products2(const float *a0, const float *a1, int64_t d,
-                                                            const float *bt, int64_t ld, int nc, float *o0,
-                                                            float *o1)
+/* Two output rows over nc chunks of 16 columns, the sums held in
+ * registers (nc is a constant where this is inlined): o += sum over k < m,
+ * in order, of w[k * ws] * b[k * ldb + ...]. */
+static inline __attribute__((always_inline)) void accumulate2(const float *w0, const float *w1, int64_t ws,
+                                                              int64_t m, const float *b, int64_t ldb, int nc,
+                                                              float *o0, float *o1)
 {
     v16 s0[CHUNKS], s1[CHUNKS];
-    for (int j = 0; j < nc; j++)
-        s0[j] = s1[j] = (v16){0};
-    for (int64_t c = 0; c < d; c++) {
-        const float x0 = a0[c], x1 = a1[c];
+    for (int j = 0; j < nc; j++) {
+        LOAD16(s0[j], o0 + 16 * j);
+        LOAD16(s1[j], o1 + 16 * j);
+    }
+    for (int64_t k = 0; k < m; k++) {
+        const float x0 = w0[k * ws], x1 = w1[k * ws];
         for (int j = 0; j < nc; j++) {
-            v16 b;
-            LOAD16(b, bt + c * ld + 16 * j);
-            s0[j] += x0 * b;
-            s1[j] += x1 * b;
+            v16 v;
+            LOAD16(v, b + k * ldb + 16 * j);
+            s0[j] += x0 * v;
+            s1[j] += x1 * v;
         }
     }
     for (int j = 0; j < nc; j++) {
@@ -97,38 +100,14 @@ static void tile_products(const float *a, int64_t n, int64_t d, const float *bt,
     for (int64_t r = 0; r < n; r += 2) {
         const float *a0 = a + r * d, *a1 = r + 1 < n ? a0 + d : a0; /* an odd last row twice */
         float *o0 = out + r * KB, *o1 = r + 1 < n ? o0 + KB : o0;
+        for (int t = 0; t < 16 * nc; t++)
+            o0[t] = o1[t] = 0.0f;
         switch (nc) {
-        case 1: products2(a0, a1, d, bt, ld, 1, o0, o1); break;
-        case 2: products2(a0, a1, d, bt, ld, 2, o0, o1); break;
-        case 3: products2(a0, a1, d, bt, ld, 3, o0, o1); break;
-        default: products2(a0, a1, d, bt, ld, CHUNKS, o0, o1); break;
+        case 1: accumulate2(a0, a1, 1, d, bt, ld, 1, o0, o1); break;
+        case 2: accumulate2(a0, a1, 1, d, bt, ld, 2, o0, o1); break;
+        case 3: accumulate2(a0, a1, 1, d, bt, ld, 3, o0, o1); break;
+        default: accumulate2(a0, a1, 1, d, bt, ld, CHUNKS, o0, o1); break;
         }
-    }
-}
-
-/* Two output rows of tile_accumulate over nc chunks of 16 columns:
- * o += sum over k < m of w[k * ws] * b[k * d + ...]. */
-static inline __attribute__((always_inline)) void accumulate2(const float *w0, const float *w1, int64_t ws,
-                                                              int64_t m, const float *b, int64_t d, int nc,
-                                                              float *o0, float *o1)
-{
-    v16 s0[CHUNKS], s1[CHUNKS];
-    for (int j = 0; j < nc; j++) {
-        LOAD16(s0[j], o0 + 16 * j);
-        LOAD16(s1[j], o1 + 16 * j);
-    }
-    for (int64_t k = 0; k < m; k++) {
-        const float x0 = w0[k * ws], x1 = w1[k * ws];
-        for (int j = 0; j < nc; j++) {
-            v16 v;
-            LOAD16(v, b + k * d + 16 * j);
-            s0[j] += x0 * v;
-            s1[j] += x1 * v;
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        STORE16(o0 + 16 * j, s0[j]);
-        STORE16(o1 + 16 * j, s1[j]);
     }
 }
 

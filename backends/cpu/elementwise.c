@@ -27,35 +27,12 @@ static void plan_init(ew_plan *p, int ndim, const int64_t *shape, int nin, const
                       const int64_t *s1)
 {
     const int64_t *src[2] = {s0, s1};
-    int nd = 0;
     memset(p, 0, sizeof *p);
     p->nin = nin;
     p->numel = 1;
     for (int d = 0; d < ndim; d++)
         p->numel *= shape[d];
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] == 1)
-            continue;
-        bool merge = nd > 0;
-        for (int k = 0; k < nin && merge; k++)
-            merge = p->st[k][nd - 1] == src[k][d] * shape[d];
-        if (merge) {
-            p->shape[nd - 1] *= shape[d];
-            for (int k = 0; k < nin; k++)
-                p->st[k][nd - 1] = src[k][d];
-        } else {
-            p->shape[nd] = shape[d];
-            for (int k = 0; k < nin; k++)
-                p->st[k][nd] = src[k][d];
-            nd++;
-        }
-    }
-    if (nd == 0) {
-        p->shape[0] = 1;
-        p->st[0][0] = p->st[1][0] = 0;
-        nd = 1;
-    }
-    p->ndim = nd;
+    p->ndim = ug_collapse_axes(ndim, shape, nin, src, p->shape, p->st);
 }
 
 /* Calls piece(job, output index, operand offsets, count) for blocks of at

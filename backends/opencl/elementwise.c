@@ -49,44 +49,26 @@ static void fill8(cl_long *out, int ndim, const int64_t *values, int64_t pad)
         out[d] = d < ndim ? (cl_long)values[d] : (cl_long)pad;
 }
 
-/* The layout rows kernels take: shape and up to two operands' strides
- * with size-1 axes dropped and neighbours merged where every operand steps
- * evenly across them; the innermost axis split off as the row (inner, and
- * each operand's step along it), the outer axes left in shape and strides
- * (at least one axis, of size 1, when there are none). */
+/* The layout rows kernels take: the axes collapsed (ug_collapse_axes),
+ * the innermost split off as the row (inner, and each operand's step along
+ * it), the outer ones left in shape and strides (at least one axis, of
+ * size 1, when there are none). */
 typedef struct rows_layout {
     int outer;
-    int64_t shape[8], strides[2][8];
+    int64_t shape[UG_KERNEL_MAX_DIMS], strides[2][UG_KERNEL_MAX_DIMS];
     int64_t inner, step[2];
 } rows_layout;
 
 static void rows_layout_of(int ndim, const int64_t *shape, int operands, const int64_t *const *strides,
                            rows_layout *r)
 {
-    int nd = 0;
     memset(r, 0, sizeof *r);
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] == 1)
-            continue;
-        bool merge = nd > 0;
-        for (int k = 0; k < operands && merge; k++)
-            merge = r->strides[k][nd - 1] == strides[k][d] * shape[d];
-        if (merge) {
-            r->shape[nd - 1] *= shape[d];
-            for (int k = 0; k < operands; k++)
-                r->strides[k][nd - 1] = strides[k][d];
-        } else {
-            r->shape[nd] = shape[d];
-            for (int k = 0; k < operands; k++)
-                r->strides[k][nd] = strides[k][d];
-            nd++;
-        }
-    }
-    r->inner = nd ? r->shape[nd - 1] : 1;
+    const int nd = ug_collapse_axes(ndim, shape, operands, strides, r->shape, r->strides);
+    r->inner = r->shape[nd - 1];
     for (int k = 0; k < operands; k++)
-        r->step[k] = nd ? r->strides[k][nd - 1] : 0;
+        r->step[k] = r->strides[k][nd - 1];
     r->outer = nd > 1 ? nd - 1 : 1;
-    if (nd <= 1) {
+    if (nd == 1) {
         r->shape[0] = 1;
         r->strides[0][0] = r->strides[1][0] = 0;
     }
