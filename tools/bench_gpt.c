@@ -139,8 +139,8 @@ static bool torch_step(const char *python, int threads, double seconds, char *ve
         while (len > 0 && out[len - 1] == '\n') /* the last line says why (a traceback's error) */
             out[--len] = '\0';
         const char *last = strrchr(out, '\n') ? strrchr(out, '\n') + 1 : len ? out : "no output";
-        printf("PyTorch: not run: %s %s: %.160s\n  (Debian's python3-torch has it; or pass --python)\n", python,
-               UG_BENCH_TORCH_GPT, last);
+        printf("PyTorch: not run: %.62s\n  (%s torch_gpt.py; Debian's python3-torch has torch,\n"
+               "  or pass --python)\n", last, python);
         return false;
     }
     snprintf(version, version_len, "%s", v);
