@@ -5,16 +5,16 @@
 #include "bench.h"
 
 static const bench_command commands[] = {
-    {"gemm", "GFLOP/s of ug_matmul on each device beside OpenBLAS on the host", bench_gemm},
-    {"train-mlp", "ug-train's training step and epoch beside its matrix products in OpenBLAS", bench_train_mlp},
-    {"train-cnn", "the same for ug-train --model cnn, beside its im2col products in OpenBLAS", bench_train_cnn},
-    {"gpt", "examples/gpt.c's training step on each device, beside PyTorch's on the cpu", bench_gpt},
-    {"conv", "ug-train --model cnn's convolutions beside oneDNN's and their im2col products in OpenBLAS", bench_conv},
-    {"report", "all of the above on every device: CSV, JSON, plots and a Markdown report", bench_report},
+    {"gemm", "GFLOP/s of ug_matmul on each device beside OpenBLAS", bench_gemm},
+    {"train-mlp", "ug-train's step and epoch beside its products in OpenBLAS", bench_train_mlp},
+    {"train-cnn", "the same for ug-train --model cnn (im2col products)", bench_train_cnn},
+    {"gpt", "examples/gpt.c's step on each device, beside PyTorch's", bench_gpt},
+    {"conv", "the CNN's convolutions beside oneDNN's and im2col + OpenBLAS", bench_conv},
+    {"report", "all of the above on every device: CSV, JSON, plots, Markdown", bench_report},
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},
-    {"data-parallel", "weak scaling under mpirun: one rank's step alone against every rank's", bench_data_parallel},
-    {"tune", "measure each device's tunable choices (OpenCL: CLBlast's GEMM) and cache them", bench_tune},
-    {"load", "the MLP's epoch on cpu alone and beside busy loops, its thread budget against one thread", bench_load},
+    {"data-parallel", "weak scaling under mpirun: a rank's step alone against all", bench_data_parallel},
+    {"tune", "measure and cache each device's tunable choices (CLBlast's)", bench_tune},
+    {"load", "the MLP's epoch on a busy cpu: its thread budget against one", bench_load},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
@@ -22,7 +22,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: ug-bench COMMAND [options]   (ug-bench COMMAND --help)\n");
     for (size_t i = 0; i < COMMAND_COUNT; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-13s %s\n", commands[i].name, commands[i].summary);
 }
 
 static void print_warning(const char *message, void *user)
