@@ -6,6 +6,10 @@
  * every index once. */
 enum { SUM_ITEMS = 1 << 15 };
 
+/* Slices (no index) of at most this many runs move as buffer copies: one
+ * item an element kept POCL at 10 ms a GPT step for its head splits. */
+enum { COPIED_ROWS = 16 };
+
 ug_status ug_opencl_gather(ug_bdev *dev, const ug_gather_args *a)
 {
     UG_OPENCL_VIEW(y, a->y);
@@ -29,6 +33,13 @@ ug_status ug_opencl_gather(ug_bdev *dev, const ug_gather_args *a)
     if (!a->accumulate) {
         if (outer <= 0 || inner <= 0 || count <= 0)
             return UG_OK;
+        if (!a->index.mem && outer <= COPIED_ROWS) { /* a slice or its gradient: a few runs, copied */
+            const size_t es = ug_dtype_size(a->x.dtype), run = (size_t)(count * inner) * es;
+            for (cl_long o = 0; o < outer; o++)
+                UG_BACKEND_TRY(ug_opencl_copy(dev, y, (size_t)(y_off + (o * y_len + a->y_start) * inner) * es, x,
+                                              (size_t)(x_off + (o * x_len + a->x_start) * inner) * es, run));
+            return UG_OK;
+        }
         UG_BACKEND_TRY(ug_opencl_kernel_for(dev, UG_OPENCL_GATHER, a->x.dtype, idt, &k));
         cl_int has_index = a->index.mem != NULL;
         cl_long x_start = a->x_start, y_start = a->y_start;
