@@ -35,17 +35,18 @@
 #define ug_expf expf
 #define ug_erff erff
 #define ug_erf_given_exp(z, e) erff(z)
+#define ug_tanhf tanhf
 #else /* the CPU backend: calls to these would keep its loops scalar */
 #include "kernels/common/lane_math.h"
 #define UG_MATH_FN static inline
 #define ug_expf ug_lane_expf
 #define ug_erff ug_lane_erff
 #define ug_erf_given_exp ug_lane_erf_given_exp
+#define ug_tanhf ug_lane_tanhf
 #endif
 #define ug_logf logf
 #define ug_sqrtf sqrtf
 #define ug_fabsf fabsf
-#define ug_tanhf tanhf
 #define ug_log1pf log1pf
 #define ug_powf powf
 #define ug_floorf floorf

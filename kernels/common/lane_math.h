@@ -1,4 +1,4 @@
-/* exp and erf in f32 for the CPU backend, in plain arithmetic with no
+/* exp, erf and tanh in f32 for the CPU backend, in plain arithmetic with no
  * branches or calls, so a loop calling them vectorises (glibc's expf and
  * erff are calls gcc keeps scalar without -ffast-math: GELU and its
  * gradient were a quarter of a GPT step). The OpenCL kernels take erf from
@@ -7,7 +7,7 @@
  * give the same bits, and so do the machines a run moves between.
  *
  * Against double (tests/unit/test_lane_math.c): exp within 1.5 ulp over
- * its whole range, denormal results included; erf within 3 ulp.
+ * its whole range, denormal results included; erf and tanh within 3 ulp.
  * Coefficients: Chebyshev fits in double, written out to f32. */
 #ifndef UG_KERNELS_COMMON_LANE_MATH_H
 #define UG_KERNELS_COMMON_LANE_MATH_H
@@ -87,6 +87,24 @@ UG_LANE_FN float ug_lane_erf_given_exp(float x, float e)
     const float big = x < 0.0f ? -tail : tail;
     return a < 0.921875f ? x * p : big;
 }
+
+#if !defined(__OPENCL_VERSION__)
+/* tanh(x): for |x| < 0.625, x + x u Q(u) with u = x^2 (a Chebyshev fit of
+ * tanh(x) / x); beyond, 1 - 2 / (exp(2|x|) + 1) with x's sign, which is
+ * 1 once exp overflows. */
+UG_LANE_FN float ug_lane_tanhf(float x)
+{
+    const float u = x * x, a = x < 0.0f ? -x : x;
+    float q = 2.1303085391e-03f;
+    q = q * u - 8.1612306791e-03f;
+    q = q * u + 2.1692755056e-02f;
+    q = q * u - 5.3944887842e-02f;
+    q = q * u + 1.3333184541e-01f;
+    q = q * u - 3.3333329757e-01f;
+    const float tail = 1.0f - 2.0f / (ug_lane_expf(a + a) + 1.0f);
+    return a < 0.625f ? x + x * (u * q) : (x < 0.0f ? -tail : tail);
+}
+#endif
 
 #if defined(__OPENCL_VERSION__) /* POCL's exp vectorises, and this one does not there */
 UG_LANE_FN float ug_lane_erff(float x) { return ug_lane_erf_given_exp(x, exp(-(x * x))); }

@@ -1,5 +1,5 @@
-/* The CPU backend's exp and erf (kernels/common/lane_math.h) against
- * libm's double exp and erf over a sweep of f32 bit patterns, the edges of
+/* The CPU backend's exp, erf and tanh (kernels/common/lane_math.h) against
+ * libm's double functions over a sweep of f32 bit patterns, the edges of
  * their ranges, and in vectorised loops against one call at a time (same
  * bits: this file is built as the CPU kernels are, -O3 without FMA
  * contraction). */
@@ -32,7 +32,8 @@ static float from_bits(uint32_t b)
 typedef float (*lane_fn)(float);
 static float call_exp(float x) { return ug_lane_expf(x); }
 static float call_erf(float x) { return ug_lane_erff(x); }
-static volatile lane_fn one_exp = call_exp, one_erf = call_erf;
+static float call_tanh(float x) { return ug_lane_tanhf(x); }
+static volatile lane_fn one_exp = call_exp, one_erf = call_erf, one_tanh = call_tanh;
 
 /* Worst error in ulps of f(x) against ref over every step-th f32 in
  * [lo, hi] (by bit pattern, both signs), and where it was. */
@@ -84,22 +85,36 @@ static void test_erf_accuracy(ug_device *dev)
     CHECK(one_erf(1e-30f) > 0.0f && one_erf(-1e-30f) < 0.0f);
 }
 
+static void test_tanh_accuracy(ug_device *dev)
+{
+    (void)dev;
+    float at = 0.0f;
+    const double e = worst_ulps(one_tanh, tanh, -20.0f, 20.0f, 61, &at);
+    CHECK_MSG(e <= 3.0, "tanh: %.2f ulps at %.9g", e, at);
+    CHECK(one_tanh(0.0f) == 0.0f && one_tanh(100.0f) == 1.0f && one_tanh(-100.0f) == -1.0f);
+    CHECK(one_tanh(INFINITY) == 1.0f && one_tanh(-INFINITY) == -1.0f && isnan(one_tanh(NAN)));
+    CHECK(one_tanh(1e-30f) == 1e-30f);
+}
+
 /* A loop the compiler vectorises gives the bits of one call at a time. */
 static void test_vector_loops_match_calls(ug_device *dev)
 {
     (void)dev;
     enum { N = 4099 };
-    static float x[N], ye[N], yf[N];
+    static float x[N], ye[N], yf[N], yt[N];
     for (int i = 0; i < N; i++)
         x[i] = -110.0f + 200.0f * (float)i / (float)N + (float)(i % 7) * 1e-3f;
     for (int i = 0; i < N; i++)
         ye[i] = ug_lane_expf(x[i]);
     for (int i = 0; i < N; i++)
         yf[i] = ug_lane_erff(x[i] * 0.05f);
+    for (int i = 0; i < N; i++)
+        yt[i] = ug_lane_tanhf(x[i] * 0.1f);
     int differ = 0;
     for (int i = 0; i < N; i++) {
-        const float e = one_exp(x[i]), f = one_erf(x[i] * 0.05f);
-        differ += memcmp(&e, &ye[i], sizeof e) != 0 || memcmp(&f, &yf[i], sizeof f) != 0;
+        const float e = one_exp(x[i]), f = one_erf(x[i] * 0.05f), t = one_tanh(x[i] * 0.1f);
+        differ += memcmp(&e, &ye[i], sizeof e) != 0 || memcmp(&f, &yf[i], sizeof f) != 0 ||
+                  memcmp(&t, &yt[i], sizeof t) != 0;
     }
     CHECK_MSG(differ == 0, "%d of %d values differ between the loop and single calls", differ, N);
 }
@@ -109,6 +124,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_HOST_TEST(exp_accuracy),
         TH_HOST_TEST(erf_accuracy),
+        TH_HOST_TEST(tanh_accuracy),
         TH_HOST_TEST(vector_loops_match_calls),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
