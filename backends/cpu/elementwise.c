@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backends/collapse_axes.h"
 #include "backends/cpu/internal.h"
 
 enum { BLK = 512 };

@@ -4,6 +4,7 @@
  * the strides allow it. */
 #include <string.h>
 
+#include "backends/collapse_axes.h"
 #include "backends/opencl/internal.h"
 
 static int64_t numel_of(int ndim, const int64_t *shape)

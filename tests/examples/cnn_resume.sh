@@ -28,19 +28,12 @@ gzip "$dir"/data/*
 
 failed=0
 fail() { echo "FAIL $*"; failed=1; }
+. "$(dirname "$0")/kill_after_save.sh"
 "$cnn" "$dir/data" "$dir/whole/run.safetensors" > "$dir/whole.out" 2>&1 || fail "the whole run:"
 cat "$dir/whole.out"
 
 "$cnn" "$dir/data" "$dir/killed/run.safetensors" > "$dir/killed.out" 2>&1 &
-pid=$!
-for _ in $(seq 1 30000); do
-    [ -f "$dir/killed/run.safetensors" ] && break
-    sleep 0.01
-done
-kill -KILL $pid
-wait $pid
-status=$?
-[ $status -eq 137 ] || fail "the run ended (status $status) before it could be killed"
+kill_after_save $! "$dir/killed/run.safetensors"
 echo "killed after:"
 cat "$dir/killed.out"
 "$cnn" "$dir/data" "$dir/killed/run.safetensors" > "$dir/resumed.out" 2>&1 || fail "the resumed run:"

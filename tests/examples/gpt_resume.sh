@@ -13,20 +13,12 @@ trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/whole" "$dir/killed"
 failed=0
 fail() { echo "FAIL $*"; failed=1; }
+. "$(dirname "$0")/kill_after_save.sh"
 "$gpt" "$text" "$dir/whole/run.safetensors" 20 > "$dir/whole.out" 2>&1 || fail "the whole run:"
 cat "$dir/whole.out"
 
 "$gpt" "$text" "$dir/killed/run.safetensors" 20 > "$dir/killed.out" 2>&1 &
-pid=$!
-for _ in $(seq 1 60000); do
-    [ -f "$dir/killed/run.safetensors" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-done
-kill -KILL $pid
-wait $pid
-status=$?
-[ $status -eq 137 ] || fail "the run ended (status $status) before it could be killed"
+kill_after_save $! "$dir/killed/run.safetensors"
 echo "killed after:"
 cat "$dir/killed.out"
 "$gpt" "$text" "$dir/killed/run.safetensors" 20 > "$dir/resumed.out" 2>&1 || fail "the resumed run:"
