@@ -546,28 +546,44 @@ typedef struct ug_gather_args {
     int64_t outer, inner, count, x_len, y_len, x_start, y_start;
 } ug_gather_args;
 
+/* Where an attention operand's rows lie: row i of head h of batch entry b
+ * starts at element b * batch + h * head + i * row of its view, its
+ * head_dim values contiguous. [batch, heads, rows, d] contiguous is
+ * {heads * rows * d, rows * d, d}; q, k and v packed in one [batch, rows,
+ * 3, heads, d] tensor (a linear layer's output) are each {rows * 3 * heads
+ * * d, d, 3 * heads * d}, at offsets 0, heads * d and 2 * heads * d. */
+typedef struct ug_attention_layout {
+    int64_t batch, head, row;
+} ug_attention_layout;
+
 /* Scaled dot-product attention, fused (FlashAttention's online softmax:
- * memory linear in the sequence). q is [batch, heads, q_len, head_dim],
- * k and v [batch, heads, kv_len, head_dim], contiguous, one dtype (f32,
- * f16 or bf16; arithmetic in f32). For query row i of head (b, h) and key
- * j: s[i, j] = scale * (q_i . k_j) + mask[b, h, i, j] (mask.mem set: in
- * q's dtype, read through mask_strides over [batch, heads, q_len, kv_len],
- * 0 for a broadcast axis), with the keys j > i left out where causal (PyTorch's
- * is_causal: the top-left triangle). p = softmax_j(s).
- * Forward: o_i = sum_j p[i, j] v_j (o in q's dtype) and lse_i = log sum_j
- * exp(s[i, j]) (f32 [batch, heads, q_len]); a row with no key left gives
- * NaN in o and -inf in lse.
- * Backward (backward true): from dout (o's shape and dtype), o and lse:
- * delta_i = dout_i . o_i (written to delta, f32 [batch, heads, q_len]),
- * p recomputed as exp(s - lse), dv_j = sum_i p[i, j] dout_i,
- * ds[i, j] = p[i, j] (dout_i . v_j - delta_i), dq_i = scale sum_j ds[i, j] k_j,
- * dk_j = scale sum_i ds[i, j] q_i; each written once (no atomics: the same
- * bits on every run), in the dtypes of q, k and v. */
+ * memory linear in the sequence). q has q_len rows of head_dim for each
+ * (batch, head) bh, k and v kv_len rows, one dtype (f32, f16 or bf16;
+ * arithmetic in f32), each placed by its layout (dq, dk, dv take those of
+ * q, k, v; dout o's). For query row i and key j: s[i, j] = scale * (q_i .
+ * k_j) + mask[b, h, i, j] (mask.mem set: in q's dtype, read through
+ * mask_strides over [batch, heads, q_len, kv_len], 0 for a broadcast
+ * axis), the keys j > i left out where causal (PyTorch's is_causal: the
+ * top-left triangle); p = softmax_j(s). With dropout > 0, z[i, j] is 0
+ * where the uniform draw u of counter offset (+ runs[0] <<
+ * UG_RANDOM_RUN_SHIFT where runs.mem is set) + (bh * q_len + i) * kv_len
+ * + j under key seed (ug_random_args' draw) is below dropout, else 1 / (1
+ * - dropout); without, 1.
+ * Forward: o_i = sum_j p[i, j] z[i, j] v_j (o in q's dtype) and lse_i =
+ * log sum_j exp(s[i, j]) (f32 [batch, heads, q_len]); a row with no key
+ * left gives NaN in o and -inf in lse.
+ * Backward (backward true): from dout, o and lse: delta_i = dout_i . o_i
+ * (written to delta, f32 [batch, heads, q_len]), p recomputed as exp(s -
+ * lse), dv_j = sum_i p z dout_i, ds[i, j] = p (z dout_i . v_j - delta_i),
+ * dq_i = scale sum_j ds[i, j] k_j, dk_j = scale sum_i ds[i, j] q_i; each
+ * written once (no atomics: the same bits on every run). */
 typedef struct ug_attention_args {
     bool backward, causal;
-    float scale;
-    ug_kview q, k, v, o, lse, mask;
+    float scale, dropout;
+    uint64_t seed, offset;
+    ug_kview q, k, v, o, lse, mask, runs;
     ug_kview dout, dq, dk, dv, delta;
+    ug_attention_layout q_at, k_at, v_at, o_at;
     int64_t batch, heads, q_len, kv_len, head_dim;
     int64_t mask_strides[4];
 } ug_attention_args;
@@ -740,7 +756,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 20
+#define UG_BACKEND_INTERFACE_REVISION 21
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

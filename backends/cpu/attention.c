@@ -15,6 +15,7 @@
 
 #include "backends/cpu/internal.h"
 #include "backends/cpu/threads.h"
+#include "kernels/common/random.h"
 
 enum { QB = 16, KB = 64 }; /* query rows per block, keys per tile */
 
@@ -30,7 +31,9 @@ enum { CHUNKS = KB / 16 };
 
 typedef struct attn_job {
     const ug_attention_args *a;
-    int64_t keys; /* kv_len rounded up to 16: the transposed operands' row length */
+    int64_t keys;     /* kv_len rounded up to 16: the transposed operands' row length */
+    uint64_t counter; /* dropout's first counter, the run's part added */
+    float keep;       /* dropout's factor for a kept probability: 1 / (1 - p) */
     int failed;   /* a unit found no memory for its buffers (atomic) */
 } attn_job;
 
@@ -43,15 +46,36 @@ static float *buffers(attn_job *job, int64_t floats)
     return p;
 }
 
-/* Rows [0, n) of head bh of a [.., n, d] operand, as f32. */
-static void load_head(ug_kview v, int64_t n, int64_t d, int64_t bh, float *out)
+/* The first element of head bh's rows in an operand laid out as at. */
+static char *head_start(const ug_attention_args *a, ug_kview v, ug_attention_layout at, int64_t bh)
 {
-    ug_cpu_load(ug_cpu_ptr(v) + bh * n * d * (int64_t)ug_dtype_size(v.dtype), v.dtype, 1, n * d, out);
+    const int64_t first = bh / a->heads * at.batch + bh % a->heads * at.head;
+    return ug_cpu_ptr(v) + first * (int64_t)ug_dtype_size(v.dtype);
 }
 
-static void store_head(ug_kview v, int64_t n, int64_t d, int64_t bh, const float *in)
+/* Rows [0, n) of head bh of an operand, as f32 rows of d. */
+static void load_head(const ug_attention_args *a, ug_kview v, ug_attention_layout at, int64_t n, int64_t bh,
+                      float *out)
 {
-    ug_cpu_store(ug_cpu_ptr(v) + bh * n * d * (int64_t)ug_dtype_size(v.dtype), v.dtype, n * d, in);
+    const char *p = head_start(a, v, at, bh);
+    const int64_t d = a->head_dim, row_bytes = at.row * (int64_t)ug_dtype_size(v.dtype);
+    if (at.row == d)
+        ug_cpu_load(p, v.dtype, 1, n * d, out);
+    else
+        for (int64_t r = 0; r < n; r++)
+            ug_cpu_load(p + r * row_bytes, v.dtype, 1, d, out + r * d);
+}
+
+static void store_head(const ug_attention_args *a, ug_kview v, ug_attention_layout at, int64_t n, int64_t bh,
+                       const float *in)
+{
+    char *p = head_start(a, v, at, bh);
+    const int64_t d = a->head_dim, row_bytes = at.row * (int64_t)ug_dtype_size(v.dtype);
+    if (at.row == d)
+        ug_cpu_store(p, v.dtype, n * d, in);
+    else
+        for (int64_t r = 0; r < n; r++)
+            ug_cpu_store(p + r * row_bytes, v.dtype, d, in + r * d);
 }
 
 /* rows (n x d) transposed into out (d x ld), columns n..ld zero. */
@@ -169,11 +193,28 @@ static void finish_scores(const ug_attention_args *a, int64_t bh, int64_t i0, in
         }
 }
 
+/* Dropout's factors for a tile, z[r * KB + t] for query i0 + r and key
+ * j0 + t (backend.h's counters), or NULL without dropout. */
+static const float *dropout_tile(const attn_job *job, int64_t bh, int64_t i0, int64_t j0, int64_t n, int64_t m,
+                                 float *z)
+{
+    const ug_attention_args *a = job->a;
+    if (!(a->dropout > 0.0f))
+        return NULL;
+    for (int64_t r = 0; r < n; r++) {
+        const uint64_t first = job->counter + (uint64_t)((bh * a->q_len + i0 + r) * a->kv_len + j0);
+        for (int64_t t = 0; t < m; t++)
+            z[r * KB + t] = ug_dropout_keep(a->seed, first + (uint64_t)t, a->dropout, job->keep);
+    }
+    return z;
+}
+
 /* The forward pass's tile: running maxima m and sums l of n rows, and acc
- * (n x d, scaled by exp(-m)) take scores s (n x nk) and values v. */
+ * (n x d, scaled by exp(-m)) take scores s (n x nk) and values v; z (NULL:
+ * none) drops probabilities after they are summed. */
 UG_CPU_WIDE
 static void online_softmax(float *s, int64_t n, int64_t nk, const float *v, int64_t d, float *m, float *l,
-                           float *acc)
+                           float *acc, const float *z)
 {
     const int64_t eights = (nk + 7) / 8 * 8; /* columns to nk rounded up to 16 are products */
     for (int64_t r = 0; r < n; r++) {
@@ -199,23 +240,33 @@ static void online_softmax(float *s, int64_t n, int64_t nk, const float *v, int6
         for (int64_t c = 0; c < d; c++)
             acc[r * d + c] *= correction;
         m[r] = next;
+        for (int64_t t = 0; z && t < nk; t++)
+            sr[t] *= z[r * KB + t];
     }
     tile_accumulate(s, false, n, nk, v, d, acc);
 }
 
 /* A tile's probabilities and score gradients in place: p = exp(s - lse)
- * in s, ds = p (dp - delta) scale in dp, lse and delta by query row. */
+ * in s, ds = p (dp - delta) scale in dp, lse and delta by query row; with
+ * dropout's factors z, p z in s and ds = p (z dp - delta) scale. */
 UG_CPU_WIDE
 static void tile_gradients(float *restrict s, float *restrict dp, int64_t n, int64_t m, const float *lse,
-                           const float *delta, float scale)
+                           const float *delta, float scale, const float *restrict z)
 {
     for (int64_t r = 0; r < n; r++) {
         float *restrict sr = s + r * KB, *restrict dr = dp + r * KB;
         const float row_lse = lse[r], row_delta = delta[r];
+        for (int64_t t = 0; t < m; t++)
+            sr[t] = sr[t] == -INFINITY ? 0.0f : ug_lane_expf(sr[t] - row_lse);
+        if (!z) {
+            for (int64_t t = 0; t < m; t++)
+                dr[t] = sr[t] * (dr[t] - row_delta) * scale;
+            continue;
+        }
+        const float *restrict zr = z + r * KB;
         for (int64_t t = 0; t < m; t++) {
-            const float p = sr[t] == -INFINITY ? 0.0f : ug_lane_expf(sr[t] - row_lse);
-            sr[t] = p;
-            dr[t] = p * (dr[t] - row_delta) * scale;
+            dr[t] = sr[t] * (zr[t] * dr[t] - row_delta) * scale;
+            sr[t] *= zr[t];
         }
     }
 }
@@ -231,15 +282,15 @@ static void forward_units(void *ctx, int64_t begin, int64_t end)
     attn_job *job = ctx;
     const ug_attention_args *a = job->a;
     const int64_t d = a->head_dim, tq = a->q_len, tk = a->kv_len, ld = job->keys;
-    float *q = buffers(job, 2 * tq * d + 2 * ld * d + QB * KB);
+    float *q = buffers(job, 2 * tq * d + 2 * ld * d + 2 * QB * KB);
     if (!q)
         return;
-    float *o = q + tq * d, *kt = o + tq * d, *v = kt + ld * d, *s = v + ld * d;
+    float *o = q + tq * d, *kt = o + tq * d, *v = kt + ld * d, *s = v + ld * d, *z = s + QB * KB;
     for (int64_t bh = begin; bh < end; bh++) {
-        load_head(a->q, tq, d, bh, q);
-        load_head(a->k, tk, d, bh, v); /* v as scratch for the keys' rows */
+        load_head(a, a->q, a->q_at, tq, bh, q);
+        load_head(a, a->k, a->k_at, tk, bh, v); /* v as scratch for the keys' rows */
         transpose(v, tk, d, ld, kt);
-        load_head(a->v, tk, d, bh, v);
+        load_head(a, a->v, a->v_at, tk, bh, v);
         float *lse = (float *)(void *)ug_cpu_ptr(a->lse) + bh * tq;
         for (int64_t i0 = 0; i0 < tq; i0 += QB) {
             const int64_t n = tq - i0 < QB ? tq - i0 : QB, keys = key_end(a, i0, n);
@@ -253,7 +304,7 @@ static void forward_units(void *ctx, int64_t begin, int64_t end)
                 const int64_t nk = keys - j0 < KB ? keys - j0 : KB;
                 tile_products(q + i0 * d, n, d, kt + j0, ld, nk, s);
                 finish_scores(a, bh, i0, j0, n, nk, s);
-                online_softmax(s, n, nk, v + j0 * d, d, m, l, acc);
+                online_softmax(s, n, nk, v + j0 * d, d, m, l, acc, dropout_tile(job, bh, i0, j0, n, nk, z));
             }
             for (int64_t r = 0; r < n; r++) {
                 const float inv = 1.0f / l[r];
@@ -262,7 +313,7 @@ static void forward_units(void *ctx, int64_t begin, int64_t end)
                 lse[i0 + r] = m[r] + logf(l[r]);
             }
         }
-        store_head(a->o, tq, d, bh, o);
+        store_head(a, a->o, a->o_at, tq, bh, o);
     }
     free(q);
 }
@@ -274,18 +325,19 @@ static void backward_units(void *ctx, int64_t begin, int64_t end)
     attn_job *job = ctx;
     const ug_attention_args *a = job->a;
     const int64_t d = a->head_dim, tq = a->q_len, tk = a->kv_len, ld = job->keys;
-    float *q = buffers(job, 4 * tq * d + 5 * ld * d + 2 * QB * KB);
+    float *q = buffers(job, 4 * tq * d + 5 * ld * d + 3 * QB * KB);
     if (!q)
         return;
     float *dout = q + tq * d, *o = dout + tq * d, *dq = o + tq * d, *k = dq + tq * d, *kt = k + ld * d;
     float *vt = kt + ld * d, *dk = vt + ld * d, *dv = dk + ld * d, *s = dv + ld * d, *dp = s + QB * KB;
+    float *z = dp + QB * KB;
     for (int64_t bh = begin; bh < end; bh++) {
-        load_head(a->q, tq, d, bh, q);
-        load_head(a->dout, tq, d, bh, dout);
-        load_head(a->o, tq, d, bh, o);
-        load_head(a->v, tk, d, bh, k); /* k as scratch for the values' rows */
+        load_head(a, a->q, a->q_at, tq, bh, q);
+        load_head(a, a->dout, a->o_at, tq, bh, dout);
+        load_head(a, a->o, a->o_at, tq, bh, o);
+        load_head(a, a->v, a->v_at, tk, bh, k); /* k as scratch for the values' rows */
         transpose(k, tk, d, ld, vt);
-        load_head(a->k, tk, d, bh, k);
+        load_head(a, a->k, a->k_at, tk, bh, k);
         transpose(k, tk, d, ld, kt);
         const float *lse = (const float *)(const void *)ug_cpu_ptr(a->lse) + bh * tq;
         float *delta = (float *)(void *)ug_cpu_ptr(a->delta) + bh * tq;
@@ -305,15 +357,15 @@ static void backward_units(void *ctx, int64_t begin, int64_t end)
                 tile_products(q + i0 * d, n, d, kt + j0, ld, w, s);
                 finish_scores(a, bh, i0, j0, n, w, s);
                 tile_products(dout + i0 * d, n, d, vt + j0, ld, w, dp);
-                tile_gradients(s, dp, n, w, lse + i0, delta + i0, a->scale);
+                tile_gradients(s, dp, n, w, lse + i0, delta + i0, a->scale, dropout_tile(job, bh, i0, j0, n, w, z));
                 tile_accumulate(dp, false, n, w, k + j0 * d, d, dq + i0 * d);
                 tile_accumulate(s, true, w, n, dout + i0 * d, d, dv + j0 * d);
                 tile_accumulate(dp, true, w, n, q + i0 * d, d, dk + j0 * d);
             }
         }
-        store_head(a->dq, tq, d, bh, dq);
-        store_head(a->dk, tk, d, bh, dk);
-        store_head(a->dv, tk, d, bh, dv);
+        store_head(a, a->dq, a->q_at, tq, bh, dq);
+        store_head(a, a->dk, a->k_at, tk, bh, dk);
+        store_head(a, a->dv, a->v_at, tk, bh, dv);
     }
     free(q);
 }
@@ -325,7 +377,10 @@ ug_status ug_cpu_attention(ug_bdev *dev, const ug_attention_args *a)
         return heads <= 0 ? UG_OK
                           : UG_CPU_ERROR(UG_ERR_INVALID_ARGUMENT, "cpu attention: head dimension %lld",
                                          (long long)a->head_dim);
-    attn_job job = {.a = a, .keys = (a->kv_len + 15) / 16 * 16};
+    attn_job job = {.a = a, .keys = (a->kv_len + 15) / 16 * 16, .counter = a->offset,
+                    .keep = 1.0f / (1.0f - a->dropout)};
+    if (a->dropout > 0.0f && a->runs.mem)
+        job.counter += (uint64_t)*(const float *)(const void *)ug_cpu_ptr(a->runs) << UG_RANDOM_RUN_SHIFT;
     /* Work per head: every query against every key. */
     const int64_t per_head = (a->q_len > 0 ? a->q_len : 1) * (a->kv_len > 0 ? a->kv_len : 1) * a->head_dim;
     ug_cpu_parallel_for(dev->workers, heads, UG_CPU_MIN_PARALLEL / per_head + 1,

@@ -28,7 +28,18 @@ ug_status ug_hip_attention(ug_bdev *dev, const ug_attention_args *a)
     k.kv_len = a->kv_len;
     k.d = a->head_dim;
     memcpy(k.ms, a->mask_strides, sizeof k.ms);
+    const ug_attention_layout *at[4] = {&a->q_at, &a->k_at, &a->v_at, &a->o_at};
+    for (int i = 0; i < 4; i++) {
+        k.at[i][0] = at[i]->batch;
+        k.at[i][1] = at[i]->head;
+        k.at[i][2] = at[i]->row;
+    }
     k.scale = a->scale;
+    k.dropout = a->dropout;
+    k.keep = 1.0f / (1.0f - a->dropout);
+    k.seed = a->seed;
+    k.offset = a->offset;
+    k.runs = (const float *)ug_hip_ptr(&a->runs);
     k.causal = a->causal;
     if (k.batch_heads <= 0)
         return UG_OK;

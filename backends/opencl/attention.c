@@ -22,6 +22,13 @@ ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
     cl_int causal = a->causal, has_mask = a->mask.mem != NULL;
     cl_long ms0 = a->mask_strides[0], ms1 = a->mask_strides[1], ms2 = a->mask_strides[2],
             ms3 = a->mask_strides[3];
+    const ug_attention_layout *at[4] = {&a->q_at, &a->k_at, &a->v_at, &a->o_at};
+    cl_long layout[12];
+    for (int i = 0; i < 4; i++) {
+        layout[3 * i] = at[i]->batch;
+        layout[3 * i + 1] = at[i]->head;
+        layout[3 * i + 2] = at[i]->row;
+    }
     UG_OPENCL_VIEW(q, a->q);
     UG_OPENCL_VIEW(k, a->k);
     UG_OPENCL_VIEW(v, a->v);
@@ -30,11 +37,21 @@ ug_status ug_opencl_attention(ug_bdev *dev, const ug_attention_args *a)
     /* Without a mask, q is bound in its place (never read). */
     cl_mem mask = has_mask ? (cl_mem)a->mask.mem : q;
     cl_ulong mask_off = (cl_ulong)a->mask.offset;
+    /* Dropout's draw; without a run count, lse is bound for it (never read). */
+    cl_float dropout = a->dropout, keep = 1.0f / (1.0f - a->dropout);
+    cl_ulong seed = a->seed, offset = a->offset, runs_off = (cl_ulong)a->runs.offset;
+    cl_int has_runs = a->runs.mem != NULL;
+    cl_mem runs = has_runs ? (cl_mem)a->runs.mem : lse;
 #define PARAMS                                                                                        \
     UG_OPENCL_ARG(mask), UG_OPENCL_ARG(mask_off), UG_OPENCL_ARG(batch_heads), UG_OPENCL_ARG(heads),   \
         UG_OPENCL_ARG(q_len), UG_OPENCL_ARG(kv_len), UG_OPENCL_ARG(d), UG_OPENCL_ARG(scale),          \
         UG_OPENCL_ARG(causal), UG_OPENCL_ARG(has_mask), UG_OPENCL_ARG(ms0), UG_OPENCL_ARG(ms1),       \
-        UG_OPENCL_ARG(ms2), UG_OPENCL_ARG(ms3)
+        UG_OPENCL_ARG(ms2), UG_OPENCL_ARG(ms3), UG_OPENCL_ARG(layout[0]), UG_OPENCL_ARG(layout[1]),  \
+        UG_OPENCL_ARG(layout[2]), UG_OPENCL_ARG(layout[3]), UG_OPENCL_ARG(layout[4]),                 \
+        UG_OPENCL_ARG(layout[5]), UG_OPENCL_ARG(layout[6]), UG_OPENCL_ARG(layout[7]),                 \
+        UG_OPENCL_ARG(layout[8]), UG_OPENCL_ARG(layout[9]), UG_OPENCL_ARG(layout[10]),                \
+        UG_OPENCL_ARG(layout[11]), UG_OPENCL_ARG(dropout), UG_OPENCL_ARG(keep), UG_OPENCL_ARG(seed),       \
+        UG_OPENCL_ARG(offset), UG_OPENCL_ARG(runs), UG_OPENCL_ARG(runs_off), UG_OPENCL_ARG(has_runs)
     const ug_opencl_kernel *kernel;
     if (!a->backward) {
         if (q_len <= 0)

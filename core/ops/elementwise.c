@@ -637,7 +637,7 @@ ug_status ug_random_normal(ug_tensor *x, uint64_t seed, uint64_t offset, float m
  * like its model (both default to 0) would draw run r's first mask from the
  * very counters that initialised parameter r (r * 2^40 + i), so dropout
  * would drop exactly the units whose initial weights were low. */
-static uint64_t dropout_key(uint64_t seed) { return ug_mix64(seed ^ 0x6a09e667f3bcc909ull); }
+uint64_t ug_dropout_key(uint64_t graph_seed) { return ug_mix64(graph_seed ^ 0x6a09e667f3bcc909ull); }
 
 /* The mask has x's shape and dtype (x is its input for that alone). Each
  * run draws fresh masks: counters advance by run and by mask. */
@@ -659,7 +659,7 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
     if (!run->training)
         return UG_OK; /* eval mode: the mask is not read */
     /* The run's part of the counter is read on the device (ug_graph_count_run). */
-    return ug_launch_random(op->name, false, 0.0f, 1.0f, dropout_key(run->seed), op->p.dropout.stream << 32,
+    return ug_launch_random(op->name, false, 0.0f, 1.0f, ug_dropout_key(run->seed), op->p.dropout.stream << 32,
                             run->run_count, out[0]);
 }
 

@@ -45,6 +45,10 @@ typedef struct ug_run_state {
     uint64_t dropout_streams; /* dropout masks added: each draws from its own stream */
 } ug_run_state;
 
+/* The Philox key of a graph's dropout masks (ug_g_dropout's and fused
+ * attention's) for its seed; mask k draws counters from k << 32. */
+uint64_t ug_dropout_key(uint64_t graph_seed);
+
 /* What the optimizer's ops (core/ops/optim.c) read of the optimizer, owned
  * by it (core/model/optimizer.c) and fixed at its creation. */
 typedef struct ug_optim_source {
@@ -240,8 +244,17 @@ struct ug_op {
          * along axis as bound now when like is set), concat's; permute's
          * order of `axis` axes */
         struct { int axis; int64_t start, size; int order[UG_MAX_DIMS]; const ug_value *like; } layout;
-        /* fused attention (core/ops/attention.c); scale resolved (> 0) */
-        struct { bool causal; float scale; } attention;
+        /* fused attention (core/ops/attention.c); scale resolved (> 0);
+         * packed_heads > 0: q, k and v in one tensor, with that many heads;
+         * dropout > 0: under key seed from counter 0 (eager), or in a graph
+         * (run set) its masks' key from counter offset */
+        struct {
+            bool causal;
+            float scale, dropout;
+            int64_t packed_heads;
+            uint64_t seed, offset;
+            const ug_run_state *run;
+        } attention;
         /* training is the graph's mode when graph is set; recomputed copies
          * (recomputation) leave the running statistics alone */
         /* relu: a following ReLU fused in (graph/plan.c) */

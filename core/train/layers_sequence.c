@@ -44,18 +44,16 @@ static ug_status self_attention(ug_graph *g, const char *name, ug_value *x, int 
     UG_TRY(part_name(name, "proj", proj_name, sizeof proj_name));
     ug_value *qkv = NULL, *q = NULL, *k = NULL, *v = NULL, *y = NULL, *merged = NULL, *flat = NULL;
     UG_TRY(ug_nn_linear(g, qkv_name, x, 3 * c, &qkv));
-    UG_TRY(split_heads(g, qkv, b, t, heads, d, &q, &k, &v));
-    ug_value *mask = NULL;
-    if (cache) {
-        UG_TRY(ug_g_index_copy(g, cache->k, 2, cache->position, k, &cache->k_written));
-        UG_TRY(ug_g_index_copy(g, cache->v, 2, cache->position, v, &cache->v_written));
-        k = cache->k_written;
-        v = cache->v_written;
-        mask = cache->mask;
-        causal = false;
+    if (!cache) { /* the heads read and written where they lie */
+        const ug_attention_options opts = {.causal = causal};
+        UG_TRY(ug_g_attention_packed(g, qkv, heads, NULL, &opts, &flat));
+        return ug_nn_linear(g, proj_name, flat, c, out);
     }
-    const ug_attention_options opts = {.causal = causal};
-    UG_TRY(ug_g_attention(g, q, k, v, mask, &opts, &y));
+    UG_TRY(split_heads(g, qkv, b, t, heads, d, &q, &k, &v));
+    UG_TRY(ug_g_index_copy(g, cache->k, 2, cache->position, k, &cache->k_written));
+    UG_TRY(ug_g_index_copy(g, cache->v, 2, cache->position, v, &cache->v_written));
+    const ug_attention_options opts = {0}; /* the cache's mask hides what causal would */
+    UG_TRY(ug_g_attention(g, q, cache->k_written, cache->v_written, cache->mask, &opts, &y));
     static const int back[4] = {0, 2, 1, 3};
     const int64_t rows[3] = {b, t, c};
     UG_TRY(ug_g_permute(g, y, 4, back, &merged));

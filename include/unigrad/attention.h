@@ -20,6 +20,17 @@ typedef struct ug_attention_options {
     bool causal;
     /* Applied to q . k; 0: 1 / sqrt(head_dim). */
     float scale;
+    /* Dropout on the probabilities, in [0, 1): each is dropped with this
+     * probability and the rest scaled by 1 / (1 - dropout), as PyTorch's
+     * dropout_p. In a graph, only in training mode (ug_graph_set_training),
+     * with fresh masks each run keyed by the graph's seed, exactly those
+     * ug_g_dropout would draw on the probabilities [batch, heads, rows,
+     * keys] as the graph's next dropout; the gradient recomputes them. */
+    float dropout;
+    /* Eager calls: the key of the mask, which drops probability (b, h, i, j)
+     * where element ((b heads + h) rows + i) keys + j of
+     * ug_random_uniform(seed, offset 0, [0, 1)) is below dropout. */
+    uint64_t seed;
 } ug_attention_options;
 
 /* q [batch, heads, rows, head_dim], k and v [batch, heads, keys,
@@ -37,6 +48,18 @@ UG_API ug_status ug_attention(const ug_tensor *q, const ug_tensor *k, const ug_t
  * dtype, as PyTorch's autocast runs it. */
 UG_API ug_status ug_g_attention(ug_graph *g, ug_value *q, ug_value *k, ug_value *v, ug_value *mask,
                                 const ug_attention_options *opts, ug_value **out);
+
+/* The same on q, k and v packed in one tensor, as a linear layer to three
+ * times the channels makes them (FlashAttention's qkvpacked form): qkv
+ * [batch, rows, 3 * heads * head_dim] holds q's heads side by side, then
+ * k's, then v's; the result is [batch, rows, heads * head_dim], the heads
+ * side by side, as an output projection takes it. The kernels read and
+ * write the heads where they lie: no permute, split or concat, forward or
+ * backward. The mask broadcasts to [batch, heads, rows, rows]. */
+UG_API ug_status ug_attention_packed(const ug_tensor *qkv, int heads, const ug_tensor *mask,
+                                     const ug_attention_options *opts, ug_tensor **out);
+UG_API ug_status ug_g_attention_packed(ug_graph *g, ug_value *qkv, int heads, ug_value *mask,
+                                       const ug_attention_options *opts, ug_value **out);
 
 #ifdef __cplusplus
 }

@@ -171,4 +171,15 @@ UG_MATH_FN float ug_random_value(ug_u64 seed, ug_u64 counter, int normal, float 
     return UG_ADD(p0, UG_MUL(p1, UG_MUL(radius, ug_random_cos(r1 >> 8))));
 }
 
+/* Dropout's factor for element `counter` of a draw: 0 where its uniform
+ * (ug_random_value's, from 0 to 1) is below p, keep elsewhere; the rule
+ * of the DROPOUT binary op on a mask of such draws, so fused attention
+ * drops what the composed path's ug_g_dropout would. */
+UG_MATH_FN float ug_dropout_keep(ug_u64 seed, ug_u64 counter, float p, float keep)
+{
+    ug_u32 r0, r1;
+    ug_philox_words(seed, counter, &r0, &r1);
+    return UG_MUL((float)(r0 >> 8), 0x1p-24f) >= p ? keep : 0.0f;
+}
+
 #endif

@@ -12,7 +12,23 @@
 
 #define UG_ATTENTION_PARAMS                                                                  \
     long batch_heads, long heads, long q_len, long kv_len, long d, float scale, int causal, \
-        int has_mask, long ms0, long ms1, long ms2, long ms3
+        int has_mask, long ms0, long ms1, long ms2, long ms3, long q_b, long q_h, long q_r,  \
+        long k_b, long k_h, long k_r, long v_b, long v_h, long v_r, long o_b, long o_h, long o_r, \
+        float dropout, float keep, ulong seed, ulong offset, const global float *runs,          \
+        ulong runs_off, int has_runs
+
+/* Dropout's factor for the probability of query i and key j of head bh
+ * (backend.h's counters): 1 without dropout. */
+#define UG_ATTENTION_KEEP(bh, i, j)                                                                   \
+    (dropout > 0.0f ? ug_dropout_keep(seed,                                                           \
+                                      offset + (has_runs ? (ulong)runs[runs_off] << UG_RANDOM_RUN_SHIFT : 0) + \
+                                          (ulong)(((bh) * q_len + (i)) * kv_len + (j)),               \
+                                      dropout, keep)                                                  \
+                    : 1.0f)
+
+/* Where head bh's rows of operand P start (backend.h's ug_attention_layout:
+ * P_b, P_h, P_r); dq, dk, dv and dout take the layouts of q, k, v and o. */
+#define UG_HEAD(P, bh) ((bh) / heads * P##_b + (bh) % heads * P##_h)
 
 /* scale * q . k (already scaled dot) plus the mask; -inf where causal hides j. */
 #define UG_ATTENTION_SCORE(T, dotv, bh, i, j)                                                         \
@@ -32,8 +48,8 @@
         if (row >= batch_heads * q_len)                                                               \
             return;                                                                                   \
         const long bh = row / q_len, i = row % q_len;                                                 \
-        const global UG_T_##T *qi = q + q_off + row * d;                                              \
-        const global UG_T_##T *kh = k + k_off + bh * kv_len * d, *vh = v + v_off + bh * kv_len * d;   \
+        const global UG_T_##T *qi = q + q_off + UG_HEAD(q, bh) + i * q_r;                                              \
+        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
         float qr[UG_ATTENTION_MAX_D], acc[UG_ATTENTION_MAX_D];                                        \
         for (long c = 0; c < d; c++) {                                                                \
             qr[c] = UG_LD_##T(qi, c);                                                                 \
@@ -44,19 +60,20 @@
         for (long j = 0; j < keys; j++) {                                                             \
             float dotv = 0.0f;                                                                        \
             for (long c = 0; c < d; c++)                                                              \
-                dotv += qr[c] * UG_LD_##T(kh, j * d + c);                                             \
+                dotv += qr[c] * UG_LD_##T(kh, j * k_r + c);                                             \
             const float s = UG_ATTENTION_SCORE(T, dotv, bh, i, j);                                    \
             if (s == -INFINITY)                                                                       \
                 continue;                                                                             \
             const float next = fmax(m, s), correction = exp(m - next), p = exp(s - next);             \
+            const float kept = p * UG_ATTENTION_KEEP(bh, i, j);                                       \
             l = l * correction + p;                                                                   \
             for (long c = 0; c < d; c++)                                                              \
-                acc[c] = acc[c] * correction + p * UG_LD_##T(vh, j * d + c);                          \
+                acc[c] = acc[c] * correction + kept * UG_LD_##T(vh, j * v_r + c);                     \
             m = next;                                                                                 \
         }                                                                                             \
         const float inv = 1.0f / l;                                                                   \
         for (long c = 0; c < d; c++)                                                                  \
-            UG_ST_##T(o, o_off + row * d + c, acc[c] * inv);                                          \
+            UG_ST_##T(o, o_off + UG_HEAD(o, bh) + i * o_r + c, acc[c] * inv);                                          \
         lse[lse_off + row] = m + log(l);                                                              \
     }                                                                                                 \
     kernel void attention_dq_##T(global UG_T_##T *dq, ulong dq_off, global float *delta,              \
@@ -71,13 +88,13 @@
         if (row >= batch_heads * q_len)                                                               \
             return;                                                                                   \
         const long bh = row / q_len, i = row % q_len;                                                 \
-        const global UG_T_##T *kh = k + k_off + bh * kv_len * d, *vh = v + v_off + bh * kv_len * d;   \
+        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
         float qr[UG_ATTENTION_MAX_D], gr[UG_ATTENTION_MAX_D], acc[UG_ATTENTION_MAX_D];                \
         float di = 0.0f;                                                                              \
         for (long c = 0; c < d; c++) {                                                                \
-            qr[c] = UG_LD_##T(q + q_off + row * d, c);                                                \
-            gr[c] = UG_LD_##T(dout + dout_off + row * d, c);                                          \
-            di += gr[c] * UG_LD_##T(o + o_off + row * d, c);                                          \
+            qr[c] = UG_LD_##T(q + q_off + UG_HEAD(q, bh) + i * q_r, c);                                                \
+            gr[c] = UG_LD_##T(dout + dout_off + UG_HEAD(o, bh) + i * o_r, c);                                          \
+            di += gr[c] * UG_LD_##T(o + o_off + UG_HEAD(o, bh) + i * o_r, c);                                          \
             acc[c] = 0.0f;                                                                            \
         }                                                                                             \
         delta[delta_off + row] = di;                                                                  \
@@ -86,18 +103,18 @@
         for (long j = 0; j < keys; j++) {                                                             \
             float dotv = 0.0f, dp = 0.0f;                                                             \
             for (long c = 0; c < d; c++) {                                                            \
-                dotv += qr[c] * UG_LD_##T(kh, j * d + c);                                             \
-                dp += gr[c] * UG_LD_##T(vh, j * d + c);                                               \
+                dotv += qr[c] * UG_LD_##T(kh, j * k_r + c);                                             \
+                dp += gr[c] * UG_LD_##T(vh, j * v_r + c);                                               \
             }                                                                                         \
             const float s = UG_ATTENTION_SCORE(T, dotv, bh, i, j);                                    \
             if (s == -INFINITY)                                                                       \
                 continue;                                                                             \
-            const float ds = exp(s - li) * (dp - di) * scale;                                         \
+            const float ds = exp(s - li) * (UG_ATTENTION_KEEP(bh, i, j) * dp - di) * scale;           \
             for (long c = 0; c < d; c++)                                                              \
-                acc[c] += ds * UG_LD_##T(kh, j * d + c);                                              \
+                acc[c] += ds * UG_LD_##T(kh, j * k_r + c);                                              \
         }                                                                                             \
         for (long c = 0; c < d; c++)                                                                  \
-            UG_ST_##T(dq, dq_off + row * d + c, acc[c]);                                              \
+            UG_ST_##T(dq, dq_off + UG_HEAD(q, bh) + i * q_r + c, acc[c]);                                              \
     }                                                                                                 \
     kernel void attention_dkv_##T(global UG_T_##T *dk, ulong dk_off, global UG_T_##T *dv,            \
                                   ulong dv_off, const global float *delta, ulong delta_off,           \
@@ -111,34 +128,34 @@
         if (row >= batch_heads * kv_len)                                                              \
             return;                                                                                   \
         const long bh = row / kv_len, j = row % kv_len;                                               \
-        const global UG_T_##T *qh = q + q_off + bh * q_len * d;                                       \
-        const global UG_T_##T *gh = dout + dout_off + bh * q_len * d;                                 \
+        const global UG_T_##T *qh = q + q_off + UG_HEAD(q, bh);                                     \
+        const global UG_T_##T *gh = dout + dout_off + UG_HEAD(o, bh);                                 \
         float kr[UG_ATTENTION_MAX_D], vr[UG_ATTENTION_MAX_D], gk[UG_ATTENTION_MAX_D],                 \
             gv[UG_ATTENTION_MAX_D];                                                                   \
         for (long c = 0; c < d; c++) {                                                                \
-            kr[c] = UG_LD_##T(k + k_off + row * d, c);                                                \
-            vr[c] = UG_LD_##T(v + v_off + row * d, c);                                                \
+            kr[c] = UG_LD_##T(k + k_off + UG_HEAD(k, bh) + j * k_r, c);                                                \
+            vr[c] = UG_LD_##T(v + v_off + UG_HEAD(v, bh) + j * v_r, c);                                                \
             gk[c] = gv[c] = 0.0f;                                                                     \
         }                                                                                             \
         for (long i = causal ? j : 0; i < q_len; i++) {                                               \
             float dotv = 0.0f, dp = 0.0f;                                                             \
             for (long c = 0; c < d; c++) {                                                            \
-                dotv += UG_LD_##T(qh, i * d + c) * kr[c];                                             \
-                dp += UG_LD_##T(gh, i * d + c) * vr[c];                                               \
+                dotv += UG_LD_##T(qh, i * q_r + c) * kr[c];                                             \
+                dp += UG_LD_##T(gh, i * o_r + c) * vr[c];                                               \
             }                                                                                         \
             const float s = UG_ATTENTION_SCORE(T, dotv, bh, i, j);                                    \
             if (s == -INFINITY)                                                                       \
                 continue;                                                                             \
-            const float p = exp(s - lse[lse_off + bh * q_len + i]);                                   \
-            const float ds = p * (dp - delta[delta_off + bh * q_len + i]) * scale;                    \
+            const float p = exp(s - lse[lse_off + bh * q_len + i]), z = UG_ATTENTION_KEEP(bh, i, j);  \
+            const float ds = p * (z * dp - delta[delta_off + bh * q_len + i]) * scale;                \
             for (long c = 0; c < d; c++) {                                                            \
-                gv[c] += p * UG_LD_##T(gh, i * d + c);                                                \
-                gk[c] += ds * UG_LD_##T(qh, i * d + c);                                               \
+                gv[c] += p * z * UG_LD_##T(gh, i * o_r + c);                                          \
+                gk[c] += ds * UG_LD_##T(qh, i * q_r + c);                                               \
             }                                                                                         \
         }                                                                                             \
         for (long c = 0; c < d; c++) {                                                                \
-            UG_ST_##T(dk, dk_off + row * d + c, gk[c]);                                               \
-            UG_ST_##T(dv, dv_off + row * d + c, gv[c]);                                               \
+            UG_ST_##T(dk, dk_off + UG_HEAD(k, bh) + j * k_r + c, gk[c]);                                               \
+            UG_ST_##T(dv, dv_off + UG_HEAD(v, bh) + j * v_r + c, gv[c]);                                               \
         }                                                                                             \
     }
 
@@ -160,13 +177,13 @@ UG_ATTENTION_KERNELS(bf16)
             return;                                                                                   \
         const long bh = item / blocks, i0 = (item - bh * blocks) * UG_AR;                             \
         const long n = min(q_len - i0, (long)UG_AR);                                                  \
-        const global UG_T_##T *qh = q + q_off + (bh * q_len + i0) * d;                                \
-        const global UG_T_##T *kh = k + k_off + bh * kv_len * d, *vh = v + v_off + bh * kv_len * d;   \
+        const global UG_T_##T *qh = q + q_off + UG_HEAD(q, bh) + i0 * q_r;                                \
+        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
         float qt[UG_ATTENTION_MAX_D * UG_AR], acc[UG_ATTENTION_MAX_D * UG_AR], s[UG_AK * UG_AR];      \
         float m[UG_AR], l[UG_AR], next[UG_AR], corr[UG_AR];                                           \
         for (long c = 0; c < d; c++)                                                                  \
             for (int r = 0; r < UG_AR; r++) {                                                         \
-                qt[c * UG_AR + r] = r < n ? UG_LD_##T(qh, r * d + c) : 0.0f;                          \
+                qt[c * UG_AR + r] = r < n ? UG_LD_##T(qh, r * q_r + c) : 0.0f;                          \
                 acc[c * UG_AR + r] = 0.0f;                                                            \
             }                                                                                         \
         for (int r = 0; r < UG_AR; r++) {                                                             \
@@ -181,7 +198,7 @@ UG_ATTENTION_KERNELS(bf16)
                 for (int r = 0; r < UG_AR; r++)                                                       \
                     st[r] = 0.0f;                                                                     \
                 for (long c = 0; c < d; c++) {                                                        \
-                    const float kv = UG_LD_##T(kh, (j0 + t) * d + c);                                 \
+                    const float kv = UG_LD_##T(kh, (j0 + t) * k_r + c);                                 \
                     for (int r = 0; r < UG_AR; r++)                                                   \
                         st[r] += qt[c * UG_AR + r] * kv;                                              \
                 }                                                                                     \
@@ -204,12 +221,15 @@ UG_ATTENTION_KERNELS(bf16)
                     s[t * UG_AR + r] = x == -INFINITY ? 0.0f : exp(x - next[r]);                      \
                     l[r] += s[t * UG_AR + r];                                                         \
                 }                                                                                     \
+            for (long t = 0; dropout > 0.0f && t < nk; t++)                                           \
+                for (int r = 0; r < n; r++)                                                           \
+                    s[t * UG_AR + r] *= UG_ATTENTION_KEEP(bh, i0 + r, j0 + t);                        \
             for (long c = 0; c < d; c++) {                                                            \
                 float *ac = acc + c * UG_AR;                                                          \
                 for (int r = 0; r < UG_AR; r++)                                                       \
                     ac[r] *= corr[r];                                                                 \
                 for (long t = 0; t < nk; t++) {                                                       \
-                    const float vv = UG_LD_##T(vh, (j0 + t) * d + c);                                 \
+                    const float vv = UG_LD_##T(vh, (j0 + t) * v_r + c);                                 \
                     for (int r = 0; r < UG_AR; r++)                                                   \
                         ac[r] += s[t * UG_AR + r] * vv;                                               \
                 }                                                                                     \
@@ -218,7 +238,7 @@ UG_ATTENTION_KERNELS(bf16)
         for (long r = 0; r < n; r++) {                                                                \
             const float inv = 1.0f / l[r];                                                            \
             for (long c = 0; c < d; c++)                                                              \
-                UG_ST_##T(o, o_off + (bh * q_len + i0 + r) * d + c, acc[c * UG_AR + r] * inv);        \
+                UG_ST_##T(o, o_off + UG_HEAD(o, bh) + (i0 + r) * o_r + c, acc[c * UG_AR + r] * inv);        \
             lse[lse_off + bh * q_len + i0 + r] = m[r] + log(l[r]);                                    \
         }                                                                                             \
     }                                                                                                 \
@@ -234,17 +254,17 @@ UG_ATTENTION_KERNELS(bf16)
             return;                                                                                   \
         const long bh = item / blocks, i0 = (item - bh * blocks) * UG_AR;                             \
         const long n = min(q_len - i0, (long)UG_AR), row0 = bh * q_len + i0;                          \
-        const global UG_T_##T *kh = k + k_off + bh * kv_len * d, *vh = v + v_off + bh * kv_len * d;   \
+        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
         float qt[UG_ATTENTION_MAX_D * UG_AR], gt[UG_ATTENTION_MAX_D * UG_AR];                         \
         float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], sc[UG_AR], dp[UG_AR];            \
         for (int r = 0; r < UG_AR; r++) {                                                             \
             float sum = 0.0f;                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
-                const float g = r < n ? UG_LD_##T(dout + dout_off + (row0 + r) * d, c) : 0.0f;        \
-                qt[c * UG_AR + r] = r < n ? UG_LD_##T(q + q_off + (row0 + r) * d, c) : 0.0f;          \
+                const float g = r < n ? UG_LD_##T(dout + dout_off + UG_HEAD(o, bh) + (i0 + r) * o_r, c) : 0.0f;        \
+                qt[c * UG_AR + r] = r < n ? UG_LD_##T(q + q_off + UG_HEAD(q, bh) + (i0 + r) * q_r, c) : 0.0f;          \
                 gt[c * UG_AR + r] = g;                                                                \
                 acc[c * UG_AR + r] = 0.0f;                                                            \
-                sum += r < n ? g * UG_LD_##T(o + o_off + (row0 + r) * d, c) : 0.0f;                   \
+                sum += r < n ? g * UG_LD_##T(o + o_off + UG_HEAD(o, bh) + (i0 + r) * o_r, c) : 0.0f;                   \
             }                                                                                         \
             di[r] = sum;                                                                              \
             li[r] = r < n ? lse[lse_off + row0 + r] : 0.0f;                                           \
@@ -256,7 +276,7 @@ UG_ATTENTION_KERNELS(bf16)
             for (int r = 0; r < UG_AR; r++)                                                           \
                 sc[r] = dp[r] = 0.0f;                                                                 \
             for (long c = 0; c < d; c++) {                                                            \
-                const float kv = UG_LD_##T(kh, j * d + c), vv = UG_LD_##T(vh, j * d + c);             \
+                const float kv = UG_LD_##T(kh, j * k_r + c), vv = UG_LD_##T(vh, j * v_r + c);             \
                 for (int r = 0; r < UG_AR; r++) {                                                     \
                     sc[r] += qt[c * UG_AR + r] * kv;                                                  \
                     dp[r] += gt[c * UG_AR + r] * vv;                                                  \
@@ -264,17 +284,18 @@ UG_ATTENTION_KERNELS(bf16)
             }                                                                                         \
             for (int r = 0; r < UG_AR; r++) {                                                         \
                 const float s = r < n ? UG_ATTENTION_SCORE(T, sc[r], bh, i0 + r, j) : -INFINITY;      \
-                sc[r] = s == -INFINITY ? 0.0f : exp(s - li[r]) * (dp[r] - di[r]) * scale;             \
+                const float z = r < n ? UG_ATTENTION_KEEP(bh, i0 + r, j) : 1.0f;                      \
+                sc[r] = s == -INFINITY ? 0.0f : exp(s - li[r]) * (z * dp[r] - di[r]) * scale;         \
             }                                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
-                const float kv = UG_LD_##T(kh, j * d + c);                                            \
+                const float kv = UG_LD_##T(kh, j * k_r + c);                                            \
                 for (int r = 0; r < UG_AR; r++)                                                       \
                     acc[c * UG_AR + r] += sc[r] * kv;                                                 \
             }                                                                                         \
         }                                                                                             \
         for (long r = 0; r < n; r++)                                                                  \
             for (long c = 0; c < d; c++)                                                              \
-                UG_ST_##T(dq, dq_off + (row0 + r) * d + c, acc[c * UG_AR + r]);                       \
+                UG_ST_##T(dq, dq_off + UG_HEAD(q, bh) + (i0 + r) * q_r + c, acc[c * UG_AR + r]);                       \
     }                                                                                                 \
     kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dkv_blocks_##T(             \
         global UG_T_##T *dk, ulong dk_off, global UG_T_##T *dv, ulong dv_off, const global float *delta, \
@@ -287,22 +308,22 @@ UG_ATTENTION_KERNELS(bf16)
         if (item >= batch_heads * blocks)                                                             \
             return;                                                                                   \
         const long bh = item / blocks, j0 = (item - bh * blocks) * UG_AR;                             \
-        const long nk = min(kv_len - j0, (long)UG_AR), row0 = bh * kv_len + j0;                       \
-        const global UG_T_##T *qh = q + q_off + bh * q_len * d;                                       \
-        const global UG_T_##T *gh = dout + dout_off + bh * q_len * d;                                 \
+        const long nk = min(kv_len - j0, (long)UG_AR);                       \
+        const global UG_T_##T *qh = q + q_off + UG_HEAD(q, bh);                                     \
+        const global UG_T_##T *gh = dout + dout_off + UG_HEAD(o, bh);                                 \
         float kt[UG_ATTENTION_MAX_D * UG_AR], vt[UG_ATTENTION_MAX_D * UG_AR];                         \
         float gk[UG_ATTENTION_MAX_D * UG_AR], gv[UG_ATTENTION_MAX_D * UG_AR], sc[UG_AR], dp[UG_AR];   \
         for (int t = 0; t < UG_AR; t++)                                                               \
             for (long c = 0; c < d; c++) {                                                            \
-                kt[c * UG_AR + t] = t < nk ? UG_LD_##T(k + k_off + (row0 + t) * d, c) : 0.0f;         \
-                vt[c * UG_AR + t] = t < nk ? UG_LD_##T(v + v_off + (row0 + t) * d, c) : 0.0f;         \
+                kt[c * UG_AR + t] = t < nk ? UG_LD_##T(k + k_off + UG_HEAD(k, bh) + (j0 + t) * k_r, c) : 0.0f;         \
+                vt[c * UG_AR + t] = t < nk ? UG_LD_##T(v + v_off + UG_HEAD(v, bh) + (j0 + t) * v_r, c) : 0.0f;         \
                 gk[c * UG_AR + t] = gv[c * UG_AR + t] = 0.0f;                                         \
             }                                                                                         \
         for (long i = causal ? j0 : 0; i < q_len; i++) {                                              \
             for (int t = 0; t < UG_AR; t++)                                                           \
                 sc[t] = dp[t] = 0.0f;                                                                 \
             for (long c = 0; c < d; c++) {                                                            \
-                const float qv = UG_LD_##T(qh, i * d + c), gv1 = UG_LD_##T(gh, i * d + c);            \
+                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);            \
                 for (int t = 0; t < UG_AR; t++) {                                                     \
                     sc[t] += qv * kt[c * UG_AR + t];                                                  \
                     dp[t] += gv1 * vt[c * UG_AR + t];                                                 \
@@ -312,11 +333,12 @@ UG_ATTENTION_KERNELS(bf16)
             for (int t = 0; t < UG_AR; t++) {                                                         \
                 const float s = t < nk ? UG_ATTENTION_SCORE(T, sc[t], bh, i, j0 + t) : -INFINITY;     \
                 const float p = s == -INFINITY ? 0.0f : exp(s - li);                                  \
-                sc[t] = p;                                                                            \
-                dp[t] = p * (dp[t] - di) * scale;                                                     \
+                const float z = t < nk ? UG_ATTENTION_KEEP(bh, i, j0 + t) : 1.0f;                     \
+                sc[t] = p * z;                                                                        \
+                dp[t] = p * (z * dp[t] - di) * scale;                                                 \
             }                                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
-                const float qv = UG_LD_##T(qh, i * d + c), gv1 = UG_LD_##T(gh, i * d + c);            \
+                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);            \
                 for (int t = 0; t < UG_AR; t++) {                                                     \
                     gv[c * UG_AR + t] += sc[t] * gv1;                                                 \
                     gk[c * UG_AR + t] += dp[t] * qv;                                                  \
@@ -325,8 +347,8 @@ UG_ATTENTION_KERNELS(bf16)
         }                                                                                             \
         for (long t = 0; t < nk; t++)                                                                 \
             for (long c = 0; c < d; c++) {                                                            \
-                UG_ST_##T(dk, dk_off + (row0 + t) * d + c, gk[c * UG_AR + t]);                        \
-                UG_ST_##T(dv, dv_off + (row0 + t) * d + c, gv[c * UG_AR + t]);                        \
+                UG_ST_##T(dk, dk_off + UG_HEAD(k, bh) + (j0 + t) * k_r + c, gk[c * UG_AR + t]);                        \
+                UG_ST_##T(dv, dv_off + UG_HEAD(v, bh) + (j0 + t) * v_r + c, gv[c * UG_AR + t]);                        \
             }                                                                                         \
     }
 
