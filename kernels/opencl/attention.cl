@@ -10,11 +10,11 @@
  * and vectorises (one item per row kept POCL scalar: attention was 52 of
  * the GPT step's 135 ms). Work-groups of one item, as many as blocks. */
 
-#define UG_ATTENTION_PARAMS                                                                  \
-    long batch_heads, long heads, long q_len, long kv_len, long d, float scale, int causal, \
-        int has_mask, long ms0, long ms1, long ms2, long ms3, long q_b, long q_h, long q_r,  \
-        long k_b, long k_h, long k_r, long v_b, long v_h, long v_r, long o_b, long o_h, long o_r, \
-        float dropout, float keep, ulong seed, ulong offset, const global float *runs,          \
+#define UG_ATTENTION_PARAMS                                                                           \
+    long batch_heads, long heads, long q_len, long kv_len, long d, float scale, int causal,           \
+        int has_mask, long ms0, long ms1, long ms2, long ms3, long q_b, long q_h, long q_r,           \
+        long k_b, long k_h, long k_r, long v_b, long v_h, long v_r, long o_b, long o_h, long o_r,     \
+        float dropout, float keep, ulong seed, ulong offset, const global float *runs,                \
         ulong runs_off, int has_runs
 
 /* Dropout's factor for the probability of query i and key j of head bh
@@ -27,16 +27,21 @@
                     : 1.0f)
 
 /* Where head bh's rows of operand P start (backend.h's ug_attention_layout:
- * P_b, P_h, P_r); dq, dk, dv and dout take the layouts of q, k, v and o. */
+ * P_b, P_h, P_r); dq, dk, dv and dout take the layouts of q, k, v and o.
+ * Computed once per item: a division in a conditional load is not hoisted
+ * out of a loop (it could trap), and per element it took a third of the
+ * POCL backward pass. */
 #define UG_HEAD(P, bh) ((bh) / heads * P##_b + (bh) % heads * P##_h)
+#define UG_HEADS_OF(bh)                                                                               \
+    const long q_head = UG_HEAD(q, bh), k_head = UG_HEAD(k, bh), v_head = UG_HEAD(v, bh),             \
+               o_head = UG_HEAD(o, bh), mask_head = (bh) / heads * ms0 + (bh) % heads * ms1
 
-/* scale * q . k (already scaled dot) plus the mask; -inf where causal hides j. */
-#define UG_ATTENTION_SCORE(T, dotv, bh, i, j)                                                         \
+/* scale * q . k (already scaled dot) plus the mask (the head's at mask_head,
+ * UG_HEADS_OF); -inf where causal hides j. */
+#define UG_ATTENTION_SCORE(T, dotv, i, j)                                                             \
     (causal && (j) > (i) ? -INFINITY                                                                  \
                          : (dotv) * scale +                                                           \
-                               (has_mask ? UG_LD_##T(mask, mask_off + ((bh) / heads) * ms0 +          \
-                                                               ((bh) % heads) * ms1 + (i) * ms2 + (j) * ms3) \
-                                         : 0.0f))
+                               (has_mask ? UG_LD_##T(mask, mask_off + mask_head + (i) * ms2 + (j) * ms3) : 0.0f))
 
 #define UG_ATTENTION_KERNELS(T)                                                                       \
     kernel void attention_fwd_##T(global UG_T_##T *o, ulong o_off, global float *lse, ulong lse_off,  \
@@ -48,8 +53,9 @@
         if (row >= batch_heads * q_len)                                                               \
             return;                                                                                   \
         const long bh = row / q_len, i = row % q_len;                                                 \
-        const global UG_T_##T *qi = q + q_off + UG_HEAD(q, bh) + i * q_r;                                              \
-        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
+        UG_HEADS_OF(bh);                                                                              \
+        const global UG_T_##T *qi = q + q_off + q_head + i * q_r;                                     \
+        const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
         float qr[UG_ATTENTION_MAX_D], acc[UG_ATTENTION_MAX_D];                                        \
         for (long c = 0; c < d; c++) {                                                                \
             qr[c] = UG_LD_##T(qi, c);                                                                 \
@@ -60,8 +66,8 @@
         for (long j = 0; j < keys; j++) {                                                             \
             float dotv = 0.0f;                                                                        \
             for (long c = 0; c < d; c++)                                                              \
-                dotv += qr[c] * UG_LD_##T(kh, j * k_r + c);                                             \
-            const float s = UG_ATTENTION_SCORE(T, dotv, bh, i, j);                                    \
+                dotv += qr[c] * UG_LD_##T(kh, j * k_r + c);                                           \
+            const float s = UG_ATTENTION_SCORE(T, dotv, i, j);                                        \
             if (s == -INFINITY)                                                                       \
                 continue;                                                                             \
             const float next = fmax(m, s), correction = exp(m - next), p = exp(s - next);             \
@@ -73,7 +79,7 @@
         }                                                                                             \
         const float inv = 1.0f / l;                                                                   \
         for (long c = 0; c < d; c++)                                                                  \
-            UG_ST_##T(o, o_off + UG_HEAD(o, bh) + i * o_r + c, acc[c] * inv);                                          \
+            UG_ST_##T(o, o_off + o_head + i * o_r + c, acc[c] * inv);                                 \
         lse[lse_off + row] = m + log(l);                                                              \
     }                                                                                                 \
     kernel void attention_dq_##T(global UG_T_##T *dq, ulong dq_off, global float *delta,              \
@@ -88,13 +94,14 @@
         if (row >= batch_heads * q_len)                                                               \
             return;                                                                                   \
         const long bh = row / q_len, i = row % q_len;                                                 \
-        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
+        UG_HEADS_OF(bh);                                                                              \
+        const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
         float qr[UG_ATTENTION_MAX_D], gr[UG_ATTENTION_MAX_D], acc[UG_ATTENTION_MAX_D];                \
         float di = 0.0f;                                                                              \
         for (long c = 0; c < d; c++) {                                                                \
-            qr[c] = UG_LD_##T(q + q_off + UG_HEAD(q, bh) + i * q_r, c);                                                \
-            gr[c] = UG_LD_##T(dout + dout_off + UG_HEAD(o, bh) + i * o_r, c);                                          \
-            di += gr[c] * UG_LD_##T(o + o_off + UG_HEAD(o, bh) + i * o_r, c);                                          \
+            qr[c] = UG_LD_##T(q + q_off + q_head + i * q_r, c);                                       \
+            gr[c] = UG_LD_##T(dout + dout_off + o_head + i * o_r, c);                                 \
+            di += gr[c] * UG_LD_##T(o + o_off + o_head + i * o_r, c);                                 \
             acc[c] = 0.0f;                                                                            \
         }                                                                                             \
         delta[delta_off + row] = di;                                                                  \
@@ -103,20 +110,20 @@
         for (long j = 0; j < keys; j++) {                                                             \
             float dotv = 0.0f, dp = 0.0f;                                                             \
             for (long c = 0; c < d; c++) {                                                            \
-                dotv += qr[c] * UG_LD_##T(kh, j * k_r + c);                                             \
-                dp += gr[c] * UG_LD_##T(vh, j * v_r + c);                                               \
+                dotv += qr[c] * UG_LD_##T(kh, j * k_r + c);                                           \
+                dp += gr[c] * UG_LD_##T(vh, j * v_r + c);                                             \
             }                                                                                         \
-            const float s = UG_ATTENTION_SCORE(T, dotv, bh, i, j);                                    \
+            const float s = UG_ATTENTION_SCORE(T, dotv, i, j);                                        \
             if (s == -INFINITY)                                                                       \
                 continue;                                                                             \
             const float ds = exp(s - li) * (UG_ATTENTION_KEEP(bh, i, j) * dp - di) * scale;           \
             for (long c = 0; c < d; c++)                                                              \
-                acc[c] += ds * UG_LD_##T(kh, j * k_r + c);                                              \
+                acc[c] += ds * UG_LD_##T(kh, j * k_r + c);                                            \
         }                                                                                             \
         for (long c = 0; c < d; c++)                                                                  \
-            UG_ST_##T(dq, dq_off + UG_HEAD(q, bh) + i * q_r + c, acc[c]);                                              \
+            UG_ST_##T(dq, dq_off + q_head + i * q_r + c, acc[c]);                                     \
     }                                                                                                 \
-    kernel void attention_dkv_##T(global UG_T_##T *dk, ulong dk_off, global UG_T_##T *dv,            \
+    kernel void attention_dkv_##T(global UG_T_##T *dk, ulong dk_off, global UG_T_##T *dv,             \
                                   ulong dv_off, const global float *delta, ulong delta_off,           \
                                   const global UG_T_##T *dout, ulong dout_off,                        \
                                   const global float *lse, ulong lse_off,                             \
@@ -128,34 +135,35 @@
         if (row >= batch_heads * kv_len)                                                              \
             return;                                                                                   \
         const long bh = row / kv_len, j = row % kv_len;                                               \
-        const global UG_T_##T *qh = q + q_off + UG_HEAD(q, bh);                                     \
-        const global UG_T_##T *gh = dout + dout_off + UG_HEAD(o, bh);                                 \
+        UG_HEADS_OF(bh);                                                                              \
+        const global UG_T_##T *qh = q + q_off + q_head;                                               \
+        const global UG_T_##T *gh = dout + dout_off + o_head;                                         \
         float kr[UG_ATTENTION_MAX_D], vr[UG_ATTENTION_MAX_D], gk[UG_ATTENTION_MAX_D],                 \
             gv[UG_ATTENTION_MAX_D];                                                                   \
         for (long c = 0; c < d; c++) {                                                                \
-            kr[c] = UG_LD_##T(k + k_off + UG_HEAD(k, bh) + j * k_r, c);                                                \
-            vr[c] = UG_LD_##T(v + v_off + UG_HEAD(v, bh) + j * v_r, c);                                                \
+            kr[c] = UG_LD_##T(k + k_off + k_head + j * k_r, c);                                       \
+            vr[c] = UG_LD_##T(v + v_off + v_head + j * v_r, c);                                       \
             gk[c] = gv[c] = 0.0f;                                                                     \
         }                                                                                             \
         for (long i = causal ? j : 0; i < q_len; i++) {                                               \
             float dotv = 0.0f, dp = 0.0f;                                                             \
             for (long c = 0; c < d; c++) {                                                            \
-                dotv += UG_LD_##T(qh, i * q_r + c) * kr[c];                                             \
-                dp += UG_LD_##T(gh, i * o_r + c) * vr[c];                                               \
+                dotv += UG_LD_##T(qh, i * q_r + c) * kr[c];                                           \
+                dp += UG_LD_##T(gh, i * o_r + c) * vr[c];                                             \
             }                                                                                         \
-            const float s = UG_ATTENTION_SCORE(T, dotv, bh, i, j);                                    \
+            const float s = UG_ATTENTION_SCORE(T, dotv, i, j);                                        \
             if (s == -INFINITY)                                                                       \
                 continue;                                                                             \
             const float p = exp(s - lse[lse_off + bh * q_len + i]), z = UG_ATTENTION_KEEP(bh, i, j);  \
             const float ds = p * (z * dp - delta[delta_off + bh * q_len + i]) * scale;                \
             for (long c = 0; c < d; c++) {                                                            \
                 gv[c] += p * z * UG_LD_##T(gh, i * o_r + c);                                          \
-                gk[c] += ds * UG_LD_##T(qh, i * q_r + c);                                               \
+                gk[c] += ds * UG_LD_##T(qh, i * q_r + c);                                             \
             }                                                                                         \
         }                                                                                             \
         for (long c = 0; c < d; c++) {                                                                \
-            UG_ST_##T(dk, dk_off + UG_HEAD(k, bh) + j * k_r + c, gk[c]);                                               \
-            UG_ST_##T(dv, dv_off + UG_HEAD(v, bh) + j * v_r + c, gv[c]);                                               \
+            UG_ST_##T(dk, dk_off + k_head + j * k_r + c, gk[c]);                                      \
+            UG_ST_##T(dv, dv_off + v_head + j * v_r + c, gv[c]);                                      \
         }                                                                                             \
     }
 
@@ -166,8 +174,8 @@ UG_ATTENTION_KERNELS(bf16)
 #define UG_AR 16 /* rows of a block: the vector's lanes */
 #define UG_AK 16 /* keys of a forward tile */
 
-#define UG_ATTENTION_BLOCK_KERNELS(T)                                                                  \
-    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_fwd_blocks_##T(             \
+#define UG_ATTENTION_BLOCK_KERNELS(T)                                                                 \
+    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_fwd_blocks_##T(              \
         global UG_T_##T *o, ulong o_off, global float *lse, ulong lse_off, const global UG_T_##T *q,  \
         ulong q_off, const global UG_T_##T *k, ulong k_off, const global UG_T_##T *v, ulong v_off,    \
         const global UG_T_##T *mask, ulong mask_off, UG_ATTENTION_PARAMS)                             \
@@ -176,14 +184,15 @@ UG_ATTENTION_KERNELS(bf16)
         if (item >= batch_heads * blocks)                                                             \
             return;                                                                                   \
         const long bh = item / blocks, i0 = (item - bh * blocks) * UG_AR;                             \
+        UG_HEADS_OF(bh);                                                                              \
         const long n = min(q_len - i0, (long)UG_AR);                                                  \
-        const global UG_T_##T *qh = q + q_off + UG_HEAD(q, bh) + i0 * q_r;                                \
-        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
+        const global UG_T_##T *qh = q + q_off + q_head + i0 * q_r;                                    \
+        const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
         float qt[UG_ATTENTION_MAX_D * UG_AR], acc[UG_ATTENTION_MAX_D * UG_AR], s[UG_AK * UG_AR];      \
         float m[UG_AR], l[UG_AR], next[UG_AR], corr[UG_AR];                                           \
         for (long c = 0; c < d; c++)                                                                  \
             for (int r = 0; r < UG_AR; r++) {                                                         \
-                qt[c * UG_AR + r] = r < n ? UG_LD_##T(qh, r * q_r + c) : 0.0f;                          \
+                qt[c * UG_AR + r] = r < n ? UG_LD_##T(qh, r * q_r + c) : 0.0f;                        \
                 acc[c * UG_AR + r] = 0.0f;                                                            \
             }                                                                                         \
         for (int r = 0; r < UG_AR; r++) {                                                             \
@@ -198,12 +207,12 @@ UG_ATTENTION_KERNELS(bf16)
                 for (int r = 0; r < UG_AR; r++)                                                       \
                     st[r] = 0.0f;                                                                     \
                 for (long c = 0; c < d; c++) {                                                        \
-                    const float kv = UG_LD_##T(kh, (j0 + t) * k_r + c);                                 \
+                    const float kv = UG_LD_##T(kh, (j0 + t) * k_r + c);                               \
                     for (int r = 0; r < UG_AR; r++)                                                   \
                         st[r] += qt[c * UG_AR + r] * kv;                                              \
                 }                                                                                     \
                 for (int r = 0; r < UG_AR; r++)                                                       \
-                    st[r] = r < n ? UG_ATTENTION_SCORE(T, st[r], bh, i0 + r, j0 + t) : -INFINITY;     \
+                    st[r] = r < n ? UG_ATTENTION_SCORE(T, st[r], i0 + r, j0 + t) : -INFINITY;         \
             }                                                                                         \
             for (int r = 0; r < UG_AR; r++)                                                           \
                 next[r] = m[r];                                                                       \
@@ -229,7 +238,7 @@ UG_ATTENTION_KERNELS(bf16)
                 for (int r = 0; r < UG_AR; r++)                                                       \
                     ac[r] *= corr[r];                                                                 \
                 for (long t = 0; t < nk; t++) {                                                       \
-                    const float vv = UG_LD_##T(vh, (j0 + t) * v_r + c);                                 \
+                    const float vv = UG_LD_##T(vh, (j0 + t) * v_r + c);                               \
                     for (int r = 0; r < UG_AR; r++)                                                   \
                         ac[r] += s[t * UG_AR + r] * vv;                                               \
                 }                                                                                     \
@@ -238,11 +247,11 @@ UG_ATTENTION_KERNELS(bf16)
         for (long r = 0; r < n; r++) {                                                                \
             const float inv = 1.0f / l[r];                                                            \
             for (long c = 0; c < d; c++)                                                              \
-                UG_ST_##T(o, o_off + UG_HEAD(o, bh) + (i0 + r) * o_r + c, acc[c * UG_AR + r] * inv);        \
+                UG_ST_##T(o, o_off + o_head + (i0 + r) * o_r + c, acc[c * UG_AR + r] * inv);          \
             lse[lse_off + bh * q_len + i0 + r] = m[r] + log(l[r]);                                    \
         }                                                                                             \
     }                                                                                                 \
-    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dq_blocks_##T(              \
+    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dq_blocks_##T(               \
         global UG_T_##T *dq, ulong dq_off, global float *delta, ulong delta_off,                      \
         const global UG_T_##T *dout, ulong dout_off, const global UG_T_##T *o, ulong o_off,           \
         const global float *lse, ulong lse_off, const global UG_T_##T *q, ulong q_off,                \
@@ -253,18 +262,19 @@ UG_ATTENTION_KERNELS(bf16)
         if (item >= batch_heads * blocks)                                                             \
             return;                                                                                   \
         const long bh = item / blocks, i0 = (item - bh * blocks) * UG_AR;                             \
+        UG_HEADS_OF(bh);                                                                              \
         const long n = min(q_len - i0, (long)UG_AR), row0 = bh * q_len + i0;                          \
-        const global UG_T_##T *kh = k + k_off + UG_HEAD(k, bh), *vh = v + v_off + UG_HEAD(v, bh);   \
+        const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
         float qt[UG_ATTENTION_MAX_D * UG_AR], gt[UG_ATTENTION_MAX_D * UG_AR];                         \
         float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], sc[UG_AR], dp[UG_AR];            \
         for (int r = 0; r < UG_AR; r++) {                                                             \
             float sum = 0.0f;                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
-                const float g = r < n ? UG_LD_##T(dout + dout_off + UG_HEAD(o, bh) + (i0 + r) * o_r, c) : 0.0f;        \
-                qt[c * UG_AR + r] = r < n ? UG_LD_##T(q + q_off + UG_HEAD(q, bh) + (i0 + r) * q_r, c) : 0.0f;          \
+                const float g = r < n ? UG_LD_##T(dout + dout_off + o_head + (i0 + r) * o_r, c) : 0.0f; \
+                qt[c * UG_AR + r] = r < n ? UG_LD_##T(q + q_off + q_head + (i0 + r) * q_r, c) : 0.0f; \
                 gt[c * UG_AR + r] = g;                                                                \
                 acc[c * UG_AR + r] = 0.0f;                                                            \
-                sum += r < n ? g * UG_LD_##T(o + o_off + UG_HEAD(o, bh) + (i0 + r) * o_r, c) : 0.0f;                   \
+                sum += r < n ? g * UG_LD_##T(o + o_off + o_head + (i0 + r) * o_r, c) : 0.0f;          \
             }                                                                                         \
             di[r] = sum;                                                                              \
             li[r] = r < n ? lse[lse_off + row0 + r] : 0.0f;                                           \
@@ -276,28 +286,29 @@ UG_ATTENTION_KERNELS(bf16)
             for (int r = 0; r < UG_AR; r++)                                                           \
                 sc[r] = dp[r] = 0.0f;                                                                 \
             for (long c = 0; c < d; c++) {                                                            \
-                const float kv = UG_LD_##T(kh, j * k_r + c), vv = UG_LD_##T(vh, j * v_r + c);             \
+                const float kv = UG_LD_##T(kh, j * k_r + c), vv = UG_LD_##T(vh, j * v_r + c);         \
                 for (int r = 0; r < UG_AR; r++) {                                                     \
                     sc[r] += qt[c * UG_AR + r] * kv;                                                  \
                     dp[r] += gt[c * UG_AR + r] * vv;                                                  \
                 }                                                                                     \
             }                                                                                         \
+            for (int r = 0; dropout > 0.0f && r < n; r++) /* apart: the loop below stays as without */ \
+                dp[r] *= UG_ATTENTION_KEEP(bh, i0 + r, j);                                            \
             for (int r = 0; r < UG_AR; r++) {                                                         \
-                const float s = r < n ? UG_ATTENTION_SCORE(T, sc[r], bh, i0 + r, j) : -INFINITY;      \
-                const float z = r < n ? UG_ATTENTION_KEEP(bh, i0 + r, j) : 1.0f;                      \
-                sc[r] = s == -INFINITY ? 0.0f : exp(s - li[r]) * (z * dp[r] - di[r]) * scale;         \
+                const float s = r < n ? UG_ATTENTION_SCORE(T, sc[r], i0 + r, j) : -INFINITY;          \
+                sc[r] = s == -INFINITY ? 0.0f : exp(s - li[r]) * (dp[r] - di[r]) * scale;             \
             }                                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
-                const float kv = UG_LD_##T(kh, j * k_r + c);                                            \
+                const float kv = UG_LD_##T(kh, j * k_r + c);                                          \
                 for (int r = 0; r < UG_AR; r++)                                                       \
                     acc[c * UG_AR + r] += sc[r] * kv;                                                 \
             }                                                                                         \
         }                                                                                             \
         for (long r = 0; r < n; r++)                                                                  \
             for (long c = 0; c < d; c++)                                                              \
-                UG_ST_##T(dq, dq_off + UG_HEAD(q, bh) + (i0 + r) * q_r + c, acc[c * UG_AR + r]);                       \
+                UG_ST_##T(dq, dq_off + q_head + (i0 + r) * q_r + c, acc[c * UG_AR + r]);              \
     }                                                                                                 \
-    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dkv_blocks_##T(             \
+    kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dkv_blocks_##T(              \
         global UG_T_##T *dk, ulong dk_off, global UG_T_##T *dv, ulong dv_off, const global float *delta, \
         ulong delta_off, const global UG_T_##T *dout, ulong dout_off, const global float *lse,        \
         ulong lse_off, const global UG_T_##T *q, ulong q_off, const global UG_T_##T *k, ulong k_off,  \
@@ -308,37 +319,44 @@ UG_ATTENTION_KERNELS(bf16)
         if (item >= batch_heads * blocks)                                                             \
             return;                                                                                   \
         const long bh = item / blocks, j0 = (item - bh * blocks) * UG_AR;                             \
-        const long nk = min(kv_len - j0, (long)UG_AR);                       \
-        const global UG_T_##T *qh = q + q_off + UG_HEAD(q, bh);                                     \
-        const global UG_T_##T *gh = dout + dout_off + UG_HEAD(o, bh);                                 \
+        UG_HEADS_OF(bh);                                                                              \
+        const long nk = min(kv_len - j0, (long)UG_AR);                                                \
+        const global UG_T_##T *qh = q + q_off + q_head;                                               \
+        const global UG_T_##T *gh = dout + dout_off + o_head;                                         \
         float kt[UG_ATTENTION_MAX_D * UG_AR], vt[UG_ATTENTION_MAX_D * UG_AR];                         \
         float gk[UG_ATTENTION_MAX_D * UG_AR], gv[UG_ATTENTION_MAX_D * UG_AR], sc[UG_AR], dp[UG_AR];   \
+        float z[UG_AR]; /* dropout's factors, where there is dropout */                               \
         for (int t = 0; t < UG_AR; t++)                                                               \
             for (long c = 0; c < d; c++) {                                                            \
-                kt[c * UG_AR + t] = t < nk ? UG_LD_##T(k + k_off + UG_HEAD(k, bh) + (j0 + t) * k_r, c) : 0.0f;         \
-                vt[c * UG_AR + t] = t < nk ? UG_LD_##T(v + v_off + UG_HEAD(v, bh) + (j0 + t) * v_r, c) : 0.0f;         \
+                kt[c * UG_AR + t] = t < nk ? UG_LD_##T(k + k_off + k_head + (j0 + t) * k_r, c) : 0.0f; \
+                vt[c * UG_AR + t] = t < nk ? UG_LD_##T(v + v_off + v_head + (j0 + t) * v_r, c) : 0.0f; \
                 gk[c * UG_AR + t] = gv[c * UG_AR + t] = 0.0f;                                         \
             }                                                                                         \
         for (long i = causal ? j0 : 0; i < q_len; i++) {                                              \
             for (int t = 0; t < UG_AR; t++)                                                           \
                 sc[t] = dp[t] = 0.0f;                                                                 \
             for (long c = 0; c < d; c++) {                                                            \
-                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);            \
+                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);        \
                 for (int t = 0; t < UG_AR; t++) {                                                     \
                     sc[t] += qv * kt[c * UG_AR + t];                                                  \
                     dp[t] += gv1 * vt[c * UG_AR + t];                                                 \
                 }                                                                                     \
             }                                                                                         \
             const float li = lse[lse_off + bh * q_len + i], di = delta[delta_off + bh * q_len + i];   \
-            for (int t = 0; t < UG_AR; t++) {                                                         \
-                const float s = t < nk ? UG_ATTENTION_SCORE(T, sc[t], bh, i, j0 + t) : -INFINITY;     \
-                const float p = s == -INFINITY ? 0.0f : exp(s - li);                                  \
-                const float z = t < nk ? UG_ATTENTION_KEEP(bh, i, j0 + t) : 1.0f;                     \
-                sc[t] = p * z;                                                                        \
-                dp[t] = p * (z * dp[t] - di) * scale;                                                 \
+            for (int t = 0; dropout > 0.0f && t < nk; t++) { /* apart: the loop below stays as without */ \
+                z[t] = UG_ATTENTION_KEEP(bh, i, j0 + t);                                              \
+                dp[t] *= z[t];                                                                        \
             }                                                                                         \
+            for (int t = 0; t < UG_AR; t++) {                                                         \
+                const float s = t < nk ? UG_ATTENTION_SCORE(T, sc[t], i, j0 + t) : -INFINITY;         \
+                const float p = s == -INFINITY ? 0.0f : exp(s - li);                                  \
+                sc[t] = p;                                                                            \
+                dp[t] = p * (dp[t] - di) * scale;                                                     \
+            }                                                                                         \
+            for (int t = 0; dropout > 0.0f && t < nk; t++)                                            \
+                sc[t] *= z[t];                                                                        \
             for (long c = 0; c < d; c++) {                                                            \
-                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);            \
+                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);        \
                 for (int t = 0; t < UG_AR; t++) {                                                     \
                     gv[c * UG_AR + t] += sc[t] * gv1;                                                 \
                     gk[c * UG_AR + t] += dp[t] * qv;                                                  \
@@ -347,8 +365,8 @@ UG_ATTENTION_KERNELS(bf16)
         }                                                                                             \
         for (long t = 0; t < nk; t++)                                                                 \
             for (long c = 0; c < d; c++) {                                                            \
-                UG_ST_##T(dk, dk_off + UG_HEAD(k, bh) + (j0 + t) * k_r + c, gk[c * UG_AR + t]);                        \
-                UG_ST_##T(dv, dv_off + UG_HEAD(v, bh) + (j0 + t) * v_r + c, gv[c * UG_AR + t]);                        \
+                UG_ST_##T(dk, dk_off + k_head + (j0 + t) * k_r + c, gk[c * UG_AR + t]);               \
+                UG_ST_##T(dv, dv_off + v_head + (j0 + t) * v_r + c, gv[c * UG_AR + t]);               \
             }                                                                                         \
     }
 
