@@ -222,29 +222,39 @@ typedef struct ug_gemm_args {
     ug_epilogue epi;
 } ug_gemm_args;
 
-/* A GEMM's epilogue (ug_gemm_args) as one binary launch over C, in place,
- * for a backend whose product does not apply it. */
+/* A GEMM's epilogue (ug_gemm_args) on rows [row0, row0 + rows) of C, its
+ * batches' rows counted one after another, as a binary op in place. */
+static inline void ug_gemm_epilogue_rows(const ug_gemm_args *args, int64_t row0, int64_t rows, ug_binary_args *op)
+{
+    const ug_epilogue *e = &args->epi;
+    const bool first = e->first;
+    memset(op, 0, sizeof *op); /* C and C++ alike: the epilogue's other parts none */
+    ug_kview c = args->c, operand = e->operand;
+    c.offset += row0 * args->n;
+    operand.offset += row0 * e->operand_rows;
+    op->op = e->op;
+    op->epi.post = e->post;
+    op->alpha = e->alpha;
+    op->y = c;
+    op->a = first ? operand : c;
+    op->b = first ? c : operand;
+    op->ndim = 2;
+    op->shape[0] = rows;
+    op->shape[1] = args->n;
+    op->a_strides[0] = first ? e->operand_rows : args->n;
+    op->b_strides[0] = first ? args->n : e->operand_rows;
+    op->a_strides[1] = op->b_strides[1] = 1;
+}
+
+/* The epilogue as one binary launch over C, for a backend whose product
+ * does not apply it. */
 static inline ug_status ug_gemm_epilogue_by_binary(ug_bdev *dev, const ug_gemm_args *args,
                                                    ug_status (*binary)(ug_bdev *, const ug_binary_args *))
 {
-    const ug_epilogue *e = &args->epi;
-    if (!e->operand.mem || args->m <= 0 || args->n <= 0 || args->batch <= 0)
+    if (!args->epi.operand.mem || args->m <= 0 || args->n <= 0 || args->batch <= 0)
         return UG_OK;
-    const bool first = e->first;
     ug_binary_args op;
-    memset(&op, 0, sizeof op); /* C and C++ alike: the epilogue's other parts none */
-    op.op = e->op;
-    op.epi.post = e->post;
-    op.alpha = e->alpha;
-    op.y = args->c;
-    op.a = first ? e->operand : args->c;
-    op.b = first ? args->c : e->operand;
-    op.ndim = 2;
-    op.shape[0] = args->m * args->batch;
-    op.shape[1] = args->n;
-    op.a_strides[0] = first ? e->operand_rows : args->n;
-    op.b_strides[0] = first ? args->n : e->operand_rows;
-    op.a_strides[1] = op.b_strides[1] = 1;
+    ug_gemm_epilogue_rows(args, 0, args->m * args->batch, &op);
     return binary(dev, &op);
 }
 

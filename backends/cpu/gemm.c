@@ -96,13 +96,16 @@ static void scale_c(char *c, ug_dtype dtype, int64_t m, int64_t n, int64_t ldc, 
 #define UG_CPU_GEMM_MIN_TILE_WORK (64 * 64 * 64)
 
 typedef struct gemm_job {
+    ug_bdev *dev;
     const ug_gemm_args *g;
     const char *a, *b;
     char *c;
     size_t a_size, c_size;   /* element bytes: A's and B's, C's */
     int64_t lda, ldb, ldc;
     bool split_rows;     /* tiles are rows of C (else columns) */
+    bool tile_epilogue;  /* each tile applies the epilogue to its rows */
     bool failed;         /* a tile's f32 copies could not be allocated */
+    ug_status epilogue;  /* a tile's epilogue's refusal, its message set (atomic) */
     int64_t tile, tiles; /* tile length, tiles per batch entry */
 } gemm_job;
 
@@ -183,10 +186,18 @@ static void gemm_range(void *ctx, int64_t begin, int64_t end)
         }
         if (!tile_gemm(j, first, last, m, n, a, bm, c))
             __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
+        else if (j->tile_epilogue) { /* on the rows still in this core's cache; nested: runs inline */
+            ug_binary_args op;
+            ug_gemm_epilogue_rows(g, first * g->m + start, m, &op);
+            const ug_status st = ug_cpu_binary(j->dev, &op);
+            if (st != UG_OK)
+                __atomic_store_n(&j->epilogue, st, __ATOMIC_RELAXED);
+        }
     }
 }
 
-static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args)
+/* The product, with the epilogue too where its tiles are C's rows. */
+static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args, bool *epilogue_done)
 {
     const ug_gemm_args *g = args;
     if (!ug_cpu_float_dtype(g->a.dtype) || g->b.dtype != g->a.dtype ||
@@ -231,7 +242,7 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args)
         st = fix_ld("ldb", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, &ldb);
     if (st != UG_OK)
         return st;
-    gemm_job job = {.g = g, .a = ug_cpu_ptr(g->a), .b = ug_cpu_ptr(g->b), .c = c,
+    gemm_job job = {.dev = dev, .g = g, .a = ug_cpu_ptr(g->a), .b = ug_cpu_ptr(g->b), .c = c,
                     .a_size = ug_dtype_size(g->a.dtype), .c_size = c_size,
                     .lda = lda, .ldb = ldb, .ldc = ldc};
     /* Split C's longer side so every thread has a tile even for one GEMM,
@@ -248,7 +259,10 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args)
     job.tile = (side + parts - 1) / parts;
     job.tile = (job.tile + 15) / 16 * 16;
     job.tiles = (side + job.tile - 1) / job.tile;
+    job.tile_epilogue = *epilogue_done = g->epi.operand.mem && job.split_rows;
     ug_cpu_parallel_for(dev->workers, (g->sum_batch ? 1 : g->batch) * job.tiles, 1, gemm_range, &job);
+    if (job.epilogue != UG_OK)
+        return job.epilogue;
     if (job.failed)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY,
                             "cpu gemm: no host memory for the f32 copies of a %s tile (m=%lld "
@@ -258,10 +272,11 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args)
     return UG_OK;
 }
 
-/* The product, then a graph's epilogue folded in (ug_gemm_args), in a
- * pass of its own: on the host a launch costs nothing. */
+/* The product, then a graph's epilogue folded in (ug_gemm_args): by each
+ * tile of rows as it finishes, or in a pass of its own. */
 ug_status ug_cpu_gemm(ug_bdev *dev, const ug_gemm_args *args)
 {
-    ug_status st = gemm_product(dev, args);
-    return st == UG_OK ? ug_gemm_epilogue_by_binary(dev, args, ug_cpu_binary) : st;
+    bool epilogue_done = false;
+    ug_status st = gemm_product(dev, args, &epilogue_done);
+    return st == UG_OK && !epilogue_done ? ug_gemm_epilogue_by_binary(dev, args, ug_cpu_binary) : st;
 }
