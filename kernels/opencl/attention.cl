@@ -174,6 +174,36 @@ UG_ATTENTION_KERNELS(bf16)
 #define UG_AR 16 /* rows of a block: the vector's lanes */
 #define UG_AK 16 /* keys of a forward tile */
 
+/* Scores of a block, one a lane of a float16 (UG_AR and UG_AK are its
+ * width) from their dot products: scaled, the mask added, -inf where
+ * hidden. Rows: key j for rows i0 + r, hidden past n and where causal
+ * hides j. Keys: row i for keys j0 + t, hidden past nk and where causal
+ * hides the key. */
+#define UG_LANES ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#define UG_ATTENTION_SCORES_ROWS(T, dots, i0, n, j)                                                   \
+    ug_attention_scores_##T(dots, scale, (UG_LANES >= (int)(n)) | (causal ? UG_LANES < (int)((j) - (i0)) : (int16)0), \
+                            (int)(n), has_mask, mask, mask_off + mask_head + (i0) * ms2 + (j) * ms3, ms2)
+#define UG_ATTENTION_SCORES_KEYS(T, dots, i, j0, nk)                                                  \
+    ug_attention_scores_##T(dots, scale, (UG_LANES >= (int)(nk)) | (causal ? UG_LANES > (int)((i) - (j0)) : (int16)0), \
+                            (int)(nk), has_mask, mask, mask_off + mask_head + (i) * ms2 + (j0) * ms3, ms3)
+
+#define UG_ATTENTION_SCORES_FN(T)                                                                     \
+    inline float16 ug_attention_scores_##T(float16 dots, float scale, int16 hidden, int n, int has_mask, \
+                                           const global UG_T_##T *mask, ulong at, long step)          \
+    {                                                                                                 \
+        float16 s = dots * scale;                                                                     \
+        if (has_mask) {                                                                               \
+            float m[16];                                                                              \
+            for (int r = 0; r < 16; r++)                                                              \
+                m[r] = r < n ? UG_LD_##T(mask, at + r * step) : 0.0f;                                 \
+            s += vload16(0, m);                                                                       \
+        }                                                                                             \
+        return select(s, (float16)(-INFINITY), hidden);                                               \
+    }
+UG_ATTENTION_SCORES_FN(f32)
+UG_ATTENTION_SCORES_FN(f16)
+UG_ATTENTION_SCORES_FN(bf16)
+
 #define UG_ATTENTION_BLOCK_KERNELS(T)                                                                 \
     kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_fwd_blocks_##T(              \
         global UG_T_##T *o, ulong o_off, global float *lse, ulong lse_off, const global UG_T_##T *q,  \
@@ -188,67 +218,54 @@ UG_ATTENTION_KERNELS(bf16)
         const long n = min(q_len - i0, (long)UG_AR);                                                  \
         const global UG_T_##T *qh = q + q_off + q_head + i0 * q_r;                                    \
         const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
-        float qt[UG_ATTENTION_MAX_D * UG_AR], acc[UG_ATTENTION_MAX_D * UG_AR], s[UG_AK * UG_AR];      \
-        float m[UG_AR], l[UG_AR], next[UG_AR], corr[UG_AR];                                           \
+        float qt[UG_ATTENTION_MAX_D * UG_AR], acc[UG_ATTENTION_MAX_D * UG_AR], s[UG_AK * UG_AR], z[UG_AR]; \
         for (long c = 0; c < d; c++)                                                                  \
             for (int r = 0; r < UG_AR; r++) {                                                         \
                 qt[c * UG_AR + r] = r < n ? UG_LD_##T(qh, r * q_r + c) : 0.0f;                        \
                 acc[c * UG_AR + r] = 0.0f;                                                            \
             }                                                                                         \
-        for (int r = 0; r < UG_AR; r++) {                                                             \
-            m[r] = -INFINITY;                                                                         \
-            l[r] = 0.0f;                                                                              \
-        }                                                                                             \
+        float16 m = -INFINITY, l = 0.0f;                                                              \
         const long keys = causal && i0 + n < kv_len ? i0 + n : kv_len;                                \
         for (long j0 = 0; j0 < keys; j0 += UG_AK) {                                                   \
             const long nk = min(keys - j0, (long)UG_AK);                                              \
+            float16 next = m;                                                                         \
             for (long t = 0; t < nk; t++) {                                                           \
-                float *st = s + t * UG_AR;                                                            \
-                for (int r = 0; r < UG_AR; r++)                                                       \
-                    st[r] = 0.0f;                                                                     \
-                for (long c = 0; c < d; c++) {                                                        \
-                    const float kv = UG_LD_##T(kh, (j0 + t) * k_r + c);                               \
+                float16 dots = 0.0f;                                                                  \
+                for (long c = 0; c < d; c++)                                                          \
+                    dots += vload16(0, qt + c * UG_AR) * UG_LD_##T(kh, (j0 + t) * k_r + c);           \
+                const float16 st = UG_ATTENTION_SCORES_ROWS(T, dots, i0, n, j0 + t);                  \
+                next = fmax(next, st);                                                                \
+                vstore16(st, 0, s + t * UG_AR);                                                       \
+            }                                                                                         \
+            const float16 corr = select(exp(m - next), (float16)1.0f, next == (float16)(-INFINITY));  \
+            l *= corr;                                                                                \
+            m = next;                                                                                 \
+            for (long t = 0; t < nk; t++) {                                                           \
+                const float16 x = vload16(0, s + t * UG_AR);                                          \
+                float16 p = select(exp(x - next), (float16)0.0f, x == (float16)(-INFINITY));          \
+                l += p;                                                                               \
+                if (dropout > 0.0f) {                                                                 \
                     for (int r = 0; r < UG_AR; r++)                                                   \
-                        st[r] += qt[c * UG_AR + r] * kv;                                              \
+                        z[r] = r < n ? UG_ATTENTION_KEEP(bh, i0 + r, j0 + t) : 1.0f;                  \
+                    p *= vload16(0, z);                                                               \
                 }                                                                                     \
-                for (int r = 0; r < UG_AR; r++)                                                       \
-                    st[r] = r < n ? UG_ATTENTION_SCORE(T, st[r], i0 + r, j0 + t) : -INFINITY;         \
+                vstore16(p, 0, s + t * UG_AR);                                                        \
             }                                                                                         \
-            for (int r = 0; r < UG_AR; r++)                                                           \
-                next[r] = m[r];                                                                       \
-            for (long t = 0; t < nk; t++)                                                             \
-                for (int r = 0; r < UG_AR; r++)                                                       \
-                    next[r] = fmax(next[r], s[t * UG_AR + r]);                                        \
-            for (int r = 0; r < UG_AR; r++) {                                                         \
-                corr[r] = next[r] == -INFINITY ? 1.0f : exp(m[r] - next[r]);                          \
-                l[r] *= corr[r];                                                                      \
-                m[r] = next[r];                                                                       \
-            }                                                                                         \
-            for (long t = 0; t < nk; t++)                                                             \
-                for (int r = 0; r < UG_AR; r++) {                                                     \
-                    const float x = s[t * UG_AR + r];                                                 \
-                    s[t * UG_AR + r] = x == -INFINITY ? 0.0f : exp(x - next[r]);                      \
-                    l[r] += s[t * UG_AR + r];                                                         \
-                }                                                                                     \
-            for (long t = 0; dropout > 0.0f && t < nk; t++)                                           \
-                for (int r = 0; r < n; r++)                                                           \
-                    s[t * UG_AR + r] *= UG_ATTENTION_KEEP(bh, i0 + r, j0 + t);                        \
             for (long c = 0; c < d; c++) {                                                            \
-                float *ac = acc + c * UG_AR;                                                          \
-                for (int r = 0; r < UG_AR; r++)                                                       \
-                    ac[r] *= corr[r];                                                                 \
-                for (long t = 0; t < nk; t++) {                                                       \
-                    const float vv = UG_LD_##T(vh, (j0 + t) * v_r + c);                               \
-                    for (int r = 0; r < UG_AR; r++)                                                   \
-                        ac[r] += s[t * UG_AR + r] * vv;                                               \
-                }                                                                                     \
+                float16 a = vload16(0, acc + c * UG_AR) * corr;                                       \
+                for (long t = 0; t < nk; t++)                                                         \
+                    a += vload16(0, s + t * UG_AR) * UG_LD_##T(vh, (j0 + t) * v_r + c);               \
+                vstore16(a, 0, acc + c * UG_AR);                                                      \
             }                                                                                         \
         }                                                                                             \
+        float lr[UG_AR], mr[UG_AR];                                                                   \
+        vstore16(l, 0, lr);                                                                           \
+        vstore16(m, 0, mr);                                                                           \
         for (long r = 0; r < n; r++) {                                                                \
-            const float inv = 1.0f / l[r];                                                            \
+            const float inv = 1.0f / lr[r];                                                            \
             for (long c = 0; c < d; c++)                                                              \
                 UG_ST_##T(o, o_off + o_head + (i0 + r) * o_r + c, acc[c * UG_AR + r] * inv);          \
-            lse[lse_off + bh * q_len + i0 + r] = m[r] + log(l[r]);                                    \
+            lse[lse_off + bh * q_len + i0 + r] = mr[r] + log(lr[r]);                                    \
         }                                                                                             \
     }                                                                                                 \
     kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_dq_blocks_##T(               \
@@ -266,7 +283,7 @@ UG_ATTENTION_KERNELS(bf16)
         const long n = min(q_len - i0, (long)UG_AR), row0 = bh * q_len + i0;                          \
         const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
         float qt[UG_ATTENTION_MAX_D * UG_AR], gt[UG_ATTENTION_MAX_D * UG_AR];                         \
-        float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], sc[UG_AR], dp[UG_AR];            \
+        float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], sc[UG_AR];            \
         for (int r = 0; r < UG_AR; r++) {                                                             \
             float sum = 0.0f;                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
@@ -282,26 +299,24 @@ UG_ATTENTION_KERNELS(bf16)
                 delta[delta_off + row0 + r] = sum;                                                    \
         }                                                                                             \
         const long keys = causal && i0 + n < kv_len ? i0 + n : kv_len;                                \
+        const float16 liv = vload16(0, li), div = vload16(0, di);                                     \
         for (long j = 0; j < keys; j++) {                                                             \
-            for (int r = 0; r < UG_AR; r++)                                                           \
-                sc[r] = dp[r] = 0.0f;                                                                 \
+            float16 scv = 0.0f, dpv = 0.0f;                                                           \
             for (long c = 0; c < d; c++) {                                                            \
-                const float kv = UG_LD_##T(kh, j * k_r + c), vv = UG_LD_##T(vh, j * v_r + c);         \
-                for (int r = 0; r < UG_AR; r++) {                                                     \
-                    sc[r] += qt[c * UG_AR + r] * kv;                                                  \
-                    dp[r] += gt[c * UG_AR + r] * vv;                                                  \
-                }                                                                                     \
+                scv += vload16(0, qt + c * UG_AR) * UG_LD_##T(kh, j * k_r + c);                       \
+                dpv += vload16(0, gt + c * UG_AR) * UG_LD_##T(vh, j * v_r + c);                       \
             }                                                                                         \
-            for (int r = 0; dropout > 0.0f && r < n; r++) /* apart: the loop below stays as without */ \
-                dp[r] *= UG_ATTENTION_KEEP(bh, i0 + r, j);                                            \
-            for (int r = 0; r < UG_AR; r++) {                                                         \
-                const float s = r < n ? UG_ATTENTION_SCORE(T, sc[r], i0 + r, j) : -INFINITY;          \
-                sc[r] = s == -INFINITY ? 0.0f : exp(s - li[r]) * (dp[r] - di[r]) * scale;             \
-            }                                                                                         \
-            for (long c = 0; c < d; c++) {                                                            \
-                const float kv = UG_LD_##T(kh, j * k_r + c);                                          \
+            if (dropout > 0.0f) {                                                                     \
                 for (int r = 0; r < UG_AR; r++)                                                       \
-                    acc[c * UG_AR + r] += sc[r] * kv;                                                 \
+                    sc[r] = r < n ? UG_ATTENTION_KEEP(bh, i0 + r, j) : 1.0f;                          \
+                dpv *= vload16(0, sc);                                                                \
+            }                                                                                         \
+            const float16 s = UG_ATTENTION_SCORES_ROWS(T, scv, i0, n, j);                             \
+            const int16 dead = s == (float16)(-INFINITY);                                             \
+            const float16 ds = select(exp(s - liv) * (dpv - div) * scale, (float16)0.0f, dead);       \
+            for (long c = 0; c < d; c++) {                                                            \
+                const float16 a = vload16(0, acc + c * UG_AR);                                        \
+                vstore16(a + ds * UG_LD_##T(kh, j * k_r + c), 0, acc + c * UG_AR);                    \
             }                                                                                         \
         }                                                                                             \
         for (long r = 0; r < n; r++)                                                                  \
@@ -324,7 +339,7 @@ UG_ATTENTION_KERNELS(bf16)
         const global UG_T_##T *qh = q + q_off + q_head;                                               \
         const global UG_T_##T *gh = dout + dout_off + o_head;                                         \
         float kt[UG_ATTENTION_MAX_D * UG_AR], vt[UG_ATTENTION_MAX_D * UG_AR];                         \
-        float gk[UG_ATTENTION_MAX_D * UG_AR], gv[UG_ATTENTION_MAX_D * UG_AR], sc[UG_AR], dp[UG_AR];   \
+        float gk[UG_ATTENTION_MAX_D * UG_AR], gv[UG_ATTENTION_MAX_D * UG_AR];                         \
         float z[UG_AR]; /* dropout's factors, where there is dropout */                               \
         for (int t = 0; t < UG_AR; t++)                                                               \
             for (long c = 0; c < d; c++) {                                                            \
@@ -333,34 +348,26 @@ UG_ATTENTION_KERNELS(bf16)
                 gk[c * UG_AR + t] = gv[c * UG_AR + t] = 0.0f;                                         \
             }                                                                                         \
         for (long i = causal ? j0 : 0; i < q_len; i++) {                                              \
-            for (int t = 0; t < UG_AR; t++)                                                           \
-                sc[t] = dp[t] = 0.0f;                                                                 \
+            float16 dots = 0.0f, dp = 0.0f;                                                           \
             for (long c = 0; c < d; c++) {                                                            \
-                const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);        \
-                for (int t = 0; t < UG_AR; t++) {                                                     \
-                    sc[t] += qv * kt[c * UG_AR + t];                                                  \
-                    dp[t] += gv1 * vt[c * UG_AR + t];                                                 \
-                }                                                                                     \
+                dots += UG_LD_##T(qh, i * q_r + c) * vload16(0, kt + c * UG_AR);                      \
+                dp += UG_LD_##T(gh, i * o_r + c) * vload16(0, vt + c * UG_AR);                        \
             }                                                                                         \
             const float li = lse[lse_off + bh * q_len + i], di = delta[delta_off + bh * q_len + i];   \
-            for (int t = 0; dropout > 0.0f && t < nk; t++) { /* apart: the loop below stays as without */ \
-                z[t] = UG_ATTENTION_KEEP(bh, i, j0 + t);                                              \
-                dp[t] *= z[t];                                                                        \
+            const float16 s = UG_ATTENTION_SCORES_KEYS(T, dots, i, j0, nk);                           \
+            float16 p = select(exp(s - li), (float16)0.0f, s == (float16)(-INFINITY));                \
+            if (dropout > 0.0f) {                                                                     \
+                for (int t = 0; t < UG_AR; t++)                                                       \
+                    z[t] = t < nk ? UG_ATTENTION_KEEP(bh, i, j0 + t) : 1.0f;                          \
+                dp *= vload16(0, z);                                                                  \
             }                                                                                         \
-            for (int t = 0; t < UG_AR; t++) {                                                         \
-                const float s = t < nk ? UG_ATTENTION_SCORE(T, sc[t], i, j0 + t) : -INFINITY;         \
-                const float p = s == -INFINITY ? 0.0f : exp(s - li);                                  \
-                sc[t] = p;                                                                            \
-                dp[t] = p * (dp[t] - di) * scale;                                                     \
-            }                                                                                         \
-            for (int t = 0; dropout > 0.0f && t < nk; t++)                                            \
-                sc[t] *= z[t];                                                                        \
+            const float16 ds = p * (dp - di) * scale;                                                 \
+            if (dropout > 0.0f)                                                                       \
+                p *= vload16(0, z);                                                                   \
             for (long c = 0; c < d; c++) {                                                            \
                 const float qv = UG_LD_##T(qh, i * q_r + c), gv1 = UG_LD_##T(gh, i * o_r + c);        \
-                for (int t = 0; t < UG_AR; t++) {                                                     \
-                    gv[c * UG_AR + t] += sc[t] * gv1;                                                 \
-                    gk[c * UG_AR + t] += dp[t] * qv;                                                  \
-                }                                                                                     \
+                vstore16(vload16(0, gv + c * UG_AR) + p * gv1, 0, gv + c * UG_AR);                    \
+                vstore16(vload16(0, gk + c * UG_AR) + ds * qv, 0, gk + c * UG_AR);                    \
             }                                                                                         \
         }                                                                                             \
         for (long t = 0; t < nk; t++)                                                                 \
