@@ -3,8 +3,9 @@
  * warm-up and cosine, clipping at 1.0) per device, as the trainer takes it
  * (ug_train_step) on 16 batches of random tokens kept on the device:
  * milliseconds per iteration, tokens per second, the plan's memory and the
- * pool's measured peak. On the cpu, PyTorch's same step (tools/torch_gpt.py,
- * a process of its own with 1 and with 2 threads) in alternating rounds,
+ * pool's measured peak, the devices in rounds taking turns, and each
+ * against the cpu; after the cpu in each round, PyTorch's same step
+ * (tools/torch_gpt.py, a process of its own with 1 and with 2 threads),
  * where the python has torch, and the ratio to its best. Then attention
  * alone at 1024 positions: the plan's activation memory fused and composed
  * (two products and a softmax). */
@@ -31,12 +32,12 @@ static void usage(FILE *out)
                  "                    [--no-torch]\n"
                  "Times the training step of examples/gpt.c's model in nanoGPT's CPU\n"
                  "configuration (4 layers, 4 heads, 128 channels, block 64, batch 12; AdamW,\n"
-                 "decay on matrices, clipping at 1.0) on each device, or the one named: ms per\n"
-                 "iteration, tokens/s, the plan's and the pool's peak memory. On the cpu,\n"
-                 "PyTorch's same step (" UG_BENCH_TORCH_GPT ") with 1 and 2 threads in\n"
-                 "rounds alternating with it (N rounds, default 3, of about S seconds each,\n"
-                 "default 2) where PATH (default /usr/bin/python3) has torch; --no-torch\n"
-                 "skips it.\n"
+                 "decay on matrices, clipping at 1.0) on each device, or the one named, in N\n"
+                 "rounds (default 3) of about S seconds (default 2) each device in turn: ms per\n"
+                 "iteration, tokens/s, the plan's and the pool's peak memory, and each device\n"
+                 "against the cpu. After the cpu in each round, PyTorch's same step\n"
+                 "(" UG_BENCH_TORCH_GPT ") with 1 and 2 threads, where PATH (default\n"
+                 "/usr/bin/python3) has torch; --no-torch skips it.\n"
                  "Then attention at 1024 positions: activation memory fused and composed.\n");
 }
 
@@ -236,58 +237,63 @@ int bench_gpt(int argc, char **argv)
     printf("%-12s %10s %10s %10s %10s\n", "device", "ms/iter", "tokens/s", "plan MiB", "peak MiB");
     fflush(stdout);
     const double tokens = BATCH * (double)model.block, mib = 1.0 / (1024.0 * 1024.0);
-    double ours[MAX_ROUNDS], theirs[2][MAX_ROUNDS], cpu_ms = 0.0;
+    /* Every device's step, then rounds in turn: each device once (and
+     * PyTorch after the cpu), so the ratios compare runs on the same
+     * machine at the same moment. */
+    ug_device *devices[MAX_DEVICES] = {0};
+    gpt_step steps[MAX_DEVICES] = {0};
+    ug_memory_stats before[MAX_DEVICES];
+    double ours[MAX_DEVICES][MAX_ROUNDS], theirs[2][MAX_ROUNDS], median[MAX_DEVICES];
     char version[64] = "";
-    int torch_rounds = 0, rc = 0;
+    int torch_rounds = 0, rc = 0, cpu = -1;
     for (int d = 0; d < count && rc == 0; d++) {
-        ug_device *device = NULL;
-        gpt_step s = {0};
-        ug_memory_stats before, after;
-        ug_graph_memory_info plan;
-        if (ug_device_open(ids[d], &device) != UG_OK || ug_memory_get_stats(device, &before) != UG_OK ||
-            ug_memory_reset_peak(device) != UG_OK || make_step(device, &model, &s) != UG_OK) {
+        if (ug_device_open(ids[d], &devices[d]) != UG_OK || ug_memory_get_stats(devices[d], &before[d]) != UG_OK ||
+            ug_memory_reset_peak(devices[d]) != UG_OK || make_step(devices[d], &model, &steps[d]) != UG_OK)
             rc = bench_fail(ids[d]);
-        } else {
-            const bool beside_torch = torch && !strcmp(ids[d], "cpu");
-            const int n = beside_torch ? (int)rounds : 1;
+        cpu = !strcmp(ids[d], "cpu") ? d : cpu;
+    }
+    torch = torch && cpu >= 0;
+    for (int r = 0; r < rounds && rc == 0; r++)
+        for (int d = 0; d < count && rc == 0; d++) {
             long reps = 0;
-            for (int r = 0; r < n && rc == 0; r++) {
-                if (!bench_time(run_step, sync_step, &s, r ? 1 : 3, beside_torch ? seconds : seconds * rounds,
-                                &ours[r], &reps))
-                    rc = bench_fail("the step");
-                else if (beside_torch && torch) {
-                    if (torch_step(python, 1, seconds, version, sizeof version, &theirs[0][r]) &&
-                        torch_step(python, 2, seconds, version, sizeof version, &theirs[1][r]))
-                        torch_rounds++;
-                    else
-                        torch = false;
-                }
-                bench_settle();
+            if (!bench_time(run_step, sync_step, &steps[d], r ? 1 : 3, seconds, &ours[d][r], &reps))
+                rc = bench_fail("the step");
+            else if (d == cpu && torch) {
+                if (torch_step(python, 1, seconds, version, sizeof version, &theirs[0][r]) &&
+                    torch_step(python, 2, seconds, version, sizeof version, &theirs[1][r]))
+                    torch_rounds++;
+                else
+                    torch = false;
             }
-            const double ms = bench_median(ours, n) * 1e3;
-            if (beside_torch)
-                cpu_ms = ms;
-            if (rc == 0 && (ug_graph_memory(ug_train_step_graph(s.step), &plan) != UG_OK ||
-                            ug_memory_get_stats(device, &after) != UG_OK))
-                rc = bench_fail("the memory figures");
-            if (rc == 0)
-                printf("%-12s %10.2f %10.0f %10.1f %10.1f\n", ids[d], ms, tokens / ms * 1e3,
-                       (double)plan.total_bytes * mib,
-                       (double)(after.peak_bytes_in_use - before.bytes_in_use) * mib);
-            fflush(stdout);
+            bench_settle();
         }
-        free_step(&s);
-        if (rc == 0 && d == 0) {
-            uint64_t fused = 0, composed = 0;
-            if (attention_activations(device, true, &fused) != UG_OK ||
-                attention_activations(device, false, &composed) != UG_OK)
-                rc = bench_fail("attention's plans");
-            else
-                printf("attention alone at 1024 positions (4 heads of 32, causal), the plan's\n"
-                       "  activations: fused %.2f MiB, composed %.2f MiB (x%.3f)\n",
-                       (double)fused * mib, (double)composed * mib, (double)fused / (double)composed);
-        }
-        ug_device_close(device);
+    for (int d = 0; d < count && rc == 0; d++) {
+        ug_memory_stats after;
+        ug_graph_memory_info plan;
+        median[d] = bench_median(ours[d], (int)rounds) * 1e3;
+        if (ug_graph_memory(ug_train_step_graph(steps[d].step), &plan) != UG_OK ||
+            ug_memory_get_stats(devices[d], &after) != UG_OK)
+            rc = bench_fail("the memory figures");
+        else
+            printf("%-12s %10.2f %10.0f %10.1f %10.1f\n", ids[d], median[d], tokens / median[d] * 1e3,
+                   (double)plan.total_bytes * mib, (double)(after.peak_bytes_in_use - before[d].bytes_in_use) * mib);
+    }
+    for (int d = 0; d < count && rc == 0 && cpu >= 0; d++)
+        if (d != cpu)
+            printf("%s / cpu: x%.2f per iteration (median of %ld rounds)\n", ids[d], median[d] / median[cpu], rounds);
+    if (rc == 0) {
+        uint64_t fused = 0, composed = 0;
+        if (attention_activations(devices[0], true, &fused) != UG_OK ||
+            attention_activations(devices[0], false, &composed) != UG_OK)
+            rc = bench_fail("attention's plans");
+        else
+            printf("attention alone at 1024 positions (4 heads of 32, causal), the plan's\n"
+                   "  activations: fused %.2f MiB, composed %.2f MiB (x%.3f)\n",
+                   (double)fused * mib, (double)composed * mib, (double)fused / (double)composed);
+    }
+    for (int d = 0; d < count; d++) {
+        free_step(&steps[d]);
+        ug_device_close(devices[d]);
     }
     if (rc == 0 && torch_rounds > 0) {
         double best = 0.0;
@@ -302,7 +308,7 @@ int bench_gpt(int argc, char **argv)
             }
         }
         printf("cpu / PyTorch's best (%d thread%s): x%.2f per iteration (median of %d rounds)\n", best_threads,
-               best_threads > 1 ? "s" : "", cpu_ms / best, torch_rounds);
+               best_threads > 1 ? "s" : "", median[cpu] / best, torch_rounds);
     }
     return rc;
 }
