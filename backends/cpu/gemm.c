@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/internal.h"
+#include "backends/gemm_helpers.h"
 
 /* cblas checks its arguments and prints to stderr when one is bad, so every
  * value is made valid here first. A leading dimension only matters with more

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backends/hip/internal.h"
+#include "backends/gemm_helpers.h"
 
 /* The few entry points used. Enums are passed as int (same ABI); status 0
  * is success in rocBLAS, hipBLAS and cuBLAS alike. */

@@ -11,6 +11,7 @@
 #include <clblast_c.h>
 
 #include "backends/opencl/internal.h"
+#include "backends/gemm_helpers.h"
 
 static ug_status clblast_fail(const char *call, CLBlastStatusCode code, const ug_gemm_args *a)
 {
