@@ -24,6 +24,19 @@ static double mask_at(int64_t i, int64_t j)
     return (i + 2 * j) % 5 == 1 ? -INFINITY : 0.25 * (double)((i * 3 + j) % 4) - 0.3;
 }
 
+/* mask_at as a [rows, keys] tensor of dt (with triangle: -inf where the
+ * causal mask hides a key too, and 0 elsewhere without masked). */
+static ug_tensor *mask_tensor(ug_device *dev, ug_dtype dt, int64_t rows, int64_t keys, bool masked, bool triangle)
+{
+    const int64_t ms[2] = {rows, keys};
+    double *m = th_alloc((size_t)(rows * keys) * sizeof *m);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < keys; j++)
+            m[i * keys + j] = triangle && j > i ? -INFINITY : masked ? mask_at(i, j) : 0.0;
+    th_round_to(dt, m, rows * keys);
+    return th_tensor(dev, dt, 2, ms, m);
+}
+
 /* The double reference: y = softmax(scale q k^T + mask) v per (b, h), and
  * given w = d loss / d y, the gradients of q, k and v (gq, gk, gv: NULL
  * when not wanted). z (NULL: none) is dropout's factor for each
@@ -154,24 +167,12 @@ static void check_eager(ug_device *dev, const attn_case *c, ug_dtype dt)
     ug_tensor *tv = cf_input(dev, dt, &ks, v, false, &plain), *tm = NULL;
     REQUIRE(tq && tk && tv);
     if (c->masked || c->causal) { /* the composed path's mask: the causal triangle folded in */
-        const int64_t ms[2] = {c->rows, c->keys};
-        double *m = th_alloc((size_t)(c->rows * c->keys) * sizeof *m);
-        for (int64_t i = 0; i < c->rows; i++)
-            for (int64_t j = 0; j < c->keys; j++)
-                m[i * c->keys + j] = (c->causal && j > i) ? -INFINITY : c->masked ? mask_at(i, j) : 0.0;
-        th_round_to(dt, m, c->rows * c->keys);
-        tm = th_tensor(dev, dt, 2, ms, m);
+        tm = mask_tensor(dev, dt, c->rows, c->keys, c->masked, c->causal);
         REQUIRE(tm);
     }
     ug_tensor *fused_mask = NULL;
     if (c->masked) { /* the same mask without the triangle: causal says that */
-        const int64_t ms[2] = {c->rows, c->keys};
-        double *m = th_alloc((size_t)(c->rows * c->keys) * sizeof *m);
-        for (int64_t i = 0; i < c->rows; i++)
-            for (int64_t j = 0; j < c->keys; j++)
-                m[i * c->keys + j] = mask_at(i, j);
-        th_round_to(dt, m, c->rows * c->keys);
-        fused_mask = th_tensor(dev, dt, 2, ms, m);
+        fused_mask = mask_tensor(dev, dt, c->rows, c->keys, true, false);
         REQUIRE(fused_mask);
     }
     double *want = th_alloc((size_t)cf_numel(&qs) * sizeof *want);
@@ -277,13 +278,7 @@ static void check_packed_eager(ug_device *dev, const attn_case *c, ug_dtype dt)
         REQUIRE(tp[i]);
     }
     if (c->masked) {
-        const int64_t ms[2] = {c->rows, c->rows};
-        double *m = th_alloc((size_t)(c->rows * c->rows) * sizeof *m);
-        for (int64_t i = 0; i < c->rows; i++)
-            for (int64_t j = 0; j < c->rows; j++)
-                m[i * c->rows + j] = mask_at(i, j);
-        th_round_to(dt, m, c->rows * c->rows);
-        mask = th_tensor(dev, dt, 2, ms, m);
+        mask = mask_tensor(dev, dt, c->rows, c->rows, true, false);
         REQUIRE(mask);
     }
     double *heads = th_alloc((size_t)n * sizeof *heads), *want = th_alloc((size_t)n * sizeof *want);
@@ -336,13 +331,7 @@ static void eager_dropout(ug_device *dev, const attn_case *c, ug_dtype dt)
     ug_tensor *mask = NULL;
     REQUIRE(tq && tk && tv && draw);
     if (c->masked) {
-        const int64_t ms[2] = {c->rows, c->keys};
-        double *m = th_alloc((size_t)(c->rows * c->keys) * sizeof *m);
-        for (int64_t i = 0; i < c->rows; i++)
-            for (int64_t j = 0; j < c->keys; j++)
-                m[i * c->keys + j] = mask_at(i, j);
-        th_round_to(dt, m, c->rows * c->keys);
-        mask = th_tensor(dev, dt, 2, ms, m);
+        mask = mask_tensor(dev, dt, c->rows, c->keys, true, false);
         REQUIRE(mask);
     }
     const uint64_t seed = 0x5eed;
