@@ -202,8 +202,10 @@ static ug_status attention_grad_infer(const ug_op *op, int nin, const ug_meta *i
 static ug_status attention_grad_launch(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in)
 {
     const int nqkv = qkv_inputs(op);
-    const ug_tensor *forward_in[4] = {in[1], in[2], in[3], NULL};
-    forward_in[nqkv] = in[3 + nqkv]; /* the mask, or NULL */
+    const ug_tensor *forward_in[4] = {NULL}; /* q, k, v (or qkv), then the mask or NULL */
+    for (int i = 0; i < nqkv; i++)
+        forward_in[i] = in[1 + i];
+    forward_in[nqkv] = in[3 + nqkv];
     ug_attention_args a;
     UG_TRY(attention_args(op, forward_in, &a));
     a.backward = true;
