@@ -288,11 +288,11 @@ typedef struct ug_xent_args {
  * and, without rms, mean[rows], each only where given.
  * Backward (dx.mem != NULL): with g = dy * gamma (dy where gamma is
  * absent), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), rms dropping
- * the mean(g) term; reads dy, x, rstd, gamma and, without rms, mean.
- * gamma's and beta's own gradients are not this family's (the core sums
- * dy * xhat and dy over the rows). */
+ * the mean(g) term; reads dy, x, rstd, gamma and, without rms, mean;
+ * with terms.mem set, also terms = dy * xhat [rows, cols], which the core
+ * sums over the rows for gamma's gradient (and dy for beta's). */
 typedef struct ug_layernorm_args {
-    ug_kview x, y, gamma, beta, mean, rstd, dy, dx;
+    ug_kview x, y, gamma, beta, mean, rstd, dy, dx, terms;
     int64_t rows, cols;
     float eps;
     bool rms;
@@ -711,7 +711,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 21
+#define UG_BACKEND_INTERFACE_REVISION 22
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

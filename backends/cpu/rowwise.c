@@ -280,7 +280,7 @@ ug_status ug_cpu_cross_entropy(ug_bdev *dev, const ug_xent_args *args)
 typedef struct ln_job {
     const ug_layernorm_args *args;
     const float *x, *gamma, *beta, *dy;
-    float *y, *mean, *rstd, *dx;
+    float *y, *mean, *rstd, *dx, *terms;
 } ln_job;
 
 UG_CPU_WIDE
@@ -335,6 +335,9 @@ static void layernorm_bwd_range(void *vjob, int64_t r0, int64_t r1)
             float xhat = (x[c] - mean) * rstd;
             dx[c] = rstd * (g - mg - xhat * mgx);
         }
+        float *terms = j->terms ? j->terms + r * cols : NULL;
+        for (int64_t c = 0; terms && c < cols; c++)
+            terms[c] = dy[c] * ((x[c] - mean) * rstd);
     }
 }
 
@@ -353,7 +356,8 @@ ug_status ug_cpu_layernorm(ug_bdev *dev, const ug_layernorm_args *args)
     ln_job j = {.args = args, .x = opt_f32(args->x), .gamma = opt_f32(args->gamma),
                 .beta = opt_f32(args->beta), .dy = opt_f32(args->dy),
                 .y = (float *)opt_f32(args->y), .mean = (float *)opt_f32(args->mean),
-                .rstd = (float *)opt_f32(args->rstd), .dx = (float *)opt_f32(args->dx)};
+                .rstd = (float *)opt_f32(args->rstd), .dx = (float *)opt_f32(args->dx),
+                .terms = (float *)opt_f32(args->terms)};
     ug_cpu_parallel_for(dev->workers, args->rows, row_grain(args->cols),
                         backward ? layernorm_bwd_range : layernorm_fwd_range, &j);
     return UG_OK;

@@ -81,6 +81,7 @@ ug_status ug_hip_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
     k.mean = (float *)ug_hip_ptr(&a->mean);
     k.rstd = (float *)ug_hip_ptr(&a->rstd);
     k.dx = (float *)ug_hip_ptr(&a->dx);
+    k.terms = (float *)ug_hip_ptr(&a->terms);
     k.rows = a->rows;
     k.cols = a->cols;
     k.eps = a->eps;

@@ -163,10 +163,14 @@ ug_status ug_opencl_layernorm(ug_bdev *dev, const ug_layernorm_args *a)
     cl_mem dx = (cl_mem)a->dx.mem, dy = (cl_mem)a->dy.mem;
     cl_ulong dxoff = (cl_ulong)a->dx.offset, dyoff = (cl_ulong)a->dy.offset;
     cl_int flags = (a->gamma.mem ? UG_OPENCL_LN_GAMMA : 0) | (a->rms ? UG_OPENCL_LN_RMS : 0);
+    cl_int has_terms = a->terms.mem != NULL;
+    cl_mem terms = has_terms ? (cl_mem)a->terms.mem : dx; /* dx bound in its place, never written */
+    cl_ulong toff = has_terms ? (cl_ulong)a->terms.offset : 0;
     ug_opencl_arg args[] = {UG_OPENCL_ARG(dx),    UG_OPENCL_ARG(dxoff), UG_OPENCL_ARG(dy),
                             UG_OPENCL_ARG(dyoff), UG_OPENCL_ARG(x),     UG_OPENCL_ARG(xoff),
                             UG_OPENCL_ARG(mean),  UG_OPENCL_ARG(moff),  UG_OPENCL_ARG(rstd),
                             UG_OPENCL_ARG(roff),  UG_OPENCL_ARG(gamma), UG_OPENCL_ARG(gmoff),
-                            UG_OPENCL_ARG(cols),  UG_OPENCL_ARG(flags)};
-    return launch_rows(dev, UG_OPENCL_LAYERNORM_BWD, UG_F32, a->rows, a->cols, args, 14);
+                            UG_OPENCL_ARG(cols),  UG_OPENCL_ARG(flags), UG_OPENCL_ARG(terms),
+                            UG_OPENCL_ARG(toff),  UG_OPENCL_ARG(has_terms)};
+    return launch_rows(dev, UG_OPENCL_LAYERNORM_BWD, UG_F32, a->rows, a->cols, args, 17);
 }

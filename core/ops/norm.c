@@ -240,8 +240,8 @@ static ug_status layernorm_infer(const ug_op *op, int nin, const ug_meta *in, ug
 }
 
 /* Forward (in: x, [gamma], [beta]; out: y, [mean], rstd) and backward (in:
- * dy, x, [mean], rstd, [gamma]; out: dx) share the kernel; mean is absent
- * in RMSNorm, gamma and beta where not given. */
+ * dy, x, [mean], rstd, [gamma]; out: dx, [dy * xhat]) share the kernel;
+ * mean is absent in RMSNorm, gamma and beta where not given. */
 static ug_status layernorm_run(const ug_op *op, ug_tensor *const *out, const ug_tensor *const *in,
                                bool backward)
 {
@@ -261,6 +261,8 @@ static ug_status layernorm_run(const ug_op *op, ug_tensor *const *out, const ug_
         if (has_gamma)
             args.gamma = ug_kview_of(in[k]);
         args.dx = ug_kview_of(out[0]);
+        if (op->p.layernorm.terms)
+            args.terms = ug_kview_of(out[1]);
     } else {
         if (has_gamma)
             args.gamma = ug_kview_of(in[1]);
@@ -288,10 +290,13 @@ static ug_status layernorm_grad_launch(const ug_op *op, ug_tensor *const *out,
 static ug_status layernorm_grad_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out,
                                       int *nout)
 {
-    (void)op;
     (void)nin;
-    (void)nout;
     out[0] = in[1];
+    if (op->p.layernorm.terms) { /* dy * xhat as [rows, cols] */
+        const int64_t cols = in[1].shape[in[1].ndim - 1];
+        out[1] = (ug_meta){.dtype = UG_F32, .ndim = 2, .shape = {ug_shape_numel(in[1].ndim, in[1].shape) / cols, cols}};
+        *nout = 2;
+    }
     return UG_OK;
 }
 
@@ -311,9 +316,12 @@ static ug_status layernorm_backward(ug_graph *g, const ug_op_node *n, ug_value *
     const ug_meta m = ug_value_meta(x);
     int64_t rows = ug_shape_numel(m.ndim, m.shape) / cols;
     int64_t flat[2] = {rows, cols}, column[2] = {rows, 1};
+    /* With x's gradient, gamma's terms dy * xhat come from the same pass. */
+    ug_value *terms = NULL;
     if (ug_grad_needed(x)) {
         ug_op op = {.def = &ug_op_layernorm_grad, .name = rms ? "rmsnorm backward" : "layernorm backward",
                     .p.layernorm = n->op->p.layernorm};
+        op.p.layernorm.terms = gamma && ug_grad_needed(gamma);
         ug_value *in[5] = {gy, x}, *dx = NULL;
         int nin = 2;
         if (mean)
@@ -323,12 +331,17 @@ static ug_status layernorm_backward(ug_graph *g, const ug_op_node *n, ug_value *
             in[nin++] = gamma;
         UG_TRY(ug_op_graph(g, &op, nin, in, &dx));
         UG_TRY(ug_grad_give(g, x, dx));
+        if (op.p.layernorm.terms)
+            terms = ug_saved_of(dx, 0);
     }
     /* dgamma = sum over rows of dy * xhat, dbeta = sum over rows of dy. */
     ug_value *gy2 = NULL, *x2 = NULL, *m2 = NULL, *r2 = NULL, *centered = NULL, *xhat = NULL;
     ug_value *prod = NULL, *dgamma = NULL, *dbeta = NULL;
     UG_TRY(ug_g_reshape(g, gy, 2, flat, &gy2));
-    if (gamma && ug_grad_needed(gamma)) {
+    if (terms) {
+        UG_TRY(ug_g_reduce_axes(g, terms, UG_RKERNEL_SUM, 0, false, false, &dgamma));
+        UG_TRY(ug_grad_give(g, gamma, dgamma));
+    } else if (gamma && ug_grad_needed(gamma)) {
         UG_TRY(ug_g_reshape(g, x, 2, flat, &x2));
         UG_TRY(ug_g_reshape(g, rstd, 2, column, &r2));
         centered = x2;

@@ -227,8 +227,9 @@ struct ug_op {
          * ignore: rows whose label is ignore_index count for nothing. */
         struct { float smoothing; bool ignore; int64_t ignore_index; const ug_run_state *seed; } xent;
         /* rms: RMSNorm (no mean, no beta); gamma, beta: those inputs
-         * given (x's, then gamma's, then beta's: no beta without gamma) */
-        struct { float eps; bool rms, gamma, beta; } layernorm;
+         * given (x's, then gamma's, then beta's: no beta without gamma);
+         * terms: the gradient also gives dy * xhat, gamma's terms */
+        struct { float eps; bool rms, gamma, beta, terms; } layernorm;
         struct { const ug_optim_source *source; int param_index; } optim;
         /* the backward pass's first gradient: 1, or the loss scale */
         struct { const ug_run_state *run; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;

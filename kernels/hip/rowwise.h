@@ -145,7 +145,7 @@ __global__ void ug_xent_kernel(xent_k k)
 /* rms: RMSNorm, the mean taken as 0 (neither computed nor read). */
 typedef struct layernorm_k {
     const float *x, *gamma, *beta, *dy;
-    float *y, *mean, *rstd, *dx;
+    float *y, *mean, *rstd, *dx, *terms; /* terms: NULL, or dy * xhat written */
     int64_t rows, cols;
     float eps;
     bool rms;
@@ -206,6 +206,8 @@ __global__ void ug_layernorm_bwd_kernel(layernorm_k k)
         for (int64_t c = threadIdx.x; c < k.cols; c += blockDim.x) {
             const float g = dy[c] * (k.gamma ? k.gamma[c] : 1.0f);
             dx[c] = rstd * (g - mg - (x[c] - mean) * rstd * mgx);
+            if (k.terms)
+                k.terms[r * k.cols + c] = dy[c] * ((x[c] - mean) * rstd);
         }
     }
 }

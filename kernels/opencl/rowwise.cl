@@ -202,12 +202,14 @@ kernel void layernorm_fwd(global float *y, ulong yoff, const global float *x, ul
 }
 
 /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
- * xhat = (x - mean) rstd. flags: UG_LN_GAMMA given; UG_LN_RMS: RMSNorm,
- * mean 0 (not read) and no mean(g) term. */
+ * xhat = (x - mean) rstd; with has_terms, terms = dy xhat too. flags:
+ * UG_LN_GAMMA given; UG_LN_RMS: RMSNorm, mean 0 (not read) and no mean(g)
+ * term. */
 kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy, ulong dyoff,
                           const global float *x, ulong xoff, const global float *mean,
                           ulong moff, const global float *rstd, ulong roff,
-                          const global float *gamma, ulong gmoff, long cols, int flags)
+                          const global float *gamma, ulong gmoff, long cols, int flags,
+                          global float *terms, ulong toff, int has_terms)
 {
     local float buf[UG_WG];
     const long r = get_group_id(0);
@@ -227,5 +229,7 @@ kernel void layernorm_bwd(global float *dx, ulong dxoff, const global float *dy,
         const float g = (flags & UG_LN_GAMMA) ? dy[dyb + c] * gamma[gmoff + c] : dy[dyb + c];
         const float xhat = (x[xb + c] - mu) * rs;
         dx[dxb + c] = rs * (g - mg - xhat * mgx);
+        if (has_terms)
+            terms[toff + r * cols + c] = dy[dyb + c] * xhat;
     }
 }
