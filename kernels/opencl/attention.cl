@@ -283,7 +283,7 @@ UG_ATTENTION_SCORES_FN(bf16)
         const long n = min(q_len - i0, (long)UG_AR), row0 = bh * q_len + i0;                          \
         const global UG_T_##T *kh = k + k_off + k_head, *vh = v + v_off + v_head;                     \
         float qt[UG_ATTENTION_MAX_D * UG_AR], gt[UG_ATTENTION_MAX_D * UG_AR];                         \
-        float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], sc[UG_AR];            \
+        float acc[UG_ATTENTION_MAX_D * UG_AR], li[UG_AR], di[UG_AR], z[UG_AR];             \
         for (int r = 0; r < UG_AR; r++) {                                                             \
             float sum = 0.0f;                                                                         \
             for (long c = 0; c < d; c++) {                                                            \
@@ -308,8 +308,8 @@ UG_ATTENTION_SCORES_FN(bf16)
             }                                                                                         \
             if (dropout > 0.0f) {                                                                     \
                 for (int r = 0; r < UG_AR; r++)                                                       \
-                    sc[r] = r < n ? UG_ATTENTION_KEEP(bh, i0 + r, j) : 1.0f;                          \
-                dpv *= vload16(0, sc);                                                                \
+                    z[r] = r < n ? UG_ATTENTION_KEEP(bh, i0 + r, j) : 1.0f;                           \
+                dpv *= vload16(0, z);                                                                 \
             }                                                                                         \
             const float16 s = UG_ATTENTION_SCORES_ROWS(T, scv, i0, n, j);                             \
             const int16 dead = s == (float16)(-INFINITY);                                             \
