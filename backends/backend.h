@@ -531,9 +531,10 @@ typedef struct ug_attention_layout {
  * (written to delta, f32 [batch, heads, q_len]), p recomputed as exp(s -
  * lse), dv_j = sum_i p z dout_i, ds[i, j] = p (z dout_i . v_j - delta_i),
  * dq_i = scale sum_j ds[i, j] k_j, dk_j = scale sum_i ds[i, j] q_i; each
- * written once (no atomics: the same bits on every run). */
+ * written once. deterministic (ug_deterministic()): the same bits on every
+ * run, and no path chosen by timing. */
 typedef struct ug_attention_args {
-    bool backward, causal;
+    bool backward, causal, deterministic;
     float scale, dropout;
     uint64_t seed, offset;
     ug_kview q, k, v, o, lse, mask, runs;
@@ -711,7 +712,7 @@ typedef struct ug_backend {
  * kernels/common/elementwise.h), so a module built from other sources is
  * refused; bump the revision for a change of meaning that keeps every
  * size. */
-#define UG_BACKEND_INTERFACE_REVISION 22
+#define UG_BACKEND_INTERFACE_REVISION 23
 #define UG_FAMILY_SIGNATURE_(ctx, NAME, slot, args) +(UG_KERNEL_##NAME + 1) * (int)sizeof(args)
 #define UG_BACKEND_INTERFACE_VERSION                                                          \
     (UG_BACKEND_INTERFACE_REVISION * 1000000 +                                               \

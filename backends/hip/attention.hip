@@ -1,6 +1,8 @@
-/* Launching the attention family (kernels/hip/attention.h): one thread per
- * query row forward; backward, one per query row (delta and dq), then one
- * per key row (dk and dv), queued in order on the stream. */
+/* The attention family: the library's fused attention or the module's own
+ * kernels, per pass and shape (attention_choice.cpp), and the own kernels
+ * (kernels/hip/attention.h): one thread per query row forward; backward,
+ * one per query row (delta and dq), then one per key row (dk and dv),
+ * queued in order on the stream. */
 #include "backends/hip/launchers.h"
 #include "kernels/hip/attention.h"
 
@@ -8,6 +10,16 @@
 enum { ATTENTION_BLOCK = 64 };
 
 ug_status ug_hip_attention(ug_bdev *dev, const ug_attention_args *a)
+{
+    if (a->batch * a->heads <= 0)
+        return UG_OK;
+    UG_BACKEND_TRY(ug_hip_enter(dev));
+    if (ug_hip_attention_path(dev, a) == UG_HIP_ATTENTION_LIBRARY)
+        return ug_hip_library_attention(dev, a);
+    return ug_hip_attention_own(dev, a);
+}
+
+ug_status ug_hip_attention_own(ug_bdev *dev, const ug_attention_args *a)
 {
     attention_k k;
     memset(&k, 0, sizeof k);

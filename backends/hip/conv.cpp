@@ -230,6 +230,14 @@ static ug_status queue_handle(ug_bdev *dev, const ug_hip_conv_library *lib, void
     return UG_OK;
 }
 
+ug_status ug_hip_dnn_handle(ug_bdev *dev, void **out)
+{
+    const ug_hip_conv_library *lib = library();
+    if (!lib)
+        return ug_hip_host->set_error(UG_ERR_UNSUPPORTED, "%s: %s", UG_HIP_BACKEND, g_why);
+    return queue_handle(dev, lib, out);
+}
+
 void ug_hip_conv_close(ug_hip_queue *q)
 {
     if (q->dnn)
@@ -378,7 +386,8 @@ static void append(void *ctx, const char *line)
     }
 }
 
-/* Lists the GEMM choices (gemm_choice.cpp), then the device's convolution
+/* Lists the GEMM and attention choices (gemm_choice.cpp,
+ * attention_choice.cpp), then the device's convolution
  * plans of this process and the choices its cache file holds (any
  * process's): nothing is timed again here, as a plan's answer must never
  * change while graphs hold its workspace. */
@@ -389,6 +398,7 @@ ug_status ug_hip_autotune(ug_bdev *dev, char *report, size_t report_len)
         report[0] = '\0';
     report_text gemms = {report, report_len, 0};
     ug_hip_gemm_report(dev, append, &gemms);
+    ug_hip_attention_report(dev, append, &gemms);
     size_t used = gemms.used;
 #define SAY(...)                                                                        \
     do {                                                                                \

@@ -38,7 +38,8 @@ typedef struct ug_hip_queue {
     size_t scratch_bytes;
     void *retired[40];    /* scratch outgrown, kept for the captured graphs that name it */
     int retired_count;
-    void *dnn;            /* convolution library handle (conv.cpp), made at first use */
+    void *dnn;            /* the DNN library's handle (conv.cpp), made at first use */
+    void *attention_plans; /* the library's attention plans on dnn (attention_cudnn.cpp) */
     /* Counts of a launch's finished blocks, for kernels whose last block
      * to finish completes the work (a split GEMM's tiles, gemm_own.hip; the
      * cross-entropy's mean, rowwise.hip); each kernel leaves them 0. */
@@ -52,10 +53,11 @@ struct ug_bstream {
     ug_bstream *next;     /* the device's list */
 };
 
-/* The device's convolution plans (conv.cpp) and GEMM choices
- * (gemm_choice.cpp). */
+/* The device's convolution plans (conv.cpp), GEMM choices
+ * (gemm_choice.cpp) and attention choices (attention_choice.cpp). */
 typedef struct ug_hip_convs ug_hip_convs;
 typedef struct ug_hip_gemms ug_hip_gemms;
+typedef struct ug_hip_attentions ug_hip_attentions;
 
 struct ug_bdev {
     int index;            /* the module's device index */
@@ -66,6 +68,7 @@ struct ug_bdev {
     ug_bstream *streams;  /* side streams */
     ug_hip_convs *convs;
     ug_hip_gemms *gemms;
+    ug_hip_attentions *attentions;
 };
 
 /* Set by the module entry; every error goes through it. */
@@ -186,6 +189,30 @@ const char *ug_hip_conv_path(void);
 ug_conv_plan_fn ug_hip_conv_plan;
 ug_conv2d_fn ug_hip_conv2d;
 ug_autotune_fn ug_hip_autotune;
+
+/* The queue's DNN library handle (cuDNN, MIOpen), made at its first use;
+ * UG_ERR_UNSUPPORTED where the library is not loaded. */
+ug_status ug_hip_dnn_handle(ug_bdev *dev, void **out);
+
+/* attention.hip: the module's own attention kernels. */
+ug_status ug_hip_attention_own(ug_bdev *dev, const ug_attention_args *a);
+/* attention_cudnn.cpp: the library's fused attention (cuDNN's, in the CUDA
+ * flavour). Why it cannot take a (a type, head size, layout, mask or
+ * dropout it lacks, or no library), or NULL where it may; a graph it still
+ * refuses when planned makes ug_hip_library_attention return
+ * UG_ERR_UNSUPPORTED. Plans are made per queue at a shape's first run. */
+const char *ug_hip_library_attention_refusal(const ug_attention_args *a);
+ug_status ug_hip_library_attention(ug_bdev *dev, const ug_attention_args *a);
+/* "cuDNN 9.10.2", or "none (why)". */
+const char *ug_hip_library_attention_version(void);
+void ug_hip_attention_plans_close(ug_hip_queue *q);
+/* attention_choice.cpp: own kernels or the library per pass and shape,
+ * timed once and cached like the GEMMs. */
+enum { UG_HIP_ATTENTION_OWN, UG_HIP_ATTENTION_LIBRARY, UG_HIP_ATTENTION_PATHS };
+ug_status ug_hip_attentions_open(ug_bdev *dev, const char *device_key);
+void ug_hip_attentions_close(ug_bdev *dev);
+int ug_hip_attention_path(ug_bdev *dev, const ug_attention_args *a);
+void ug_hip_attention_report(ug_bdev *dev, void (*say)(void *ctx, const char *line), void *ctx);
 
 /* memory.cpp */
 ug_alloc_fn ug_hip_alloc;

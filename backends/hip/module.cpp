@@ -315,8 +315,11 @@ static ug_status ug_hip_device_open(int index, ug_bdev **out)
     if (st == UG_OK)
         st = ug_hip_gemms_open(dev, key);
     if (st == UG_OK)
+        st = ug_hip_attentions_open(dev, key);
+    if (st == UG_OK)
         st = ug_hip_queue_open(dev, &dev->main);
     if (st != UG_OK) {
+        ug_hip_attentions_close(dev);
         ug_hip_gemms_close(dev);
         ug_hip_convs_close(dev);
         free(dev);
@@ -339,6 +342,7 @@ static void ug_hip_device_close(ug_bdev *dev)
     }
     ug_hip_convs_close(dev);
     ug_hip_gemms_close(dev);
+    ug_hip_attentions_close(dev);
     pthread_mutex_destroy(&dev->streams_lock);
     (void)hipGetLastError();
     pthread_mutex_lock(&g_lock);

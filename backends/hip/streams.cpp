@@ -44,6 +44,7 @@ void ug_hip_queue_close(ug_hip_queue *q)
 {
     (void)hipStreamSynchronize(q->stream);
     ug_hip_blas_close(q);
+    ug_hip_attention_plans_close(q); /* before the handle they were made on */
     ug_hip_conv_close(q);
     if (q->scratch)
         (void)hipFree(q->scratch);

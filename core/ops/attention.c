@@ -8,6 +8,7 @@
 
 #include "core/ops/op.h"
 #include "unigrad/attention.h"
+#include "unigrad/conv.h" /* ug_deterministic */
 
 /* The heads of an attention op's operands. */
 typedef struct attn_shape {
@@ -143,7 +144,8 @@ static ug_status attention_args(const ug_op *op, const ug_tensor *const *in, ug_
         m[i] = ug_meta_of_tensor(in[i]);
     attn_shape s;
     UG_TRY(check_attention(op, n, m, &s));
-    *a = (ug_attention_args){.causal = op->p.attention.causal, .scale = op->p.attention.scale,
+    *a = (ug_attention_args){.causal = op->p.attention.causal, .deterministic = ug_deterministic(),
+                             .scale = op->p.attention.scale,
                              .batch = s.batch, .heads = s.heads, .q_len = s.q_len, .kv_len = s.kv_len,
                              .head_dim = s.d};
     if (packed(op)) { /* row t of batch entry b: q's heads, then k's, then v's */

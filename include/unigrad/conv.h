@@ -50,9 +50,11 @@ UG_API int64_t ug_conv_output_size(int64_t in, int kernel, int stride, int paddi
  * in the environment) skips the timing and takes fixed algorithms that give
  * the same bits on every run (no atomic accumulation), at some cost in
  * speed. It applies to convolutions planned after the call and to matrix
- * products run after it: on CUDA and HIP devices these go through the
- * vendor BLAS rather than whichever path timed faster. Every other path of
- * the library is deterministic already. */
+ * products and attention run after it: on CUDA and HIP devices products go
+ * through the vendor BLAS and attention through the library's own kernels
+ * rather than whichever path timed faster (cuDNN's attention gradient sums
+ * in an order that varies). Every other path of the library is
+ * deterministic already. */
 UG_API void ug_set_deterministic(bool enabled);
 UG_API bool ug_deterministic(void);
 

@@ -83,6 +83,9 @@ struct cf_grad_case {
     /* Fixed values of a parameter (numel of its shape), used instead of
      * random ones where they matter (ties in a max pool). */
     const double *values[CF_MAX_PARAMS];
+    /* The bound on y's and the gradients' normalised squared error; 0:
+     * f32's (a case computing in f16 or bf16 sets its type's). */
+    double tol;
 };
 
 /* Builds the case as a model whose parameters are p, loss = sum(y * w)

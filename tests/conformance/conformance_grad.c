@@ -120,7 +120,7 @@ void cf_check_grad(ug_device *dev, const cf_grad_case *c)
     c->ref(c, (const double *const *)host, w, y_dev, y_ref, g_ref);
     for (int64_t i = 0; i < ny; i++)
         y_got[i] = y_dev[i];
-    th_compare("forward", y_got, y_ref, ny, TH_TOL_F32);
+    th_compare("forward", y_got, y_ref, ny, c->tol ? c->tol : TH_TOL_F32);
     for (int i = 0; i < c->count; i++) {
         const int64_t n = cf_numel(&c->p[i].shape);
         CHECK_EQ_I64(ts_value_numel(grad[i]), n);
@@ -133,7 +133,7 @@ void cf_check_grad(ug_device *dev, const cf_grad_case *c)
         }
         char what[48];
         snprintf(what, sizeof what, "gradient of operand %d", i);
-        th_compare(what, got, g_ref[i], n, CF_TOL_GRAD);
+        th_compare(what, got, g_ref[i], n, c->tol ? c->tol : CF_TOL_GRAD);
         CHECK_MSG(energy > 0.0, "operand %d: the reference gradient is zero (a useless case)", i);
     }
 }

@@ -33,7 +33,7 @@
 #define ST_SUCCESS 0
 #define ST_BAD_PARAM 2000
 #define ST_NOT_SUPPORTED 3000
-#define FAKE_VERSION 90102 /* 9.1.2 */
+#define FAKE_VERSION 91900 /* 9.19.0 */
 #define FAKE_FLOAT 0
 #define FAKE_NCHW 0
 #define FAKE_CROSS_CORRELATION 1
@@ -117,6 +117,15 @@ int cudnnSetStream(void *handle, void *stream)
     h->stream = stream;
     return ST_SUCCESS;
 }
+/* For the graph API (fake_cudnn_graph.c). */
+bool ug_fake_cudnn_stream_of(void *handle, void **stream)
+{
+    const object *h = as(handle, HANDLE);
+    if (h)
+        *stream = h->stream;
+    return h != NULL;
+}
+
 int cudnnCreateTensorDescriptor(void **d) { return create(d, TENSOR); }
 int cudnnDestroyTensorDescriptor(void *d) { return destroy(d, TENSOR); }
 int cudnnCreateFilterDescriptor(void **d) { return create(d, FILTER_DESC); }

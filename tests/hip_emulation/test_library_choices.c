@@ -39,7 +39,18 @@
  *   run every product through cuBLAS;
  * - with UG_GEMM=own the own kernels alone are timed, cuBLAS never called;
  * - a graph's product is timed at its launched first run, and the runs
- *   captured and replayed after it give the same bits. */
+ *   captured and replayed after it give the same bits.
+ *
+ * Attention (attention_choice.cpp, attention_cudnn.cpp through the stand-in
+ * cuDNN's graph API, fake_cudnn_graph.c): the child runs causal attention
+ * on [2, 2, 32, 16] (against a double reference).
+ * - in f16 the first process times the own kernels against the library's
+ *   graph (made once: a warm-up and three timed runs of each), runs the
+ *   faster, and caches the choice; a second process takes it untimed;
+ * - deterministic mode and UG_ATTENTION=own keep it off the library,
+ *   untimed and uncached; UG_ATTENTION=cudnn runs it there, untimed;
+ * - f32, which cuDNN's fused attention lacks, never reaches the library;
+ * - nothing refused, no descriptor left after the device closes. */
 #define _GNU_SOURCE /* RTLD_NOLOAD, setenv, mkdtemp */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -230,6 +241,75 @@ static int gemm_child(void)
     return rc;
 }
 
+/* q, k, v [2, 2, 32, 16] of dtype dt, causal: o against the double
+ * reference; then the report and the stand-in cuDNN graph API's counters. */
+static int attention_child(ug_dtype dt)
+{
+    ug_set_warning_handler(print_warning, NULL);
+    enum { B = 2, H = 2, T = 32, D = 16, N = B * H * T * D };
+    static float in[3][N], o[N];
+    static double want[N];
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < N; i++) /* values exact in f16 */
+            in[m][i] = (float)(((i * (29 + 8 * m) + 7 * m) % 61) - 30) / 32.0f;
+    for (int bh = 0; bh < B * H; bh++)
+        for (int i = 0; i < T; i++) {
+            double s[T], top = -INFINITY, sum = 0.0;
+            for (int j = 0; j <= i; j++) {
+                s[j] = 0.0;
+                for (int d = 0; d < D; d++)
+                    s[j] += (double)in[0][(bh * T + i) * D + d] * in[1][(bh * T + j) * D + d];
+                s[j] *= 0.25; /* 1 / sqrt(16) */
+                top = fmax(top, s[j]);
+            }
+            for (int j = 0; j <= i; j++)
+                sum += s[j] = exp(s[j] - top);
+            for (int d = 0; d < D; d++) {
+                double acc = 0.0;
+                for (int j = 0; j <= i; j++)
+                    acc += s[j] / sum * in[2][(bh * T + j) * D + d];
+                want[(bh * T + i) * D + d] = acc;
+            }
+        }
+    ug_device *dev = NULL;
+    if (ug_device_open("cuda:0", &dev) != UG_OK) {
+        fprintf(stderr, "child: %s\n", ug_last_error());
+        return 3;
+    }
+    const int64_t shape[4] = {B, H, T, D};
+    ug_tensor *t[3] = {NULL}, *h[3] = {NULL}, *out = NULL, *out32 = NULL;
+    const ug_attention_options opts = {.causal = true};
+    int rc = 0;
+    for (int m = 0; m < 3 && rc == 0; m++)
+        if (ug_tensor_from_host(dev, UG_F32, 4, shape, in[m], &t[m]) != UG_OK || ug_cast(t[m], dt, &h[m]) != UG_OK)
+            rc = 3;
+    if (rc == 0 && (ug_attention(h[0], h[1], h[2], NULL, &opts, &out) != UG_OK || ug_cast(out, UG_F32, &out32) != UG_OK ||
+                    ug_tensor_download(out32, o, sizeof o) != UG_OK))
+        rc = 3;
+    if (rc)
+        fprintf(stderr, "child: %s\n", ug_last_error());
+    for (int i = 0; rc == 0 && i < N; i++)
+        if (!(fabs(o[i] - want[i]) <= 4e-3)) {
+            fprintf(stderr, "child: o[%d] is %.6g, expected %.6g\n", i, (double)o[i], want[i]);
+            rc = 4;
+        }
+    for (int m = 0; m < 3; m++) {
+        ug_tensor_free(t[m]);
+        ug_tensor_free(h[m]);
+    }
+    ug_tensor_free(out);
+    ug_tensor_free(out32);
+    static char report[4096];
+    if (ug_device_autotune(dev, report, sizeof report) != UG_OK)
+        rc = 5;
+    ug_device_close(dev);
+    printf("%s", report);
+    printf("cudnn graphs=%d executed=%d refused=%d live=%d\n", fake("ug_fake_cudnn_graph_graphs", 0),
+           fake("ug_fake_cudnn_graph_executed", 0), fake("ug_fake_cudnn_graph_refused", 0),
+           fake("ug_fake_cudnn_graph_live", 0));
+    return rc;
+}
+
 /* A graph's product run three times: launched (the shape timed then),
  * recorded (captured: no timing may happen inside) and replayed; each
  * run's product against the reference, the replay bitwise the first. */
@@ -291,6 +371,7 @@ static int gemm_graph_child(void)
 typedef struct outcome {
     int status;
     int finds, queries, refused, live, runs[3], algos[3];
+    int graphs, executed, graph_refused, graph_live; /* the graph API's */
     int cublas_calls;
     char out[4096], err[4096];
 } outcome;
@@ -323,6 +404,7 @@ static outcome run_child(const char *mode, const char *cache, const char *scratc
         unsetenv("UG_CONV");
         unsetenv("UG_FAKE_CUDNN_PREFER");
         unsetenv("UG_FAKE_CUBLAS_DELAY_US");
+        unsetenv("UG_ATTENTION");
         /* The convolutions' children leave GEMMs to cuBLAS, untimed. */
         if (strcmp(mode, "--conv") == 0)
             setenv("UG_AUTOTUNE", "0", 1);
@@ -350,6 +432,10 @@ static outcome run_child(const char *mode, const char *cache, const char *scratc
                         &r.finds, &r.queries, &r.refused, &r.live, &r.runs[0], &r.runs[1], &r.runs[2],
                         &r.algos[0], &r.algos[1], &r.algos[2]) != 10)
         r.finds = -1;
+    line = strstr(r.out, "cudnn graphs=");
+    if (!line || sscanf(line, "cudnn graphs=%d executed=%d refused=%d live=%d", &r.graphs, &r.executed,
+                        &r.graph_refused, &r.graph_live) != 4)
+        r.graphs = -1;
     return r;
 }
 
@@ -435,7 +521,7 @@ static void test_conv_choices(ug_device *unused)
     outcome r = run_child("--conv", cache, root, NULL);
     check_child(&r, chosen);
     CHECK_EQ_I64(r.finds, 3);
-    CHECK_MSG(strstr(r.out, "cuDNN 9.1.2") && strstr(r.out, "forward pass of x 2x4x7x6, weight 6x2x3x3") &&
+    CHECK_MSG(strstr(r.out, "cuDNN 9.19.0") && strstr(r.out, "forward pass of x 2x4x7x6, weight 6x2x3x3") &&
                   strstr(r.out, "IMPLICIT_PRECOMP_GEMM") == NULL && strstr(r.out, "(timed now)"),
               "report: %s", r.out);
     ino_t first = cache_file(cache, "cudnn-conv-", path, sizeof path, &others);
@@ -575,14 +661,74 @@ static void test_gemm_choices(ug_device *unused)
     remove_folders(root);
 }
 
+/* The child ran right, left nothing, refused nothing, and ran the
+ * library's graph `executed` times (made `graphs` times). */
+static void check_attention_child(const outcome *r, int graphs, int executed)
+{
+    CHECK_MSG(r->status == 0, "child exit %d; stderr: %s", r->status, r->err);
+    CHECK_MSG(r->graphs >= 0, "no counters in the child's output: %s", r->out);
+    CHECK_MSG(r->graph_refused == 0, "the fake refused %d graph API calls", r->graph_refused);
+    CHECK_MSG(r->graph_live == 0, "%d cuDNN descriptors left after close", r->graph_live);
+    CHECK_MSG(r->graphs == graphs && r->executed == executed, "%d graphs made, %d runs; expected %d and %d",
+              r->graphs, r->executed, graphs, executed);
+}
+
+static void test_attention_choices(ug_device *unused)
+{
+    (void)unused;
+    char root[] = "/tmp/ug-test-attention-XXXXXX", cache[600], path[1200] = "", fresh[700];
+    REQUIRE(make_folders(root, cache, sizeof cache));
+    snprintf(fresh, sizeof fresh, "%s/fresh", root);
+    int others = 0;
+    const char *shape = "forward f16 2x2 heads, 32x32 rows, d 16, causal: ";
+
+    th_context("the first process times both paths and caches the faster");
+    outcome r = run_child("--attention-f16", cache, root, NULL);
+    const char *line = strstr(r.out, shape);
+    const bool library = line && strncmp(line + strlen(shape), "library", 7) == 0;
+    check_attention_child(&r, 1, 4 + library); /* warm-up, three timed, then the run if chosen */
+    CHECK_MSG(line && strstr(r.out, "(timed now) against") && strstr(r.out, "cuDNN 9.19.0's where faster"),
+              "report: %s", r.out);
+    CHECK_MSG(cache_file(cache, "cuda-attention-", path, sizeof path, &others) != 0, "no attention cache file");
+
+    th_context("a second process takes the cached choice untimed");
+    r = run_child("--attention-f16", cache, root, NULL);
+    check_attention_child(&r, library, library);
+    CHECK_MSG(strstr(r.out, shape) && strstr(r.out, "(from the cache)"), "report: %s", r.out);
+
+    th_context("deterministic mode and UG_ATTENTION=own: the own kernels, untimed");
+    static const char *const determined[] = {"UG_DETERMINISTIC", "1", NULL};
+    static const char *const own[] = {"UG_ATTENTION", "own", NULL};
+    r = run_child("--attention-f16", fresh, root, determined);
+    check_attention_child(&r, 0, 0);
+    r = run_child("--attention-f16", fresh, root, own);
+    check_attention_child(&r, 0, 0);
+    CHECK_MSG(cache_file(fresh, "cuda-attention-", path, sizeof path, &others) == 0, "an untimed choice was cached");
+
+    th_context("UG_ATTENTION=cudnn: the library, untimed; f32 stays off it");
+    static const char *const forced[] = {"UG_ATTENTION", "cudnn", NULL};
+    r = run_child("--attention-f16", fresh, root, forced);
+    check_attention_child(&r, 1, 1);
+    r = run_child("--attention-f32", fresh, root, forced);
+    check_attention_child(&r, 0, 0);
+    CHECK_MSG(cache_file(fresh, "cuda-attention-", path, sizeof path, &others) == 0, "an untimed choice was cached");
+
+    remove_folders(root);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--attention-f16") == 0)
+        return attention_child(UG_F16);
+    if (argc == 2 && strcmp(argv[1], "--attention-f32") == 0)
+        return attention_child(UG_F32);
     if (argc == 2 && strcmp(argv[1], "--conv") == 0)
         return conv_child();
     if (argc == 2 && strcmp(argv[1], "--gemm") == 0)
         return gemm_child();
     if (argc == 2 && strcmp(argv[1], "--gemm-graph") == 0)
         return gemm_graph_child();
-    static const th_test tests[] = {TH_HOST_TEST(conv_choices), TH_HOST_TEST(gemm_choices)};
-    return th_main(argc, argv, tests, 2);
+    static const th_test tests[] = {TH_HOST_TEST(conv_choices), TH_HOST_TEST(gemm_choices),
+                                    TH_HOST_TEST(attention_choices)};
+    return th_main(argc, argv, tests, 3);
 }
