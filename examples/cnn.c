@@ -1,5 +1,6 @@
 /* A CNN on Fashion-MNIST through the library's trainer: a validation
- * split, bf16 compute, gradient accumulation over 2 batches, a cosine
+ * split, bf16 compute (f32 on devices without native bf16 arithmetic,
+ * where it would be slower), gradient accumulation over 2 batches, a cosine
  * schedule, a checkpoint after each epoch, and early stopping. Stopped
  * (Ctrl-C, a lost machine), it loses at most the epoch under way: run it
  * again and it resumes from the checkpoint, which holds the whole run

@@ -528,10 +528,10 @@ static int bench_train(int argc, char **argv, bool cnn)
             ug_loader_config lc = ug_loader_default_config();
             lc.batch_size = batch;
             lc.drop_last = true; /* full batches: the micro-batches split them evenly */
-            lc.x_dtype = cfg.precision;
             ug_device_info info = {0};
             ug_status st = ug_device_open(ids[d / precision_count], &ds.device);
             if (st == UG_OK) st = ug_device_get_info(ds.device, &info);
+            lc.x_dtype = ug_device_precision(ds.device, cfg.precision); /* the step's (ug_train_step_create) */
             if (st == UG_OK) st = ug_loader_create(data, ds.device, &lc, &loader);
             if (st == UG_OK) st = fill_batches(&ds, loader);
             if (st == UG_OK && modes) st = split_batches(&ds, batch);

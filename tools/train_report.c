@@ -62,9 +62,13 @@ void report_header(const train_options *o, ug_trainer *t, ug_device *device, con
     char described[sizeof info.id + sizeof info.name + sizeof info.vendor + 8];
     snprintf(described, sizeof described, "%s (%s, %s)", info.id, info.name, info.vendor);
     print_wrapped(stdout, "unigrad ug-train: ", described);
+    char precision[96];
+    snprintf(precision, sizeof precision, "%s", ug_dtype_name(o->model.precision));
+    if (ug_device_precision(device, o->model.precision) != o->model.precision)
+        snprintf(precision, sizeof precision, "%s, computed in f32", ug_dtype_name(o->model.precision));
     printf("model %s (%s), dropout %g, %s lr %g%s\n"
            "  batch %lld, %d epoch%s, seed %llu; %lld training%s and %lld test samples\n",
-           shape, ug_dtype_name(o->model.precision), (double)o->model.dropout,
+           shape, precision, (double)o->model.dropout,
            oc.type == UG_SGD ? "SGD" : oc.type == UG_ADAM ? "Adam" : "AdamW", (double)oc.lr, schedule,
            (long long)ug_trainer_batch_size(t), o->epochs, plural(o->epochs), (unsigned long long)o->seed,
            (long long)ug_dataset_count(data->train), val, (long long)ug_dataset_count(data->test));

@@ -206,7 +206,10 @@ static ug_status ug_cpu_device_info(int index, ug_device_info *info)
     info->max_allocation = bytes;
     info->compute_units = (uint32_t)threads;
     info->max_work_group = 1;
+    /* Half types are widened to f32 in every kernel: no native arithmetic
+     * (ug_device_precision then has mixed precision compute in f32). */
     info->fp16 = false;
+    info->bf16 = false;
     info->is_gpu = false;
     return UG_OK;
 }

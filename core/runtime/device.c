@@ -402,6 +402,13 @@ ug_status ug_device_get_info(const ug_device *device, ug_device_info *info)
     return UG_OK;
 }
 
+ug_dtype ug_device_precision(const ug_device *device, ug_dtype asked)
+{
+    if (!device || (asked == UG_F16 && !device->info.fp16) || (asked == UG_BF16 && !device->info.bf16))
+        return UG_F32;
+    return asked;
+}
+
 const char *ug_device_name(const ug_device *device) { return device ? device->info.id : "(null)"; }
 
 ug_status ug_device_synchronize(ug_device *device)

@@ -4,6 +4,7 @@
  * trainer_tokens.c's); a step on its own (the model, optimizer and
  * training graph alone); and evaluating a data set. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,19 @@ ug_trainer_config ug_trainer_defaults(void)
     c.log_every = 50;
     c.eval_iters = 20;
     return c;
+}
+
+/* The precision a step computes in (ug_device_precision), and where that
+ * is not the one asked for, says so once per process and type. */
+static ug_dtype trainer_compute_precision(ug_device *device, ug_dtype asked)
+{
+    static _Atomic bool warned[2];
+    const ug_dtype compute = ug_device_precision(device, asked);
+    if (compute != asked && !atomic_exchange(&warned[asked == UG_BF16], true))
+        ug_warn("trainer: %s has no native %s arithmetic, where it would be slower than f32: the step "
+                "computes in f32 (ug_graph_set_precision in a graph of your own computes in %s anyway)",
+                ug_device_name(device), ug_dtype_name(asked), ug_dtype_name(asked));
+    return compute;
 }
 
 /* op: the function refusing it, named in the message. */
@@ -79,13 +93,13 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     const bool tokens = t->token_windows;
     out->row_labels = tokens ? t->features : 1;
     ug_trainer_outputs outputs = {0};
-    ug_status st = ug_graph_set_precision(g, t->config.precision);
+    ug_status st = ug_graph_set_precision(g, t->compute);
     /* Each rank's own dropout masks, reproducible from the seed. */
     const uint64_t rank = t->config.comm ? (uint64_t)ug_comm_rank(t->config.comm) : 0;
     if (st == UG_OK) st = ug_graph_set_seed(g, t->config.seed + rank * 0x9E3779B97F4A7C15ull);
     /* The features come in the compute dtype (the loader rounds them); a
      * token run's x and y are ids [rows, block_size]. */
-    if (st == UG_OK) st = ug_graph_input(g, "x", tokens ? UG_I32 : t->config.precision, 2, x_shape, &out->x);
+    if (st == UG_OK) st = ug_graph_input(g, "x", tokens ? UG_I32 : t->compute, 2, x_shape, &out->x);
     if (st == UG_OK && tokens)
         st = ug_graph_input(g, "y", UG_I32, 2, x_shape, &out->y);
     else if (st == UG_OK)
@@ -146,7 +160,7 @@ ug_status trainer_make_optimizer(ug_trainer *t, int64_t epoch_updates)
                                                      "(an epoch's updates), and a token run has no epochs: give it");
     if (oc.schedule == UG_SCHEDULE_STEP && oc.step_size == 0)
         oc.step_size = epoch_updates;
-    if (t->config.precision == UG_F16 && !oc.loss_scaling.enabled) {
+    if (t->compute == UG_F16 && !oc.loss_scaling.enabled) {
         oc.loss_scaling = ug_optimizer_defaults(oc.type).loss_scaling;
         oc.loss_scaling.enabled = true;
     }
@@ -259,7 +273,7 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
                           (long long)t->target_width);
     t->loader_config = ug_loader_default_config();
     t->loader_config.seed = c->seed;
-    t->loader_config.x_dtype = c->precision;
+    t->loader_config.x_dtype = t->compute;
     t->loader_config.threads = c->workers;
     t->loader_config.drop_last = c->drop_last;
     t->loader_config.device_convert = c->device_convert;
@@ -313,6 +327,7 @@ ug_status trainer_create(const char *op, ug_device *device, const trainer_source
     t->build = build;
     t->user = user;
     t->device = device;
+    t->compute = trainer_compute_precision(device, config->precision);
     t->best_val_loss = INFINITY;
     t->best_epoch = -1;
     ug_status st = UG_OK;
@@ -396,6 +411,7 @@ ug_status ug_train_step_create(ug_device *device, int64_t features, int64_t targ
     t->user = user;
     t->device = device;
     t->token_windows = config->block_size > 0;
+    t->compute = trainer_compute_precision(device, config->precision);
     t->features = features;
     t->target_width = target_width;
     t->batch = config->batch_size;

@@ -56,6 +56,9 @@ struct ug_trainer {
      * samplers; NULL otherwise. features is then block_size. */
     ug_tokens *train_tokens, *val_tokens;
     bool token_windows; /* x and y are ids [rows, block_size]: a token run, or a step made for one */
+    /* The graphs' compute precision: config.precision where the device has
+     * native arithmetic for it, else f32 (trainer_compute_precision). */
+    ug_dtype compute;
     ug_token_sampler *train_sampler, *val_sampler;
     int64_t report_samples;       /* token runs: this rank's windows since the last report */
     int64_t report_batch;         /* token runs: global_batch at the last report (0: none yet) */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "unigrad/dtype.h"
 #include "unigrad/status.h"
 
 #ifdef __cplusplus
@@ -49,6 +50,12 @@ UG_API ug_status ug_device_open(const char *name, ug_device **device);
 UG_API void ug_device_close(ug_device *device);
 
 UG_API ug_status ug_device_get_info(const ug_device *device, ug_device_info *info);
+/* The mixed precision worth computing in on the device when asked for
+ * `asked` (ug_graph_set_precision): asked where the device has native
+ * arithmetic for it (info.fp16, info.bf16), else f32, since there each
+ * half operation is widened to f32 and rounded back, slower than f32
+ * itself. The trainer computes in it and takes its data in it. */
+UG_API ug_dtype ug_device_precision(const ug_device *device, ug_dtype asked);
 /* The device's id, e.g. "opencl:0". */
 UG_API const char *ug_device_name(const ug_device *device);
 /* Waits until all work queued on the device has finished. */

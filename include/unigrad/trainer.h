@@ -186,7 +186,11 @@ typedef struct ug_trainer_config {
     int64_t max_steps, block_size, eval_every, eval_iters;
     int64_t batch_size;       /* default 64; 0: the largest power of two that fits */
     int accumulate;           /* micro-batches per update; default 1 */
-    ug_dtype precision;       /* f32 (default), f16 (with loss scaling) or bf16 */
+    /* f32 (default), f16 (with loss scaling) or bf16: the graphs' compute
+     * precision (ug_graph_set_precision) and the features' type, as
+     * ug_device_precision has it on the device: f32, said once, where the
+     * device has no native arithmetic for the half type. */
+    ug_dtype precision;
     /* Type, learning rate, schedule, clipping. total_steps 0 with the cosine
      * schedule: the run's updates; step_size 0 with the step schedule: an
      * epoch's. loss_scaling is set from the precision. */
@@ -330,7 +334,8 @@ UG_API void ug_trainer_free(ug_trainer *trainer);
  * optimizer (loss scaling turned on for f16, as the trainer does), seed
  * and comm apply. A step has no epochs, so a schedule that counts in them
  * (cosine with total_steps 0, step with step_size 0) is refused. x is
- * [rows, features] in the precision; y i32 labels [rows] (target_width 0)
+ * [rows, features] in the precision the step computes in
+ * (ug_device_precision of the device and config.precision); y i32 labels [rows] (target_width 0)
  * or f32 targets [rows, target_width]. With block_size above 0 it is a
  * token run's step: x and y are i32 ids [rows, block_size] (features is
  * block_size, target_width 0), as ug_trainer_create_tokens builds it.

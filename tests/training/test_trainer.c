@@ -195,6 +195,33 @@ static float *train_params(ug_device *dev, ug_dataset *data, const ug_trainer_co
     return params;
 }
 
+/* Mixed precision where it pays: a half type the device has no native
+ * arithmetic for (ug_device_precision says f32) trains bit for bit as f32
+ * does (no rounding of the data, no loss scaling); one it has computes in
+ * it, and the parameters differ from f32's. */
+static void test_half_precision_where_it_pays(ug_device *dev)
+{
+    ug_dataset *data = problem(11);
+    ug_device_info info;
+    REQUIRE(data && OK(ug_device_get_info(dev, &info)));
+    ug_trainer_config c = mlp_config();
+    int64_t n32 = 0, nh = 0;
+    float *f32 = train_params(dev, data, &c, &n32, NULL);
+    static const ug_dtype halves[2] = {UG_BF16, UG_F16};
+    for (int h = 0; h < 2 && f32; h++) {
+        th_context("%s on %s", ug_dtype_name(halves[h]), ug_device_name(dev));
+        const bool native = halves[h] == UG_F16 ? info.fp16 : info.bf16;
+        CHECK(ug_device_precision(dev, halves[h]) == (native ? halves[h] : UG_F32));
+        c.precision = halves[h];
+        float *half = train_params(dev, data, &c, &nh, NULL);
+        REQUIRE(half && nh == n32);
+        const bool same = memcmp(half, f32, (size_t)n32 * sizeof *f32) == 0;
+        CHECK_MSG(same == !native, "the %s run %s the f32 run's parameters", ug_dtype_name(halves[h]),
+                  same ? "repeats" : "differs from");
+    }
+    ug_dataset_free(data);
+}
+
 static void check_resumes_exactly(ug_device *dev, bool at_epoch_end, bool augmented)
 {
     th_context("%s%s", at_epoch_end ? "stopped at an epoch's end" : "stopped between updates",
@@ -804,6 +831,7 @@ int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(metrics_by_hand),
+        TH_DEVICE_TEST(half_precision_where_it_pays),
         TH_DEVICE_TEST(resume_at_epoch_end),
         TH_DEVICE_TEST(resume_between_updates),
         TH_DEVICE_TEST(resume_augmented),
