@@ -141,6 +141,13 @@ static ug_status unary_backward(ug_graph *g, const ug_op_node *n, ug_value *gy)
     case UG_UNARY_SQRT: UG_TRY(ug_g_binary(g, UG_BINARY_SQRT_GRAD, 0, gy, y, &gx)); break;
     /* relu'(x) = [y > 0]: reading y lets the forward fuse the bias add. */
     case UG_UNARY_RELU: UG_TRY(ug_g_binary(g, UG_BINARY_RELU_GRAD, 0, gy, y, &gx)); break;
+    case UG_UNARY_RELU6: UG_TRY(ug_g_binary(g, UG_BINARY_RELU6_GRAD, 0, gy, y, &gx)); break;
+    /* clamp'(x) = [low <= x <= high] (PyTorch's closed interval): there
+     * y == x, and nowhere else (NaN included). */
+    case UG_UNARY_CLAMP:
+        UG_TRY(ug_g_binary(g, UG_BINARY_EQUAL, 0, x, y, &t));
+        UG_TRY(ug_g_mul(g, gy, t, &gx));
+        break;
     case UG_UNARY_SIGMOID: UG_TRY(ug_g_binary(g, UG_BINARY_SIGMOID_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_TANH: UG_TRY(ug_g_binary(g, UG_BINARY_TANH_GRAD, 0, gy, y, &gx)); break;
     case UG_UNARY_GELU: UG_TRY(ug_g_binary(g, UG_BINARY_GELU_GRAD, 0, gy, x, &gx)); break;
@@ -237,6 +244,7 @@ UG_UNARY_WRAPPERS(exp, UG_UNARY_EXP)
 UG_UNARY_WRAPPERS(log, UG_UNARY_LOG)
 UG_UNARY_WRAPPERS(sqrt, UG_UNARY_SQRT)
 UG_UNARY_WRAPPERS(relu, UG_UNARY_RELU)
+UG_UNARY_WRAPPERS(relu6, UG_UNARY_RELU6)
 UG_UNARY_WRAPPERS(sigmoid, UG_UNARY_SIGMOID)
 UG_UNARY_WRAPPERS(tanh, UG_UNARY_TANH)
 UG_UNARY_WRAPPERS(gelu, UG_UNARY_GELU)
@@ -252,6 +260,27 @@ ug_status ug_scale_shift(const ug_tensor *x, float scale, float shift, ug_tensor
 ug_status ug_g_scale_shift(ug_graph *g, ug_value *x, float scale, float shift, ug_value **out)
 {
     ug_op op = unary_op("graph scale_shift", UG_UNARY_SCALE_SHIFT, scale, shift);
+    return ug_op_graph(g, &op, 1, &x, out);
+}
+
+static ug_status check_bounds(const char *op, float low, float high)
+{
+    if (!(low <= high))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the bounds [%g, %g] are not an interval (low above high, "
+                            "or NaN)", op, (double)low, (double)high);
+    return UG_OK;
+}
+
+ug_status ug_clamp(const ug_tensor *x, float low, float high, ug_tensor **out)
+{
+    UG_TRY(check_bounds("ug_clamp", low, high));
+    return eager_unary("clamp", UG_UNARY_CLAMP, low, high, x, out);
+}
+
+ug_status ug_g_clamp(ug_graph *g, ug_value *x, float low, float high, ug_value **out)
+{
+    UG_TRY(check_bounds("ug_g_clamp", low, high));
+    ug_op op = unary_op("graph clamp", UG_UNARY_CLAMP, low, high);
     return ug_op_graph(g, &op, 1, &x, out);
 }
 

@@ -21,7 +21,14 @@ static ug_status named_param(ug_graph *g, const char *layer, const char *suffix,
 
 ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_features, ug_value **out)
 {
+    return ug_nn_linear_with(g, name, x, out_features, NULL, out);
+}
+
+ug_status ug_nn_linear_with(ug_graph *g, const char *name, ug_value *x, int64_t out_features,
+                            const ug_nn_layer_params *layer, ug_value **out)
+{
     UG_TRY(ug_graph_check_open(g, "ug_nn_linear"));
+    const bool bias = !layer || !layer->without_bias;
     if (!x || !out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_linear: %s is NULL", x ? "out" : "x");
     if (x->ndim < 2 || out_features <= 0) {
@@ -42,13 +49,14 @@ ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_f
     ug_value *w = NULL, *b = NULL, *xw = NULL, *rows = x, *y = NULL;
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_status st = named_param(g, name, "weight", 2, wshape, UG_INIT_UNIFORM, bound, &w);
-    if (st == UG_OK)
+    if (st == UG_OK && bias)
         st = named_param(g, name, "bias", 1, &out_features, UG_INIT_UNIFORM, bound, &b);
     if (st == UG_OK && x->ndim > 2)
         st = ug_g_reshape(g, x, 2, flat, &rows);
     if (st == UG_OK)
         st = ug_g_matmul(g, rows, w, false, true, &xw);
-    if (st == UG_OK)
+    y = xw;
+    if (st == UG_OK && bias)
         st = ug_g_add(g, xw, b, &y);
     if (st == UG_OK && x->ndim > 2)
         st = ug_g_reshape(g, y, x->ndim, shape, &y);
@@ -136,6 +144,13 @@ ug_status ug_nn_flatten(ug_graph *g, ug_value *x, ug_value **out)
 ug_status ug_nn_conv2d(ug_graph *g, const char *name, ug_value *x, int64_t out_channels,
                        int kernel_h, int kernel_w, const ug_conv2d_params *params, ug_value **out)
 {
+    return ug_nn_conv2d_with(g, name, x, out_channels, kernel_h, kernel_w, params, NULL, out);
+}
+
+ug_status ug_nn_conv2d_with(ug_graph *g, const char *name, ug_value *x, int64_t out_channels, int kernel_h,
+                            int kernel_w, const ug_conv2d_params *params, const ug_nn_layer_params *layer,
+                            ug_value **out)
+{
     UG_TRY(ug_graph_check_open(g, "ug_nn_conv2d"));
     if (!x || !out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_conv2d: %s is NULL", x ? "out" : "x");
@@ -158,7 +173,7 @@ ug_status ug_nn_conv2d(ug_graph *g, const char *name, ug_value *x, int64_t out_c
     ug_value *w = NULL, *b = NULL;
     ug_graph_mark mark = ug_graph_mark_now(g);
     ug_status st = named_param(g, name, "weight", 4, wshape, UG_INIT_UNIFORM, bound, &w);
-    if (st == UG_OK)
+    if (st == UG_OK && !(layer && layer->without_bias))
         st = named_param(g, name, "bias", 1, &out_channels, UG_INIT_UNIFORM, bound, &b);
     if (st == UG_OK)
         st = ug_g_conv2d(g, x, w, b, params, out);

@@ -170,6 +170,10 @@ UG_API ug_status ug_g_exp(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_log(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_sqrt(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_relu(ug_graph *g, ug_value *x, ug_value **out);
+/* The gradient passes where 0 < x < 6, as PyTorch's ReLU6 (hardtanh). */
+UG_API ug_status ug_g_relu6(ug_graph *g, ug_value *x, ug_value **out);
+/* The gradient passes where low <= x <= high, as torch.clamp's. */
+UG_API ug_status ug_g_clamp(ug_graph *g, ug_value *x, float low, float high, ug_value **out);
 UG_API ug_status ug_g_sigmoid(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_tanh(ug_graph *g, ug_value *x, ug_value **out);
 UG_API ug_status ug_g_gelu(ug_graph *g, ug_value *x, ug_value **out);

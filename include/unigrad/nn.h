@@ -17,6 +17,15 @@ extern "C" {
  * [rows, ..., out]. */
 UG_API ug_status ug_nn_linear(ug_graph *g, const char *name, ug_value *x, int64_t out_features,
                        ug_value **out);
+/* What a linear or convolutional layer learns besides its weight, all
+ * zero for PyTorch's defaults: without_bias is nn.Linear(bias=False) or
+ * nn.Conv2d(bias=False) (as before a batch norm). */
+typedef struct ug_nn_layer_params {
+    bool without_bias;
+} ug_nn_layer_params;
+/* ug_nn_linear with layer (NULL: ug_nn_linear's). */
+UG_API ug_status ug_nn_linear_with(ug_graph *g, const char *name, ug_value *x, int64_t out_features,
+                                   const ug_nn_layer_params *layer, ug_value **out);
 /* LayerNorm over the last axis: "<name>.weight" (ones), "<name>.bias" (zeros). */
 UG_API ug_status ug_nn_layernorm(ug_graph *g, const char *name, ug_value *x, float eps, ug_value **out);
 /* What a normalisation layer learns, all zero for PyTorch's defaults:
@@ -40,6 +49,10 @@ UG_API ug_status ug_nn_rmsnorm(ug_graph *g, const char *name, ug_value *x, float
 UG_API ug_status ug_nn_conv2d(ug_graph *g, const char *name, ug_value *x, int64_t out_channels,
                               int kernel_h, int kernel_w, const ug_conv2d_params *params,
                               ug_value **out);
+/* ug_nn_conv2d with layer (NULL: ug_nn_conv2d's). */
+UG_API ug_status ug_nn_conv2d_with(ug_graph *g, const char *name, ug_value *x, int64_t out_channels,
+                                   int kernel_h, int kernel_w, const ug_conv2d_params *params,
+                                   const ug_nn_layer_params *layer, ug_value **out);
 /* PyTorch's nn.BatchNorm1d (x [N, C] or [N, C, L]) and nn.BatchNorm2d
  * (x [N, C, H, W]):
  * "<name>.weight" (ones), "<name>.bias" (zeros), and the model state

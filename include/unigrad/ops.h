@@ -38,6 +38,10 @@ UG_API ug_status ug_exp(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_log(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_sqrt(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_relu(const ug_tensor *x, ug_tensor **out);
+/* min(max(x, 0), 6) (nn.ReLU6, MobileNet's activation). */
+UG_API ug_status ug_relu6(const ug_tensor *x, ug_tensor **out);
+/* min(max(x, low), high), NaN kept (torch.clamp); low <= high. */
+UG_API ug_status ug_clamp(const ug_tensor *x, float low, float high, ug_tensor **out);
 UG_API ug_status ug_sigmoid(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_tanh(const ug_tensor *x, ug_tensor **out);
 UG_API ug_status ug_gelu(const ug_tensor *x, ug_tensor **out);

@@ -68,6 +68,8 @@
     X(SQRT, ug_sqrtf(x))                                                       \
     /* x < 0 rather than a max, so NaN stays NaN as in PyTorch */              \
     X(RELU, x < 0.0f ? 0.0f : x)                                               \
+    /* min(max(x, 0), 6), PyTorch's ReLU6 (NaN kept) */                         \
+    X(RELU6, ug_math_clamp(x, 0.0f, 6.0f))                                     \
     X(SIGMOID, ug_math_sigmoid(x))                                                  \
     X(TANH, ug_tanhf(x))                                                       \
     /* the exact (erf) form */                                                 \
@@ -97,6 +99,8 @@
     X(MINIMUM, (a != a || a < b) ? a : b)                                      \
     /* b = x or relu(x); a masked NaN gives 0, as PyTorch */                   \
     X(RELU_GRAD, b > 0.0f ? a : 0.0f)                                          \
+    /* b = relu6(x): PyTorch's (hardtanh's) open interval (0, 6) */            \
+    X(RELU6_GRAD, b > 0.0f && b < 6.0f ? a : 0.0f)                             \
     /* b = sigmoid(x) */                                                       \
     X(SIGMOID_GRAD, a * b * (1.0f - b))                                        \
     /* b = tanh(x) */                                                          \

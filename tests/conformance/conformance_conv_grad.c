@@ -695,6 +695,8 @@ static void nn_conv2d_layer_body(ug_device *dev)
         {{2, 3, 7, 9}, 6, 3, 3, false, {{1, 1}, {1, 1}, {1, 1}, 3}},
         {{1, 4, 9, 9}, 5, 5, 3, true, {{0, 0}, {0, 0}, {0, 0}, 0}},
         {{2, 16, 6, 7}, 8, 3, 3, false, {{2, 2}, {1, 1}, {1, 1}, 1}},
+        /* depthwise, without a bias (nn.Conv2d(bias=False)) */
+        {{2, 4, 6, 5}, 4, 3, 3, false, {{1, 1}, {1, 1}, {1, 1}, 4}},
     };
     for (int i = 0; i < CF_COUNT(cases); i++) {
         th_context("nn_conv2d case %d", i);
@@ -704,20 +706,28 @@ static void nn_conv2d_layer_body(ug_device *dev)
         const int64_t *xs = cases[i].xs;
         const ug_conv2d_params *pp = cases[i].defaults ? NULL : &cases[i].params;
         const int groups = pp && pp->groups ? pp->groups : 1;
+        const bool biased = i != 3;
+        const ug_nn_layer_params layer = {.without_bias = !biased};
         ug_value *x = NULL, *y = NULL;
         REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 4, xs, &x));
-        REQUIRE_OK(ug_nn_conv2d(g, "conv", x, cases[i].oc, cases[i].kh, cases[i].kw, pp, &y));
+        REQUIRE_OK(ug_nn_conv2d_with(g, "conv", x, cases[i].oc, cases[i].kh, cases[i].kw, pp, &layer, &y));
         REQUIRE_OK(ug_graph_keep(g, y));
         REQUIRE_OK(ug_graph_compile(g));
 
         ug_tensor *tw = NULL, *tb = NULL;
         REQUIRE_OK(ug_model_find_param(m, "conv.weight", &tw));
-        REQUIRE_OK(ug_model_find_param(m, "conv.bias", &tb));
         const int64_t want_w[4] = {cases[i].oc, xs[1] / groups, cases[i].kh, cases[i].kw};
         REQUIRE(th_check_tensor(tw, UG_F32, 4, want_w));
-        REQUIRE(th_check_tensor(tb, UG_F32, 1, &cases[i].oc));
         const double bound = 1.0 / sqrt((double)(xs[1] / groups * cases[i].kh * cases[i].kw));
-        double *w = th_download(tw), *b = th_download(tb);
+        double *w = th_download(tw), *b = th_alloc((size_t)cases[i].oc * sizeof *b); /* zeros: no bias */
+        if (biased) {
+            REQUIRE_OK(ug_model_find_param(m, "conv.bias", &tb));
+            REQUIRE(th_check_tensor(tb, UG_F32, 1, &cases[i].oc));
+            b = th_download(tb);
+        } else {
+            CHECK_MSG(ug_model_find_param(m, "conv.bias", &tb) != UG_OK, "without_bias made conv.bias");
+            CHECK_EQ_I64(ug_model_param_count(m), 1);
+        }
         REQUIRE(w && b);
         const int64_t nw = ug_tensor_numel(tw);
         double wmax = 0.0, bmax = 0.0;
@@ -727,8 +737,8 @@ static void nn_conv2d_layer_body(ug_device *dev)
             bmax = fmax(bmax, fabs(b[k]));
         CHECK_MSG(wmax <= bound * (1 + 1e-6) && wmax > 0.5 * bound,
                   "weights reach %g, expected uniform in [-%g, %g]", wmax, bound, bound);
-        CHECK_MSG(bmax <= bound * (1 + 1e-6) && bmax > 0.0, "biases reach %g, expected uniform in [-%g, %g]", bmax,
-                  bound, bound);
+        CHECK_MSG(bmax <= bound * (1 + 1e-6) && (bmax > 0.0 || !biased), "biases reach %g, expected uniform in "
+                  "[-%g, %g]", bmax, bound, bound);
 
         const int64_t nx = ref_numel(4, xs);
         double *xv = cf_values(nx, -1, 1, 0);

@@ -181,6 +181,9 @@ static void test_reference_unary(ug_device *dev)
     CHECK(unary("sigmoid", 0.0) == 0.5);
     CHECK(unary("relu", -3.0) == 0.0 && unary("relu", 3.0) == 3.0);
     CHECK(isnan(unary("relu", NAN))); /* as torch.relu */
+    CHECK(unary("relu6", -3.0) == 0.0 && unary("relu6", 3.0) == 3.0 && unary("relu6", 7.5) == 6.0);
+    CHECK(isnan(unary("relu6", NAN)) && unary("relu6", INFINITY) == 6.0); /* as torch.nn.ReLU6 */
+    CHECK(unary("clamp", -3.0) == -1.5 && unary("clamp", 0.5) == 0.5 && unary("clamp", 7.5) == 2.0);
     CHECK(unary("abs", -3.5) == 3.5 && unary("neg", 2.0) == -2.0);
     CHECK(isinf(unary("log", 0.0)) && isnan(unary("sqrt", -1.0)));
     double x[] = {1, 2}, y[2];

@@ -14,6 +14,10 @@ static double normal_cdf(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))); }
 static double gelu_u(double x) { return sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x); }
 static double gelu_du(double x) { return sqrt(2.0 / 3.14159265358979323846) * (1.0 + 3.0 * 0.044715 * x * x); }
 
+/* clamp with fixed bounds, as a unary op. */
+static ug_status clamp(const ug_tensor *x, ug_tensor **out) { return ug_clamp(x, -1.5f, 2.0f, out); }
+static ug_status g_clamp(ug_graph *g, ug_value *x, ug_value **out) { return ug_g_clamp(g, x, -1.5f, 2.0f, out); }
+
 /* scale_shift with fixed parameters, as a unary op. */
 static ug_status scale_shift(const ug_tensor *x, ug_tensor **out)
 {
@@ -38,6 +42,7 @@ static ug_status g_scale_shift(ug_graph *g, ug_value *x, ug_value **out)
     X(log, LOG, log(x), 1.0 / x, 1e-3, 100, OP_FLOATS)                                        \
     X(sqrt, SQRT, sqrt(x), 0.5 / sqrt(x), 1e-2, 100, OP_FLOATS)                               \
     X(relu, RELU, x < 0 ? 0.0 : x, x > 0 ? 1.0 : 0.0, -10, 10, OP_FLOATS)                     \
+    X(relu6, RELU6, x < 0 ? 0.0 : x > 6 ? 6.0 : x, x > 0 && x < 6 ? 1.0 : 0.0, -10, 10, OP_FLOATS) \
     X(sigmoid, SIGMOID, sigmoid(x), sigmoid(x) * (1.0 - sigmoid(x)), -60, 60, OP_FLOATS)      \
     X(tanh, TANH, tanh(x), 1.0 - tanh(x) * tanh(x), -60, 60, OP_FLOATS)                       \
     X(gelu, GELU, x * normal_cdf(x), normal_cdf(x) + x * normal_pdf(x), -3, 6, OP_FLOATS)     \
@@ -72,6 +77,8 @@ static ug_status g_scale_shift(ug_graph *g, ug_value *x, ug_value **out)
 #define UNARY_ROW(name, KIND, f, df, lo, hi, dtypes) \
     {#name, UG_UNARY_##KIND, ug_##name, ug_g_##name, name##_f, name##_df, lo, hi, dtypes},
 OP_UNARY_ROWS(UNARY_FNS)
+static double clamp_f(double x) { return isnan(x) ? x : x < -1.5 ? -1.5 : x > 2.0 ? 2.0 : x; }
+static double clamp_df(double x) { return x >= -1.5 && x <= 2.0 ? 1.0 : 0.0; }
 static double scale_shift_f(double x) { return 1.5 * x - 0.25; }
 static double scale_shift_df(double x) { return (void)x, 1.5; }
 const op_unary op_unaries[] = {
@@ -79,6 +86,8 @@ const op_unary op_unaries[] = {
     /* with its parameters fixed at 1.5 and -0.25 */
     {"scale_shift", UG_UNARY_SCALE_SHIFT, scale_shift, g_scale_shift, scale_shift_f,
      scale_shift_df, -10, 10, OP_FLOATS},
+    /* between -1.5 and 2 */
+    {"clamp", UG_UNARY_CLAMP, clamp, g_clamp, clamp_f, clamp_df, -10, 10, OP_FLOATS},
 };
 const int op_unary_count = (int)(sizeof op_unaries / sizeof op_unaries[0]);
 
@@ -98,12 +107,12 @@ const op_building_block op_unary_blocks[] = {
     {"FILL", "fill_ops (test_conformance)"},
     {"SQUARE", "mse_loss (test_autograd grad_losses)"},
     {"RECIPROCAL", "gradient clipping (test_optim)"},
-    {"CLAMP", "gradient clipping (test_optim)"},
 };
 const int op_unary_block_count = (int)(sizeof op_unary_blocks / sizeof op_unary_blocks[0]);
 
 const op_building_block op_binary_blocks[] = {
-    {"RELU_GRAD", "relu's gradient"},       {"SIGMOID_GRAD", "sigmoid's gradient"},
+    {"RELU_GRAD", "relu's gradient"},       {"RELU6_GRAD", "relu6's gradient"},
+    {"SIGMOID_GRAD", "sigmoid's gradient"},
     {"TANH_GRAD", "tanh's gradient"},       {"GELU_GRAD", "gelu's gradient"},
     {"GELU_TANH_GRAD", "gelu_tanh's gradient"},
     {"SILU_GRAD", "silu's gradient"},       {"ABS_GRAD", "abs's gradient"},

@@ -94,6 +94,44 @@ TS_TEST(failed_layer_leaves_nothing)
     CHECK_OK(ug_graph_run(g));
 }
 
+/* nn.Linear(bias=False): the weight alone, y = x W^T exactly as the
+ * double product of the same values, and its gradient through a loss. */
+TS_TEST(linear_without_bias)
+{
+    ug_model *m = ts_model(dev, 3);
+    ug_graph *g = ts_graph(m);
+    REQUIRE(g);
+    const int64_t xs[2] = {3, 5};
+    const ug_nn_layer_params params = {.without_bias = true};
+    ug_value *x = NULL, *y = NULL, *loss = NULL;
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 2, xs, &x));
+    REQUIRE_OK(ug_nn_linear_with(g, "lin", x, 4, &params, &y));
+    CHECK_EQ_I64(ug_model_param_count(m), 1);
+    ug_tensor *w = NULL, *b = NULL;
+    REQUIRE_OK(ug_model_find_param(m, "lin.weight", &w));
+    CHECK_STATUS(ug_model_find_param(m, "lin.bias", &b), UG_ERR_INVALID_ARGUMENT);
+    REQUIRE_OK(ug_graph_keep(g, y));
+    REQUIRE_OK(ug_g_mean(g, y, 0, true, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    REQUIRE_OK(ug_graph_compile(g));
+    const float xv[15] = {1, -2, 0.5f, 3, -1, 0, 2, -0.25f, 1, 4, -3, 1, 1, 0.75f, -2};
+    ug_tensor *xt = ts_tensor_f32(dev, 2, xs, xv);
+    REQUIRE(xt);
+    REQUIRE_OK(ug_graph_bind(g, x, xt));
+    REQUIRE_OK(ug_graph_run(g));
+    const float *got = ts_read(g, y);
+    double *wv = th_download(w);
+    REQUIRE(got && wv);
+    for (int r = 0; r < 3; r++)
+        for (int o = 0; o < 4; o++) {
+            double want = 0.0;
+            for (int i = 0; i < 5; i++)
+                want += (double)xv[r * 5 + i] * wv[o * 5 + i];
+            CHECK_MSG(fabs(got[r * 4 + o] - want) <= 1e-5 * (1.0 + fabs(want)), "y[%d, %d] is %g, expected %g", r,
+                      o, (double)got[r * 4 + o], want);
+        }
+}
+
 /* The graph versions take f16 wherever the eager ones do, and give the
  * same bits: one inference, one launch. */
 TS_TEST(graph_matches_eager_in_f16)
@@ -212,6 +250,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(graph_input_overflow),
         TH_DEVICE_TEST(layernorm_checks_dtypes),
         TH_DEVICE_TEST(failed_layer_leaves_nothing),
+        TH_DEVICE_TEST(linear_without_bias),
         TH_DEVICE_TEST(graph_matches_eager_in_f16),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
