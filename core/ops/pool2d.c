@@ -1,7 +1,11 @@
-/* Max and average pooling and global average pooling over NCHW tensors,
- * eager and in graphs, each defined once with its gradient. */
+/* Max and average pooling, global and adaptive average pooling over NCHW
+ * tensors, eager and in graphs, each defined once with its gradient (the
+ * last two composed of other ops). */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "core/ops/op.h"
 #include "unigrad/conv.h"
 #include "unigrad/ops.h"
@@ -179,5 +183,142 @@ ug_status ug_g_global_avg_pool2d(ug_graph *g, ug_value *x, ug_value **out)
         st = ug_g_reshape(g, mean, 4, pooled, out);
     if (st != UG_OK)
         ug_graph_rollback(g, mark);
+    return st;
+}
+
+/* ---- adaptive average pooling ----
+ * PyTorch's rule: output cell i of an axis of `in` averages inputs
+ * floor(i in / out) to ceil((i + 1) in / out) - 1. Where the sizes divide
+ * the bins are equal and tile the image: an average pool with that kernel
+ * and stride. Otherwise it is separable, rows then columns: each bin a
+ * slice and its mean, the bins concatenated (out + out nodes an axis). */
+
+static ug_status adaptive_check(const char *name, ug_dtype dtype, int ndim, const int64_t *shape, int64_t out_h,
+                                int64_t out_w)
+{
+    if (!ug_dtype_is_float(dtype))
+        return ug_set_error(UG_ERR_DTYPE, "%s: x is %s; this op takes f32, f16 or bf16 (cast it with ug_cast)",
+                            name, ug_dtype_name(dtype));
+    if (ndim != 4 || shape[2] < 1 || shape[3] < 1 || out_h < 1 || out_w < 1 || out_h > INT32_MAX ||
+        out_w > INT32_MAX) {
+        char s[96];
+        return ug_set_error(UG_ERR_SHAPE, "%s: x is %s and the output %lldx%lld; expected images [N, C, H, W] with "
+                            "H and W at least 1, and a positive output size",
+                            name, ug_format_shape(ndim, shape, s, sizeof s), (long long)out_h, (long long)out_w);
+    }
+    return UG_OK;
+}
+
+static int64_t bin_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+static int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+/* Whether the bins of both axes are equal and tile them: then ug_pool2d_params. */
+static bool adaptive_tiles(const int64_t *shape, int64_t out_h, int64_t out_w, ug_pool2d_params *p)
+{
+    if (shape[2] % out_h || shape[3] % out_w || shape[2] / out_h > INT32_MAX || shape[3] / out_w > INT32_MAX)
+        return false;
+    const int kh = (int)(shape[2] / out_h), kw = (int)(shape[3] / out_w);
+    *p = (ug_pool2d_params){.kernel = {kh, kw}, .stride = {kh, kw}};
+    return true;
+}
+
+/* x's axis (2 or 3) pooled into out bins. */
+static ug_status adaptive_axis_g(ug_graph *g, ug_value *x, int axis, int64_t out, ug_value **y)
+{
+    const ug_meta m = ug_value_meta(x);
+    const int64_t in = m.shape[axis];
+    if (in == out) {
+        *y = x;
+        return UG_OK;
+    }
+    ug_value **bins = ug_calloc((size_t)out, sizeof *bins);
+    if (!bins)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph adaptive_avg_pool2d: out of host memory");
+    int64_t kept[4];
+    memcpy(kept, m.shape, sizeof kept);
+    kept[axis] = 1;
+    ug_status st = UG_OK;
+    for (int64_t i = 0; i < out && st == UG_OK; i++) {
+        const int64_t start = bin_start(i, in, out);
+        ug_value *slice = NULL, *mean = NULL;
+        st = ug_g_slice(g, x, axis, start, bin_end(i, in, out) - start, &slice);
+        if (st == UG_OK)
+            st = ug_g_mean(g, slice, axis, false, &mean);
+        if (st == UG_OK)
+            st = ug_g_reshape(g, mean, 4, kept, &bins[i]);
+    }
+    if (st == UG_OK)
+        st = out == 1 ? (*y = bins[0], UG_OK) : ug_g_concat(g, (int)out, bins, axis, y);
+    free(bins);
+    return st;
+}
+
+ug_status ug_g_adaptive_avg_pool2d(ug_graph *g, ug_value *x, int64_t out_h, int64_t out_w, ug_value **out)
+{
+    const char *name = "graph adaptive_avg_pool2d";
+    UG_TRY(ug_graph_check_open(g, name));
+    UG_TRY(ug_graph_check_value(g, x, name, "x"));
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+    const ug_meta m = ug_value_meta(x);
+    UG_TRY(adaptive_check(name, m.dtype, m.ndim, m.shape, out_h, out_w));
+    ug_pool2d_params tiles;
+    if (adaptive_tiles(m.shape, out_h, out_w, &tiles))
+        return ug_g_avg_pool2d(g, x, &tiles, out);
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *rows = NULL;
+    ug_status st = adaptive_axis_g(g, x, 2, out_h, &rows);
+    if (st == UG_OK)
+        st = adaptive_axis_g(g, rows, 3, out_w, out);
+    if (st != UG_OK)
+        ug_graph_rollback(g, mark);
+    return st;
+}
+
+/* The eager form of adaptive_axis_g. */
+static ug_status adaptive_axis(const ug_tensor *x, int axis, int64_t out, ug_tensor **y)
+{
+    const int64_t in = x->shape[axis];
+    ug_tensor **bins = ug_calloc((size_t)out, sizeof *bins);
+    if (!bins)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "adaptive_avg_pool2d: out of host memory");
+    int64_t kept[4];
+    memcpy(kept, x->shape, sizeof kept);
+    kept[axis] = 1;
+    ug_status st = UG_OK;
+    for (int64_t i = 0; i < out && st == UG_OK; i++) {
+        const int64_t start = bin_start(i, in, out);
+        ug_tensor *slice = NULL, *mean = NULL;
+        st = ug_slice(x, axis, start, bin_end(i, in, out) - start, &slice);
+        if (st == UG_OK)
+            st = ug_mean(slice, axis, &mean);
+        if (st == UG_OK)
+            st = ug_tensor_reshape(mean, 4, kept, &bins[i]);
+        ug_tensor_free(mean);
+        ug_tensor_free(slice);
+    }
+    if (st == UG_OK)
+        st = ug_concat((int)out, (const ug_tensor *const *)bins, axis, y);
+    for (int64_t i = 0; i < out; i++)
+        ug_tensor_free(bins[i]);
+    free(bins);
+    return st;
+}
+
+ug_status ug_adaptive_avg_pool2d(const ug_tensor *x, int64_t out_h, int64_t out_w, ug_tensor **out)
+{
+    const char *name = "adaptive_avg_pool2d";
+    if (!out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+    *out = NULL;
+    UG_TRY(ug_check_tensor(x, name, "x"));
+    UG_TRY(adaptive_check(name, x->dtype, x->ndim, x->shape, out_h, out_w));
+    ug_pool2d_params tiles;
+    if (adaptive_tiles(x->shape, out_h, out_w, &tiles))
+        return ug_avg_pool2d(x, &tiles, out);
+    ug_tensor *rows = NULL;
+    UG_TRY(adaptive_axis(x, 2, out_h, &rows));
+    const ug_status st = adaptive_axis(rows, 3, out_w, out);
+    ug_tensor_free(rows);
     return st;
 }

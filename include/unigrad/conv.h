@@ -68,6 +68,10 @@ UG_API ug_status ug_max_pool2d(const ug_tensor *x, const ug_pool2d_params *param
 UG_API ug_status ug_avg_pool2d(const ug_tensor *x, const ug_pool2d_params *params, ug_tensor **out);
 /* The mean of each channel's image: [N, C, H, W] to [N, C, 1, 1]. */
 UG_API ug_status ug_global_avg_pool2d(const ug_tensor *x, ug_tensor **out);
+/* nn.AdaptiveAvgPool2d((out_h, out_w)): y [N, C, out_h, out_w], cell (i, j)
+ * the mean of rows floor(i H / out_h) to ceil((i + 1) H / out_h) - 1 and
+ * the columns likewise (bins may overlap, or repeat where out exceeds in). */
+UG_API ug_status ug_adaptive_avg_pool2d(const ug_tensor *x, int64_t out_h, int64_t out_w, ug_tensor **out);
 /* Nearest-neighbour upsampling by integer factors (torch.nn.Upsample with
  * scale_factor (scale_h, scale_w), mode "nearest"): y [N, C, H * scale_h,
  * W * scale_w], each pixel copied into a scale_h x scale_w block. */
@@ -91,6 +95,8 @@ UG_API ug_status ug_g_max_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_param
 UG_API ug_status ug_g_avg_pool2d(ug_graph *g, ug_value *x, const ug_pool2d_params *params,
                                  ug_value **out);
 UG_API ug_status ug_g_global_avg_pool2d(ug_graph *g, ug_value *x, ug_value **out);
+UG_API ug_status ug_g_adaptive_avg_pool2d(ug_graph *g, ug_value *x, int64_t out_h, int64_t out_w,
+                                          ug_value **out);
 UG_API ug_status ug_g_upsample2d(ug_graph *g, ug_value *x, int scale_h, int scale_w,
                                  ug_value **out);
 /* Training or eval as the graph's mode at each run (ug_graph_set_training).

@@ -137,6 +137,8 @@ void test_batch_norm_ops(ug_device *dev);
 void test_conv_grads(ug_device *dev);
 /* conv.h's upsampling, eager and in graphs (conformance_upsample.c) */
 void test_upsample_ops(ug_device *dev);
+/* conv.h's adaptive average pooling (conformance_adaptive_pool.c) */
+void test_adaptive_pool_ops(ug_device *dev);
 /* fused attention against its double reference and the composed path (conformance_attention.c) */
 void test_attention_ops(ug_device *dev);
 /* take, permute, slice, split, concat, stack, broadcast_to (conformance_layout.c) */

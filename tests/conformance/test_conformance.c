@@ -493,6 +493,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(batch_norm_ops),
         TH_DEVICE_TEST(conv_grads),
         TH_DEVICE_TEST(upsample_ops),
+        TH_DEVICE_TEST(adaptive_pool_ops),
         TH_DEVICE_TEST(layout_ops),
         TH_DEVICE_TEST(attention_ops),
         TH_DEVICE_TEST(xent_ops),
