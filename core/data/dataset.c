@@ -49,11 +49,8 @@ static bool fits_in_memory(int64_t count, int64_t width)
     return !__builtin_mul_overflow((uint64_t)count, (uint64_t)width, &n) && n <= SIZE_MAX / 8;
 }
 
-/* A base data set with room for its storage: x_dtype features (unless
- * store_x is false: taken over, or made by a callback) and labels or
- * target_width targets (unless store_y is false: made by a callback). */
-static ug_status alloc_dataset(int64_t count, int64_t features, bool store_x, ug_dtype x_dtype,
-                              int64_t target_width, bool store_y, const char *op, ug_dataset **out)
+ug_status ug_dataset_alloc(int64_t count, int64_t features, bool store_x, ug_dtype x_dtype, int64_t target_width,
+                           bool store_y, const char *op, ug_dataset **out)
 {
     if (count < 1 || features < 1)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT,
@@ -144,7 +141,7 @@ ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, 
      * and i32 images, rare, are held as f32. */
     bool adopt = images->dtype == UG_U8 || images->dtype == UG_F32;
     ug_dataset *ds = NULL;
-    st = alloc_dataset(count, features, !adopt, UG_F32, 0, true, op, &ds);
+    st = ug_dataset_alloc(count, features, !adopt, UG_F32, 0, true, op, &ds);
     if (st != UG_OK)
         goto done;
     ds->scale = scale;
@@ -229,7 +226,7 @@ ug_status ug_dataset_create(const ug_dataset_arrays *a, ug_dataset **out)
                             op, (long long)a->target_width);
     int64_t width = a->targets ? a->target_width : 0;
     ug_dataset *ds = NULL;
-    UG_TRY(alloc_dataset(a->count, a->features, true, xt, width, true, op, &ds));
+    UG_TRY(ug_dataset_alloc(a->count, a->features, true, xt, width, true, op, &ds));
     memcpy(ds->x, a->x, (size_t)a->count * (size_t)a->features * ug_dtype_size(xt));
     ug_status st = UG_OK;
     if (a->targets) {
@@ -273,7 +270,7 @@ ug_status ug_dataset_from_callback(const ug_dataset_source *src, ug_dataset **ou
                             op, (int)src->classes);
     ug_dataset *ds = NULL;
     /* Nothing is stored: the callback makes every sample. */
-    UG_TRY(alloc_dataset(src->count, src->features, false, UG_F32, src->target_width, false, op, &ds));
+    UG_TRY(ug_dataset_alloc(src->count, src->features, false, UG_F32, src->target_width, false, op, &ds));
     ds->fill = src->fill;
     ds->user = src->user;
     ds->classes = src->target_width ? 0 : src->classes;

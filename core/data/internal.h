@@ -62,6 +62,13 @@ void ug_shard_rows(int shard_count, int shard_index, const double *weights, int6
  * finite and so is their sum. */
 ug_status ug_check_shard_weights(int count, const double *weights, const char *op);
 
+/* A base data set with room for count samples: x_dtype features unless
+ * store_x is false (taken over, or made by a callback), labels or
+ * target_width targets unless store_y is false; op names the caller in
+ * the errors. */
+ug_status ug_dataset_alloc(int64_t count, int64_t features, bool store_x, ug_dtype x_dtype, int64_t target_width,
+                           bool store_y, const char *op, ug_dataset **out);
+
 /* Loaders keep their data set: ug_dataset_free drops a reference. */
 void ug_dataset_retain(const ug_dataset *dataset);
 

@@ -49,6 +49,13 @@ typedef struct ug_dataset ug_dataset;
 UG_API ug_status ug_dataset_from_idx(const char *images_path, const char *labels_path, float scale,
                               float shift, ug_dataset **out);
 
+/* CIFAR-10's binary version: dir is the folder cifar-10-binary.tar.gz
+ * unpacks to (cifar-10-batches-bin); train reads data_batch_1.bin to
+ * data_batch_5.bin (50000 images), else test_batch.bin (10000). Samples
+ * [3, 32, 32] (red, green, blue planes) kept as bytes, values scale *
+ * byte + shift; labels 0 to 9 (10 classes). */
+UG_API ug_status ug_dataset_from_cifar10(const char *dir, bool train, float scale, float shift, ug_dataset **out);
+
 /* The caller's arrays, copied. Exactly one of labels and targets is given. */
 typedef struct ug_dataset_arrays {
     int64_t count, features;

@@ -1,10 +1,12 @@
 /* Data sets beyond f32 features and class labels (include/unigrad/data.h):
  * bytes kept as bytes and converted in the batch, float targets, subsets
  * and seeded splits, callback data sets, and resuming an epoch part-way
- * (ug_loader_seek). Each batch is checked against values the test computes
+ * (ug_loader_seek), and CIFAR-10's binary files. Each batch is checked against values the test computes
  * itself from the arrays it gave. */
+#define _GNU_SOURCE /* mkdtemp */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -573,6 +575,91 @@ static void test_impossible_sizes_and_transforms(ug_device *dev)
     ug_dataset_free(ds);
 }
 
+/* ---- CIFAR-10's binary files ---- */
+
+enum { CIFAR_PIXELS = 3072, CIFAR_RECORD = 3073 };
+
+/* Writes records [first, first + count) of a made-up set (label: the
+ * sample's number mod 10, pixels byte_value) to dir/name; bad_label: the
+ * last record's label is 10, extra: bytes past the last record. */
+static bool write_cifar(const char *dir, const char *name, int64_t first, int64_t count, bool bad_label, int extra)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return false;
+    uint8_t rec[CIFAR_RECORD];
+    for (int64_t i = first; i < first + count; i++) {
+        rec[0] = (uint8_t)(bad_label && i == first + count - 1 ? 10 : i % 10);
+        for (int64_t p = 0; p < CIFAR_PIXELS; p++)
+            rec[1 + p] = byte_value(i, p);
+        fwrite(rec, 1, sizeof rec, f);
+    }
+    for (int i = 0; i < extra; i++)
+        fputc(0, f);
+    return fclose(f) == 0;
+}
+
+static bool check_cifar_row(const void *c, int64_t id, const float *x, const void *y)
+{
+    (void)c;
+    for (int64_t p = 0; p < CIFAR_PIXELS; p++) {
+        const double want = byte_value(id, p) * 2.0 / 255.0 - 1.0;
+        if (fabs(x[p] - want) > 1e-6)
+            return false;
+    }
+    int32_t label;
+    memcpy(&label, y, sizeof label);
+    return label == (int32_t)(id % 10);
+}
+
+/* The five training files in order, the test file, and what a reader
+ * must refuse: a missing folder, a truncated file, a label past 9. */
+static void test_cifar10_files(ug_device *dev)
+{
+    char dir[] = "/tmp/ug-test-cifar-XXXXXX", rm[64];
+    REQUIRE(mkdtemp(dir));
+    static const int64_t per_file[5] = {3, 2, 4, 1, 2};
+    int64_t first = 0;
+    for (int i = 0; i < 5; first += per_file[i], i++) {
+        char name[32];
+        snprintf(name, sizeof name, "data_batch_%d.bin", i + 1);
+        REQUIRE(write_cifar(dir, name, first, per_file[i], false, 0));
+    }
+    REQUIRE(write_cifar(dir, "test_batch.bin", 0, 5, false, 0));
+    ug_dataset *train = NULL, *test = NULL;
+    REQUIRE_OK(ug_dataset_from_cifar10(dir, true, 2.0f / 255.0f, -1.0f, &train));
+    REQUIRE_OK(ug_dataset_from_cifar10(dir, false, 2.0f / 255.0f, -1.0f, &test));
+    CHECK_EQ_I64(ug_dataset_count(train), 12);
+    CHECK_EQ_I64(ug_dataset_count(test), 5);
+    CHECK_EQ_I64(ug_dataset_features(train), CIFAR_PIXELS);
+    CHECK_EQ_I64(ug_dataset_classes(train), 10);
+    CHECK_EQ_I64((int64_t)ug_dataset_host_bytes(train), 12 * CIFAR_PIXELS + 12 * 4); /* bytes stay bytes */
+    ug_loader_config c = ug_loader_default_config();
+    c.batch_size = 5;
+    ug_loader *l = NULL;
+    REQUIRE_OK(ug_loader_create(train, dev, &c, &l));
+    CHECK_OK(ug_loader_start_epoch(l, 0));
+    CHECK_EQ_I64(walk_epoch(l, CIFAR_PIXELS, sizeof(int32_t), check_cifar_row, NULL, NULL), 12);
+    ug_loader_free(l);
+    ug_dataset_free(train);
+    ug_dataset_free(test);
+    ug_dataset *none = NULL;
+    if (CHECK_STATUS(ug_dataset_from_cifar10("/nonexistent-cifar", true, 1.0f, 0.0f, &none), UG_ERR_IO))
+        CHECK_ERROR_HAS("/nonexistent-cifar/data_batch_1.bin", "cifar-10-batches-bin");
+    REQUIRE(write_cifar(dir, "data_batch_4.bin", 9, 1, false, 100));
+    if (CHECK_STATUS(ug_dataset_from_cifar10(dir, true, 1.0f, 0.0f, &none), UG_ERR_FORMAT))
+        CHECK_ERROR_HAS("data_batch_4.bin", "3173 bytes", "whole number of 3073-byte records");
+    REQUIRE(write_cifar(dir, "test_batch.bin", 0, 3, true, 0));
+    if (CHECK_STATUS(ug_dataset_from_cifar10(dir, false, 1.0f, 0.0f, &none), UG_ERR_FORMAT))
+        CHECK_ERROR_HAS("record 2", "label 10");
+    CHECK_STATUS(ug_dataset_from_cifar10(dir, false, NAN, 0.0f, &none), UG_ERR_INVALID_ARGUMENT);
+    CHECK(none == NULL);
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    CHECK(system(rm) == 0);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -582,6 +669,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(callback_dataset),
         TH_DEVICE_TEST(loader_seek),
         TH_DEVICE_TEST(impossible_sizes_and_transforms),
+        TH_DEVICE_TEST(cifar10_files),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
