@@ -182,6 +182,38 @@ ug_status ug_nn_conv2d_with(ug_graph *g, const char *name, ug_value *x, int64_t 
     return st;
 }
 
+ug_status ug_nn_conv_bn(ug_graph *g, const char *name, ug_value *x, int64_t out_channels, int kernel,
+                        const ug_conv2d_params *params, ug_nn_activation activation, ug_value **out)
+{
+    UG_TRY(ug_graph_check_open(g, "ug_nn_conv_bn"));
+    if (!out || (unsigned)activation > UG_NN_RELU6)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_conv_bn '%s': %s", name ? name : "",
+                            out ? "activation is not a ug_nn_activation" : "out is NULL");
+    char conv[64], norm[64];
+    if (!name || (size_t)snprintf(conv, sizeof conv, "%s.conv", name) >= sizeof conv ||
+        (size_t)snprintf(norm, sizeof norm, "%s.bn", name) >= sizeof norm)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_conv_bn: layer name '%s' is missing or too long",
+                            name ? name : "(null)");
+    ug_conv2d_params p = params ? *params : (ug_conv2d_params){0};
+    if (p.padding[0] == 0 && p.padding[1] == 0)
+        p.padding[0] = p.padding[1] = kernel / 2;
+    const ug_nn_layer_params no_bias = {.without_bias = true};
+    ug_graph_mark mark = ug_graph_mark_now(g);
+    ug_value *h = NULL;
+    ug_status st = ug_nn_conv2d_with(g, conv, x, out_channels, kernel, kernel, &p, &no_bias, &h);
+    if (st == UG_OK)
+        st = ug_nn_batch_norm(g, norm, h, &h);
+    if (st == UG_OK && activation == UG_NN_RELU)
+        st = ug_g_relu(g, h, &h);
+    else if (st == UG_OK && activation == UG_NN_RELU6)
+        st = ug_g_relu6(g, h, &h);
+    if (st == UG_OK)
+        *out = h;
+    else
+        ug_graph_rollback(g, mark);
+    return st;
+}
+
 ug_status ug_nn_batch_norm(ug_graph *g, const char *name, ug_value *x, ug_value **out)
 {
     UG_TRY(ug_graph_check_open(g, "ug_nn_batch_norm"));

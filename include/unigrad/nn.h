@@ -53,6 +53,14 @@ UG_API ug_status ug_nn_conv2d(ug_graph *g, const char *name, ug_value *x, int64_
 UG_API ug_status ug_nn_conv2d_with(ug_graph *g, const char *name, ug_value *x, int64_t out_channels,
                                    int kernel_h, int kernel_w, const ug_conv2d_params *params,
                                    const ug_nn_layer_params *layer, ug_value **out);
+/* The activation closing a layer that takes one. */
+typedef enum ug_nn_activation { UG_NN_IDENTITY = 0, UG_NN_RELU, UG_NN_RELU6 } ug_nn_activation;
+/* torchvision's Conv2dNormActivation, the unit of ResNets and MobileNets:
+ * "<name>.conv", a convolution without bias of kernel x kernel (params as
+ * ug_nn_conv2d's; padding 0 there gives kernel / 2, keeping the size at
+ * stride 1), then "<name>.bn", a batch norm, then the activation. */
+UG_API ug_status ug_nn_conv_bn(ug_graph *g, const char *name, ug_value *x, int64_t out_channels, int kernel,
+                               const ug_conv2d_params *params, ug_nn_activation activation, ug_value **out);
 /* PyTorch's nn.BatchNorm1d (x [N, C] or [N, C, L]) and nn.BatchNorm2d
  * (x [N, C, H, W]):
  * "<name>.weight" (ones), "<name>.bias" (zeros), and the model state

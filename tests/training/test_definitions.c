@@ -132,6 +132,53 @@ TS_TEST(linear_without_bias)
         }
 }
 
+/* ug_nn_conv_bn is the convolution without bias, the batch norm and the
+ * activation it names: parameters "<name>.conv.weight" and "<name>.bn.*",
+ * and the output bit for bit that of the three layers built by hand. */
+TS_TEST(conv_bn_is_its_parts)
+{
+    const int64_t xs[4] = {2, 3, 6, 5};
+    const ug_conv2d_params strided = {.stride = {2, 2}, .padding = {1, 1}};
+    const float *got[2] = {NULL, NULL};
+    ug_tensor *xt = NULL;
+    for (int built = 0; built < 2; built++) {
+        ug_model *m = ts_model(dev, 5);
+        ug_graph *g = ts_graph(m);
+        REQUIRE(g);
+        ug_value *x = NULL, *y = NULL;
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 4, xs, &x));
+        if (built == 0) {
+            REQUIRE_OK(ug_nn_conv_bn(g, "unit", x, 4, 3, &strided, UG_NN_RELU6, &y));
+            ug_tensor *t = NULL;
+            CHECK_EQ_I64(ug_model_param_count(m), 5); /* weight, bn weight and bias, running mean and variance */
+            CHECK_OK(ug_model_find_param(m, "unit.conv.weight", &t));
+            CHECK_OK(ug_model_find_param(m, "unit.bn.running_var", &t));
+            CHECK_STATUS(ug_model_find_param(m, "unit.conv.bias", &t), UG_ERR_INVALID_ARGUMENT);
+        } else {
+            const ug_nn_layer_params no_bias = {.without_bias = true};
+            REQUIRE_OK(ug_nn_conv2d_with(g, "unit.conv", x, 4, 3, 3, &strided, &no_bias, &y));
+            REQUIRE_OK(ug_nn_batch_norm(g, "unit.bn", y, &y));
+            REQUIRE_OK(ug_g_relu6(g, y, &y));
+        }
+        REQUIRE_OK(ug_graph_keep(g, y));
+        REQUIRE_OK(ug_graph_compile(g));
+        if (!xt) {
+            double *v = th_random_values(2 * 3 * 6 * 5, -3, 3);
+            xt = th_tensor(dev, UG_F32, 4, xs, v);
+            REQUIRE(xt);
+        }
+        REQUIRE_OK(ug_graph_bind(g, x, xt));
+        REQUIRE_OK(ug_graph_run_forward(g));
+        got[built] = ts_read(g, y);
+        REQUIRE(got[built]);
+    }
+    CHECK(memcmp(got[0], got[1], 2 * 4 * 3 * 3 * sizeof(float)) == 0);
+    double six = 0.0;
+    for (int i = 0; i < 2 * 4 * 3 * 3; i++)
+        six = fmax(six, got[0][i]);
+    CHECK_MSG(six <= 6.0, "ReLU6 let %g through", six);
+}
+
 /* The graph versions take f16 wherever the eager ones do, and give the
  * same bits: one inference, one launch. */
 TS_TEST(graph_matches_eager_in_f16)
@@ -251,6 +298,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(layernorm_checks_dtypes),
         TH_DEVICE_TEST(failed_layer_leaves_nothing),
         TH_DEVICE_TEST(linear_without_bias),
+        TH_DEVICE_TEST(conv_bn_is_its_parts),
         TH_DEVICE_TEST(graph_matches_eager_in_f16),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
