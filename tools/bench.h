@@ -19,6 +19,7 @@ int bench_train_mlp(int argc, char **argv);
 int bench_train_cnn(int argc, char **argv);
 int bench_conv(int argc, char **argv);
 int bench_gpt(int argc, char **argv);
+int bench_resnet(int argc, char **argv);
 int bench_report(int argc, char **argv);
 int bench_compare(int argc, char **argv);
 int bench_data_parallel(int argc, char **argv);

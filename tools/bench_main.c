@@ -9,6 +9,7 @@ static const bench_command commands[] = {
     {"train-mlp", "ug-train's step and epoch beside its products in OpenBLAS", bench_train_mlp},
     {"train-cnn", "the same for ug-train --model cnn (im2col products)", bench_train_cnn},
     {"gpt", "examples/gpt.c's step on each device, beside PyTorch's", bench_gpt},
+    {"resnet", "examples/resnet.c's ResNet-20 step on each device, beside PyTorch's", bench_resnet},
     {"conv", "the CNN's convolutions beside oneDNN's and im2col + OpenBLAS", bench_conv},
     {"report", "all of the above on every device: CSV, JSON, plots, Markdown", bench_report},
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},

@@ -1,15 +1,18 @@
 """unigrad beside PyTorch on the CPU, in the same invocation: one training
 epoch of ug-train's MLP (784-500-10) and CNN on Fashion-MNIST, batch 64, Adam;
-and the training step of examples/gpt.c's model in nanoGPT's CPU
-configuration (ug-bench gpt against tools/torch_gpt.py). unigrad, then
+and the training steps of examples/gpt.c's model in nanoGPT's CPU
+configuration (ug-bench gpt against tools/torch_gpt.py) and of
+examples/resnet.c's ResNet-20 at batch 64 (ug-bench resnet against
+tools/torch_resnet.py). unigrad, then
 PyTorch with 1 and with 2 threads (its best counts), in alternating rounds,
 each run a process of its own so its peak resident memory is its own. The
 classifiers time the epoch's training batches (not loading, not the
-evaluation) and report the test accuracy after it; the GPT times steps on
-batches made beforehand, as milliseconds per iteration and tokens per second.
+evaluation) and report the test accuracy after it; the GPT and the ResNet
+time steps on batches made beforehand, as milliseconds per iteration and
+tokens or images per second.
 
 Usage: python3 tools/vs_pytorch.py [--ug-train build/ug-train] [--ug-bench build/ug-bench]
-                                   [--models mlp,cnn,gpt] [--rounds N] [--data DIR]
+                                   [--models mlp,cnn,gpt,resnet] [--rounds N] [--data DIR]
 Needs Debian's python3-torch and python3-numpy."""
 import argparse
 import gzip
@@ -100,31 +103,36 @@ def ug_epoch(ug_train, model_kind, data):
     return float(seconds.group(1)), float(accuracy.group(1)), rss
 
 
-def compare_gpt(ug_bench, rounds, seconds=3.0):
-    """The GPT's step: ug-bench gpt on the cpu against tools/torch_gpt.py."""
-    print(f"{'model':5} {'run':14} {'ms/iter':>8} {'tokens/s':>8} {'peak MiB':>8}")
+# The steps ug-bench times against a script of PyTorch's: the script, what
+# a step processes and the unit of the rate.
+STEPS = {"gpt": ("torch_gpt.py", 12 * 64, "tokens/s"), "resnet": ("torch_resnet.py", 64, "images/s")}
+
+
+def compare_step(ug_bench, model_kind, rounds, seconds=3.0):
+    """A model's step: ug-bench MODEL on the cpu against its PyTorch script."""
+    script, samples, unit = STEPS[model_kind]
+    print(f"{'model':6} {'run':14} {'ms/iter':>8} {unit:>8} {'peak MiB':>8}")
     runs = {"unigrad": [], "torch 1 thread": [], "torch 2 threads": []}
     rss = {key: 0.0 for key in runs}
-    tokens = 12 * 64
     for _ in range(rounds):
-        out, peak = run([ug_bench, "gpt", "--device", "cpu", "--no-torch", "--rounds", "1",
+        out, peak = run([ug_bench, model_kind, "--device", "cpu", "--no-torch", "--rounds", "1",
                          "--seconds", str(seconds)])
         row = re.search(r"^cpu +([0-9.]+) ", out, re.MULTILINE)
         if not row:
-            sys.exit(f"vs_pytorch: no cpu line in ug-bench gpt's output:\n{out}")
+            sys.exit(f"vs_pytorch: no cpu line in ug-bench {model_kind}'s output:\n{out}")
         results = [("unigrad", float(row.group(1)), peak)]
         for threads in (1, 2):
-            out, peak = run([sys.executable, os.path.join(HERE, "torch_gpt.py"), str(threads), str(seconds)])
+            out, peak = run([sys.executable, os.path.join(HERE, script), str(threads), str(seconds)])
             key = f"torch {threads} thread{'s' if threads > 1 else ''}"
             results.append((key, float(out.split()[-1]), peak))
         for key, ms, peak in results:
             runs[key].append(ms)
             rss[key] = max(rss[key], peak)
-            print(f"{'gpt':5} {key:14} {ms:8.2f} {tokens / ms * 1e3:8.0f} {peak:8.0f}", flush=True)
+            print(f"{model_kind:6} {key:14} {ms:8.2f} {samples / ms * 1e3:8.0f} {peak:8.0f}", flush=True)
     ours = statistics.median(runs["unigrad"])
     best_key = min((k for k in runs if k != "unigrad"), key=lambda k: statistics.median(runs[k]))
     best = statistics.median(runs[best_key])
-    print(f"{'gpt':5} unigrad / {best_key} (PyTorch's best): iteration x{ours / best:.2f}, "
+    print(f"{model_kind:6} unigrad / {best_key} (PyTorch's best): iteration x{ours / best:.2f}, "
           f"memory x{rss['unigrad'] / rss[best_key]:.2f}", flush=True)
 
 
@@ -132,7 +140,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ug-train", default=os.path.join(HERE, "..", "build", "ug-train"))
     parser.add_argument("--ug-bench", default=os.path.join(HERE, "..", "build", "ug-bench"))
-    parser.add_argument("--models", default="mlp,cnn,gpt")
+    parser.add_argument("--models", default="mlp,cnn,gpt,resnet")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--data", default=DATA)
     parser.add_argument("--torch-worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
@@ -148,12 +156,12 @@ def main():
                  "and run this with /usr/bin/python3")
     models = args.models.split(",")
     for tool, path in (("ug-train", args.ug_train), ("ug-bench", args.ug_bench)):
-        needed = any(m != "gpt" for m in models) if tool == "ug-train" else "gpt" in models
+        needed = any(m not in STEPS for m in models) if tool == "ug-train" else any(m in STEPS for m in models)
         if needed and not os.access(path, os.X_OK):
             sys.exit(f"vs_pytorch: no {tool} at {path}: build it, or name it with --{tool}")
     for model_kind in models:
-        if model_kind == "gpt":
-            compare_gpt(args.ug_bench, args.rounds)
+        if model_kind in STEPS:
+            compare_step(args.ug_bench, model_kind, args.rounds)
             continue
         print(f"{'model':5} {'run':14} {'epoch s':>8} {'test acc':>8} {'peak MiB':>8}")
         runs = {"unigrad": [], "torch 1 thread": [], "torch 2 threads": []}

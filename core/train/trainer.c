@@ -160,7 +160,7 @@ ug_status trainer_make_optimizer(ug_trainer *t, int64_t epoch_updates)
                                                      "(an epoch's updates), and a token run has no epochs: give it");
     if (oc.schedule == UG_SCHEDULE_STEP && oc.step_size == 0)
         oc.step_size = epoch_updates;
-    if (t->compute == UG_F16 && !oc.loss_scaling.enabled) {
+    if (t->config.precision == UG_F16 && !oc.loss_scaling.enabled) {
         oc.loss_scaling = ug_optimizer_defaults(oc.type).loss_scaling;
         oc.loss_scaling.enabled = true;
     }

@@ -197,8 +197,9 @@ static float *train_params(ug_device *dev, ug_dataset *data, const ug_trainer_co
 
 /* Mixed precision where it pays: a half type the device has no native
  * arithmetic for (ug_device_precision says f32) trains bit for bit as f32
- * does (no rounding of the data, no loss scaling); one it has computes in
- * it, and the parameters differ from f32's. */
+ * does (no rounding of the data; f16's loss scaling, by powers of two, is
+ * exact in f32); one it has computes in it, and the parameters differ
+ * from f32's. */
 static void test_half_precision_where_it_pays(ug_device *dev)
 {
     ug_dataset *data = problem(11);
