@@ -58,8 +58,16 @@ ug_status ug_decoder_positions(ug_graph *g, ug_decoder *dec, int64_t positions, 
 ug_status ug_nn_decoder_attention(ug_graph *g, ug_decoder *dec, const char *name, ug_value *x, int heads,
                                   ug_value **out)
 {
+    return ug_nn_decoder_attention_with(g, dec, name, x, heads, NULL, out);
+}
+
+ug_status ug_nn_decoder_attention_with(ug_graph *g, ug_decoder *dec, const char *name, ug_value *x, int heads,
+                                       const ug_nn_attention_params *params, ug_value **out)
+{
+    ug_nn_attention_params p = params ? *params : (ug_nn_attention_params){0};
+    p.causal = !dec; /* decoding: the cache's mask says what is seen */
     if (!dec)
-        return ug_self_attention_layer(g, name, x, heads, true, NULL, out);
+        return ug_self_attention_layer(g, name, x, heads, &p, NULL, out);
     UG_TRY(ug_graph_check_open(g, "ug_nn_decoder_attention"));
     if (!x || !out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_decoder_attention: %s is NULL", x ? "out" : "x");
@@ -82,7 +90,7 @@ ug_status ug_nn_decoder_attention(ug_graph *g, ug_decoder *dec, const char *name
     if (st == UG_OK)
         st = ug_graph_input(g, vname, x->dtype, 4, shape, &layer->values.v);
     if (st == UG_OK)
-        st = ug_self_attention_layer(g, name, x, heads, false, &layer->values, out);
+        st = ug_self_attention_layer(g, name, x, heads, &p, &layer->values, out);
     if (st == UG_OK)
         st = ug_graph_keep(g, layer->values.k_written);
     if (st == UG_OK)

@@ -14,9 +14,9 @@ typedef struct ug_attention_cache {
     ug_value *k_written, *v_written;
 } ug_attention_cache;
 
-/* ug_nn_self_attention, with a cache when cache is set (then not causal:
- * the mask says what is seen). */
-ug_status ug_self_attention_layer(ug_graph *g, const char *name, ug_value *x, int heads, bool causal,
-                                  ug_attention_cache *cache, ug_value **out);
+/* ug_nn_self_attention_with, with a cache when cache is set (then not
+ * causal: the mask says what is seen). */
+ug_status ug_self_attention_layer(ug_graph *g, const char *name, ug_value *x, int heads,
+                                  const ug_nn_attention_params *params, ug_attention_cache *cache, ug_value **out);
 
 #endif

@@ -33,10 +33,18 @@ static ug_status split_heads(ug_graph *g, ug_value *qkv, int64_t b, int64_t t, i
     return ug_g_reshape(g, parts[2], 4, four, v);
 }
 
+/* The output projection, and its dropout where asked. */
+static ug_status project(ug_graph *g, const char *name, ug_value *x, int64_t c, const ug_nn_attention_params *p,
+                        ug_value **out)
+{
+    UG_TRY(ug_nn_linear(g, name, x, c, out));
+    return p->output_dropout > 0.0f ? ug_g_dropout(g, *out, p->output_dropout, out) : UG_OK;
+}
+
 /* The layer's ops; with cache set, k and v are written into its caches
  * at its position and q attends over them, under its mask. */
-static ug_status self_attention(ug_graph *g, const char *name, ug_value *x, int heads, bool causal,
-                                ug_attention_cache *cache, ug_value **out)
+static ug_status self_attention(ug_graph *g, const char *name, ug_value *x, int heads,
+                                const ug_nn_attention_params *p, ug_attention_cache *cache, ug_value **out)
 {
     const int64_t b = x->shape[0], t = x->shape[1], c = x->shape[2], d = c / heads;
     char qkv_name[64], proj_name[64];
@@ -45,9 +53,9 @@ static ug_status self_attention(ug_graph *g, const char *name, ug_value *x, int 
     ug_value *qkv = NULL, *q = NULL, *k = NULL, *v = NULL, *y = NULL, *merged = NULL, *flat = NULL;
     UG_TRY(ug_nn_linear(g, qkv_name, x, 3 * c, &qkv));
     if (!cache) { /* the heads read and written where they lie */
-        const ug_attention_options opts = {.causal = causal};
+        const ug_attention_options opts = {.causal = p->causal, .dropout = p->dropout};
         UG_TRY(ug_g_attention_packed(g, qkv, heads, NULL, &opts, &flat));
-        return ug_nn_linear(g, proj_name, flat, c, out);
+        return project(g, proj_name, flat, c, p, out);
     }
     UG_TRY(split_heads(g, qkv, b, t, heads, d, &q, &k, &v));
     UG_TRY(ug_g_index_copy(g, cache->k, 2, cache->position, k, &cache->k_written));
@@ -58,11 +66,11 @@ static ug_status self_attention(ug_graph *g, const char *name, ug_value *x, int 
     const int64_t rows[3] = {b, t, c};
     UG_TRY(ug_g_permute(g, y, 4, back, &merged));
     UG_TRY(ug_g_reshape(g, merged, 3, rows, &flat));
-    return ug_nn_linear(g, proj_name, flat, c, out);
+    return project(g, proj_name, flat, c, p, out);
 }
 
-ug_status ug_self_attention_layer(ug_graph *g, const char *name, ug_value *x, int heads, bool causal,
-                                  ug_attention_cache *cache, ug_value **out)
+ug_status ug_self_attention_layer(ug_graph *g, const char *name, ug_value *x, int heads,
+                                  const ug_nn_attention_params *params, ug_attention_cache *cache, ug_value **out)
 {
     UG_TRY(ug_graph_check_open(g, "ug_nn_self_attention"));
     if (!x || !out)
@@ -75,8 +83,13 @@ ug_status ug_self_attention_layer(ug_graph *g, const char *name, ug_value *x, in
                             "channels] and the heads divide the channels",
                             name ? name : "", ug_format_shape(x->ndim, x->shape, s, sizeof s), heads);
     }
+    const ug_nn_attention_params none = {0}, *p = params ? params : &none;
+    if (!(p->dropout >= 0.0f && p->dropout < 1.0f) || !(p->output_dropout >= 0.0f && p->output_dropout < 1.0f))
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_nn_self_attention '%s': dropout %g and output_dropout %g "
+                            "must each be in [0, 1)", name ? name : "", (double)p->dropout,
+                            (double)p->output_dropout);
     ug_graph_mark mark = ug_graph_mark_now(g);
-    ug_status st = self_attention(g, name, x, heads, causal, cache, out);
+    ug_status st = self_attention(g, name, x, heads, p, cache, out);
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
         *out = NULL;
@@ -86,5 +99,12 @@ ug_status ug_self_attention_layer(ug_graph *g, const char *name, ug_value *x, in
 
 ug_status ug_nn_self_attention(ug_graph *g, const char *name, ug_value *x, int heads, bool causal, ug_value **out)
 {
-    return ug_self_attention_layer(g, name, x, heads, causal, NULL, out);
+    const ug_nn_attention_params params = {.causal = causal};
+    return ug_self_attention_layer(g, name, x, heads, &params, NULL, out);
+}
+
+ug_status ug_nn_self_attention_with(ug_graph *g, const char *name, ug_value *x, int heads,
+                                    const ug_nn_attention_params *params, ug_value **out)
+{
+    return ug_self_attention_layer(g, name, x, heads, params, NULL, out);
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "unigrad/graph.h"
+#include "unigrad/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,10 @@ UG_API ug_status ug_decoder_positions(ug_graph *g, ug_decoder *decoder, int64_t 
  * position cached so far. */
 UG_API ug_status ug_nn_decoder_attention(ug_graph *g, ug_decoder *decoder, const char *name, ug_value *x,
                                          int heads, ug_value **out);
+/* ug_nn_decoder_attention with params' dropouts (their causal is ignored:
+ * the layer is causal), which act in training graphs only. */
+UG_API ug_status ug_nn_decoder_attention_with(ug_graph *g, ug_decoder *decoder, const char *name, ug_value *x,
+                                              int heads, const ug_nn_attention_params *params, ug_value **out);
 
 typedef struct ug_generate_config {
     int64_t block_size;    /* the positions the model was built for (its position table) */

@@ -79,6 +79,17 @@ UG_API ug_status ug_nn_embedding(ug_graph *g, const char *name, ug_value *index,
  * a linear layer back to channels. */
 UG_API ug_status ug_nn_self_attention(ug_graph *g, const char *name, ug_value *x, int heads, bool causal,
                                       ug_value **out);
+/* What ug_nn_self_attention_with takes, all zero for a plain non-causal
+ * layer: nanoGPT's CausalSelfAttention(dropout = p) is {.causal = true,
+ * .dropout = p, .output_dropout = p}. Both dropouts act in training mode
+ * only (ug_graph_set_training). */
+typedef struct ug_nn_attention_params {
+    bool causal;
+    float dropout;        /* on the attention probabilities, inside the fused op */
+    float output_dropout; /* on the projection's output (ug_g_dropout) */
+} ug_nn_attention_params;
+UG_API ug_status ug_nn_self_attention_with(ug_graph *g, const char *name, ug_value *x, int heads,
+                                           const ug_nn_attention_params *params, ug_value **out);
 /* [rows, d1, d2, ...] to [rows, d1*d2*...]. */
 UG_API ug_status ug_nn_flatten(ug_graph *g, ug_value *x, ug_value **out);
 

@@ -179,6 +179,56 @@ TS_TEST(conv_bn_is_its_parts)
     CHECK_MSG(six <= 6.0, "ReLU6 let %g through", six);
 }
 
+/* A self-attention layer's two dropouts (nanoGPT's attn_dropout and
+ * resid_dropout), against the same layer without them on the same
+ * parameters: the output's keeps each value or drops it to 0 and the rest
+ * are doubled (p 0.5), exactly; the probabilities' changes the output in
+ * training and nothing in evaluation; p outside [0, 1) is refused. */
+TS_TEST(self_attention_dropouts)
+{
+    enum { N = 2 * 6 * 8 };
+    const int64_t xs[3] = {2, 6, 8};
+    ug_model *m = ts_model(dev, 9);
+    REQUIRE(m);
+    double *xv = th_random_values(N, -1, 1);
+    ug_tensor *xt = th_tensor(dev, UG_F32, 3, xs, xv);
+    REQUIRE(xt);
+    const ug_nn_attention_params plain = {.causal = true}, output = {.causal = true, .output_dropout = 0.5f},
+                                 probs = {.causal = true, .dropout = 0.5f};
+    const ug_nn_attention_params *kinds[4] = {&plain, &output, &probs, &probs};
+    const float *y[4];
+    for (int k = 0; k < 4; k++) {
+        ug_graph *g = ts_graph(m);
+        REQUIRE(g);
+        ug_value *x = NULL, *out = NULL;
+        REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 3, xs, &x));
+        REQUIRE_OK(ug_nn_self_attention_with(g, "attn", x, 2, kinds[k], &out));
+        REQUIRE_OK(ug_graph_keep(g, out));
+        REQUIRE_OK(ug_graph_set_training(g, k != 3)); /* the last in evaluation */
+        REQUIRE_OK(ug_graph_compile(g));
+        REQUIRE_OK(ug_graph_bind(g, x, xt));
+        REQUIRE_OK(ug_graph_run_forward(g));
+        y[k] = ts_read(g, out);
+        REQUIRE(y[k]);
+    }
+    int dropped = 0, kept = 0, moved = 0;
+    for (int i = 0; i < N; i++) {
+        dropped += y[1][i] == 0.0f;
+        kept += y[1][i] == 2.0f * y[0][i];
+        moved += y[2][i] != y[0][i];
+    }
+    CHECK_MSG(dropped + kept == N && dropped > N / 5 && kept > N / 5, "%d of %d dropped, %d kept", dropped, N, kept);
+    CHECK_MSG(moved > N / 2, "dropout on the probabilities changed %d of %d outputs", moved, N);
+    CHECK(memcmp(y[3], y[0], sizeof(float) * N) == 0);
+    ug_graph *g = ts_graph(m);
+    ug_value *x = NULL, *out = NULL;
+    REQUIRE(g);
+    REQUIRE_OK(ug_graph_input(g, "x", UG_F32, 3, xs, &x));
+    const ug_nn_attention_params whole = {.dropout = 1.0f};
+    if (CHECK_STATUS(ug_nn_self_attention_with(g, "attn", x, 2, &whole, &out), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("dropout 1", "[0, 1)");
+}
+
 /* The graph versions take f16 wherever the eager ones do, and give the
  * same bits: one inference, one launch. */
 TS_TEST(graph_matches_eager_in_f16)
@@ -299,6 +349,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(failed_layer_leaves_nothing),
         TH_DEVICE_TEST(linear_without_bias),
         TH_DEVICE_TEST(conv_bn_is_its_parts),
+        TH_DEVICE_TEST(self_attention_dropouts),
         TH_DEVICE_TEST(graph_matches_eager_in_f16),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
