@@ -312,6 +312,12 @@ ug_status trainer_create(const char *op, ug_device *device, const trainer_source
     *out = NULL;
     const bool tokens = sources->train_tokens || sources->val_tokens;
     const bool no_train = tokens ? !sources->train_tokens : !sources->train;
+    if (config && config->devices && !no_train && build) {
+        if (config->comm)
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: give devices or comm, not both", op);
+        UG_TRY(check_config(op, NULL, config));
+        return trainer_replicas_create(op, device, sources, build, user, config, out);
+    }
     if (!device || no_train || !build || !config)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op,
                             !device ? "device" : no_train ? "the training set" : !build ? "build" : "config");
@@ -535,6 +541,7 @@ void ug_trainer_free(ug_trainer *t)
 {
     if (!t)
         return;
+    trainer_replicas *replicas = t->replicas; /* ended after rank 0's trainer, which uses its device */
     ug_checkpoint_free(t->checkpoint);
     ug_loader_free(t->train_loader);
     ug_loader_free(t->val_loader);
@@ -552,4 +559,5 @@ void ug_trainer_free(ug_trainer *t)
     free(t->checkpoint_path);
     free(t->resume_path);
     free(t);
+    trainer_replicas_free(replicas);
 }

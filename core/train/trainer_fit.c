@@ -388,7 +388,7 @@ ug_status ug_trainer_fit(ug_trainer *t)
                                           "callbacks?); return from the callback, and fit again after");
     t->fitting = true;
     bool flushed = trainer_denormals_begin(t);
-    ug_status st = fit(t);
+    ug_status st = t->replicas ? trainer_replicas_fit(t, fit) : fit(t);
     ug_set_flush_denormal(flushed);
     t->fitting = false;
     return st;

@@ -41,8 +41,11 @@ typedef struct trainer_balance {
     double seconds;
 } trainer_balance;
 
+typedef struct trainer_replicas trainer_replicas;
+
 struct ug_trainer {
     ug_trainer_config config;     /* checkpoint and resume point into paths below */
+    trainer_replicas *replicas;   /* config.devices' other ranks (trainer_replicas.c), or NULL */
     char *checkpoint_path, *resume_path;
     ug_trainer_build_fn build;
     void *user;
@@ -101,6 +104,15 @@ typedef struct trainer_sources {
 /* Creates a trainer on sources: the configuration's checks, the run opened
  * (trainer.c's data sets, trainer_open_tokens's token sets), the resume,
  * the replicas made alike. op names the public call in messages. */
+/* trainer_replicas.c: config.devices' group, rank 0's trainer returned;
+ * fit with rank 0's fit function; the group ended after rank 0's trainer
+ * is freed. */
+ug_status trainer_replicas_create(const char *op, ug_device *device, const trainer_sources *sources,
+                                  ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                                  ug_trainer **out);
+ug_status trainer_replicas_fit(ug_trainer *t, ug_status (*fit)(ug_trainer *t));
+void trainer_replicas_free(trainer_replicas *g);
+
 ug_status trainer_create(const char *op, ug_device *device, const trainer_sources *sources,
                          ug_trainer_build_fn build, void *user, const ug_trainer_config *config, ug_trainer **out);
 /* trainer_tokens.c: opens a token run (the model, optimizer, graphs and

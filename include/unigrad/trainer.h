@@ -247,6 +247,14 @@ typedef struct ug_trainer_config {
      * over the first updates), so that fast and slow replicas finish each
      * step together; the epoch report gives the shares. NULL: one device. */
     ug_comm *comm;
+    /* The same on several devices of this process from one field, as
+     * ug-train's --devices: "cpu,opencl:0" (up to 16; device repeats
+     * allowed). The library opens them, makes their group and a trainer
+     * on each, the first device's on the caller's thread (the trainer
+     * returned: pass it NULL or that device), the others' on threads of
+     * their own that fit whenever it fits; callbacks, checkpoints and
+     * evaluations are the first's. Not with comm. NULL: one device. */
+    const char *devices;
     /* Denormal floats are flushed to zero while fit and evaluate run
      * (ug_set_flush_denormal; the process's setting is restored after):
      * the CPU computes with them up to 100 times slower, and Adam's

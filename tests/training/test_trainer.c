@@ -89,13 +89,13 @@ TS_TEST(metrics_by_hand)
 
 enum { SAMPLES = 240, FEATURES = 6, CLASSES = 3 };
 
+/* user non-NULL: without the dropout (whose masks differ per rank). */
 static ug_status build_mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
 {
-    (void)user;
     ug_value *h = NULL;
     ug_status st = ug_nn_linear(g, "fc1", x, 16, &h);
     if (st == UG_OK) st = ug_g_tanh(g, h, &h);
-    if (st == UG_OK) st = ug_g_dropout(g, h, 0.1f, &h);
+    if (st == UG_OK && !user) st = ug_g_dropout(g, h, 0.1f, &h);
     if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &out->logits);
     return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
 }
@@ -220,6 +220,56 @@ static void test_half_precision_where_it_pays(ug_device *dev)
         CHECK_MSG(same == !native, "the %s run %s the f32 run's parameters", ug_dtype_name(halves[h]),
                   same ? "repeats" : "differs from");
     }
+    ug_dataset_free(data);
+}
+
+static ug_status note_replicas(const ug_trainer_epoch *e, void *user)
+{
+    *(int *)user = e->replicas;
+    return UG_OK;
+}
+
+/* One field, two devices: config.devices "cpu,<this device>" trains the
+ * model on both (the library's threads; none here) to the parameters one
+ * device's run reaches, within float rounding (the ranks' parts of each
+ * batch sum in another order); a bad list is refused. */
+static void test_devices_from_one_field(ug_device *dev)
+{
+    ug_dataset *data = problem(5);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    int64_t n1 = 0, n2 = 0;
+    static int no_dropout;
+    ug_trainer *t = NULL;
+    float *one = NULL, *two = NULL;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)))
+        one = ts_model_params(ug_trainer_model(t), &n1);
+    ug_trainer_free(t);
+    t = NULL;
+    char devices[80];
+    snprintf(devices, sizeof devices, "%s,cpu", ug_device_name(dev));
+    c.devices = devices;
+    int replicas = 0;
+    c.on_epoch = note_replicas;
+    c.user = &replicas;
+    if (OK(ug_trainer_create(NULL, data, NULL, build_mlp, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)))
+        two = ts_model_params(ug_trainer_model(t), &n2);
+    CHECK_EQ_I64(replicas, 2);
+    ug_trainer_metrics m;
+    CHECK_OK(t ? ug_trainer_evaluate(t, data, &m) : UG_ERR_STATE);
+    ug_trainer_free(t);
+    REQUIRE(one && two && n1 == n2);
+    double scale = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < n1; i++) {
+        scale = fmax(scale, fabs(one[i]));
+        worst = fmax(worst, fabs((double)one[i] - two[i]));
+    }
+    CHECK_MSG(worst <= 1e-4 * scale, "the two devices' parameters differ from one's by %g (largest %g)", worst, scale);
+    c.devices = "cpu,nowhere:7";
+    CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_DEVICE);
+    c.devices = ",";
+    if (CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("names no device");
     ug_dataset_free(data);
 }
 
@@ -833,6 +883,7 @@ int main(int argc, char **argv)
     static const th_test tests[] = {
         TH_DEVICE_TEST(metrics_by_hand),
         TH_DEVICE_TEST(half_precision_where_it_pays),
+        TH_DEVICE_TEST(devices_from_one_field),
         TH_DEVICE_TEST(resume_at_epoch_end),
         TH_DEVICE_TEST(resume_between_updates),
         TH_DEVICE_TEST(resume_augmented),
