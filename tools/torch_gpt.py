@@ -8,12 +8,12 @@ Usage: python3 tools/torch_gpt.py THREADS [SECONDS]
 Prints one line: the PyTorch version, milliseconds per iteration.
 Needs Debian's python3-torch."""
 import math
-import sys
-import time
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+import torch_timing
 
 V, T, C, H, L, B = 65, 64, 128, 4, 4, 12
 
@@ -52,11 +52,7 @@ class GPT(nn.Module):
 
 
 def main():
-    threads = int(sys.argv[1])
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
-    torch.set_num_threads(threads)
-    torch.set_flush_denormal(True)  # as the CPU backend's threads do
-    torch.manual_seed(0)
+    seconds = torch_timing.setup()
     model = GPT()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -71,13 +67,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    for i in range(5):
-        step(i)
-    steps, start = 0, time.perf_counter()
-    while steps < 10 or time.perf_counter() - start < seconds:
-        step(steps)
-        steps += 1
-    print(f"{torch.__version__} {(time.perf_counter() - start) * 1000.0 / steps:.3f}", flush=True)
+    torch_timing.report(step, seconds, warmup=5, least=10)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,11 @@ step).
 Usage: python3 tools/torch_resnet.py THREADS [SECONDS]
 Prints one line: the PyTorch version, milliseconds per iteration.
 Needs Debian's python3-torch."""
-import sys
-import time
-
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+import torch_timing
 
 B = 64
 
@@ -51,11 +50,7 @@ class ResNet20(nn.Module):
 
 
 def main():
-    threads = int(sys.argv[1])
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
-    torch.set_num_threads(threads)
-    torch.set_flush_denormal(True)  # as the CPU backend's threads do
-    torch.manual_seed(0)
+    seconds = torch_timing.setup()
     model = ResNet20()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -69,13 +64,7 @@ def main():
         model(x, y).backward()
         opt.step()
 
-    for i in range(3):
-        step(i)
-    steps, start = 0, time.perf_counter()
-    while steps < 5 or time.perf_counter() - start < seconds:
-        step(steps)
-        steps += 1
-    print(f"{torch.__version__} {(time.perf_counter() - start) * 1000.0 / steps:.3f}", flush=True)
+    torch_timing.report(step, seconds, warmup=3, least=5)
 
 
 if __name__ == "__main__":

@@ -167,14 +167,6 @@ static bool time_paths(ug_bdev *dev, const ug_attention_args *a, attention_choic
     return true;
 }
 
-static bool capturing(ug_bdev *dev)
-{
-    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
-    const bool known = hipStreamIsCapturing(ug_hip_current(dev)->stream, &status) == hipSuccess;
-    (void)hipGetLastError();
-    return !known || status != hipStreamCaptureStatusNone;
-}
-
 static bool env_is(const char *name, const char *value)
 {
     const char *e = getenv(name);
@@ -202,7 +194,7 @@ int ug_hip_attention_path(ug_bdev *dev, const ug_attention_args *a)
     char *text = (char *)malloc(UG_HIP_CHOICES_TEXT_MAX);
     bool known = text && ug_hip_choices_find(&t->file, t->key, text, read_choice, &c);
     /* Met first in a capture: the own kernels now, timed at a later pass. */
-    if (!known && text && !capturing(dev) && time_paths(dev, a, &c)) {
+    if (!known && text && !ug_hip_capturing(dev) && time_paths(dev, a, &c)) {
         known = true;
         char line[UG_HIP_CHOICE_LINE_MAX];
         const int n = format_line(&c, line, sizeof line);

@@ -238,8 +238,7 @@ static bool autotune_off(void)
     return e && strcmp(e, "0") == 0;
 }
 
-/* Whether the current stream is being captured (or its state is unknown). */
-static bool capturing(ug_bdev *dev)
+bool ug_hip_capturing(ug_bdev *dev)
 {
     hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
     const bool known = hipStreamIsCapturing(ug_hip_current(dev)->stream, &status) == hipSuccess;
@@ -278,7 +277,7 @@ int ug_hip_gemm_path(ug_bdev *dev, const ug_gemm_args *a, ug_gemm_fn *vendor)
     if (!known)
         c = gemm_choice{shape, fallback, {-1.0f, -1.0f, -1.0f, -1.0f, -1.0f}, UNTIMED};
     /* Met first in a capture: the fallback now, timed at a later product. */
-    if (!known && text && !capturing(dev)) {
+    if (!known && text && !ug_hip_capturing(dev)) {
         known = true;
         char line[UG_HIP_CHOICE_LINE_MAX];
         const int n = time_paths(dev, a, vendor, &c) ? format_line(&c, line, sizeof line) : 0;

@@ -146,6 +146,9 @@ int ug_hip_gemm_default_path(const ug_bdev *dev, const ug_gemm_args *a);
 int ug_hip_gemm_forced_path(void);
 /* Queues a kernel that spins for about `cycles` of the GPU's clock. */
 ug_status ug_hip_gemm_hold(ug_bdev *dev, long long cycles);
+/* Whether the current queue's stream is being captured (or its state is
+ * unknown): nothing may be timed then. */
+bool ug_hip_capturing(ug_bdev *dev);
 /* elementwise.hip: a kernel whose attributes tell whether the module has
  * code for the current device. */
 const void *ug_hip_probe_kernel(void);
