@@ -25,7 +25,7 @@
  * channels. Named "s2.0.a" and so on, the same in every build. */
 static ug_status block(ug_graph *g, int stage, int b, ug_value *x, int64_t out, int stride, ug_value **y)
 {
-    char n[3][16];
+    char n[3][32];
     for (int i = 0; i < 3; i++) snprintf(n[i], sizeof n[i], "s%d.%d.%c", stage + 1, b, "abp"[i]);
     ug_value *h = NULL, *skip = x;
     ug_status st = ug_nn_conv_bn(g, n[0], x, out, 3, &(ug_conv2d_params){.stride = {stride, stride}}, UG_NN_RELU, &h);

@@ -7,7 +7,7 @@
  * projection where the block downsamples. */
 static ug_status block(ug_graph *g, int stage, int b, ug_value *x, int64_t out, int stride, ug_value **y)
 {
-    char n[3][16];
+    char n[3][32];
     for (int i = 0; i < 3; i++)
         snprintf(n[i], sizeof n[i], "s%d.%d.%c", stage + 1, b, "abp"[i]);
     const ug_conv2d_params strided = {.stride = {stride, stride}};
