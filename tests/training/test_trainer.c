@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "train_support.h"
+#include "trainer_problem.h"
 
 /* Checks that expr returned UG_OK; true when it did. */
 #define OK(expr) CHECK_STATUS(expr, UG_OK)
@@ -85,80 +86,6 @@ TS_TEST(metrics_by_hand)
     ug_dataset_free(data);
 }
 
-/* ---- a small MLP on a seeded problem ---- */
-
-enum { SAMPLES = 240, FEATURES = 6, CLASSES = 3 };
-
-/* user non-NULL: without the dropout (whose masks differ per rank). */
-static ug_status build_mlp(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
-{
-    ug_value *h = NULL;
-    ug_status st = ug_nn_linear(g, "fc1", x, 16, &h);
-    if (st == UG_OK) st = ug_g_tanh(g, h, &h);
-    if (st == UG_OK && !user) st = ug_g_dropout(g, h, 0.1f, &h);
-    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &out->logits);
-    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
-}
-
-/* Labels from a fixed linear rule with some noise, so training learns. */
-static void problem_values(uint64_t seed, float *x, int32_t *labels)
-{
-    uint64_t s = seed;
-    for (int i = 0; i < SAMPLES; i++) {
-        double score[CLASSES] = {0};
-        for (int f = 0; f < FEATURES; f++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            x[i * FEATURES + f] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-            for (int k = 0; k < CLASSES; k++)
-                score[k] += x[i * FEATURES + f] * ((f + k) % 3 - 1.0);
-        }
-        labels[i] = score[0] > score[1] ? (score[0] > score[2] ? 0 : 2) : (score[1] > score[2] ? 1 : 2);
-    }
-}
-
-static ug_dataset *problem(uint64_t seed)
-{
-    float *x = th_alloc(SAMPLES * FEATURES * sizeof *x);
-    int32_t *labels = th_alloc(SAMPLES * sizeof *labels);
-    problem_values(seed, x, labels);
-    ug_dataset *d = NULL;
-    if (ug_dataset_from_arrays(SAMPLES, FEATURES, x, labels, &d) != UG_OK)
-        th_fail(TH_LOC, "ug_dataset_from_arrays: %s", ug_last_error());
-    return d;
-}
-
-/* The problem's features as bytes (images of 2 x 3), for the loader's
- * conversion and augmentation on the device. */
-static ug_dataset *byte_problem(uint64_t seed)
-{
-    ug_dataset *d = NULL;
-    float *values = th_alloc(SAMPLES * FEATURES * sizeof *values);
-    uint8_t *x = th_alloc(SAMPLES * FEATURES);
-    int32_t *labels = th_alloc(SAMPLES * sizeof *labels);
-    problem_values(seed, values, labels);
-    for (int i = 0; i < SAMPLES * FEATURES; i++)
-        x[i] = (uint8_t)lround((values[i] + 1.0f) * 127.5f);
-    ug_dataset_arrays a = {.count = SAMPLES, .features = FEATURES, .x_dtype = UG_U8, .x = x, .labels = labels};
-    if (ug_dataset_create(&a, &d) != UG_OK || ug_dataset_transform(d, 2.0f / 255.0f, -1.0f) != UG_OK)
-        th_fail(TH_LOC, "a byte data set: %s", ug_last_error());
-    return d;
-}
-
-static ug_trainer_config mlp_config(void)
-{
-    ug_trainer_config c = ug_trainer_defaults();
-    c.epochs = 3;
-    c.batch_size = 32;
-    c.accumulate = 2;
-    c.val_split = 0.2;
-    c.seed = 7;
-    c.optimizer.lr = 0.01f;
-    c.optimizer.schedule = UG_SCHEDULE_COSINE;
-    c.optimizer.warmup_steps = 2;
-    c.log_every = 1;
-    return c;
-}
-
 /* The stop flag, set by a callback at a chosen point. */
 static volatile sig_atomic_t stop_flag;
 static int64_t stop_after_epoch = -1, stop_after_batch = -1;
@@ -180,99 +107,6 @@ static ug_status stop_on_step(const ug_trainer_step *s, void *user)
 }
 
 /* Trains with c, returning the parameters (tracked) and their count. */
-static float *train_params(ug_device *dev, ug_dataset *data, const ug_trainer_config *c, int64_t *count,
-                           bool *stopped)
-{
-    ug_trainer *t = NULL;
-    float *params = NULL;
-    if (!OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, c, &t)))
-        return NULL;
-    if (OK(ug_trainer_fit(t)))
-        params = ts_model_params(ug_trainer_model(t), count);
-    if (stopped)
-        *stopped = ug_trainer_stopped(t);
-    ug_trainer_free(t);
-    return params;
-}
-
-/* Mixed precision where it pays: a half type the device has no native
- * arithmetic for (ug_device_precision says f32) trains bit for bit as f32
- * does (no rounding of the data; f16's loss scaling, by powers of two, is
- * exact in f32); one it has computes in it, and the parameters differ
- * from f32's. */
-static void test_half_precision_where_it_pays(ug_device *dev)
-{
-    ug_dataset *data = problem(11);
-    ug_device_info info;
-    REQUIRE(data && OK(ug_device_get_info(dev, &info)));
-    ug_trainer_config c = mlp_config();
-    int64_t n32 = 0, nh = 0;
-    float *f32 = train_params(dev, data, &c, &n32, NULL);
-    static const ug_dtype halves[2] = {UG_BF16, UG_F16};
-    for (int h = 0; h < 2 && f32; h++) {
-        th_context("%s on %s", ug_dtype_name(halves[h]), ug_device_name(dev));
-        const bool native = halves[h] == UG_F16 ? info.fp16 : info.bf16;
-        CHECK(ug_device_precision(dev, halves[h]) == (native ? halves[h] : UG_F32));
-        c.precision = halves[h];
-        float *half = train_params(dev, data, &c, &nh, NULL);
-        REQUIRE(half && nh == n32);
-        const bool same = memcmp(half, f32, (size_t)n32 * sizeof *f32) == 0;
-        CHECK_MSG(same == !native, "the %s run %s the f32 run's parameters", ug_dtype_name(halves[h]),
-                  same ? "repeats" : "differs from");
-    }
-    ug_dataset_free(data);
-}
-
-static ug_status note_replicas(const ug_trainer_epoch *e, void *user)
-{
-    *(int *)user = e->replicas;
-    return UG_OK;
-}
-
-/* One field, two devices: config.devices "cpu,<this device>" trains the
- * model on both (the library's threads; none here) to the parameters one
- * device's run reaches, within float rounding (the ranks' parts of each
- * batch sum in another order); a bad list is refused. */
-static void test_devices_from_one_field(ug_device *dev)
-{
-    ug_dataset *data = problem(5);
-    REQUIRE(data);
-    ug_trainer_config c = mlp_config();
-    int64_t n1 = 0, n2 = 0;
-    static int no_dropout;
-    ug_trainer *t = NULL;
-    float *one = NULL, *two = NULL;
-    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)))
-        one = ts_model_params(ug_trainer_model(t), &n1);
-    ug_trainer_free(t);
-    t = NULL;
-    char devices[80];
-    snprintf(devices, sizeof devices, "%s,cpu", ug_device_name(dev));
-    c.devices = devices;
-    int replicas = 0;
-    c.on_epoch = note_replicas;
-    c.user = &replicas;
-    if (OK(ug_trainer_create(NULL, data, NULL, build_mlp, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)))
-        two = ts_model_params(ug_trainer_model(t), &n2);
-    CHECK_EQ_I64(replicas, 2);
-    ug_trainer_metrics m;
-    CHECK_OK(t ? ug_trainer_evaluate(t, data, &m) : UG_ERR_STATE);
-    ug_trainer_free(t);
-    REQUIRE(one && two && n1 == n2);
-    double scale = 0.0, worst = 0.0;
-    for (int64_t i = 0; i < n1; i++) {
-        scale = fmax(scale, fabs(one[i]));
-        worst = fmax(worst, fabs((double)one[i] - two[i]));
-    }
-    CHECK_MSG(worst <= 1e-4 * scale, "the two devices' parameters differ from one's by %g (largest %g)", worst, scale);
-    c.devices = "cpu,nowhere:7";
-    CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_DEVICE);
-    c.devices = ",";
-    if (CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
-        CHECK_ERROR_HAS("names no device");
-    ug_dataset_free(data);
-}
-
 static void check_resumes_exactly(ug_device *dev, bool at_epoch_end, bool augmented)
 {
     th_context("%s%s", at_epoch_end ? "stopped at an epoch's end" : "stopped between updates",
@@ -882,8 +716,6 @@ int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(metrics_by_hand),
-        TH_DEVICE_TEST(half_precision_where_it_pays),
-        TH_DEVICE_TEST(devices_from_one_field),
         TH_DEVICE_TEST(resume_at_epoch_end),
         TH_DEVICE_TEST(resume_between_updates),
         TH_DEVICE_TEST(resume_augmented),

@@ -1,0 +1,97 @@
+/* The trainer across devices: mixed precision only where the device
+ * computes the half type natively (ug_device_precision), and several
+ * devices trained from one configuration field (config.devices). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer_problem.h"
+
+#define OK(expr) CHECK_STATUS(expr, UG_OK)
+
+/* Mixed precision where it pays: a half type the device has no native
+ * arithmetic for (ug_device_precision says f32) trains bit for bit as f32
+ * does (no rounding of the data; f16's loss scaling, by powers of two, is
+ * exact in f32); one it has computes in it, and the parameters differ
+ * from f32's. */
+static void test_half_precision_where_it_pays(ug_device *dev)
+{
+    ug_dataset *data = problem(11);
+    ug_device_info info;
+    REQUIRE(data && OK(ug_device_get_info(dev, &info)));
+    ug_trainer_config c = mlp_config();
+    int64_t n32 = 0, nh = 0;
+    float *f32 = train_params(dev, data, &c, &n32, NULL);
+    static const ug_dtype halves[2] = {UG_BF16, UG_F16};
+    for (int h = 0; h < 2 && f32; h++) {
+        th_context("%s on %s", ug_dtype_name(halves[h]), ug_device_name(dev));
+        const bool native = halves[h] == UG_F16 ? info.fp16 : info.bf16;
+        CHECK(ug_device_precision(dev, halves[h]) == (native ? halves[h] : UG_F32));
+        c.precision = halves[h];
+        float *half = train_params(dev, data, &c, &nh, NULL);
+        REQUIRE(half && nh == n32);
+        const bool same = memcmp(half, f32, (size_t)n32 * sizeof *f32) == 0;
+        CHECK_MSG(same == !native, "the %s run %s the f32 run's parameters", ug_dtype_name(halves[h]),
+                  same ? "repeats" : "differs from");
+    }
+    ug_dataset_free(data);
+}
+
+static ug_status note_replicas(const ug_trainer_epoch *e, void *user)
+{
+    *(int *)user = e->replicas;
+    return UG_OK;
+}
+
+/* One field, two devices: config.devices "cpu,<this device>" trains the
+ * model on both (the library's threads; none here) to the parameters one
+ * device's run reaches, within float rounding (the ranks' parts of each
+ * batch sum in another order); a bad list is refused. */
+static void test_devices_from_one_field(ug_device *dev)
+{
+    ug_dataset *data = problem(5);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    int64_t n1 = 0, n2 = 0;
+    static int no_dropout;
+    ug_trainer *t = NULL;
+    float *one = NULL, *two = NULL;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)))
+        one = ts_model_params(ug_trainer_model(t), &n1);
+    ug_trainer_free(t);
+    t = NULL;
+    char devices[80];
+    snprintf(devices, sizeof devices, "%s,cpu", ug_device_name(dev));
+    c.devices = devices;
+    int replicas = 0;
+    c.on_epoch = note_replicas;
+    c.user = &replicas;
+    if (OK(ug_trainer_create(NULL, data, NULL, build_mlp, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)))
+        two = ts_model_params(ug_trainer_model(t), &n2);
+    CHECK_EQ_I64(replicas, 2);
+    ug_trainer_metrics m;
+    CHECK_OK(t ? ug_trainer_evaluate(t, data, &m) : UG_ERR_STATE);
+    ug_trainer_free(t);
+    REQUIRE(one && two && n1 == n2);
+    double scale = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < n1; i++) {
+        scale = fmax(scale, fabs(one[i]));
+        worst = fmax(worst, fabs((double)one[i] - two[i]));
+    }
+    CHECK_MSG(worst <= 1e-4 * scale, "the two devices' parameters differ from one's by %g (largest %g)", worst, scale);
+    c.devices = "cpu,nowhere:7";
+    CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_DEVICE);
+    c.devices = ",";
+    if (CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("names no device");
+    ug_dataset_free(data);
+}
+
+int main(int argc, char **argv)
+{
+    static const th_test tests[] = {
+        TH_DEVICE_TEST(half_precision_where_it_pays),
+        TH_DEVICE_TEST(devices_from_one_field),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
