@@ -15,7 +15,7 @@
 #include "base/fault.h"
 #include "core/train/trainer_internal.h"
 
-enum { MAX_REPLICAS = 16, COMMAND_NONE = 0, COMMAND_FIT, COMMAND_END };
+enum { MAX_REPLICAS = 16, COMMAND_FIT = 1, COMMAND_END };
 
 typedef struct replica {
     trainer_replicas *group;

@@ -307,8 +307,8 @@ static int finalize_reshape_op(node *op)
     return elements(x) == elements(y) && y->is_virtual ? ST_OK : ST_SHAPE;
 }
 
-/* An operation's tensors: outputs first (count out), then inputs. */
-static int operands(const node *op, const node **t, int *out)
+/* An operation's tensors: its output first, then its inputs. */
+static int operands(const node *op, const node **t)
 {
     int n = 0;
     static const int pw[] = {753, 751, 752, 758}, mm[] = {1522, 1520, 1521}, red[] = {1611, 1610},
@@ -320,7 +320,6 @@ static int operands(const node *op, const node **t, int *out)
         if (x)
             t[n++] = x;
     }
-    *out = 1;
     return n;
 }
 
@@ -342,7 +341,7 @@ static int finalize_graph(node *g)
             (op->type != OP_POINTWISE && op->type != OP_MATMUL && op->type != OP_REDUCTION && op->type != OP_RESHAPE))
             return ST_NOT_FINALIZED;
         const node *t[4];
-        int outs, count = operands(op, t, &outs);
+        const int count = operands(op, t);
         for (int j = 0; j < count; j++) {
             bool seen = false;
             for (int k = 0; k < nt; k++) {
@@ -367,14 +366,13 @@ static int finalize_graph(node *g)
             if (done[i])
                 continue;
             const node *t[4];
-            int outs, count = operands(pending[i], t, &outs);
+            const int count = operands(pending[i], t);
             bool ready = true;
-            for (int j = outs; j < count && ready; j++) {
+            for (int j = 1; j < count && ready; j++) {
                 bool made = !t[j]->is_virtual;
                 for (int k = 0; k < g->nops && !made; k++) {
                     const node *u[4];
-                    int o2;
-                    operands(g->ops[k], u, &o2);
+                    operands(g->ops[k], u);
                     made = u[0] == t[j];
                 }
                 ready = made;
@@ -560,7 +558,7 @@ static double pointwise(int mode, double x, double b, double t, const int64_t *i
 static void run_op(const node *op, store *s, int ns)
 {
     const node *t[4];
-    int outs, count = operands(op, t, &outs);
+    const int count = operands(op, t);
     store *io[4] = {NULL};
     for (int i = 0; i < count; i++)
         for (int k = 0; k < ns; k++)
@@ -635,7 +633,7 @@ static void run_graph(const void *ctx)
     int ns = 0;
     for (int i = 0; i < g->nops; i++) {
         const node *t[4];
-        int outs, count = operands(g->ops[i], t, &outs);
+        const int count = operands(g->ops[i], t);
         for (int k = count - 1; k >= 0; k--) { /* inputs first: a reshape's output takes its input's store */
             bool known = false;
             for (int m = 0; m < ns && !known; m++)
@@ -695,7 +693,7 @@ int cudnnBackendExecute(void *handle, void *plan_desc, void *pack_desc)
     int nseen = 0;
     for (int i = 0; i < g->nops; i++) {
         const node *t[4];
-        int outs, count = operands(g->ops[i], t, &outs);
+        const int count = operands(g->ops[i], t);
         for (int k = 0; k < count; k++) {
             bool dup = t[k]->is_virtual;
             for (int m = 0; m < nseen && !dup; m++)
