@@ -320,7 +320,12 @@ typedef struct ug_im2col_args {
 
 /* A convolution by a library with its own kernels (oneDNN on the CPU), an
  * optional alternative to im2col + GEMM. Tensors are NCHW, the weight
- * [oc, c / groups, kh, kw], all f32 and contiguous. FORWARD: y = conv(x, w)
+ * [oc, c / groups, kh, kw], all contiguous; the pass's inputs (x, w, dy)
+ * are of dtype, its output (y, dx or dw) of out_dtype (dtype, or f32 for a
+ * half dtype: a cast folded in), the bias of bias_dtype (f32 by default,
+ * 0). A backend's conv_plan answers that it does not run dtypes its
+ * library lacks (half types where the processor has no arithmetic for
+ * them): im2col runs those. FORWARD: y = conv(x, w)
  * (+ bias when bias.mem is set). BACKWARD_DATA: dx from dy and w.
  * BACKWARD_WEIGHTS: dw from x and dy (the bias gradient is the core's).
  * Outputs are overwritten. workspace holds workspace_bytes, the amount
@@ -340,6 +345,7 @@ typedef struct ug_conv_args {
     ug_window2d win;
     int64_t oc;
     int groups;
+    ug_dtype dtype, out_dtype, bias_dtype;
     bool with_bias;
     bool deterministic;
 } ug_conv_args;

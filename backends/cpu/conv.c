@@ -10,6 +10,11 @@
  * GEMM, the core's chunked im2col runs instead (docs/ARCHITECTURE.md has the
  * measurements).
  *
+ * bf16 convolutions run here too where the processor multiplies bf16
+ * natively (ug_cpu_native_bf16: AVX512-BF16 or AMX), the bias f32 or bf16,
+ * the weight gradient summed in f32 by oneDNN and rounded once; elsewhere
+ * oneDNN would emulate them, and im2col with widened GEMM tiles runs.
+ *
  * Threads: Debian's oneDNN runs on OpenMP. Its team is set to the device's
  * budget for each call, and the device's next jobs run on the same team
  * while its threads spin (ug_cpu_workers_used_openmp), so two pools never
@@ -19,6 +24,7 @@
  * own jobs move off OpenMP there; a convolution's team stays the budget's
  * size, since oneDNN's sums, the weight gradient's, may split by thread). */
 #include "backends/cpu/convs.h"
+#include "backends/cpu/matmul_bf16.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -31,7 +37,10 @@
 #include "base/fault.h"
 
 /* Products per output (input channels per group times kernel taps) from
- * which oneDNN's kernels win over im2col + OpenBLAS despite the reorders. */
+ * which oneDNN's kernels win over im2col + OpenBLAS despite the reorders,
+ * in f32. In bf16 they win at any size (measured on the CNN's first
+ * convolution, 9 products: 0.38 against 1.07 ms forward at batch 64), as
+ * im2col's products there go through a matmul primitive per image's tile. */
 #define UG_ONEDNN_MIN_PRODUCTS 64
 
 enum { CACHE_SIZE = 64, MAX_ARGS = 3 };
@@ -39,6 +48,7 @@ enum { CACHE_SIZE = 64, MAX_ARGS = 3 };
 /* What identifies a convolution pass: the plan's arguments less the views. */
 typedef struct conv_key {
     ug_conv_pass pass;
+    ug_dtype dtype, out_dtype, bias_dtype;
     bool with_bias;
     int groups;
     int64_t oc;
@@ -145,6 +155,9 @@ static conv_key key_of(const ug_conv_args *a)
     memset(&k, 0, sizeof k); /* padding too: keys compare with memcmp */
     k.pass = a->pass;
     k.with_bias = a->with_bias && a->pass == UG_CONV_FORWARD;
+    k.dtype = a->dtype;
+    k.out_dtype = a->out_dtype;
+    k.bias_dtype = k.with_bias ? a->bias_dtype : UG_F32;
     k.groups = a->groups;
     k.oc = a->oc;
     k.win = a->win;
@@ -153,27 +166,36 @@ static conv_key key_of(const ug_conv_args *a)
 
 static size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 
+static dnnl_data_type_t library_dtype(ug_dtype dtype)
+{
+    return dtype == UG_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
 /* The plain descriptors: NCHW images, [oc, c, kh, kw] or, with groups,
  * [groups, oc / groups, c / groups, kh, kw] weights. */
-static ug_status plain_descs(const conv_key *k, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w,
+static ug_status plain_descs(const conv_key *k, ug_conv_pass pass, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w,
                              dnnl_memory_desc_t *bias, dnnl_memory_desc_t *y)
 {
     const ug_window2d *v = &k->win;
     dnnl_dims_t xd = {v->n, v->c, v->h, v->w}, yd = {v->n, k->oc, v->oh, v->ow};
     dnnl_dims_t wd = {k->groups, k->oc / k->groups, v->c / k->groups, v->kh, v->kw}, bd = {k->oc};
     bool grouped = k->groups > 1;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(x, 4, xd, dnnl_f32, dnnl_nchw));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(y, 4, yd, dnnl_f32, dnnl_nchw));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(w, grouped ? 5 : 4, grouped ? wd : wd + 1, dnnl_f32,
+    /* k's pass's output may be f32 for half inputs (the forward pass that
+     * hints a backward one takes its inputs' dtype throughout) */
+    dnnl_data_type_t in = library_dtype(k->dtype), out = pass == k->pass ? library_dtype(k->out_dtype) : in;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(x, 4, xd, pass == UG_CONV_BACKWARD_DATA ? out : in, dnnl_nchw));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(y, 4, yd, pass == UG_CONV_FORWARD ? out : in, dnnl_nchw));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(w, grouped ? 5 : 4, grouped ? wd : wd + 1,
+                                          pass == UG_CONV_BACKWARD_WEIGHTS ? out : in,
                                           grouped ? dnnl_goihw : dnnl_oihw));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(bias, 1, bd, dnnl_f32, dnnl_a));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(bias, 1, bd, library_dtype(k->bias_dtype), dnnl_a));
     return UG_OK;
 }
 
 /* The same shapes with the layout left to the library. */
 static ug_status any_layout(const dnnl_memory_desc_t *plain, dnnl_memory_desc_t *any)
 {
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(any, plain->ndims, plain->dims, dnnl_f32,
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(any, plain->ndims, plain->dims, plain->data_type,
                                           dnnl_format_tag_any));
     return UG_OK;
 }
@@ -182,7 +204,7 @@ static ug_status any_layout(const dnnl_memory_desc_t *plain, dnnl_memory_desc_t 
 static ug_status pass_desc(const conv_key *k, ug_conv_pass pass, dnnl_convolution_desc_t *d)
 {
     dnnl_memory_desc_t px, pw, pb, py, x, w, y;
-    UG_TRY(plain_descs(k, &px, &pw, &pb, &py));
+    UG_TRY(plain_descs(k, pass, &px, &pw, &pb, &py));
     UG_TRY(any_layout(&px, &x));
     UG_TRY(any_layout(&pw, &w));
     UG_TRY(any_layout(&py, &y));
@@ -275,11 +297,22 @@ static bool own_kernel(dnnl_primitive_desc_t pd)
            impl && !strstr(impl, "gemm") && !strstr(impl, "ref");
 }
 
+/* Whether oneDNN computes in dtype here: f32 always, bf16 where the
+ * processor multiplies it natively (elsewhere oneDNN would convert in
+ * reference code, slower than im2col in f32). */
+static bool takes(ug_dtype dtype)
+{
+    return dtype == UG_F32 || (dtype == UG_BF16 && ug_cpu_native_bf16());
+}
+
 static ug_status fill_entry(ug_cpu_convs *c, conv_entry *e)
 {
     const conv_key *k = &e->key;
     const ug_window2d *v = &k->win;
-    if ((int64_t)(v->c / k->groups) * v->kh * v->kw < UG_ONEDNN_MIN_PRODUCTS)
+    const int64_t products = (int64_t)(v->c / k->groups) * v->kh * v->kw;
+    if ((k->dtype == UG_F32 && products < UG_ONEDNN_MIN_PRODUCTS) || !takes(k->dtype) ||
+        (k->out_dtype != k->dtype && k->out_dtype != UG_F32) ||
+        (k->with_bias && k->bias_dtype != UG_F32 && k->bias_dtype != k->dtype))
         return UG_OK;
     dnnl_primitive_desc_t pd = NULL;
     UG_TRY(make_pd(c, k, &pd));
@@ -289,7 +322,7 @@ static ug_status fill_entry(ug_cpu_convs *c, conv_entry *e)
         return UG_OK;
     }
     dnnl_memory_desc_t x, w, bias, y;
-    ug_status st = plain_descs(k, &x, &w, &bias, &y);
+    ug_status st = plain_descs(k, k->pass, &x, &w, &bias, &y);
     bool fwd = k->pass == UG_CONV_FORWARD, data = k->pass == UG_CONV_BACKWARD_DATA;
     if (st == UG_OK)
         st = add_arg(c, e, pd, fwd ? DNNL_ARG_SRC : data ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC, data, &x);

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "base/fault.h"
-#include "base/half.h"
 #include "backends/cpu/convs.h"
+#include "backends/cpu/matmul_bf16.h"
 
 enum { UG_CPU_ALIGN = 64 };
 
@@ -29,117 +29,6 @@ static const char *no_host_last_error(void) { return ""; }
 static const ug_backend_host no_host = {.set_error = no_host_set_error,
                                         .last_error = no_host_last_error};
 const ug_backend_host *ug_cpu_host = &no_host;
-
-/* ---- float conversion helpers shared by the kernels ---- */
-
-/* x86's F16C converts eight halves per instruction, rounding to nearest
- * even as ug_half_from_f32 does; a processor without it (or another
- * architecture) converts one at a time in software. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#include <immintrin.h>
-#define UG_CPU_F16C 1
-
-/* AVX (with the OS saving its registers) and F16C: cpuid leaf 1's ECX bit
- * 29, asked directly since clang's __builtin_cpu_supports has no "f16c". */
-static bool has_f16c(void)
-{
-    static int known = -1; /* kernels on several threads may ask at once */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (k < 0) {
-        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-        k = __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k;
-}
-
-__attribute__((target("avx,f16c"))) static int64_t load_f16c(const unsigned short *p, int64_t n, float *out)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
-    return i;
-}
-
-__attribute__((target("avx,f16c"))) static int64_t store_f16c(unsigned short *p, int64_t n, const float *in)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(p + i), _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
-    return i;
-}
-#endif
-
-void ug_cpu_load(const void *base, ug_dtype dtype, int64_t stride, int64_t n, float *out)
-{
-    switch (dtype) {
-    case UG_F32: {
-        const float *p = base;
-        if (stride == 1)
-            memcpy(out, p, (size_t)n * sizeof *out);
-        else
-            for (int64_t i = 0; i < n; i++)
-                out[i] = p[i * stride];
-        break;
-    }
-    case UG_F16: {
-        const unsigned short *p = base;
-        int64_t i = 0;
-#ifdef UG_CPU_F16C
-        if (stride == 1 && has_f16c())
-            i = load_f16c(p, n, out);
-#endif
-        for (; i < n; i++)
-            out[i] = ug_half_to_f32(p[i * stride]);
-        break;
-    }
-    case UG_BF16: {
-        const unsigned short *p = base;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = ug_bfloat_to_f32(p[i * stride]);
-        break;
-    }
-    case UG_I32: {
-        const int32_t *p = base;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = (float)p[i * stride];
-        break;
-    }
-    case UG_U8: {
-        const uint8_t *p = base;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = (float)p[i * stride];
-        break;
-    }
-    case UG_I64: {
-        const int64_t *p = base;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = (float)p[i * stride];
-        break;
-    }
-    }
-}
-
-void ug_cpu_store(void *base, ug_dtype dtype, int64_t n, const float *in)
-{
-    if (dtype == UG_F32) {
-        memcpy(base, in, (size_t)n * sizeof *in);
-    } else if (dtype == UG_F16) {
-        unsigned short *p = base;
-        int64_t i = 0;
-#ifdef UG_CPU_F16C
-        if (has_f16c())
-            i = store_f16c(p, n, in);
-#endif
-        for (; i < n; i++)
-            p[i] = ug_half_from_f32(in[i]);
-    } else if (dtype == UG_BF16) {
-        unsigned short *p = base;
-        for (int64_t i = 0; i < n; i++)
-            p[i] = ug_bfloat_from_f32(in[i]);
-    }
-}
 
 /* ---- device ---- */
 
@@ -206,10 +95,11 @@ static ug_status ug_cpu_device_info(int index, ug_device_info *info)
     info->max_allocation = bytes;
     info->compute_units = (uint32_t)threads;
     info->max_work_group = 1;
-    /* Half types are widened to f32 in every kernel: no native arithmetic
-     * (ug_device_precision then has mixed precision compute in f32). */
+    /* bf16 products and convolutions run natively through oneDNN where the
+     * processor has AVX512-BF16 or AMX; f16 is widened to f32 in every
+     * kernel (ug_device_precision then has mixed precision compute in f32). */
     info->fp16 = false;
-    info->bf16 = false;
+    info->bf16 = ug_cpu_native_bf16();
     info->is_gpu = false;
     return UG_OK;
 }
@@ -235,6 +125,8 @@ static ug_status ug_cpu_device_open(int index, ug_bdev **out)
     pthread_mutex_init(&dev->streams_lock, NULL);
 #ifdef UG_CPU_ONEDNN
     st = ug_cpu_convs_create(&dev->convs);
+    if (st == UG_OK && (st = ug_cpu_matmuls_create(&dev->matmuls)) != UG_OK)
+        ug_cpu_convs_destroy(dev->convs);
     if (st != UG_OK) {
         ug_cpu_workers_destroy(dev->workers);
         pthread_mutex_destroy(&dev->streams_lock);
@@ -254,6 +146,7 @@ static void ug_cpu_device_close(ug_bdev *dev)
     if (!dev)
         return;
 #ifdef UG_CPU_ONEDNN
+    ug_cpu_matmuls_destroy(dev->matmuls);
     ug_cpu_convs_destroy(dev->convs);
 #endif
     ug_cpu_workers_destroy(dev->workers);

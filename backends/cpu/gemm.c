@@ -8,10 +8,11 @@
  * kernels on processors newer than it knows: the MLP's products at batch
  * 64 took 2x as long through OpenBLAS on an AVX-512 Zen 5.
  *
- * f16 and bf16 operands: each task widens the panels of A and B its tile
+ * bf16 operands on a processor with native bf16 products (AVX512-BF16,
+ * AMX): each tile through oneDNN's matmul (matmul_bf16.c). f16 operands,
+ * and bf16 elsewhere: each task widens the panels of A and B its tile
  * reads (and C's tile when it is half) to f32, multiplies with sgemm and
- * rounds C once. Debian's OpenBLAS is built without its bf16 kernels
- * (no cblas_sbgemm), so this is the path on every CPU it runs on. */
+ * rounds C once (Debian's OpenBLAS is built without its bf16 kernels). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* cpu_set_t in OpenBLAS's cblas.h */
 #endif
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/internal.h"
+#include "backends/cpu/matmul_bf16.h"
 #include "backends/gemm_helpers.h"
 
 /* cblas checks its arguments and prints to stderr when one is bad, so every
@@ -54,18 +56,8 @@ static void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   int64_t ldc)
 {
 #ifdef UG_CPU_ONEDNN
-    /* Inside a parallel region (a job on OpenMP's team, threads.c) oneDNN
-     * runs on this thread alone. Outside one (the device's own workers, or
-     * a tile run inline) it would start a team of every CPU's size: one
-     * thread for the call, the thread's setting given back after. */
-    const bool outside = !omp_in_parallel();
-    const int before = outside ? omp_get_max_threads() : 1;
-    if (outside)
-        omp_set_num_threads(1);
     dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
                ldc);
-    if (outside)
-        omp_set_num_threads(before);
 #else
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, alpha, a,
@@ -105,7 +97,7 @@ typedef struct gemm_job {
     int64_t lda, ldb, ldc;
     bool split_rows;     /* tiles are rows of C (else columns) */
     bool tile_epilogue;  /* each tile applies the epilogue to its rows */
-    bool failed;         /* a tile's f32 copies could not be allocated */
+    bool failed;         /* a tile's f32 copies or scratchpad could not be allocated */
     ug_status epilogue;  /* a tile's epilogue's refusal, its message set (atomic) */
     int64_t tile, tiles; /* tile length, tiles per batch entry */
 } gemm_job;
@@ -128,6 +120,17 @@ static bool tile_gemm(const gemm_job *j, int64_t first, int64_t last, int64_t m,
 {
     const ug_gemm_args *g = j->g;
     const int64_t k = g->k, as = (int64_t)j->a_size;
+#ifdef UG_CPU_ONEDNN
+    if (g->a.dtype == UG_BF16 && ug_cpu_native_bf16()) {
+        const ug_cpu_product p = {.trans_a = g->trans_a, .trans_b = g->trans_b, .m = m, .n = n, .k = k,
+                                  .lda = j->lda, .ldb = j->ldb, .ldc = j->ldc, .stride_a = g->stride_a,
+                                  .stride_b = g->stride_b, .entries = last - first, .alpha = g->alpha,
+                                  .beta = g->beta, .a = a, .b = b, .c = c, .c_dtype = g->c.dtype};
+        ug_cpu_product_result r = ug_cpu_matmul_bf16(j->dev->matmuls, &p);
+        if (r != UG_CPU_PRODUCT_NOT_TAKEN)
+            return r == UG_CPU_PRODUCT_DONE;
+    }
+#endif
     if (g->a.dtype == UG_F32 && g->c.dtype == UG_F32) {
         for (int64_t e = first; e < last; e++)
             sgemm(g->trans_a, g->trans_b, m, n, k, g->alpha,
@@ -161,6 +164,28 @@ static bool tile_gemm(const gemm_job *j, int64_t first, int64_t last, int64_t m,
     return true;
 }
 
+/* tile_gemm with oneDNN on the calling thread alone. Inside a parallel
+ * region (a job on OpenMP's team, threads.c) it runs so by itself. Outside
+ * one (the device's own workers, or a tile run inline) it would start a
+ * team of every CPU's size: one thread for the tile, the thread's setting
+ * given back after. */
+static bool single_threaded_tile(const gemm_job *j, int64_t first, int64_t last, int64_t m,
+                                 int64_t n, const char *a, const char *b, char *c)
+{
+#ifdef UG_CPU_ONEDNN
+    const bool outside = !omp_in_parallel();
+    const int before = outside ? omp_get_max_threads() : 1;
+    if (outside)
+        omp_set_num_threads(1);
+    bool ok = tile_gemm(j, first, last, m, n, a, b, c);
+    if (outside)
+        omp_set_num_threads(before);
+    return ok;
+#else
+    return tile_gemm(j, first, last, m, n, a, b, c);
+#endif
+}
+
 /* Task u: one tile of C[b] (b = u / tiles), or with sum_batch one tile of
  * the one C, summed over every b. A half tile whose f32 copies cannot be
  * allocated sets failed. */
@@ -185,7 +210,7 @@ static void gemm_range(void *ctx, int64_t begin, int64_t end)
             bm += (g->trans_b ? start * j->ldb : start) * as; /* B is n x k when transposed */
             c += start * cs;
         }
-        if (!tile_gemm(j, first, last, m, n, a, bm, c))
+        if (!single_threaded_tile(j, first, last, m, n, a, bm, c))
             __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
         else if (j->tile_epilogue) { /* on the rows still in this core's cache; nested: runs inline */
             ug_binary_args op;
@@ -266,8 +291,8 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *args, bool *epil
         return job.epilogue;
     if (job.failed)
         return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY,
-                            "cpu gemm: no host memory for the f32 copies of a %s tile (m=%lld "
-                            "n=%lld k=%lld)",
+                            "cpu gemm: no host memory for the f32 copies or the scratchpad of a "
+                            "%s tile (m=%lld n=%lld k=%lld); free memory or use smaller batches",
                             ug_dtype_name(g->a.dtype), (long long)g->m, (long long)g->n,
                             (long long)g->k);
     return UG_OK;

@@ -12,11 +12,13 @@
 #include "backends/cpu/threads.h"
 
 typedef struct ug_cpu_convs ug_cpu_convs;
+typedef struct ug_cpu_matmuls ug_cpu_matmuls;
 
 struct ug_bdev {
     ug_cpu_workers *workers;
     int threads;          /* budget: workers + the caller */
     ug_cpu_convs *convs;  /* oneDNN's convolutions (convs.h); NULL without it */
+    ug_cpu_matmuls *matmuls; /* oneDNN's bf16 products (matmul_bf16.h); NULL without it */
     pthread_mutex_t streams_lock;
     ug_bstream *streams;  /* side streams (streams.c) */
 };

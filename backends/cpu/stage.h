@@ -26,4 +26,31 @@ ug_status ug_cpu_stage_begin(ug_cpu_stage *stage, const char *kernel);
 /* Rounds the outputs into the original views and frees the buffers. */
 void ug_cpu_stage_end(ug_cpu_stage *stage);
 
+/* The same a piece at a time, inside a kernel's tasks, for kernels whose
+ * pieces are contiguous (a plane, a block of a channel's run): the piece is
+ * converted while it is in the task's cache, on the task's thread. */
+
+/* Elements [at, at + n) of v as f32: v's own memory when it is f32, else
+ * widened into buf (n floats). */
+static inline const float *ug_cpu_piece_in(ug_kview v, int64_t at, int64_t n, float *buf)
+{
+    if (v.dtype == UG_F32)
+        return (const float *)(void *)ug_cpu_ptr(v) + at;
+    ug_cpu_load(ug_cpu_ptr(v) + at * (int64_t)ug_dtype_size(v.dtype), v.dtype, 1, n, buf);
+    return buf;
+}
+
+/* Where a kernel writes elements [at, ...) of v: v's memory when f32, else
+ * buf, which ug_cpu_piece_out rounds into v. */
+static inline float *ug_cpu_piece_at(ug_kview v, int64_t at, float *buf)
+{
+    return v.dtype == UG_F32 ? (float *)(void *)ug_cpu_ptr(v) + at : buf;
+}
+
+static inline void ug_cpu_piece_out(ug_kview v, int64_t at, int64_t n, const float *buf)
+{
+    if (v.dtype != UG_F32)
+        ug_cpu_store(ug_cpu_ptr(v) + at * (int64_t)ug_dtype_size(v.dtype), v.dtype, n, buf);
+}
+
 #endif

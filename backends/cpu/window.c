@@ -2,6 +2,7 @@
  * and col2im, the heavy ones of a convolution, walk whole rows (contiguous
  * copies when the stride is 1); pooling and upsampling compute each element
  * with the formulas of kernels/common/window.h that every backend shares. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/stage.h"
@@ -189,12 +190,13 @@ ug_status ug_cpu_im2col(ug_bdev *dev, const ug_im2col_args *in)
     return UG_OK;
 }
 
+/* in and out: x and y forward, dy and dx backward. */
 typedef struct pool_job {
     const ug_pool2d_args *args;
-    const float *in;
-    float *out;
+    ug_kview in, out;
     const int32_t *index_in;
     int32_t *index_out;
+    bool failed; /* a task's f32 copies of half planes could not be allocated */
 } pool_job;
 
 /* Takes v (at pixel i) when it beats *best: greater, or NaN over a number
@@ -292,93 +294,97 @@ static void max_pool_row(const float *img, const ug_window2d *w, const tap_range
         }
 }
 
-/* Whole planes per task. The gradients scatter each output's share into
- * its window, in output order, which adds to each pixel in the order the
- * other backends' gathers do. */
-static void pool_planes(void *ctx, int64_t begin, int64_t end)
+/* One plane, in and out as f32. The gradients scatter each output's share
+ * into its window, in output order, which adds to each pixel in the order
+ * the other backends' gathers do. */
+static void pool_plane(const pool_job *j, int64_t plane, const float *in, float *out, const tap_ranges *cols)
 {
-    const pool_job *j = ctx;
     const ug_pool2d_args *a = j->args;
     const ug_window2d *w = &a->win;
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
     const bool max_2x2 = a->kind == UG_POOL_MAX && w->kh == 2 && w->kw == 2 && w->sh == 2 && w->sw == 2 &&
                          w->ph == 0 && w->pw == 0 && w->w % 2 == 0 && w->w <= POOL_PAIRS;
     const int64_t rows_at_once = max_2x2 ? POOL_PAIRS / w->w : 0; /* output rows per call */
-    tap_ranges rows, cols;
-    if (a->kind == UG_POOL_MAX && !a->backward)
-        window_ranges(w, &rows, &cols);
 #define ARGS w->n, w->c, w->h, w->w, w->oh, w->ow, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, 1, 1
-    for (int64_t plane = begin; plane < end; plane++) {
-        if (!a->backward) {
-            const float *img = j->in + plane * hw;
-            float *y = j->out + plane * ohw;
-            for (int64_t oy = 0; max_2x2 && oy < w->oh; oy += rows_at_once) {
-                const int64_t stop = oy + rows_at_once < w->oh ? oy + rows_at_once : w->oh;
-                max_pool_rows_2x2(img, w->w, oy, stop, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
-            }
-            for (int64_t oy = 0; !max_2x2 && oy < w->oh; oy++)
-                if (a->kind == UG_POOL_MAX)
-                    max_pool_row(img, w, &cols, oy, y + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
-                else
-                    for (int64_t ox = 0; ox < w->ow; ox++)
-                        y[oy * w->ow + ox] = ug_avgpool_window(img, oy, ox, ARGS);
-            continue;
+    if (!a->backward) {
+        for (int64_t oy = 0; max_2x2 && oy < w->oh; oy += rows_at_once) {
+            const int64_t stop = oy + rows_at_once < w->oh ? oy + rows_at_once : w->oh;
+            max_pool_rows_2x2(in, w->w, oy, stop, out + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
         }
-        const float *dy = j->in + plane * ohw;
-        float *dx = j->out + plane * hw;
-        memset(dx, 0, (size_t)hw * sizeof *dx);
-        if (a->kind == UG_POOL_MAX) {
-            const int32_t *index = j->index_in + plane * ohw;
-            for (int64_t i = 0; i < ohw; i++)
-                dx[index[i]] += dy[i];
-            continue;
-        }
-        for (int64_t oy = 0, i = 0; oy < w->oh; oy++)
-            for (int64_t ox = 0; ox < w->ow; ox++, i++) {
-                const int64_t ys = oy * w->sh - w->ph, xs = ox * w->sw - w->pw;
-                const int64_t y0 = ys < 0 ? 0 : ys, x0 = xs < 0 ? 0 : xs;
-                const int64_t y1 = ys + w->kh < w->h ? ys + w->kh : w->h;
-                const int64_t x1 = xs + w->kw < w->w ? xs + w->kw : w->w;
-                const float share = dy[i] / ug_avgpool_count(oy, ox, ARGS);
-                for (int64_t y = y0; y < y1; y++)
-                    for (int64_t x = x0; x < x1; x++)
-                        dx[y * w->w + x] += share;
-            }
+        for (int64_t oy = 0; !max_2x2 && oy < w->oh; oy++)
+            if (a->kind == UG_POOL_MAX)
+                max_pool_row(in, w, cols, oy, out + oy * w->ow, j->index_out + plane * ohw + oy * w->ow);
+            else
+                for (int64_t ox = 0; ox < w->ow; ox++)
+                    out[oy * w->ow + ox] = ug_avgpool_window(in, oy, ox, ARGS);
+        return;
     }
+    memset(out, 0, (size_t)hw * sizeof *out);
+    if (a->kind == UG_POOL_MAX) {
+        const int32_t *index = j->index_in + plane * ohw;
+        for (int64_t i = 0; i < ohw; i++)
+            out[index[i]] += in[i];
+        return;
+    }
+    for (int64_t oy = 0, i = 0; oy < w->oh; oy++)
+        for (int64_t ox = 0; ox < w->ow; ox++, i++) {
+            const int64_t ys = oy * w->sh - w->ph, xs = ox * w->sw - w->pw;
+            const int64_t y0 = ys < 0 ? 0 : ys, x0 = xs < 0 ? 0 : xs;
+            const int64_t y1 = ys + w->kh < w->h ? ys + w->kh : w->h;
+            const int64_t x1 = xs + w->kw < w->w ? xs + w->kw : w->w;
+            const float share = in[i] / ug_avgpool_count(oy, ox, ARGS);
+            for (int64_t y = y0; y < y1; y++)
+                for (int64_t x = x0; x < x1; x++)
+                    out[y * w->w + x] += share;
+        }
 #undef ARGS
 }
 
-ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool2d_args *in)
+/* Whole planes per task, half ones converted by the task (stage.h's
+ * pieces) while they are in its cache. */
+static void pool_planes(void *ctx, int64_t begin, int64_t end)
 {
-    ug_pool2d_args staged = *in, *args = &staged;
-    const ug_window2d *w = &args->win;
-    const int64_t image = w->n * w->c * w->h * w->w, pooled = w->n * w->c * w->oh * w->ow;
-    ug_cpu_stage stage = {0};
-    if (args->backward) {
-        ug_cpu_stage_add(&stage, &staged.dy, pooled, false);
-        ug_cpu_stage_add(&stage, &staged.dx, image, true);
-    } else {
-        ug_cpu_stage_add(&stage, &staged.x, image, false);
-        ug_cpu_stage_add(&stage, &staged.y, pooled, true);
+    pool_job *j = ctx;
+    const ug_pool2d_args *a = j->args;
+    const ug_window2d *w = &a->win;
+    const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
+    const int64_t in_size = a->backward ? ohw : hw, out_size = a->backward ? hw : ohw;
+    tap_ranges rows, cols;
+    if (a->kind == UG_POOL_MAX && !a->backward)
+        window_ranges(w, &rows, &cols);
+    float *copies = NULL;
+    if (j->in.dtype != UG_F32 || j->out.dtype != UG_F32) {
+        copies = malloc((size_t)(in_size + out_size) * sizeof *copies);
+        if (!copies) {
+            __atomic_store_n(&j->failed, true, __ATOMIC_RELAXED);
+            return;
+        }
     }
-    ug_status st = ug_cpu_stage_begin(&stage, "pool2d");
-    if (st != UG_OK)
-        return st;
-    pool_job j = {.args = args};
-    if (args->backward) {
-        j.in = (const float *)ug_cpu_ptr(args->dy);
-        j.out = (float *)ug_cpu_ptr(args->dx);
-        j.index_in = args->kind == UG_POOL_MAX ? (const int32_t *)ug_cpu_ptr(args->index) : NULL;
-    } else {
-        j.in = (const float *)ug_cpu_ptr(args->x);
-        j.out = (float *)ug_cpu_ptr(args->y);
-        j.index_out = args->kind == UG_POOL_MAX ? (int32_t *)ug_cpu_ptr(args->index) : NULL;
+    for (int64_t plane = begin; plane < end; plane++) {
+        float *out = ug_cpu_piece_at(j->out, plane * out_size, copies ? copies + in_size : NULL);
+        pool_plane(j, plane, ug_cpu_piece_in(j->in, plane * in_size, in_size, copies), out, &cols);
+        ug_cpu_piece_out(j->out, plane * out_size, out_size, out);
+    }
+    free(copies);
+}
+
+ug_status ug_cpu_pool2d(ug_bdev *dev, const ug_pool2d_args *args)
+{
+    const ug_window2d *w = &args->win;
+    pool_job j = {.args = args, .in = args->backward ? args->dy : args->x, .out = args->backward ? args->dx : args->y};
+    if (args->kind == UG_POOL_MAX) {
+        if (args->backward)
+            j.index_in = (const int32_t *)ug_cpu_ptr(args->index);
+        else
+            j.index_out = (int32_t *)ug_cpu_ptr(args->index);
     }
     /* The work per plane, counting only taps that can reach the image. */
     const int64_t rows = w->kh < w->h ? w->kh : w->h, cols = w->kw < w->w ? w->kw : w->w;
     int64_t per_plane = w->h * w->w + w->oh * w->ow * rows * cols;
     ug_cpu_parallel_for(dev->workers, w->n * w->c, UG_CPU_MIN_PARALLEL / per_plane + 1, pool_planes, &j);
-    ug_cpu_stage_end(&stage);
+    if (j.failed)
+        return UG_CPU_ERROR(UG_ERR_OUT_OF_MEMORY, "cpu pool2d: no host memory for the f32 copies of a %s "
+                            "plane of %lldx%lld", ug_dtype_name(j.in.dtype), (long long)w->h, (long long)w->w);
     return UG_OK;
 }
 

@@ -313,7 +313,8 @@ static bool plan_of(ug_bdev *dev, const ug_conv_args *args, plan_entry *out)
 {
     const ug_hip_conv_library *lib = library();
     plan_key key{};
-    if (!lib || !dev->convs || !shape_of(args, &key.shape))
+    if (!lib || !dev->convs || !shape_of(args, &key.shape) || args->dtype != UG_F32 || args->out_dtype != UG_F32 ||
+        (args->with_bias && args->bias_dtype != UG_F32)) /* its descriptors are f32 */
         return false;
     key.deterministic = args->deterministic;
     ug_hip_convs *c = dev->convs;

@@ -44,6 +44,11 @@ ug_status ug_grad_give(ug_graph *g, ug_value *operand, ug_value *grad)
         return UG_OK;
     ug_value *shaped = NULL;
     UG_TRY(reduce_to(g, grad, operand, &shaped));
+    /* A gradient has its operand's dtype, as in PyTorch: an f32 bias added
+     * to a bf16 convolution gets an f32 gradient (the cast folds into the
+     * sum that makes it). */
+    if (shaped->dtype != operand->dtype && ug_dtype_is_float(shaped->dtype) && ug_dtype_is_float(operand->dtype))
+        UG_TRY(ug_g_cast(g, shaped, operand->dtype, &shaped));
     return accumulate(g, operand, shaped);
 }
 

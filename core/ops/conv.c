@@ -164,16 +164,17 @@ static bool library_refused(void)
     return env && strcmp(env, "im2col") == 0;
 }
 
-/* The library's pass of args (views unset) on the op's device: whether it
- * runs it and with how much workspace. */
+/* The library's pass of args (views unset, the bias's dtype set) on the
+ * op's device in dtype: whether it runs it and with how much workspace. */
 static ug_status library_plan(const ug_op *op, ug_dtype dtype, ug_conv_args *args, bool *runs,
                               size_t *bytes)
 {
     *runs = false;
     *bytes = 0;
     ug_device *d = op->p.conv.device;
-    if (!d || dtype != UG_F32 || library_refused()) /* libraries take f32 */
+    if (!d || library_refused())
         return UG_OK;
+    args->dtype = dtype;
     args->groups = op->p.conv.groups;
     args->deterministic = ug_deterministic();
     return ug_call_conv_plan(d, args, runs, bytes, op->name);
@@ -211,10 +212,11 @@ static ug_status conv_scratch(const ug_op *op, ug_dtype dtype, ug_conv_args *arg
         __builtin_mul_overflow(chunk_images(op, dtype, w->n, per_image), per_image, &words))
         return ug_set_error(UG_ERR_SHAPE, "%s: the im2col columns of %lld images of %lld values overflow",
                             op->name, (long long)w->n, (long long)per_image);
-    int64_t library_words = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
+    const size_t size = ug_dtype_size(dtype);
+    int64_t library_words = (int64_t)((bytes + size - 1) / size);
     if (runs && library_words > words)
         words = library_words;
-    /* Columns in the op's dtype (a library's workspace only with f32). */
+    /* Columns in the op's dtype, or the library's workspace in as many bytes. */
     *scratch = (ug_meta){.dtype = dtype, .ndim = 1, .shape = {words > 0 ? words : 1}};
     return UG_OK;
 }
@@ -241,7 +243,7 @@ static ug_status plan_pass(const ug_op *op, ug_conv_args *args, const ug_tensor 
                      .taps = (int64_t)w->kh * w->kw};
     p->cg_k = w->c / p->groups * p->taps;
     p->ocg = p->oc / p->groups;
-    p->library = runs && bytes <= (size_t)ug_tensor_numel(scratch) * sizeof(float);
+    p->library = runs && bytes <= (size_t)ug_tensor_numel(scratch) * ug_dtype_size(scratch->dtype);
     p->partials = dw_partial_values(op, args);
     int64_t per_image = image_columns(w) + p->partials;
     p->chunk = per_image ? min64(ug_tensor_numel(scratch) / per_image, w->n) : w->n;
@@ -257,8 +259,8 @@ static ug_status plan_pass(const ug_op *op, ug_conv_args *args, const ug_tensor 
 static ug_status library_run(const ug_op *op, ug_conv_args *args, const ug_tensor *workspace)
 {
     args->workspace = ug_kview_of(workspace);
-    args->workspace_bytes = (size_t)ug_tensor_numel(workspace) * sizeof(float);
-    return ug_dispatch(ug_dev(workspace), UG_KERNEL_CONV, op->name, UG_F32, args);
+    args->workspace_bytes = (size_t)ug_tensor_numel(workspace) * ug_dtype_size(workspace->dtype);
+    return ug_dispatch(ug_dev(workspace), UG_KERNEL_CONV, op->name, workspace->dtype, args);
 }
 
 static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta *out, int *nout)
@@ -294,7 +296,8 @@ static ug_status conv_infer(const ug_op *op, int nin, const ug_meta *in, ug_meta
     win.kw = (int)wt->shape[3];
     UG_TRY(ug_window_outputs(op, &win));
     out[0] = (ug_meta){.dtype = x->dtype, .ndim = 4, .shape = {win.n, wt->shape[0], win.oh, win.ow}};
-    ug_conv_args args = {.pass = UG_CONV_FORWARD, .win = win, .oc = wt->shape[0], .with_bias = nin == 3};
+    ug_conv_args args = {.pass = UG_CONV_FORWARD, .win = win, .oc = wt->shape[0], .with_bias = nin == 3,
+                         .bias_dtype = nin == 3 ? in[2].dtype : UG_F32, .out_dtype = x->dtype};
     UG_TRY(conv_scratch(op, x->dtype, &args, &out[1]));
     *nout = 2;
     return UG_OK;
@@ -359,7 +362,8 @@ static ug_status conv_launch(const ug_op *op, ug_tensor *const *out, const ug_te
         return UG_OK;
     ug_conv_args args = {.pass = UG_CONV_FORWARD, .x = ug_kview_of(x), .w = ug_kview_of(w),
                          .y = ug_kview_of(y), .win = conv_window(op, x, w, y), .oc = w->shape[0],
-                         .with_bias = bias != NULL};
+                         .with_bias = bias != NULL, .bias_dtype = bias ? bias->dtype : UG_F32,
+                         .out_dtype = y->dtype};
     if (bias)
         args.bias = ug_kview_of(bias);
     conv_pass p;
@@ -397,7 +401,7 @@ static ug_status conv_dx_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     win.oh = gy->shape[2];
     win.ow = gy->shape[3];
     out[0] = (ug_meta){.dtype = gy->dtype, .ndim = 4, .shape = {win.n, win.c, win.h, win.w}};
-    ug_conv_args args = {.pass = UG_CONV_BACKWARD_DATA, .win = win, .oc = wt->shape[0]};
+    ug_conv_args args = {.pass = UG_CONV_BACKWARD_DATA, .win = win, .oc = wt->shape[0], .out_dtype = gy->dtype};
     UG_TRY(conv_scratch(op, gy->dtype, &args, &out[1]));
     *nout = 2;
     return UG_OK;
@@ -410,7 +414,8 @@ static ug_status conv_dx_launch(const ug_op *op, ug_tensor *const *out, const ug
     if (ug_tensor_numel(dx) == 0)
         return UG_OK;
     ug_conv_args args = {.pass = UG_CONV_BACKWARD_DATA, .dx = ug_kview_of(dx), .w = ug_kview_of(w),
-                         .dy = ug_kview_of(gy), .win = conv_window(op, dx, w, gy), .oc = w->shape[0]};
+                         .dy = ug_kview_of(gy), .win = conv_window(op, dx, w, gy), .oc = w->shape[0],
+                         .out_dtype = dx->dtype};
     conv_pass p;
     UG_TRY(plan_pass(op, &args, dcol, &p));
     if (p.library)
@@ -444,8 +449,16 @@ static ug_status conv_dw_infer(const ug_op *op, int nin, const ug_meta *in, ug_m
     win.ow = gy->shape[3];
     out[0] = (ug_meta){.dtype = gy->dtype, .ndim = 4,
                        .shape = {gy->shape[1], win.c / op->p.conv.groups, win.kh, win.kw}};
-    ug_conv_args args = {.pass = UG_CONV_BACKWARD_WEIGHTS, .win = win, .oc = gy->shape[1]};
+    ug_conv_args args = {.pass = UG_CONV_BACKWARD_WEIGHTS, .win = win, .oc = gy->shape[1], .out_dtype = gy->dtype};
     UG_TRY(conv_scratch(op, gy->dtype, &args, &out[1]));
+    if (gy->dtype != UG_F32) { /* the gradient of a half copy of an f32 weight is written as f32 (a cast
+                                * folded in, plan.c): scratch for that too */
+        ug_meta f32_out;
+        args.out_dtype = UG_F32;
+        UG_TRY(conv_scratch(op, gy->dtype, &args, &f32_out));
+        if (f32_out.shape[0] > out[1].shape[0])
+            out[1] = f32_out;
+    }
     *nout = 2;
     return UG_OK;
 }
@@ -457,7 +470,8 @@ static ug_status conv_dw_launch(const ug_op *op, ug_tensor *const *out, const ug
     if (ug_tensor_numel(dw) == 0)
         return UG_OK;
     ug_conv_args args = {.pass = UG_CONV_BACKWARD_WEIGHTS, .x = ug_kview_of(x), .dw = ug_kview_of(dw),
-                         .dy = ug_kview_of(gy), .win = conv_window(op, x, dw, gy), .oc = dw->shape[0]};
+                         .dy = ug_kview_of(gy), .win = conv_window(op, x, dw, gy), .oc = dw->shape[0],
+                         .out_dtype = dw->dtype};
     if (args.win.n == 0)
         return ug_launch_unary(op->name, UG_UNARY_FILL, 0.0f, 0.0f, dw, NULL);
     conv_pass p;

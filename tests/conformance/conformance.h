@@ -135,6 +135,8 @@ void test_global_avg_pool_ops(ug_device *dev);
 void test_batch_norm_ops(ug_device *dev);
 /* conv.h and nn.h in graphs (conformance_conv_grad.c) */
 void test_conv_grads(ug_device *dev);
+/* convolution and batch norm computing in f16 and bf16 (conformance_half_grads.c) */
+void test_half_conv_grads(ug_device *dev);
 /* conv.h's upsampling, eager and in graphs (conformance_upsample.c) */
 void test_upsample_ops(ug_device *dev);
 /* conv.h's adaptive average pooling (conformance_adaptive_pool.c) */

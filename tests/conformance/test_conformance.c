@@ -492,6 +492,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(global_avg_pool_ops),
         TH_DEVICE_TEST(batch_norm_ops),
         TH_DEVICE_TEST(conv_grads),
+        TH_DEVICE_TEST(half_conv_grads),
         TH_DEVICE_TEST(upsample_ops),
         TH_DEVICE_TEST(adaptive_pool_ops),
         TH_DEVICE_TEST(layout_ops),
