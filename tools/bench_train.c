@@ -40,7 +40,8 @@ static void usage(FILE *out)
             "checkpointing (time and memory: the plan's and the pool's measured peak).\n"
             "Denormals are flushed to zero on the CPU backend's threads unless\n"
             "--keep-denormals. --precision f32,f16,bf16 times each compute precision in\n"
-            "turn (default f32; f16 with loss scaling, as ug-train).\n"
+            "turn (default f32; f16 with loss scaling, as ug-train), then their plain\n"
+            "steps at the first batch size in alternating rounds, against the first.\n"
             "The plain step is also timed with the profiler recording, in rounds\n"
             "alternating with it off; --trace FILE writes the Chrome trace of a recorded\n"
             "round (to FILE-<device>-b<batch>.json when several run; open it in\n"
@@ -426,12 +427,69 @@ static void print_plain_details(const mode_result *r, double epoch_s, int64_t ep
                p->traced_step_s * 1e3);
 }
 
+enum { PRECISION_ROUNDS = 7, MAX_PRECISIONS = 3 };
+
+/* The plain step at batch in each precision on one device, every step made
+ * first and then timed in alternating rounds (a shared machine's speed
+ * drifts between timings one after the other): each precision's median
+ * round and the median of the rounds' ratios to the first precision's. */
+static int compare_precisions(const char *id, ug_dataset *data, const mlp_config *base, int64_t batch,
+                              const ug_dtype *precisions, int count, double target)
+{
+    device_step ds[MAX_PRECISIONS] = {{0}};
+    ug_loader *loaders[MAX_PRECISIONS] = {NULL};
+    mlp_config cfg[MAX_PRECISIONS];
+    double seconds[MAX_PRECISIONS][PRECISION_ROUNDS], ratios[MAX_PRECISIONS][PRECISION_ROUNDS];
+    ug_status st = UG_OK;
+    for (int p = 0; p < count && st == UG_OK; p++) {
+        cfg[p] = *base;
+        cfg[p].precision = precisions[p];
+        ug_loader_config lc = ug_loader_default_config();
+        lc.batch_size = batch;
+        lc.drop_last = true;
+        ug_trainer_config c = ug_trainer_defaults();
+        c.batch_size = batch;
+        c.precision = precisions[p];
+        st = ug_device_open(id, &ds[p].device);
+        lc.x_dtype = st == UG_OK ? ug_device_precision(ds[p].device, precisions[p]) : UG_F32;
+        if (st == UG_OK) st = ug_loader_create(data, ds[p].device, &lc, &loaders[p]);
+        if (st == UG_OK) st = fill_batches(&ds[p], loaders[p]);
+        if (st == UG_OK) st = ug_train_step_create(ds[p].device, cfg[p].inputs, 0, mlp_forward, &cfg[p], &c, &ds[p].step);
+    }
+    for (int r = 0; r < PRECISION_ROUNDS && st == UG_OK; r++)
+        for (int p = 0; p < count && st == UG_OK; p++) {
+            long reps = 0;
+            bench_settle();
+            if (!bench_time(run_step, sync_step, &ds[p], 1, target / PRECISION_ROUNDS, &seconds[p][r], &reps))
+                st = UG_ERR_BACKEND;
+            ratios[p][r] = seconds[p][r] / seconds[0][r];
+        }
+    if (st == UG_OK) {
+        printf("%s, batch %lld: the plain step in each precision, %d alternating rounds\n", id, (long long)batch,
+               PRECISION_ROUNDS);
+        for (int p = 0; p < count; p++) {
+            printf("  %-5s %9.3f ms", ug_dtype_name(precisions[p]), bench_median(seconds[p], PRECISION_ROUNDS) * 1e3);
+            if (p)
+                printf("  x%.2f of %s's (median of the rounds' ratios)", bench_median(ratios[p], PRECISION_ROUNDS),
+                       ug_dtype_name(precisions[0]));
+            printf("\n");
+        }
+    }
+    for (int p = 0; p < count; p++) {
+        ug_train_step_free(ds[p].step);
+        ug_loader_free(loaders[p]);
+        free_batches(&ds[p]);
+        ug_device_close(ds[p].device);
+    }
+    return st == UG_OK ? 0 : bench_fail(id);
+}
+
 static int bench_train(int argc, char **argv, bool cnn)
 {
     const char *only = NULL, *csv_path = NULL, *trace_path = NULL;
     int64_t batches[8];
     int batch_count = 0;
-    ug_dtype precisions[3] = {UG_F32};
+    ug_dtype precisions[MAX_PRECISIONS] = {UG_F32};
     int precision_count = 1;
     double target = 1.0;
     bool epoch = true, modes = true, flush = true;
@@ -466,7 +524,7 @@ static int bench_train(int argc, char **argv, bool cnn)
             snprintf(list, sizeof list, "%s", argv[++i]);
             precision_count = 0;
             for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
-                if (precision_count == 3 || !mlp_parse_precision(tok, &precisions[precision_count++])) {
+                if (precision_count == MAX_PRECISIONS || !mlp_parse_precision(tok, &precisions[precision_count++])) {
                     fprintf(stderr, "ug-bench %s: --precision takes up to 3 of f32, f16, bf16\n", command);
                     return 2;
                 }
@@ -578,6 +636,8 @@ static int bench_train(int argc, char **argv, bool cnn)
                 free_products(&hp);
         }
     }
+    for (int d = 0; d < device_count && precision_count > 1 && !rc; d++)
+        rc = compare_precisions(ids[d], data, &cfg, batches[0], precisions, precision_count, target);
     printf("step: plain, %d micro-batches of batch/%d accumulated per update, or every\n"
            "  %s checkpointed; denormals %s\n", MICRO_BATCHES, MICRO_BATCHES,
            cnn ? "conv block" : "hidden layer", flush ? "flushed to zero" : "kept");

@@ -12,7 +12,7 @@
 #include "unigrad/unigrad.h"
 
 #define SELFTEST_N 1000
-#define MAX_NAME 38 /* the row stays within 80 columns */
+#define MAX_NAME 33 /* the row stays within 80 columns */
 
 static void usage(FILE *out)
 {
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
         name_w = n > name_w ? (n < MAX_NAME ? n : MAX_NAME) : name_w;
     }
     if (!json) {
-        printf("%-9s %-7s %-*s %10s %5s %s\n", "ID", "BACKEND", name_w, "NAME", "MEMORY", "CUs", "FP16");
+        printf("%-9s %-7s %-*s %10s %5s %4s %s\n", "ID", "BACKEND", name_w, "NAME", "MEMORY", "CUs", "FP16", "BF16");
     } else {
         printf("{\n  \"devices\": [");
     }
@@ -125,8 +125,8 @@ int main(int argc, char **argv)
         char memory[32];
         format_bytes(info.global_memory, memory, sizeof memory);
         if (!json) {
-            printf("%-9s %-7s %-*.*s %10s %5" PRIu32 " %s\n", info.id, info.backend, name_w, name_w, info.name,
-                   memory, info.compute_units, info.fp16 ? "yes" : "no");
+            printf("%-9s %-7s %-*.*s %10s %5" PRIu32 " %4s %s\n", info.id, info.backend, name_w, name_w, info.name,
+                   memory, info.compute_units, info.fp16 ? "yes" : "no", info.bf16 ? "yes" : "no");
             if ((int)strlen(info.name) > name_w) /* cut in the row: whole under it */
                 print_wrapped(stdout, "          name: ", info.name);
             char vendor[sizeof info.vendor + 64];
@@ -150,9 +150,9 @@ int main(int argc, char **argv)
         json_string(stdout, info.driver);
         printf(", \"global_memory\": %" PRIu64 ", \"max_allocation\": %" PRIu64
                ", \"compute_units\": %" PRIu32 ", \"max_work_group\": %" PRIu64
-               ", \"fp16\": %s, \"is_gpu\": %s}",
+               ", \"fp16\": %s, \"bf16\": %s, \"is_gpu\": %s}",
                info.global_memory, info.max_allocation, info.compute_units,
-               info.max_work_group, info.fp16 ? "true" : "false",
+               info.max_work_group, info.fp16 ? "true" : "false", info.bf16 ? "true" : "false",
                info.is_gpu ? "true" : "false");
     }
     if (json)
