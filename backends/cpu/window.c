@@ -340,6 +340,25 @@ static void pool_plane(const pool_job *j, int64_t plane, const float *in, float 
 #undef ARGS
 }
 
+/* The gradient of a max pooling whose windows do not overlap, in a half
+ * dtype: each pixel takes at most one output's gradient, so the half bits
+ * are copied, no conversion (-0 becomes +0, as 0 + -0 in f32). */
+static void half_max_pool_grad(const pool_job *j, int64_t begin, int64_t end)
+{
+    const ug_window2d *w = &j->args->win;
+    const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
+    const uint16_t *dy = (const uint16_t *)(const void *)ug_cpu_ptr(j->in);
+    uint16_t *dx = (uint16_t *)(void *)ug_cpu_ptr(j->out);
+    for (int64_t plane = begin; plane < end; plane++) {
+        const int32_t *index = j->index_in + plane * ohw;
+        const uint16_t *g = dy + plane * ohw;
+        uint16_t *d = dx + plane * hw;
+        memset(d, 0, (size_t)hw * sizeof *d);
+        for (int64_t i = 0; i < ohw; i++)
+            d[index[i]] = g[i] == 0x8000u ? 0 : g[i];
+    }
+}
+
 /* Whole planes per task, half ones converted by the task (stage.h's
  * pieces) while they are in its cache. */
 static void pool_planes(void *ctx, int64_t begin, int64_t end)
@@ -348,6 +367,11 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end)
     const ug_pool2d_args *a = j->args;
     const ug_window2d *w = &a->win;
     const int64_t hw = w->h * w->w, ohw = w->oh * w->ow;
+    if (a->backward && a->kind == UG_POOL_MAX && w->sh >= w->kh && w->sw >= w->kw && j->in.dtype != UG_F32 &&
+        j->in.dtype == j->out.dtype) {
+        half_max_pool_grad(j, begin, end);
+        return;
+    }
     const int64_t in_size = a->backward ? ohw : hw, out_size = a->backward ? hw : ohw;
     tap_ranges rows, cols;
     if (a->kind == UG_POOL_MAX && !a->backward)

@@ -1,5 +1,5 @@
-/* Conformance of convolution and batch normalisation computing in f16 and
- * bf16, as a mixed-precision graph runs them: the operands cast to the half
+/* Conformance of convolution, batch normalisation and max pooling computing
+ * in f16 and bf16, as a mixed-precision graph runs them: the operands cast to the half
  * type in the graph (the convolution's bias and batch norm's affine
  * parameters stay f32, as autocast leaves them), the output cast back to
  * f32; forward and every gradient through cf_check_grad against the double
@@ -138,8 +138,61 @@ static void bn_cases(ug_device *dev)
     }
 }
 
+typedef struct half_pool {
+    ug_dtype dt;
+    int64_t n, c, h, w;
+    int k, stride;
+} half_pool;
+
+static ug_status build_pool(cf_graph *cg, const cf_grad_case *c, ug_value *const *p, ug_value **y)
+{
+    const half_pool *s = c->row;
+    const ug_pool2d_params params = {.kernel = {s->k, s->k}, .stride = {s->stride, s->stride}};
+    ug_value *x = NULL, *out = NULL;
+    ug_status st = ug_g_cast(cg->g, p[0], s->dt, &x);
+    if (st == UG_OK) st = ug_g_max_pool2d(cg->g, x, &params, &out);
+    return st == UG_OK ? ug_g_cast(cg->g, out, UG_F32, y) : st;
+}
+
+/* On the rounded values, where ties are common (bf16 keeps 8 bits): the
+ * first maximum in the window's order takes the gradient. */
+static void ref_pool(const cf_grad_case *c, const double *const *p, const double *w, const float *y_dev, double *y,
+                     double *const *grad)
+{
+    (void)y_dev;
+    const half_pool *s = c->row;
+    const int64_t n = cf_numel(&c->p[0].shape);
+    double *x = th_alloc((size_t)n * sizeof *x);
+    memcpy(x, p[0], (size_t)n * sizeof *x);
+    th_round_to(s->dt, x, n);
+    const ref_pool_geom g = {s->n * s->c, s->h, s->w, {s->k, s->k}, {s->stride, s->stride}, {0, 0}};
+    ref_max_pool2d(&g, x, y, NULL);
+    ref_max_pool2d_backward(&g, x, w, grad[0]);
+}
+
+static void pool_cases(ug_device *dev)
+{
+    static const half_pool cases[] = {
+        {UG_BF16, 2, 3, 8, 10, 2, 2}, /* windows apart: the gradient's bits copied */
+        {UG_BF16, 2, 3, 9, 9, 3, 2},  /* overlapping windows: summed in f32 */
+        {UG_F16, 2, 3, 8, 10, 2, 2},
+    };
+    for (int i = 0; i < CF_COUNT(cases); i++) {
+        const half_pool *s = &cases[i];
+        char name[96];
+        snprintf(name, sizeof name, "max_pool2d %s x [%lld,%lld,%lld,%lld] kernel %d stride %d",
+                 ug_dtype_name(s->dt), (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, s->k,
+                 s->stride);
+        const cf_grad_case c = {.name = name, .count = 1, .p = {{{4, {s->n, s->c, s->h, s->w}}, -1, 1, 0}},
+                                .build = build_pool, .ref = ref_pool, .row = s, .tol = 20 * th_tol(s->dt)};
+        cf_check_grad(dev, &c);
+        ts_cleanup();
+    }
+}
+
 void test_half_conv_grads(ug_device *dev)
 {
     conv_cases(dev);
     bn_cases(dev);
+    pool_cases(dev);
 }
