@@ -10,12 +10,15 @@
 
 #include "bench_model.h"
 
-enum { MAX_DEVICES = 16, MAX_ROUNDS = 20 };
+enum { MAX_DEVICES = 16, MAX_ROUNDS = 20, PROFILED_STEPS = 3 };
 
 static void usage(const bench_model *m, FILE *out)
 {
     fprintf(out, "usage: ug-bench %s [--device NAME] [--seconds S] [--rounds N] [--python PATH]\n"
-                 "%*s[--no-torch]\n%s", m->command, (int)strlen(m->command) + 17, "", m->usage);
+                 "%*s[--no-torch] [--profile ROWS]\n%s"
+                 "--profile ROWS: then each device's %d steps recorded by the profiler, its\n"
+                 "ROWS costliest ops by device time (where the step's time goes).\n",
+            m->command, (int)strlen(m->command) + 17, "", m->usage, PROFILED_STEPS);
 }
 
 static bool run_step(void *ctx)
@@ -26,6 +29,23 @@ static bool run_step(void *ctx)
 }
 
 static bool sync_step(void *ctx) { return ug_device_synchronize(((bench_model_step *)ctx)->device) == UG_OK; }
+
+/* PROFILED_STEPS steps of s recorded, the costliest rows by device time
+ * printed. */
+static bool print_profile(const char *id, bench_model_step *s, long rows)
+{
+    ug_profiler *prof = NULL;
+    bool ok = ug_profiler_start(s->device, &prof) == UG_OK;
+    for (int i = 0; ok && i < PROFILED_STEPS; i++)
+        ok = run_step(s);
+    ok = ok && sync_step(s) && ug_profiler_stop(prof) == UG_OK;
+    if (ok) {
+        printf("%s: where %d steps' time goes\n", id, PROFILED_STEPS);
+        ok = ug_profiler_print_table(prof, UG_PROFILE_BY_DEVICE_TIME, (int)rows, stdout) == UG_OK;
+    }
+    ug_profiler_free(prof);
+    return ok;
+}
 
 static void free_step(bench_model_step *s)
 {
@@ -99,7 +119,7 @@ int bench_model_run(const bench_model *m, int argc, char **argv)
      * python3 earlier on PATH (a virtual environment's) may not see. */
     const char *only = NULL, *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     double seconds = 2.0;
-    long rounds = 3;
+    long rounds = 3, profile_rows = 0;
     bool torch = true;
     for (int i = 1; i < argc; i++) {
         const bool value = i + 1 < argc;
@@ -116,11 +136,13 @@ int bench_model_run(const bench_model *m, int argc, char **argv)
         } else if (value && !strcmp(argv[i], "--seconds") && (seconds = strtod(argv[i + 1], &end)) > 0.0 &&
                    seconds <= 3600.0 && end && !*end) {
             i++;
+        } else if (value && !strcmp(argv[i], "--profile") && parse_count(argv[i + 1], 1000, &profile_rows)) {
+            i++;
         } else if (!strcmp(argv[i], "--no-torch")) {
             torch = false;
         } else {
-            fprintf(stderr, "ug-bench %s: bad or unknown option '%s' (--rounds 1..%d, --seconds in (0, 3600])\n",
-                    m->command, argv[i], MAX_ROUNDS);
+            fprintf(stderr, "ug-bench %s: bad or unknown option '%s' (--rounds 1..%d, --seconds in (0, 3600], "
+                    "--profile 1..1000)\n", m->command, argv[i], MAX_ROUNDS);
             usage(m, stderr);
             return 2;
         }
@@ -180,6 +202,9 @@ int bench_model_run(const bench_model *m, int argc, char **argv)
             printf("%s / cpu: x%.2f per iteration (median of %ld rounds)\n", ids[d], median[d] / median[cpu], rounds);
     if (rc == 0 && m->after && m->after(devices[0]) != UG_OK)
         rc = bench_fail(m->command);
+    for (int d = 0; d < count && rc == 0 && profile_rows > 0; d++)
+        if (!print_profile(ids[d], &steps[d], profile_rows))
+            rc = bench_fail("the profile");
     for (int d = 0; d < count; d++) {
         free_step(&steps[d]);
         ug_device_close(devices[d]);

@@ -60,7 +60,10 @@ static ug_status half_gemm(ug_bdev *dev, const ug_gemm_args *a)
     return ug_opencl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
-/* f32 on a CPU device: gemm_f32_tiled, or gemm_f32_nt for B transposed. */
+/* f32 on a CPU device: gemm_f32_tiled, or gemm_f32_nt for B transposed;
+ * with sum_batch one launch whose items sum the entries (a convolution's
+ * weight gradient over a batch of images: one launch where a launch an
+ * image, its B copied transposed, took four times as long). */
 static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
 {
     const ug_opencl_kernel *k;
@@ -71,7 +74,7 @@ static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
     cl_mem c = (cl_mem)a->c.mem, am = (cl_mem)a->a.mem, bm = (cl_mem)a->b.mem;
     cl_ulong coff = (cl_ulong)a->c.offset, aoff = (cl_ulong)a->a.offset, boff = (cl_ulong)a->b.offset;
     cl_long m = a->m, n = a->n, kk = a->k, lda = a->lda, ldb = a->ldb, ldc = a->ldc, sa = a->stride_a,
-            sb = a->stride_b, sc = a->stride_c;
+            sb = a->stride_b, sc = a->stride_c, entries = a->sum_batch ? a->batch : 1;
     cl_int ta = a->trans_a;
     cl_float alpha = a->alpha, beta = a->beta;
     ug_opencl_arg args[] = {UG_OPENCL_ARG(c),    UG_OPENCL_ARG(coff),  UG_OPENCL_ARG(am),
@@ -79,11 +82,13 @@ static ug_status tiled_gemm(ug_bdev *dev, const ug_gemm_args *a)
                             UG_OPENCL_ARG(m),    UG_OPENCL_ARG(n),     UG_OPENCL_ARG(kk),
                             UG_OPENCL_ARG(lda),  UG_OPENCL_ARG(ldb),   UG_OPENCL_ARG(ldc),
                             UG_OPENCL_ARG(sa),   UG_OPENCL_ARG(sb),    UG_OPENCL_ARG(sc),
-                            UG_OPENCL_ARG(ta),   UG_OPENCL_ARG(alpha), UG_OPENCL_ARG(beta)};
+                            UG_OPENCL_ARG(entries), UG_OPENCL_ARG(ta), UG_OPENCL_ARG(alpha),
+                            UG_OPENCL_ARG(beta)};
     const size_t local[3] = {1, 1, 1};
     /* gemm_f32_nt: row tiles along the first dimension (gemm.cl says why) */
     const size_t global[3] = {a->trans_b ? ((size_t)a->m + 3) / 4 : ((size_t)a->n + 31) / 32,
-                              a->trans_b ? ((size_t)a->n + 3) / 4 : ((size_t)a->m + 7) / 8, (size_t)a->batch};
+                              a->trans_b ? ((size_t)a->n + 3) / 4 : ((size_t)a->m + 7) / 8,
+                              a->sum_batch ? 1 : (size_t)a->batch};
     return ug_opencl_launch(dev, k, 3, global, local, args, sizeof args / sizeof args[0]);
 }
 
@@ -122,7 +127,11 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
         return UG_OK;
     if (a->a.dtype != UG_F32)
         return half_gemm(dev, a);
-    if (a->sum_batch)
+    /* On CPU devices the own kernels sum a batch in one launch (gemm_f32_nt
+     * where K is a multiple of its 16-wide steps) */
+    const bool own_sum = dev->is_cpu && a->a.dtype == UG_F32 && a->k > 0 &&
+                         (a->trans_b ? !a->trans_a && a->k % 16 == 0 : a->n >= 32);
+    if (a->sum_batch && !own_sum)
         return ug_gemm_sum_batch_by_loop(dev, a, gemm_product);
     if (a->a.dtype != UG_F32 || a->b.dtype != UG_F32 || a->c.dtype != UG_F32)
         return ug_opencl_host->set_error(UG_ERR_DTYPE, "OpenCL: gemm takes f32 only");

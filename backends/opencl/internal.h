@@ -59,6 +59,8 @@
     X(OPTIM_STEP, "optim_step", 0, 0)                                                      \
     X(IM2COL, "im2col", UG_OPENCL_FLOATS, 0)                                               \
     X(COL2IM, "col2im", UG_OPENCL_FLOATS, 0)                                               \
+    X(IM2COL_ROWS, "im2col_rows", UG_OPENCL_FLOATS, 0)                                     \
+    X(COL2IM_ROWS, "col2im_rows", UG_OPENCL_FLOATS, 0)                                     \
     X(MAXPOOL_FWD, "maxpool_fwd", UG_OPENCL_FLOATS, 0)                                     \
     X(MAXPOOL_BWD, "maxpool_bwd", UG_OPENCL_FLOATS, 0)                                     \
     X(AVGPOOL_FWD, "avgpool_fwd", UG_OPENCL_FLOATS, 0)                                     \

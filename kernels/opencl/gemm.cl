@@ -98,25 +98,27 @@ UG_GEMM_HALF_KERNEL(bf16, bf16)
     }
 kernel void gemm_f32_tiled(global float *c, ulong coff, const global float *a, ulong aoff,
                            const global float *b, ulong boff, long m, long n, long k, long lda,
-                           long ldb, long ldc, long sa, long sb, long sc, int ta, float alpha,
-                           float beta)
+                           long ldb, long ldc, long sa, long sb, long sc, long entries, int ta,
+                           float alpha, float beta)
 {
     const long first = (long)get_global_id(0) * 32, r0 = (long)get_global_id(1) * 8;
     const long c0 = min(first, n - 32), skip = first - c0;
     const long e = get_global_id(2);
-    const global float *ae = a + aoff + e * sa, *be = b + boff + e * sb;
     const long rs = ta ? 1 : lda, ps = ta ? lda : 1;
-    const global float *a0 = ae + min(r0 + 0, m - 1) * rs, *a1 = ae + min(r0 + 1, m - 1) * rs,
-                       *a2 = ae + min(r0 + 2, m - 1) * rs, *a3 = ae + min(r0 + 3, m - 1) * rs,
-                       *a4 = ae + min(r0 + 4, m - 1) * rs, *a5 = ae + min(r0 + 5, m - 1) * rs,
-                       *a6 = ae + min(r0 + 6, m - 1) * rs, *a7 = ae + min(r0 + 7, m - 1) * rs;
     float16 lo0 = 0.0f, lo1 = 0.0f, lo2 = 0.0f, lo3 = 0.0f, lo4 = 0.0f, lo5 = 0.0f, lo6 = 0.0f, lo7 = 0.0f;
     float16 hi0 = 0.0f, hi1 = 0.0f, hi2 = 0.0f, hi3 = 0.0f, hi4 = 0.0f, hi5 = 0.0f, hi6 = 0.0f, hi7 = 0.0f;
-    for (long p = 0; p < k; p++) {
-        const global float *bp = be + p * ldb + c0;
-        const float16 b0 = vload16(0, bp), b1 = vload16(0, bp + 16);
-        UG_TILED_ROW(0) UG_TILED_ROW(1) UG_TILED_ROW(2) UG_TILED_ROW(3)
-        UG_TILED_ROW(4) UG_TILED_ROW(5) UG_TILED_ROW(6) UG_TILED_ROW(7)
+    for (long t = 0; t < entries; t++) { /* entries summed into one C (sum_batch), or 1 */
+        const global float *ae = a + aoff + (e + t) * sa, *be = b + boff + (e + t) * sb;
+        const global float *a0 = ae + min(r0 + 0, m - 1) * rs, *a1 = ae + min(r0 + 1, m - 1) * rs,
+                           *a2 = ae + min(r0 + 2, m - 1) * rs, *a3 = ae + min(r0 + 3, m - 1) * rs,
+                           *a4 = ae + min(r0 + 4, m - 1) * rs, *a5 = ae + min(r0 + 5, m - 1) * rs,
+                           *a6 = ae + min(r0 + 6, m - 1) * rs, *a7 = ae + min(r0 + 7, m - 1) * rs;
+        for (long p = 0; p < k; p++) {
+            const global float *bp = be + p * ldb + c0;
+            const float16 b0 = vload16(0, bp), b1 = vload16(0, bp + 16);
+            UG_TILED_ROW(0) UG_TILED_ROW(1) UG_TILED_ROW(2) UG_TILED_ROW(3)
+            UG_TILED_ROW(4) UG_TILED_ROW(5) UG_TILED_ROW(6) UG_TILED_ROW(7)
+        }
     }
     global float *ce = c + coff + e * sc;
     UG_TILED_STORE(0) UG_TILED_STORE(1) UG_TILED_STORE(2) UG_TILED_STORE(3)
@@ -143,28 +145,37 @@ kernel void gemm_f32_tiled(global float *c, ulong coff, const global float *a, u
     }
 kernel void gemm_f32_nt(global float *c, ulong coff, const global float *a, ulong aoff,
                         const global float *b, ulong boff, long m, long n, long k, long lda,
-                        long ldb, long ldc, long sa, long sb, long sc, int ta, float alpha,
-                        float beta)
+                        long ldb, long ldc, long sa, long sb, long sc, long entries, int ta,
+                        float alpha, float beta)
 {
     (void)ta; /* A is never transposed here */
     const long r0 = (long)get_global_id(0) * 4, c0 = (long)get_global_id(1) * 4;
     const long e = get_global_id(2);
-    const global float *ae = a + aoff + e * sa, *be = b + boff + e * sb;
-    const global float *a0 = ae + min(r0, m - 1) * lda, *a1 = ae + min(r0 + 1, m - 1) * lda,
-                       *a2 = ae + min(r0 + 2, m - 1) * lda, *a3 = ae + min(r0 + 3, m - 1) * lda;
-    const global float *b0 = be + min(c0, n - 1) * ldb, *b1 = be + min(c0 + 1, n - 1) * ldb,
-                       *b2 = be + min(c0 + 2, n - 1) * ldb, *b3 = be + min(c0 + 3, n - 1) * ldb;
     float16 acc00 = 0.0f, acc01 = 0.0f, acc02 = 0.0f, acc03 = 0.0f, acc10 = 0.0f, acc11 = 0.0f,
             acc12 = 0.0f, acc13 = 0.0f, acc20 = 0.0f, acc21 = 0.0f, acc22 = 0.0f, acc23 = 0.0f,
             acc30 = 0.0f, acc31 = 0.0f, acc32 = 0.0f, acc33 = 0.0f;
+    /* entries > 1 (summed into one C) only with K a multiple of 16: the
+     * scalar tail below reads the last entry's rows */
+    const global float *a0, *a1, *a2, *a3, *b0, *b1, *b2, *b3;
     long p = 0;
-    for (; p + 16 <= k; p += 16) {
-        const float16 w0 = vload16(0, b0 + p), w1 = vload16(0, b1 + p), w2 = vload16(0, b2 + p),
-                      w3 = vload16(0, b3 + p);
-        UG_NT_ROW(0)
-        UG_NT_ROW(1)
-        UG_NT_ROW(2)
-        UG_NT_ROW(3)
+    for (long t = 0; t < entries; t++) {
+        const global float *ae = a + aoff + (e + t) * sa, *be = b + boff + (e + t) * sb;
+        a0 = ae + min(r0, m - 1) * lda;
+        a1 = ae + min(r0 + 1, m - 1) * lda;
+        a2 = ae + min(r0 + 2, m - 1) * lda;
+        a3 = ae + min(r0 + 3, m - 1) * lda;
+        b0 = be + min(c0, n - 1) * ldb;
+        b1 = be + min(c0 + 1, n - 1) * ldb;
+        b2 = be + min(c0 + 2, n - 1) * ldb;
+        b3 = be + min(c0 + 3, n - 1) * ldb;
+        for (p = 0; p + 16 <= k; p += 16) {
+            const float16 w0 = vload16(0, b0 + p), w1 = vload16(0, b1 + p), w2 = vload16(0, b2 + p),
+                          w3 = vload16(0, b3 + p);
+            UG_NT_ROW(0)
+            UG_NT_ROW(1)
+            UG_NT_ROW(2)
+            UG_NT_ROW(3)
+        }
     }
     const float16 sums[16] = {acc00, acc01, acc02, acc03, acc10, acc11, acc12, acc13,
                               acc20, acc21, acc22, acc23, acc30, acc31, acc32, acc33};

@@ -72,3 +72,60 @@ UG_WINDOW_FUNCTIONS(_bf16, ushort, UG_LD_bf16)
 UG_WINDOW_KERNELS(f32)
 UG_WINDOW_KERNELS(f16)
 UG_WINDOW_KERNELS(bf16)
+
+/* For CPU devices (POCL): im2col a row of outputs per item (image, channel,
+ * tap, output row), and col2im a row of the image per item, so the index
+ * arithmetic, 64-bit divisions, runs once a row instead of once an element
+ * (element by element im2col moved 0.65 GB/s on two cores); col2im
+ * divides by a stride only when it is not 1 (64-bit divisions for each
+ * tap took it 11.6 ms on a ResNet's 16-channel layer). col2im sums the
+ * taps in ug_col2im_at's order: the same bits. */
+#define UG_WINDOW_ROW_KERNELS(T)                                                           \
+    kernel void im2col_rows_##T(global UG_T_##T *col, ulong coff, const global UG_T_##T *x, \
+                                ulong xoff, UG_WINDOW_PARAMS)                              \
+    {                                                                                      \
+        UG_WINDOW_ITEM(n * c * kh * kw * oh)                                               \
+        const long oy = i % oh, row = i / oh, taps = (long)kh * kw;                        \
+        const long kx = row % kw, ky = row / kw % kh, ci = row / taps % c, img = row / (taps * c); \
+        const long iy = oy * sh - ph + ky * dh, x0 = kx * dw - pw;                         \
+        global UG_T_##T *out = col + coff + i * ow;                                        \
+        const global UG_T_##T *src = x + xoff + ((img * c + ci) * h + (iy < 0 ? 0 : iy)) * w; \
+        const bool inside = iy >= 0 && iy < h;                                             \
+        for (long ox = 0; ox < ow; ox++) {                                                 \
+            const long ix = ox * sw + x0;                                                  \
+            UG_ST_##T(out, ox, inside && ix >= 0 && ix < w ? UG_LD_##T(src, ix) : 0.0f);   \
+        }                                                                                  \
+    }                                                                                      \
+    kernel void col2im_rows_##T(global UG_T_##T *x, ulong xoff, const global UG_T_##T *col, \
+                                ulong coff, UG_WINDOW_PARAMS)                              \
+    {                                                                                      \
+        UG_WINDOW_ITEM(n * c * h)                                                          \
+        const long iy = i % h, ohw = oh * ow, taps = (long)kh * kw;                        \
+        const global UG_T_##T *base = col + coff + i / h * taps * ohw;                     \
+        global UG_T_##T *out = x + xoff + i * w;                                           \
+        for (long ix = 0; ix < w; ix++) {                                                  \
+            float sum = 0.0f;                                                              \
+            for (int ky = 0; ky < kh; ky++) {                                              \
+                const long ty = iy + ph - (long)ky * dh;                                   \
+                if (ty < 0 || (sh > 1 && ty % sh != 0))                                    \
+                    continue;                                                              \
+                const long oy = sh > 1 ? ty / sh : ty;                                     \
+                if (oy >= oh)                                                              \
+                    continue;                                                              \
+                const global UG_T_##T *r = base + (long)ky * kw * ohw + oy * ow;           \
+                for (int kx = 0; kx < kw; kx++) {                                          \
+                    const long tx = ix + pw - (long)kx * dw;                               \
+                    if (tx < 0 || (sw > 1 && tx % sw != 0))                                \
+                        continue;                                                          \
+                    const long ox = sw > 1 ? tx / sw : tx;                                 \
+                    if (ox < ow)                                                           \
+                        sum += UG_LD_##T(r, (long)kx * ohw + ox);                          \
+                }                                                                          \
+            }                                                                              \
+            UG_ST_##T(out, ix, sum);                                                       \
+        }                                                                                  \
+    }
+
+UG_WINDOW_ROW_KERNELS(f32)
+UG_WINDOW_ROW_KERNELS(f16)
+UG_WINDOW_ROW_KERNELS(bf16)
