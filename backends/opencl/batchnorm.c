@@ -1,5 +1,5 @@
 /* Launching batch normalisation: one work-group per channel
- * (kernels/opencl/batchnorm.cl). */
+ * (kernels/opencl/batchnorm.cl), whole runs a work-item on CPU devices. */
 #include "backends/opencl/internal.h"
 
 ug_status ug_opencl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
@@ -7,8 +7,10 @@ ug_status ug_opencl_batchnorm(ug_bdev *dev, const ug_batchnorm_args *a)
     if (a->c <= 0)
         return UG_OK;
     const ug_opencl_kernel *k;
-    ug_status st = ug_opencl_kernel_for(dev, a->backward ? UG_OPENCL_BATCHNORM_BWD : UG_OPENCL_BATCHNORM_FWD,
-                                        a->x.dtype, UG_F32, &k);
+    /* CPU devices: each work-item whole runs of the channel (batchnorm.cl) */
+    const ug_opencl_family family = a->backward ? (dev->is_cpu ? UG_OPENCL_BATCHNORM_BWD_ROWS : UG_OPENCL_BATCHNORM_BWD)
+                                                : (dev->is_cpu ? UG_OPENCL_BATCHNORM_FWD_ROWS : UG_OPENCL_BATCHNORM_FWD);
+    ug_status st = ug_opencl_kernel_for(dev, family, a->x.dtype, UG_F32, &k);
     if (st != UG_OK)
         return st;
     size_t local = k->wg, global = (size_t)a->c * local;

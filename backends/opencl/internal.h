@@ -70,6 +70,8 @@
     X(AUGMENT, "augment", UG_OPENCL_FLOATS, 0)                                             \
     X(BATCHNORM_FWD, "batchnorm_fwd", UG_OPENCL_FLOATS, 0)                                 \
     X(BATCHNORM_BWD, "batchnorm_bwd", UG_OPENCL_FLOATS, 0)                                 \
+    X(BATCHNORM_FWD_ROWS, "batchnorm_fwd_rows", UG_OPENCL_FLOATS, 0)                       \
+    X(BATCHNORM_BWD_ROWS, "batchnorm_bwd_rows", UG_OPENCL_FLOATS, 0)                       \
     X(GATHER, "gather", UG_OPENCL_ALL_DTYPES, UG_OPENCL_INDICES)                           \
     X(GATHER_SUM, "gather_sum", UG_OPENCL_FLOATS, UG_OPENCL_INDICES)                       \
     X(GATHER_SCATTER, "gather_scatter", UG_OPENCL_ALL_DTYPES, UG_OPENCL_INDICES)           \

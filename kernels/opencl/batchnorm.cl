@@ -1,12 +1,22 @@
 /* Batch normalisation, one work-group per channel, with the formulas of
  * kernels/common/batchnorm.h. Data in f32, f16 or bf16 (a kernel per
- * dtype); weights, statistics and arithmetic in f32. */
+ * dtype); weights, statistics and arithmetic in f32. Two ways through a
+ * channel's values (each loop gives `at`, an element's offset): for GPUs
+ * the work-items take neighbouring elements (coalesced reads); for CPU
+ * devices (the _rows kernels) each takes whole runs of `inner`, an image
+ * at a time, since the element-wise offsets' 64-bit divisions held POCL to
+ * 1 GB/s. */
 
-#define UG_BN_AT(j) ug_bn_index((j), ch, c, inner)
+#define UG_BN_EACH_ELEMENT(at)                            \
+    for (long j_ = lid; j_ < count; j_ += L)              \
+        for (long at = ug_bn_index(j_, ch, c, inner), once_ = 1; once_; once_ = 0)
+#define UG_BN_EACH_RUN(at)                                \
+    for (long r_ = lid; r_ < n; r_ += L)                  \
+        for (long at = (r_ * c + ch) * inner, end_ = at + inner; at < end_; at++)
 
-#define UG_BATCHNORM_KERNELS(T)                                                                     \
+#define UG_BATCHNORM_KERNELS(T, SUFFIX, EACH)                                                       \
 /* See ug_batchnorm_args. */                                                                        \
-kernel void batchnorm_fwd_##T(global UG_T_##T *y, ulong yoff, const global UG_T_##T *x, ulong xoff, \
+kernel void batchnorm_fwd##SUFFIX##_##T(global UG_T_##T *y, ulong yoff, const global UG_T_##T *x, ulong xoff, \
                           const global float *weight, ulong woff, const global float *bias,         \
                           ulong boff, global float *mean, ulong moff, global float *rstd,           \
                           ulong roff, global float *rmean, ulong rmoff, global float *rvar,         \
@@ -19,12 +29,12 @@ kernel void batchnorm_fwd_##T(global UG_T_##T *y, ulong yoff, const global UG_T_
     float mu, rs, unbiased = 0.0f;                                                                  \
     if (training) {                                                                                 \
         float s = 0.0f;                                                                             \
-        for (long j = lid; j < count; j += L)                                                       \
-            s += UG_LD_##T(x, xoff + UG_BN_AT(j));                                                  \
+        EACH(at)                                                                                    \
+            s += UG_LD_##T(x, xoff + at);                                                           \
         mu = ug_wg_sum(buf, s) / (float)count;                                                      \
         float q = 0.0f;                                                                             \
-        for (long j = lid; j < count; j += L) {                                                     \
-            const float d = UG_LD_##T(x, xoff + UG_BN_AT(j)) - mu;                                  \
+        EACH(at) {                                                                                  \
+            const float d = UG_LD_##T(x, xoff + at) - mu;                                           \
             q += d * d;                                                                             \
         }                                                                                           \
         q = ug_wg_sum(buf, q);                                                                      \
@@ -46,13 +56,12 @@ kernel void batchnorm_fwd_##T(global UG_T_##T *y, ulong yoff, const global UG_T_
     }                                                                                               \
     const float scale = ug_bn_scale(rs, weight[woff + ch]);                                         \
     const float shift = ug_bn_shift(mu, scale, bias[boff + ch]);                                    \
-    for (long j = lid; j < count; j += L) {                                                         \
-        const long at = UG_BN_AT(j);                                                                \
+    EACH(at) {                                                                                      \
         UG_ST_##T(y, yoff + at, ug_bn_output(UG_LD_##T(x, xoff + at), scale, shift, relu));        \
     }                                                                                               \
 }                                                                                                   \
                                                                                                     \
-kernel void batchnorm_bwd_##T(global UG_T_##T *dx, ulong dxoff, const global UG_T_##T *dy, ulong dyoff, \
+kernel void batchnorm_bwd##SUFFIX##_##T(global UG_T_##T *dx, ulong dxoff, const global UG_T_##T *dy, ulong dyoff, \
                           const global UG_T_##T *x, ulong xoff, const global float *mean, ulong moff, \
                           const global float *rstd, ulong roff, const global float *weight,         \
                           ulong woff, global float *dweight, ulong dwoff, global float *dbias,      \
@@ -63,8 +72,7 @@ kernel void batchnorm_bwd_##T(global UG_T_##T *dx, ulong dxoff, const global UG_
     const int lid = get_local_id(0), L = get_local_size(0);                                         \
     const float mu = mean[moff + ch], rs = rstd[roff + ch];                                         \
     float s = 0.0f, sx = 0.0f;                                                                      \
-    for (long j = lid; j < count; j += L) {                                                         \
-        const long at = UG_BN_AT(j);                                                                \
+    EACH(at) {                                                                                      \
         const float g = UG_LD_##T(dy, dyoff + at);                                                  \
         s += g;                                                                                     \
         sx += g * ((UG_LD_##T(x, xoff + at) - mu) * rs);                                            \
@@ -78,13 +86,15 @@ kernel void batchnorm_bwd_##T(global UG_T_##T *dx, ulong dxoff, const global UG_
     const float k = ug_bn_scale(rs, weight[woff + ch]);                                             \
     const float mean_dy = training ? s / (float)count : 0.0f;                                       \
     const float mean_dy_xhat = training ? sx / (float)count : 0.0f;                                 \
-    for (long j = lid; j < count; j += L) {                                                         \
-        const long at = UG_BN_AT(j);                                                                \
+    EACH(at) {                                                                                      \
         const float xhat = (UG_LD_##T(x, xoff + at) - mu) * rs;                                     \
         UG_ST_##T(dx, dxoff + at, ug_bn_input_grad(k, UG_LD_##T(dy, dyoff + at), xhat, mean_dy, mean_dy_xhat)); \
     }                                                                                               \
 }
 
-UG_BATCHNORM_KERNELS(f32)
-UG_BATCHNORM_KERNELS(f16)
-UG_BATCHNORM_KERNELS(bf16)
+UG_BATCHNORM_KERNELS(f32, , UG_BN_EACH_ELEMENT)
+UG_BATCHNORM_KERNELS(f16, , UG_BN_EACH_ELEMENT)
+UG_BATCHNORM_KERNELS(bf16, , UG_BN_EACH_ELEMENT)
+UG_BATCHNORM_KERNELS(f32, _rows, UG_BN_EACH_RUN)
+UG_BATCHNORM_KERNELS(f16, _rows, UG_BN_EACH_RUN)
+UG_BATCHNORM_KERNELS(bf16, _rows, UG_BN_EACH_RUN)
