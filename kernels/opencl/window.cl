@@ -78,8 +78,10 @@ UG_WINDOW_KERNELS(bf16)
  * arithmetic, 64-bit divisions, runs once a row instead of once an element
  * (element by element im2col moved 0.65 GB/s on two cores); col2im
  * divides by a stride only when it is not 1 (64-bit divisions for each
- * tap took it 11.6 ms on a ResNet's 16-channel layer). col2im sums the
- * taps in ug_col2im_at's order: the same bits. */
+ * tap took it 11.6 ms on a ResNet's 16-channel layer), and in f32 with
+ * stride 1 adds tap by tap along the output row, loops the compiler
+ * vectorises (8.8 -> 2.2 ms there). col2im sums the taps in
+ * ug_col2im_at's order: the same bits. */
 #define UG_WINDOW_ROW_KERNELS(T)                                                           \
     kernel void im2col_rows_##T(global UG_T_##T *col, ulong coff, const global UG_T_##T *x, \
                                 ulong xoff, UG_WINDOW_PARAMS)                              \
@@ -103,6 +105,24 @@ UG_WINDOW_KERNELS(bf16)
         const long iy = i % h, ohw = oh * ow, taps = (long)kh * kw;                        \
         const global UG_T_##T *base = col + coff + i / h * taps * ohw;                     \
         global UG_T_##T *out = x + xoff + i * w;                                           \
+        if (sw == 1 && UG_SUMS_IN_PLACE_##T) { /* f32, stride 1: tap by tap along the row */ \
+            for (long ix = 0; ix < w; ix++)                                                \
+                UG_ST_##T(out, ix, 0.0f);                                                  \
+            for (int ky = 0; ky < kh; ky++) {                                              \
+                const long ty = iy + ph - (long)ky * dh;                                   \
+                if (ty < 0 || (sh > 1 && ty % sh != 0) || (sh > 1 ? ty / sh : ty) >= oh)  \
+                    continue;                                                              \
+                const global UG_T_##T *r = base + (long)ky * kw * ohw + (sh > 1 ? ty / sh : ty) * ow; \
+                for (int kx = 0; kx < kw; kx++) {                                          \
+                    const long shift = pw - (long)kx * dw;                                 \
+                    const long lo = max(0L, -shift), hi = min(w, ow - shift);              \
+                    const global UG_T_##T *src = r + (long)kx * ohw + shift;               \
+                    for (long ix = lo; ix < hi; ix++)                                      \
+                        UG_ST_##T(out, ix, UG_LD_##T(out, ix) + UG_LD_##T(src, ix));       \
+                }                                                                          \
+            }                                                                              \
+            return;                                                                        \
+        }                                                                                  \
         for (long ix = 0; ix < w; ix++) {                                                  \
             float sum = 0.0f;                                                              \
             for (int ky = 0; ky < kh; ky++) {                                              \
@@ -126,6 +146,11 @@ UG_WINDOW_KERNELS(bf16)
         }                                                                                  \
     }
 
+/* Whether col2im_rows may sum in the output row itself: f32 (the same
+ * additions in the same order as a sum in a register). */
+#define UG_SUMS_IN_PLACE_f32 1
+#define UG_SUMS_IN_PLACE_f16 0
+#define UG_SUMS_IN_PLACE_bf16 0
 UG_WINDOW_ROW_KERNELS(f32)
 UG_WINDOW_ROW_KERNELS(f16)
 UG_WINDOW_ROW_KERNELS(bf16)
