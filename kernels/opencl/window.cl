@@ -78,9 +78,9 @@ UG_WINDOW_KERNELS(bf16)
  * arithmetic, 64-bit divisions, runs once a row instead of once an element
  * (element by element im2col moved 0.65 GB/s on two cores); col2im
  * divides by a stride only when it is not 1 (64-bit divisions for each
- * tap took it 11.6 ms on a ResNet's 16-channel layer), and in f32 with
- * stride 1 adds tap by tap along the output row, loops the compiler
- * vectorises (8.8 -> 2.2 ms there). col2im sums the taps in
+ * tap took it 11.6 ms on a ResNet's 16-channel layer), and in f32 adds
+ * tap by tap along the output row, loops the compiler vectorises (8.8 ->
+ * 2.2 ms there). col2im sums the taps in
  * ug_col2im_at's order: the same bits. */
 #define UG_WINDOW_ROW_KERNELS(T)                                                           \
     kernel void im2col_rows_##T(global UG_T_##T *col, ulong coff, const global UG_T_##T *x, \
@@ -105,7 +105,7 @@ UG_WINDOW_KERNELS(bf16)
         const long iy = i % h, ohw = oh * ow, taps = (long)kh * kw;                        \
         const global UG_T_##T *base = col + coff + i / h * taps * ohw;                     \
         global UG_T_##T *out = x + xoff + i * w;                                           \
-        if (sw == 1 && UG_SUMS_IN_PLACE_##T) { /* f32, stride 1: tap by tap along the row */ \
+        if (UG_SUMS_IN_PLACE_##T) { /* f32: tap by tap along the row */                   \
             for (long ix = 0; ix < w; ix++)                                                \
                 UG_ST_##T(out, ix, 0.0f);                                                  \
             for (int ky = 0; ky < kh; ky++) {                                              \
@@ -114,11 +114,13 @@ UG_WINDOW_KERNELS(bf16)
                     continue;                                                              \
                 const global UG_T_##T *r = base + (long)ky * kw * ohw + (sh > 1 ? ty / sh : ty) * ow; \
                 for (int kx = 0; kx < kw; kx++) {                                          \
-                    const long shift = pw - (long)kx * dw;                                 \
-                    const long lo = max(0L, -shift), hi = min(w, ow - shift);              \
-                    const global UG_T_##T *src = r + (long)kx * ohw + shift;               \
-                    for (long ix = lo; ix < hi; ix++)                                      \
-                        UG_ST_##T(out, ix, UG_LD_##T(out, ix) + UG_LD_##T(src, ix));       \
+                    /* output ox adds to pixel ox * sw + at, for the ox that land in the row */ \
+                    const long at = (long)kx * dw - pw;                                    \
+                    const long lo = at >= 0 ? 0 : (sw - 1 - at) / sw;                      \
+                    const long hi = at > w - 1 ? 0 : min(ow, (w - 1 - at) / sw + 1);       \
+                    const global UG_T_##T *src = r + (long)kx * ohw;                       \
+                    for (long ox = lo; ox < hi; ox++)                                      \
+                        UG_ST_##T(out, ox * sw + at, UG_LD_##T(out, ox * sw + at) + UG_LD_##T(src, ox)); \
                 }                                                                          \
             }                                                                              \
             return;                                                                        \
