@@ -94,10 +94,11 @@ static int or_one(int v) { return v ? v : 1; }
  * whole batch at once, for parallelism. An OpenCL device on a CPU (POCL)
  * sits between: each launch costs tens of microseconds and a product of
  * one image's columns is too small for its GEMM to reach speed (a
- * ResNet's 16-channel convolutions ran at 4 GFLOP/s a image at a time), so
- * it takes chunks of up to 64 MiB of columns. */
+ * ResNet's 16-channel convolutions ran at 4 GFLOP/s an image at a time),
+ * so it takes chunks of up to 4 MiB of columns (ResNet-20's step measured
+ * the same with 64 MiB, whose scratch took 16 MiB more). */
 #define UG_CONV_CPU_CHUNK_BYTES ((int64_t)1 << 20)
-#define UG_CONV_OPENCL_CPU_CHUNK_BYTES ((int64_t)64 << 20)
+#define UG_CONV_OPENCL_CPU_CHUNK_BYTES ((int64_t)4 << 20)
 
 /* The op's window and groups from the public parameters (NULL: defaults),
  * for device (NULL: the whole batch at once). */
