@@ -128,10 +128,12 @@ static ug_status conv_check_params(const ug_op *op)
 }
 
 /* Images per chunk: on a device on the host's processor as many as fit its
- * chunk's bytes of columns (at least one), otherwise all of them. */
-static int64_t chunk_images(const ug_op *op, ug_dtype dtype, int64_t images, int64_t col_per_image)
+ * chunk's bytes of columns (at least one), otherwise all of them. Counted
+ * in f32 whatever the dtype: a half graph's chunks then take as many
+ * images as an f32 one's, in half the scratch, as its activations. */
+static int64_t chunk_images(const ug_op *op, int64_t images, int64_t col_per_image)
 {
-    int64_t bytes = col_per_image * (int64_t)ug_dtype_size(dtype);
+    int64_t bytes = col_per_image * (int64_t)sizeof(float);
     const ug_device *d = op->p.conv.device;
     if (!d || d->info.is_gpu || bytes == 0)
         return images;
@@ -216,7 +218,7 @@ static ug_status conv_scratch(const ug_op *op, ug_dtype dtype, ug_conv_args *arg
     UG_TRY(ug_checked_numel(5, (int64_t[]){w->c, w->kh, w->kw, w->oh, w->ow}, ug_dtype_size(dtype), op->name,
                             &columns));
     if (__builtin_add_overflow(columns, dw_partial_values(op, args), &per_image) ||
-        __builtin_mul_overflow(chunk_images(op, dtype, w->n, per_image), per_image, &words))
+        __builtin_mul_overflow(chunk_images(op, w->n, per_image), per_image, &words))
         return ug_set_error(UG_ERR_SHAPE, "%s: the im2col columns of %lld images of %lld values overflow",
                             op->name, (long long)w->n, (long long)per_image);
     const size_t size = ug_dtype_size(dtype);
