@@ -1,5 +1,5 @@
 /* f32 copies of half views, for the CPU kernels written over f32 arrays
- * (im2col, pooling, batch norm): f16 and bf16 there are storage types, so
+ * (im2col, upsampling): f16 and bf16 there are storage types, so
  * a call widens its half inputs into host buffers, runs the f32 kernel and
  * rounds its half outputs once. */
 #ifndef UG_BACKENDS_CPU_STAGE_H
@@ -27,8 +27,8 @@ ug_status ug_cpu_stage_begin(ug_cpu_stage *stage, const char *kernel);
 void ug_cpu_stage_end(ug_cpu_stage *stage);
 
 /* The same a piece at a time, inside a kernel's tasks, for kernels whose
- * pieces are contiguous (a plane, a block of a channel's run): the piece is
- * converted while it is in the task's cache, on the task's thread. */
+ * pieces are contiguous (pooling's planes): the piece is converted while
+ * it is in the task's cache, on the task's thread. */
 
 /* Elements [at, at + n) of v as f32: v's own memory when it is f32, else
  * widened into buf (n floats). */
