@@ -167,12 +167,8 @@ static void ref_half(const cf_grad_case *c, const double *const *p, const double
     (void)y_dev;
     const half_case *h = c->row;
     double *r[3];
-    for (int i = 0; i < 3; i++) {
-        const int64_t n = cf_numel(&c->p[i].shape);
-        r[i] = th_alloc((size_t)n * sizeof *r[i]);
-        memcpy(r[i], p[i], (size_t)n * sizeof *r[i]);
-        th_round_to(h->dt, r[i], n);
-    }
+    for (int i = 0; i < 3; i++)
+        r[i] = th_rounded_copy(h->dt, p[i], cf_numel(&c->p[i].shape));
     ref_attention(&h->s, r[0], r[1], r[2], NULL, w, y, grad[0], grad[1], grad[2]);
 }
 

@@ -10,7 +10,6 @@
  * the type's (harness.h) times 20: the output, the gradients and the loss
  * weights flowing back are each rounded to the type once. */
 #include <stdio.h>
-#include <string.h>
 
 #include "conformance.h"
 #include "train_support.h"
@@ -48,12 +47,8 @@ static void ref_conv(const cf_grad_case *c, const double *const *p, const double
     const half_conv *s = c->row;
     const ref_conv_geom g = geom_of(s);
     double *r[2];
-    for (int i = 0; i < 2; i++) {
-        const int64_t n = cf_numel(&c->p[i].shape);
-        r[i] = th_alloc((size_t)n * sizeof *r[i]);
-        memcpy(r[i], p[i], (size_t)n * sizeof *r[i]);
-        th_round_to(s->dt, r[i], n);
-    }
+    for (int i = 0; i < 2; i++)
+        r[i] = th_rounded_copy(s->dt, p[i], cf_numel(&c->p[i].shape));
     ref_conv2d(&g, r[0], r[1], s->bias ? p[2] : NULL, y);
     ref_conv2d_backward(&g, r[0], r[1], w, grad[0], grad[1], s->bias ? grad[2] : NULL);
 }
@@ -112,10 +107,8 @@ static void ref_bn(const cf_grad_case *c, const double *const *p, const double *
 {
     (void)y_dev;
     const half_bn *s = c->row;
-    const int64_t n = cf_numel(&c->p[0].shape), inner = s->h * s->w;
-    double *x = th_alloc((size_t)n * sizeof *x);
-    memcpy(x, p[0], (size_t)n * sizeof *x);
-    th_round_to(s->dt, x, n);
+    const int64_t inner = s->h * s->w;
+    const double *x = th_rounded_copy(s->dt, p[0], cf_numel(&c->p[0].shape));
     ref_batch_norm(x, s->n, s->c, inner, p[1], p[2], NULL, NULL, true, 0.1, 1e-5, y);
     ref_batch_norm_backward(x, s->n, s->c, inner, p[1], NULL, NULL, true, 1e-5, w, grad[0], grad[1], grad[2]);
 }
@@ -161,10 +154,7 @@ static void ref_pool(const cf_grad_case *c, const double *const *p, const double
 {
     (void)y_dev;
     const half_pool *s = c->row;
-    const int64_t n = cf_numel(&c->p[0].shape);
-    double *x = th_alloc((size_t)n * sizeof *x);
-    memcpy(x, p[0], (size_t)n * sizeof *x);
-    th_round_to(s->dt, x, n);
+    const double *x = th_rounded_copy(s->dt, p[0], cf_numel(&c->p[0].shape));
     const ref_pool_geom g = {s->n * s->c, s->h, s->w, {s->k, s->k}, {s->stride, s->stride}, {0, 0}};
     ref_max_pool2d(&g, x, y, NULL);
     ref_max_pool2d_backward(&g, x, w, grad[0]);

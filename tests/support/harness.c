@@ -208,6 +208,14 @@ void th_round_to(ug_dtype dtype, double *values, int64_t n)
     }
 }
 
+double *th_rounded_copy(ug_dtype dtype, const double *values, int64_t n)
+{
+    double *copy = th_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+    memcpy(copy, values, (size_t)n * sizeof *copy);
+    th_round_to(dtype, copy, n);
+    return copy;
+}
+
 void th_seed(uint64_t seed) { th.rng = seed * 0x9E3779B97F4A7C15ull + 1; }
 
 double th_uniform(double low, double high)

@@ -179,6 +179,8 @@ double th_uniform(double low, double high);
 double *th_random_values(int64_t n, double low, double high);
 /* Rounds values in place to what dtype stores (f16: nearest even). */
 void th_round_to(ug_dtype dtype, double *values, int64_t n);
+/* A tracked copy of values[0..n) rounded to what dtype stores. */
+double *th_rounded_copy(ug_dtype dtype, const double *values, int64_t n);
 
 /* Pool statistics of a device (zeroed with a failure recorded on error). */
 ug_memory_stats th_stats(ug_device *dev);
