@@ -132,9 +132,8 @@ static void bn_forward(void *ctx, int64_t begin, int64_t end)
     const int64_t count = a->n * a->inner;
     for (int64_t c = begin; c < end; c++) {
         const channel x = channel_of(a, a->x, c, buf);
-        /* y: in place over x's copy when they are half (x is not read after) */
-        const channel y = a->y.dtype == UG_F32 ? channel_of(a, a->y, c, NULL)
-                                               : (channel){a->x.dtype == UG_F32 ? buf : x.base, a->inner};
+        /* a half y: in buf, over x's copy if it is there (x is not read after) */
+        const channel y = a->y.dtype == UG_F32 ? channel_of(a, a->y, c, NULL) : (channel){buf, a->inner};
         float mean, rstd;
         if (a->training) {
             double sum = 0.0, sq = 0.0;
@@ -187,10 +186,10 @@ static void bn_backward(void *ctx, int64_t begin, int64_t end)
     for (int64_t c = begin; c < end; c++) {
         const channel x = channel_of(a, a->x, c, buf);
         const channel dy = channel_of(a, a->dy, c, buf ? buf + count : NULL);
-        /* dx: in place over dy's copy when they are half, else over x's or a buffer of its own */
+        /* a half dx: over dy's copy when it is half, else in buf, over x's copy
+         * if it is there (each element read before it is written) */
         const channel dx = a->dx.dtype == UG_F32 ? channel_of(a, a->dx, c, NULL)
-                           : a->dy.dtype != UG_F32 ? dy
-                           : (channel){a->x.dtype != UG_F32 ? x.base : buf, a->inner};
+                           : a->dy.dtype != UG_F32 ? dy : (channel){buf, a->inner};
         const float mean = BN_F32(a->mean)[c], rstd = BN_F32(a->rstd)[c];
         double sum_dy = 0.0, sum_dy_xhat = 0.0;
         for (int64_t n = 0; n < a->n; n++)

@@ -129,7 +129,7 @@ static ug_status gemm_product(ug_bdev *dev, const ug_gemm_args *a)
         return half_gemm(dev, a);
     /* On CPU devices the own kernels sum a batch in one launch (gemm_f32_nt
      * where K is a multiple of its 16-wide steps) */
-    const bool own_sum = dev->is_cpu && a->a.dtype == UG_F32 && a->k > 0 &&
+    const bool own_sum = dev->is_cpu && a->k > 0 &&
                          (a->trans_b ? !a->trans_a && a->k % 16 == 0 : a->n >= 32);
     if (a->sum_batch && !own_sum)
         return ug_gemm_sum_batch_by_loop(dev, a, gemm_product);
