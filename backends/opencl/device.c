@@ -363,5 +363,7 @@ const ug_backend *ug_opencl_backend(const ug_backend_host *host)
 {
     ug_opencl_host = host;
     g_backend.autotune = ug_opencl_autotune;
+    g_backend.conv_plan = ug_opencl_conv_plan;
+    g_backend.conv2d = ug_opencl_conv2d;
     return &g_backend;
 }

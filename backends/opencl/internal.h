@@ -59,7 +59,7 @@
     X(OPTIM_STEP, "optim_step", 0, 0)                                                      \
     X(IM2COL, "im2col", UG_OPENCL_FLOATS, 0)                                               \
     X(COL2IM, "col2im", UG_OPENCL_FLOATS, 0)                                               \
-    X(IM2COL_ROWS, "im2col_rows", UG_OPENCL_FLOATS, 0)                                     \
+    X(IM2COL_PLANES, "im2col_planes", UG_OPENCL_FLOATS, 0)                                     \
     X(COL2IM_ROWS, "col2im_rows", UG_OPENCL_FLOATS, 0)                                     \
     X(MAXPOOL_FWD, "maxpool_fwd", UG_OPENCL_FLOATS, 0)                                     \
     X(MAXPOOL_BWD, "maxpool_bwd", UG_OPENCL_FLOATS, 0)                                     \
@@ -80,7 +80,11 @@
     X(ATTENTION_DKV, "attention_dkv", UG_OPENCL_FLOATS, 0)                                 \
     X(ATTENTION_FWD_BLOCKS, "attention_fwd_blocks", UG_OPENCL_FLOATS, 0)                   \
     X(ATTENTION_DQ_BLOCKS, "attention_dq_blocks", UG_OPENCL_FLOATS, 0)                     \
-    X(ATTENTION_DKV_BLOCKS, "attention_dkv_blocks", UG_OPENCL_FLOATS, 0)
+    X(ATTENTION_DKV_BLOCKS, "attention_dkv_blocks", UG_OPENCL_FLOATS, 0)                     \
+    X(FRAME_PLANES, "frame_planes_f32", 0, 0)                                              \
+    X(CONV_PACK, "conv_pack_f32", 0, 0)                                                    \
+    X(CONV_DIRECT, "conv_direct_f32", 0, 0)                                                \
+    X(CONV_WGRAD, "conv_wgrad_f32", 0, 0)
 
 typedef enum ug_opencl_family {
 #define UG_OPENCL_FAMILY_ENUM_(NAME, name, in, out) UG_OPENCL_##NAME,
@@ -287,6 +291,9 @@ ug_status ug_opencl_launch_1d(ug_bdev *dev, const ug_opencl_kernel *kernel, size
 
 /* One entry per kernel family (ug_opencl_<slot>), each in its family's file. */
 UG_BACKEND_KERNELS(ug_opencl)
+/* Stride-1 f32 convolutions on CPU devices without im2col (conv.c). */
+ug_conv_plan_fn ug_opencl_conv_plan;
+ug_conv2d_fn ug_opencl_conv2d;
 
 /* gemm.c: drops CLBlast's compiled programs, which hold our context. */
 void ug_opencl_gemm_release(void);

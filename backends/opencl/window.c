@@ -48,19 +48,19 @@ ug_status ug_opencl_im2col(ug_bdev *dev, const ug_im2col_args *a)
     ug_opencl_window g = window_of(w);
     UG_OPENCL_VIEW(image, a->image);
     UG_OPENCL_VIEW(col, a->col);
-    /* items per row of the image and of the columns: a row per item on CPU
-     * devices (window.cl says why), an element per item elsewhere */
-    const int64_t image_row = dev->is_cpu ? 1 : w->w, col_row = dev->is_cpu ? 1 : w->ow;
+    /* CPU devices (window.cl says why): col2im a row of the image per item,
+     * im2col a plane of columns (image, channel, tap) per item; elsewhere an
+     * element per item */
     if (a->to_image) {
         ug_opencl_arg buffers[] = {UG_OPENCL_ARG(image), UG_OPENCL_ARG(image_off), UG_OPENCL_ARG(col),
                                    UG_OPENCL_ARG(col_off)};
         return launch_window(dev, dev->is_cpu ? UG_OPENCL_COL2IM_ROWS : UG_OPENCL_COL2IM, a->image.dtype,
-                             w->n * w->c * w->h * image_row, &g, buffers, 4);
+                             w->n * w->c * w->h * (dev->is_cpu ? 1 : w->w), &g, buffers, 4);
     }
     ug_opencl_arg buffers[] = {UG_OPENCL_ARG(col), UG_OPENCL_ARG(col_off), UG_OPENCL_ARG(image),
                                UG_OPENCL_ARG(image_off)};
-    return launch_window(dev, dev->is_cpu ? UG_OPENCL_IM2COL_ROWS : UG_OPENCL_IM2COL, a->image.dtype,
-                         w->n * w->c * w->kh * w->kw * w->oh * col_row, &g, buffers, 4);
+    return launch_window(dev, dev->is_cpu ? UG_OPENCL_IM2COL_PLANES : UG_OPENCL_IM2COL, a->image.dtype,
+                         w->n * w->c * w->kh * w->kw * (dev->is_cpu ? 1 : w->oh * w->ow), &g, buffers, 4);
 }
 
 ug_status ug_opencl_pool2d(ug_bdev *dev, const ug_pool2d_args *a)

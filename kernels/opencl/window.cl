@@ -73,29 +73,47 @@ UG_WINDOW_KERNELS(f32)
 UG_WINDOW_KERNELS(f16)
 UG_WINDOW_KERNELS(bf16)
 
-/* For CPU devices (POCL): im2col a row of outputs per item (image, channel,
- * tap, output row), and col2im a row of the image per item, so the index
- * arithmetic, 64-bit divisions, runs once a row instead of once an element
- * (element by element im2col moved 0.65 GB/s on two cores); col2im
+/* For CPU devices (POCL): im2col a plane of outputs per item (image,
+ * channel, tap), and col2im a row of the image per item, so the index
+ * arithmetic, 64-bit divisions, runs once a plane or row instead of once
+ * an element (element by element im2col moved 0.65 GB/s on two cores; a
+ * row's divisions took longer than copying its 32 values); col2im
  * divides by a stride only when it is not 1 (64-bit divisions for each
  * tap took it 11.6 ms on a ResNet's 16-channel layer), and in f32 adds
  * tap by tap along the output row, loops the compiler vectorises (8.8 ->
  * 2.2 ms there). col2im sums the taps in
  * ug_col2im_at's order: the same bits. */
 #define UG_WINDOW_ROW_KERNELS(T)                                                           \
-    kernel void im2col_rows_##T(global UG_T_##T *col, ulong coff, const global UG_T_##T *x, \
-                                ulong xoff, UG_WINDOW_PARAMS)                              \
+    kernel void im2col_planes_##T(global UG_T_##T *col, ulong coff, const global UG_T_##T *x, \
+                                  ulong xoff, UG_WINDOW_PARAMS)                            \
     {                                                                                      \
-        UG_WINDOW_ITEM(n * c * kh * kw * oh)                                               \
-        const long oy = i % oh, row = i / oh, taps = (long)kh * kw;                        \
-        const long kx = row % kw, ky = row / kw % kh, ci = row / taps % c, img = row / (taps * c); \
-        const long iy = oy * sh - ph + ky * dh, x0 = kx * dw - pw;                         \
-        global UG_T_##T *out = col + coff + i * ow;                                        \
-        const global UG_T_##T *src = x + xoff + ((img * c + ci) * h + (iy < 0 ? 0 : iy)) * w; \
-        const bool inside = iy >= 0 && iy < h;                                             \
-        for (long ox = 0; ox < ow; ox++) {                                                 \
-            const long ix = ox * sw + x0;                                                  \
-            UG_ST_##T(out, ox, inside && ix >= 0 && ix < w ? UG_LD_##T(src, ix) : 0.0f);   \
+        UG_WINDOW_ITEM(n * c * kh * kw)                                                    \
+        const long taps = (long)kh * kw, kx = i % kw, ky = i / kw % kh;                   \
+        const long ci = i / taps % c, img = i / (taps * c), x0 = kx * dw - pw;            \
+        const global UG_BITS_##T *plane = (const global UG_BITS_##T *)(x + xoff) + (img * c + ci) * h * w; \
+        global UG_BITS_##T *o = (global UG_BITS_##T *)(col + coff) + i * oh * ow;         \
+        /* a row's outputs [lo, hi) read inside the image, the rest are padding */ \
+        const long lo = x0 >= 0 ? 0 : min(ow, (sw - 1 - x0) / sw);                         \
+        const long hi = x0 > w - 1 ? lo : max(lo, min(ow, (w - 1 - x0) / sw + 1));         \
+        for (long oy = 0; oy < oh; oy++, o += ow) {                                        \
+            const long iy = oy * sh - ph + ky * dh;                                        \
+            const bool inside = iy >= 0 && iy < h;                                         \
+            const long l = inside ? lo : ow, r = inside ? hi : ow;                         \
+            const global UG_BITS_##T *s = plane + (inside ? iy : 0) * w;                  \
+            long ox = 0;                                                                   \
+            for (; ox + 8 <= l; ox += 8)                                                   \
+                vstore8((UG_BITS8_##T)(0), 0, o + ox);                                     \
+            for (; ox < l; ox++)                                                           \
+                o[ox] = 0;                                                                 \
+            if (sw == 1)                                                                   \
+                for (; ox + 8 <= r; ox += 8)                                               \
+                    vstore8(vload8(0, s + ox + x0), 0, o + ox);                            \
+            for (; ox < r; ox++)                                                           \
+                o[ox] = s[ox * sw + x0];                                                   \
+            for (; ox + 8 <= ow; ox += 8)                                                  \
+                vstore8((UG_BITS8_##T)(0), 0, o + ox);                                     \
+            for (; ox < ow; ox++)                                                          \
+                o[ox] = 0;                                                                 \
         }                                                                                  \
     }                                                                                      \
     kernel void col2im_rows_##T(global UG_T_##T *x, ulong xoff, const global UG_T_##T *col, \
@@ -151,6 +169,13 @@ UG_WINDOW_KERNELS(bf16)
 /* Whether col2im_rows may sum in the output row itself: f32 (the same
  * additions in the same order as a sum in a register). */
 #define UG_SUMS_IN_PLACE_f32 1
+/* Each dtype's bits, which im2col copies. */
+#define UG_BITS_f32 uint
+#define UG_BITS_f16 ushort
+#define UG_BITS_bf16 ushort
+#define UG_BITS8_f32 uint8
+#define UG_BITS8_f16 ushort8
+#define UG_BITS8_bf16 ushort8
 #define UG_SUMS_IN_PLACE_f16 0
 #define UG_SUMS_IN_PLACE_bf16 0
 UG_WINDOW_ROW_KERNELS(f32)

@@ -75,6 +75,9 @@ static const conv_case conv_cases[] = {
      * built in, the second with a window that stops short of the right edge */
     {2, 16, 9, 10, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, false, true},
     {2, 32, 11, 12, 32, 3, 3, P(2, 2, 1, 0, 2, 2, 2), false, true, false},
+    /* padded frames of over 4 MiB: CPU devices' direct convolution in
+     * chunks of 15 images */
+    {16, 16, 64, 64, 4, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true, false},
 };
 
 /* params with PyTorch's defaults filled in. */

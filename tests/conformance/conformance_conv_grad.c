@@ -310,6 +310,9 @@ static const cf_grad_case conv_cases[] = {
           S4(32, 16, 3, 3), 32, &groups2),
     CONV("conv2d x [2,16,6,7] w [16,16,3,3] dilation 2 padding 2, no bias", S4(2, 16, 6, 7),
          S4(16, 16, 3, 3), &dilation2),
+    /* x's (then dy's) padded frames over 4 MiB: CPU devices' direct passes in chunks */
+    CONVB("conv2d x [16,16,64,64] w [4,16,3,3] padding 1", S4(16, 16, 64, 64), S4(4, 16, 3, 3), 4, &pad1),
+    CONV("conv2d x [16,4,64,64] w [16,4,3,3] padding 1", S4(16, 4, 64, 64), S4(16, 4, 3, 3), &pad1),
 };
 
 static const pool_spec max_k2 = {{{2, 2}, {0, 0}, {0, 0}}, false, 0};
