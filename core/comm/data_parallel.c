@@ -43,8 +43,7 @@ static void signature(const char *name, const ug_tensor *t, float out[4])
     as_floats(h, out);
 }
 
-/* Every rank's parameters against rank 0's; the same verdict on every rank. */
-static ug_status check_models(ug_comm *c, ug_model *model, const char *op)
+ug_status ug_comm_check_models(ug_comm *c, ug_model *model, const char *op)
 {
     const int n = ug_model_param_count(model);
     float count = (float)n, *counts = ug_calloc((size_t)c->size, sizeof *counts);
@@ -91,7 +90,7 @@ ug_status ug_comm_broadcast_model(ug_comm *c, ug_model *model)
     const char *op = "ug_comm_broadcast_model";
     if (!c || !model)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "model" : "comm");
-    UG_TRY(check_models(c, model, op));
+    UG_TRY(ug_comm_check_models(c, model, op));
     return ug_comm_take_rank0_params(c, model, op);
 }
 

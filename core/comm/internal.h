@@ -105,6 +105,9 @@ enum { UG_COMM_FIELD_TEXT = 48 };
 ug_status ug_comm_check_same(ug_comm *c, int count, const char *const *names, const char *const *texts,
                              const char *op);
 double ug_comm_compute_seconds(const ug_comm *c);
+/* A collective: every rank's parameters (count, names, shapes) against
+ * rank 0's; the same verdict on every rank, naming the first that differs. */
+ug_status ug_comm_check_models(ug_comm *c, ug_model *model, const char *op);
 /* Test hook: this rank's forward and backward take seconds per row, as if
  * timed, so that a test knows the shares the trainer must choose. */
 void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds);

@@ -164,6 +164,10 @@ ug_status ug_graph_run(ug_graph *g)
 {
     UG_TRY(check_runnable(g, "ug_graph_run"));
     UG_TRY(no_pending_micro_batches(g, "ug_graph_run"));
+    if (g->optimizer && ug_optim_sharded(g->optimizer, NULL, NULL))
+        return ug_set_error(UG_ERR_STATE, "ug_graph_run: the optimizer's state is sharded over a comm's ranks, "
+                            "whose parts it would not gather; step with ug_comm_run_backward, "
+                            "ug_graph_run_update and ug_comm_gather_parameters");
     UG_TRY(ug_graph_run_step(g, FORWARD | BACKWARD | UPDATE, "ug_graph_run"));
     if (g->optimizer)
         ug_optim_step_done(g->optimizer);

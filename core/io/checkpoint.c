@@ -166,6 +166,11 @@ static ug_status each_state(const ug_checkpoint *ck, tensor_visit visit, void *c
 {
     ug_optimizer *opt = ck->optimizer;
     char key[KEY_BYTES];
+    int rank = 0, size = 1;
+    if (ug_optim_sharded(opt, &rank, &size))
+        return ug_set_error(UG_ERR_UNSUPPORTED, "the optimizer's state is sharded (rank %d of %d holds its part, "
+                            "ug_comm_shard_optimizer), and a checkpoint holds whole state: saving and loading "
+                            "sharded state is not supported yet", rank, size);
     for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
         const char *name = NULL;
         ug_tensor *param = NULL;

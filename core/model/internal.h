@@ -33,9 +33,22 @@ ug_status ug_optim_check_restore(const ug_optimizer *opt, int64_t steps, const u
 /* Sets both, once checked (a checkpoint's load). */
 ug_status ug_optim_restore(ug_optimizer *opt, int64_t steps, const ug_loss_scaler_state *state);
 void ug_optim_step_done(ug_optimizer *opt);
-/* State tensors per parameter (shaped like it). */
+/* State tensors per parameter (shaped like it; 1-D, its part, when sharded). */
 int ug_optim_slots(const ug_optimizer *opt);
 ug_model *ug_optimizer_model(const ug_optimizer *opt);
+/* Rank `rank` of `size`'s part of a parameter of n elements (ZeRO stage
+ * 1): [n * rank / size, n * (rank + 1) / size), as begin and count. */
+void ug_optim_shard_range(int64_t n, int rank, int size, int64_t *begin, int64_t *count);
+/* Keeps only rank's part of every state tensor (ug_optim_shard_range), so
+ * that its updates write only that part of each parameter (the comm's
+ * ug_comm_shard_optimizer, which has checked rank and size). agree (when
+ * not NULL) gets this rank's status once the parts are made, and returns
+ * the group's: anything but UG_OK leaves the optimizer as it was. Sharding
+ * again as the same rank of the same size is nothing; as another, refused. */
+ug_status ug_optim_shard(ug_optimizer *opt, int rank, int size, ug_status (*agree)(void *ctx, ug_status mine),
+                         void *ctx);
+/* Whether the state is sharded, and as which rank of how many (0 of 1 when not). */
+bool ug_optim_sharded(const ug_optimizer *opt, int *rank, int *size);
 
 /* optimizer_groups.c: parameter groups (optim.h) */
 /* Checks config's groups on their own (what they choose needs a model);

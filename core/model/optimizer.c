@@ -26,6 +26,12 @@ struct ug_optimizer {
     /* [params]: each parameter's group (-1: none) and its settings. */
     int *group_of;
     float *weight_decay, *lr_scale;
+    /* [params], when the state is sharded over shard_size ranks (ZeRO stage
+     * 1, ug_comm_shard_optimizer): this rank's part of each parameter,
+     * elements [shard_begin, shard_begin + shard_count), the only part its
+     * state holds and its updates write. NULL: whole parameters. */
+    int64_t *shard_begin, *shard_count;
+    int shard_rank, shard_size;
     ug_optim_source source;  /* what the update ops read */
 };
 
@@ -139,7 +145,7 @@ static void set_source(ug_optimizer *opt)
                    .nesterov = c->nesterov, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps},
         .rule = step_rule(c), .step_state = opt->step_state, .state = opt->state, .slots = opt->slots,
         .weight_decay = opt->weight_decay, .lr_scale = opt->lr_scale, .half_copy = half_copy_of,
-        .model = opt->model};
+        .model = opt->model, .shard_begin = opt->shard_begin, .shard_count = opt->shard_count};
 }
 
 const ug_optim_source *ug_optimizer_source(const ug_optimizer *opt) { return &opt->source; }
@@ -242,6 +248,8 @@ void ug_optimizer_free(ug_optimizer *opt)
     for (int i = 0; opt->state && i < opt->params * opt->slots; i++)
         ug_tensor_free(opt->state[i]);
     free(opt->state);
+    free(opt->shard_begin);
+    free(opt->shard_count);
     free(opt->group_of);
     free(opt->weight_decay);
     free(opt->lr_scale);
@@ -265,7 +273,7 @@ ug_status ug_optimizer_copy(const ug_optimizer *opt, ug_model *model, ug_optimiz
                             op, ug_model_param_count(model), opt->params);
     ug_optimizer *copy = NULL;
     UG_TRY(create(model, &opt->config, opt->group_of, &copy));
-    ug_status st = UG_OK;
+    ug_status st = opt->shard_begin ? ug_optim_shard(copy, opt->shard_rank, opt->shard_size, NULL, NULL) : UG_OK;
     for (int i = 0; i < opt->params * opt->slots && st == UG_OK; i++)
         st = ug_tensor_copy(copy->state[i], opt->state[i]);
     if (st == UG_OK)
@@ -419,6 +427,81 @@ ug_status ug_optimizer_state(const ug_optimizer *opt, int param_index, int slot,
                             "ug_optimizer_state: parameter %d slot %d out of range (%d parameters, %d slots)",
                             param_index, slot, opt->params, opt->slots);
     *tensor = opt->state[param_index * opt->slots + slot];
+    return UG_OK;
+}
+
+void ug_optim_shard_range(int64_t n, int rank, int size, int64_t *begin, int64_t *count)
+{
+    /* n * rank / size in 128 bits: n may be near INT64_MAX / size */
+    *begin = (int64_t)((__int128)n * rank / size);
+    *count = (int64_t)((__int128)n * (rank + 1) / size) - *begin;
+}
+
+bool ug_optim_sharded(const ug_optimizer *opt, int *rank, int *size)
+{
+    if (rank)
+        *rank = opt->shard_begin ? opt->shard_rank : 0;
+    if (size)
+        *size = opt->shard_begin ? opt->shard_size : 1;
+    return opt->shard_begin != NULL;
+}
+
+/* Each state tensor cut to this rank's part: all the new tensors are made
+ * and filled, and agree told, before any old one is freed, so a failure
+ * here or on another rank changes nothing. */
+ug_status ug_optim_shard(ug_optimizer *opt, int rank, int size, ug_status (*agree)(void *ctx, ug_status mine),
+                         void *ctx)
+{
+    const char *op = "ug_comm_shard_optimizer";
+    if (opt->shard_begin) {
+        ug_status st = opt->shard_rank == rank && opt->shard_size == size
+                           ? UG_OK
+                           : ug_set_error(UG_ERR_STATE, "%s: the optimizer is sharded already, as rank %d of %d",
+                                          op, opt->shard_rank, opt->shard_size);
+        return agree ? agree(ctx, st) : st;
+    }
+    const size_t n = (size_t)opt->params, states = n * (size_t)opt->slots;
+    int64_t *begin = ug_calloc(n + 1, sizeof *begin), *count = ug_calloc(n + 1, sizeof *count);
+    ug_tensor **parts = ug_calloc(states + 1, sizeof *parts);
+    ug_status st = begin && count && parts ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    for (int i = 0; st == UG_OK && i < opt->params; i++) {
+        ug_tensor *param = NULL;
+        ug_model_param_at(opt->model, i, NULL, &param);
+        ug_optim_shard_range(ug_tensor_numel(param), rank, size, &begin[i], &count[i]);
+        for (int s = 0; st == UG_OK && s < opt->slots; s++) {
+            ug_tensor *whole = opt->state[i * opt->slots + s], *flat = NULL, *slice = NULL;
+            st = ug_tensor_new(ug_model_device(opt->model), UG_F32, 1, &count[i], "optimizer state",
+                               &parts[i * opt->slots + s]);
+            if (st == UG_OK)
+                st = ug_tensor_reshape(whole, 1, (int64_t[]){ug_tensor_numel(whole)}, &flat);
+            if (st == UG_OK)
+                st = ug_tensor_slice(flat, begin[i], count[i], &slice);
+            if (st == UG_OK)
+                st = ug_tensor_copy(parts[i * opt->slots + s], slice);
+            ug_tensor_free(slice);
+            ug_tensor_free(flat);
+        }
+    }
+    if (agree)
+        st = agree(ctx, st);
+    if (st != UG_OK) {
+        for (size_t k = 0; parts && k < states; k++)
+            ug_tensor_free(parts[k]);
+        free(parts);
+        free(begin);
+        free(count);
+        return ug_prefix_error(st, "%s", op);
+    }
+    for (size_t k = 0; k < states; k++) {
+        ug_tensor_free(opt->state[k]);
+        opt->state[k] = parts[k];
+    }
+    free(parts);
+    opt->shard_begin = begin;
+    opt->shard_count = count;
+    opt->shard_rank = rank;
+    opt->shard_size = size;
+    set_source(opt);
     return UG_OK;
 }
 

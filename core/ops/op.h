@@ -64,6 +64,9 @@ typedef struct ug_optim_source {
      * asked at every launch. */
     const ug_tensor *(*half_copy)(const void *model, int index);
     const void *model;
+    /* [param], NULL unless the state is sharded: the part of each
+     * parameter this rank updates, elements [begin, begin + count). */
+    const int64_t *shard_begin, *shard_count;
 } ug_optim_source;
 
 /* What an op's backward function sees of its node in a graph. */

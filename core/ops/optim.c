@@ -10,8 +10,9 @@
 enum { UG_OPTIM_GROUP_MAX = 64 };
 
 /* Parameter index's buffers: its update node's inputs (param, grad, the
- * gate, then a folded check's flag or NULL), its state and half copy; and
- * its group's settings. */
+ * gate, then a folded check's flag or NULL), its state and half copy, or
+ * this rank's part of them when the state is sharded; and its group's
+ * settings. */
 static ug_optim_tensor param_tensor(const ug_optim_source *src, int index, const ug_tensor *const *in)
 {
     ug_optim_tensor t = {.param = ug_kview_of(in[0]), .grad = ug_kview_of(in[1]), .n = ug_tensor_numel(in[0]),
@@ -25,6 +26,14 @@ static ug_optim_tensor param_tensor(const ug_optim_source *src, int index, const
     const ug_tensor *copy = src->half_copy(src->model, index);
     if (copy)
         t.copy = ug_kview_of(copy);
+    if (src->shard_begin) { /* this rank's part of the parameter, its state all of it */
+        const int64_t begin = src->shard_begin[index];
+        t.param.offset += begin;
+        t.grad.offset += begin;
+        if (copy)
+            t.copy.offset += begin;
+        t.n = src->shard_count[index];
+    }
     return t;
 }
 

@@ -138,6 +138,28 @@ UG_API ug_status ug_comm_run_backward(ug_comm *comm, ug_graph *graph);
  * a bucket is a bucket of its own. Between updates only. */
 UG_API ug_status ug_comm_set_bucket_bytes(ug_graph *graph, size_t first_bytes, size_t bytes);
 
+/* ---- optimizer state sharded over the ranks (ZeRO stage 1) ---- */
+
+typedef struct ug_optimizer ug_optimizer;
+
+/* Each rank keeps the optimizer's state of its part of every parameter
+ * only (rank r of s: elements [n r / s, n (r + 1) / s) of a parameter of
+ * n), so Adam's two moments take a 1/s share of the memory on each rank.
+ * ug_graph_run_update then updates that part of each parameter from the
+ * whole reduced gradients, and ug_comm_gather_parameters after it gives
+ * every rank the whole updated parameters: the same bits as the unsharded
+ * update on devices of one kind. A collective, after
+ * ug_comm_broadcast_model, before or between updates (the state kept is
+ * the rank's part of what it was); refused on every rank when the ranks'
+ * models differ. A sharded optimizer steps only with the comm's training
+ * calls (ug_graph_run, which would not gather, refuses it) and cannot be
+ * saved in a checkpoint, which holds whole state, until that is gathered
+ * too. */
+UG_API ug_status ug_comm_shard_optimizer(ug_comm *comm, ug_optimizer *optimizer);
+/* After ug_graph_run_update with a sharded optimizer: every rank's part of
+ * every parameter to every rank (an all-gather; half copies follow). */
+UG_API ug_status ug_comm_gather_parameters(ug_comm *comm, ug_optimizer *optimizer);
+
 /* A bucket of the last update this rank reduced (ug_comm_run_backward or
  * ug_comm_reduce_gradients), in the order backward finished them. */
 typedef struct ug_comm_bucket {

@@ -142,6 +142,8 @@ static ug_status train(replica *r)
         if (r->comm && (last < 0 || r->setup.after_backward))
             TRY(ug_comm_reduce_gradients(r->comm, r->graph));
         TRY(ug_graph_run_update(r->graph));
+        if (r->setup.shard)
+            TRY(ug_comm_gather_parameters(r->comm, r->opt));
         read_params(r);
         r->step_hash[s] = hash_params(r);
     }
@@ -171,8 +173,16 @@ void replica_run(replica *r)
     ug_status st = build(r, 100 + (uint64_t)ug_comm_rank(r->comm)); /* different starts: the broadcast unites them */
     if (st == UG_OK)
         st = ug_comm_broadcast_model(r->comm, r->model);
+    if (st == UG_OK && r->setup.shard)
+        st = ug_comm_shard_optimizer(r->comm, r->opt);
     if (st == UG_OK)
         st = train(r);
+    for (int i = 0; st == UG_OK && i < ug_model_param_count(r->model); i++)
+        for (int slot = 0; slot < ug_optimizer_state_count(r->opt); slot++) {
+            ug_tensor *t = NULL;
+            if (ug_optimizer_state(r->opt, i, slot, &t) == UG_OK)
+                r->state_values += ug_tensor_numel(t);
+        }
     r->status = st;
     snprintf(r->message, sizeof r->message, "%s", st == UG_OK ? "" : ug_last_error());
     if (st == UG_OK)

@@ -4,8 +4,9 @@
  * fixed global batches of 8 (the last one of 5), its gradients summed
  * over its communicator when it has one. Variants: gradient accumulation
  * (each part in two micro-batches), clipping, f16 with loss scaling and
- * an overflow injected into one row, and the buckets reduced after
- * backward rather than overlapped with it. */
+ * an overflow injected into one row, the buckets reduced after backward
+ * rather than overlapped with it, and the optimizer's state sharded over
+ * the ranks (its parts gathered after each update). */
 #ifndef UG_TESTS_REPLICA_H
 #define UG_TESTS_REPLICA_H
 
@@ -25,6 +26,7 @@ typedef struct replica_setup {
     bool after_backward;      /* ug_comm_reduce_gradients, not ug_comm_run_backward */
     bool no_overlap;          /* ug_comm_run_backward with ug_comm_set_overlap(false) */
     double slow_seconds;      /* rank 1's backward takes this much more (in-process pairs: a test hook) */
+    bool shard;               /* the optimizer's state sharded over the ranks (ZeRO stage 1) */
 } replica_setup;
 
 typedef struct replica {
@@ -50,6 +52,7 @@ typedef struct replica {
     uint64_t step_hash[REPLICA_STEPS]; /* of the parameters after each step */
     int64_t skipped_steps;    /* by the loss scaler */
     double most_compute;
+    int64_t state_values;     /* in the optimizer's state tensors, after training */
 } replica;
 
 /* The global batches (the same in every process). */

@@ -9,8 +9,9 @@
  * the CNN (uneven splits of each global batch, the last one partial; gradient
  * buckets overlapped with backward; accumulation, clipping, f16 with an
  * overflow on rank 1) equal to one device on the global batches within
- * 1e-5 and bitwise equal across the ranks after every step; another model
- * or optimizer refused on both. The process exits 1 when a check failed,
+ * 1e-5 and bitwise equal across the ranks after every step, and with the
+ * optimizer's state sharded bitwise equal to the unsharded run, each
+ * rank's state its share; another model or optimizer refused on both. The process exits 1 when a check failed,
  * which fails the mpirun.
  *
  * With --rank-killed (mpirun told to keep the others running when one
@@ -391,6 +392,29 @@ static void train_case(ug_comm *comm, ug_device *dev, int64_t split, replica_set
     replica_free(&mine);
 }
 
+/* The optimizer's state sharded over the ranks: the parameters the
+ * unsharded run's bit for bit after every step, each rank's state its
+ * share of the whole (at most a value a tensor off). */
+static void shard_case(ug_comm *comm, ug_device *dev, replica_setup setup, const char *what)
+{
+    static replica whole, part;
+    whole = (replica){.device = dev, .comm = comm, .setup = setup};
+    share(comm, 3, &whole.first, &whole.rows);
+    part = whole;
+    part.setup.shard = true;
+    replica_run(&whole);
+    replica_run(&part);
+    EXPECT(whole.status == UG_OK && part.status == UG_OK, "[%s] training: %s%s", what, whole.message, part.message);
+    EXPECT(!memcmp(whole.step_hash, part.step_hash, sizeof whole.step_hash),
+           "[%s] the sharded run's parameters differ from the unsharded run's", what);
+    const int64_t size = ug_comm_size(comm), off = part.state_values * size - whole.state_values;
+    EXPECT(whole.state_values > 0 && off >= -16 * size && off <= 16 * size,
+           "[%s] this rank's sharded state holds %lld values of the whole %lld", what, (long long)part.state_values,
+           (long long)whole.state_values);
+    replica_free(&whole);
+    replica_free(&part);
+}
+
 static void record_warning(const char *message, void *user)
 {
     snprintf(user, 256, "%s", message);
@@ -458,6 +482,7 @@ static void training(ug_comm *comm, ug_device *dev)
      * than one device's, by 1e-4. */
     if (ug_comm_size(comm) == 2)
         train_case(comm, dev, 3, (replica_setup){.f16 = true, .overflow_step = 7}, "mlp, f16, overflow on rank 1");
+    shard_case(comm, dev, (replica_setup){.cnn = true, .accumulate = true}, "cnn, accumulation, sharded");
     refused(comm, dev, true, "another name or shape");
     refused(comm, dev, false, "rank 1's optimizer");
 }

@@ -1,0 +1,135 @@
+/* The optimizer's state sharded over a communicator's ranks (ZeRO stage
+ * 1, comm.h): each rank keeps and updates its part of every parameter
+ * (core/model/optimizer.c cuts the state, core/ops/optim.c updates the
+ * part), and the parts are gathered after each update. The gradients are
+ * all-reduced whole, as without sharding: the update reads the same sums,
+ * so the parameters come out bit for bit the same. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/fault.h"
+#include "core/comm/internal.h"
+#include "core/model/internal.h"
+
+/* Every rank's status of its sharding, the worst one for all: each rank
+ * returns its own failure, or names the first rank that failed. */
+static ug_status agree(void *ctx, ug_status mine)
+{
+    ug_comm *c = ctx;
+    float code = (float)mine, *codes = ug_calloc((size_t)c->size, sizeof *codes);
+    if (!codes) {
+        c->engine->fail(c, "out of host memory");
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_shard_optimizer: out of host memory");
+    }
+    ug_status st = c->engine->all_gather(c, &code, 1, codes);
+    for (int r = 0; st == UG_OK && mine == UG_OK && r < c->size; r++)
+        if (codes[r] != (float)UG_OK)
+            st = ug_set_error((ug_status)codes[r], "ug_comm_shard_optimizer: rank %d could not shard its "
+                              "optimizer's state (its own call says why); no rank's is sharded", r);
+    free(codes);
+    return mine != UG_OK ? mine : st;
+}
+
+ug_status ug_comm_shard_optimizer(ug_comm *c, ug_optimizer *opt)
+{
+    const char *op = "ug_comm_shard_optimizer";
+    if (!c || !opt)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "optimizer" : "comm");
+    UG_TRY(ug_comm_check_models(c, ug_optimizer_model(opt), op));
+    return ug_optim_shard(opt, c->rank, c->size, agree, c);
+}
+
+/* Values of every parameter's largest part: each rank's share of the
+ * all-gather, its parts one after another, padded to that. */
+static int64_t gather_width(const ug_model *model, int size)
+{
+    int64_t width = 0;
+    for (int i = 0; i < ug_model_param_count(model); i++) {
+        ug_tensor *t = NULL;
+        ug_model_param_at(model, i, NULL, &t);
+        width += (ug_tensor_numel(t) + size - 1) / size;
+    }
+    return width;
+}
+
+/* This rank's part of each parameter, at its place in mine. */
+static ug_status pack(ug_comm *c, ug_model *model, float *mine)
+{
+    for (int i = 0; i < ug_model_param_count(model); i++) {
+        ug_tensor *t = NULL, *flat = NULL, *part = NULL;
+        ug_model_param_at(model, i, NULL, &t);
+        const int64_t n = ug_tensor_numel(t);
+        int64_t begin, count;
+        ug_optim_shard_range(n, c->rank, c->size, &begin, &count);
+        ug_status st = ug_tensor_reshape(t, 1, &n, &flat);
+        if (st == UG_OK)
+            st = ug_tensor_slice(flat, begin, count, &part);
+        if (st == UG_OK && count > 0)
+            st = ug_tensor_download(part, mine, (size_t)count * sizeof *mine);
+        ug_tensor_free(part);
+        ug_tensor_free(flat);
+        UG_TRY(st);
+        mine += (n + c->size - 1) / c->size;
+    }
+    return UG_OK;
+}
+
+/* Each parameter whole from the ranks' parts in all, written through the
+ * model (its half copy follows). */
+static ug_status unpack(ug_comm *c, ug_model *model, const float *all, int64_t width, float *whole)
+{
+    int64_t at = 0;
+    for (int i = 0; i < ug_model_param_count(model); i++) {
+        const char *name = NULL;
+        ug_tensor *t = NULL;
+        ug_model_param_at(model, i, &name, &t);
+        const int64_t n = ug_tensor_numel(t);
+        for (int r = 0; r < c->size; r++) {
+            int64_t begin, count;
+            ug_optim_shard_range(n, r, c->size, &begin, &count);
+            memcpy(whole + begin, all + r * width + at, (size_t)count * sizeof *whole);
+        }
+        UG_TRY(ug_model_write_param(model, name, whole, (size_t)n * sizeof *whole));
+        at += (n + c->size - 1) / c->size;
+    }
+    return UG_OK;
+}
+
+ug_status ug_comm_gather_parameters(ug_comm *c, ug_optimizer *opt)
+{
+    const char *op = "ug_comm_gather_parameters";
+    if (!c || !opt)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "optimizer" : "comm");
+    int rank = 0, size = 1;
+    ug_model *model = ug_optimizer_model(opt);
+    const int64_t width = gather_width(model, c->size);
+    int64_t largest = 0;
+    for (int i = 0; i < ug_model_param_count(model); i++) {
+        ug_tensor *t = NULL;
+        ug_model_param_at(model, i, NULL, &t);
+        largest = ug_tensor_numel(t) > largest ? ug_tensor_numel(t) : largest;
+    }
+    float *mine = ug_malloc((size_t)width * sizeof *mine + 1),
+          *all = ug_malloc((size_t)(width * c->size) * sizeof *all + 1),
+          *whole = ug_malloc((size_t)largest * sizeof *whole + 1);
+    ug_status st = UG_OK;
+    if (!mine || !all || !whole)
+        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    else if (!ug_optim_sharded(opt, &rank, &size) || rank != c->rank || size != c->size)
+        st = ug_set_error(UG_ERR_STATE, "%s: the optimizer is %s, not as rank %d of %d; shard it with "
+                          "ug_comm_shard_optimizer on this comm", op,
+                          size > 1 ? "sharded otherwise" : "not sharded", c->rank, c->size);
+    if (st == UG_OK && (st = pack(c, model, mine)) != UG_OK)
+        ug_prefix_error(st, "%s", op);
+    if (st != UG_OK) /* the others must not wait for this rank's part */
+        c->engine->fail(c, ug_last_error());
+    if (st == UG_OK)
+        st = c->engine->all_gather(c, mine, (size_t)width, all);
+    if (st == UG_OK && (st = unpack(c, model, all, width, whole)) != UG_OK)
+        ug_prefix_error(st, "%s", op);
+    free(mine);
+    free(all);
+    free(whole);
+    return st;
+}
