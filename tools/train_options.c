@@ -73,6 +73,9 @@ static const option_spec table[] = {
      .help = "train data parallel on every listed device at once (each takes its part of every batch, "
              "the gradients are summed before each update); under mpirun each process is one replica on "
              "--device, which may name {local_rank}"},
+    {.name = "shard-optimizer", .kind = OPT_SET, .target = FIELD(shard_optimizer), .set = true,
+     .help = "with --devices or under mpirun: each replica keeps the optimizer's state of its part of the "
+             "parameters only (ZeRO stage 1), the parts gathered after every update (the same numbers)"},
     {.name = "epochs", .value = "N", .kind = OPT_INT, .target = FIELD(epochs), .min = 1,
      .help = "passes over the training set"},
     {.name = "batch-size", .value = "N", .kind = OPT_CUSTOM, .parse = parse_batch,
@@ -687,6 +690,7 @@ ug_trainer_config train_options_trainer_config(const train_options *o)
                                        .crop_padding = o->crop_padding, .flip = o->flip};
     }
     c.keep_denormals = o->keep_denormals;
+    c.shard_optimizer = o->shard_optimizer;
     c.patience = o->patience;
     c.checkpoint = o->save;
     c.checkpoint_every_updates = o->save_every;

@@ -12,6 +12,7 @@
 typedef struct train_options {
     const char *device;       /* NULL: auto (UG_DEVICE overrides); may hold {local_rank} under mpirun */
     const char *devices;      /* --devices: a comma-separated list of replicas; NULL: --device alone */
+    bool shard_optimizer;     /* --shard-optimizer: the optimizer's state sharded over the replicas */
     const char *data_dir;
     const char *train_images, *train_labels, *test_images, *test_labels; /* NULL: in data_dir */
     const char *csv;

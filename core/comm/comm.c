@@ -133,6 +133,13 @@ static ug_status staging(ug_comm *c, size_t floats, const char *op)
     return grow(&c->staging, &c->staging_floats, floats, op);
 }
 
+ug_status ug_comm_host_buffer(ug_comm *c, size_t floats, const char *op, float **out)
+{
+    UG_TRY(staging(c, floats, op));
+    *out = c->staging;
+    return UG_OK;
+}
+
 /* This thread's collectives come after those queued on the communication
  * thread, as on every rank. */
 static ug_status after_queued(ug_comm *c)

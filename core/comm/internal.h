@@ -67,6 +67,10 @@ struct ug_comm {
 ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, float **staging,
                                 size_t *staging_floats);
 
+/* comm.c: *out holds floats floats of host memory, the rank's staging
+ * buffer (kept and grown between calls), for collectives on its thread. */
+ug_status ug_comm_host_buffer(ug_comm *c, size_t floats, const char *op, float **out);
+
 /* side.c: the communication thread. */
 typedef struct comm_timing {
     double start, end;        /* seconds of ug_seconds_now */
@@ -108,6 +112,10 @@ double ug_comm_compute_seconds(const ug_comm *c);
 /* A collective: every rank's parameters (count, names, shapes) against
  * rank 0's; the same verdict on every rank, naming the first that differs. */
 ug_status ug_comm_check_models(ug_comm *c, ug_model *model, const char *op);
+/* shard.c, for the trainer's checkpoints: a collective that gathers every
+ * rank's part of a sharded optimizer's state into *whole, on rank 0, an
+ * unsharded copy of it (NULL on the others). */
+ug_status ug_comm_consolidate_optimizer(ug_comm *c, ug_optimizer *opt, ug_optimizer **whole);
 /* Test hook: this rank's forward and backward take seconds per row, as if
  * timed, so that a test knows the shares the trainer must choose. */
 void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds);

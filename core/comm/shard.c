@@ -110,13 +110,12 @@ ug_status ug_comm_gather_parameters(ug_comm *c, ug_optimizer *opt)
         ug_model_param_at(model, i, NULL, &t);
         largest = ug_tensor_numel(t) > largest ? ug_tensor_numel(t) : largest;
     }
-    float *mine = ug_malloc((size_t)width * sizeof *mine + 1),
-          *all = ug_malloc((size_t)(width * c->size) * sizeof *all + 1),
-          *whole = ug_malloc((size_t)largest * sizeof *whole + 1);
-    ug_status st = UG_OK;
-    if (!mine || !all || !whole)
-        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    else if (!ug_optim_sharded(opt, &rank, &size) || rank != c->rank || size != c->size)
+    /* the rank's kept buffer: a fresh one each update cost page faults
+     * (the MLP's epoch took 12 times as long) */
+    float *mine = NULL;
+    ug_status st = ug_comm_host_buffer(c, (size_t)(width * (c->size + 1) + largest), op, &mine);
+    float *all = mine ? mine + width : NULL, *whole = all ? all + width * c->size : NULL;
+    if (st == UG_OK && (!ug_optim_sharded(opt, &rank, &size) || rank != c->rank || size != c->size))
         st = ug_set_error(UG_ERR_STATE, "%s: the optimizer is %s, not as rank %d of %d; shard it with "
                           "ug_comm_shard_optimizer on this comm", op,
                           size > 1 ? "sharded otherwise" : "not sharded", c->rank, c->size);
@@ -128,8 +127,63 @@ ug_status ug_comm_gather_parameters(ug_comm *c, ug_optimizer *opt)
         st = c->engine->all_gather(c, mine, (size_t)width, all);
     if (st == UG_OK && (st = unpack(c, model, all, width, whole)) != UG_OK)
         ug_prefix_error(st, "%s", op);
+    return st;
+}
+
+ug_status ug_comm_consolidate_optimizer(ug_comm *c, ug_optimizer *opt, ug_optimizer **whole)
+{
+    const char *op = "saving a sharded optimizer";
+    *whole = NULL;
+    ug_model *model = ug_optimizer_model(opt);
+    const int slots = ug_optimizer_state_count(opt), params = ug_model_param_count(model);
+    const int64_t width = gather_width(model, c->size) * slots;
+    float *mine = ug_malloc((size_t)width * sizeof *mine + 1), *all = ug_malloc((size_t)(width * c->size) * sizeof *all + 1);
+    ug_status st = mine && all ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    float *at = mine;
+    for (int i = 0; st == UG_OK && i < params; i++) /* this rank's part of each state tensor */
+        for (int s = 0; st == UG_OK && s < slots; s++) {
+            ug_tensor *t = NULL, *param = NULL;
+            ug_model_param_at(model, i, NULL, &param);
+            st = ug_optimizer_state(opt, i, s, &t);
+            if (st == UG_OK && ug_tensor_numel(t) > 0)
+                st = ug_tensor_download(t, at, (size_t)ug_tensor_numel(t) * sizeof *at);
+            at += (ug_tensor_numel(param) + c->size - 1) / c->size;
+        }
+    if (st != UG_OK)
+        c->engine->fail(c, ug_last_error());
+    if (st == UG_OK)
+        st = c->engine->all_gather(c, mine, (size_t)width, all);
+    if (st == UG_OK && c->rank == 0)
+        st = ug_optim_whole_copy(opt, whole);
+    /* rank 0: each whole state tensor from the ranks' parts */
+    float *host = NULL;
+    int64_t offset = 0;
+    for (int i = 0; st == UG_OK && c->rank == 0 && i < params; i++) {
+        ug_tensor *param = NULL;
+        ug_model_param_at(model, i, NULL, &param);
+        const int64_t n = ug_tensor_numel(param), part = (n + c->size - 1) / c->size;
+        free(host);
+        host = ug_malloc((size_t)n * sizeof *host + 1);
+        if (!host)
+            st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        for (int s = 0; st == UG_OK && s < slots; s++, offset += part) {
+            for (int r = 0; r < c->size; r++) {
+                int64_t begin, count;
+                ug_optim_shard_range(n, r, c->size, &begin, &count);
+                memcpy(host + begin, all + r * width + offset, (size_t)count * sizeof *host);
+            }
+            ug_tensor *t = NULL;
+            st = ug_optimizer_state(*whole, i, s, &t);
+            if (st == UG_OK)
+                st = ug_tensor_upload(t, host, (size_t)n * sizeof *host);
+        }
+    }
+    free(host);
     free(mine);
     free(all);
-    free(whole);
+    if (st != UG_OK) {
+        ug_optimizer_free(*whole);
+        *whole = NULL;
+    }
     return st;
 }

@@ -14,6 +14,7 @@
 #include "base/fault.h"
 #include "core/graph/internal.h"
 #include "core/io/checkpoint_groups.h"
+#include "core/io/checkpoint_internal.h"
 #include "core/io/safetensors.h"
 #include "core/io/string_map.h"
 #include "kernels/common/optim_step.h"
@@ -113,6 +114,13 @@ static ug_status add_part(const char *op, named_part *parts, int *count, const c
     return UG_OK;
 }
 
+ug_optimizer *ug_checkpoint_swap_optimizer(ug_checkpoint *ck, ug_optimizer *opt)
+{
+    ug_optimizer *had = ck->optimizer;
+    ck->optimizer = opt;
+    return had;
+}
+
 ug_status ug_checkpoint_add_graph(ug_checkpoint *ck, const char *name, ug_graph *graph)
 {
     const char *op = "ug_checkpoint_add_graph";
@@ -169,8 +177,8 @@ static ug_status each_state(const ug_checkpoint *ck, tensor_visit visit, void *c
     int rank = 0, size = 1;
     if (ug_optim_sharded(opt, &rank, &size))
         return ug_set_error(UG_ERR_UNSUPPORTED, "the optimizer's state is sharded (rank %d of %d holds its part, "
-                            "ug_comm_shard_optimizer), and a checkpoint holds whole state: saving and loading "
-                            "sharded state is not supported yet", rank, size);
+                            "ug_comm_shard_optimizer), and a checkpoint holds whole state: save a whole copy "
+                            "(the trainer gathers one on rank 0), and load before sharding", rank, size);
     for (int i = 0; i < ug_optimizer_param_count(opt); i++) {
         const char *name = NULL;
         ug_tensor *param = NULL;

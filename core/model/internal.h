@@ -47,6 +47,10 @@ void ug_optim_shard_range(int64_t n, int rank, int size, int64_t *begin, int64_t
  * again as the same rank of the same size is nothing; as another, refused. */
 ug_status ug_optim_shard(ug_optimizer *opt, int rank, int size, ug_status (*agree)(void *ctx, ug_status mine),
                          void *ctx);
+/* An optimizer like opt (configuration, groups, steps, loss scaler) on its
+ * model, not sharded, its state zeros: what a sharded one's parts are
+ * gathered into to be saved whole. */
+ug_status ug_optim_whole_copy(const ug_optimizer *opt, ug_optimizer **out);
 /* Whether the state is sharded, and as which rank of how many (0 of 1 when not). */
 bool ug_optim_sharded(const ug_optimizer *opt, int *rank, int *size);
 

@@ -287,6 +287,19 @@ ug_status ug_optimizer_copy(const ug_optimizer *opt, ug_model *model, ug_optimiz
     return UG_OK;
 }
 
+ug_status ug_optim_whole_copy(const ug_optimizer *opt, ug_optimizer **out)
+{
+    UG_TRY(create(opt->model, &opt->config, opt->group_of, out));
+    ug_status st = ug_tensor_copy((*out)->step_state, opt->step_state);
+    if (st != UG_OK) {
+        ug_optimizer_free(*out);
+        *out = NULL;
+        return st;
+    }
+    (*out)->steps = opt->steps;
+    return UG_OK;
+}
+
 ug_model *ug_optimizer_model(const ug_optimizer *opt) { return opt->model; }
 int64_t ug_optimizer_steps(const ug_optimizer *opt) { return opt ? opt->steps : 0; }
 int ug_optimizer_state_count(const ug_optimizer *opt) { return opt ? opt->slots : 0; }

@@ -60,6 +60,8 @@ static ug_status check_config(const char *op, ug_device *device, const ug_traine
     else if (c->top_k < 0) bad = "top_k is negative";
     else if (c->checkpoint_every_epochs < 0 || c->checkpoint_every_updates < 0)
         bad = "a checkpoint interval is negative";
+    else if (c->shard_optimizer && !c->comm && !c->devices)
+        bad = "shard_optimizer without comm or devices: there are no ranks to shard the optimizer's state over";
     else if (c->comm && c->batch_size == 0)
         bad = "batch_size is 0 with comm: give the global batch size (the search is not shared by the ranks)";
     else if (c->keep < 1) bad = "keep is below 1";
@@ -349,6 +351,8 @@ ug_status trainer_create(const char *op, ug_device *device, const trainer_source
         st = ug_comm_broadcast_model(t->config.comm, t->model);
     if (st == UG_OK && t->config.comm)
         st = trainer_check_replicas(t);
+    if (st == UG_OK && t->config.shard_optimizer) /* after resuming: each rank keeps its part of the state */
+        st = ug_comm_shard_optimizer(t->config.comm, t->optimizer);
     if (st == UG_OK && t->config.comm)
         t->mixed_backends = ug_comm_ranks_differ(t->config.comm, device->info.backend);
     if (st == UG_OK)

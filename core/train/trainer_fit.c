@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "core/comm/internal.h"
+#include "core/io/checkpoint_internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 #include "unigrad/profiler.h"
@@ -39,6 +40,9 @@ static ug_status update(ug_trainer *t)
 {
     t->pending = 0;
     UG_TRY(ug_graph_run_update(t->train.graph));
+    /* Each rank updated its part of the parameters: the parts to all. */
+    if (t->config.shard_optimizer)
+        return ug_comm_gather_parameters(t->config.comm, t->optimizer);
     /* Backends may round the same update differently: the replicas take
      * rank 0's parameters again, so they stay bitwise alike. */
     return t->mixed_backends ? ug_comm_take_rank0_params(t->config.comm, t->model, "trainer: resync") : UG_OK;
@@ -95,10 +99,19 @@ ug_status ug_train_step_run(ug_train_step *step, const ug_tensor *x, const ug_te
  * save did. */
 static bool save(ug_trainer *t)
 {
+    /* A sharded optimizer's parts gathered whole on rank 0, for the save. */
+    ug_optimizer *whole = NULL;
+    ug_status gathered =
+        t->config.shard_optimizer ? ug_comm_consolidate_optimizer(t->config.comm, t->optimizer, &whole) : UG_OK;
     if (t->config.comm && ug_comm_rank(t->config.comm) != 0)
         return true; /* the replicas are alike: rank 0 writes */
-    t->last_save_failed = trainer_save_state(t) != UG_OK ||
+    ug_optimizer *own = whole ? ug_checkpoint_swap_optimizer(t->checkpoint, whole) : NULL;
+    t->last_save_failed = gathered != UG_OK || trainer_save_state(t) != UG_OK ||
                           ug_checkpoint_save(t->checkpoint, t->config.checkpoint) != UG_OK;
+    if (whole) {
+        ug_checkpoint_swap_optimizer(t->checkpoint, own);
+        ug_optimizer_free(whole);
+    }
     if (t->last_save_failed)
         snprintf(t->save_error, sizeof t->save_error, "%s", ug_last_error());
     return !t->last_save_failed;

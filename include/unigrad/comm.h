@@ -152,9 +152,10 @@ typedef struct ug_optimizer ug_optimizer;
  * ug_comm_broadcast_model, before or between updates (the state kept is
  * the rank's part of what it was); refused on every rank when the ranks'
  * models differ. A sharded optimizer steps only with the comm's training
- * calls (ug_graph_run, which would not gather, refuses it) and cannot be
- * saved in a checkpoint, which holds whole state, until that is gathered
- * too. */
+ * calls (ug_graph_run, which would not gather, refuses it), and a
+ * checkpoint, which holds whole state, refuses it: load the whole state
+ * before sharding (each rank then keeps its part of it); the trainer
+ * (ug_trainer_config.shard_optimizer) gathers the parts on rank 0 to save. */
 UG_API ug_status ug_comm_shard_optimizer(ug_comm *comm, ug_optimizer *optimizer);
 /* After ug_graph_run_update with a sharded optimizer: every rank's part of
  * every parameter to every rank (an all-gather; half copies follow). */

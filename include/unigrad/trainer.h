@@ -255,6 +255,13 @@ typedef struct ug_trainer_config {
      * their own that fit whenever it fits; callbacks, checkpoints and
      * evaluations are the first's. Not with comm. NULL: one device. */
     const char *devices;
+    /* With comm or devices: the optimizer's state sharded over the ranks
+     * (ZeRO stage 1, ug_comm_shard_optimizer): each rank holds and updates
+     * its part of every parameter, and the parts are gathered after each
+     * update, the same bits as without. Checkpoints hold the whole state,
+     * gathered on rank 0 to be saved, so a run resumes on any number of
+     * ranks, sharded or not. */
+    bool shard_optimizer;
     /* Denormal floats are flushed to zero while fit and evaluate run
      * (ug_set_flush_denormal; the process's setting is restored after):
      * the CPU computes with them up to 100 times slower, and Adam's

@@ -1,9 +1,13 @@
 /* The trainer across devices: mixed precision only where the device
- * computes the half type natively (ug_device_precision), and several
- * devices trained from one configuration field (config.devices). */
+ * computes the half type natively (ug_device_precision), several devices
+ * trained from one configuration field (config.devices), and the
+ * optimizer's state sharded over them (config.shard_optimizer). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trainer_problem.h"
 
@@ -87,11 +91,69 @@ static void test_devices_from_one_field(ug_device *dev)
     ug_dataset_free(data);
 }
 
+/* config.shard_optimizer on two ranks of this device: the parameters the
+ * unsharded run's bit for bit; the checkpoint holds the whole state (the
+ * two runs' checkpoints continue to the same bits, resumed either way),
+ * and resumes on one device too (its dropout masks are not two ranks'). */
+static void test_sharded_optimizer(ug_device *dev)
+{
+    ug_dataset *data = problem(9);
+    REQUIRE(data);
+    char dir[] = "/tmp/ug-test-shard-XXXXXX", plain[128], sharded[128], devices[80];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(plain, sizeof plain, "%s/plain.safetensors", dir);
+    snprintf(sharded, sizeof sharded, "%s/sharded.safetensors", dir);
+    snprintf(devices, sizeof devices, "%s,%s", ug_device_name(dev), ug_device_name(dev));
+    ug_trainer_config c = mlp_config();
+    c.epochs = 2;
+    c.devices = devices;
+    int64_t n[6] = {0};
+    c.checkpoint = plain;
+    float *whole = train_params(dev, data, &c, &n[0], NULL);
+    c.checkpoint = sharded;
+    c.shard_optimizer = true;
+    float *parts = train_params(dev, data, &c, &n[1], NULL);
+    REQUIRE(whole && parts && n[0] == n[1]);
+    CHECK_MSG(!memcmp(whole, parts, (size_t)n[0] * sizeof *whole),
+              "the sharded run's parameters differ from the unsharded run's");
+    /* a third epoch from each checkpoint: from the sharded one sharded and
+     * not, from the plain one not; on one device from the sharded one */
+    c.epochs = 3;
+    c.resume_override = true; /* the cosine schedule's length changes with them */
+    c.checkpoint = NULL;
+    c.resume = plain;
+    c.shard_optimizer = false;
+    float *from_plain = train_params(dev, data, &c, &n[2], NULL);
+    c.resume = sharded;
+    float *from_sharded = train_params(dev, data, &c, &n[3], NULL);
+    c.shard_optimizer = true;
+    float *sharded_again = train_params(dev, data, &c, &n[4], NULL);
+    c.shard_optimizer = false;
+    c.devices = NULL;
+    float *one = train_params(dev, data, &c, &n[5], NULL);
+    REQUIRE(from_plain && from_sharded && sharded_again && one);
+    CHECK_MSG(n[3] == n[2] && !memcmp(from_plain, from_sharded, (size_t)n[2] * sizeof *whole),
+              "resuming the sharded run's checkpoint differs from resuming the unsharded run's");
+    CHECK_MSG(n[4] == n[2] && !memcmp(from_plain, sharded_again, (size_t)n[2] * sizeof *whole),
+              "resuming the sharded run's checkpoint sharded differs from resuming it unsharded");
+    CHECK_EQ_I64(n[5], n[2]);
+    c.devices = NULL; /* nothing to shard over */
+    ug_trainer *t = NULL;
+    if (CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &(ug_trainer_config){.shard_optimizer = true,
+                     .epochs = 1, .batch_size = 8, .accumulate = 1, .keep = 1}, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("no ranks");
+    unlink(plain);
+    unlink(sharded);
+    rmdir(dir);
+    ug_dataset_free(data);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
         TH_DEVICE_TEST(half_precision_where_it_pays),
         TH_DEVICE_TEST(devices_from_one_field),
+        TH_DEVICE_TEST(sharded_optimizer),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

@@ -3,7 +3,8 @@
 # and mpirun -np 2 (one rank per process) each reach the accuracy of one
 # device within 0.5 points after one epoch of Fashion-MNIST (when it is
 # installed; else 4096 generated images), and say how the batch is split;
-# the local replicas also run with --profile.
+# the local replicas also run with --profile, and the MPI run with the
+# optimizer's state sharded gives the unsharded run's figures.
 # Usage: ug_train_data_parallel.sh UG_TRAIN MPIEXEC|- OPENCL(0|1)
 set -u
 train=$1 mpiexec=$2 opencl=$3
@@ -49,5 +50,13 @@ if [ "$mpiexec" != - ]; then
         fail "mpirun -np 2:"
     check "mpirun -np 2" "$dir/mpi.out"
     [ "$(grep -c '^epoch 1:' "$dir/mpi.out")" -eq 1 ] || fail "more than rank 0 printed the epoch"
+    # The optimizer's state sharded over the ranks: the same run, line for line.
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpiexec" --oversubscribe -np 2 -x UG_NUM_THREADS=1 \
+        "$train" --device cpu --data "$data" --epochs 1 --batch-size 64 --quiet --shard-optimizer \
+        > "$dir/shard.out" 2>&1 || fail "mpirun -np 2 --shard-optimizer:"
+    check "mpirun -np 2 --shard-optimizer" "$dir/shard.out"
+    [ "$(grep '^epoch 1:' "$dir/shard.out" | sed 's/ in .*//')" = "$(grep '^epoch 1:' "$dir/mpi.out" | sed 's/ in .*//')" ] &&
+        [ "$(accuracy "$dir/shard.out")" = "$(accuracy "$dir/mpi.out")" ] ||
+        fail "--shard-optimizer's epoch differs from the unsharded run's"
 fi
 exit $failed
