@@ -53,6 +53,29 @@ static int64_t gather_width(const ug_model *model, int size)
     return width;
 }
 
+/* Values of the model's largest parameter. */
+static int64_t largest_param(const ug_model *model)
+{
+    int64_t largest = 0;
+    for (int i = 0; i < ug_model_param_count(model); i++) {
+        ug_tensor *t = NULL;
+        ug_model_param_at(model, i, NULL, &t);
+        largest = ug_tensor_numel(t) > largest ? ug_tensor_numel(t) : largest;
+    }
+    return largest;
+}
+
+/* A tensor of n values whole, from each rank's part at `at` in its share
+ * of all (width values a rank). */
+static void assemble(const ug_comm *c, int64_t n, const float *all, int64_t width, int64_t at, float *whole)
+{
+    for (int r = 0; r < c->size; r++) {
+        int64_t begin, count;
+        ug_optim_shard_range(n, r, c->size, &begin, &count);
+        memcpy(whole + begin, all + r * width + at, (size_t)count * sizeof *whole);
+    }
+}
+
 /* This rank's part of each parameter, at its place in mine. */
 static ug_status pack(ug_comm *c, ug_model *model, float *mine)
 {
@@ -85,11 +108,7 @@ static ug_status unpack(ug_comm *c, ug_model *model, const float *all, int64_t w
         ug_tensor *t = NULL;
         ug_model_param_at(model, i, &name, &t);
         const int64_t n = ug_tensor_numel(t);
-        for (int r = 0; r < c->size; r++) {
-            int64_t begin, count;
-            ug_optim_shard_range(n, r, c->size, &begin, &count);
-            memcpy(whole + begin, all + r * width + at, (size_t)count * sizeof *whole);
-        }
+        assemble(c, n, all, width, at, whole);
         UG_TRY(ug_model_write_param(model, name, whole, (size_t)n * sizeof *whole));
         at += (n + c->size - 1) / c->size;
     }
@@ -104,16 +123,10 @@ ug_status ug_comm_gather_parameters(ug_comm *c, ug_optimizer *opt)
     int rank = 0, size = 1;
     ug_model *model = ug_optimizer_model(opt);
     const int64_t width = gather_width(model, c->size);
-    int64_t largest = 0;
-    for (int i = 0; i < ug_model_param_count(model); i++) {
-        ug_tensor *t = NULL;
-        ug_model_param_at(model, i, NULL, &t);
-        largest = ug_tensor_numel(t) > largest ? ug_tensor_numel(t) : largest;
-    }
     /* the rank's kept buffer: a fresh one each update cost page faults
      * (the MLP's epoch took 12 times as long) */
     float *mine = NULL;
-    ug_status st = ug_comm_host_buffer(c, (size_t)(width * (c->size + 1) + largest), op, &mine);
+    ug_status st = ug_comm_host_buffer(c, (size_t)(width * (c->size + 1) + largest_param(model)), op, &mine);
     float *all = mine ? mine + width : NULL, *whole = all ? all + width * c->size : NULL;
     if (st == UG_OK && (!ug_optim_sharded(opt, &rank, &size) || rank != c->rank || size != c->size))
         st = ug_set_error(UG_ERR_STATE, "%s: the optimizer is %s, not as rank %d of %d; shard it with "
@@ -137,16 +150,18 @@ ug_status ug_comm_consolidate_optimizer(ug_comm *c, ug_optimizer *opt, ug_optimi
     ug_model *model = ug_optimizer_model(opt);
     const int slots = ug_optimizer_state_count(opt), params = ug_model_param_count(model);
     const int64_t width = gather_width(model, c->size) * slots;
-    float *mine = ug_malloc((size_t)width * sizeof *mine + 1), *all = ug_malloc((size_t)(width * c->size) * sizeof *all + 1);
-    ug_status st = mine && all ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    float *at = mine;
-    for (int i = 0; st == UG_OK && i < params; i++) /* this rank's part of each state tensor */
+    float *mine = NULL;
+    ug_status st = ug_comm_host_buffer(c, (size_t)(width * (c->size + 1) + largest_param(model)), op, &mine);
+    float *all = mine ? mine + width : NULL, *host = all ? all + width * c->size : NULL;
+    /* this rank's part of each state tensor (all of the tensor), padded */
+    int64_t at = 0;
+    for (int i = 0; st == UG_OK && i < params; i++)
         for (int s = 0; st == UG_OK && s < slots; s++) {
             ug_tensor *t = NULL, *param = NULL;
             ug_model_param_at(model, i, NULL, &param);
             st = ug_optimizer_state(opt, i, s, &t);
             if (st == UG_OK && ug_tensor_numel(t) > 0)
-                st = ug_tensor_download(t, at, (size_t)ug_tensor_numel(t) * sizeof *at);
+                st = ug_tensor_download(t, mine + at, (size_t)ug_tensor_numel(t) * sizeof *mine);
             at += (ug_tensor_numel(param) + c->size - 1) / c->size;
         }
     if (st != UG_OK)
@@ -156,31 +171,19 @@ ug_status ug_comm_consolidate_optimizer(ug_comm *c, ug_optimizer *opt, ug_optimi
     if (st == UG_OK && c->rank == 0)
         st = ug_optim_whole_copy(opt, whole);
     /* rank 0: each whole state tensor from the ranks' parts */
-    float *host = NULL;
-    int64_t offset = 0;
+    at = 0;
     for (int i = 0; st == UG_OK && c->rank == 0 && i < params; i++) {
         ug_tensor *param = NULL;
         ug_model_param_at(model, i, NULL, &param);
-        const int64_t n = ug_tensor_numel(param), part = (n + c->size - 1) / c->size;
-        free(host);
-        host = ug_malloc((size_t)n * sizeof *host + 1);
-        if (!host)
-            st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-        for (int s = 0; st == UG_OK && s < slots; s++, offset += part) {
-            for (int r = 0; r < c->size; r++) {
-                int64_t begin, count;
-                ug_optim_shard_range(n, r, c->size, &begin, &count);
-                memcpy(host + begin, all + r * width + offset, (size_t)count * sizeof *host);
-            }
+        const int64_t n = ug_tensor_numel(param);
+        for (int s = 0; st == UG_OK && s < slots; s++, at += (n + c->size - 1) / c->size) {
             ug_tensor *t = NULL;
+            assemble(c, n, all, width, at, host);
             st = ug_optimizer_state(*whole, i, s, &t);
             if (st == UG_OK)
                 st = ug_tensor_upload(t, host, (size_t)n * sizeof *host);
         }
     }
-    free(host);
-    free(mine);
-    free(all);
     if (st != UG_OK) {
         ug_optimizer_free(*whole);
         *whole = NULL;

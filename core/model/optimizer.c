@@ -495,6 +495,7 @@ ug_status ug_optim_shard(ug_optimizer *opt, int rank, int size, ug_status (*agre
             ug_tensor_free(flat);
         }
     }
+    const ug_status mine = st;
     if (agree)
         st = agree(ctx, st);
     if (st != UG_OK) {
@@ -503,7 +504,7 @@ ug_status ug_optim_shard(ug_optimizer *opt, int rank, int size, ug_status (*agre
         free(parts);
         free(begin);
         free(count);
-        return ug_prefix_error(st, "%s", op);
+        return mine != UG_OK ? ug_prefix_error(st, "%s", op) : st; /* another rank's names the call */
     }
     for (size_t k = 0; k < states; k++) {
         ug_tensor_free(opt->state[k]);

@@ -172,7 +172,9 @@ UG_API int64_t ug_optimizer_steps(const ug_optimizer *optimizer);
 UG_API float ug_optimizer_current_lr(const ug_optimizer *optimizer);
 
 /* State for checkpoints: number of state tensors per parameter (SGD with
- * momentum 1, Adam 2) and access to them; and the step counter. */
+ * momentum 1, Adam 2) and access to them (shaped like the parameter; 1-D,
+ * this rank's part of it, when the state is sharded: comm.h's
+ * ug_comm_shard_optimizer); and the step counter. */
 UG_API int ug_optimizer_state_count(const ug_optimizer *optimizer);
 UG_API ug_status ug_optimizer_state(const ug_optimizer *optimizer, int param_index, int slot,
                              ug_tensor **tensor);
