@@ -177,6 +177,7 @@ static void test_refusals(ug_device *dev)
                   "rank %d: a checkpoint of a sharded optimizer gave %d: %s", k, (int)r[k].checkpoint,
                   r[k].checkpoint_message);
         CHECK_STATUS(r[k].reshard, UG_OK);
+        ug_comm_free(comms[k]);
     }
 
     /* A gather on an optimizer that was never sharded, on both ranks. */
