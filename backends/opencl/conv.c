@@ -175,32 +175,30 @@ ug_status ug_opencl_conv2d(ug_bdev *dev, const ug_conv_args *a)
     const cl_ulong frames = ws_off + (cl_ulong)d.packed;
     if (a->pass != UG_CONV_BACKWARD_WEIGHTS)
         UG_TRY(pack_weights(dev, a, &d, ws, ws_off));
+    /* an image's values of x and of dy */
+    const int64_t x_image = w->c * w->h * w->w, dy_image = a->oc * w->oh * w->ow;
+    UG_OPENCL_VIEW(x, a->x);
+    UG_OPENCL_VIEW(dy, a->dy);
     for (int64_t first = 0; first < w->n; first += chunk) {
         const int64_t images = w->n - first < chunk ? w->n - first : chunk;
-        if (a->pass == UG_CONV_FORWARD) {
-            UG_OPENCL_VIEW(x, a->x);
-            UG_TRY(frame_planes(dev, &d.f, ws, frames, x, x_off + (cl_ulong)(first * w->c * w->h * w->w),
-                                images * w->c, w->h, w->w));
-            ug_kview y = a->y;
-            y.offset += first * a->oc * w->oh * w->ow;
-            UG_TRY(direct_pass(dev, a, &d, ws, ws_off, ws, frames, y, images));
-        } else if (a->pass == UG_CONV_BACKWARD_DATA) {
-            UG_OPENCL_VIEW(dy, a->dy);
-            UG_TRY(frame_planes(dev, &d.f, ws, frames, dy, dy_off + (cl_ulong)(first * a->oc * w->oh * w->ow),
-                                images * a->oc, w->oh, w->ow));
-            ug_kview dx = a->dx;
-            dx.offset += first * w->c * w->h * w->w;
-            UG_TRY(direct_pass(dev, a, &d, ws, ws_off, ws, frames, dx, images));
+        if (a->pass != UG_CONV_BACKWARD_WEIGHTS) {
+            /* the forward pass of x into y, or of dy (taps reversed) into dx */
+            const bool forward = a->pass == UG_CONV_FORWARD;
+            UG_TRY(forward ? frame_planes(dev, &d.f, ws, frames, x, x_off + (cl_ulong)(first * x_image),
+                                          images * w->c, w->h, w->w)
+                           : frame_planes(dev, &d.f, ws, frames, dy, dy_off + (cl_ulong)(first * dy_image),
+                                          images * a->oc, w->oh, w->ow));
+            ug_kview out = forward ? a->y : a->dx;
+            out.offset += first * (forward ? dy_image : x_image);
+            UG_TRY(direct_pass(dev, a, &d, ws, ws_off, ws, frames, out, images));
         } else {
-            UG_OPENCL_VIEW(x, a->x);
-            UG_OPENCL_VIEW(dy, a->dy);
             const cl_ulong dy_frames = frames + (cl_ulong)(images * w->c * d.f.plane);
             /* dy laid out on x's frame rows, zeros where no output is */
             const conv_frame g = {.hp = w->oh, .wp = d.f.wp, .plane = d.f.len};
-            UG_TRY(frame_planes(dev, &d.f, ws, frames, x, x_off + (cl_ulong)(first * w->c * w->h * w->w),
-                                images * w->c, w->h, w->w));
-            UG_TRY(frame_planes(dev, &g, ws, dy_frames, dy, dy_off + (cl_ulong)(first * a->oc * w->oh * w->ow),
-                                images * a->oc, w->oh, w->ow));
+            UG_TRY(frame_planes(dev, &d.f, ws, frames, x, x_off + (cl_ulong)(first * x_image), images * w->c,
+                                w->h, w->w));
+            UG_TRY(frame_planes(dev, &g, ws, dy_frames, dy, dy_off + (cl_ulong)(first * dy_image), images * a->oc,
+                                w->oh, w->ow));
             UG_TRY(wgrad_pass(dev, a, &d, ws, frames, dy_frames, images, first ? 1.0f : 0.0f));
         }
     }
