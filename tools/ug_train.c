@@ -141,6 +141,11 @@ static int open_run(run *r)
                         "replicas\n");
         return 1;
     }
+    if (r->o.shard_optimizer && !r->comm) {
+        fprintf(stderr, "ug-train: --shard-optimizer shards over replicas: give --devices LIST, or run under "
+                        "mpirun\n");
+        return 1;
+    }
     r->o.model.inputs = ug_dataset_features(r->data.train);
     const ug_trainer_config c = trainer_config(r);
     replicas_start(&r->replicas, &c, &r->data, &r->o.model); /* the others create theirs alongside */

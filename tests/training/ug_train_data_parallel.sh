@@ -30,6 +30,12 @@ check() { # name, output file
         fail "$1 reached $got%, one device $one%"
     echo "ok $1: $got% against one device's $one%"
 }
+# Sharding the optimizer needs replicas: refused with one device.
+if "$train" --device cpu --data "$data" --epochs 1 --batch-size 64 --quiet --shard-optimizer > "$dir/alone.out" 2>&1 ||
+    ! grep -q "give --devices LIST, or run under mpirun" "$dir/alone.out"; then
+    cat "$dir/alone.out"
+    fail "--shard-optimizer on one device was not refused so"
+fi
 if [ "$opencl" = 1 ]; then
     "$train" --devices cpu,opencl:0 --data "$data" --epochs 1 --batch-size 64 --quiet > "$dir/local.out" 2>&1 ||
         fail "--devices cpu,opencl:0:"
