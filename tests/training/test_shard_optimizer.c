@@ -7,7 +7,8 @@
  * after every step, on both ranks (the same sums in the same order), with
  * accumulation, clipping, and f16 with loss scaling and an overflow; each
  * rank's state is its part: the two add up to the whole state and differ
- * by at most a value per tensor. Refused: ug_graph_run on a sharded
+ * by at most a value per tensor, and the pool's bytes in use drop by half
+ * the state's on sharding. Refused: ug_graph_run on a sharded
  * optimizer (it would not gather), a checkpoint of one, and a gather
  * without sharding; sharding again as the same rank is nothing. */
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "replica.h"
+#include "unigrad/memory.h"
 
 static replica ranks[2];
 
@@ -196,6 +198,72 @@ static void test_refusals(ug_device *dev)
     ug_model_free(model);
 }
 
+/* The pool's figures: each rank's optimizer of a 256 x 256 layer (Adam:
+ * two moments of 65 792 values) holds half its state once sharded. */
+typedef struct memory_rank {
+    ug_device *device;
+    ug_comm *comm;
+    ug_status status;
+    int64_t freed;            /* bytes in use before sharding less after */
+} memory_rank;
+
+enum { WIDE = 256 };
+
+static void *memory_main(void *arg)
+{
+    memory_rank *r = arg;
+    ug_model *model = NULL;
+    ug_graph *graph = NULL;
+    ug_optimizer *opt = NULL;
+    ug_value *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+    ug_memory_stats before = {0}, after = {0};
+    ug_status st = ug_model_create(r->device, 1, &model);
+    if (st == UG_OK) st = ug_graph_create(model, &graph);
+    if (st == UG_OK) st = ug_graph_input(graph, "x", UG_F32, 2, (int64_t[]){2, WIDE}, &x);
+    if (st == UG_OK) st = ug_graph_input(graph, "y", UG_I32, 1, (int64_t[]){2}, &y);
+    if (st == UG_OK) st = ug_nn_linear(graph, "fc", x, WIDE, &logits);
+    if (st == UG_OK) st = ug_g_cross_entropy(graph, logits, y, 0.0f, &loss);
+    if (st == UG_OK) st = ug_graph_backward(graph, loss);
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
+    /* both ranks' figures read between barriers: the same device's pool may be both's */
+    if (st == UG_OK) st = ug_comm_barrier(r->comm);
+    if (st == UG_OK) st = ug_memory_get_stats(r->device, &before);
+    if (st == UG_OK) st = ug_comm_barrier(r->comm);
+    if (st == UG_OK) st = ug_comm_shard_optimizer(r->comm, opt);
+    if (st == UG_OK) st = ug_comm_barrier(r->comm);
+    if (st == UG_OK) st = ug_memory_get_stats(r->device, &after);
+    if (st == UG_OK) st = ug_comm_barrier(r->comm);
+    r->status = st;
+    r->freed = (int64_t)before.bytes_in_use - (int64_t)after.bytes_in_use;
+    ug_graph_free(graph);
+    ug_optimizer_free(opt);
+    ug_model_free(model);
+    return NULL;
+}
+
+static void test_pool_holds_half(ug_device *dev)
+{
+    ug_device *devices[2] = {dev, dev};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    memory_rank r[2] = {{.device = dev, .comm = comms[0]}, {.device = dev, .comm = comms[1]}};
+    pthread_t threads[2];
+    for (int k = 0; k < 2; k++)
+        pthread_create(&threads[k], NULL, memory_main, &r[k]);
+    for (int k = 0; k < 2; k++)
+        pthread_join(threads[k], NULL);
+    /* one pool for both ranks: each reads both halves freed */
+    const double state = 2.0 * (WIDE * WIDE + WIDE) * sizeof(float), expect = state;
+    for (int k = 0; k < 2; k++) {
+        CHECK_STATUS(r[k].status, UG_OK);
+        CHECK_MSG(r[k].freed > 0.95 * expect && r[k].freed < 1.05 * expect,
+                  "rank %d: sharding freed %lld bytes of the pool; two ranks' halves of %.0f bytes of state are "
+                  "%.0f", k, (long long)r[k].freed, state, expect);
+        ug_comm_free(comms[k]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -204,6 +272,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(accumulation_clipping),
         TH_DEVICE_TEST(f16_overflow),
         TH_DEVICE_TEST(refusals),
+        TH_DEVICE_TEST(pool_holds_half),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
