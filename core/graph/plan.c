@@ -510,11 +510,33 @@ static uint64_t block_bytes(const ug_value *v)
     return ug_pool_block_bytes((size_t)ug_shape_numel(v->ndim, v->shape) * ug_dtype_size(v->dtype));
 }
 
+/* The optimizer's state for the graph's trained parameters, as the pool
+ * counts it: the state tensors as they are (this rank's part of each when
+ * the state is sharded, ug_comm_shard_optimizer, which may come after
+ * compile), or shaped like the parameters before the optimizer is set. */
+static uint64_t optimizer_device_bytes(const ug_graph *g)
+{
+    const int slots = g->optimizer ? ug_optim_slots(g->optimizer) : 0;
+    uint64_t bytes = 0;
+    for (int i = 0; slots && i < g->value_count; i++) {
+        const ug_value *v = g->values[i];
+        if (v->kind != VALUE_PARAM || !v->grad)
+            continue;
+        const int index = ug_model_param_index(g->model, v->param);
+        for (int s = 0; s < slots; s++) {
+            ug_tensor *t = NULL;
+            if (index >= 0 && index < ug_optimizer_param_count(g->optimizer))
+                ug_optimizer_state(g->optimizer, index, s, &t);
+            bytes += t ? ug_pool_block_bytes((size_t)ug_tensor_numel(t) * sizeof(float)) : block_bytes(v);
+        }
+    }
+    return bytes;
+}
+
 /* What the graph holds on the device, as the pool counts it. */
 static void count_device_bytes(ug_graph *g)
 {
     ug_graph_memory_info *m = &g->memory;
-    int slots = g->optimizer ? ug_optim_slots(g->optimizer) : 0;
     uint64_t sums = 0, gradients = 0;
     for (int i = 0; i < g->value_count; i++) {
         const ug_value *v = g->values[i];
@@ -523,8 +545,6 @@ static void count_device_bytes(ug_graph *g)
             gradients += block_bytes(v);
         } else if (v->kind == VALUE_PARAM || v->kind == VALUE_PARAM_COPY || v->kind == VALUE_CONSTANT) {
             m->parameter_bytes += block_bytes(v); /* constants: fixed tensors, as PyTorch's buffers */
-            if (v->kind == VALUE_PARAM && v->grad)
-                m->optimizer_bytes += (uint64_t)slots * block_bytes(v);
         } else if (v->kind == VALUE_SUM) {
             sums += block_bytes(v);
         }
@@ -532,6 +552,7 @@ static void count_device_bytes(ug_graph *g)
     if (g->check_count)
         sums += ug_pool_block_bytes((size_t)g->check_count * sizeof(float));
     size_t arena = m->activation_bytes ? (size_t)m->activation_bytes : ARENA_ALIGN;
+    m->optimizer_bytes = optimizer_device_bytes(g);
     m->accumulator_bytes = gradients; /* one per gradient */
     m->total_bytes = ug_pool_block_bytes(arena) + gradients + m->parameter_bytes + m->optimizer_bytes + sums;
 }
@@ -615,5 +636,8 @@ ug_status ug_graph_memory(ug_graph *g, ug_graph_memory_info *info)
             return ug_prefix_error(st, "ug_graph_memory");
     }
     *info = g->memory;
+    /* the state as it is now: sharding after compile takes a part of it */
+    info->optimizer_bytes = optimizer_device_bytes(g);
+    info->total_bytes = info->total_bytes - g->memory.optimizer_bytes + info->optimizer_bytes;
     return UG_OK;
 }

@@ -7,8 +7,8 @@
  * after every step, on both ranks (the same sums in the same order), with
  * accumulation, clipping, and f16 with loss scaling and an overflow; each
  * rank's state is its part: the two add up to the whole state and differ
- * by at most a value per tensor, and the pool's bytes in use drop by half
- * the state's on sharding. Refused: ug_graph_run on a sharded
+ * by at most a value per tensor, and the pool's bytes in use (and the
+ * graph's plan) drop by half the state's on sharding. Refused: ug_graph_run on a sharded
  * optimizer (it would not gather), a checkpoint of one, and a gather
  * without sharding; sharding again as the same rank is nothing. */
 #include <pthread.h>
@@ -205,6 +205,7 @@ typedef struct memory_rank {
     ug_comm *comm;
     ug_status status;
     int64_t freed;            /* bytes in use before sharding less after */
+    uint64_t planned[2];      /* ug_graph_memory's optimizer bytes before and after */
 } memory_rank;
 
 enum { WIDE = 256 };
@@ -226,6 +227,10 @@ static void *memory_main(void *arg)
     if (st == UG_OK) st = ug_graph_backward(graph, loss);
     ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
     if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
+    if (st == UG_OK) st = ug_graph_set_optimizer(graph, opt);
+    ug_graph_memory_info plan = {0};
+    if (st == UG_OK) st = ug_graph_memory(graph, &plan);
+    r->planned[0] = plan.optimizer_bytes;
     /* both ranks' figures read between barriers: the same device's pool may be both's */
     if (st == UG_OK) st = ug_comm_barrier(r->comm);
     if (st == UG_OK) st = ug_memory_get_stats(r->device, &before);
@@ -234,6 +239,8 @@ static void *memory_main(void *arg)
     if (st == UG_OK) st = ug_comm_barrier(r->comm);
     if (st == UG_OK) st = ug_memory_get_stats(r->device, &after);
     if (st == UG_OK) st = ug_comm_barrier(r->comm);
+    if (st == UG_OK) st = ug_graph_memory(graph, &plan);
+    r->planned[1] = plan.optimizer_bytes;
     r->status = st;
     r->freed = (int64_t)before.bytes_in_use - (int64_t)after.bytes_in_use;
     ug_graph_free(graph);
@@ -260,6 +267,9 @@ static void test_pool_holds_half(ug_device *dev)
         CHECK_MSG(r[k].freed > 0.95 * expect && r[k].freed < 1.05 * expect,
                   "rank %d: sharding freed %lld bytes of the pool; two ranks' halves of %.0f bytes of state are "
                   "%.0f", k, (long long)r[k].freed, state, expect);
+        CHECK_MSG(r[k].planned[0] >= state && r[k].planned[1] > 0.45 * state && r[k].planned[1] < 0.55 * state,
+                  "rank %d: the graph's plan counts %llu bytes of optimizer state, then %llu sharded (%.0f whole)",
+                  k, (unsigned long long)r[k].planned[0], (unsigned long long)r[k].planned[1], state);
         ug_comm_free(comms[k]);
     }
 }
