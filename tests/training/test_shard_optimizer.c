@@ -97,32 +97,59 @@ static void test_f16_overflow(ug_device *dev)
     check_same_bits(dev, 3, (replica_setup){.f16 = true, .overflow_step = 7}, "f16 with an overflow");
 }
 
-/* What a sharded optimizer refuses, on rank r of a pair. */
-typedef struct refusal_rank {
+/* A rank of a pair on one device: the first member of each test's rank. */
+typedef struct pair_member {
     ug_device *device;
     ug_comm *comm;
+} pair_member;
+
+/* Two ranks on dev, each running fn on its own thread; the group freed
+ * after. */
+static void run_members(ug_device *dev, void *(*fn)(void *), pair_member *a, pair_member *b)
+{
+    ug_device *devices[2] = {dev, dev};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    pair_member *members[2] = {a, b};
+    pthread_t threads[2];
+    for (int k = 0; k < 2; k++) {
+        *members[k] = (pair_member){.device = dev, .comm = comms[k]};
+        pthread_create(&threads[k], NULL, fn, members[k]);
+    }
+    for (int k = 0; k < 2; k++) {
+        pthread_join(threads[k], NULL);
+        ug_comm_free(comms[k]);
+    }
+}
+
+/* What a sharded optimizer refuses, on rank r of a pair. */
+typedef struct refusal_rank {
+    pair_member pair;
     ug_status run, checkpoint, reshard, shard;
     char run_message[256], checkpoint_message[256];
 } refusal_rank;
 
-static ug_status tiny_model(ug_device *dev, ug_model **model, ug_graph **graph, ug_optimizer **opt)
+enum { WIDE = 256 };
+
+/* A linear layer of width x width with Adam, compiled, two rows bound. */
+static ug_status linear_model(ug_device *dev, int64_t width, ug_model **model, ug_graph **graph, ug_optimizer **opt)
 {
     ug_value *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     ug_status st = ug_model_create(dev, 1, model);
     if (st == UG_OK) st = ug_graph_create(*model, graph);
-    if (st == UG_OK) st = ug_graph_input(*graph, "x", UG_F32, 2, (int64_t[]){2, 3}, &x);
+    if (st == UG_OK) st = ug_graph_input(*graph, "x", UG_F32, 2, (int64_t[]){2, width}, &x);
     if (st == UG_OK) st = ug_graph_input(*graph, "y", UG_I32, 1, (int64_t[]){2}, &y);
-    if (st == UG_OK) st = ug_nn_linear(*graph, "fc", x, 2, &logits);
+    if (st == UG_OK) st = ug_nn_linear(*graph, "fc", x, width, &logits);
     if (st == UG_OK) st = ug_g_cross_entropy(*graph, logits, y, 0.0f, &loss);
     if (st == UG_OK) st = ug_graph_backward(*graph, loss);
     ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
     if (st == UG_OK) st = ug_optimizer_create(*model, &oc, opt);
     if (st == UG_OK) st = ug_graph_set_optimizer(*graph, *opt);
     if (st == UG_OK) st = ug_graph_compile(*graph);
-    const float features[6] = {1, 2, 3, 4, 5, 6};
+    static float features[2 * WIDE] = {1, 2, 3, 4, 5, 6};
     const int32_t classes[2] = {0, 1};
     ug_tensor *xt = NULL, *yt = NULL;
-    if (st == UG_OK) st = ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){2, 3}, features, &xt);
+    if (st == UG_OK) st = ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){2, width}, features, &xt);
     if (st == UG_OK) st = ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){2}, classes, &yt);
     if (st == UG_OK) st = ug_graph_bind(*graph, x, xt);
     if (st == UG_OK) st = ug_graph_bind(*graph, y, yt);
@@ -137,9 +164,9 @@ static void *refusal_main(void *arg)
     ug_model *model = NULL;
     ug_graph *graph = NULL;
     ug_optimizer *opt = NULL;
-    r->shard = tiny_model(r->device, &model, &graph, &opt);
+    r->shard = linear_model(r->pair.device, 3, &model, &graph, &opt);
     if (r->shard == UG_OK)
-        r->shard = ug_comm_shard_optimizer(r->comm, opt);
+        r->shard = ug_comm_shard_optimizer(r->pair.comm, opt);
     if (r->shard == UG_OK) {
         r->run = ug_graph_run(graph);
         snprintf(r->run_message, sizeof r->run_message, "%s", ug_last_error());
@@ -152,7 +179,7 @@ static void *refusal_main(void *arg)
         snprintf(r->checkpoint_message, sizeof r->checkpoint_message, "%s", ug_last_error());
         ug_checkpoint_free(ck);
         /* the same rank of the same size again: nothing */
-        r->reshard = ug_comm_shard_optimizer(r->comm, opt);
+        r->reshard = ug_comm_shard_optimizer(r->pair.comm, opt);
     }
     ug_graph_free(graph);
     ug_optimizer_free(opt);
@@ -162,15 +189,8 @@ static void *refusal_main(void *arg)
 
 static void test_refusals(ug_device *dev)
 {
-    ug_device *devices[2] = {dev, dev};
-    ug_comm *comms[2];
-    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
-    refusal_rank r[2] = {{.device = dev, .comm = comms[0]}, {.device = dev, .comm = comms[1]}};
-    pthread_t threads[2];
-    for (int k = 0; k < 2; k++)
-        pthread_create(&threads[k], NULL, refusal_main, &r[k]);
-    for (int k = 0; k < 2; k++)
-        pthread_join(threads[k], NULL);
+    refusal_rank r[2] = {0};
+    run_members(dev, refusal_main, &r[0].pair, &r[1].pair);
     for (int k = 0; k < 2; k++) {
         CHECK_STATUS(r[k].shard, UG_OK);
         CHECK_MSG(r[k].run == UG_ERR_STATE && strstr(r[k].run_message, "ug_comm_gather_parameters"),
@@ -179,15 +199,16 @@ static void test_refusals(ug_device *dev)
                   "rank %d: a checkpoint of a sharded optimizer gave %d: %s", k, (int)r[k].checkpoint,
                   r[k].checkpoint_message);
         CHECK_STATUS(r[k].reshard, UG_OK);
-        ug_comm_free(comms[k]);
     }
 
-    /* A gather on an optimizer that was never sharded, on both ranks. */
+    /* A gather on an optimizer that was never sharded. */
+    ug_device *devices[2] = {dev, dev};
+    ug_comm *comms[2];
     REQUIRE_OK(ug_comm_local_create(2, devices, comms));
     ug_model *model = NULL;
     ug_graph *graph = NULL;
     ug_optimizer *opt = NULL;
-    REQUIRE_OK(tiny_model(dev, &model, &graph, &opt));
+    REQUIRE_OK(linear_model(dev, 3, &model, &graph, &opt));
     ug_status st = ug_comm_gather_parameters(comms[0], opt);
     CHECK_MSG(st == UG_ERR_STATE && strstr(ug_last_error(), "not sharded"), "a gather without sharding gave %d: %s",
               (int)st, ug_last_error());
@@ -201,44 +222,33 @@ static void test_refusals(ug_device *dev)
 /* The pool's figures: each rank's optimizer of a 256 x 256 layer (Adam:
  * two moments of 65 792 values) holds half its state once sharded. */
 typedef struct memory_rank {
-    ug_device *device;
-    ug_comm *comm;
+    pair_member pair;
     ug_status status;
     int64_t freed;            /* bytes in use before sharding less after */
     uint64_t planned[2];      /* ug_graph_memory's optimizer bytes before and after */
 } memory_rank;
 
-enum { WIDE = 256 };
-
 static void *memory_main(void *arg)
 {
     memory_rank *r = arg;
+    ug_device *dev = r->pair.device;
+    ug_comm *comm = r->pair.comm;
     ug_model *model = NULL;
     ug_graph *graph = NULL;
     ug_optimizer *opt = NULL;
-    ug_value *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
     ug_memory_stats before = {0}, after = {0};
-    ug_status st = ug_model_create(r->device, 1, &model);
-    if (st == UG_OK) st = ug_graph_create(model, &graph);
-    if (st == UG_OK) st = ug_graph_input(graph, "x", UG_F32, 2, (int64_t[]){2, WIDE}, &x);
-    if (st == UG_OK) st = ug_graph_input(graph, "y", UG_I32, 1, (int64_t[]){2}, &y);
-    if (st == UG_OK) st = ug_nn_linear(graph, "fc", x, WIDE, &logits);
-    if (st == UG_OK) st = ug_g_cross_entropy(graph, logits, y, 0.0f, &loss);
-    if (st == UG_OK) st = ug_graph_backward(graph, loss);
-    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
-    if (st == UG_OK) st = ug_optimizer_create(model, &oc, &opt);
-    if (st == UG_OK) st = ug_graph_set_optimizer(graph, opt);
+    ug_status st = linear_model(dev, WIDE, &model, &graph, &opt);
     ug_graph_memory_info plan = {0};
     if (st == UG_OK) st = ug_graph_memory(graph, &plan);
     r->planned[0] = plan.optimizer_bytes;
     /* both ranks' figures read between barriers: the same device's pool may be both's */
-    if (st == UG_OK) st = ug_comm_barrier(r->comm);
-    if (st == UG_OK) st = ug_memory_get_stats(r->device, &before);
-    if (st == UG_OK) st = ug_comm_barrier(r->comm);
-    if (st == UG_OK) st = ug_comm_shard_optimizer(r->comm, opt);
-    if (st == UG_OK) st = ug_comm_barrier(r->comm);
-    if (st == UG_OK) st = ug_memory_get_stats(r->device, &after);
-    if (st == UG_OK) st = ug_comm_barrier(r->comm);
+    if (st == UG_OK) st = ug_comm_barrier(comm);
+    if (st == UG_OK) st = ug_memory_get_stats(dev, &before);
+    if (st == UG_OK) st = ug_comm_barrier(comm);
+    if (st == UG_OK) st = ug_comm_shard_optimizer(comm, opt);
+    if (st == UG_OK) st = ug_comm_barrier(comm);
+    if (st == UG_OK) st = ug_memory_get_stats(dev, &after);
+    if (st == UG_OK) st = ug_comm_barrier(comm);
     if (st == UG_OK) st = ug_graph_memory(graph, &plan);
     r->planned[1] = plan.optimizer_bytes;
     r->status = st;
@@ -251,15 +261,8 @@ static void *memory_main(void *arg)
 
 static void test_pool_holds_half(ug_device *dev)
 {
-    ug_device *devices[2] = {dev, dev};
-    ug_comm *comms[2];
-    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
-    memory_rank r[2] = {{.device = dev, .comm = comms[0]}, {.device = dev, .comm = comms[1]}};
-    pthread_t threads[2];
-    for (int k = 0; k < 2; k++)
-        pthread_create(&threads[k], NULL, memory_main, &r[k]);
-    for (int k = 0; k < 2; k++)
-        pthread_join(threads[k], NULL);
+    memory_rank r[2] = {0};
+    run_members(dev, memory_main, &r[0].pair, &r[1].pair);
     /* one pool for both ranks: each reads both halves freed */
     const double state = 2.0 * (WIDE * WIDE + WIDE) * sizeof(float), expect = state;
     for (int k = 0; k < 2; k++) {
@@ -270,7 +273,6 @@ static void test_pool_holds_half(ug_device *dev)
         CHECK_MSG(r[k].planned[0] >= state && r[k].planned[1] > 0.45 * state && r[k].planned[1] < 0.55 * state,
                   "rank %d: the graph's plan counts %llu bytes of optimizer state, then %llu sharded (%.0f whole)",
                   k, (unsigned long long)r[k].planned[0], (unsigned long long)r[k].planned[1], state);
-        ug_comm_free(comms[k]);
     }
 }
 
