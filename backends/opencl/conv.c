@@ -42,17 +42,17 @@ static bool direct_geometry(const ug_bdev *dev, const ug_conv_args *a, conv_dire
         (int64_t)w->kw * w->dw > most || w->ph > most || w->pw > most)
         return false;
     const int64_t reach_y = (int64_t)(w->kh - 1) * w->dh, reach_x = (int64_t)(w->kw - 1) * w->dw;
-    *d = (conv_direct){.channels = w->c, .rows = a->oc, .oh = w->oh, .ow = w->ow};
-    d->f = (conv_frame){.top = w->ph, .left = w->pw, .hp = w->h + 2 * w->ph, .wp = w->w + 2 * w->pw};
-    if (a->pass == UG_CONV_BACKWARD_DATA) {
+    if (a->pass != UG_CONV_BACKWARD_DATA) { /* x framed by its padding */
+        const conv_frame f = {.top = w->ph, .left = w->pw, .hp = w->h + 2 * w->ph, .wp = w->w + 2 * w->pw};
+        *d = (conv_direct){.f = f, .channels = w->c, .rows = a->oc, .oh = w->oh, .ow = w->ow};
+    } else {
         /* the forward pass of dy framed by the taps' reach less the padding,
          * with the taps reversed: needs padding within the reach */
         if (w->ph > reach_y || w->pw > reach_x)
             return false;
-        d->f = (conv_frame){.top = reach_y - w->ph, .left = reach_x - w->pw};
-        d->f.hp = w->oh + 2 * d->f.top;
-        d->f.wp = w->ow + 2 * d->f.left;
-        *d = (conv_direct){.f = d->f, .channels = a->oc, .rows = w->c, .oh = w->h, .ow = w->w};
+        const int64_t top = reach_y - w->ph, left = reach_x - w->pw;
+        const conv_frame f = {.top = top, .left = left, .hp = w->oh + 2 * top, .wp = w->ow + 2 * left};
+        *d = (conv_direct){.f = f, .channels = a->oc, .rows = w->c, .oh = w->h, .ow = w->w};
     }
     d->f.len = round16(d->oh * d->f.wp);
     d->f.plane = round16(d->f.len + reach_y * d->f.wp + reach_x);
