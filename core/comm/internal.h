@@ -25,6 +25,14 @@ typedef struct comm_engine {
     /* (ug_comm_free calls fail with why UG_COMM_LEAVING first.) */
     /* This rank leaves: the engine's state of it is freed. */
     void (*leave)(ug_comm *c);
+    /* Point-to-point (NULL: the engine has none). send queues a copy of
+     * bytes for rank dest and returns without waiting for the receiver;
+     * recv waits, at most the timeout, for the oldest message from source
+     * not yet received (messages between two ranks keep their order),
+     * its size in *bytes; one larger than capacity stays to be received:
+     * UG_ERR_SHAPE, its size in *bytes. */
+    ug_status (*send)(ug_comm *c, const void *data, size_t bytes, int dest);
+    ug_status (*recv)(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes);
     /* Optional: how its all-reduces travel, in words (ug_comm_transport);
      * NULL: the engine's name says it. */
     const char *(*transport)(const ug_comm *c);
@@ -116,6 +124,10 @@ ug_status ug_comm_check_models(ug_comm *c, ug_model *model, const char *op);
  * rank's part of a sharded optimizer's state into *whole, on rank 0, an
  * unsharded copy of it (NULL on the others). */
 ug_status ug_comm_consolidate_optimizer(ug_comm *c, ug_optimizer *opt, ug_optimizer **whole);
+/* p2p.c: ug_comm_recv into a tensor with at least the rows sent (the
+ * other sizes and the dtype the same): its first rows take them, *rows
+ * says how many. */
+ug_status ug_comm_recv_rows(ug_comm *c, ug_tensor *t, int source, int64_t *rows);
 /* Test hook: this rank's forward and backward take seconds per row, as if
  * timed, so that a test knows the shares the trainer must choose. */
 void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds);

@@ -30,6 +30,13 @@ typedef struct slot {
     uint64_t arrived;         /* the generation the rank last arrived at */
 } slot;
 
+/* A point-to-point message, queued for its receiver. */
+typedef struct message {
+    struct message *next;
+    size_t bytes;
+    unsigned char data[];
+} message;
+
 typedef struct group {
     pthread_mutex_t lock;
     pthread_cond_t changed;
@@ -40,14 +47,33 @@ typedef struct group {
     char why[384];
     float *scratch;
     size_t scratch_floats;
+    /* [source * size + dest]: the messages sent and not yet received,
+     * oldest first (and the last, where the next goes). */
+    message **mail, **mail_last;
     slot slots[];
 } group;
 
 static group *group_of(ug_comm *c) { return c->group; }
+static void break_locked(group *g, int rank, const char *why);
 
 static ug_status broken(group *g, const char *what)
 {
     return ug_set_error(UG_ERR_BACKEND, "%s: the group is broken: %s", what, g->why);
+}
+
+/* When the rank's timeout from now passes. */
+static struct timespec deadline_of(const ug_comm *c)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    double whole = floor(c->timeout);
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((c->timeout - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    return deadline;
 }
 
 /* Waits until every rank has arrived (lock held on entry and exit). */
@@ -64,15 +90,7 @@ static ug_status barrier_locked(ug_comm *c, const char *what)
         pthread_cond_broadcast(&g->changed);
         return UG_OK;
     }
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    double whole = floor(c->timeout);
-    deadline.tv_sec += (time_t)whole;
-    deadline.tv_nsec += (long)((c->timeout - whole) * 1e9);
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = deadline_of(c);
     while (g->generation == generation && !g->broken)
         if (pthread_cond_timedwait(&g->changed, &g->lock, &deadline) == ETIMEDOUT && g->generation == generation &&
             !g->broken) {
@@ -194,6 +212,67 @@ static ug_status local_barrier(ug_comm *c)
     return st;
 }
 
+/* Queues a copy for dest and returns: the sender never waits for the
+ * receiver, so two ranks may send to each other at once. */
+static ug_status local_send(ug_comm *c, const void *data, size_t bytes, int dest)
+{
+    group *g = group_of(c);
+    message *m = ug_malloc(sizeof *m + (bytes ? bytes : 1));
+    if (!m)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_send: out of host memory for %zu bytes", bytes);
+    m->next = NULL;
+    m->bytes = bytes;
+    memcpy(m->data, data, bytes);
+    pthread_mutex_lock(&g->lock);
+    if (g->broken) {
+        pthread_mutex_unlock(&g->lock);
+        free(m);
+        return broken(g, "ug_comm_send");
+    }
+    const size_t box = (size_t)c->rank * (size_t)g->size + (size_t)dest;
+    *(g->mail[box] ? &g->mail_last[box]->next : &g->mail[box]) = m;
+    g->mail_last[box] = m;
+    pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->lock);
+    return UG_OK;
+}
+
+/* The oldest message from source, waiting at most the timeout (which
+ * breaks the group: the sender stopped). One larger than capacity stays
+ * queued: UG_ERR_SHAPE, its size in *bytes. */
+static ug_status local_recv(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes)
+{
+    group *g = group_of(c);
+    const size_t box = (size_t)source * (size_t)g->size + (size_t)c->rank;
+    struct timespec deadline = deadline_of(c);
+    pthread_mutex_lock(&g->lock);
+    while (!g->mail[box] && !g->broken)
+        if (pthread_cond_timedwait(&g->changed, &g->lock, &deadline) == ETIMEDOUT && !g->mail[box] && !g->broken) {
+            char why[160];
+            snprintf(why, sizeof why, "waited %g s in ug_comm_recv for rank %d's message; raise the timeout "
+                     "(ug_comm_set_timeout) if it is slow, or look for why it stopped", c->timeout, source);
+            break_locked(g, c->rank, why);
+        }
+    message *m = g->mail[box];
+    ug_status st = UG_OK;
+    if (!m)
+        st = broken(g, "ug_comm_recv");
+    else if (m->bytes > capacity)
+        st = ug_set_error(UG_ERR_SHAPE, "ug_comm_recv: rank %d sent %zu bytes, more than the %zu received into",
+                          source, m->bytes, capacity);
+    else
+        g->mail[box] = m->next;
+    pthread_mutex_unlock(&g->lock);
+    if (st != UG_OK) {
+        *bytes = m ? m->bytes : 0;
+        return st;
+    }
+    memcpy(data, m->data, m->bytes);
+    *bytes = m->bytes;
+    free(m);
+    return UG_OK;
+}
+
 static void break_locked(group *g, int rank, const char *why)
 {
     if (g->broken)
@@ -222,19 +301,37 @@ static void local_leave(ug_comm *c)
         return;
     pthread_cond_destroy(&g->changed);
     pthread_mutex_destroy(&g->lock);
+    for (size_t box = 0; box < (size_t)g->size * (size_t)g->size; box++)
+        for (message *m = g->mail[box], *next; m; m = next) {
+            next = m->next;
+            free(m);
+        }
+    free(g->mail);
+    free(g->mail_last);
     free(g->scratch);
     free(g);
 }
 
 const comm_engine ug_comm_local_engine = {
     .name = "in-process", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
-    .all_gather = local_all_gather, .barrier = local_barrier, .fail = local_fail, .leave = local_leave};
+    .all_gather = local_all_gather, .barrier = local_barrier, .fail = local_fail, .leave = local_leave,
+    .send = local_send, .recv = local_recv};
 
 void *ug_comm_local_group(int size)
 {
     group *g = ug_calloc(1, sizeof *g + (size_t)size * sizeof(slot));
-    if (!g)
+    if (g) {
+        g->mail = ug_calloc((size_t)size * (size_t)size, sizeof *g->mail);
+        g->mail_last = ug_calloc((size_t)size * (size_t)size, sizeof *g->mail_last);
+    }
+    if (!g || !g->mail || !g->mail_last) {
+        if (g) {
+            free(g->mail);
+            free(g->mail_last);
+        }
+        free(g);
         return NULL;
+    }
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->changed, NULL);
     g->size = g->members = size;

@@ -203,11 +203,46 @@ static ug_status mpi_bucket_memory(ug_comm *c, size_t bytes, ug_storage **out)
     return st;
 }
 
+/* Point-to-point needs no agreement; a failed one (a timeout, an MPI
+ * error) breaks the group as a failed collective does. */
+static ug_status p2p_failed(ug_comm *c, const char *op, const char *why)
+{
+    char text[WHY];
+    snprintf(text, sizeof text, "rank %d: %.360s", c->rank, why);
+    break_group(c->group, text, NULL);
+    return ug_set_error(UG_ERR_BACKEND, "%s: %s", op, why);
+}
+
+static ug_status mpi_send(ug_comm *c, const void *data, size_t bytes, int dest)
+{
+    mpi_group *g = c->group;
+    char why[WHY], refusal[WHY];
+    if (is_broken(g, why, sizeof why, refusal))
+        return ug_set_error(UG_ERR_BACKEND, "ug_comm_send: the communicator is broken: %s", why);
+    if (g->module->send(data, bytes, dest, why, sizeof why))
+        return p2p_failed(c, "ug_comm_send", why);
+    return UG_OK;
+}
+
+static ug_status mpi_recv(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes)
+{
+    mpi_group *g = c->group;
+    char why[WHY], refusal[WHY];
+    if (is_broken(g, why, sizeof why, refusal))
+        return ug_set_error(UG_ERR_BACKEND, "ug_comm_recv: the communicator is broken: %s", why);
+    const int rc = g->module->recv(data, capacity, source, bytes, c->timeout, why, sizeof why);
+    if (rc == 2)
+        return ug_set_error(UG_ERR_SHAPE, "ug_comm_recv: rank %d sent %zu bytes, more than the %zu received into",
+                            source, *bytes, capacity);
+    return rc ? p2p_failed(c, "ug_comm_recv", why) : UG_OK;
+}
+
 static const char *mpi_transport(const ug_comm *c) { return ((mpi_group *)c->group)->module->transport(); }
 
 static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast,
                                        .all_gather = mpi_all_gather, .barrier = mpi_barrier, .fail = mpi_fail,
                                        .leave = mpi_leave, .transport = mpi_transport,
+                                       .send = mpi_send, .recv = mpi_recv,
                                        .bucket_memory = mpi_bucket_memory};
 
 /* A collective: a rank that refuses (its arguments, its memory) still

@@ -45,11 +45,12 @@ void ug_mpi_abandon(void) { abandoned = 1; }
  * non-blocking collective on only inside MPI calls, so the first second
  * polls without pause (yielding the core to the rank's compute thread);
  * later polls, of a rank waiting for a slow one, sleep between. */
-int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *why, size_t len)
+int ug_mpi_wait_status(MPI_Request *request, MPI_Status *status, const char *what, double timeout, char *why,
+                       size_t len)
 {
     const double start = ug_seconds_now();
     for (int flag = 0;;) {
-        int rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
+        int rc = MPI_Test(request, &flag, status);
         if (rc != MPI_SUCCESS) {
             ug_mpi_abandon();
             return ug_mpi_error(rc, what, why, len);
@@ -72,8 +73,15 @@ int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *wh
     }
 }
 
+int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *why, size_t len)
+{
+    return ug_mpi_wait_status(request, MPI_STATUS_IGNORE, what, timeout, why, len);
+}
+
 static void finalize(void)
 {
+    if (!abandoned)
+        ug_mpi_p2p_finish();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && !abandoned)
@@ -302,6 +310,8 @@ static const ug_mpi_module module = {.version = UG_MPI_MODULE_VERSION,
                                      .all_reduce = all_reduce,
                                      .broadcast = broadcast,
                                      .all_gather = all_gather,
+                                     .send = ug_mpi_send,
+                                     .recv = ug_mpi_recv,
                                      .transport = ug_mpi_shared_transport,
                                      .shared_block = ug_mpi_shared_block,
                                      .shared_block_free = ug_mpi_shared_block_free};

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define UG_MPI_MODULE_VERSION 5
+#define UG_MPI_MODULE_VERSION 6
 #define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
 
 /* What a rank asks of a collective (or of ug_comm_mpi_create), which every
@@ -65,6 +65,14 @@ typedef struct ug_mpi_module {
     int (*all_reduce)(float *data, size_t n, int op, double timeout, char *why, size_t len);
     int (*broadcast)(float *data, size_t n, int root, double timeout, char *why, size_t len);
     int (*all_gather)(const float *in, size_t n, float *out, double timeout, char *why, size_t len);
+    /* Point-to-point on MPI_COMM_WORLD, neither an agreement: send copies
+     * bytes and starts them to rank dest without waiting for the receiver
+     * (sends still pending complete inside later calls, and before MPI is
+     * finalised); recv waits at most timeout seconds for the next message
+     * from source, its size in *bytes: 0 when it was received, 2 when it
+     * is larger than capacity (it stays to be received), 1 on an error. */
+    int (*send)(const void *data, size_t bytes, int dest, char *why, size_t len);
+    int (*recv)(void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why, size_t len);
     /* How the all-reduces travel, in words: through shared memory among
      * the ranks of a machine (mpi_shared.c), or MPI's own. */
     const char *(*transport)(void);

@@ -1,6 +1,7 @@
 /* Inside libunigrad-mpi.so: all-reduces among the ranks that share a
- * machine, through an MPI-3 shared-memory window (mpi_shared.c), and the
- * polled wait that every collective of the module uses (mpi_module.c). */
+ * machine, through an MPI-3 shared-memory window (mpi_shared.c), the
+ * polled wait that every collective of the module uses (mpi_module.c),
+ * and point-to-point messages (mpi_p2p.c). */
 #ifndef UG_CORE_COMM_MPI_SHARED_H
 #define UG_CORE_COMM_MPI_SHARED_H
 
@@ -11,6 +12,14 @@
 /* Polls request until it completes (0) or timeout seconds pass (1, with
  * the reason in why); what names the collective in the message. */
 int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *why, size_t len);
+/* The same, with the completed request's status (a receive's count). */
+int ug_mpi_wait_status(MPI_Request *request, MPI_Status *status, const char *what, double timeout, char *why,
+                       size_t len);
+/* mpi_p2p.c: the module's send and recv, and the end of the sends still
+ * pending, before MPI is finalised. */
+int ug_mpi_send(const void *data, size_t bytes, int dest, char *why, size_t len);
+int ug_mpi_recv(void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why, size_t len);
+void ug_mpi_p2p_finish(void);
 /* MPI cannot be finalised any more: a rank gave up waiting for another
  * (MPI_Finalize would wait for it too), so the process leaves without. */
 void ug_mpi_abandon(void);

@@ -137,6 +137,19 @@ static ug_status host_all_reduce(ug_comm *c, float *data, size_t n, ug_comm_op o
     return b->engine->all_reduce(b, data, n, op);
 }
 
+/* Point-to-point through the bootstrap's engine (host-staged). */
+static ug_status host_send(ug_comm *c, const void *data, size_t bytes, int dest)
+{
+    ug_comm *b = bootstrap_of(c);
+    return b->engine->send(b, data, bytes, dest);
+}
+
+static ug_status host_recv(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes)
+{
+    ug_comm *b = bootstrap_of(c);
+    return b->engine->recv(b, data, capacity, source, bytes);
+}
+
 static ug_status host_broadcast(ug_comm *c, float *data, size_t n, int root)
 {
     ug_comm *b = bootstrap_of(c);
@@ -286,7 +299,8 @@ static ug_status device_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *o
 #define NCCL_ENGINE(NAME)                                                                                     \
     {.name = NAME, .all_reduce = host_all_reduce, .broadcast = host_broadcast, .all_gather = host_all_gather, \
      .barrier = host_barrier, .fail = fail, .leave = leave, .device_all_reduce = device_all_reduce,           \
-     .device_broadcast = device_broadcast, .device_all_gather = device_all_gather}
+     .device_broadcast = device_broadcast, .device_all_gather = device_all_gather, .send = host_send,           \
+     .recv = host_recv}
 static const comm_engine nccl_engine = NCCL_ENGINE("NCCL"), rccl_engine = NCCL_ENGINE("RCCL");
 #undef NCCL_ENGINE
 

@@ -57,12 +57,13 @@ bool ug_grad_needed(const ug_value *v)
     return ug_value_base(v)->needs_grad;
 }
 
-/* A value needs a gradient when a parameter reaches it; nodes are in
- * topological order, so one forward pass marks them all. */
-static void mark_needs_grad(ug_graph *g)
+/* A value needs a gradient when a parameter (or the input whose gradient
+ * is wanted) reaches it; nodes are in topological order, so one forward
+ * pass marks them all. */
+static void mark_needs_grad(ug_graph *g, const ug_value *wanted)
 {
     for (int i = 0; i < g->value_count; i++)
-        g->values[i]->needs_grad = g->values[i]->kind == VALUE_PARAM;
+        g->values[i]->needs_grad = g->values[i]->kind == VALUE_PARAM || g->values[i] == wanted;
     for (int i = 0; i < g->node_count; i++) {
         graph_node *n = g->nodes[i];
         for (int k = 0; k < n->nin && n->out; k++)
@@ -70,17 +71,20 @@ static void mark_needs_grad(ug_graph *g)
     }
 }
 
-ug_status ug_autograd_derive(ug_graph *g, ug_value *loss)
+ug_status ug_autograd_derive(ug_graph *g, ug_value *root, ug_value *seed, ug_value *wanted)
 {
     int forward_nodes = g->node_count;
-    mark_needs_grad(g);
-    if (!ug_grad_needed(loss))
-        return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the loss does not depend on any parameter");
-    ug_value *seed = NULL;
-    ug_op seed_op = {.def = &ug_op_loss_seed, .name = "loss seed", .p.seed = {.run = &g->run, .ndim = loss->ndim}};
-    memcpy(seed_op.p.seed.shape, loss->shape, sizeof(int64_t) * (size_t)loss->ndim);
-    UG_TRY(ug_op_graph(g, &seed_op, 0, NULL, &seed));
-    UG_TRY(accumulate(g, loss, seed));
+    mark_needs_grad(g, wanted);
+    if (!ug_grad_needed(root))
+        return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the %s does not depend on any parameter%s",
+                            seed ? "stage's output" : "loss", wanted ? " or on the stage's input" : "");
+    if (!seed) {
+        ug_op seed_op = {.def = &ug_op_loss_seed, .name = "loss seed",
+                         .p.seed = {.run = &g->run, .ndim = root->ndim}};
+        memcpy(seed_op.p.seed.shape, root->shape, sizeof(int64_t) * (size_t)root->ndim);
+        UG_TRY(ug_op_graph(g, &seed_op, 0, NULL, &seed));
+    }
+    UG_TRY(accumulate(g, root, seed));
     for (int i = forward_nodes - 1; i >= 0; i--) {
         graph_node *n = g->nodes[i];
         ug_value *gy = n->out ? n->out->grad : NULL;

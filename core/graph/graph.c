@@ -314,25 +314,44 @@ ug_status ug_graph_keep(ug_graph *g, ug_value *v)
     return UG_OK;
 }
 
-ug_status ug_graph_backward(ug_graph *g, ug_value *loss)
+ug_status ug_graph_backward_stage(ug_graph *g, ug_value *root, ug_value *seed, ug_value *input,
+                                  ug_value **input_grad)
 {
     UG_TRY(ug_graph_check_open(g, "ug_graph_backward"));
-    UG_TRY(ug_graph_check_value(g, loss, "ug_graph_backward", "loss"));
+    UG_TRY(ug_graph_check_value(g, root, "ug_graph_backward", seed ? "output" : "loss"));
     if (g->has_backward)
         return ug_set_error(UG_ERR_STATE, "ug_graph_backward: the graph already has a backward pass");
-    if (ug_shape_numel(loss->ndim, loss->shape) != 1 || loss->dtype != UG_F32)
+    if (!seed && (ug_shape_numel(root->ndim, root->shape) != 1 || root->dtype != UG_F32))
         return ug_set_error(UG_ERR_SHAPE, "ug_graph_backward: the loss must be one f32 element");
     ug_graph_mark mark = ug_graph_mark_now(g);
     g->building = PHASE_BACKWARD;
-    ug_status st = ug_autograd_derive(g, loss);
+    ug_status st = ug_autograd_derive(g, root, seed, input);
+    ug_value *grad = input ? ug_value_base(input)->grad : NULL;
+    if (st == UG_OK && input && !grad)
+        st = ug_set_error(UG_ERR_STATE, "ug_graph_backward: the stage's input '%s' reaches its %s through no "
+                          "differentiable op, so no gradient goes back to the stage before", input->name,
+                          seed ? "output" : "loss");
+    /* The gradient sent back is a value of its own, never the seed or a
+     * view of another. */
+    if (st == UG_OK && grad && (ug_value_base(grad)->kind != VALUE_TEMP || grad->kind == VALUE_ALIAS))
+        st = ug_g_scale_shift(g, grad, 1.0f, 0.0f, &grad);
     g->building = PHASE_FORWARD;
+    if (st == UG_OK && grad)
+        st = ug_graph_keep(g, grad);
     if (st != UG_OK) {
         ug_graph_rollback(g, mark);
         return st;
     }
-    g->loss = loss;
+    if (input_grad)
+        *input_grad = grad;
+    g->loss = seed ? NULL : root;
     g->has_backward = true;
-    return ug_graph_keep(g, loss);
+    return seed ? UG_OK : ug_graph_keep(g, root);
+}
+
+ug_status ug_graph_backward(ug_graph *g, ug_value *loss)
+{
+    return ug_graph_backward_stage(g, loss, NULL, NULL, NULL);
 }
 
 ug_status ug_graph_set_optimizer(ug_graph *g, ug_optimizer *opt)

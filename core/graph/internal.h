@@ -220,8 +220,16 @@ ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin
 ug_status ug_autocast_inputs(ug_graph *g, const ug_op *op, int nin, ug_value *const *in,
                              ug_value **cast);
 
-/* autograd.c */
-ug_status ug_autograd_derive(ug_graph *g, ug_value *loss);
+/* autograd.c: the gradients of root, seeded by seed (a value of root's
+ * shape; NULL: root is the loss, seeded as ug_graph_backward seeds it),
+ * with respect to every parameter and to wanted (an input, or NULL),
+ * whose gradient is then wanted->grad. */
+ug_status ug_autograd_derive(ug_graph *g, ug_value *root, ug_value *seed, ug_value *wanted);
+/* graph.c, for pipeline stages (core/comm/pipeline.c): ug_graph_backward
+ * from root, seeded by seed as above, which also derives the gradient of
+ * the input `input` (when not NULL) and keeps it readable in *input_grad. */
+ug_status ug_graph_backward_stage(ug_graph *g, ug_value *root, ug_value *seed, ug_value *input,
+                                  ug_value **input_grad);
 
 /* graph/update.c */
 /* Appends opt's update nodes: the step's gate, then each parameter's. */

@@ -171,7 +171,7 @@ static ug_status attention_args(const ug_op *op, const ug_tensor *const *in, ug_
     if (op->p.attention.dropout > 0.0f && (!run || run->training)) {
         a->dropout = op->p.attention.dropout;
         a->seed = run ? ug_dropout_key(run->seed) : op->p.attention.seed;
-        a->offset = op->p.attention.offset;
+        a->offset = op->p.attention.offset + (run ? run->first_dropout_stream << 32 : 0);
         if (run)
             a->runs = ug_kview_of(run->run_count);
     }

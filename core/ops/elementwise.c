@@ -688,7 +688,8 @@ static ug_status dropout_mask_launch(const ug_op *op, ug_tensor *const *out,
     if (!run->training)
         return UG_OK; /* eval mode: the mask is not read */
     /* The run's part of the counter is read on the device (ug_graph_count_run). */
-    return ug_launch_random(op->name, false, 0.0f, 1.0f, ug_dropout_key(run->seed), op->p.dropout.stream << 32,
+    return ug_launch_random(op->name, false, 0.0f, 1.0f, ug_dropout_key(run->seed),
+                            (run->first_dropout_stream + op->p.dropout.stream) << 32,
                             run->run_count, out[0]);
 }
 

@@ -63,7 +63,8 @@ static ug_batchnorm_args batchnorm_args(const ug_op *op, const ug_tensor *x)
 {
     int64_t n = x->shape[0], c = x->shape[1];
     return (ug_batchnorm_args){.training = batchnorm_training(op),
-                               .update_running = op->p.batchnorm.update_running,
+                               .update_running = op->p.batchnorm.update_running &&
+                                                 !(op->p.batchnorm.run && op->p.batchnorm.run->hold_statistics),
                                .epi.post = op->p.batchnorm.relu ? UG_UNARY_RELU : UG_UNARY_COPY,
                                .x = ug_kview_of(x), .n = n, .c = c,
                                .inner = n * c != 0 ? ug_tensor_numel(x) / (n * c) : 0,

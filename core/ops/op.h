@@ -43,6 +43,13 @@ typedef struct ug_run_state {
     float seed_weight;
     const ug_tensor *loss_scale;
     uint64_t dropout_streams; /* dropout masks added: each draws from its own stream */
+    /* The first stream of this graph's masks: a pipeline stage's graph
+     * draws the streams the model's earlier stages leave to it, so its
+     * masks are those of the whole model on one device. */
+    uint64_t first_dropout_stream;
+    /* A forward pass that a backward pass will recompute (a pipeline
+     * stage's): batch norm leaves its running statistics to that one. */
+    bool hold_statistics;
 } ug_run_state;
 
 /* The Philox key of a graph's dropout masks (ug_g_dropout's and fused

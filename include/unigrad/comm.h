@@ -101,6 +101,15 @@ UG_API ug_status ug_comm_all_gather(ug_comm *comm, const ug_tensor *in, ug_tenso
 /* Returns when every rank has called it. */
 UG_API ug_status ug_comm_barrier(ug_comm *comm);
 
+/* Point-to-point: tensor (any dtype, on this rank's device) to rank
+ * dest. It returns once the data is copied out, not waiting for dest to
+ * receive it, so two ranks may send to each other at once. */
+UG_API ug_status ug_comm_send(ug_comm *comm, const ug_tensor *tensor, int dest);
+/* Waits (at most the timeout) for the oldest tensor rank source sent this
+ * rank and not yet received, into tensor: the same dtype and shape, or it
+ * is refused, naming both. Messages between two ranks keep their order. */
+UG_API ug_status ug_comm_recv(ug_comm *comm, ug_tensor *tensor, int source);
+
 /* ---- data-parallel training (each rank a replica of one model) ---- */
 
 typedef struct ug_graph ug_graph;

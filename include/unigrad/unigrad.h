@@ -23,6 +23,7 @@
 #include "unigrad/tensorboard.h"
 #include "unigrad/monitor.h"
 #include "unigrad/comm.h"
+#include "unigrad/pipeline.h"
 
 #define UG_VERSION_MAJOR 0
 #define UG_VERSION_MINOR 1

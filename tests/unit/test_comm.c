@@ -2,7 +2,8 @@
  * under test, mixed where it is another), each on a thread of its own.
  * Collectives against sums worked out in double; every rank's result
  * bitwise the same; mismatched and refused arguments, a rank that never
- * joins (the timeout) and one that leaves, each reported on every rank. */
+ * joins (the timeout) and one that leaves, each reported on every rank;
+ * point-to-point messages, in order, and one of the wrong shape. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -91,6 +92,39 @@ static void *run_rank(void *arg)
         ug_comm_set_timeout(r->comm, 60.0); /* the others return long before */
         note(r, 0, ug_comm_all_reduce(r->comm, t, UG_COMM_SUM));
         note(r, 1, ug_comm_barrier(r->comm)); /* broken: at once */
+        ug_tensor_free(t);
+    } else if (!strcmp(r->what, "messages")) {
+        /* Rank 0 and 2 send to each other before either receives; rank 1
+         * sends rank 0 two tensors, which arrive in order. */
+        const int peer = r->rank == 0 ? 2 : 0;
+        ug_tensor *mine = tensor_of(dev, r->rank, N), *got = tensor_of(dev, 0, N), *second = tensor_of(dev, 0, 7);
+        if (r->rank == 1) {
+            ug_tensor *small = tensor_of(dev, 5, 7);
+            note(r, 0, ug_comm_send(r->comm, mine, 0));
+            note(r, 1, ug_comm_send(r->comm, small, 0));
+            ug_tensor_free(small);
+        } else {
+            note(r, 0, ug_comm_send(r->comm, mine, peer));
+            note(r, 1, ug_comm_recv(r->comm, got, peer));
+            ug_tensor_download(got, r->result, N * sizeof(float));
+        }
+        if (r->rank == 0) {
+            note(r, 2, ug_comm_recv(r->comm, got, 1));
+            note(r, 3, ug_comm_recv(r->comm, second, 1));
+            ug_tensor_download(got, r->result + N, N * sizeof(float));
+            ug_tensor_download(second, r->result + 2 * N, 7 * sizeof(float));
+        }
+        ug_tensor_free(mine);
+        ug_tensor_free(got);
+        ug_tensor_free(second);
+    } else if (!strcmp(r->what, "message_mismatch")) {
+        ug_tensor *t = tensor_of(dev, r->rank, r->rank == 1 ? 5 : 4);
+        ug_comm_set_timeout(r->comm, 60.0);
+        if (r->rank == 1)
+            note(r, 0, ug_comm_send(r->comm, t, 0));
+        else if (r->rank == 0)
+            note(r, 0, ug_comm_recv(r->comm, t, 1));
+        note(r, 1, ug_comm_barrier(r->comm)); /* broken by rank 0's refusal: at once */
         ug_tensor_free(t);
     } else if (!strcmp(r->what, "timeout")) {
         ug_comm_set_timeout(r->comm, 0.3);
@@ -197,6 +231,35 @@ static void test_refusals(ug_device *dev)
     }
 }
 
+/* Point-to-point: the values sent, in the order sent, with two ranks
+ * sending to each other at once; a tensor of another shape refused,
+ * naming both, and the group broken for the others. */
+static void test_messages(ug_device *dev)
+{
+    REQUIRE(run_group(dev, "messages", runs));
+    for (int r = 0; r < RANKS; r++)
+        for (int k = 0; k < (r == 0 ? 4 : 2); k++)
+            CHECK_MSG(runs[r].status[k] == UG_OK, "rank %d, call %d: %s", r, k, runs[r].message[k]);
+    bool from2 = true, from0 = true, from1 = true, second = true;
+    for (int i = 0; i < N; i++) {
+        from2 &= runs[0].result[i] == value(2, i);
+        from0 &= runs[2].result[i] == value(0, i);
+        from1 &= runs[0].result[N + i] == value(1, i);
+    }
+    for (int i = 0; i < 7; i++)
+        second &= runs[0].result[2 * N + i] == value(5, i);
+    CHECK_MSG(from2 && from0, "ranks 0 and 2 did not receive each other's tensors");
+    CHECK_MSG(from1 && second, "rank 0 did not receive rank 1's two tensors in the order sent");
+
+    REQUIRE(run_group(dev, "message_mismatch", runs));
+    CHECK_MSG(runs[0].status[0] == UG_ERR_SHAPE && strstr(runs[0].message[0], "rank 1 sent f32 [5]; rank 0 receives "
+                                                                             "into f32 [4]"),
+              "rank 0: %s", runs[0].message[0]);
+    for (int r = 0; r < RANKS; r++)
+        CHECK_MSG(runs[r].status[1] != UG_OK && strstr(runs[r].message[1], "the group is broken"), "rank %d: %s", r,
+                  runs[r].message[1]);
+}
+
 static void test_arguments(ug_device *dev)
 {
     ug_comm *comms[2];
@@ -226,6 +289,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(collectives),
         TH_DEVICE_TEST(broadcast_gather_barrier),
         TH_DEVICE_TEST(refusals),
+        TH_DEVICE_TEST(messages),
         TH_DEVICE_TEST(arguments),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

@@ -1,0 +1,115 @@
+/* Pipeline stages: a model cut into consecutive parts, each on a rank of
+ * a communicator (its device: any backend, in this process or another),
+ * so that a model larger than one device's memory trains on several.
+ * Each update's batch is cut into micro-batches that flow through the
+ * stages, activations forward and their gradients back, while the stages
+ * work on different micro-batches at once (PyTorch's
+ * torch.distributed.pipelining; GPipe, Huang et al. 2019).
+ *
+ * Every rank builds its own stage, in stage order of the ranks:
+ *
+ *     ug_pipeline *p;
+ *     ug_pipeline_create(comm, graph, 8, UG_PIPELINE_1F1B, &p);
+ *     // stage 0: x = ug_graph_input(...) with one micro-batch's rows
+ *     // later stages: ug_pipeline_input(p, UG_F32, 2, (int64_t[]){16, 500}, &x);
+ *     ... layers of this stage, from x to h ...
+ *     ug_pipeline_compile(p, h, optimizer);    // the last stage: its loss
+ *     each update: ug_pipeline_bind(p, x, batch_x);   // stage 0
+ *                  ug_pipeline_bind(p, y, batch_y);   // the last stage
+ *                  ug_pipeline_run(p);                // every stage
+ *
+ * The update equals one device's on the whole batch accumulated over the
+ * same micro-batches (ug_graph_run_backward on each, then
+ * ug_graph_run_update), within float rounding where the stages' backends
+ * differ: the last stage's loss seeds each micro-batch's gradient as
+ * there, and each stage's dropout masks are those the whole model draws on
+ * one device (the stages' graphs take their streams in stage order).
+ *
+ * A stage keeps its input of each micro-batch in flight and recomputes
+ * its forward pass inside the backward one (GPipe's re-materialisation):
+ * its memory is its graph's plan (parameters, optimizer state, one
+ * micro-batch's activations) and the inputs in flight, all micro-batches'
+ * with GPipe and at most (stages - stage) with 1F1B, known before the
+ * first step (ug_pipeline_memory). Activations and gradients travel
+ * between ranks through host memory (ug_comm_send). */
+#ifndef UNIGRAD_PIPELINE_H
+#define UNIGRAD_PIPELINE_H
+
+#include "unigrad/comm.h"
+#include "unigrad/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ug_pipeline_schedule {
+    /* One forward, one backward (PipeDream-Flush, Narayanan et al. 2021):
+     * after (stages - stage - 1) forwards, each stage alternates; few
+     * micro-batches are in flight. */
+    UG_PIPELINE_1F1B = 0,
+    /* Every micro-batch forward, then every one backward (GPipe): the
+     * reference schedule, with the same bubble and more in flight. */
+    UG_PIPELINE_GPIPE
+} ug_pipeline_schedule;
+
+typedef struct ug_pipeline ug_pipeline;
+
+/* This rank's stage: stage = the comm's rank, of ug_comm_size stages; the
+ * stage's graph (on the comm's device; the pipeline holds it), not yet
+ * compiled. micro_batches (1 to 1024) cut each update's batch. */
+UG_API ug_status ug_pipeline_create(ug_comm *comm, ug_graph *graph, int micro_batches,
+                                    ug_pipeline_schedule schedule, ug_pipeline **out);
+UG_API void ug_pipeline_free(ug_pipeline *pipeline);
+UG_API int ug_pipeline_stage(const ug_pipeline *pipeline);
+UG_API int ug_pipeline_stages(const ug_pipeline *pipeline);
+
+/* On every stage but the first: the previous stage's output as an input
+ * of this graph, declared as ug_graph_input with one micro-batch's rows.
+ * ug_pipeline_compile checks it against what the previous stage sends. */
+UG_API ug_status ug_pipeline_input(ug_pipeline *pipeline, ug_dtype dtype, int ndim, const int64_t *shape,
+                                   ug_value **out);
+/* A collective over the stages. value is this stage's output, sent to
+ * the next stage (a float value depending on the stage's input or
+ * parameters), or on the last stage its loss (one f32 element). Derives
+ * the stage's gradients (from the next stage's gradient of value, or from
+ * the loss), sets optimizer (of the graph's model) and compiles. Refused
+ * on every stage, with the same message where both sides can tell: a
+ * boundary whose two sides differ in dtype or shape, stages that differ
+ * in micro-batches or schedule, two stages on one device of one process,
+ * an output that does not depend on the stage's input, gradient clipping
+ * and loss scaling (which need every stage's gradients; not yet). */
+UG_API ug_status ug_pipeline_compile(ug_pipeline *pipeline, ug_value *value, ug_optimizer *optimizer);
+
+/* The whole batch for an input of this stage's graph (the first stage's
+ * data, the last stage's labels): a tensor with up to micro_batches
+ * times the input's declared rows, and at least micro_batches rows. Each
+ * micro-batch takes its part of them ([R j / m, R (j + 1) / m) of R rows). */
+UG_API ug_status ug_pipeline_bind(ug_pipeline *pipeline, ug_value *input, const ug_tensor *batch);
+/* One update, a collective over the stages: every micro-batch through
+ * the stages in the schedule, then each stage's optimizer update. */
+UG_API ug_status ug_pipeline_run(ug_pipeline *pipeline);
+/* On the last stage: the mean loss over the last run's batch (a wait). */
+UG_API ug_status ug_pipeline_loss(ug_pipeline *pipeline, float *loss);
+
+typedef struct ug_pipeline_memory_info {
+    ug_graph_memory_info graph; /* the stage's graph, as ug_graph_memory has it */
+    int in_flight;              /* micro-batches whose input the stage holds at once */
+    uint64_t boundary_bytes;    /* those inputs and the gradient received */
+    uint64_t total_bytes;       /* graph.total_bytes + boundary_bytes */
+} ug_pipeline_memory_info;
+/* This stage's device memory, after ug_pipeline_compile (before the
+ * first step, from the stage's plan). */
+UG_API ug_status ug_pipeline_memory(ug_pipeline *pipeline, ug_pipeline_memory_info *info);
+
+/* Where the last run's time went on this stage. */
+typedef struct ug_pipeline_timing {
+    double seconds;         /* the run, from its start to the update's end */
+    double busy_seconds;    /* forward and backward passes, sends included */
+    double waiting_seconds; /* waiting for the neighbours' messages */
+} ug_pipeline_timing;
+UG_API ug_status ug_pipeline_last_timing(const ug_pipeline *pipeline, ug_pipeline_timing *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,459 @@
+/* Pipeline stages (pipeline.h) against one device: an MLP cut in two,
+ * fc1 (and dropout) on stage 0, fc2, fc3 and the loss on stage 1, each
+ * stage on a device of its own (cpu and opencl:0) driven by a thread of
+ * its own, trains 20 Adam updates of micro-batches in the GPipe and 1F1B
+ * schedules. One device, the whole model, accumulating the same
+ * micro-batches (ug_graph_run_backward on each, ug_graph_run_update) is
+ * the reference: every parameter after the 20 updates, and every update's
+ * loss, agree within float rounding (the stages' backends round their
+ * products differently), with uneven micro-batches, dropout (the same
+ * masks) and bf16. Each stage's memory is its plan and its inputs in
+ * flight. Refused on both stages with the same words: two stages on one
+ * device, a boundary whose sides differ, a last stage whose loss does not
+ * depend on its input (the boundary cuts the model where nothing crosses
+ * it), and different micro-batch counts. With --mpi, under mpirun -np 2,
+ * each process is a stage on the cpu. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "unigrad/unigrad.h"
+
+/* The status of expr, returned when it failed. */
+#define TRY(expr)                        \
+    do {                                 \
+        ug_status try_ = (expr);         \
+        if (try_ != UG_OK)               \
+            return try_;                 \
+    } while (0)
+
+enum { STEPS = 20, IN = 12, HIDDEN = 16, CLASSES = 4, MAX_ROWS = 24, PARAMS = 6 };
+static const char *const param_names[PARAMS] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight",
+                                                "fc3.bias"};
+
+typedef struct setup {
+    int micro_batches;
+    int64_t rows;             /* of each update's batch */
+    ug_pipeline_schedule schedule;
+    float dropout;
+    ug_dtype precision;
+    int64_t stage1_width;     /* what stage 1 declares it receives (0: HIDDEN) */
+    bool loss_ignores_input;  /* stage 1's loss from its parameters alone */
+    int stage1_micro_batches; /* 0: micro_batches */
+    ug_dtype boundary;        /* set from precision: stage 0's (cpu) compute type */
+} setup;
+
+static float features[STEPS][MAX_ROWS * IN];
+static int32_t labels[STEPS][MAX_ROWS];
+static float initial[PARAMS][HIDDEN * HIDDEN];
+/* The reference's: parameters after STEPS updates, each update's loss, its plan. */
+static float want[PARAMS][HIDDEN * HIDDEN], want_losses[STEPS];
+static ug_graph_memory_info whole;
+
+static void make_data(void)
+{
+    th_seed(7);
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < MAX_ROWS; i++) {
+            labels[s][i] = (int32_t)(th_uniform(0, CLASSES - 0.001));
+            for (int k = 0; k < IN; k++)
+                features[s][i * IN + k] = (float)th_uniform(-1, 1) + (k % CLASSES == labels[s][i] ? 1.0f : 0.0f);
+        }
+}
+
+static int64_t param_numel(int i) { return (int64_t[]){HIDDEN * IN, HIDDEN, HIDDEN * HIDDEN, HIDDEN, CLASSES * HIDDEN, CLASSES}[i]; }
+static int stage_of(int i) { return i < 2 ? 0 : 1; }
+
+/* The model's first half (x to fc1's output) or second (to the loss). */
+static ug_status first_half(ug_graph *g, ug_value *x, const setup *s, ug_value **h)
+{
+    TRY(ug_nn_linear(g, "fc1", x, HIDDEN, h));
+    TRY(ug_g_relu(g, *h, h));
+    return s->dropout > 0 ? ug_g_dropout(g, *h, s->dropout, h) : UG_OK;
+}
+
+static ug_status second_half(ug_graph *g, ug_value *h, ug_value *y, const setup *s, ug_value **loss)
+{
+    TRY(ug_nn_linear(g, "fc2", h, HIDDEN, &h));
+    TRY(ug_g_gelu(g, h, &h));
+    if (s->dropout > 0)
+        TRY(ug_g_dropout(g, h, s->dropout, &h));
+    TRY(ug_nn_linear(g, "fc3", h, CLASSES, &h));
+    return ug_g_cross_entropy(g, h, y, 0.0f, loss);
+}
+
+static ug_status new_graph(ug_device *dev, const setup *s, ug_model **m, ug_graph **g)
+{
+    TRY(ug_model_create(dev, 3, m));
+    TRY(ug_graph_create(*m, g));
+    TRY(ug_graph_set_seed(*g, 11));
+    return ug_graph_set_precision(*g, s->precision);
+}
+
+static ug_status adam(ug_model *m, ug_optimizer **opt)
+{
+    ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
+    oc.lr = 1e-2f;
+    return ug_optimizer_create(m, &oc, opt);
+}
+
+/* Micro-batch j's rows of the batch: [R j / m, R (j + 1) / m). */
+static int64_t part(const setup *s, int j) { return s->rows * j / s->micro_batches; }
+
+/* The reference: one device, the whole model, the same micro-batches
+ * accumulated; its parameters after STEPS updates and each update's loss. */
+static void reference(ug_device *dev, const setup *s)
+{
+    ug_model *m = NULL;
+    ug_graph *g = NULL;
+    ug_optimizer *opt = NULL;
+    ug_value *x, *y, *h, *loss, *sum;
+    const int64_t most = s->rows / s->micro_batches + 1;
+    REQUIRE_OK(new_graph(dev, s, &m, &g));
+    REQUIRE_OK(ug_graph_input(g, "x", ug_device_precision(dev, s->precision), 2, (int64_t[]){most, IN}, &x));
+    REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 1, (int64_t[]){most}, &y));
+    REQUIRE_OK(first_half(g, x, s, &h));
+    REQUIRE_OK(second_half(g, h, y, s, &loss));
+    REQUIRE_OK(ug_graph_backward(g, loss));
+    REQUIRE_OK(ug_graph_accumulate_rows(g, loss, &sum));
+    REQUIRE_OK(adam(m, &opt));
+    REQUIRE_OK(ug_graph_set_optimizer(g, opt));
+    REQUIRE_OK(ug_graph_compile(g));
+    REQUIRE_OK(ug_graph_memory(g, &whole));
+    for (int i = 0; i < PARAMS; i++)
+        REQUIRE_OK(ug_model_read_param(m, param_names[i], initial[i], (size_t)param_numel(i) * sizeof(float)));
+    for (int step = 0; step < STEPS; step++) {
+        REQUIRE_OK(ug_graph_clear_sums(g));
+        for (int j = 0; j < s->micro_batches; j++) {
+            const int64_t start = part(s, j), rows = part(s, j + 1) - start;
+            ug_tensor *xt = NULL, *yt = NULL;
+            REQUIRE_OK(ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){rows, IN}, features[step] + start * IN, &xt));
+            REQUIRE_OK(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){rows}, labels[step] + start, &yt));
+            th_track(xt);
+            th_track(yt);
+            if (ug_tensor_dtype(xt) != ug_device_precision(dev, s->precision)) {
+                ug_tensor *cast = NULL;
+                REQUIRE_OK(ug_cast(xt, ug_device_precision(dev, s->precision), &cast));
+                xt = th_track(cast);
+            }
+            REQUIRE_OK(ug_graph_bind(g, x, xt));
+            REQUIRE_OK(ug_graph_bind(g, y, yt));
+            REQUIRE_OK(ug_graph_run_backward(g));
+        }
+        REQUIRE_OK(ug_graph_run_update(g));
+        float total = 0.0f;
+        REQUIRE_OK(ug_graph_read(g, sum, &total, sizeof total));
+        want_losses[step] = total / (float)s->rows;
+    }
+    for (int i = 0; i < PARAMS; i++)
+        REQUIRE_OK(ug_model_read_param(m, param_names[i], want[i], (size_t)param_numel(i) * sizeof(float)));
+    ug_graph_free(g);
+    ug_optimizer_free(opt);
+    ug_model_free(m);
+}
+
+typedef struct stage_rank {
+    ug_comm *comm;
+    setup s;
+    ug_status status;
+    char message[512];
+    float after[PARAMS][HIDDEN * HIDDEN];
+    float losses[STEPS];
+    ug_pipeline_memory_info memory;
+    uint64_t input_bytes;     /* one micro-batch's input to this stage */
+    uint64_t gradient_bytes;  /* the gradient of its output it receives */
+} stage_rank;
+
+/* This rank's stage, built, given the reference's initial parameters, and
+ * trained STEPS updates. */
+static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimizer **opt, ug_pipeline **p)
+{
+    const setup *s = &r->s;
+    ug_device *dev = ug_comm_device(r->comm);
+    const int stage = ug_comm_rank(r->comm);
+    const int micro = stage && s->stage1_micro_batches ? s->stage1_micro_batches : s->micro_batches;
+    const int64_t most = s->rows / s->micro_batches + 1;
+    /* stage 0's on cpu: what crosses the boundary */
+    const ug_dtype half = s->boundary;
+    ug_value *x = NULL, *y = NULL, *h = NULL;
+    TRY(new_graph(dev, s, m, g));
+    TRY(ug_pipeline_create(r->comm, *g, micro, s->schedule, p));
+    if (stage == 0) {
+        TRY(ug_graph_input(*g, "x", half, 2, (int64_t[]){most, IN}, &x));
+        TRY(first_half(*g, x, s, &h));
+        r->gradient_bytes = (uint64_t)(most * HIDDEN) * ug_dtype_size(ug_value_dtype(h));
+    } else {
+        ug_value *loss = NULL;
+        const int64_t width = s->stage1_width ? s->stage1_width : HIDDEN;
+        TRY(ug_pipeline_input(*p, half, 2, (int64_t[]){most, width}, &x));
+        TRY(ug_graph_input(*g, "y", UG_I32, 1, (int64_t[]){most}, &y));
+        if (s->loss_ignores_input) {
+            ug_value *w = NULL;
+            ug_tensor *t = NULL;
+            TRY(ug_model_param(*m, "w", 1, (int64_t[]){1}, UG_INIT_CONSTANT, 1.0f, &t));
+            TRY(ug_graph_param(*g, t, &w));
+            TRY(ug_g_mul(*g, w, w, &h));
+            TRY(ug_g_sum(*g, h, 0, true, &h));
+        } else {
+            TRY(second_half(*g, x, y, s, &loss));
+            h = loss;
+        }
+        r->input_bytes = (uint64_t)(most * width) * ug_dtype_size(half);
+    }
+    TRY(adam(*m, opt));
+    TRY(ug_pipeline_compile(*p, h, *opt));
+    TRY(ug_pipeline_memory(*p, &r->memory));
+    for (int i = 0; i < PARAMS; i++)
+        if (stage_of(i) == stage)
+            TRY(ug_model_write_param(*m, param_names[i], initial[i], (size_t)param_numel(i) * sizeof(float)));
+    for (int step = 0; step < STEPS; step++) {
+        ug_tensor *batch = NULL;
+        if (stage == 0) {
+            ug_tensor *f32 = NULL;
+            TRY(ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){s->rows, IN}, features[step], &f32));
+            ug_status st = half == UG_F32 ? (batch = f32, UG_OK) : ug_cast(f32, half, &batch);
+            if (batch != f32)
+                ug_tensor_free(f32);
+            TRY(st);
+            st = ug_pipeline_bind(*p, x, batch);
+            ug_tensor_free(batch);
+            TRY(st);
+        } else {
+            TRY(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){s->rows}, labels[step], &batch));
+            ug_status st = ug_pipeline_bind(*p, y, batch);
+            ug_tensor_free(batch);
+            TRY(st);
+        }
+        TRY(ug_pipeline_run(*p));
+        if (stage == 1)
+            TRY(ug_pipeline_loss(*p, &r->losses[step]));
+    }
+    for (int i = 0; i < PARAMS; i++)
+        if (stage_of(i) == stage)
+            TRY(ug_model_read_param(*m, param_names[i], r->after[i], (size_t)param_numel(i) * sizeof(float)));
+    return UG_OK;
+}
+
+static void *stage_main(void *arg)
+{
+    stage_rank *r = arg;
+    ug_model *m = NULL;
+    ug_graph *g = NULL;
+    ug_optimizer *opt = NULL;
+    ug_pipeline *p = NULL;
+    r->status = run_stage(r, &m, &g, &opt, &p);
+    snprintf(r->message, sizeof r->message, "%s", r->status == UG_OK ? "" : ug_last_error());
+    ug_pipeline_free(p);
+    ug_graph_free(g);
+    ug_optimizer_free(opt);
+    ug_model_free(m);
+    ug_comm_free(r->comm);
+    return NULL;
+}
+
+/* Stage 0 on first, stage 1 on second, each on a thread of its own. */
+static void run_pipeline(ug_device *first, ug_device *second, const setup *s, stage_rank ranks[2])
+{
+    ug_device *devices[2] = {first, second};
+    ug_comm *comms[2];
+    REQUIRE_OK(ug_comm_local_create(2, devices, comms));
+    pthread_t threads[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&ranks[k], 0, sizeof ranks[k]);
+        ranks[k].comm = comms[k];
+        ranks[k].s = *s;
+        ug_comm_set_timeout(comms[k], 60.0);
+        pthread_create(&threads[k], NULL, stage_main, &ranks[k]);
+    }
+    for (int k = 0; k < 2; k++)
+        pthread_join(threads[k], NULL);
+}
+
+static ug_device *second_device(void)
+{
+    ug_device *dev = NULL;
+    if (ug_device_open("opencl:0", &dev) != UG_OK) {
+        th_skip("no opencl:0 for the second stage: %s", ug_last_error());
+        return NULL;
+    }
+    return dev;
+}
+
+/* A stage's results against the reference's (want, one device's
+ * parameters and losses, and its plan whole): its parameters within
+ * tolerance of the largest value of each, the last stage's losses, and
+ * its memory (its plan, less than the whole model's, and the inputs in
+ * flight that the schedule holds). */
+static void check_stage(const stage_rank *r, int stage, const setup *s, double tolerance, const char *what)
+{
+    CHECK_MSG(r->status == UG_OK, "%s: stage %d: %s", what, stage, r->message);
+    if (r->status != UG_OK)
+        return;
+    for (int i = 0; i < PARAMS; i++) {
+        if (stage_of(i) != stage)
+            continue;
+        double worst = 0.0, scale = 1e-3;
+        for (int64_t e = 0; e < param_numel(i); e++) {
+            worst = fmax(worst, fabs((double)r->after[i][e] - want[i][e]));
+            scale = fmax(scale, fabs((double)want[i][e]));
+        }
+        CHECK_MSG(worst <= tolerance * scale, "%s: %s after %d updates is up to %.3g from one device's (of values up "
+                  "to %.3g; tolerance %.1g of that)", what, param_names[i], STEPS, worst, scale, tolerance);
+    }
+    for (int step = 0; stage == 1 && step < STEPS; step++)
+        CHECK_MSG(fabs(r->losses[step] - want_losses[step]) <= tolerance * fabs(want_losses[step]),
+                  "%s: update %d's loss is %.7g, one device's %.7g", what, step + 1, r->losses[step],
+                  want_losses[step]);
+    const int in_flight = stage == 0 ? 0 : s->schedule == UG_PIPELINE_GPIPE ? s->micro_batches : 1;
+    CHECK_MSG((stage == 0 || r->memory.in_flight == in_flight) &&
+                  r->memory.boundary_bytes == (uint64_t)in_flight * r->input_bytes + r->gradient_bytes &&
+                  r->memory.total_bytes == r->memory.graph.total_bytes + r->memory.boundary_bytes,
+              "%s: stage %d holds %d inputs in flight, %llu bytes at its boundaries (an input is %llu bytes, the "
+              "gradient received %llu)", what, stage, r->memory.in_flight, (unsigned long long)r->memory.boundary_bytes,
+              (unsigned long long)r->input_bytes, (unsigned long long)r->gradient_bytes);
+    CHECK_MSG(r->memory.graph.parameter_bytes < whole.parameter_bytes &&
+                  r->memory.graph.optimizer_bytes < whole.optimizer_bytes,
+              "%s: stage %d's plan holds %llu bytes of parameters and %llu of optimizer state, the whole model's "
+              "%llu and %llu", what, stage, (unsigned long long)r->memory.graph.parameter_bytes,
+              (unsigned long long)r->memory.graph.optimizer_bytes, (unsigned long long)whole.parameter_bytes,
+              (unsigned long long)whole.optimizer_bytes);
+}
+
+/* The reference on cpu, and the setup with what crosses the boundary. */
+static setup prepare(ug_device *cpu, const setup *s)
+{
+    make_data();
+    reference(cpu, s);
+    setup with = *s;
+    with.boundary = ug_device_precision(cpu, s->precision);
+    return with;
+}
+
+/* Both stages, on cpu and opencl:0, against the reference on cpu. */
+static void check_against_reference(const setup *s, double tolerance, const char *what)
+{
+    ug_device *cpu = NULL, *other = second_device();
+    if (!other)
+        return;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    const setup with = prepare(cpu, s);
+    stage_rank ranks[2];
+    run_pipeline(cpu, other, &with, ranks);
+    for (int k = 0; k < 2; k++)
+        check_stage(&ranks[k], k, &with, tolerance, what);
+    ug_device_close(cpu);
+    ug_device_close(other);
+}
+
+static void test_gpipe(ug_device *dev)
+{
+    (void)dev;
+    check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .schedule = UG_PIPELINE_GPIPE}, 1e-4, "GPipe");
+}
+
+static void test_1f1b_uneven(ug_device *dev)
+{
+    (void)dev;
+    check_against_reference(&(setup){.micro_batches = 3, .rows = 20, .schedule = UG_PIPELINE_1F1B}, 1e-4,
+                            "1F1B, micro-batches of 6, 7 and 7");
+}
+
+static void test_dropout(ug_device *dev)
+{
+    (void)dev;
+    check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .dropout = 0.3f}, 1e-4, "1F1B with dropout");
+}
+
+static void test_bf16(ug_device *dev)
+{
+    (void)dev;
+    /* bf16 products on two backends: rounding of 8 significant bits */
+    check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .precision = UG_BF16,
+                                     .schedule = UG_PIPELINE_GPIPE}, 2e-2, "GPipe in bf16");
+}
+
+/* Both stages refused with one message holding want. */
+static void check_refused(ug_device *first, ug_device *second, const setup *s, const char *want, const char *what)
+{
+    stage_rank ranks[2];
+    run_pipeline(first, second, s, ranks);
+    for (int k = 0; k < 2; k++)
+        CHECK_MSG(ranks[k].status != UG_OK && strstr(ranks[k].message, want), "%s: stage %d gave %d: %s", what, k,
+                  (int)ranks[k].status, ranks[k].message);
+    CHECK_MSG(!strcmp(ranks[0].message, ranks[1].message) || strstr(want, "refused"),
+              "%s: the stages say different things:\n  %s\n  %s", what, ranks[0].message, ranks[1].message);
+}
+
+static void test_refusals(ug_device *dev)
+{
+    (void)dev;
+    ug_device *cpu = NULL, *other = second_device();
+    if (!other)
+        return;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    make_data();
+    const setup plain = {.micro_batches = 4, .rows = 24};
+    check_refused(cpu, cpu, &plain, "stages 0 and 1 are both on cpu of one process", "one device twice");
+    setup s = plain;
+    s.stage1_width = HIDDEN - 1;
+    check_refused(cpu, other, &s, "stage 0 sends f32 [7,16], stage 1's input (ug_pipeline_input) is f32 [7,15]",
+                  "a boundary whose sides differ");
+    s = plain;
+    s.stage1_micro_batches = 2;
+    check_refused(cpu, other, &s, "rank 1's micro-batches is 2, rank 0's 4", "micro-batches");
+    s = plain;
+    s.loss_ignores_input = true;
+    stage_rank ranks[2];
+    run_pipeline(cpu, other, &s, ranks);
+    CHECK_MSG(ranks[1].status != UG_OK && strstr(ranks[1].message, "reaches its loss through no differentiable op"),
+              "a loss without the stage's input: stage 1 gave %d: %s", (int)ranks[1].status, ranks[1].message);
+    CHECK_MSG(ranks[0].status != UG_OK && strstr(ranks[0].message, "stage 1 refused to compile"),
+              "a loss without the stage's input: stage 0 gave %d: %s", (int)ranks[0].status, ranks[0].message);
+    ug_device_close(cpu);
+    ug_device_close(other);
+}
+
+/* Under mpirun -np 2: each process one stage on its cpu (two processes
+ * may share a device), against the reference each computes. */
+static void mpi_cases(void)
+{
+    ug_device *cpu = NULL;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    static const struct {
+        setup s;
+        const char *what;
+    } cases[] = {
+        {{.micro_batches = 4, .rows = 24, .schedule = UG_PIPELINE_GPIPE}, "MPI, GPipe"},
+        {{.micro_batches = 3, .rows = 20, .schedule = UG_PIPELINE_1F1B}, "MPI, 1F1B, uneven micro-batches"},
+        {{.micro_batches = 4, .rows = 24, .dropout = 0.3f, .precision = UG_BF16}, "MPI, 1F1B, dropout and bf16"},
+    };
+    int stage = -1;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const setup with = prepare(cpu, &cases[k].s);
+        stage_rank r = {.s = with};
+        REQUIRE_OK(ug_comm_mpi_create(cpu, &r.comm));
+        stage = ug_comm_rank(r.comm);
+        REQUIRE(ug_comm_size(r.comm) == 2);
+        stage_main(&r);
+        /* one backend on both sides: the same kernels as the reference's */
+        check_stage(&r, stage, &with, cases[k].s.precision == UG_BF16 ? 1e-2 : 1e-5, cases[k].what);
+    }
+    ug_device_close(cpu);
+    printf("stage %d: %d failures\n", stage, th_failures());
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--mpi")) {
+        mpi_cases();
+        return th_failures() ? 1 : 0;
+    }
+    static const th_test tests[] = {
+        TH_HOST_TEST(gpipe), TH_HOST_TEST(1f1b_uneven), TH_HOST_TEST(dropout), TH_HOST_TEST(bf16),
+        TH_HOST_TEST(refusals),
+    };
+    return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
+}
