@@ -52,6 +52,7 @@ ug_status ug_pipeline_create(ug_comm *comm, ug_graph *graph, int micro_batches, 
     p->stages = comm->size;
     p->micro_batches = micro_batches;
     p->schedule = schedule;
+    ug_pipeline_take_graph(p);
     *out = p;
     return UG_OK;
 }
@@ -81,18 +82,25 @@ ug_status ug_pipeline_input(ug_pipeline *p, ug_dtype dtype, int ndim, const int6
     if (p->stage == 0)
         return ug_set_error(UG_ERR_STATE, "%s: stage 0 has no stage before it; its inputs are the data's "
                             "(ug_graph_input)", op);
-    if (p->input)
-        return ug_set_error(UG_ERR_STATE, "%s: stage %d has its input already", op, p->stage);
+    if (p->input || p->boundaries)
+        return ug_set_error(UG_ERR_STATE, "%s: stage %d has its input already%s", op, p->stage,
+                            p->boundaries ? " (from ug_pipeline_boundary)" : "");
+    UG_TRY(ug_pipeline_make_input(p, op, p->stage, dtype, ndim, shape, out));
+    p->input = *out;
+    return UG_OK;
+}
+
+ug_status ug_pipeline_make_input(ug_pipeline *p, const char *op, int stage, ug_dtype dtype, int ndim,
+                                 const int64_t *shape, ug_value **out)
+{
     if (!ug_dtype_is_float(dtype))
         return ug_set_error(UG_ERR_DTYPE, "%s: %s; what crosses a boundary is a float value, whose gradient "
                             "goes back", op, ug_dtype_name(dtype));
     if (ndim < 1)
         return ug_set_error(UG_ERR_SHAPE, "%s: the input needs a leading axis of rows", op);
     char name[32];
-    snprintf(name, sizeof name, "stage%d.input", p->stage);
-    UG_TRY(ug_graph_input(p->graph, name, dtype, ndim, shape, &p->input));
-    *out = p->input;
-    return UG_OK;
+    snprintf(name, sizeof name, "stage%d.input", stage);
+    return ug_graph_input(p->graph, name, dtype, ndim, shape, out);
 }
 
 /* What crosses a boundary, as each side declares it: the sender its
@@ -192,10 +200,9 @@ static ug_status check_stage(ug_pipeline *p, ug_value *value, ug_optimizer *opt)
     const char *op = "ug_pipeline_compile";
     const bool last = p->stage == p->stages - 1;
     UG_TRY(ug_graph_check_open(p->graph, op));
-    UG_TRY(ug_graph_check_value(p->graph, value, op, last ? "loss" : "output"));
-    if (!opt)
-        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", op);
-    if (ug_optimizer_model(opt) != p->graph->model)
+    if (value || opt || !last) /* an evaluation's last stage may send nothing */
+        UG_TRY(ug_graph_check_value(p->graph, value, op, last ? "loss" : "output"));
+    if (opt && ug_optimizer_model(opt) != p->graph->model)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the optimizer is another model's", op);
     if (p->stage > 0 && !p->input)
         return ug_set_error(UG_ERR_STATE, "%s: stage %d has no input from stage %d (ug_pipeline_input)", op, p->stage,
@@ -203,7 +210,7 @@ static ug_status check_stage(ug_pipeline *p, ug_value *value, ug_optimizer *opt)
     if (!last && (!ug_dtype_is_float(value->dtype) || value->ndim < 1))
         return ug_set_error(UG_ERR_DTYPE, "%s: stage %d's output is %s with %d axes; a float value with rows goes "
                             "to the next stage", op, p->stage, ug_dtype_name(value->dtype), value->ndim);
-    const ug_optimizer_config config = ug_optimizer_get_config(opt);
+    const ug_optimizer_config config = opt ? ug_optimizer_get_config(opt) : (ug_optimizer_config){0};
     if (config.max_grad_norm > 0.0f || config.loss_scaling.enabled)
         return ug_set_error(UG_ERR_UNSUPPORTED, "%s: %s needs the gradients of every stage together, which a "
                             "pipeline does not gather yet; train without it (bf16 needs no loss scaling)", op,
@@ -245,6 +252,13 @@ static ug_status build_stage(ug_pipeline *p, ug_value *value, ug_optimizer *opt)
 {
     const bool last = p->stage == p->stages - 1;
     ug_graph *g = p->graph;
+    if (!opt) { /* forward passes only: the output kept to be sent */
+        if (last)
+            return ug_graph_compile(g);
+        p->output = value;
+        UG_TRY(ug_graph_keep(g, value));
+        return ug_graph_compile(g);
+    }
     if (last) {
         p->loss = value;
         UG_TRY(ug_graph_backward_stage(g, value, NULL, p->input, &p->input_grad));
@@ -283,7 +297,9 @@ static ug_status make_buffers(ug_pipeline *p)
 
 int ug_pipeline_in_flight(const ug_pipeline *p)
 {
-    const int most = p->schedule == UG_PIPELINE_GPIPE ? p->micro_batches : p->stages - p->stage;
+    if (!p->input)
+        return 0;
+    const int most = !p->training ? 1 : p->schedule == UG_PIPELINE_GPIPE ? p->micro_batches : p->stages - p->stage;
     return most < p->micro_batches ? most : p->micro_batches;
 }
 
@@ -301,8 +317,11 @@ ug_status ug_pipeline_compile(ug_pipeline *p, ug_value *value, ug_optimizer *opt
     UG_TRY(ug_comm_check_same(c, 2, (const char *const[]){"micro-batches", "schedule"},
                               (const char *const[]){micro, schedule}, op));
     UG_TRY(agree(p, distinct_devices(p), "to share its device"));
-    ug_status mine = check_stage(p, value, opt);
+    ug_status mine = ug_pipeline_finish_build(p, &value);
+    if (mine == UG_OK)
+        mine = check_stage(p, value, opt);
     UG_TRY(agree(p, mine, "its stage"));
+    p->training = opt != NULL;
     UG_TRY(agree(p, exchange_layouts(p, value), "a boundary's layout"));
     mine = build_stage(p, value, opt);
     if (mine == UG_OK)

@@ -4,6 +4,7 @@
 #define UG_CORE_COMM_PIPELINE_INTERNAL_H
 
 #include "core/comm/internal.h"
+#include "core/ops/op.h"
 #include "unigrad/pipeline.h"
 
 enum { UG_PIPELINE_MAX_BOUND = 8 };
@@ -30,11 +31,29 @@ struct ug_pipeline {
         ug_tensor *batch;
     } bound[UG_PIPELINE_MAX_BOUND];
     int bound_count;
+    /* Boundaries marked in the graph (pipeline_build.c): how many so far,
+     * where the stage being built began (its nodes set aside when it is
+     * another's), the placeholder a later stage's ops read meanwhile, and
+     * where this stage's own ops ended (after: later stages'). */
+    int boundaries;
+    ug_graph_mark stage_start, own_end;
+    ug_value *placeholder;
+    uint64_t own_streams;     /* the dropout streams drawn when this stage's part ended */
+    bool training;            /* compiled with an optimizer; else forward passes only */
     int64_t last_rows;        /* the last run's batch rows (the last stage's) */
     ug_pipeline_timing timing;
 };
 
 /* Micro-batches whose input the stage holds at once. */
 int ug_pipeline_in_flight(const ug_pipeline *p);
+/* pipeline.c: an input of p's graph for what stage `stage` receives,
+ * of dtype and shape. */
+ug_status ug_pipeline_make_input(ug_pipeline *p, const char *op, int stage, ug_dtype dtype, int ndim,
+                                 const int64_t *shape, ug_value **out);
+/* pipeline_build.c: the graph takes p's stage (its boundaries are then
+ * p's); and at compile, the stage's own part kept (later stages' ops set
+ * aside), the count of boundaries checked against the stages. */
+void ug_pipeline_take_graph(ug_pipeline *p);
+ug_status ug_pipeline_finish_build(ug_pipeline *p, ug_value **value);
 
 #endif

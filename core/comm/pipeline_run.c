@@ -1,5 +1,6 @@
-/* A pipeline stage's update (ug_pipeline_run): the micro-batches in the
- * schedule's order, each a forward pass (its input received, its output
+/* A pipeline stage's update (ug_pipeline_run), or its forward passes
+ * alone in a pipeline compiled without an optimizer (evaluation): the
+ * micro-batches in the schedule's order, each a forward pass (its input received, its output
  * sent on) and later a backward pass (the gradient received, the input's
  * sent back), then the optimizer's update.
  *
@@ -83,19 +84,23 @@ static ug_status forward(stage_run *r, int j)
         const int slot = j % p->slot_count;
         UG_TRY(receive(r, p->slots[slot], p->stage - 1, &p->slot_rows[slot]));
     }
-    if (is_last(p))
+    if (is_last(p) && p->training)
         return UG_OK;
     const double start = ug_seconds_now();
     int64_t rows = 0;
     UG_TRY(bind_micro_batch(r, j, &rows));
-    /* The gradient's input is bound (every input is), not read. */
-    UG_TRY(bind_rows(p->graph, p->seed, p->gradient, 0, rows));
-    UG_TRY(set_run(r, j));
-    p->graph->run.hold_statistics = true;
+    if (p->seed) /* the gradient's input is bound (every input is), not read */
+        UG_TRY(bind_rows(p->graph, p->seed, p->gradient, 0, rows));
+    if (p->training)
+        UG_TRY(set_run(r, j));
+    p->graph->run.hold_statistics = p->training;
     ug_status st = ug_graph_run_forward(p->graph);
     p->graph->run.hold_statistics = false;
     UG_TRY(st);
-    UG_TRY(ug_comm_send(p->comm, p->output->tensor, p->stage + 1));
+    if (!is_last(p))
+        UG_TRY(ug_comm_send(p->comm, p->output->tensor, p->stage + 1));
+    else
+        p->last_rows += rows;
     r->busy += ug_seconds_now() - start;
     return UG_OK;
 }
@@ -174,12 +179,14 @@ ug_status ug_pipeline_run(ug_pipeline *p)
     ug_status st = batch_rows(p, &r.batch_rows);
     if (st == UG_OK && p->loss_sum)
         st = ug_graph_clear_sums(p->graph);
-    if (st == UG_OK)
+    for (int j = 0; st == UG_OK && !p->training && j < p->micro_batches; j++)
+        st = forward(&r, j);
+    if (st == UG_OK && p->training)
         st = run_schedule(&r);
-    if (st == UG_OK)
+    if (st == UG_OK && p->training)
         st = ug_graph_set_runs(p->graph, r.first_run + (uint64_t)p->micro_batches);
     const double update = ug_seconds_now();
-    if (st == UG_OK)
+    if (st == UG_OK && p->training)
         st = ug_graph_run_update(p->graph);
     if (st == UG_OK)
         st = ug_stream_synchronize(ug_stream_current(p->graph->device));

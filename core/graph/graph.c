@@ -45,6 +45,9 @@ void ug_graph_free(ug_graph *g)
         ug_graph_free_group(g->nodes[i]);
         free(g->nodes[i]);
     }
+    for (int i = 0; i < g->aside_count; i++)
+        free(g->aside[i]);
+    free(g->aside);
     free(g->values);
     free(g->nodes);
     ug_graph_free_checks(g);
@@ -167,6 +170,19 @@ ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin
         g->nodes = grown;
         g->node_capacity = capacity;
     }
+    for (int i = 0; i < nin; i++)
+        if (in[i] && ug_value_base(in[i])->elsewhere) {
+            const ug_value *v = ug_value_base(in[i]);
+            ug_status st = ug_set_error(UG_ERR_INVALID_ARGUMENT,
+                                        "%s: a value of pipeline stage %d (%s%s%s) is used in stage %d without "
+                                        "crossing the boundary between them; pass what a later stage reads "
+                                        "through ug_pipeline_boundary", op->name ? op->name : op->def->family,
+                                        v->elsewhere - 1, v->name[0] ? "'" : "", v->name[0] ? v->name : "unnamed",
+                                        v->name[0] ? "'" : "", g->stage);
+            if (g->cut_wrongly)
+                g->cut_wrongly(g->cut_ctx, ug_last_error());
+            return st;
+        }
     graph_node *n = ug_calloc(1, sizeof *n);
     if (!n)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
@@ -204,6 +220,40 @@ void ug_graph_rollback(ug_graph *g, ug_graph_mark mark)
         free(v);
     }
     ug_model_truncate(g->model, mark.params);
+}
+
+ug_status ug_graph_set_aside(ug_graph *g, ug_graph_mark mark, int stage, const ug_value *drop_input)
+{
+    const int moving = g->value_count - mark.values;
+    if (g->aside_count + moving > g->aside_capacity) {
+        int capacity = g->aside_count + moving + 16;
+        ug_value **grown = ug_realloc(g->aside, (size_t)capacity * sizeof *grown);
+        if (!grown)
+            return ug_set_error(UG_ERR_OUT_OF_MEMORY, "graph: out of host memory");
+        g->aside = grown;
+        g->aside_capacity = capacity;
+    }
+    int kept = mark.values;
+    for (int i = mark.values; i < g->value_count; i++) {
+        ug_value *v = g->values[i];
+        if (v->kind == VALUE_INPUT && v != drop_input) {
+            v->id = kept;
+            g->values[kept++] = v;
+            continue;
+        }
+        if (!v->name[0] && v->producer) /* for the message of an op that reads it */
+            snprintf(v->name, sizeof v->name, "%s",
+                     v->producer->op.name ? v->producer->op.name : v->producer->op.def->family);
+        v->elsewhere = stage + 1;
+        v->producer = NULL;
+        v->grad = NULL;
+        g->aside[g->aside_count++] = v;
+    }
+    g->value_count = kept;
+    while (g->node_count > mark.nodes)
+        free(g->nodes[--g->node_count]);
+    ug_model_drop_last(g->model, mark.params);
+    return UG_OK;
 }
 
 ug_status ug_graph_check_value(const ug_graph *g, const ug_value *v, const char *op, const char *arg)

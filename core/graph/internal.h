@@ -39,6 +39,9 @@ struct ug_value {
     ug_tensor *param;         /* VALUE_PARAM: the model's tensor */
     bool keep;                /* readable after a run */
     bool needs_grad;          /* backward: a parameter's gradient flows through it */
+    /* A pipeline stage's graph: 1 + the stage whose value this was, set
+     * aside (ug_graph_set_aside); 0: this graph's own. */
+    int elsewhere;
     int uses;                 /* live nodes reading it */
     int last_use;             /* index of the last node reading it */
     size_t arena_offset;
@@ -170,6 +173,14 @@ struct ug_graph {
     int segments;             /* recomputed segments marked */
     bool recompute_added;     /* their recompute nodes are in (once, even if compile is retried) */
     int recomputed;           /* nodes added to recompute them */
+    /* A pipeline stage's graph (core/comm/pipeline_build.c): the values of
+     * other stages, set aside so that the caller's handles stay valid, and
+     * the stage told when an op reads one (its group then breaks). */
+    ug_value **aside;
+    int aside_count, aside_capacity;
+    int stage;                /* this graph's stage (0 without a pipeline) */
+    void (*cut_wrongly)(void *ctx, const char *why);
+    void *cut_ctx;
 };
 
 /* The loss seed's weight (ug_run_state): a micro-batch accumulated
@@ -214,6 +225,12 @@ ug_status ug_graph_new_value(ug_graph *g, value_kind kind, ug_dtype dtype, int n
                              const int64_t *shape, ug_value **out);
 ug_status ug_graph_add_node(ug_graph *g, const ug_op *op, ug_value *out, int nin,
                             ug_value *const *in, graph_node **node);
+/* graph.c, for pipeline stages: the nodes, values and parameters made
+ * since mark go (the model's initial values of later parameters stay
+ * those of one device), except the inputs, and drop_input among them
+ * too; the values are kept aside (their handles stay valid), of stage
+ * `stage`, and an op reading one is refused. */
+ug_status ug_graph_set_aside(ug_graph *g, ug_graph_mark mark, int stage, const ug_value *drop_input);
 /* graph/autocast.c */
 /* The inputs op reads in a mixed-precision graph, casts added as needed
  * (cast[i] is in[i] where none is). */

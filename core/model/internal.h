@@ -15,6 +15,9 @@ int ug_model_param_index(const ug_model *model, const ug_tensor *param);
 void ug_model_retain(ug_model *model);
 /* Frees the parameters from index count on (a failed layer's). */
 void ug_model_truncate(ug_model *model, int count);
+/* The same for parameters of another pipeline stage: the parameters made
+ * after take the initial values they take in the whole model. */
+void ug_model_drop_last(ug_model *model, int count);
 /* Parameter index's half copy in dtype, made from it on first use: what
  * mixed-precision graphs read, kept current by every optimizer update and
  * ug_model_write_param. A model keeps copies in one half dtype. */

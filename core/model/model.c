@@ -20,6 +20,7 @@ struct ug_model {
     uint64_t seed;
     model_param *params;
     int count, capacity;
+    int dropped;               /* parameters dropped (ug_model_drop_last): their counters stay taken */
 };
 
 /* Each parameter draws from its own counter range so that creating
@@ -67,6 +68,13 @@ void ug_model_truncate(ug_model *m, int count)
         ug_tensor_free(p->half_copy);
         p->half_copy = NULL;
     }
+}
+
+void ug_model_drop_last(ug_model *m, int count)
+{
+    if (m->count > count)
+        m->dropped += m->count - count;
+    ug_model_truncate(m, count);
 }
 
 ug_status ug_model_copy(const ug_model *m, ug_device *device, ug_model **out)
@@ -237,7 +245,7 @@ ug_status ug_model_param(ug_model *m, const char *name, int ndim, const int64_t 
     }
     ug_tensor *t = NULL;
     UG_TRY(ug_tensor_new(m->device, UG_F32, ndim, shape, name, &t));
-    const uint64_t counter = (uint64_t)m->count * PARAM_COUNTER_STRIDE;
+    const uint64_t counter = (uint64_t)(m->count + m->dropped) * PARAM_COUNTER_STRIDE;
     ug_status st = init == UG_INIT_UNIFORM  ? ug_random_uniform(t, m->seed, counter, -bound, bound)
                    : init == UG_INIT_NORMAL ? ug_random_normal(t, m->seed, counter, 0.0f, fabsf(bound))
                                             : ug_fill(t, bound);

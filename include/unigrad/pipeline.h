@@ -63,16 +63,33 @@ UG_API void ug_pipeline_free(ug_pipeline *pipeline);
 UG_API int ug_pipeline_stage(const ug_pipeline *pipeline);
 UG_API int ug_pipeline_stages(const ug_pipeline *pipeline);
 
-/* On every stage but the first: the previous stage's output as an input
- * of this graph, declared as ug_graph_input with one micro-batch's rows.
- * ug_pipeline_compile checks it against what the previous stage sends. */
+/* In a build function that makes the whole model: marks the end of one
+ * stage and the start of the next at *value (what the later stage reads
+ * of the earlier: a float value with rows). On every stage the pipeline
+ * keeps its own part: ops before its start and after its end are set
+ * aside, and in the stage that starts here *value becomes its input from
+ * the stage before. An op that reads a value across a boundary without
+ * it (a skip connection past the cut) is refused, and breaks the stages'
+ * group, so every stage's compile fails with its message. On a graph of
+ * no pipeline it does nothing: the same function builds the model whole
+ * for one device. Parameters take the initial values, and dropout masks
+ * the streams, that the whole model has. */
+UG_API ug_status ug_pipeline_boundary(ug_graph *graph, ug_value **value);
+/* Or, building each stage apart: on every stage but the first, the
+ * previous stage's output as an input of this graph, declared as
+ * ug_graph_input with one micro-batch's rows. ug_pipeline_compile checks
+ * it against what the previous stage sends. */
 UG_API ug_status ug_pipeline_input(ug_pipeline *pipeline, ug_dtype dtype, int ndim, const int64_t *shape,
                                    ug_value **out);
 /* A collective over the stages. value is this stage's output, sent to
  * the next stage (a float value depending on the stage's input or
- * parameters), or on the last stage its loss (one f32 element). Derives
- * the stage's gradients (from the next stage's gradient of value, or from
- * the loss), sets optimizer (of the graph's model) and compiles. Refused
+ * parameters; with boundaries, the one marked, and value may be NULL or
+ * the model's loss), or on the last stage its loss (one f32 element).
+ * Derives the stage's gradients (from the next stage's gradient of value,
+ * or from the loss), sets optimizer (of the graph's model) and compiles.
+ * Without an optimizer, the stages run forward passes only (an
+ * evaluation: ug_pipeline_run then runs each micro-batch forward, and the
+ * last stage's value may be any it computes, or NULL). Refused
  * on every stage, with the same message where both sides can tell: a
  * boundary whose two sides differ in dtype or shape, stages that differ
  * in micro-batches or schedule, two stages on one device of one process,

@@ -44,6 +44,9 @@ typedef struct setup {
     bool loss_ignores_input;  /* stage 1's loss from its parameters alone */
     int stage1_micro_batches; /* 0: micro_batches */
     ug_dtype boundary;        /* set from precision: stage 0's (cpu) compute type */
+    bool whole;               /* every stage builds the whole model (ug_pipeline_boundary) */
+    bool skip;                /* the whole model reads a value past its cut */
+    bool three;               /* the whole model cut in three (fc1, fc2, fc3 and the loss) */
 } setup;
 
 static float features[STEPS][MAX_ROWS * IN];
@@ -65,7 +68,8 @@ static void make_data(void)
 }
 
 static int64_t param_numel(int i) { return (int64_t[]){HIDDEN * IN, HIDDEN, HIDDEN * HIDDEN, HIDDEN, CLASSES * HIDDEN, CLASSES}[i]; }
-static int stage_of(int i) { return i < 2 ? 0 : 1; }
+/* The stage parameter i lives on: fc1, fc2 and fc3 each a stage of three. */
+static int stage_of(int i, int stages) { return stages == 3 ? i / 2 : i < 2 ? 0 : 1; }
 
 /* The model's first half (x to fc1's output) or second (to the loss). */
 static ug_status first_half(ug_graph *g, ug_value *x, const setup *s, ug_value **h)
@@ -81,6 +85,31 @@ static ug_status second_half(ug_graph *g, ug_value *h, ug_value *y, const setup 
     TRY(ug_g_gelu(g, h, &h));
     if (s->dropout > 0)
         TRY(ug_g_dropout(g, h, s->dropout, &h));
+    TRY(ug_nn_linear(g, "fc3", h, CLASSES, &h));
+    return ug_g_cross_entropy(g, h, y, 0.0f, loss);
+}
+
+/* The whole model, cut after fc1 (on one device, the cut is nothing);
+ * with skip, fc3 also reads fc1's output, past the cut. */
+static ug_status whole_model(ug_graph *g, ug_value *x, ug_value *y, const setup *s, ug_value **loss)
+{
+    ug_value *h = NULL, *before = NULL;
+    TRY(first_half(g, x, s, &h));
+    before = h;
+    TRY(ug_pipeline_boundary(g, &h));
+    if (s->three) {
+        TRY(ug_nn_linear(g, "fc2", h, HIDDEN, &h));
+        TRY(ug_g_gelu(g, h, &h));
+        if (s->dropout > 0)
+            TRY(ug_g_dropout(g, h, s->dropout, &h));
+        TRY(ug_pipeline_boundary(g, &h));
+        TRY(ug_nn_linear(g, "fc3", h, CLASSES, &h));
+        return ug_g_cross_entropy(g, h, y, 0.0f, loss);
+    }
+    if (!s->skip)
+        return second_half(g, h, y, s, loss);
+    TRY(ug_nn_linear(g, "fc2", h, HIDDEN, &h));
+    TRY(ug_g_add(g, h, before, &h));
     TRY(ug_nn_linear(g, "fc3", h, CLASSES, &h));
     return ug_g_cross_entropy(g, h, y, 0.0f, loss);
 }
@@ -115,8 +144,8 @@ static void reference(ug_device *dev, const setup *s)
     REQUIRE_OK(new_graph(dev, s, &m, &g));
     REQUIRE_OK(ug_graph_input(g, "x", ug_device_precision(dev, s->precision), 2, (int64_t[]){most, IN}, &x));
     REQUIRE_OK(ug_graph_input(g, "y", UG_I32, 1, (int64_t[]){most}, &y));
-    REQUIRE_OK(first_half(g, x, s, &h));
-    REQUIRE_OK(second_half(g, h, y, s, &loss));
+    REQUIRE_OK(whole_model(g, x, y, s, &loss));
+    (void)h;
     REQUIRE_OK(ug_graph_backward(g, loss));
     REQUIRE_OK(ug_graph_accumulate_rows(g, loss, &sum));
     REQUIRE_OK(adam(m, &opt));
@@ -173,7 +202,7 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
 {
     const setup *s = &r->s;
     ug_device *dev = ug_comm_device(r->comm);
-    const int stage = ug_comm_rank(r->comm);
+    const int stage = ug_comm_rank(r->comm), stages = ug_comm_size(r->comm);
     const int micro = stage && s->stage1_micro_batches ? s->stage1_micro_batches : s->micro_batches;
     const int64_t most = s->rows / s->micro_batches + 1;
     /* stage 0's on cpu: what crosses the boundary */
@@ -181,7 +210,13 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     ug_value *x = NULL, *y = NULL, *h = NULL;
     TRY(new_graph(dev, s, m, g));
     TRY(ug_pipeline_create(r->comm, *g, micro, s->schedule, p));
-    if (stage == 0) {
+    if (s->whole) { /* every stage builds the whole model, cut at its boundary */
+        TRY(ug_graph_input(*g, "x", half, 2, (int64_t[]){most, IN}, &x));
+        TRY(ug_graph_input(*g, "y", UG_I32, 1, (int64_t[]){most}, &y));
+        TRY(whole_model(*g, x, y, s, &h));
+        r->input_bytes = stage ? (uint64_t)(most * HIDDEN) * ug_dtype_size(half) : 0;
+        r->gradient_bytes = stage < stages - 1 ? (uint64_t)(most * HIDDEN) * ug_dtype_size(half) : 0;
+    } else if (stage == 0) {
         TRY(ug_graph_input(*g, "x", half, 2, (int64_t[]){most, IN}, &x));
         TRY(first_half(*g, x, s, &h));
         r->gradient_bytes = (uint64_t)(most * HIDDEN) * ug_dtype_size(ug_value_dtype(h));
@@ -206,8 +241,8 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     TRY(adam(*m, opt));
     TRY(ug_pipeline_compile(*p, h, *opt));
     TRY(ug_pipeline_memory(*p, &r->memory));
-    for (int i = 0; i < PARAMS; i++)
-        if (stage_of(i) == stage)
+    for (int i = 0; i < PARAMS && !s->whole; i++) /* a whole model's stage starts as one device's */
+        if (stage_of(i, stages) == stage)
             TRY(ug_model_write_param(*m, param_names[i], initial[i], (size_t)param_numel(i) * sizeof(float)));
     for (int step = 0; step < STEPS; step++) {
         ug_tensor *batch = NULL;
@@ -221,18 +256,18 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
             st = ug_pipeline_bind(*p, x, batch);
             ug_tensor_free(batch);
             TRY(st);
-        } else {
+        } else if (stage == stages - 1) {
             TRY(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){s->rows}, labels[step], &batch));
             ug_status st = ug_pipeline_bind(*p, y, batch);
             ug_tensor_free(batch);
             TRY(st);
         }
         TRY(ug_pipeline_run(*p));
-        if (stage == 1)
+        if (stage == stages - 1)
             TRY(ug_pipeline_loss(*p, &r->losses[step]));
     }
     for (int i = 0; i < PARAMS; i++)
-        if (stage_of(i) == stage)
+        if (stage_of(i, stages) == stage)
             TRY(ug_model_read_param(*m, param_names[i], r->after[i], (size_t)param_numel(i) * sizeof(float)));
     return UG_OK;
 }
@@ -287,13 +322,14 @@ static ug_device *second_device(void)
  * tolerance of the largest value of each, the last stage's losses, and
  * its memory (its plan, less than the whole model's, and the inputs in
  * flight that the schedule holds). */
-static void check_stage(const stage_rank *r, int stage, const setup *s, double tolerance, const char *what)
+static void check_stage(const stage_rank *r, int stage, int stages, const setup *s, double tolerance,
+                        const char *what)
 {
     CHECK_MSG(r->status == UG_OK, "%s: stage %d: %s", what, stage, r->message);
     if (r->status != UG_OK)
         return;
     for (int i = 0; i < PARAMS; i++) {
-        if (stage_of(i) != stage)
+        if (stage_of(i, stages) != stage)
             continue;
         double worst = 0.0, scale = 1e-3;
         for (int64_t e = 0; e < param_numel(i); e++) {
@@ -303,11 +339,13 @@ static void check_stage(const stage_rank *r, int stage, const setup *s, double t
         CHECK_MSG(worst <= tolerance * scale, "%s: %s after %d updates is up to %.3g from one device's (of values up "
                   "to %.3g; tolerance %.1g of that)", what, param_names[i], STEPS, worst, scale, tolerance);
     }
-    for (int step = 0; stage == 1 && step < STEPS; step++)
+    for (int step = 0; stage == stages - 1 && step < STEPS; step++)
         CHECK_MSG(fabs(r->losses[step] - want_losses[step]) <= tolerance * fabs(want_losses[step]),
                   "%s: update %d's loss is %.7g, one device's %.7g", what, step + 1, r->losses[step],
                   want_losses[step]);
-    const int in_flight = stage == 0 ? 0 : s->schedule == UG_PIPELINE_GPIPE ? s->micro_batches : 1;
+    /* 1F1B: at most the stages from this one on; GPipe: every micro-batch */
+    const int most = s->schedule == UG_PIPELINE_GPIPE ? s->micro_batches : stages - stage;
+    const int in_flight = stage == 0 ? 0 : most < s->micro_batches ? most : s->micro_batches;
     CHECK_MSG((stage == 0 || r->memory.in_flight == in_flight) &&
                   r->memory.boundary_bytes == (uint64_t)in_flight * r->input_bytes + r->gradient_bytes &&
                   r->memory.total_bytes == r->memory.graph.total_bytes + r->memory.boundary_bytes,
@@ -343,7 +381,7 @@ static void check_against_reference(const setup *s, double tolerance, const char
     stage_rank ranks[2];
     run_pipeline(cpu, other, &with, ranks);
     for (int k = 0; k < 2; k++)
-        check_stage(&ranks[k], k, &with, tolerance, what);
+        check_stage(&ranks[k], k, 2, &with, tolerance, what);
     ug_device_close(cpu);
     ug_device_close(other);
 }
@@ -367,6 +405,16 @@ static void test_dropout(ug_device *dev)
     check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .dropout = 0.3f}, 1e-4, "1F1B with dropout");
 }
 
+/* Every stage from the whole model's build function: the cut at its
+ * boundary, and the initial parameters those of one device without
+ * being copied. */
+static void test_whole_model(ug_device *dev)
+{
+    (void)dev;
+    check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .whole = true, .dropout = 0.2f}, 1e-4,
+                            "whole model, boundary marked");
+}
+
 static void test_bf16(ug_device *dev)
 {
     (void)dev;
@@ -383,7 +431,8 @@ static void check_refused(ug_device *first, ug_device *second, const setup *s, c
     for (int k = 0; k < 2; k++)
         CHECK_MSG(ranks[k].status != UG_OK && strstr(ranks[k].message, want), "%s: stage %d gave %d: %s", what, k,
                   (int)ranks[k].status, ranks[k].message);
-    CHECK_MSG(!strcmp(ranks[0].message, ranks[1].message) || strstr(want, "refused"),
+    /* each side of a boundary tells the same: the others quote it */
+    CHECK_MSG(!strcmp(ranks[0].message, ranks[1].message) || strstr(ranks[0].message, "the group is broken"),
               "%s: the stages say different things:\n  %s\n  %s", what, ranks[0].message, ranks[1].message);
 }
 
@@ -405,6 +454,11 @@ static void test_refusals(ug_device *dev)
     s.stage1_micro_batches = 2;
     check_refused(cpu, other, &s, "rank 1's micro-batches is 2, rank 0's 4", "micro-batches");
     s = plain;
+    s.whole = true;
+    s.skip = true;
+    check_refused(cpu, other, &s, "graph add: a value of pipeline stage 0 ('graph relu') is used in stage 1 without crossing",
+                  "a value past the cut");
+    s = plain;
     s.loss_ignores_input = true;
     stage_rank ranks[2];
     run_pipeline(cpu, other, &s, ranks);
@@ -422,27 +476,38 @@ static void mpi_cases(void)
 {
     ug_device *cpu = NULL;
     REQUIRE_OK(ug_device_open("cpu", &cpu));
+    /* two processes: the cases of two stages; three: the whole model in three */
     static const struct {
         setup s;
+        int stages;
         const char *what;
     } cases[] = {
-        {{.micro_batches = 4, .rows = 24, .schedule = UG_PIPELINE_GPIPE}, "MPI, GPipe"},
-        {{.micro_batches = 3, .rows = 20, .schedule = UG_PIPELINE_1F1B}, "MPI, 1F1B, uneven micro-batches"},
-        {{.micro_batches = 4, .rows = 24, .dropout = 0.3f, .precision = UG_BF16}, "MPI, 1F1B, dropout and bf16"},
+        {{.micro_batches = 4, .rows = 24, .schedule = UG_PIPELINE_GPIPE}, 2, "MPI, GPipe"},
+        {{.micro_batches = 3, .rows = 20, .schedule = UG_PIPELINE_1F1B}, 2, "MPI, 1F1B, uneven micro-batches"},
+        {{.micro_batches = 4, .rows = 24, .dropout = 0.3f, .precision = UG_BF16}, 2, "MPI, 1F1B, dropout and bf16"},
+        {{.micro_batches = 4, .rows = 24, .whole = true, .three = true, .dropout = 0.2f}, 3, "MPI, three stages, 1F1B"},
+        {{.micro_batches = 5, .rows = 22, .whole = true, .three = true, .schedule = UG_PIPELINE_GPIPE}, 3,
+         "MPI, three stages, GPipe"},
     };
-    int stage = -1;
+    int stage = -1, ran = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const setup with = prepare(cpu, &cases[k].s);
         stage_rank r = {.s = with};
         REQUIRE_OK(ug_comm_mpi_create(cpu, &r.comm));
         stage = ug_comm_rank(r.comm);
-        REQUIRE(ug_comm_size(r.comm) == 2);
+        const int stages = ug_comm_size(r.comm);
+        if (stages != cases[k].stages) {
+            ug_comm_free(r.comm);
+            continue;
+        }
         stage_main(&r);
-        /* one backend on both sides: the same kernels as the reference's */
-        check_stage(&r, stage, &with, cases[k].s.precision == UG_BF16 ? 1e-2 : 1e-5, cases[k].what);
+        /* one backend on every side: the same kernels as the reference's */
+        check_stage(&r, stage, stages, &with, cases[k].s.precision == UG_BF16 ? 1e-2 : 1e-5, cases[k].what);
+        ran++;
     }
+    CHECK_MSG(ran >= 2, "no case of this many stages ran");
     ug_device_close(cpu);
-    printf("stage %d: %d failures\n", stage, th_failures());
+    printf("stage %d: %d cases, %d failures\n", stage, ran, th_failures());
 }
 
 int main(int argc, char **argv)
@@ -452,7 +517,8 @@ int main(int argc, char **argv)
         return th_failures() ? 1 : 0;
     }
     static const th_test tests[] = {
-        TH_HOST_TEST(gpipe), TH_HOST_TEST(1f1b_uneven), TH_HOST_TEST(dropout), TH_HOST_TEST(bf16),
+        TH_HOST_TEST(gpipe), TH_HOST_TEST(1f1b_uneven), TH_HOST_TEST(dropout), TH_HOST_TEST(whole_model),
+        TH_HOST_TEST(bf16),
         TH_HOST_TEST(refusals),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
