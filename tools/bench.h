@@ -23,6 +23,7 @@ int bench_resnet(int argc, char **argv);
 int bench_report(int argc, char **argv);
 int bench_compare(int argc, char **argv);
 int bench_data_parallel(int argc, char **argv);
+int bench_pipeline(int argc, char **argv);
 int bench_tune(int argc, char **argv);
 int bench_load(int argc, char **argv);
 

@@ -14,6 +14,7 @@ static const bench_command commands[] = {
     {"report", "all of the above on every device: CSV, JSON, plots, Markdown", bench_report},
     {"compare", "two reports' figures side by side, with their ratios", bench_compare},
     {"data-parallel", "weak scaling under mpirun: a rank's step alone against all", bench_data_parallel},
+    {"pipeline", "a deep MLP over pipeline stages: the bubble and each stage's memory", bench_pipeline},
     {"tune", "measure and cache each device's tunable choices (CLBlast's)", bench_tune},
     {"load", "the MLP's epoch on a busy cpu: its thread budget against one", bench_load},
 };

@@ -299,7 +299,9 @@ int ug_pipeline_in_flight(const ug_pipeline *p)
 {
     if (!p->input)
         return 0;
-    const int most = !p->training ? 1 : p->schedule == UG_PIPELINE_GPIPE ? p->micro_batches : p->stages - p->stage;
+    const int most = !p->training || p->stage == p->stages - 1 ? 1
+                     : p->schedule == UG_PIPELINE_GPIPE     ? p->micro_batches
+                                                             : p->stages - p->stage;
     return most < p->micro_batches ? most : p->micro_batches;
 }
 

@@ -130,12 +130,14 @@ static ug_status backward(stage_run *r, int j)
 
 /* The schedule: GPipe every forward then every backward; 1F1B as many
  * forwards as stages after this one (to fill the pipeline), then one
- * backward after each forward, then the backwards left. */
+ * backward after each forward, then the backwards left. The last stage,
+ * whose backward pass is its forward's too, takes each micro-batch as it
+ * comes in either. */
 static ug_status run_schedule(stage_run *r)
 {
     ug_pipeline *p = r->p;
     const int m = p->micro_batches;
-    int warmup = p->schedule == UG_PIPELINE_GPIPE ? m : p->stages - p->stage - 1;
+    int warmup = is_last(p) ? 0 : p->schedule == UG_PIPELINE_GPIPE ? m : p->stages - p->stage - 1;
     warmup = warmup < m ? warmup : m;
     int f = 0, b = 0;
     for (; f < warmup; f++)

@@ -30,8 +30,10 @@
  * its memory is its graph's plan (parameters, optimizer state, one
  * micro-batch's activations) and the inputs in flight, all micro-batches'
  * with GPipe and at most (stages - stage) with 1F1B, known before the
- * first step (ug_pipeline_memory). Activations and gradients travel
- * between ranks through host memory (ug_comm_send). */
+ * first step (ug_pipeline_memory). The last stage runs each micro-batch
+ * forward and backward at once, as it arrives, in either schedule.
+ * Activations and gradients travel between ranks through host memory
+ * (ug_comm_send). */
 #ifndef UNIGRAD_PIPELINE_H
 #define UNIGRAD_PIPELINE_H
 

@@ -343,8 +343,9 @@ static void check_stage(const stage_rank *r, int stage, int stages, const setup 
         CHECK_MSG(fabs(r->losses[step] - want_losses[step]) <= tolerance * fabs(want_losses[step]),
                   "%s: update %d's loss is %.7g, one device's %.7g", what, step + 1, r->losses[step],
                   want_losses[step]);
-    /* 1F1B: at most the stages from this one on; GPipe: every micro-batch */
-    const int most = s->schedule == UG_PIPELINE_GPIPE ? s->micro_batches : stages - stage;
+    /* 1F1B: at most the stages from this one on; GPipe: every micro-batch;
+     * the last stage: the one it runs */
+    const int most = stage == stages - 1 ? 1 : s->schedule == UG_PIPELINE_GPIPE ? s->micro_batches : stages - stage;
     const int in_flight = stage == 0 ? 0 : most < s->micro_batches ? most : s->micro_batches;
     CHECK_MSG((stage == 0 || r->memory.in_flight == in_flight) &&
                   r->memory.boundary_bytes == (uint64_t)in_flight * r->input_bytes + r->gradient_bytes &&
