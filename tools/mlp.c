@@ -16,6 +16,18 @@ static ug_status activate(ug_graph *g, mlp_activation a, ug_value *x, ug_value *
     }
 }
 
+int mlp_max_stages(const mlp_config *c) { return c->cnn ? 4 : c->hidden_count + 1; }
+
+/* Whether a stage ends after part `part` (from 0) of parts: the parts
+ * spread evenly over the stages. */
+static bool stage_ends_after(const mlp_config *c, int part, int parts)
+{
+    for (int k = 1; c->stages > 1 && k < c->stages; k++)
+        if ((k * parts) / c->stages == part + 1)
+            return true;
+    return false;
+}
+
 /* The hidden layers of the MLP: x [batch, inputs] to the logits. */
 static ug_status dense_body(ug_graph *g, const mlp_config *c, ug_value *x, ug_value **logits)
 {
@@ -33,6 +45,8 @@ static ug_status dense_body(ug_graph *g, const mlp_config *c, ug_value *x, ug_va
             TRY(ug_g_dropout(g, h, c->dropout, &h));
         if (c->checkpoint)
             TRY(ug_graph_checkpoint(g, layer_input, h));
+        if (stage_ends_after(c, i, c->hidden_count + 1))
+            TRY(ug_pipeline_boundary(g, &h));
     }
     return UG_OK;
 }
@@ -64,12 +78,16 @@ static ug_status conv_body(ug_graph *g, const mlp_config *c, ug_value *x, ug_val
         TRY(conv_block(g, i + 1, i ? 64 : 32, h, &h));
         if (c->checkpoint)
             TRY(ug_graph_checkpoint(g, block_input, h));
+        if (stage_ends_after(c, i, 4)) /* the parts: two conv blocks, fc1, fc2 */
+            TRY(ug_pipeline_boundary(g, &h));
     }
     TRY(ug_nn_flatten(g, h, &h));
     TRY(ug_nn_linear(g, "fc1", h, 128, &h));
     TRY(ug_g_relu(g, h, &h));
     if (c->dropout > 0.0f)
         TRY(ug_g_dropout(g, h, c->dropout, &h));
+    if (stage_ends_after(c, 2, 4))
+        TRY(ug_pipeline_boundary(g, &h));
     return ug_nn_linear(g, "fc2", h, c->classes, logits);
 }
 

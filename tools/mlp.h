@@ -31,6 +31,11 @@ typedef struct mlp_config {
     float dropout;
     float label_smoothing;
     bool checkpoint;          /* each hidden layer a checkpointed segment */
+    /* Pipeline stages (ug-train --stages): the layers split into this many
+     * parts, a boundary (ug_pipeline_boundary) after each part; 0 or 1:
+     * none. The MLP's layers (its hidden layers and the output layer) are
+     * spread evenly; the CNN's parts end after each conv block and fc1. */
+    int stages;
     ug_dtype precision;       /* compute precision: the trainer's (ug_trainer_config.precision) */
 } mlp_config;
 
@@ -44,6 +49,8 @@ ug_status mlp_forward(ug_graph *graph, ug_value *x, ug_value *y, void *config, u
 /* Parses "500", "256,128" or "16x1024" (16 layers of 1024) into
  * config->hidden. */
 bool mlp_parse_hidden(const char *text, mlp_config *config);
+/* The most stages config's model can be split into. */
+int mlp_max_stages(const mlp_config *config);
 /* Parses "f32", "f16" or "bf16". */
 bool mlp_parse_precision(const char *text, ug_dtype *precision);
 

@@ -76,6 +76,12 @@ static const option_spec table[] = {
     {.name = "shard-optimizer", .kind = OPT_SET, .target = FIELD(shard_optimizer), .set = true,
      .help = "with --devices or under mpirun: each replica keeps the optimizer's state of its part of the "
              "parameters only (ZeRO stage 1), the parts gathered after every update (the same numbers)"},
+    {.name = "stages", .value = "LIST", .kind = OPT_STRING, .target = FIELD(stages),
+     .accepts = "device names separated by commas, e.g. cpu,opencl:0",
+     .help = "split the model into pipeline stages, one on each listed device, for a model larger than one "
+             "device: its layers spread over them, each batch's micro-batches flowing through them (1F1B)"},
+    {.name = "micro-batches", .value = "N", .kind = OPT_INT, .target = FIELD(micro_batches), .min = 1,
+     .max = 1024, .help = "with --stages: the parts each batch is cut into (default: two per stage)"},
     {.name = "epochs", .value = "N", .kind = OPT_INT, .target = FIELD(epochs), .min = 1,
      .help = "passes over the training set"},
     {.name = "batch-size", .value = "N", .kind = OPT_CUSTOM, .parse = parse_batch,
@@ -691,6 +697,8 @@ ug_trainer_config train_options_trainer_config(const train_options *o)
     }
     c.keep_denormals = o->keep_denormals;
     c.shard_optimizer = o->shard_optimizer;
+    c.stages = o->stages;
+    c.micro_batches = o->micro_batches;
     c.patience = o->patience;
     c.checkpoint = o->save;
     c.checkpoint_every_updates = o->save_every;

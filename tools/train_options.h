@@ -13,6 +13,8 @@ typedef struct train_options {
     const char *device;       /* NULL: auto (UG_DEVICE overrides); may hold {local_rank} under mpirun */
     const char *devices;      /* --devices: a comma-separated list of replicas; NULL: --device alone */
     bool shard_optimizer;     /* --shard-optimizer: the optimizer's state sharded over the replicas */
+    const char *stages;       /* --stages: a comma-separated list, a pipeline stage on each; NULL: none */
+    int micro_batches;        /* --micro-batches: each batch's parts through the stages; 0: two per stage */
     const char *data_dir;
     const char *train_images, *train_labels, *test_images, *test_labels; /* NULL: in data_dir */
     const char *csv;

@@ -56,6 +56,9 @@ int replicas_open(train_options *o, train_replicas *rp, ug_device **device, ug_c
         return open_list(o, rp, device, comm);
     char name[128];
     expand_local_rank(o->device, name, sizeof name);
+    if (o->stages) /* the first stage's device speaks for the run */
+        snprintf(name, strcspn(o->stages, ",") + 1 < sizeof name ? strcspn(o->stages, ",") + 1 : sizeof name, "%s",
+                 o->stages);
     if (ug_device_open(name, device) != UG_OK) {
         fprintf(stderr, "ug-train: opening the device: %s\n", ug_last_error());
         return 1;

@@ -131,6 +131,25 @@ static ug_trainer_config trainer_config(run *r)
     return c;
 }
 
+/* --stages: the model's layers spread over them (the library makes the
+ * stages); r->dev is the first stage's device. */
+static int open_stages(run *r)
+{
+    int count = 1;
+    for (const char *p = r->o.stages; *p; p++)
+        count += *p == ',';
+    const int most = mlp_max_stages(&r->o.model);
+    if (r->comm || count < 2 || count > most) {
+        fprintf(stderr, "ug-train: --stages %s: %s\n", r->o.stages,
+                r->comm ? "stages and replicas (--devices, mpirun) together are not built yet"
+                : count < 2 ? "a pipeline needs two stages or more"
+                            : "more stages than the model has parts to split (its layers; the CNN's 4)");
+        return 1;
+    }
+    r->o.model.stages = count;
+    return 0;
+}
+
 /* The trainer for the options, resumed with --resume. */
 static int open_run(run *r)
 {
@@ -147,9 +166,13 @@ static int open_run(run *r)
         return 1;
     }
     r->o.model.inputs = ug_dataset_features(r->data.train);
+    if (r->o.stages && open_stages(r) != 0)
+        return 1;
     const ug_trainer_config c = trainer_config(r);
     replicas_start(&r->replicas, &c, &r->data, &r->o.model); /* the others create theirs alongside */
-    if (ug_trainer_create(r->dev, r->data.train, r->data.val, mlp_forward, &r->o.model, &c, &r->trainer) == UG_OK)
+    /* With stages the library opens their devices (the first is r->dev's). */
+    if (ug_trainer_create(r->o.stages ? NULL : r->dev, r->data.train, r->data.val, mlp_forward, &r->o.model, &c,
+                          &r->trainer) == UG_OK)
         return ug_checkpoint_set_string(ug_trainer_checkpoint(r->trainer), TRAIN_ARGS_KEY, r->args) == UG_OK
                    ? 0
                    : fail("preparing checkpoints");
@@ -244,6 +267,10 @@ int main(int argc, char **argv)
             printf("data parallel: %s; each takes its part of every batch of %lld\n", replicas,
                    (long long)r.o.batch);
         }
+        if (r.o.stages)
+            printf("pipeline: %d stages on %s, the layers spread over them; each batch in %d micro-batches "
+                   "(1F1B)\n", r.o.model.stages, r.o.stages,
+                   r.o.micro_batches ? r.o.micro_batches : 2 * r.o.model.stages);
         progress_init(&r.bar, r.o.quiet);
         if (r.comm) /* samples/s counts every replica's samples, as the epoch's line */
             progress_set_global(&r.bar, ug_trainer_batch_size(r.trainer), ug_dataset_count(r.data.train));

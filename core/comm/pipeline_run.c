@@ -20,6 +20,7 @@
 #include "core/comm/pipeline_internal.h"
 #include "core/graph/internal.h"
 #include "core/runtime/internal.h"
+#include "unigrad/ops.h"
 
 typedef struct stage_run {
     ug_pipeline *p;
@@ -179,8 +180,8 @@ ug_status ug_pipeline_run(ug_pipeline *p)
     stage_run r = {.p = p, .first_run = p->graph->runs};
     p->last_rows = 0;
     ug_status st = batch_rows(p, &r.batch_rows);
-    if (st == UG_OK && p->loss_sum)
-        st = ug_graph_clear_sums(p->graph);
+    if (st == UG_OK && p->loss_sum) /* its own sum: the caller's own go on across runs */
+        st = ug_fill(p->loss_sum->tensor, 0.0f);
     for (int j = 0; st == UG_OK && !p->training && j < p->micro_batches; j++)
         st = forward(&r, j);
     if (st == UG_OK && p->training)

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/fault.h"
+#include "core/comm/internal.h"
 #include "core/io/string_map.h"
 #include "core/train/trainer_internal.h"
 
@@ -95,6 +96,8 @@ ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer
 {
     ug_graph *g = tg->graph;
     UG_TRY(take_metrics(tg, outputs));
+    if (!trainer_holds_loss(t)) /* a stage before the last: the names only */
+        return UG_OK;
     UG_TRY(ug_graph_accumulate_rows(g, tg->loss, &tg->loss_sum));
     for (int i = 0; i < tg->metric_count; i++) {
         ug_value *v = tg->metric_values[i];
@@ -170,10 +173,32 @@ static ug_status sum_over_ranks(ug_trainer *t, double *values, int count)
     return st;
 }
 
+/* Stages: the last stage's figures to every other stage (the numbers;
+ * each keeps its own names). */
+static ug_status share_from_last_stage(ug_trainer *t, trainer_graph *tg, ug_trainer_metrics *out)
+{
+    ug_comm *c = t->stage_comm;
+    const int last = ug_comm_size(c) - 1;
+    if (ug_comm_rank(c) == last) {
+        for (int r = 0; r < last; r++)
+            UG_TRY(c->engine->send(c, out, sizeof *out, r));
+        return UG_OK;
+    }
+    size_t bytes = 0;
+    UG_TRY(c->engine->recv(c, out, sizeof *out, last, &bytes));
+    out->metric_names = (const char *const *)tg->metric_names;
+    out->confusion = NULL;
+    return bytes == sizeof *out ? UG_OK
+                                : ug_set_error(UG_ERR_BACKEND, "trainer: the last stage sent %zu bytes of figures, "
+                                               "not %zu", bytes, sizeof *out);
+}
+
 ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,
                                ug_trainer_metrics *out)
 {
     memset(out, 0, sizeof *out);
+    if (!trainer_holds_loss(t))
+        return share_from_last_stage(t, tg, out);
     out->accuracy = out->top_k_accuracy = NAN;
     /* sums[0] samples, [1] loss, [2] correct, then the caller's metrics. */
     double sums[UG_TRAINER_MAX_METRICS + 3] = {(double)samples};
@@ -220,5 +245,7 @@ ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples
         out->classes = tg->classes;
         out->confusion = matrix;
     }
+    if (t->stage_comm)
+        UG_TRY(share_from_last_stage(t, tg, out));
     return ug_graph_clear_sums(tg->graph);
 }

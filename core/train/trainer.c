@@ -13,6 +13,7 @@
 #include "core/io/string_map.h"
 #include "core/comm/internal.h"
 #include "core/runtime/internal.h"
+#include "core/comm/pipeline_internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 
@@ -46,6 +47,24 @@ static ug_dtype trainer_compute_precision(ug_device *device, ug_dtype asked)
     return compute;
 }
 
+/* What pipeline stages cannot take yet, or NULL. */
+static const char *stage_refusal(const ug_trainer_config *c)
+{
+    const ug_optimizer_config *o = &c->optimizer;
+    return c->comm || c->devices ? "stages with comm or devices (a grid of stages and replicas) is not built yet"
+           : c->shard_optimizer  ? "stages with shard_optimizer is not built yet"
+           : c->max_steps || c->block_size ? "stages in a token run are not built yet"
+           : c->accumulate > 1 ? "accumulate with stages: the stages' micro_batches are the batch's accumulation"
+           : c->batch_size == 0 ? "batch_size is 0 with stages: give the batch size (the search is not shared)"
+           : c->patience ? "patience with stages (the best weights of every stage) is not built yet"
+           : c->checkpoint || c->resume ? "checkpoints of stages are not built yet"
+           : c->confusion ? "a confusion matrix with stages is not built yet"
+           : o->max_grad_norm > 0.0f ? "gradient clipping with stages (the norm over every stage) is not built yet"
+           : c->precision == UG_F16 ? "f16 with stages (its loss scaling over every stage) is not built yet; bf16 "
+                                      "needs none"
+                                    : NULL;
+}
+
 /* op: the function refusing it, named in the message. */
 static ug_status check_config(const char *op, ug_device *device, const ug_trainer_config *c)
 {
@@ -69,6 +88,10 @@ static ug_status check_config(const char *op, ug_device *device, const ug_traine
     else if (c->workers < 0) bad = "workers is negative";
     else if (c->max_steps < 0 || c->block_size < 0 || c->eval_every < 0 || c->eval_iters < 0)
         bad = "max_steps, block_size, eval_every or eval_iters is negative";
+    else if (c->micro_batches < 0)
+        bad = "micro_batches is negative";
+    else if (c->stages)
+        bad = stage_refusal(c);
     if (bad)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s", op, bad);
     if (c->comm && ug_comm_device(c->comm) != device)
@@ -79,6 +102,7 @@ static ug_status check_config(const char *op, ug_device *device, const ug_traine
 
 void trainer_graph_free(trainer_graph *tg)
 {
+    ug_pipeline_free(tg->pipeline);
     ug_graph_free(tg->graph);
     ug_tensor_free(tg->class_ids_tensor);
     for (int i = 0; i < tg->metric_count; i++)
@@ -86,11 +110,26 @@ void trainer_graph_free(trainer_graph *tg)
     memset(tg, 0, sizeof *tg);
 }
 
+int trainer_micro_batches(const ug_trainer *t)
+{
+    const int64_t asked = t->config.micro_batches ? t->config.micro_batches : 2 * ug_comm_size(t->stage_comm);
+    return (int)(asked < t->batch ? asked : t->batch);
+}
+
 ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, trainer_graph *out)
 {
     memset(out, 0, sizeof *out);
     UG_TRY(ug_graph_create(t->model, &out->graph));
     ug_graph *g = out->graph;
+    if (t->stage_comm) { /* a stage: its part of the model, on micro-batches of the batch when training */
+        const int micro = training ? trainer_micro_batches(t) : 1;
+        rows = (rows + micro - 1) / micro;
+        ug_status st = ug_pipeline_create(t->stage_comm, g, micro, UG_PIPELINE_1F1B, &out->pipeline);
+        if (st != UG_OK) {
+            trainer_graph_free(out);
+            return st;
+        }
+    }
     const int64_t x_shape[2] = {rows, t->features}, y_shape[2] = {rows, t->target_width};
     const bool tokens = t->token_windows;
     out->row_labels = tokens ? t->features : 1;
@@ -114,8 +153,12 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
     }
     out->loss = outputs.loss;
     out->logits = outputs.logits;
+    /* A stage keeps its part of the model from here on (its later
+     * stages' parameters go); the last holds the loss and the metrics. */
+    ug_value *output = NULL;
+    if (st == UG_OK && out->pipeline) st = ug_pipeline_finish_build(out->pipeline, &output);
     if (st == UG_OK) st = trainer_add_metrics(t, out, &outputs, !training);
-    if (st == UG_OK && training) st = ug_graph_backward(g, out->loss);
+    if (st == UG_OK && training && !out->pipeline) st = ug_graph_backward(g, out->loss);
     if (st == UG_OK && !training) st = ug_graph_set_training(g, false);
     if (st != UG_OK)
         trainer_graph_free(out);
@@ -126,9 +169,13 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
  * class numbers. */
 ug_status trainer_finish_graph(ug_trainer *t, trainer_graph *tg, bool training)
 {
-    if (training)
+    if (tg->pipeline) /* a collective of the stages: backward from the next stage's gradient or the loss */
+        UG_TRY(ug_pipeline_compile(tg->pipeline, trainer_holds_loss(t) ? tg->loss : NULL,
+                                   training ? t->optimizer : NULL));
+    else if (training)
         UG_TRY(ug_graph_set_optimizer(tg->graph, t->optimizer));
-    UG_TRY(ug_graph_compile(tg->graph));
+    if (!tg->pipeline)
+        UG_TRY(ug_graph_compile(tg->graph));
     return tg->class_ids ? ug_graph_bind(tg->graph, tg->class_ids, tg->class_ids_tensor) : UG_OK;
 }
 
@@ -307,16 +354,18 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
 }
 
 ug_status trainer_create(const char *op, ug_device *device, const trainer_sources *sources,
-                         ug_trainer_build_fn build, void *user, const ug_trainer_config *config, ug_trainer **out)
+                         ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                         ug_comm *stage_comm, ug_trainer **out)
 {
     if (!out)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
     *out = NULL;
     const bool tokens = sources->train_tokens || sources->val_tokens;
     const bool no_train = tokens ? !sources->train_tokens : !sources->train;
-    if (config && config->devices && !no_train && build) {
+    if (config && (config->devices || config->stages) && !stage_comm && !no_train && build) {
         if (config->comm)
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: give devices or comm, not both", op);
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: give %s or comm, not both", op,
+                                config->devices ? "devices" : "stages");
         UG_TRY(check_config(op, NULL, config));
         return trainer_replicas_create(op, device, sources, build, user, config, out);
     }
@@ -335,6 +384,7 @@ ug_status trainer_create(const char *op, ug_device *device, const trainer_source
     t->build = build;
     t->user = user;
     t->device = device;
+    t->stage_comm = stage_comm;
     t->compute = trainer_compute_precision(device, config->precision);
     t->best_val_loss = INFINITY;
     t->best_epoch = -1;
@@ -370,7 +420,7 @@ ug_status ug_trainer_create(ug_device *device, const ug_dataset *train, const ug
                             ug_trainer **out)
 {
     const trainer_sources sources = {.train = train, .validation = validation};
-    return trainer_create("ug_trainer_create", device, &sources, build, user, config, out);
+    return trainer_create("ug_trainer_create", device, &sources, build, user, config, NULL, out);
 }
 
 /* What a step cannot take of a trainer's configuration: a batch size to
@@ -468,9 +518,15 @@ ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_m
         UG_TRY(ug_loader_next(loader, &b, &done));
         if (done)
             break;
-        UG_TRY(ug_graph_bind(t->eval.graph, t->eval.x, b.x));
-        UG_TRY(ug_graph_bind(t->eval.graph, t->eval.y, b.y));
-        UG_TRY(ug_graph_run_forward(t->eval.graph));
+        if (t->eval.pipeline) { /* every stage its part, the batch whole */
+            UG_TRY(ug_pipeline_bind(t->eval.pipeline, t->eval.x, b.x));
+            UG_TRY(ug_pipeline_bind(t->eval.pipeline, t->eval.y, b.y));
+            UG_TRY(ug_pipeline_run(t->eval.pipeline));
+        } else {
+            UG_TRY(ug_graph_bind(t->eval.graph, t->eval.x, b.x));
+            UG_TRY(ug_graph_bind(t->eval.graph, t->eval.y, b.y));
+            UG_TRY(ug_graph_run_forward(t->eval.graph));
+        }
         samples += b.count;
     }
     return trainer_read_metrics(t, &t->eval, samples, true, out);
@@ -489,6 +545,8 @@ ug_status ug_trainer_evaluate(ug_trainer *t, const ug_dataset *data, ug_trainer_
                                           "width %lld) are not the model's (%lld, %lld)",
                             (long long)ug_dataset_features(data), (long long)ug_dataset_target_width(data),
                             (long long)t->features, (long long)t->target_width);
+    if (t->replicas && t->stage_comm) /* the other stages evaluate with this one */
+        UG_TRY(trainer_stages_evaluate(t, data));
     ug_loader_config lc = t->loader_config;
     lc.batch_size = t->batch;
     lc.shuffle = false;
@@ -506,6 +564,8 @@ ug_status ug_trainer_last_loss(ug_trainer *t, float *loss)
 {
     if (!t || !loss)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_last_loss: %s is NULL", !t ? "trainer" : "loss");
+    if (t->train.pipeline) /* the last stage holds it */
+        return trainer_holds_loss(t) ? ug_pipeline_loss(t->train.pipeline, loss) : trainer_stages_last_loss(t, loss);
     return ug_graph_read(t->train.graph, t->train.loss, loss, sizeof *loss);
 }
 

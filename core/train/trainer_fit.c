@@ -22,13 +22,14 @@ static bool stop_asked(const ug_trainer *t) { return t->config.stop && *t->confi
 static ug_status stop_agreed(ug_trainer *t, bool *stop)
 {
     *stop = stop_asked(t);
-    if (!t->config.comm)
+    ug_comm *comm = t->config.comm ? t->config.comm : t->stage_comm;
+    if (!comm)
         return UG_OK;
     float flag = *stop ? 1.0f : 0.0f;
     if (!t->stop_flag)
         UG_TRY(ug_tensor_create(t->device, UG_F32, 1, (int64_t[]){1}, &t->stop_flag));
     UG_TRY(ug_tensor_upload(t->stop_flag, &flag, sizeof flag));
-    UG_TRY(ug_comm_all_reduce(t->config.comm, t->stop_flag, UG_COMM_MAX));
+    UG_TRY(ug_comm_all_reduce(comm, t->stop_flag, UG_COMM_MAX));
     UG_TRY(ug_tensor_download(t->stop_flag, &flag, sizeof flag));
     *stop = flag > 0.0f;
     return UG_OK;
@@ -58,6 +59,11 @@ static ug_status train_batch(ug_trainer *t, const ug_tensor *x, const ug_tensor 
     ug_graph *g = t->train.graph;
     ug_comm *comm = t->config.comm;
     const bool updating = t->pending + 1 >= t->config.accumulate || last;
+    if (t->train.pipeline) { /* every stage its part: the micro-batches through the stages, then the update */
+        UG_TRY(ug_pipeline_bind(t->train.pipeline, t->train.x, x));
+        UG_TRY(ug_pipeline_bind(t->train.pipeline, t->train.y, y));
+        return ug_pipeline_run(t->train.pipeline);
+    }
     if (rows) {
         UG_TRY(ug_graph_bind(g, t->train.x, x));
         UG_TRY(ug_graph_bind(g, t->train.y, y));
@@ -156,8 +162,15 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
         }
         const float lr = ug_optimizer_current_lr(t->optimizer);
         t->last_lr = lr;
-        UG_TRY(train_batch(t, b.x, b.y, b.count, index + 1 == batches));
+        /* Stages skip a batch of fewer rows than micro-batches (each needs one). */
+        const bool skipped = t->train.pipeline && b.count < trainer_micro_batches(t);
+        if (!skipped)
+            UG_TRY(train_batch(t, b.x, b.y, b.count, index + 1 == batches));
         UG_TRY(ug_profiler_range_pop(t->device));
+        if (skipped) {
+            index++;
+            continue;
+        }
         samples += b.count;
         t->global_batch++;
         if (c->on_step) {
@@ -165,11 +178,12 @@ static ug_status train_epoch(ug_trainer *t, int64_t epoch, ug_trainer_epoch *rep
                                  .global_batch = t->global_batch, .updates = ug_optimizer_steps(t->optimizer),
                                  .samples = samples, .loss = NAN, .lr = lr};
             if ((c->log_every && t->global_batch % c->log_every == 0) || index + 1 == batches)
-                UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
+                UG_TRY(ug_trainer_last_loss(t, &s.loss));
             s.samples_per_second = (double)(samples - first_batch * t->batch) / (ug_seconds_now() - start);
             ug_clear_error();
             UG_TRY(call_back(c->on_step(&s, c->user), "on_step"));
         }
+        UG_TRY(trainer_stage_callbacks_done(t));
         index++;
         if (t->pending)
             continue;
@@ -379,6 +393,7 @@ static ug_status fit(ug_trainer *t)
             ug_clear_error();
             UG_TRY(call_back(c->on_epoch(&report, c->user), "on_epoch"));
         }
+        UG_TRY(trainer_stage_callbacks_done(t));
         t->save_error[0] = '\0';
         if (stopping && !last) {
             t->stopped = true;

@@ -9,11 +9,13 @@
 
 #include "unigrad/checkpoint.h"
 #include "unigrad/device.h"
+#include "unigrad/pipeline.h"
 #include "unigrad/trainer.h"
 
 /* A graph built by the caller's function, with the trainer's sums. */
 typedef struct trainer_graph {
     ug_graph *graph;
+    ug_pipeline *pipeline;        /* a stage's (config.stages), or NULL */
     ug_value *x, *y, *loss, *logits;
     ug_value *class_ids;          /* input [1, classes]: 0 .. classes-1 (top-k, confusion) */
     ug_tensor *class_ids_tensor;
@@ -45,7 +47,13 @@ typedef struct trainer_replicas trainer_replicas;
 
 struct ug_trainer {
     ug_trainer_config config;     /* checkpoint and resume point into paths below */
-    trainer_replicas *replicas;   /* config.devices' other ranks (trainer_replicas.c), or NULL */
+    /* config.devices' or config.stages' other ranks (trainer_replicas.c),
+     * on rank 0's trainer; NULL on the others and without either. */
+    trainer_replicas *replicas;
+    /* config.stages: this stage's rank of the stages' group, and on the
+     * other stages' trainers, the group whose stage 0 they follow. */
+    ug_comm *stage_comm;
+    trainer_replicas *following;
     char *checkpoint_path, *resume_path;
     ug_trainer_build_fn build;
     void *user;
@@ -112,9 +120,27 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
                                   ug_trainer **out);
 ug_status trainer_replicas_fit(ug_trainer *t, ug_status (*fit)(ug_trainer *t));
 void trainer_replicas_free(trainer_replicas *g);
+/* Stages (config.stages): where stage 0 calls back, the others wait for
+ * what its callbacks ask of them (an evaluation, the loss) until it goes
+ * on; stage 0 says it goes on. Nothing on other trainers. */
+ug_status trainer_stage_callbacks_done(ug_trainer *t);
+/* On stage 0: the other stages evaluate data with it (ug_trainer_evaluate),
+ * or the last one sends it the last training batch's loss. */
+ug_status trainer_stages_evaluate(ug_trainer *t, const ug_dataset *data);
+ug_status trainer_stages_last_loss(ug_trainer *t, float *loss);
 
+/* stage_comm: this trainer is a pipeline stage of that group (config.stages). */
 ug_status trainer_create(const char *op, ug_device *device, const trainer_sources *sources,
-                         ug_trainer_build_fn build, void *user, const ug_trainer_config *config, ug_trainer **out);
+                         ug_trainer_build_fn build, void *user, const ug_trainer_config *config,
+                         ug_comm *stage_comm, ug_trainer **out);
+/* A stage's micro-batches of each training batch (config.micro_batches,
+ * or two per stage; at most the batch's rows). */
+int trainer_micro_batches(const ug_trainer *t);
+/* Whether this trainer is the last stage of its pipeline (or has none). */
+static inline bool trainer_holds_loss(const ug_trainer *t)
+{
+    return !t->stage_comm || ug_comm_rank(t->stage_comm) == ug_comm_size(t->stage_comm) - 1;
+}
 /* trainer_tokens.c: opens a token run (the model, optimizer, graphs and
  * samplers), and evaluates a sampler's fixed evaluation batches. */
 ug_status trainer_open_tokens(ug_trainer *t, const ug_tokens *train, const ug_tokens *validation);

@@ -1,11 +1,14 @@
 /* Several local devices from one trainer (ug_trainer_config.devices, as
- * ug-train's --devices): the library opens the devices, makes their
- * in-process group (ug_comm_local_create) and one trainer per device, rank
- * 0's on the caller's thread (the trainer returned), the others' on
- * threads of their own, which then wait for the commands rank 0's calls
- * give them: fit with it, or end. Data-parallel training as config.comm
- * describes it; callbacks and checkpoints are rank 0's, evaluations its
- * own (they run whole on every rank). */
+ * ug-train's --devices, or config.stages, as --stages): the library opens
+ * the devices, makes their in-process group (ug_comm_local_create) and
+ * one trainer per device, rank 0's on the caller's thread (the trainer
+ * returned), the others' on threads of their own, which then follow the
+ * commands rank 0's calls give them: fit with it, evaluate, or end.
+ * Replicas: data-parallel training as config.comm describes it;
+ * callbacks and checkpoints are rank 0's, evaluations its own (they run
+ * whole on every rank). Stages: every stage takes part in each batch and
+ * evaluation, so where stage 0 calls back, the others wait for what its
+ * callbacks ask (an evaluation, the last stage's loss) until it goes on. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +16,11 @@
 
 #include "base/error.h"
 #include "base/fault.h"
+#include "core/comm/internal.h"
 #include "core/train/trainer_internal.h"
 
-enum { MAX_REPLICAS = 16, COMMAND_FIT = 1, COMMAND_END };
+enum { MAX_REPLICAS = 16, QUEUE = 64 };
+enum { COMMAND_FIT = 1, COMMAND_END, COMMAND_EVALUATE, COMMAND_LOSS, COMMAND_GO_ON };
 
 typedef struct replica {
     trainer_replicas *group;
@@ -24,16 +29,25 @@ typedef struct replica {
     ug_trainer *trainer; /* ranks 1..: made and freed on its thread */
     pthread_t thread;
     bool started;
-    int done;            /* the last command finished */
-    ug_status status;    /* its result */
+    int seen;            /* commands taken */
+    int done;            /* fits finished (and the creation) */
+    ug_status status;    /* the last one's result */
     char error[512];
 } replica;
+
+/* A command and what it takes. */
+typedef struct command_entry {
+    int command;
+    const ug_dataset *data;   /* COMMAND_EVALUATE */
+} command_entry;
 
 struct trainer_replicas {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int count;
-    int command, issued; /* the command and how many were issued */
+    bool stages;         /* config.stages: the ranks are pipeline stages */
+    int issued;          /* commands issued; command i is queue[i % QUEUE] */
+    command_entry queue[QUEUE];
     replica r[MAX_REPLICAS];
     /* What the ranks make their trainers of. */
     const char *op;
@@ -55,6 +69,35 @@ static void finish(replica *r, ug_status st)
     pthread_mutex_unlock(&g->lock);
 }
 
+/* The next command for r, waited for. */
+static command_entry next_command(replica *r)
+{
+    trainer_replicas *g = r->group;
+    pthread_mutex_lock(&g->lock);
+    while (g->issued <= r->seen)
+        pthread_cond_wait(&g->changed, &g->lock);
+    const command_entry e = g->queue[r->seen % QUEUE];
+    r->seen++;
+    pthread_cond_broadcast(&g->changed); /* a full queue has room again */
+    pthread_mutex_unlock(&g->lock);
+    return e;
+}
+
+/* A stage's part of what stage 0 asked: an evaluation, or the loss (the
+ * last stage sends it). */
+static ug_status serve(replica *r, command_entry e)
+{
+    if (e.command == COMMAND_EVALUATE) {
+        ug_trainer_metrics ignored;
+        return ug_trainer_evaluate(r->trainer, e.data, &ignored);
+    }
+    if (!trainer_holds_loss(r->trainer))
+        return UG_OK;
+    float loss = 0.0f;
+    UG_TRY(ug_trainer_last_loss(r->trainer, &loss));
+    return r->comm->engine->send(r->comm, &loss, sizeof loss, 0);
+}
+
 /* Rank i's thread: its trainer, then each command until the end. A rank
  * that fails leaves its group, which fails the others' collectives at
  * once instead of leaving them waiting. */
@@ -63,43 +106,94 @@ static void *replica_main(void *arg)
     replica *r = arg;
     trainer_replicas *g = r->group;
     ug_trainer_config c = g->config;
-    c.comm = r->comm;
+    c.comm = g->stages ? NULL : r->comm;
     c.on_step = NULL;
     c.on_epoch = NULL;
     c.user = NULL;
-    ug_status st = trainer_create(g->op, r->device, &g->sources, g->build, g->user, &c, &r->trainer);
+    ug_status st = trainer_create(g->op, r->device, &g->sources, g->build, g->user, &c, g->stages ? r->comm : NULL,
+                                  &r->trainer);
     if (st != UG_OK) {
         ug_comm_free(r->comm);
         r->comm = NULL;
+    } else if (g->stages) {
+        r->trainer->following = g;
     }
     finish(r, st);
-    for (int seen = 1;; seen++) {
-        pthread_mutex_lock(&g->lock);
-        while (g->issued < seen)
-            pthread_cond_wait(&g->changed, &g->lock);
-        const int command = g->command;
-        pthread_mutex_unlock(&g->lock);
-        if (command == COMMAND_END)
+    for (;;) {
+        const command_entry e = next_command(r);
+        if (e.command == COMMAND_END)
             break;
-        st = r->trainer ? ug_trainer_fit(r->trainer) : ug_set_error(UG_ERR_STATE, "its trainer was not made");
+        if (e.command == COMMAND_GO_ON)
+            continue;
+        if (!r->trainer)
+            st = ug_set_error(UG_ERR_STATE, "its trainer was not made");
+        else
+            st = e.command == COMMAND_FIT ? ug_trainer_fit(r->trainer) : serve(r, e);
         if (st != UG_OK && r->comm) {
             ug_comm_free(r->comm);
             r->comm = NULL;
         }
-        finish(r, st);
+        if (e.command == COMMAND_FIT || st != UG_OK)
+            finish(r, st);
     }
     ug_trainer_free(r->trainer);
     return NULL;
 }
 
-/* Issues a command to ranks 1.. (each finishes it in its own time). */
-static void command(trainer_replicas *g, int cmd)
+/* Issues a command to ranks 1.. (each takes it in its own time). */
+static void command(trainer_replicas *g, int cmd, const ug_dataset *data)
 {
     pthread_mutex_lock(&g->lock);
-    g->command = cmd;
+    for (int i = 1; i < g->count; i++) /* the queue is full until the slowest takes one */
+        while (g->r[i].started && g->issued - g->r[i].seen >= QUEUE)
+            pthread_cond_wait(&g->changed, &g->lock);
+    g->queue[g->issued % QUEUE] = (command_entry){.command = cmd, .data = data};
     g->issued++;
     pthread_cond_broadcast(&g->changed);
     pthread_mutex_unlock(&g->lock);
+}
+
+static replica *replica_of(trainer_replicas *g, const ug_trainer *t)
+{
+    for (int i = 1; i < g->count; i++)
+        if (g->r[i].trainer == t)
+            return &g->r[i];
+    return NULL;
+}
+
+ug_status trainer_stage_callbacks_done(ug_trainer *t)
+{
+    if (t->replicas && t->replicas->stages) {
+        command(t->replicas, COMMAND_GO_ON, NULL);
+        return UG_OK;
+    }
+    replica *r = t->following ? replica_of(t->following, t) : NULL;
+    for (command_entry e; r && (e = next_command(r)).command != COMMAND_GO_ON;) {
+        if (e.command == COMMAND_END) { /* stage 0 stopped: its end is for the thread's loop */
+            pthread_mutex_lock(&r->group->lock);
+            r->seen--;
+            pthread_mutex_unlock(&r->group->lock);
+            return ug_set_error(UG_ERR_STATE, "trainer: stage 0 ended the run inside fit");
+        }
+        UG_TRY(serve(r, e));
+    }
+    return UG_OK;
+}
+
+ug_status trainer_stages_evaluate(ug_trainer *t, const ug_dataset *data)
+{
+    command(t->replicas, COMMAND_EVALUATE, data);
+    return UG_OK;
+}
+
+ug_status trainer_stages_last_loss(ug_trainer *t, float *loss)
+{
+    if (!t->replicas)
+        return ug_set_error(UG_ERR_STATE, "ug_trainer_last_loss: the last stage holds the loss");
+    command(t->replicas, COMMAND_LOSS, NULL);
+    ug_comm *c = t->stage_comm;
+    size_t bytes = 0;
+    return c->engine->recv(c, loss, sizeof *loss, ug_comm_size(c) - 1, &bytes);
 }
 
 /* Waits for ranks 1.. to have finished `done` commands; own (rank 0's
@@ -138,7 +232,7 @@ ug_status trainer_replicas_fit(ug_trainer *t, ug_status (*fit)(ug_trainer *t))
 {
     trainer_replicas *g = t->replicas;
     const int done = g->r[1].done + 1;
-    command(g, COMMAND_FIT);
+    command(g, COMMAND_FIT, NULL);
     const ug_status own = fit(t);
     if (own != UG_OK) {
         char why[512];
@@ -153,7 +247,7 @@ void trainer_replicas_free(trainer_replicas *g)
 {
     if (!g)
         return;
-    command(g, COMMAND_END);
+    command(g, COMMAND_END, NULL);
     for (int i = 1; i < g->count; i++)
         if (g->r[i].started)
             pthread_join(g->r[i].thread, NULL);
@@ -202,7 +296,11 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
     g->user = user;
     g->config = *config;
     g->config.devices = NULL;
-    ug_status st = open_devices(op, config->devices, g);
+    g->stages = config->stages != NULL;
+    ug_status st = open_devices(op, g->stages ? config->stages : config->devices, g);
+    if (st == UG_OK && g->stages && g->count < 2)
+        st = ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: stages \"%s\" names one device; a pipeline has two "
+                          "stages or more", op, config->stages);
     if (st == UG_OK && device && device != g->r[0].device)
         st = ug_set_error(UG_ERR_DEVICE, "%s: the device is %s, devices' first %s; pass NULL or the first", op,
                           ug_device_name(device), ug_device_name(g->r[0].device));
@@ -224,8 +322,8 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
     ug_trainer *t = NULL;
     if (st == UG_OK) {
         ug_trainer_config c = g->config;
-        c.comm = g->r[0].comm;
-        st = trainer_create(op, g->r[0].device, sources, build, user, &c, &t);
+        c.comm = g->stages ? NULL : g->r[0].comm;
+        st = trainer_create(op, g->r[0].device, sources, build, user, &c, g->stages ? g->r[0].comm : NULL, &t);
     }
     if (st != UG_OK) { /* leave the group (and the unstarted ranks' places) */
         char why[512];

@@ -109,7 +109,7 @@ ug_status ug_trainer_create_tokens(ug_device *device, const ug_tokens *train, co
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create_tokens: the training tokens are NULL");
     }
     const trainer_sources sources = {.train_tokens = train, .val_tokens = validation};
-    return trainer_create("ug_trainer_create_tokens", device, &sources, build, user, config, out);
+    return trainer_create("ug_trainer_create_tokens", device, &sources, build, user, config, NULL, out);
 }
 
 ug_status trainer_evaluate_sampler(ug_trainer *t, ug_token_sampler *sampler, ug_trainer_metrics *out)

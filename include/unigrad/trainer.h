@@ -255,6 +255,25 @@ typedef struct ug_trainer_config {
      * their own that fit whenever it fits; callbacks, checkpoints and
      * evaluations are the first's. Not with comm. NULL: one device. */
     const char *devices;
+    /* Pipeline stages on devices of this process from one field, as
+     * ug-train's --stages: "cpu,opencl:0" (2 to 16), stage i on the i-th
+     * device, for a model larger than one device. The build function,
+     * which builds the whole model as ever, marks where each stage ends
+     * (ug_pipeline_boundary, pipeline.h: nothing without stages). The
+     * library opens the devices, makes their group and a trainer per
+     * stage, stage 0's on the caller's thread (the trainer returned), the
+     * others' on threads of their own that follow it: callbacks are stage
+     * 0's, and ug_trainer_evaluate and ug_trainer_last_loss work from them
+     * (and after fit) as on one device. Each batch is cut into
+     * micro_batches (0: two per stage, at most the batch's rows) that flow
+     * through the stages in the 1F1B schedule; each update equals one
+     * device's accumulating the same micro-batches, and the initial
+     * parameters and dropout masks are one device's. A batch with fewer
+     * rows than micro-batches (an epoch's last) is skipped. Not yet with
+     * comm, devices, shard_optimizer, token runs, accumulate, batch_size
+     * 0, patience, checkpoints, confusion, gradient clipping or f16. */
+    const char *stages;
+    int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks
      * (ZeRO stage 1, ug_comm_shard_optimizer): each rank holds and updates
      * its part of every parameter, and the parts are gathered after each

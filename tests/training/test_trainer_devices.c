@@ -1,7 +1,8 @@
 /* The trainer across devices: mixed precision only where the device
  * computes the half type natively (ug_device_precision), several devices
- * trained from one configuration field (config.devices), and the
- * optimizer's state sharded over them (config.shard_optimizer). */
+ * trained from one configuration field (config.devices), the optimizer's
+ * state sharded over them (config.shard_optimizer), and pipeline stages
+ * from one field (config.stages). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdio.h>
@@ -91,6 +92,97 @@ static void test_devices_from_one_field(ug_device *dev)
     ug_dataset_free(data);
 }
 
+/* build_mlp cut after fc1 (its dropout included): on one device the cut
+ * is nothing. */
+static ug_status build_staged(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
+{
+    ug_value *h = NULL;
+    ug_status st = ug_nn_linear(g, "fc1", x, 16, &h);
+    if (st == UG_OK) st = ug_g_tanh(g, h, &h);
+    if (st == UG_OK && !user) st = ug_g_dropout(g, h, 0.1f, &h);
+    if (st == UG_OK) st = ug_pipeline_boundary(g, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "fc2", h, CLASSES, &out->logits);
+    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
+}
+
+static ug_status note_figures(const ug_trainer_epoch *e, void *user)
+{
+    ((double *)user)[e->epoch] = e->train.loss;
+    return UG_OK;
+}
+
+/* One field, two pipeline stages: config.stages "cpu,<another device>"
+ * (this one, or opencl:0 on cpu) trains build_staged, fc1 on stage 0 and
+ * fc2 on stage 1, batches of 48 in 4 micro-batches, as one device
+ * accumulating 4 batches of 12: fc1's parameters (stage 0's model), each
+ * epoch's training loss (stage 1's, reported through stage 0's callback)
+ * and an evaluation from stage 0 after fit within float rounding, with
+ * dropout. What stages cannot take is refused. */
+static void test_stages_from_one_field(ug_device *dev)
+{
+    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
+    ug_device *second = NULL;
+    if (ug_device_open(other, &second) != UG_OK) {
+        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+        return;
+    }
+    ug_device_close(second);
+    ug_device *cpu = NULL;
+    ug_dataset *data = problem(13);
+    REQUIRE(data && OK(ug_device_open("cpu", &cpu)));
+    ug_trainer_config c = mlp_config();
+    c.batch_size = 12;
+    c.accumulate = 4;
+    double losses[2][3] = {{0}};
+    c.on_epoch = note_figures;
+    c.user = losses[0];
+    ug_trainer *t = NULL;
+    ug_trainer_metrics evaluated[2] = {{0}};
+    float *params[2] = {NULL};
+    int64_t n[2] = {0};
+    if (OK(ug_trainer_create(cpu, data, NULL, build_staged, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
+        OK(ug_trainer_evaluate(t, data, &evaluated[0])))
+        params[0] = ts_model_params(ug_trainer_model(t), &n[0]);
+    ug_trainer_free(t);
+    t = NULL;
+    char stages[80];
+    snprintf(stages, sizeof stages, "cpu,%s", other);
+    c.stages = stages;
+    c.batch_size = 48;
+    c.accumulate = 1;
+    c.micro_batches = 4;
+    c.user = losses[1];
+    if (OK(ug_trainer_create(NULL, data, NULL, build_staged, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
+        OK(ug_trainer_evaluate(t, data, &evaluated[1])))
+        params[1] = ts_model_params(ug_trainer_model(t), &n[1]);
+    ug_trainer_free(t);
+    /* stage 0's model holds fc1 alone: one device's first 16 x 6 + 16 values */
+    REQUIRE(params[0] && params[1] && n[1] == 16 * FEATURES + 16 && n[0] > n[1]);
+    double scale = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < n[1]; i++) {
+        scale = fmax(scale, fabs(params[0][i]));
+        worst = fmax(worst, fabs((double)params[0][i] - params[1][i]));
+    }
+    CHECK_MSG(worst <= 1e-4 * scale, "stage 0's fc1 differs from one device's by %g (largest %g)", worst, scale);
+    for (int e = 0; e < 3; e++)
+        CHECK_MSG(fabs(losses[1][e] - losses[0][e]) <= 1e-4 * losses[0][e], "epoch %d's training loss: %.7g "
+                  "through the stages, %.7g on one device", e + 1, losses[1][e], losses[0][e]);
+    CHECK_MSG(evaluated[1].samples == SAMPLES && fabs(evaluated[1].loss - evaluated[0].loss) <= 1e-4 *
+                  evaluated[0].loss && evaluated[1].accuracy == evaluated[0].accuracy,
+              "the stages' evaluation: %lld samples, loss %.7g, accuracy %.4f; one device's loss %.7g, %.4f",
+              (long long)evaluated[1].samples, evaluated[1].loss, evaluated[1].accuracy, evaluated[0].loss,
+              evaluated[0].accuracy);
+    c.accumulate = 2;
+    if (CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_staged, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("accumulate with stages");
+    c.accumulate = 1;
+    c.stages = "cpu";
+    if (CHECK_STATUS(ug_trainer_create(NULL, data, NULL, build_staged, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("names one device");
+    ug_device_close(cpu);
+    ug_dataset_free(data);
+}
+
 /* config.shard_optimizer on two ranks of this device: the parameters the
  * unsharded run's bit for bit; the checkpoint holds the whole state (the
  * two runs' checkpoints continue to the same bits, resumed either way),
@@ -154,6 +246,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(half_precision_where_it_pays),
         TH_DEVICE_TEST(devices_from_one_field),
         TH_DEVICE_TEST(sharded_optimizer),
+        TH_DEVICE_TEST(stages_from_one_field),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }

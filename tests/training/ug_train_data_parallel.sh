@@ -4,7 +4,9 @@
 # device within 0.5 points after one epoch of Fashion-MNIST (when it is
 # installed; else 4096 generated images), and say how the batch is split;
 # the local replicas also run with --profile, and the MPI run with the
-# optimizer's state sharded gives the unsharded run's figures.
+# optimizer's state sharded gives the unsharded run's figures. Pipeline
+# stages on cpu and opencl:0 (--stages) reach one device's accuracy within
+# 0.3 points.
 # Usage: ug_train_data_parallel.sh UG_TRAIN MPIEXEC|- OPENCL(0|1)
 set -u
 train=$1 mpiexec=$2 opencl=$3
@@ -49,6 +51,23 @@ if [ "$opencl" = 1 ]; then
         cat "$dir/profile.out"
         fail "--devices cpu,opencl:0 --profile"
     fi
+fi
+if [ "$opencl" = 1 ]; then
+    # Pipeline stages: the model's layers on cpu and opencl:0, the same
+    # accuracy as one device within 0.3 points.
+    "$train" --stages cpu,opencl:0 --data "$data" --epochs 1 --batch-size 64 --quiet > "$dir/stages.out" 2>&1 ||
+        fail "--stages cpu,opencl:0:"
+    cat "$dir/stages.out"
+    got=$(accuracy "$dir/stages.out")
+    grep -q "^pipeline: 2 stages on cpu,opencl:0" "$dir/stages.out" || fail "--stages did not say how it splits"
+    awk -v a="$got" -v b="$one" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.3) }' ||
+        fail "--stages cpu,opencl:0 reached $got%, one device $one%"
+    echo "ok --stages cpu,opencl:0: $got% against one device's $one%"
+fi
+if "$train" --stages cpu --data "$data" --epochs 1 --quiet > "$dir/one_stage.out" 2>&1 ||
+    ! grep -q "a pipeline needs two stages or more" "$dir/one_stage.out"; then
+    cat "$dir/one_stage.out"
+    fail "--stages of one device was not refused so"
 fi
 if [ "$mpiexec" != - ]; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpiexec" --oversubscribe -np 2 -x UG_NUM_THREADS=1 \
