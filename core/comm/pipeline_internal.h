@@ -55,5 +55,21 @@ ug_status ug_pipeline_make_input(ug_pipeline *p, const char *op, int stage, ug_d
  * aside), the count of boundaries checked against the stages. */
 void ug_pipeline_take_graph(ug_pipeline *p);
 ug_status ug_pipeline_finish_build(ug_pipeline *p, ug_value **value);
+/* pipeline_save.c, a collective of the stages (c's ranks): every stage's
+ * model and optimizer state gathered whole on stage 0, into a model and
+ * optimizer in host memory, with the last stage's running sums of graph
+ * (its checkpoint part graph_name), for a checkpoint; nothing on the
+ * others. */
+enum { UG_PIPELINE_MAX_SUMS = 32 };
+typedef struct ug_pipeline_state {
+    ug_model *model;
+    ug_optimizer *optimizer;
+    int sum_count;
+    char sum_names[UG_PIPELINE_MAX_SUMS][64];
+    ug_tensor *sums[UG_PIPELINE_MAX_SUMS];
+} ug_pipeline_state;
+ug_status ug_pipeline_gather_state(ug_comm *c, ug_model *model, ug_optimizer *opt, const ug_graph *graph,
+                                   const char *graph_name, ug_pipeline_state *out);
+void ug_pipeline_state_free(ug_pipeline_state *s);
 
 #endif

@@ -40,6 +40,12 @@ struct ug_checkpoint {
     int loader_count;
     ug_string_map strings; /* the caller's */
     int keep;
+    /* A pipeline stage's (checkpoint_internal.h): tensors saved beside the
+     * parts, and a model that is part of the file's. */
+    int extra_count;
+    const char *const *extra_names;
+    ug_tensor *const *extras;
+    bool model_is_part;
 };
 
 /* ---- the object ---- */
@@ -118,6 +124,22 @@ ug_optimizer *ug_checkpoint_swap_optimizer(ug_checkpoint *ck, ug_optimizer *opt)
 {
     ug_optimizer *had = ck->optimizer;
     ck->optimizer = opt;
+    return had;
+}
+
+void ug_checkpoint_set_extras(ug_checkpoint *ck, int count, const char *const *names, ug_tensor *const *tensors)
+{
+    ck->extra_count = count;
+    ck->extra_names = names;
+    ck->extras = tensors;
+}
+
+void ug_checkpoint_model_is_part(ug_checkpoint *ck) { ck->model_is_part = true; }
+
+ug_model *ug_checkpoint_swap_model(ug_checkpoint *ck, ug_model *model)
+{
+    ug_model *had = ck->model;
+    ck->model = model;
     return had;
 }
 
@@ -351,6 +373,8 @@ ug_status ug_checkpoint_save(ug_checkpoint *ck, const char *path)
     ug_status st = ug_strings_set(&s.meta, FORMAT_KEY, FORMAT_VERSION);
     if (st == UG_OK && ck->model)
         st = gather_model(ck, &s);
+    for (int i = 0; st == UG_OK && i < ck->extra_count; i++)
+        st = save_tensor(&s, ck->extra_names[i], ck->extras[i]);
     if (st == UG_OK && ck->optimizer)
         st = gather_optimizer(ck, &s);
     for (int i = 0; st == UG_OK && i < ck->graph_count; i++)
@@ -516,7 +540,7 @@ static ug_status check_unexpected(const load_plan *p, const ug_checkpoint *ck)
                                     !strcmp(slot, "momentum_buffer") ? " (the file was saved with momentum > 0)" : "");
             }
         }
-        if (!state) {
+        if (!state && !ck->model_is_part) { /* a stage's model: the others' parameters are theirs */
             ug_clear_error();
             return ug_set_error(UG_ERR_FORMAT,
                                 "%s: byte %" PRIu64 ": tensor '%s' is not a parameter of the model (nor "

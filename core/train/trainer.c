@@ -14,6 +14,7 @@
 #include "core/comm/internal.h"
 #include "core/runtime/internal.h"
 #include "core/comm/pipeline_internal.h"
+#include "core/io/checkpoint_internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
 
@@ -57,7 +58,6 @@ static const char *stage_refusal(const ug_trainer_config *c)
            : c->accumulate > 1 ? "accumulate with stages: the stages' micro_batches are the batch's accumulation"
            : c->batch_size == 0 ? "batch_size is 0 with stages: give the batch size (the search is not shared)"
            : c->patience ? "patience with stages (the best weights of every stage) is not built yet"
-           : c->checkpoint || c->resume ? "checkpoints of stages are not built yet"
            : c->confusion ? "a confusion matrix with stages is not built yet"
            : o->max_grad_norm > 0.0f ? "gradient clipping with stages (the norm over every stage) is not built yet"
            : c->precision == UG_F16 ? "f16 with stages (its loss scaling over every stage) is not built yet; bf16 "
@@ -346,6 +346,8 @@ static ug_status open_run(ug_trainer *t, const ug_dataset *train, const ug_datas
     ug_dataset_free(held);
     UG_TRY(st);
     UG_TRY(ug_checkpoint_create(&t->checkpoint));
+    if (t->stage_comm) /* the file holds every stage's */
+        ug_checkpoint_model_is_part(t->checkpoint);
     UG_TRY(ug_checkpoint_add_model(t->checkpoint, t->model));
     UG_TRY(ug_checkpoint_add_optimizer(t->checkpoint, t->optimizer));
     UG_TRY(ug_checkpoint_add_graph(t->checkpoint, "train", t->train.graph));

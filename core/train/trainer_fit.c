@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "core/comm/internal.h"
+#include "core/comm/pipeline_internal.h"
 #include "core/io/checkpoint_internal.h"
 #include "core/train/trainer_internal.h"
 #include "unigrad/memory.h"
@@ -105,17 +106,36 @@ ug_status ug_train_step_run(ug_train_step *step, const ug_tensor *x, const ug_te
  * save did. */
 static bool save(ug_trainer *t)
 {
-    /* A sharded optimizer's parts gathered whole on rank 0, for the save. */
+    /* A sharded optimizer's parts gathered whole on rank 0, or every
+     * stage's part of the model, for the save. */
     ug_optimizer *whole = NULL;
+    ug_pipeline_state staged = {0};
     ug_status gathered =
-        t->config.shard_optimizer ? ug_comm_consolidate_optimizer(t->config.comm, t->optimizer, &whole) : UG_OK;
-    if (t->config.comm && ug_comm_rank(t->config.comm) != 0)
-        return true; /* the replicas are alike: rank 0 writes */
+        t->config.shard_optimizer ? ug_comm_consolidate_optimizer(t->config.comm, t->optimizer, &whole)
+        : t->stage_comm ? ug_pipeline_gather_state(t->stage_comm, t->model, t->optimizer, t->train.graph, "train",
+                                                   &staged)
+                        : UG_OK;
+    ug_comm *group = t->config.comm ? t->config.comm : t->stage_comm;
+    if (group && ug_comm_rank(group) != 0)
+        return gathered == UG_OK; /* rank 0 writes */
+    if (staged.model) { /* the whole model, and the last stage's sums */
+        whole = staged.optimizer;
+        ug_checkpoint_swap_model(t->checkpoint, staged.model);
+        const char *names[UG_PIPELINE_MAX_SUMS];
+        for (int i = 0; i < staged.sum_count; i++)
+            names[i] = staged.sum_names[i];
+        ug_checkpoint_set_extras(t->checkpoint, staged.sum_count, names, staged.sums);
+    }
     ug_optimizer *own = whole ? ug_checkpoint_swap_optimizer(t->checkpoint, whole) : NULL;
     t->last_save_failed = gathered != UG_OK || trainer_save_state(t) != UG_OK ||
                           ug_checkpoint_save(t->checkpoint, t->config.checkpoint) != UG_OK;
-    if (whole) {
+    if (whole)
         ug_checkpoint_swap_optimizer(t->checkpoint, own);
+    if (staged.model) {
+        ug_checkpoint_swap_model(t->checkpoint, t->model);
+        ug_checkpoint_set_extras(t->checkpoint, 0, NULL, NULL);
+        ug_pipeline_state_free(&staged);
+    } else {
         ug_optimizer_free(whole);
     }
     if (t->last_save_failed)

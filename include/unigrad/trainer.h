@@ -269,9 +269,11 @@ typedef struct ug_trainer_config {
      * through the stages in the 1F1B schedule; each update equals one
      * device's accumulating the same micro-batches, and the initial
      * parameters and dropout masks are one device's. A batch with fewer
-     * rows than micro-batches (an epoch's last) is skipped. Not yet with
-     * comm, devices, shard_optimizer, token runs, accumulate, batch_size
-     * 0, patience, checkpoints, confusion, gradient clipping or f16. */
+     * rows than micro-batches (an epoch's last) is skipped. Checkpoints
+     * hold the whole model, every stage's part gathered on stage 0 in host
+     * memory, so a run resumes on other stages or on one device. Not yet
+     * with comm, devices, shard_optimizer, token runs, accumulate,
+     * batch_size 0, patience, confusion, gradient clipping or f16. */
     const char *stages;
     int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks

@@ -183,6 +183,92 @@ static void test_stages_from_one_field(ug_device *dev)
     ug_dataset_free(data);
 }
 
+/* Stops the run (the trainer saves) after its first epoch. */
+static ug_status stop_after_first(const ug_trainer_epoch *e, void *user)
+{
+    (void)e;
+    *(volatile sig_atomic_t *)user = 1;
+    return UG_OK;
+}
+
+/* fc1 (stage 0's, or one device's first parameters) after fitting c,
+ * and an evaluation of data, into params (n values) and metrics. */
+static bool fit_staged(ug_device *dev, ug_dataset *data, const ug_trainer_config *c, void *user, float **params,
+                       int64_t *n, ug_trainer_metrics *metrics)
+{
+    ug_trainer *t = NULL;
+    bool ok = OK(ug_trainer_create(dev, data, NULL, build_staged, user, c, &t)) && OK(ug_trainer_fit(t)) &&
+              OK(ug_trainer_evaluate(t, data, metrics));
+    if (ok && params)
+        *params = ts_model_params(ug_trainer_model(t), n);
+    ug_trainer_free(t);
+    return ok;
+}
+
+/* A staged run's checkpoint holds the whole model: stopped after its
+ * first epoch (a save) and resumed on the same stages, it ends bit for
+ * bit as the run without a stop; resumed on one device (batches of 48,
+ * no micro-batches; no dropout, whose masks are per micro-batch), within
+ * float rounding of it. */
+static void test_stages_resume(ug_device *dev)
+{
+    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
+    ug_device *second = NULL, *cpu = NULL;
+    if (ug_device_open(other, &second) != UG_OK) {
+        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+        return;
+    }
+    ug_device_close(second);
+    char dir[] = "/tmp/ug-test-stages-XXXXXX", path[128], stages[80];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/run.safetensors", dir);
+    snprintf(stages, sizeof stages, "cpu,%s", other);
+    ug_dataset *data = problem(17);
+    REQUIRE(data && OK(ug_device_open("cpu", &cpu)));
+    static int no_dropout;
+    ug_trainer_config c = mlp_config();
+    c.stages = stages;
+    c.batch_size = 48;
+    c.accumulate = 1;
+    c.micro_batches = 4;
+    c.checkpoint = path;
+    float *whole = NULL, *resumed = NULL, *one = NULL;
+    int64_t n[3] = {0};
+    ug_trainer_metrics m[3];
+    REQUIRE(fit_staged(NULL, data, &c, &no_dropout, &whole, &n[0], &m[0]));
+    volatile sig_atomic_t stop = 0;
+    c.stop = &stop;
+    c.on_epoch = stop_after_first;
+    c.user = (void *)&stop;
+    REQUIRE(fit_staged(NULL, data, &c, &no_dropout, NULL, NULL, &m[1]));
+    c.stop = NULL;
+    c.on_epoch = NULL;
+    c.resume = path;
+    if (fit_staged(NULL, data, &c, &no_dropout, &resumed, &n[1], &m[1]))
+        CHECK_MSG(n[1] == n[0] && !memcmp(resumed, whole, (size_t)n[0] * sizeof *whole) &&
+                      m[1].loss == m[0].loss,
+                  "resumed on the same stages: fc1 or the evaluation (%.9g, %.9g) differs from the run without "
+                  "a stop", m[1].loss, m[0].loss);
+    c.stages = NULL; /* the same run's checkpoint on one device */
+    c.micro_batches = 0;
+    c.checkpoint = NULL;
+    c.resume_override = true;
+    if (fit_staged(cpu, data, &c, &no_dropout, &one, &n[2], &m[2])) {
+        double scale = 0.0, worst = 0.0;
+        for (int64_t i = 0; i < n[0] && n[2] > n[0]; i++) {
+            scale = fmax(scale, fabs(whole[i]));
+            worst = fmax(worst, fabs((double)whole[i] - one[i]));
+        }
+        CHECK_MSG(n[2] > n[0] && worst <= 1e-4 * scale && fabs(m[2].loss - m[0].loss) <= 1e-4 * m[0].loss,
+                  "resumed on one device: fc1 %g from the staged run's (largest %g), loss %.7g against %.7g",
+                  worst, scale, m[2].loss, m[0].loss);
+    }
+    remove(path);
+    rmdir(dir);
+    ug_device_close(cpu);
+    ug_dataset_free(data);
+}
+
 /* config.shard_optimizer on two ranks of this device: the parameters the
  * unsharded run's bit for bit; the checkpoint holds the whole state (the
  * two runs' checkpoints continue to the same bits, resumed either way),
@@ -247,6 +333,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(devices_from_one_field),
         TH_DEVICE_TEST(sharded_optimizer),
         TH_DEVICE_TEST(stages_from_one_field),
+        TH_DEVICE_TEST(stages_resume),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
