@@ -61,6 +61,10 @@ void ug_pipeline_free(ug_pipeline *p)
 {
     if (!p)
         return;
+    if (p->graph->cut_ctx == p) { /* the graph goes on as one of no pipeline */
+        p->graph->cut_wrongly = NULL;
+        p->graph->cut_ctx = NULL;
+    }
     for (int i = 0; i < p->slot_count; i++)
         ug_tensor_free(p->slots[i]);
     free(p->slots);
@@ -114,19 +118,16 @@ typedef struct boundary_layout {
 
 static boundary_layout layout_of(const ug_value *v, uint64_t streams)
 {
-    boundary_layout l = {.dtype = v ? (int32_t)v->dtype : -1, .ndim = v ? v->ndim : 0, .dropout_streams = streams};
-    if (v)
-        memcpy(l.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    boundary_layout l = {.dtype = (int32_t)v->dtype, .ndim = v->ndim, .dropout_streams = streams};
+    memcpy(l.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
     return l;
 }
 
 static void describe(const boundary_layout *l, char *out, size_t len)
 {
     char shape[80];
-    if (l->dtype < 0)
-        snprintf(out, len, "nothing (no %s)", "value");
-    else
-        snprintf(out, len, "%s %s", ug_dtype_name((ug_dtype)l->dtype), ug_format_shape(l->ndim, l->shape, shape, sizeof shape));
+    snprintf(out, len, "%s %s", ug_dtype_name((ug_dtype)l->dtype),
+             ug_format_shape(l->ndim, l->shape, shape, sizeof shape));
 }
 
 /* Both sides of the boundary between stage `before` and the next compare

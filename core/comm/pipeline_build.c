@@ -54,18 +54,13 @@ ug_status ug_pipeline_boundary(ug_graph *g, ug_value **value)
     }
     if (ending > p->stage) /* a later stage's: set aside at compile */
         return UG_OK;
-    /* An earlier stage ends: its ops go, and the next stage's read an
-     * input in place of v (this stage's own, or a placeholder). */
-    const int64_t *shape = v->shape;
-    const ug_dtype dtype = v->dtype;
-    const int ndim = v->ndim;
-    int64_t kept_shape[UG_MAX_DIMS];
-    for (int i = 0; i < ndim; i++)
-        kept_shape[i] = shape[i];
+    /* An earlier stage ends: its ops go (v stays, set aside), and the
+     * next stage's read an input in place of v (this stage's own, or a
+     * placeholder). */
     UG_TRY(ug_graph_set_aside(g, p->stage_start, ending, p->placeholder));
     p->placeholder = NULL;
     ug_value *input = NULL;
-    UG_TRY(ug_pipeline_make_input(p, op, ending + 1, dtype, ndim, kept_shape, &input));
+    UG_TRY(ug_pipeline_make_input(p, op, ending + 1, v->dtype, v->ndim, v->shape, &input));
     if (ending + 1 == p->stage) {
         p->input = input;
         /* This stage's masks continue the streams the ops before drew. */

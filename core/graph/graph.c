@@ -244,6 +244,10 @@ ug_status ug_graph_set_aside(ug_graph *g, ug_graph_mark mark, int stage, const u
         if (!v->name[0] && v->producer) /* for the message of an op that reads it */
             snprintf(v->name, sizeof v->name, "%s",
                      v->producer->op.name ? v->producer->op.name : v->producer->op.def->family);
+        if (v->kind != VALUE_PARAM && v->kind != VALUE_PARAM_COPY) { /* a constant's copy: the model's are freed below */
+            ug_tensor_free(v->tensor);
+            v->tensor = NULL;
+        }
         v->elsewhere = stage + 1;
         v->producer = NULL;
         v->grad = NULL;

@@ -57,8 +57,9 @@ typedef enum ug_pipeline_schedule {
 typedef struct ug_pipeline ug_pipeline;
 
 /* This rank's stage: stage = the comm's rank, of ug_comm_size stages; the
- * stage's graph (on the comm's device; the pipeline holds it), not yet
- * compiled. micro_batches (1 to 1024) cut each update's batch. */
+ * stage's graph (on the comm's device, not yet compiled; it stays the
+ * caller's, to be freed after the pipeline). micro_batches (1 to 1024)
+ * cut each update's batch. */
 UG_API ug_status ug_pipeline_create(ug_comm *comm, ug_graph *graph, int micro_batches,
                                     ug_pipeline_schedule schedule, ug_pipeline **out);
 UG_API void ug_pipeline_free(ug_pipeline *pipeline);
