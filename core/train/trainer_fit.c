@@ -110,6 +110,7 @@ static bool save(ug_trainer *t)
      * stage's part of the model, for the save. */
     ug_optimizer *whole = NULL;
     ug_pipeline_state staged = {0};
+    const char *sum_names[UG_PIPELINE_MAX_SUMS]; /* the checkpoint reads them as it saves */
     ug_status gathered =
         t->config.shard_optimizer ? ug_comm_consolidate_optimizer(t->config.comm, t->optimizer, &whole)
         : t->stage_comm ? ug_pipeline_gather_state(t->stage_comm, t->model, t->optimizer, t->train.graph, "train",
@@ -121,10 +122,9 @@ static bool save(ug_trainer *t)
     if (staged.model) { /* the whole model, and the last stage's sums */
         whole = staged.optimizer;
         ug_checkpoint_swap_model(t->checkpoint, staged.model);
-        const char *names[UG_PIPELINE_MAX_SUMS];
         for (int i = 0; i < staged.sum_count; i++)
-            names[i] = staged.sum_names[i];
-        ug_checkpoint_set_extras(t->checkpoint, staged.sum_count, names, staged.sums);
+            sum_names[i] = staged.sum_names[i];
+        ug_checkpoint_set_extras(t->checkpoint, staged.sum_count, sum_names, staged.sums);
     }
     ug_optimizer *own = whole ? ug_checkpoint_swap_optimizer(t->checkpoint, whole) : NULL;
     t->last_save_failed = gathered != UG_OK || trainer_save_state(t) != UG_OK ||
