@@ -80,8 +80,9 @@ ug_status ug_pipeline_finish_build(ug_pipeline *p, ug_value **value)
     const bool last = p->stage == p->stages - 1;
     if (!p->boundaries)
         return *value || last ? UG_OK
-                              : ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: stage %d's output is NULL; give it, or "
-                                             "mark the boundaries (ug_pipeline_boundary)", op, p->stage);
+                              : ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: stage %d has no output: mark where "
+                                             "each stage ends in the build function (ug_pipeline_boundary), or "
+                                             "give the output to ug_pipeline_compile", op, p->stage);
     if (p->boundaries != p->stages - 1)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the model marks %d boundar%s between stages; %d stages "
                             "need %d", op, p->boundaries, p->boundaries == 1 ? "y" : "ies", p->stages,

@@ -54,7 +54,6 @@ static const char *stage_refusal(const ug_trainer_config *c)
     const ug_optimizer_config *o = &c->optimizer;
     return c->comm || c->devices ? "stages with comm or devices (a grid of stages and replicas) is not built yet"
            : c->shard_optimizer  ? "stages with shard_optimizer is not built yet"
-           : c->max_steps || c->block_size ? "stages in a token run are not built yet"
            : c->accumulate > 1 ? "accumulate with stages: the stages' micro_batches are the batch's accumulation"
            : c->batch_size == 0 ? "batch_size is 0 with stages: give the batch size (the search is not shared)"
            : c->patience ? "patience with stages (the best weights of every stage) is not built yet"
@@ -510,6 +509,18 @@ void ug_train_step_free(ug_train_step *s)
     free(s);
 }
 
+ug_status trainer_eval_batch(ug_trainer *t, const ug_tensor *x, const ug_tensor *y)
+{
+    if (t->eval.pipeline) { /* every stage its part, the batch whole */
+        UG_TRY(ug_pipeline_bind(t->eval.pipeline, t->eval.x, x));
+        UG_TRY(ug_pipeline_bind(t->eval.pipeline, t->eval.y, y));
+        return ug_pipeline_run(t->eval.pipeline);
+    }
+    UG_TRY(ug_graph_bind(t->eval.graph, t->eval.x, x));
+    UG_TRY(ug_graph_bind(t->eval.graph, t->eval.y, y));
+    return ug_graph_run_forward(t->eval.graph);
+}
+
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out)
 {
     int64_t samples = 0;
@@ -520,15 +531,7 @@ ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_m
         UG_TRY(ug_loader_next(loader, &b, &done));
         if (done)
             break;
-        if (t->eval.pipeline) { /* every stage its part, the batch whole */
-            UG_TRY(ug_pipeline_bind(t->eval.pipeline, t->eval.x, b.x));
-            UG_TRY(ug_pipeline_bind(t->eval.pipeline, t->eval.y, b.y));
-            UG_TRY(ug_pipeline_run(t->eval.pipeline));
-        } else {
-            UG_TRY(ug_graph_bind(t->eval.graph, t->eval.x, b.x));
-            UG_TRY(ug_graph_bind(t->eval.graph, t->eval.y, b.y));
-            UG_TRY(ug_graph_run_forward(t->eval.graph));
-        }
+        UG_TRY(trainer_eval_batch(t, b.x, b.y));
         samples += b.count;
     }
     return trainer_read_metrics(t, &t->eval, samples, true, out);
@@ -548,7 +551,7 @@ ug_status ug_trainer_evaluate(ug_trainer *t, const ug_dataset *data, ug_trainer_
                             (long long)ug_dataset_features(data), (long long)ug_dataset_target_width(data),
                             (long long)t->features, (long long)t->target_width);
     if (t->replicas && t->stage_comm) /* the other stages evaluate with this one */
-        UG_TRY(trainer_stages_evaluate(t, data));
+        UG_TRY(trainer_stages_evaluate(t, data, NULL));
     ug_loader_config lc = t->loader_config;
     lc.batch_size = t->batch;
     lc.shuffle = false;

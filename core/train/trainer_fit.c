@@ -300,6 +300,7 @@ static ug_status report_steps(ug_trainer *t, int64_t step, double seconds, int64
         ug_clear_error();
         UG_TRY(call_back(c->on_epoch(&report, c->user), "on_epoch"));
     }
+    UG_TRY(trainer_stage_callbacks_done(t));
     t->save_error[0] = '\0';
     return UG_OK;
 }
@@ -319,17 +320,20 @@ static ug_status step_batches(ug_trainer *t, int64_t step, int64_t first_batch, 
         UG_TRY(ug_profiler_range_pop(t->device));
         t->report_samples += b.rows;
         t->global_batch++;
-        if (!c->on_step)
-            continue;
-        const int64_t batches = c->max_steps * c->accumulate;
-        ug_trainer_step s = {.epoch = report_index(t, step + 1), .batch = t->global_batch - 1, .batches = batches,
-                             .global_batch = t->global_batch, .updates = ug_optimizer_steps(t->optimizer),
-                             .samples = t->report_samples, .loss = NAN, .lr = lr};
-        if ((c->log_every && t->global_batch % c->log_every == 0) || t->global_batch == batches)
-            UG_TRY(ug_graph_read(t->train.graph, t->train.loss, &s.loss, sizeof s.loss));
-        s.samples_per_second = (double)((t->global_batch - first_batch) * t->batch) / (ug_seconds_now() - start);
-        ug_clear_error();
-        UG_TRY(call_back(c->on_step(&s, c->user), "on_step"));
+        if (c->on_step) {
+            const int64_t batches = c->max_steps * c->accumulate;
+            ug_trainer_step s = {.epoch = report_index(t, step + 1), .batch = t->global_batch - 1,
+                                 .batches = batches, .global_batch = t->global_batch,
+                                 .updates = ug_optimizer_steps(t->optimizer), .samples = t->report_samples,
+                                 .loss = NAN, .lr = lr};
+            if ((c->log_every && t->global_batch % c->log_every == 0) || t->global_batch == batches)
+                UG_TRY(ug_trainer_last_loss(t, &s.loss));
+            s.samples_per_second =
+                (double)((t->global_batch - first_batch) * t->batch) / (ug_seconds_now() - start);
+            ug_clear_error();
+            UG_TRY(call_back(c->on_step(&s, c->user), "on_step"));
+        }
+        UG_TRY(trainer_stage_callbacks_done(t));
     }
     return UG_OK;
 }

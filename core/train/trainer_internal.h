@@ -124,9 +124,10 @@ void trainer_replicas_free(trainer_replicas *g);
  * what its callbacks ask of them (an evaluation, the loss) until it goes
  * on; stage 0 says it goes on. Nothing on other trainers. */
 ug_status trainer_stage_callbacks_done(ug_trainer *t);
-/* On stage 0: the other stages evaluate data with it (ug_trainer_evaluate),
- * or the last one sends it the last training batch's loss. */
-ug_status trainer_stages_evaluate(ug_trainer *t, const ug_dataset *data);
+/* On stage 0: the other stages evaluate data or tokens with it
+ * (ug_trainer_evaluate, ug_trainer_evaluate_tokens), or the last one sends
+ * it the last training batch's loss. */
+ug_status trainer_stages_evaluate(ug_trainer *t, const ug_dataset *data, const ug_tokens *tokens);
 ug_status trainer_stages_last_loss(ug_trainer *t, float *loss);
 
 /* stage_comm: this trainer is a pipeline stage of that group (config.stages). */
@@ -163,6 +164,8 @@ ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples
                                ug_trainer_metrics *out);
 ug_status trainer_add_metrics(ug_trainer *t, trainer_graph *tg, const ug_trainer_outputs *outputs,
                               bool evaluation);
+/* One batch forward through the evaluation graph (a stage's: its part). */
+ug_status trainer_eval_batch(ug_trainer *t, const ug_tensor *x, const ug_tensor *y);
 /* Runs loader's next epoch through the evaluation graph. */
 ug_status trainer_evaluate_loader(ug_trainer *t, ug_loader *loader, ug_trainer_metrics *out);
 /* Sets denormal flushing as the configuration asks (keep_denormals);

@@ -38,7 +38,8 @@ typedef struct replica {
 /* A command and what it takes. */
 typedef struct command_entry {
     int command;
-    const ug_dataset *data;   /* COMMAND_EVALUATE */
+    const ug_dataset *data;   /* COMMAND_EVALUATE: a data set, */
+    const ug_tokens *tokens;  /* or tokens */
 } command_entry;
 
 struct trainer_replicas {
@@ -89,7 +90,8 @@ static ug_status serve(replica *r, command_entry e)
 {
     if (e.command == COMMAND_EVALUATE) {
         ug_trainer_metrics ignored;
-        return ug_trainer_evaluate(r->trainer, e.data, &ignored);
+        return e.tokens ? ug_trainer_evaluate_tokens(r->trainer, e.tokens, &ignored)
+                        : ug_trainer_evaluate(r->trainer, e.data, &ignored);
     }
     if (!trainer_holds_loss(r->trainer))
         return UG_OK;
@@ -141,13 +143,13 @@ static void *replica_main(void *arg)
 }
 
 /* Issues a command to ranks 1.. (each takes it in its own time). */
-static void command(trainer_replicas *g, int cmd, const ug_dataset *data)
+static void command(trainer_replicas *g, int cmd, const ug_dataset *data, const ug_tokens *tokens)
 {
     pthread_mutex_lock(&g->lock);
     for (int i = 1; i < g->count; i++) /* the queue is full until the slowest takes one */
         while (g->r[i].started && g->issued - g->r[i].seen >= QUEUE)
             pthread_cond_wait(&g->changed, &g->lock);
-    g->queue[g->issued % QUEUE] = (command_entry){.command = cmd, .data = data};
+    g->queue[g->issued % QUEUE] = (command_entry){.command = cmd, .data = data, .tokens = tokens};
     g->issued++;
     pthread_cond_broadcast(&g->changed);
     pthread_mutex_unlock(&g->lock);
@@ -164,7 +166,7 @@ static replica *replica_of(trainer_replicas *g, const ug_trainer *t)
 ug_status trainer_stage_callbacks_done(ug_trainer *t)
 {
     if (t->replicas && t->replicas->stages) {
-        command(t->replicas, COMMAND_GO_ON, NULL);
+        command(t->replicas, COMMAND_GO_ON, NULL, NULL);
         return UG_OK;
     }
     replica *r = t->following ? replica_of(t->following, t) : NULL;
@@ -180,9 +182,9 @@ ug_status trainer_stage_callbacks_done(ug_trainer *t)
     return UG_OK;
 }
 
-ug_status trainer_stages_evaluate(ug_trainer *t, const ug_dataset *data)
+ug_status trainer_stages_evaluate(ug_trainer *t, const ug_dataset *data, const ug_tokens *tokens)
 {
-    command(t->replicas, COMMAND_EVALUATE, data);
+    command(t->replicas, COMMAND_EVALUATE, data, tokens);
     return UG_OK;
 }
 
@@ -190,7 +192,7 @@ ug_status trainer_stages_last_loss(ug_trainer *t, float *loss)
 {
     if (!t->replicas)
         return ug_set_error(UG_ERR_STATE, "ug_trainer_last_loss: the last stage holds the loss");
-    command(t->replicas, COMMAND_LOSS, NULL);
+    command(t->replicas, COMMAND_LOSS, NULL, NULL);
     ug_comm *c = t->stage_comm;
     size_t bytes = 0;
     return c->engine->recv(c, loss, sizeof *loss, ug_comm_size(c) - 1, &bytes);
@@ -232,7 +234,7 @@ ug_status trainer_replicas_fit(ug_trainer *t, ug_status (*fit)(ug_trainer *t))
 {
     trainer_replicas *g = t->replicas;
     const int done = g->r[1].done + 1;
-    command(g, COMMAND_FIT, NULL);
+    command(g, COMMAND_FIT, NULL, NULL);
     const ug_status own = fit(t);
     if (own != UG_OK) {
         char why[512];
@@ -247,7 +249,7 @@ void trainer_replicas_free(trainer_replicas *g)
 {
     if (!g)
         return;
-    command(g, COMMAND_END, NULL);
+    command(g, COMMAND_END, NULL, NULL);
     for (int i = 1; i < g->count; i++)
         if (g->r[i].started)
             pthread_join(g->r[i].thread, NULL);

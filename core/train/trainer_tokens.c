@@ -119,9 +119,7 @@ ug_status trainer_evaluate_sampler(ug_trainer *t, ug_token_sampler *sampler, ug_
     for (int64_t i = 0; i < t->config.eval_iters; i++) {
         ug_token_batch b;
         UG_TRY(ug_token_sampler_batch(sampler, UG_TOKEN_EVAL, i, &b));
-        UG_TRY(ug_graph_bind(t->eval.graph, t->eval.x, b.x));
-        UG_TRY(ug_graph_bind(t->eval.graph, t->eval.y, b.y));
-        UG_TRY(ug_graph_run_forward(t->eval.graph));
+        UG_TRY(trainer_eval_batch(t, b.x, b.y));
         samples += b.rows;
     }
     return trainer_read_metrics(t, &t->eval, samples, true, out);
@@ -139,6 +137,8 @@ ug_status ug_trainer_evaluate_tokens(ug_trainer *t, const ug_tokens *data, ug_tr
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: the tokens' vocabulary (%lld ids) is larger than the "
                                                      "training tokens' (%lld)",
                             op, (long long)ug_tokens_vocab_size(data), (long long)ug_tokens_vocab_size(t->train_tokens));
+    if (t->replicas && t->stage_comm) /* the other stages evaluate with this one */
+        UG_TRY(trainer_stages_evaluate(t, NULL, data));
     const ug_token_sampler_config sc = sampler_config(t);
     ug_token_sampler *sampler = NULL;
     UG_TRY(ug_token_sampler_create(data, t->device, &sc, &sampler));

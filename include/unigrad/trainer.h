@@ -263,7 +263,7 @@ typedef struct ug_trainer_config {
      * library opens the devices, makes their group and a trainer per
      * stage, stage 0's on the caller's thread (the trainer returned), the
      * others' on threads of their own that follow it: callbacks are stage
-     * 0's, and ug_trainer_evaluate and ug_trainer_last_loss work from them
+     * 0's, and ug_trainer_evaluate(_tokens) and ug_trainer_last_loss work from them
      * (and after fit) as on one device. Each batch is cut into
      * micro_batches (0: two per stage, at most the batch's rows) that flow
      * through the stages in the 1F1B schedule; each update equals one
@@ -272,8 +272,8 @@ typedef struct ug_trainer_config {
      * rows than micro-batches (an epoch's last) is skipped. Checkpoints
      * hold the whole model, every stage's part gathered on stage 0 in host
      * memory, so a run resumes on other stages or on one device. Not yet
-     * with comm, devices, shard_optimizer, token runs, accumulate,
-     * batch_size 0, patience, confusion, gradient clipping or f16. */
+     * with comm, devices, shard_optimizer, accumulate, batch_size 0,
+     * patience, confusion, gradient clipping or f16. */
     const char *stages;
     int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks

@@ -159,6 +159,73 @@ TS_TEST(token_run_learns_a_pattern)
     ug_trainer_free(t);
 }
 
+/* build_next_token without dropout, cut after the embedding. */
+static ug_status build_staged_tokens(ug_graph *g, ug_value *x, ug_value *y, void *user, ug_trainer_outputs *out)
+{
+    (void)user;
+    ug_value *h = NULL;
+    ug_status st = ug_nn_embedding(g, "wte", x, VOCAB, 16, 0.5f, &h);
+    if (st == UG_OK) st = ug_pipeline_boundary(g, &h);
+    if (st == UG_OK) st = ug_nn_linear(g, "head", h, VOCAB, &out->logits);
+    return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
+}
+
+/* A token run on two pipeline stages (cpu and this device, or opencl:0 on
+ * cpu), each batch of 8 windows in 4 micro-batches: its reports (stage
+ * 1's figures, through stage 0's callback), the embedding (stage 0's)
+ * and an evaluation of the validation tokens from stage 0 after fit are
+ * one device's on whole batches within float rounding. */
+TS_TEST(token_run_stages)
+{
+    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
+    ug_device *second = NULL;
+    if (ug_device_open(other, &second) != UG_OK) {
+        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+        return;
+    }
+    ug_device_close(second);
+    ug_tokens *train = pattern(0, TRAIN_TOKENS), *val = pattern(TRAIN_TOKENS, VAL_TOKENS);
+    REQUIRE(train && val);
+    static run_log runs[2];
+    memset(runs, 0, sizeof runs);
+    char stages[80];
+    snprintf(stages, sizeof stages, "cpu,%s", other);
+    float *wte[2] = {NULL};
+    int64_t n[2] = {0};
+    ug_trainer_metrics m[2];
+    for (int k = 0; k < 2; k++) {
+        ug_trainer_config c = token_config(&runs[k]);
+        c.stages = k ? stages : NULL;
+        c.micro_batches = k ? 4 : 0;
+        ug_trainer *t = NULL;
+        if (OK(ug_trainer_create_tokens(k ? NULL : dev, train, val, build_staged_tokens, NULL, &c, &t)) &&
+            OK(ug_trainer_fit(t)) && OK(ug_trainer_evaluate_tokens(t, val, &m[k])))
+            wte[k] = ts_model_params(ug_trainer_model(t), &n[k]);
+        ug_trainer_free(t);
+    }
+    REQUIRE(wte[0] && wte[1] && n[1] == VOCAB * 16 && n[0] > n[1]);
+    double scale = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < n[1]; i++) {
+        scale = fmax(scale, fabs(wte[0][i]));
+        worst = fmax(worst, fabs((double)wte[0][i] - wte[1][i]));
+    }
+    CHECK_MSG(worst <= 1e-4 * scale, "stage 0's wte is %g from one device's (largest %g)", worst, scale);
+    CHECK_EQ_I64(runs[1].reports, runs[0].reports);
+    for (int i = 0; i < runs[0].reports && i < MAX_REPORTS; i++) {
+        const ug_trainer_epoch *a = &runs[0].report[i], *b = &runs[1].report[i];
+        /* late losses are near 0, where -log p is float rounding's: 1e-6 besides */
+        CHECK_MSG(fabs(a->train.loss - b->train.loss) <= 1e-4 * a->train.loss + 1e-6 &&
+                      fabs(a->validation.loss - b->validation.loss) <= 1e-4 * a->validation.loss + 1e-6,
+                  "report %d: stages %.7g and %.7g, one device %.7g and %.7g", i, b->train.loss, b->validation.loss,
+                  a->train.loss, a->validation.loss);
+    }
+    CHECK_MSG(m[1].samples == m[0].samples && fabs(m[1].loss - m[0].loss) <= 1e-4 * m[0].loss + 1e-6,
+              "evaluated from stage 0: %lld windows, loss %.7g; one device %lld, %.7g", (long long)m[1].samples,
+              m[1].loss, (long long)m[0].samples, m[0].loss);
+    ug_tokens_free(train);
+    ug_tokens_free(val);
+}
+
 /* Parameters of a finished run (tracked). */
 static float *run_params(ug_device *dev, const ug_trainer_config *c, model_spec *spec, int64_t *count, bool *stopped)
 {
@@ -507,6 +574,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(token_run_resumes_between_reports),
         TH_DEVICE_TEST(token_run_resumes_after_a_report),
         TH_DEVICE_TEST(token_run_data_parallel),
+        TH_DEVICE_TEST(token_run_stages),
         TH_DEVICE_TEST(token_run_refusals),
         TH_DEVICE_TEST(token_step_is_the_trainers_step),
     };
