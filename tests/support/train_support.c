@@ -216,3 +216,15 @@ ug_status ts_small_body(ug_graph *g, bool cnn, int64_t batch, int64_t features, 
     if (st == UG_OK) st = ug_g_global_avg_pool2d(g, h, &h);
     return st == UG_OK ? ug_nn_flatten(g, h, out) : st;
 }
+
+const char *ts_second_stage(ug_device *dev)
+{
+    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
+    ug_device *second = NULL;
+    if (ug_device_open(other, &second) != UG_OK) {
+        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+        return NULL;
+    }
+    ug_device_close(second);
+    return other;
+}

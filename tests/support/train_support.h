@@ -55,6 +55,10 @@ int64_t ts_value_numel(const ug_value *value);
 
 /* Every parameter of a model, concatenated in creation order (tracked);
  * *count receives the total number of floats. */
+/* The device for a pipeline's second stage beside cpu: the device under
+ * test, or opencl:0 when that is the cpu; NULL, with the test skipped,
+ * when it cannot be opened. */
+const char *ts_second_stage(ug_device *dev);
 #define ts_model_params(model, count) ts_model_params_at(TH_LOC, model, count)
 float *ts_model_params_at(const char *file, int line, const ug_model *model, int64_t *count);
 

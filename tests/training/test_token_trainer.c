@@ -177,13 +177,9 @@ static ug_status build_staged_tokens(ug_graph *g, ug_value *x, ug_value *y, void
  * one device's on whole batches within float rounding. */
 TS_TEST(token_run_stages)
 {
-    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
-    ug_device *second = NULL;
-    if (ug_device_open(other, &second) != UG_OK) {
-        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+    const char *other = ts_second_stage(dev);
+    if (!other)
         return;
-    }
-    ug_device_close(second);
     ug_tokens *train = pattern(0, TRAIN_TOKENS), *val = pattern(TRAIN_TOKENS, VAL_TOKENS);
     REQUIRE(train && val);
     static run_log runs[2];

@@ -120,13 +120,9 @@ static ug_status note_figures(const ug_trainer_epoch *e, void *user)
  * dropout. What stages cannot take is refused. */
 static void test_stages_from_one_field(ug_device *dev)
 {
-    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
-    ug_device *second = NULL;
-    if (ug_device_open(other, &second) != UG_OK) {
-        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+    const char *other = ts_second_stage(dev);
+    if (!other)
         return;
-    }
-    ug_device_close(second);
     ug_device *cpu = NULL;
     ug_dataset *data = problem(13);
     REQUIRE(data && OK(ug_device_open("cpu", &cpu)));
@@ -212,13 +208,10 @@ static bool fit_staged(ug_device *dev, ug_dataset *data, const ug_trainer_config
  * float rounding of it. */
 static void test_stages_resume(ug_device *dev)
 {
-    const char *other = strcmp(ug_device_name(dev), "cpu") ? ug_device_name(dev) : "opencl:0";
-    ug_device *second = NULL, *cpu = NULL;
-    if (ug_device_open(other, &second) != UG_OK) {
-        th_skip("no second device for stage 1 (%s): %s", other, ug_last_error());
+    const char *other = ts_second_stage(dev);
+    ug_device *cpu = NULL;
+    if (!other)
         return;
-    }
-    ug_device_close(second);
     char dir[] = "/tmp/ug-test-stages-XXXXXX", path[128], stages[80];
     REQUIRE(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/run.safetensors", dir);
