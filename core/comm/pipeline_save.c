@@ -22,34 +22,40 @@ typedef struct param_header {
     int64_t shape[UG_MAX_DIMS];
 } param_header;
 
+/* Parameter i of model and its state, packed into the rank's host
+ * buffer as they travel (*buffer, of *floats floats). */
+static ug_status pack_param(ug_comm *c, ug_model *model, ug_optimizer *opt, int i, float **buffer, size_t *floats)
+{
+    const int slots = ug_optimizer_state_count(opt);
+    const char *name = NULL;
+    ug_tensor *t = NULL, *state = NULL;
+    ug_model_param_at(model, i, &name, &t);
+    const int64_t n = ug_tensor_numel(t);
+    param_header h = {.ndim = ug_tensor_ndim(t), .slots = slots};
+    snprintf(h.name, sizeof h.name, "%s", name);
+    ug_tensor_shape(t, h.shape);
+    *floats = sizeof h / sizeof(float) + (size_t)n * (size_t)(1 + slots);
+    UG_TRY(ug_comm_host_buffer(c, *floats, "saving a staged run", buffer));
+    float *values = *buffer + sizeof h / sizeof(float);
+    memcpy(*buffer, &h, sizeof h);
+    UG_TRY(ug_tensor_download(t, values, (size_t)n * sizeof(float)));
+    for (int s = 0; s < slots; s++) {
+        UG_TRY(ug_optimizer_state(opt, i, s, &state));
+        UG_TRY(ug_tensor_download(state, values + (size_t)n * (size_t)(1 + s), (size_t)n * sizeof(float)));
+    }
+    return UG_OK;
+}
+
 /* Every parameter of this stage, the last stage's running sums (slots
  * -1, the name their key), then a header of no axes (the end). */
 static ug_status send_state(ug_comm *c, ug_model *model, ug_optimizer *opt, const ug_graph *graph,
                             const char *graph_name)
 {
-    const int slots = ug_optimizer_state_count(opt);
     float *buffer = NULL;
+    size_t floats = 0;
     ug_status st = UG_OK;
     for (int i = 0; st == UG_OK && i < ug_model_param_count(model); i++) {
-        const char *name = NULL;
-        ug_tensor *t = NULL, *state = NULL;
-        ug_model_param_at(model, i, &name, &t);
-        const int64_t n = ug_tensor_numel(t);
-        param_header h = {.ndim = ug_tensor_ndim(t), .slots = slots};
-        snprintf(h.name, sizeof h.name, "%s", name);
-        ug_tensor_shape(t, h.shape);
-        const size_t floats = sizeof h / sizeof(float) + (size_t)n * (size_t)(1 + slots);
-        st = ug_comm_host_buffer(c, floats, "saving a staged run", &buffer);
-        if (st == UG_OK) {
-            memcpy(buffer, &h, sizeof h);
-            st = ug_tensor_download(t, buffer + sizeof h / sizeof(float), (size_t)n * sizeof(float));
-        }
-        for (int s = 0; st == UG_OK && s < slots; s++) {
-            st = ug_optimizer_state(opt, i, s, &state);
-            if (st == UG_OK)
-                st = ug_tensor_download(state, buffer + sizeof h / sizeof(float) + (size_t)n * (size_t)(1 + s),
-                                        (size_t)n * sizeof(float));
-        }
+        st = pack_param(c, model, opt, i, &buffer, &floats);
         if (st == UG_OK)
             st = c->engine->send(c, buffer, floats * sizeof(float), 0);
     }
@@ -133,21 +139,11 @@ static ug_status receive_state(ug_comm *c, ug_model *model, ug_optimizer *opt, u
     for (int source = 0; source < c->size; source++) {
         if (source == 0) { /* stage 0's own, packed as the others send them */
             for (int i = 0; i < ug_model_param_count(model); i++) {
-                const char *name = NULL;
-                ug_tensor *t = NULL, *state = NULL;
-                ug_model_param_at(model, i, &name, &t);
-                const int slots = ug_optimizer_state_count(opt);
-                const int64_t n = ug_tensor_numel(t);
-                param_header h = {.ndim = ug_tensor_ndim(t), .slots = slots};
-                snprintf(h.name, sizeof h.name, "%s", name);
-                ug_tensor_shape(t, h.shape);
-                UG_TRY(ug_comm_host_buffer(c, (size_t)n * (size_t)(1 + slots), "saving a staged run", &buffer));
-                UG_TRY(ug_tensor_download(t, buffer, (size_t)n * sizeof(float)));
-                for (int s = 0; s < slots; s++) {
-                    UG_TRY(ug_optimizer_state(opt, i, s, &state));
-                    UG_TRY(ug_tensor_download(state, buffer + (size_t)n * (size_t)(1 + s), (size_t)n * sizeof(float)));
-                }
-                UG_TRY(add_param(whole, &h, buffer, k));
+                size_t floats = 0;
+                UG_TRY(pack_param(c, model, opt, i, &buffer, &floats));
+                param_header h;
+                memcpy(&h, buffer, sizeof h);
+                UG_TRY(add_param(whole, &h, buffer + sizeof h / sizeof(float), k));
             }
             continue;
         }
