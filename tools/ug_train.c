@@ -20,6 +20,7 @@
 #include "train_progress.h"
 #include "train_replicas.h"
 #include "train_report.h"
+#include "wrap.h"
 
 /* Everything a run holds, freed by run_free. */
 typedef struct run {
@@ -267,10 +268,13 @@ int main(int argc, char **argv)
             printf("data parallel: %s; each takes its part of every batch of %lld\n", replicas,
                    (long long)r.o.batch);
         }
-        if (r.o.stages)
-            printf("pipeline: %d stages on %s, the layers spread over them; each batch in %d micro-batches "
-                   "(1F1B)\n", r.o.model.stages, r.o.stages,
-                   r.o.micro_batches ? r.o.micro_batches : 2 * r.o.model.stages);
+        if (r.o.stages) {
+            char stages[640];
+            snprintf(stages, sizeof stages, "%d stages on %s, the layers spread over them; each batch in %d "
+                     "micro-batches (1F1B)", r.o.model.stages, r.o.stages,
+                     r.o.micro_batches ? r.o.micro_batches : 2 * r.o.model.stages);
+            print_wrapped(stdout, "pipeline: ", stages);
+        }
         progress_init(&r.bar, r.o.quiet);
         if (r.comm) /* samples/s counts every replica's samples, as the epoch's line */
             progress_set_global(&r.bar, ug_trainer_batch_size(r.trainer), ug_dataset_count(r.data.train));
