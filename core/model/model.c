@@ -21,6 +21,9 @@ struct ug_model {
     model_param *params;
     int count, capacity;
     int dropped;               /* parameters dropped (ug_model_drop_last): their counters stay taken */
+    /* Their names, to say where such a parameter went when it is looked up. */
+    char (*elsewhere)[64];
+    int elsewhere_count, elsewhere_capacity;
 };
 
 /* Each parameter draws from its own counter range so that creating
@@ -56,6 +59,7 @@ void ug_model_free(ug_model *m)
         ug_tensor_free(m->params[i].half_copy);
     }
     free(m->params);
+    free(m->elsewhere);
     ug_device_close(m->device);
     free(m);
 }
@@ -72,6 +76,21 @@ void ug_model_truncate(ug_model *m, int count)
 
 void ug_model_drop_last(ug_model *m, int count)
 {
+    for (int i = count; i < m->count; i++) {
+        bool known = false;
+        for (int k = 0; k < m->elsewhere_count && !known; k++)
+            known = !strcmp(m->elsewhere[k], m->params[i].name);
+        if (!known && m->elsewhere_count == m->elsewhere_capacity) { /* without room: a plainer message */
+            const int capacity = m->elsewhere_capacity ? 2 * m->elsewhere_capacity : 16;
+            char(*grown)[64] = ug_realloc(m->elsewhere, (size_t)capacity * sizeof *grown);
+            if (!grown)
+                break;
+            m->elsewhere = grown;
+            m->elsewhere_capacity = capacity;
+        }
+        if (!known)
+            snprintf(m->elsewhere[m->elsewhere_count++], sizeof m->elsewhere[0], "%s", m->params[i].name);
+    }
     if (m->count > count)
         m->dropped += m->count - count;
     ug_model_truncate(m, count);
@@ -138,6 +157,11 @@ static int find(const ug_model *m, const char *name)
 
 static ug_status not_found(const ug_model *m, const char *op, const char *name)
 {
+    for (int k = 0; k < m->elsewhere_count; k++)
+        if (!strcmp(m->elsewhere[k], name))
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: '%s' is another pipeline stage's (the stage whose "
+                                "ops made it); a parameter two stages use (a tied embedding and head) is not "
+                                "supported: give this stage a parameter of its own", op, name);
     char names[1024] = "";
     size_t used = 0;
     for (int i = 0; i < m->count && used < sizeof names; i++)

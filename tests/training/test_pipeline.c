@@ -11,7 +11,8 @@
  * flight. Refused on both stages with the same words: two stages on one
  * device, a boundary whose sides differ, a last stage whose loss does not
  * depend on its input (the boundary cuts the model where nothing crosses
- * it), and different micro-batch counts. With --mpi, under mpirun -np 2,
+ * it), different micro-batch counts, and a parameter of stage 0 looked up
+ * on stage 1 (a tied head). With --mpi, under mpirun -np 2,
  * each process is a stage on the cpu. */
 #include <math.h>
 #include <pthread.h>
@@ -47,6 +48,7 @@ typedef struct setup {
     bool whole;               /* every stage builds the whole model (ug_pipeline_boundary) */
     bool skip;                /* the whole model reads a value past its cut */
     bool three;               /* the whole model cut in three (fc1, fc2, fc3 and the loss) */
+    bool tied;                /* the later stage looks up fc1's weight */
 } setup;
 
 static float features[STEPS][MAX_ROWS * IN];
@@ -97,6 +99,10 @@ static ug_status whole_model(ug_graph *g, ug_value *x, ug_value *y, const setup 
     TRY(first_half(g, x, s, &h));
     before = h;
     TRY(ug_pipeline_boundary(g, &h));
+    if (s->tied) { /* fc1's weight looked up again after the cut, as a tied head would */
+        ug_tensor *w = NULL;
+        TRY(ug_model_find_param(ug_graph_model(g), "fc1.weight", &w));
+    }
     if (s->three) {
         TRY(ug_nn_linear(g, "fc2", h, HIDDEN, &h));
         TRY(ug_g_gelu(g, h, &h));
@@ -459,6 +465,14 @@ static void test_refusals(ug_device *dev)
     s.skip = true;
     check_refused(cpu, other, &s, "graph add: a value of pipeline stage 0 ('graph relu') is used in stage 1 without crossing",
                   "a value past the cut");
+    s = plain;
+    s.whole = true;
+    s.tied = true;
+    stage_rank tied[2];
+    run_pipeline(cpu, other, &s, tied);
+    CHECK_MSG(tied[1].status != UG_OK && strstr(tied[1].message, "'fc1.weight' is another pipeline stage's"),
+              "a parameter looked up past the cut: stage 1 gave %d: %s", (int)tied[1].status, tied[1].message);
+    CHECK_MSG(tied[0].status != UG_OK, "a parameter looked up past the cut: stage 0 went on");
     s = plain;
     s.loss_ignores_input = true;
     stage_rank ranks[2];
