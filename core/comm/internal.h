@@ -128,6 +128,11 @@ ug_status ug_comm_consolidate_optimizer(ug_comm *c, ug_optimizer *opt, ug_optimi
  * other sizes and the dtype the same): its first rows take them, *rows
  * says how many. */
 ug_status ug_comm_recv_rows(ug_comm *c, ug_tensor *t, int source, int64_t *rows);
+/* p2p.c: the oldest message from source whole, into the rank's host
+ * buffer (*buffer, grown past expected bytes when the message is larger),
+ * its size in *bytes. */
+ug_status ug_comm_recv_message(ug_comm *c, int source, size_t expected, const char *op, float **buffer,
+                               size_t *bytes);
 /* Test hook: this rank's forward and backward take seconds per row, as if
  * timed, so that a test knows the shares the trainer must choose. */
 void ug_comm_debug_seconds_per_row(ug_comm *c, double seconds);

@@ -60,21 +60,27 @@ ug_status ug_comm_send(ug_comm *c, const ug_tensor *t, int dest)
     return c->engine->send(c, buffer, sizeof h + bytes, dest);
 }
 
+ug_status ug_comm_recv_message(ug_comm *c, int source, size_t expected, const char *op, float **buffer,
+                               size_t *bytes)
+{
+    size_t capacity = expected;
+    UG_TRY(ug_comm_host_buffer(c, (capacity + sizeof(float) - 1) / sizeof(float), op, buffer));
+    ug_status st = c->engine->recv(c, *buffer, capacity, source, bytes);
+    if (st != UG_ERR_SHAPE || *bytes <= capacity)
+        return st;
+    capacity = *bytes; /* larger than expected: it waits, whole, for a larger buffer */
+    UG_TRY(ug_comm_host_buffer(c, (capacity + sizeof(float) - 1) / sizeof(float), op, buffer));
+    return c->engine->recv(c, *buffer, capacity, source, bytes);
+}
+
 ug_status ug_comm_recv_rows(ug_comm *c, ug_tensor *t, int source, int64_t *rows)
 {
     const char *op = "ug_comm_recv";
     UG_TRY(check_peer(c, t, source, op, "source"));
-    size_t capacity = sizeof(message_header) + ug_tensor_nbytes(t), bytes = 0;
+    size_t bytes = 0;
     float *buffer = NULL;
-    UG_TRY(ug_comm_host_buffer(c, (capacity + sizeof(float) - 1) / sizeof(float), op, &buffer));
-    ug_status st = c->engine->recv(c, buffer, capacity, source, &bytes);
-    if (st == UG_ERR_SHAPE && bytes > capacity) { /* larger than the tensor: taken whole, refused below */
-        capacity = bytes;
-        st = ug_comm_host_buffer(c, (capacity + sizeof(float) - 1) / sizeof(float), op, &buffer);
-        if (st == UG_OK)
-            st = c->engine->recv(c, buffer, capacity, source, &bytes);
-    }
-    if (st != UG_OK)
+    ug_status st = ug_comm_recv_message(c, source, sizeof(message_header) + ug_tensor_nbytes(t), op, &buffer, &bytes);
+    if (st != UG_OK) /* a larger one is refused below, naming both layouts */
         return refused(c, st);
     message_header h;
     memcpy(&h, buffer, bytes < sizeof h ? bytes : sizeof h);

@@ -149,13 +149,10 @@ static ug_status receive_state(ug_comm *c, ug_model *model, ug_optimizer *opt, u
         }
         for (;;) {
             size_t bytes = 0;
-            ug_status st = c->engine->recv(c, buffer, 0, source, &bytes); /* its size first */
-            if (st != UG_ERR_SHAPE || bytes < sizeof(param_header))
-                return st != UG_OK ? st : ug_set_error(UG_ERR_BACKEND, "saving a staged run: stage %d sent an "
-                                                       "empty message", source);
-            UG_TRY(ug_comm_host_buffer(c, (bytes + sizeof(float) - 1) / sizeof(float), "saving a staged run",
-                                       &buffer));
-            UG_TRY(c->engine->recv(c, buffer, bytes, source, &bytes));
+            UG_TRY(ug_comm_recv_message(c, source, sizeof(param_header), "saving a staged run", &buffer, &bytes));
+            if (bytes < sizeof(param_header))
+                return ug_set_error(UG_ERR_BACKEND, "saving a staged run: stage %d sent %zu bytes, not a parameter",
+                                    source, bytes);
             param_header h;
             memcpy(&h, buffer, sizeof h);
             if (h.ndim < 0)

@@ -82,6 +82,14 @@ void th_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         }                                                                    \
     } while (0)
 /* Expects exactly status want; evaluates to true when it matched. */
+/* Returns a failed call's status from the calling function (its message
+ * stays in ug_last_error): for helpers a test checks the result of. */
+#define TRY(call)                \
+    do {                         \
+        ug_status try_ = (call); \
+        if (try_ != UG_OK)       \
+            return try_;         \
+    } while (0)
 #define CHECK_STATUS(expr, want) th_check_status(TH_LOC, #expr, (expr), (want))
 bool th_check_status(const char *file, int line, const char *text, ug_status got,
                      ug_status want);

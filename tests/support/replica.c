@@ -8,13 +8,6 @@
 
 enum { SIDE = 4, FEATURES = SIDE * SIDE, HIDDEN = 5, CLASSES = 3, STEPS = REPLICA_STEPS };
 
-#define TRY(expr)                      \
-    do {                               \
-        ug_status try_ = (expr);       \
-        if (try_ != UG_OK)             \
-            return try_;               \
-    } while (0)
-
 static float xs[STEPS][REPLICA_BATCH * FEATURES];
 static int32_t labels[STEPS][REPLICA_BATCH];
 

@@ -23,14 +23,6 @@
 #include "harness.h"
 #include "unigrad/unigrad.h"
 
-/* The status of expr, returned when it failed. */
-#define TRY(expr)                        \
-    do {                                 \
-        ug_status try_ = (expr);         \
-        if (try_ != UG_OK)               \
-            return try_;                 \
-    } while (0)
-
 enum { STEPS = 20, IN = 12, HIDDEN = 16, CLASSES = 4, MAX_ROWS = 24, PARAMS = 6 };
 static const char *const param_names[PARAMS] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight",
                                                 "fc3.bias"};

@@ -234,13 +234,6 @@ static void setup_free(setup *s)
     ug_model_free(s->model);
 }
 
-#define TRY(call)                \
-    do {                         \
-        ug_status try_ = (call); \
-        if (try_ != UG_OK)       \
-            return try_;         \
-    } while (0)
-
 static ug_status build(ug_device *dev, setup *s)
 {
     static float x[4 * ROWS * IN];

@@ -76,13 +76,6 @@ static void run_free(run *r)
     ug_dataset_free(r->data);
 }
 
-#define TRY(call)                       \
-    do {                                \
-        ug_status try_ = (call);        \
-        if (try_ != UG_OK)              \
-            return try_;                \
-    } while (0)
-
 static ug_status build(ug_device *dev, const run_config *c, run *r)
 {
     TRY(make_data(&r->data));
