@@ -15,8 +15,6 @@
 #include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
 
-void *ug_comm_local_group(int size);
-
 enum { MAX_LOCAL_RANKS = 64 };
 static const double default_timeout = 300.0;
 
@@ -47,6 +45,37 @@ ug_status ug_comm_local_create(int count, ug_device *const *devices, ug_comm **r
                              .device = devices[i], .timeout = default_timeout, .side_allowed = true};
         ranks[i] = made[i];
     }
+    return UG_OK;
+}
+
+ug_status ug_comm_split(ug_comm *c, int color, int key, ug_device *device, ug_comm **out)
+{
+    const char *op = "ug_comm_split";
+    if (!c || !out)
+        return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "out" : "comm");
+    *out = NULL;
+    if (!c->engine->split)
+        return ug_set_error(UG_ERR_UNSUPPORTED, "%s: the %s engine cannot split; split its bootstrap communicator "
+                            "and make one over each part (ug_comm_nccl_create)", op, c->engine->name);
+    ug_comm *made = ug_calloc(1, sizeof *made);
+    ug_status st = made ? UG_OK : ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    /* (colors and keys travel as floats through the host collectives) */
+    if (st == UG_OK && (color < 0 || color >= 1 << 24 || key < -(1 << 24) || key > 1 << 24))
+        st = ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: color %d, key %d; give a color of 0 to %d and a key of "
+                          "-%d to %d", op, color, key, (1 << 24) - 1, 1 << 24, 1 << 24);
+    if (st != UG_OK) { /* the others must not wait for this rank */
+        c->engine->fail(c, ug_last_error());
+        free(made);
+        return st;
+    }
+    *made = (ug_comm){.engine = c->engine, .device = device ? device : c->device, .timeout = c->timeout,
+                      .side_allowed = c->side_allowed, .overlap_off = c->overlap_off};
+    if ((st = c->engine->split(c, color, key, made)) != UG_OK) {
+        free(made);
+        return st;
+    }
+    ug_device_retain(made->device);
+    *out = made;
     return UG_OK;
 }
 

@@ -33,6 +33,11 @@ typedef struct comm_engine {
      * UG_ERR_SHAPE, its size in *bytes. */
     ug_status (*send)(ug_comm *c, const void *data, size_t bytes, int dest);
     ug_status (*recv)(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes);
+    /* Optional, a collective (ug_comm_split): made, this rank's new comm
+     * (its engine, device and timeout set), takes the group of the ranks
+     * of c with its color, ranked by key, then by rank in c: the engine
+     * sets its group, rank and size. */
+    ug_status (*split)(ug_comm *c, int color, int key, ug_comm *made);
     /* Optional: how its all-reduces travel, in words (ug_comm_transport);
      * NULL: the engine's name says it. */
     const char *(*transport)(const ug_comm *c);
@@ -95,6 +100,8 @@ void ug_comm_side_stop(ug_comm *c);
 void ug_comm_data_parallel_free(ug_comm *c);
 
 extern const comm_engine ug_comm_local_engine;
+/* local.c: a new in-process group of size ranks (NULL: out of memory). */
+void *ug_comm_local_group(int size);
 
 /* The why of ug_comm_free's call to fail: an engine may tell it apart
  * (the others are then in no collective with this rank to be told of). */

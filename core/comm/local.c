@@ -50,6 +50,7 @@ typedef struct group {
     /* [source * size + dest]: the messages sent and not yet received,
      * oldest first (and the last, where the next goes). */
     message **mail, **mail_last;
+    void **handoff;           /* [rank]: a split's new group, from the rank that made it */
     slot slots[];
 } group;
 
@@ -290,15 +291,8 @@ static void local_fail(ug_comm *c, const char *why)
     pthread_mutex_unlock(&g->lock);
 }
 
-static void local_leave(ug_comm *c)
+static void free_group(group *g)
 {
-    group *g = group_of(c);
-    pthread_mutex_lock(&g->lock);
-    break_locked(g, c->rank, UG_COMM_LEAVING);
-    bool last = --g->members == 0;
-    pthread_mutex_unlock(&g->lock);
-    if (!last)
-        return;
     pthread_cond_destroy(&g->changed);
     pthread_mutex_destroy(&g->lock);
     for (size_t box = 0; box < (size_t)g->size * (size_t)g->size; box++)
@@ -308,14 +302,72 @@ static void local_leave(ug_comm *c)
         }
     free(g->mail);
     free(g->mail_last);
+    free(g->handoff);
     free(g->scratch);
     free(g);
+}
+
+static void local_leave(ug_comm *c)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    break_locked(g, c->rank, UG_COMM_LEAVING);
+    bool last = --g->members == 0;
+    pthread_mutex_unlock(&g->lock);
+    if (last)
+        free_group(g);
+}
+
+/* Each color's first rank (by key, then rank) makes its group and hands
+ * it to the others; when any could not, every rank fails alike. */
+static ug_status local_split(ug_comm *c, int color, int key, ug_comm *made)
+{
+    group *g = group_of(c);
+    const float mine[2] = {(float)color, (float)key};
+    float *all = ug_calloc(2 * (size_t)g->size, sizeof *all);
+    if (!all) {
+        local_fail(c, "ug_comm_split: out of host memory");
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_split: out of host memory");
+    }
+    ug_status st = local_all_gather(c, mine, 2, all);
+    int rank = 0, size = 0, first = -1;
+    for (int r = 0; st == UG_OK && r < g->size; r++) {
+        if (all[2 * r] != mine[0])
+            continue;
+        size++;
+        rank += all[2 * r + 1] < mine[1] || (all[2 * r + 1] == mine[1] && r < c->rank);
+        if (first < 0 || all[2 * r + 1] < all[2 * first + 1])
+            first = r;
+    }
+    free(all);
+    if (st != UG_OK)
+        return st;
+    group *part = first == c->rank ? ug_comm_local_group(size) : NULL;
+    pthread_mutex_lock(&g->lock);
+    g->handoff[c->rank] = part;
+    st = barrier_locked(c, "ug_comm_split");
+    part = g->handoff[first];
+    pthread_mutex_unlock(&g->lock);
+    float missing = part ? 0.0f : 1.0f; /* (its all-reduce starts once every rank has read its part) */
+    if (st == UG_OK)
+        st = local_all_reduce(c, &missing, 1, UG_COMM_MAX);
+    if (st == UG_OK && missing > 0.0f)
+        st = ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_split: out of host memory for a new group");
+    if (st != UG_OK) {
+        if (first == c->rank && part)
+            free_group(part);
+        return st;
+    }
+    made->group = part;
+    made->rank = rank;
+    made->size = size;
+    return UG_OK;
 }
 
 const comm_engine ug_comm_local_engine = {
     .name = "in-process", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
     .all_gather = local_all_gather, .barrier = local_barrier, .fail = local_fail, .leave = local_leave,
-    .send = local_send, .recv = local_recv};
+    .send = local_send, .recv = local_recv, .split = local_split};
 
 void *ug_comm_local_group(int size)
 {
@@ -323,11 +375,13 @@ void *ug_comm_local_group(int size)
     if (g) {
         g->mail = ug_calloc((size_t)size * (size_t)size, sizeof *g->mail);
         g->mail_last = ug_calloc((size_t)size * (size_t)size, sizeof *g->mail_last);
+        g->handoff = ug_calloc((size_t)size, sizeof *g->handoff);
     }
-    if (!g || !g->mail || !g->mail_last) {
+    if (!g || !g->mail || !g->mail_last || !g->handoff) {
         if (g) {
             free(g->mail);
             free(g->mail_last);
+            free(g->handoff);
         }
         free(g);
         return NULL;

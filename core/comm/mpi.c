@@ -32,6 +32,7 @@ static const double default_timeout = 300.0;
 
 typedef struct mpi_group {
     const ug_mpi_module *module;
+    ug_mpi_comm *comm;        /* the world, or one split from it (freed with the group) */
     pthread_mutex_t lock;     /* the fields below: fail may come from any thread */
     bool broken;
     char why[WHY];            /* why it is broken, for later calls' messages */
@@ -73,7 +74,8 @@ static bool is_broken(mpi_group *g, char *why, size_t len, char refusal[WHY])
 static void tell(ug_comm *c, const char *refusal)
 {
     char ignored[512];
-    ((mpi_group *)c->group)->module->agree(&(ug_mpi_call){0}, refusal, c->timeout, ignored, sizeof ignored);
+    mpi_group *g = c->group;
+    g->module->agree(g->comm, &(ug_mpi_call){0}, refusal, c->timeout, ignored, sizeof ignored);
 }
 
 typedef int payload_fn(ug_comm *c, size_t n, void *args, char *why, size_t len);
@@ -99,7 +101,7 @@ static ug_status run(ug_comm *c, const char *op, ug_mpi_call call, size_t counts
         break_group(g, why, NULL);
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s", why);
     }
-    const int verdict = g->module->agree(&call, NULL, c->timeout, why, len);
+    const int verdict = g->module->agree(g->comm, &call, NULL, c->timeout, why, len);
     if (verdict == UG_MPI_DIFFER)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s", op, why);
     if (verdict == UG_MPI_AGREED && (!payload || payload(c, n, args, why, len) == 0))
@@ -118,21 +120,25 @@ typedef struct call_args {
 static int do_all_reduce(ug_comm *c, size_t n, void *a, char *why, size_t len)
 {
     call_args *x = a;
-    return ((mpi_group *)c->group)->module->all_reduce(x->data, n, x->op, c->timeout, why, len);
+    mpi_group *g = c->group;
+    return g->module->all_reduce(g->comm, x->data, n, x->op, c->timeout, why, len);
 }
 static int do_broadcast(ug_comm *c, size_t n, void *a, char *why, size_t len)
 {
     call_args *x = a;
-    return ((mpi_group *)c->group)->module->broadcast(x->data, n, x->root, c->timeout, why, len);
+    mpi_group *g = c->group;
+    return g->module->broadcast(g->comm, x->data, n, x->root, c->timeout, why, len);
 }
 static int do_all_gather(ug_comm *c, size_t n, void *a, char *why, size_t len)
 {
     call_args *x = a;
-    return ((mpi_group *)c->group)->module->all_gather(x->in, n, x->data, c->timeout, why, len);
+    mpi_group *g = c->group;
+    return g->module->all_gather(g->comm, x->in, n, x->data, c->timeout, why, len);
 }
 static int do_shared_block(ug_comm *c, size_t n, void *a, char *why, size_t len)
 {
-    return ((mpi_group *)c->group)->module->shared_block(n, c->timeout, ((call_args *)a)->block, why, len);
+    mpi_group *g = c->group;
+    return g->module->shared_block(g->comm, n, c->timeout, ((call_args *)a)->block, why, len);
 }
 
 static int64_t count_of(size_t n) { return n > INT64_MAX ? INT64_MAX : (int64_t)n; }
@@ -183,6 +189,7 @@ static void mpi_leave(ug_comm *c)
     char why[WHY], refusal[WHY];
     if (is_broken(g, why, sizeof why, refusal) && *refusal)
         tell(c, refusal);
+    g->module->comm_free(g->comm);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -219,7 +226,7 @@ static ug_status mpi_send(ug_comm *c, const void *data, size_t bytes, int dest)
     char why[WHY], refusal[WHY];
     if (is_broken(g, why, sizeof why, refusal))
         return ug_set_error(UG_ERR_BACKEND, "ug_comm_send: the communicator is broken: %s", why);
-    if (g->module->send(data, bytes, dest, why, sizeof why))
+    if (g->module->send(g->comm, data, bytes, dest, why, sizeof why))
         return p2p_failed(c, "ug_comm_send", why);
     return UG_OK;
 }
@@ -230,19 +237,48 @@ static ug_status mpi_recv(ug_comm *c, void *data, size_t capacity, int source, s
     char why[WHY], refusal[WHY];
     if (is_broken(g, why, sizeof why, refusal))
         return ug_set_error(UG_ERR_BACKEND, "ug_comm_recv: the communicator is broken: %s", why);
-    const int rc = g->module->recv(data, capacity, source, bytes, c->timeout, why, sizeof why);
+    const int rc = g->module->recv(g->comm, data, capacity, source, bytes, c->timeout, why, sizeof why);
     if (rc == 2)
         return ug_set_error(UG_ERR_SHAPE, "ug_comm_recv: rank %d sent %zu bytes, more than the %zu received into",
                             source, *bytes, capacity);
     return rc ? p2p_failed(c, "ug_comm_recv", why) : UG_OK;
 }
 
-static const char *mpi_transport(const ug_comm *c) { return ((mpi_group *)c->group)->module->transport(); }
+static const char *mpi_transport(const ug_comm *c)
+{
+    const mpi_group *g = c->group;
+    return g->module->transport(g->comm);
+}
+
+/* Agreed first, so that MPI_Comm_split, which waits with no timeout,
+ * starts only once every rank is there. */
+static ug_status mpi_split(ug_comm *c, int color, int key, ug_comm *made)
+{
+    mpi_group *g = c->group, *part = ug_calloc(1, sizeof *part);
+    char why[WHY];
+    if (!part) { /* refused in the agreement, so no rank goes on to wait for this one */
+        tell(c, "ug_comm_split: out of host memory");
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_split: out of host memory");
+    }
+    ug_status st = run(c, "ug_comm_split", (ug_mpi_call){.kind = UG_MPI_SPLIT}, 0, 0, NULL, NULL, why, sizeof why);
+    if (st == UG_OK && g->module->split(g->comm, color, key, &part->comm, &made->rank, &made->size, why, sizeof why)) {
+        break_group(g, why, NULL);
+        st = ug_set_error(UG_ERR_BACKEND, "ug_comm_split: %s", why);
+    }
+    if (st != UG_OK) {
+        free(part);
+        return st;
+    }
+    part->module = g->module;
+    pthread_mutex_init(&part->lock, NULL);
+    made->group = part;
+    return UG_OK;
+}
 
 static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast,
                                        .all_gather = mpi_all_gather, .barrier = mpi_barrier, .fail = mpi_fail,
                                        .leave = mpi_leave, .transport = mpi_transport,
-                                       .send = mpi_send, .recv = mpi_recv,
+                                       .send = mpi_send, .recv = mpi_recv, .split = mpi_split,
                                        .bucket_memory = mpi_bucket_memory};
 
 /* A collective: a rank that refuses (its arguments, its memory) still
@@ -278,8 +314,9 @@ ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
         snprintf(own_why, sizeof own_why, "%s", ug_last_error());
     }
     int rank = 0, size = 0, any_thread = 0;
-    const int verdict = module->init(own != UG_OK ? own_why : NULL, default_timeout, &rank, &size, &any_thread,
-                                     reason, sizeof reason);
+    ug_mpi_comm *world = NULL;
+    const int verdict = module->init(own != UG_OK ? own_why : NULL, default_timeout, &world, &rank, &size,
+                                     &any_thread, reason, sizeof reason);
     if (own != UG_OK || verdict != UG_MPI_AGREED) {
         free(g);
         free(c);
@@ -290,6 +327,7 @@ ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out)
                             "%s: %s", op, reason);
     }
     g->module = module;
+    g->comm = world;
     pthread_mutex_init(&g->lock, NULL);
     ug_device_retain(device);
     *c = (ug_comm){.engine = &mpi_engine, .group = g, .rank = rank, .size = size, .device = device,

@@ -103,8 +103,8 @@ static const char *kind_name(int64_t kind)
 {
     static const char *const names[] = {"(none)", "ug_comm_mpi_create", "ug_comm_all_reduce", "ug_comm_broadcast",
                                         "ug_comm_all_gather", "ug_comm_barrier",
-                                        "ug_comm_run_backward's shared block"};
-    return kind >= 0 && kind <= UG_MPI_SHARED_BLOCK ? names[kind] : "(unknown)";
+                                        "ug_comm_run_backward's shared block", "ug_comm_split"};
+    return kind >= 0 && kind <= UG_MPI_SPLIT ? names[kind] : "(unknown)";
 }
 
 /* A non-blocking collective just started (rc), waited for; what names
@@ -152,11 +152,11 @@ static const char *rule(int field, int64_t kind)
  * the first ranks with its least value and with another, then that
  * rank's stance from it, so that every rank words the same message. Two
  * more small collectives, on this error path only. */
-static int explain(const stance *mine, const int64_t *bounds, const char *what, double timeout, char *why,
-                   size_t len)
+static int explain(MPI_Comm comm, const stance *mine, const int64_t *bounds, const char *what, double timeout,
+                   char *why, size_t len)
 {
     int world = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(comm, &world);
     int64_t first[2 * FIELDS]; /* [2f]: the first rank with f's least value, [2f + 1]: with another */
     for (int f = 0; f < FIELDS; f++) {
         const bool least = mine->field[f] == bounds[2 * f];
@@ -164,7 +164,7 @@ static int explain(const stance *mine, const int64_t *bounds, const char *what, 
         first[2 * f + 1] = least ? INT64_MAX : world;
     }
     MPI_Request request;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, first, 2 * FIELDS, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD, &request);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, first, 2 * FIELDS, MPI_INT64_T, MPI_MIN, comm, &request);
     if (wait_started(rc, "MPI_Iallreduce", &request, what, timeout, why, len))
         return UG_MPI_FAILED;
     int field = REFUSED;
@@ -175,7 +175,7 @@ static int explain(const stance *mine, const int64_t *bounds, const char *what, 
      * largest value, 1), or the first whose value is not the least. */
     const int64_t teller = field == REFUSED ? (bounds[0] == 1 ? first[0] : first[1]) : first[2 * field + 1];
     stance told = *mine;
-    rc = MPI_Ibcast(&told, (int)sizeof told, MPI_BYTE, (int)teller, MPI_COMM_WORLD, &request);
+    rc = MPI_Ibcast(&told, (int)sizeof told, MPI_BYTE, (int)teller, comm, &request);
     if (wait_started(rc, "MPI_Ibcast", &request, what, timeout, why, len))
         return UG_MPI_FAILED;
     if (field == REFUSED) {
@@ -201,7 +201,8 @@ static int explain(const stance *mine, const int64_t *bounds, const char *what, 
  * one of 1.5 MB takes 230-300 us either way), paid so that a mismatch is
  * refused on every rank instead of overrunning a buffer or mixing
  * results. */
-static int agree(const ug_mpi_call *call, const char *refusal, double timeout, char *why, size_t len)
+static int agree(ug_mpi_comm *comm, const ug_mpi_call *call, const char *refusal, double timeout, char *why,
+                 size_t len)
 {
     stance mine = {.field = {refusal != NULL, call->kind, call->count, call->op, call->root}};
     if (refusal)
@@ -213,16 +214,19 @@ static int agree(const ug_mpi_call *call, const char *refusal, double timeout, c
     }
     const char *what = call->kind ? kind_name(call->kind) : "telling the other ranks of a refusal";
     MPI_Request request;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, bounds, 2 * FIELDS, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD, &request);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, bounds, 2 * FIELDS, MPI_INT64_T, MPI_MIN, comm->comm, &request);
     if (wait_started(rc, "MPI_Iallreduce", &request, what, timeout, why, len))
         return UG_MPI_FAILED;
     bool alike = -bounds[2 * REFUSED + 1] == 0;
     for (int f = KIND; f < FIELDS; f++)
         alike &= bounds[2 * f] == -bounds[2 * f + 1];
-    return alike ? UG_MPI_AGREED : explain(&mine, bounds, what, timeout, why, len);
+    return alike ? UG_MPI_AGREED : explain(comm->comm, &mine, bounds, what, timeout, why, len);
 }
 
-static int init(const char *refusal, double timeout, int *rank, int *size, int *any_thread, char *why, size_t len)
+static ug_mpi_comm world = {.world = true};
+
+static int init(const char *refusal, double timeout, ug_mpi_comm **out, int *rank, int *size, int *any_thread,
+                char *why, size_t len)
 {
     int initialized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
@@ -234,16 +238,20 @@ static int init(const char *refusal, double timeout, int *rank, int *size, int *
          * 6 M floats: 9.3 against 3.8). The ring, as NCCL's, where the
          * user chose none. */
         setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
-        /* Serialized: the rank's communication thread calls MPI too,
-         * never at once with another (comm/side.c). */
-        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        /* Multiple: the rank's communication thread calls MPI too (never
+         * at once with another on its comm, comm/side.c), and the stages
+         * of a pipeline in this process each call it on a comm of their
+         * own at once (ug_comm_split). */
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
         if (rc != MPI_SUCCESS)
             return ug_mpi_error(rc, "MPI_Init_thread", why, len);
         atexit(finalize);
     } else {
         MPI_Query_thread(&provided);
     }
-    *any_thread = provided >= MPI_THREAD_SERIALIZED;
+    *any_thread = provided >= MPI_THREAD_MULTIPLE ? 2 : provided >= MPI_THREAD_SERIALIZED;
+    world.comm = MPI_COMM_WORLD;
+    *out = &world;
     /* Errors come back as codes, not as an abort of the job. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
@@ -254,7 +262,7 @@ static int init(const char *refusal, double timeout, int *rank, int *size, int *
     char setting[256] = "";
     const bool malformed = ug_mpi_shared_limit(&limit, setting, sizeof setting) != 0;
     const ug_mpi_call create = {.kind = UG_MPI_CREATE, .count = limit};
-    int verdict = agree(&create, refusal ? refusal : malformed ? setting : NULL, timeout, why, len);
+    int verdict = agree(&world, &create, refusal ? refusal : malformed ? setting : NULL, timeout, why, len);
     if (verdict == UG_MPI_REFUSED && malformed && !refusal) {
         snprintf(why, len, "%s", setting);
         return UG_MPI_OWN_SETTING;
@@ -264,17 +272,17 @@ static int init(const char *refusal, double timeout, int *rank, int *size, int *
     return ug_mpi_shared_init(limit, why, len) ? UG_MPI_FAILED : UG_MPI_AGREED;
 }
 
-static int all_reduce(float *data, size_t n, int op, double timeout, char *why, size_t len)
+static int all_reduce(ug_mpi_comm *comm, float *data, size_t n, int op, double timeout, char *why, size_t len)
 {
     int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_size(comm->comm, &size);
     bool done = false;
-    if (ug_mpi_shared_all_reduce(data, n, op == 2, timeout, &done, why, len))
+    if (comm->world && ug_mpi_shared_all_reduce(data, n, op == 2, timeout, &done, why, len))
         return 1; /* (a timeout there abandons MPI too) */
     if (!done) {
         MPI_Request request;
         int rc = MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, op == 2 ? MPI_MAX : MPI_SUM,
-                                MPI_COMM_WORLD, &request);
+                                comm->comm, &request);
         if (rc != MPI_SUCCESS)
             return ug_mpi_error(rc, "MPI_Iallreduce", why, len);
         if (ug_mpi_wait(&request, "ug_comm_all_reduce", timeout, why, len))
@@ -286,22 +294,65 @@ static int all_reduce(float *data, size_t n, int op, double timeout, char *why, 
     return 0;
 }
 
-static int broadcast(float *data, size_t n, int root, double timeout, char *why, size_t len)
+static int broadcast(ug_mpi_comm *comm, float *data, size_t n, int root, double timeout, char *why, size_t len)
 {
     MPI_Request request;
-    int rc = MPI_Ibcast(data, (int)n, MPI_FLOAT, root, MPI_COMM_WORLD, &request);
+    int rc = MPI_Ibcast(data, (int)n, MPI_FLOAT, root, comm->comm, &request);
     if (rc != MPI_SUCCESS)
         return ug_mpi_error(rc, "MPI_Ibcast", why, len);
     return ug_mpi_wait(&request, "ug_comm_broadcast", timeout, why, len);
 }
 
-static int all_gather(const float *in, size_t n, float *out, double timeout, char *why, size_t len)
+static int all_gather(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout, char *why,
+                      size_t len)
 {
     MPI_Request request;
-    int rc = MPI_Iallgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, MPI_COMM_WORLD, &request);
+    int rc = MPI_Iallgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, comm->comm, &request);
     if (rc != MPI_SUCCESS)
         return ug_mpi_error(rc, "MPI_Iallgather", why, len);
     return ug_mpi_wait(&request, "ug_comm_all_gather", timeout, why, len);
+}
+
+/* MPI_Comm_split waits for every rank without a timeout: the agreement
+ * before it (mpi.c) has seen them all arrive. */
+static int split(ug_mpi_comm *comm, int color, int key, ug_mpi_comm **out, int *rank, int *size, char *why,
+                 size_t len)
+{
+    ug_mpi_comm *made = calloc(1, sizeof *made);
+    if (!made) {
+        snprintf(why, len, "out of host memory");
+        return 1;
+    }
+    int rc = MPI_Comm_split(comm->comm, color, key, &made->comm);
+    if (rc != MPI_SUCCESS) {
+        free(made);
+        return ug_mpi_error(rc, "MPI_Comm_split", why, len);
+    }
+    MPI_Comm_set_errhandler(made->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(made->comm, rank);
+    MPI_Comm_size(made->comm, size);
+    *out = made;
+    return 0;
+}
+
+static void comm_free(ug_mpi_comm *comm)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm && !comm->world && !finalized)
+        MPI_Comm_free(&comm->comm);
+    if (comm && !comm->world)
+        free(comm);
+}
+
+static const char *transport(const ug_mpi_comm *comm) { return comm->world ? ug_mpi_shared_transport() : "MPI"; }
+
+static int shared_block(ug_mpi_comm *comm, size_t bytes, double timeout, void **address, char *why, size_t len)
+{
+    if (comm->world)
+        return ug_mpi_shared_block(bytes, timeout, address, why, len);
+    *address = NULL; /* (why stays empty: nothing to warn of) */
+    return 0;
 }
 
 static const ug_mpi_module module = {.version = UG_MPI_MODULE_VERSION,
@@ -310,10 +361,12 @@ static const ug_mpi_module module = {.version = UG_MPI_MODULE_VERSION,
                                      .all_reduce = all_reduce,
                                      .broadcast = broadcast,
                                      .all_gather = all_gather,
+                                     .split = split,
+                                     .comm_free = comm_free,
                                      .send = ug_mpi_send,
                                      .recv = ug_mpi_recv,
-                                     .transport = ug_mpi_shared_transport,
-                                     .shared_block = ug_mpi_shared_block,
+                                     .transport = transport,
+                                     .shared_block = shared_block,
                                      .shared_block_free = ug_mpi_shared_block_free};
 
 __attribute__((visibility("default"))) const ug_mpi_module *ug_mpi_module_entry(void) { return &module; }

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define UG_MPI_MODULE_VERSION 6
+#define UG_MPI_MODULE_VERSION 7
 #define UG_MPI_MODULE_ENTRY "ug_mpi_module_entry"
 
 /* What a rank asks of a collective (or of ug_comm_mpi_create), which every
@@ -20,8 +20,13 @@ typedef enum ug_mpi_kind {
     UG_MPI_BROADCAST,
     UG_MPI_ALL_GATHER,
     UG_MPI_BARRIER,
-    UG_MPI_SHARED_BLOCK
+    UG_MPI_SHARED_BLOCK,
+    UG_MPI_SPLIT
 } ug_mpi_kind;
+
+/* A communicator of the module's (MPI_COMM_WORLD, or one split from it),
+ * which every call below is on. */
+typedef struct ug_mpi_comm ug_mpi_comm;
 
 typedef struct ug_mpi_call {
     int kind;            /* ug_mpi_kind (0 with a refusal: any) */
@@ -43,48 +48,59 @@ typedef struct ug_mpi_module {
     int version;
     /* Initialises MPI if the program has not (and finalises it at exit):
      * this process's rank and the world's size, and whether MPI may be
-     * called from any thread, one at a time (MPI_THREAD_SERIALIZED).
+     * called from any thread (MPI_THREAD_SERIALIZED: 1; and by several
+     * at once, MPI_THREAD_MULTIPLE, which it asks for: 2).
      * Then every rank agrees, before anything that could wait for the
      * others without a timeout: refusal (NULL when this rank can join)
      * and a malformed UG_MPI_SHARED_RANKS on any rank make every rank
      * return UG_MPI_REFUSED (or, on the rank whose setting it is,
      * UG_MPI_OWN_SETTING), and ranks whose UG_MPI_SHARED_RANKS differ
      * UG_MPI_DIFFER; waiting at most timeout seconds. */
-    int (*init)(const char *refusal, double timeout, int *rank, int *size, int *any_thread, char *why, size_t len);
-    /* A collective on MPI_COMM_WORLD: whether every rank asks call (see
+    int (*init)(const char *refusal, double timeout, ug_mpi_comm **world, int *rank, int *size, int *any_thread,
+                char *why, size_t len);
+    /* A collective on comm: whether every rank asks call (see
      * the verdicts above); refusal, when not NULL, tells the others that
      * this rank cannot take part, and why. Every collective below comes
      * after one, so that ranks that ask different things are refused
      * before a buffer is touched. */
-    int (*agree)(const ug_mpi_call *call, const char *refusal, double timeout, char *why, size_t len);
-    /* Collectives on MPI_COMM_WORLD, each waiting at most timeout seconds.
+    int (*agree)(ug_mpi_comm *comm, const ug_mpi_call *call, const char *refusal, double timeout, char *why,
+                 size_t len);
+    /* Collectives on comm, each waiting at most timeout seconds.
      * op: 0 sum, 1 average, 2 max (ug_comm_op). Open MPI's all-reduce
      * algorithms give every rank the same bits: each element is summed
      * once and copied (ring, reduce and broadcast), or summed in the same
      * pairs on both sides (recursive doubling). */
-    int (*all_reduce)(float *data, size_t n, int op, double timeout, char *why, size_t len);
-    int (*broadcast)(float *data, size_t n, int root, double timeout, char *why, size_t len);
-    int (*all_gather)(const float *in, size_t n, float *out, double timeout, char *why, size_t len);
-    /* Point-to-point on MPI_COMM_WORLD, neither an agreement: send copies
+    int (*all_reduce)(ug_mpi_comm *comm, float *data, size_t n, int op, double timeout, char *why, size_t len);
+    int (*broadcast)(ug_mpi_comm *comm, float *data, size_t n, int root, double timeout, char *why, size_t len);
+    int (*all_gather)(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout, char *why,
+                      size_t len);
+    /* After an agreement (UG_MPI_SPLIT): the ranks of comm that give the
+     * same color, ranked by key, as a new communicator (MPI_Comm_split),
+     * with this rank's place in it; freed by comm_free (never the world). */
+    int (*split)(ug_mpi_comm *comm, int color, int key, ug_mpi_comm **out, int *rank, int *size, char *why,
+                 size_t len);
+    void (*comm_free)(ug_mpi_comm *comm);
+    /* Point-to-point on comm, neither an agreement: send copies
      * bytes and starts them to rank dest without waiting for the receiver
      * (sends still pending complete inside later calls, and before MPI is
      * finalised); recv waits at most timeout seconds for the next message
      * from source, its size in *bytes: 0 when it was received, 2 when it
      * is larger than capacity (it stays to be received), 1 on an error. */
-    int (*send)(const void *data, size_t bytes, int dest, char *why, size_t len);
-    int (*recv)(void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why, size_t len);
+    int (*send)(ug_mpi_comm *comm, const void *data, size_t bytes, int dest, char *why, size_t len);
+    int (*recv)(ug_mpi_comm *comm, void *data, size_t capacity, int source, size_t *bytes, double timeout,
+                char *why, size_t len);
     /* How the all-reduces travel, in words: through shared memory among
-     * the ranks of a machine (mpi_shared.c), or MPI's own. */
-    const char *(*transport)(void);
+     * the ranks of a machine (mpi_shared.c, the world's only), or MPI's own. */
+    const char *(*transport)(const ug_mpi_comm *comm);
     /* A collective: a block of bytes of host memory (each rank its own
      * size) that the other ranks of this machine map too, so that an
      * all-reduce of data lying in it reads and writes every rank's data
      * where it lies, with no copies; a CPU replica's gradient buckets.
      * *address NULL, with 0, where the ranks share no memory or one could
      * not make its block (/dev/shm full: why then says so): the same on
-     * every rank of the machine. Given back by shared_block_free, from
-     * any thread. */
-    int (*shared_block)(size_t bytes, double timeout, void **address, char *why, size_t len);
+     * every rank of the machine, and on every rank of a split comm.
+     * Given back by shared_block_free, from any thread. */
+    int (*shared_block)(ug_mpi_comm *comm, size_t bytes, double timeout, void **address, char *why, size_t len);
     void (*shared_block_free)(void *address);
 } ug_mpi_module;
 

@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 #include <stdio.h>
@@ -24,11 +25,14 @@ typedef struct pending_send {
     void *copy;
 } pending_send;
 
+/* The sends of every comm, which threads of the rank may make at once
+ * (each on its own comm, MPI_THREAD_MULTIPLE). */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static pending_send *pending;
 static int pending_count, pending_capacity;
 
-/* Frees the copies whose sends completed. */
-static int progress(char *why, size_t len)
+/* Frees the copies whose sends completed (pending_lock held). */
+static int progress_locked(char *why, size_t len)
 {
     int kept = 0;
     for (int i = 0; i < pending_count; i++) {
@@ -45,23 +49,49 @@ static int progress(char *why, size_t len)
     return 0;
 }
 
-int ug_mpi_send(const void *data, size_t bytes, int dest, char *why, size_t len)
+static int progress(char *why, size_t len)
+{
+    pthread_mutex_lock(&pending_lock);
+    const int rc = progress_locked(why, len);
+    pthread_mutex_unlock(&pending_lock);
+    return rc;
+}
+
+/* Starts a send of copy (malloc'd; freed once it completes). */
+static int start_send(ug_mpi_comm *comm, void *copy, size_t bytes, int dest, char *why, size_t len)
+{
+    pthread_mutex_lock(&pending_lock);
+    int rc = progress_locked(why, len);
+    if (rc == 0 && pending_count == pending_capacity) {
+        int capacity = pending_capacity ? 2 * pending_capacity : 16;
+        pending_send *grown = realloc(pending, (size_t)capacity * sizeof *grown);
+        if (grown) {
+            pending = grown;
+            pending_capacity = capacity;
+        } else {
+            rc = 1;
+            snprintf(why, len, "ug_comm_send: out of host memory");
+        }
+    }
+    if (rc == 0) {
+        const int sent = MPI_Isend(copy, (int)bytes, MPI_BYTE, dest, P2P_TAG, comm->comm,
+                                   &pending[pending_count].request);
+        if (sent == MPI_SUCCESS)
+            pending[pending_count++].copy = copy;
+        else
+            rc = ug_mpi_error(sent, "MPI_Isend", why, len);
+    }
+    pthread_mutex_unlock(&pending_lock);
+    if (rc)
+        free(copy);
+    return rc;
+}
+
+int ug_mpi_send(ug_mpi_comm *comm, const void *data, size_t bytes, int dest, char *why, size_t len)
 {
     if (bytes > INT_MAX) {
         snprintf(why, len, "ug_comm_send of %zu bytes: MPI counts stop at %d", bytes, INT_MAX);
         return 1;
-    }
-    if (progress(why, len))
-        return 1;
-    if (pending_count == pending_capacity) {
-        int capacity = pending_capacity ? 2 * pending_capacity : 16;
-        pending_send *grown = realloc(pending, (size_t)capacity * sizeof *grown);
-        if (!grown) {
-            snprintf(why, len, "ug_comm_send: out of host memory");
-            return 1;
-        }
-        pending = grown;
-        pending_capacity = capacity;
     }
     void *copy = malloc(bytes ? bytes : 1);
     if (!copy) {
@@ -69,27 +99,22 @@ int ug_mpi_send(const void *data, size_t bytes, int dest, char *why, size_t len)
         return 1;
     }
     memcpy(copy, data, bytes);
-    int rc = MPI_Isend(copy, (int)bytes, MPI_BYTE, dest, P2P_TAG, MPI_COMM_WORLD, &pending[pending_count].request);
-    if (rc != MPI_SUCCESS) {
-        free(copy);
-        return ug_mpi_error(rc, "MPI_Isend", why, len);
-    }
-    pending[pending_count++].copy = copy;
-    return 0;
+    return start_send(comm, copy, bytes, dest, why, len);
 }
 
 /* Probes for the message (polled, as ug_mpi_wait polls) to learn its
  * size first; a probe leaves it queued, and the receive after takes the
  * first message from source, which is the one probed (MPI keeps the
  * order of messages between two ranks). */
-int ug_mpi_recv(void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why, size_t len)
+int ug_mpi_recv(ug_mpi_comm *comm, void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why,
+                size_t len)
 {
     if (progress(why, len))
         return 1;
     const double start = ug_seconds_now();
     MPI_Status status;
     for (int found = 0; !found;) {
-        int rc = MPI_Iprobe(source, P2P_TAG, MPI_COMM_WORLD, &found, &status);
+        int rc = MPI_Iprobe(source, P2P_TAG, comm->comm, &found, &status);
         if (rc != MPI_SUCCESS)
             return ug_mpi_error(rc, "MPI_Iprobe", why, len);
         if (found)
@@ -111,7 +136,7 @@ int ug_mpi_recv(void *data, size_t capacity, int source, size_t *bytes, double t
     *bytes = (size_t)count;
     if ((size_t)count > capacity)
         return 2;
-    int rc = MPI_Recv(data, count, MPI_BYTE, source, P2P_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int rc = MPI_Recv(data, count, MPI_BYTE, source, P2P_TAG, comm->comm, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS)
         return ug_mpi_error(rc, "MPI_Recv", why, len);
     return progress(why, len);
@@ -122,9 +147,11 @@ int ug_mpi_recv(void *data, size_t capacity, int source, size_t *bytes, double t
 void ug_mpi_p2p_finish(void)
 {
     char why[8];
+    pthread_mutex_lock(&pending_lock);
     for (int round = 0; pending_count && round < 1000; round++)
-        progress(why, sizeof why);
+        progress_locked(why, sizeof why);
     free(pending);
     pending = NULL;
     pending_count = pending_capacity = 0;
+    pthread_mutex_unlock(&pending_lock);
 }

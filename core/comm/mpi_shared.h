@@ -9,6 +9,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/comm/mpi_module.h"
+
+/* The module's communicator: MPI_COMM_WORLD (the shared-memory transport
+ * is its alone) or one split from it. */
+struct ug_mpi_comm {
+    MPI_Comm comm;
+    bool world;
+};
+
 /* Polls request until it completes (0) or timeout seconds pass (1, with
  * the reason in why); what names the collective in the message. */
 int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *why, size_t len);
@@ -17,8 +26,9 @@ int ug_mpi_wait_status(MPI_Request *request, MPI_Status *status, const char *wha
                        size_t len);
 /* mpi_p2p.c: the module's send and recv, and the end of the sends still
  * pending, before MPI is finalised. */
-int ug_mpi_send(const void *data, size_t bytes, int dest, char *why, size_t len);
-int ug_mpi_recv(void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why, size_t len);
+int ug_mpi_send(ug_mpi_comm *comm, const void *data, size_t bytes, int dest, char *why, size_t len);
+int ug_mpi_recv(ug_mpi_comm *comm, void *data, size_t capacity, int source, size_t *bytes, double timeout, char *why,
+                size_t len);
 void ug_mpi_p2p_finish(void);
 /* MPI cannot be finalised any more: a rank gave up waiting for another
  * (MPI_Finalize would wait for it too), so the process leaves without. */

@@ -329,7 +329,7 @@ ug_status ug_pipeline_compile(ug_pipeline *p, ug_value *value, ug_optimizer *opt
     mine = build_stage(p, value, opt);
     if (mine == UG_OK)
         mine = make_buffers(p);
-    UG_TRY(agree(p, mine, "to compile"));
+    UG_TRY(agree(p, ug_pipeline_agree_replicas(p, mine), "to compile"));
     p->compiled = true;
     return UG_OK;
 }

@@ -11,6 +11,7 @@ enum { UG_PIPELINE_MAX_BOUND = 8 };
 
 struct ug_pipeline {
     ug_comm *comm;
+    ug_comm *replicas;        /* the same stage of the other pipelines (NULL: none) */
     ug_graph *graph;
     int stage, stages, micro_batches;
     ug_pipeline_schedule schedule;
@@ -44,6 +45,13 @@ struct ug_pipeline {
     ug_pipeline_timing timing;
 };
 
+/* pipeline_replicas.c: the replicas' verdict at compile, given this
+ * stage's (its layout and compile agreed, replica 0's parameters taken);
+ * each update's gradients summed over them, before it; the parameters of
+ * an optimizer sharded over them gathered, after it. */
+ug_status ug_pipeline_agree_replicas(ug_pipeline *p, ug_status compiled);
+ug_status ug_pipeline_reduce_replicas(ug_pipeline *p);
+ug_status ug_pipeline_gather_replicas(ug_pipeline *p);
 /* Micro-batches whose input the stage holds at once. */
 int ug_pipeline_in_flight(const ug_pipeline *p);
 /* pipeline.c: an input of p's graph for what stage `stage` receives,

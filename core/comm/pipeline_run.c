@@ -188,13 +188,19 @@ ug_status ug_pipeline_run(ug_pipeline *p)
         st = run_schedule(&r);
     if (st == UG_OK && p->training)
         st = ug_graph_set_runs(p->graph, r.first_run + (uint64_t)p->micro_batches);
-    const double update = ug_seconds_now();
+    const double update = ug_seconds_now(); /* (the replicas' sums count as the update's) */
+    if (st == UG_OK && p->training)
+        st = ug_pipeline_reduce_replicas(p);
     if (st == UG_OK && p->training)
         st = ug_graph_run_update(p->graph);
+    if (st == UG_OK && p->training)
+        st = ug_pipeline_gather_replicas(p);
     if (st == UG_OK)
         st = ug_stream_synchronize(ug_stream_current(p->graph->device));
     if (st != UG_OK) { /* the neighbours would wait for this stage's messages */
         p->comm->engine->fail(p->comm, ug_last_error());
+        if (p->replicas) /* and so would the other pipelines' */
+            p->replicas->engine->fail(p->replicas, ug_last_error());
         return ug_prefix_error(st, "ug_pipeline_run: stage %d", p->stage);
     }
     const double end = ug_seconds_now();

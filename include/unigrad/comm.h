@@ -68,6 +68,18 @@ UG_API ug_status ug_comm_mpi_create(ug_device *device, ug_comm **out);
  * caller's, whole. A collective that does not complete within the timeout
  * (a rank died) aborts the NCCL communicator and is an error. */
 UG_API ug_status ug_comm_nccl_create(ug_comm *bootstrap, ug_comm **out);
+/* A collective: this rank's handle on a new group of comm's ranks, those
+ * that give the same color (0 to 2^24 - 1), ranked by key, then by their
+ * rank in comm (MPI_Comm_split), on device (NULL: comm's). A grid splits
+ * one comm twice, e.g. pipelines side by side (pipeline.h): color =
+ * replica for each pipeline's stages, color = stage for each stage's
+ * replicas. The new comm is its own (freed with ug_comm_free, before or
+ * after comm) and may be used from another thread than comm, at the same
+ * time (under MPI, when MPI allows several threads at once:
+ * MPI_THREAD_MULTIPLE, which unigrad asks for when it initialises MPI).
+ * In-process and MPI engines; NCCL and RCCL: split the bootstrap, and
+ * make a communicator over each part. */
+UG_API ug_status ug_comm_split(ug_comm *comm, int color, int key, ug_device *device, ug_comm **out);
 /* Frees this rank's handle; the others' collectives then fail (the rank
  * has left). NULL is ignored. */
 UG_API void ug_comm_free(ug_comm *comm);

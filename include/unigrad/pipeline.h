@@ -84,6 +84,18 @@ UG_API ug_status ug_pipeline_boundary(ug_graph *graph, ug_value **value);
  * it against what the previous stage sends. */
 UG_API ug_status ug_pipeline_input(ug_pipeline *pipeline, ug_dtype dtype, int ndim, const int64_t *shape,
                                    ug_value **out);
+/* Pipelines side by side (data parallelism over pipelines: a grid of
+ * stages by replicas): replicas is a comm of this stage's graph in every
+ * pipeline (on this stage's device; each pipeline's stages a comm of
+ * their own, e.g. both from ug_comm_split of one comm). Each pipeline
+ * runs its own part of the global batch, and each update sums the
+ * stage's gradients over the replicas, weighted by their rows, as one
+ * pipeline on the whole batch would; an optimizer sharded over replicas
+ * (ug_comm_shard_optimizer, after compile) keeps a part of the state on
+ * each, and its parameters are gathered after each update. At compile
+ * the replicas also agree (stage, stages, micro-batches, schedule) and
+ * take replica 0's parameters. Before ug_pipeline_compile. */
+UG_API ug_status ug_pipeline_set_replicas(ug_pipeline *pipeline, ug_comm *replicas);
 /* A collective over the stages. value is this stage's output, sent to
  * the next stage (a float value depending on the stage's input or
  * parameters; with boundaries, the one marked, and value may be NULL or
@@ -108,7 +120,8 @@ UG_API ug_status ug_pipeline_bind(ug_pipeline *pipeline, ug_value *input, const 
 /* One update, a collective over the stages: every micro-batch through
  * the stages in the schedule, then each stage's optimizer update. */
 UG_API ug_status ug_pipeline_run(ug_pipeline *pipeline);
-/* On the last stage: the mean loss over the last run's batch (a wait). */
+/* On the last stage: the mean loss over the last run's batch (its
+ * pipeline's part, with replicas; a wait). */
 UG_API ug_status ug_pipeline_loss(ug_pipeline *pipeline, float *loss);
 
 typedef struct ug_pipeline_memory_info {

@@ -11,13 +11,16 @@
  * overflow on rank 1) equal to one device on the global batches within
  * 1e-5 and bitwise equal across the ranks after every step, and with the
  * optimizer's state sharded bitwise equal to the unsharded run, each
- * rank's state its share; another model or optimizer refused on both. The process exits 1 when a check failed,
+ * rank's state its share; another model or optimizer refused on both; the
+ * world split in parts, and two copies of it used from two threads at
+ * once. The process exits 1 when a check failed,
  * which fails the mpirun.
  *
  * With --rank-killed (mpirun told to keep the others running when one
  * dies), rank 1 kills itself at the start of a training step; rank 0,
  * in that step's all-reduce, must return an error within its timeout. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +125,102 @@ static void collectives(ug_comm *comm, ug_device *dev)
     EXPECT(root, "the broadcast is not rank 1's tensor");
     EXPECT(ug_comm_barrier(comm) == UG_OK, "barrier: %s", ug_last_error());
     ug_tensor_free(t);
+}
+
+/* ---- split communicators ---- */
+
+/* n floats of value(r, i) for every rank r of the world of this parity
+ * with the given world ranks, summed: each element as a part's all-reduce
+ * gives it (a part of two ranks, or one). */
+static bool is_parts_sum(const float *got, int64_t n, int size, int parity)
+{
+    bool same = true;
+    for (int64_t i = 0; i < n; i++) {
+        float want = 0.0f;
+        for (int r = parity; r < size; r += 2)
+            want += value(r, (int)i);
+        same &= got[i] == want;
+    }
+    return same;
+}
+
+typedef struct dup_run {
+    ug_comm *comm;
+    ug_device *dev;
+    int rounds;
+    bool ok;
+} dup_run;
+
+/* All-reduces and messages on one comm of two, while another thread
+ * uses the other: MPI from two threads at once (MPI_THREAD_MULTIPLE). */
+static void *use_dup(void *arg)
+{
+    dup_run *d = arg;
+    float host[N], got[N];
+    d->ok = true;
+    const int me = ug_comm_rank(d->comm), size = ug_comm_size(d->comm);
+    for (int k = 0; k < d->rounds && d->ok; k++) {
+        for (int i = 0; i < N; i++)
+            host[i] = value(me, i);
+        ug_tensor *t = tensor(d->dev, N, host);
+        d->ok = t && ug_comm_all_reduce(d->comm, t, UG_COMM_SUM) == UG_OK &&
+                ug_tensor_download(t, got, sizeof got) == UG_OK;
+        for (int i = 0; d->ok && i < N; i++) { /* (the sum's order is MPI's: checked in double) */
+            double want = 0.0;
+            for (int r = 0; r < size; r++)
+                want += value(r, i);
+            d->ok = fabs(got[i] - want) < 1e-4 * (1.0 + fabs(want));
+        }
+        /* a message round the ring */
+        d->ok = d->ok && ug_comm_send(d->comm, t, (me + 1) % size) == UG_OK &&
+                ug_comm_recv(d->comm, t, (me + size - 1) % size) == UG_OK;
+        ug_tensor_free(t);
+    }
+    return NULL;
+}
+
+/* The world split by parity, keys reversed: each part's ranks, sizes and
+ * sums; two copies of the world used at once from two threads; the world
+ * whole after. */
+static void split_checks(ug_comm *world, ug_device *dev)
+{
+    const int size = ug_comm_size(world);
+    ug_comm *part = NULL;
+    EXPECT(ug_comm_split(world, rank % 2, -rank, NULL, &part) == UG_OK, "split: %s", ug_last_error());
+    if (part) {
+        int above = 0, members = 0;
+        for (int r = rank % 2; r < size; r += 2) {
+            members++;
+            above += r > rank;
+        }
+        EXPECT(ug_comm_rank(part) == above && ug_comm_size(part) == members, "rank %d of %d in its part; want %d of %d",
+               ug_comm_rank(part), ug_comm_size(part), above, members);
+        EXPECT(!strcmp(ug_comm_transport(part), "MPI"), "a part's all-reduces travel by %s", ug_comm_transport(part));
+        float host[N], got[N];
+        for (int i = 0; i < N; i++)
+            host[i] = value(rank, i);
+        ug_tensor *t = tensor(dev, N, host);
+        EXPECT(ug_comm_all_reduce(part, t, UG_COMM_SUM) == UG_OK, "a part's all-reduce: %s", ug_last_error());
+        ug_tensor_download(t, got, sizeof got);
+        EXPECT(is_parts_sum(got, N, size, rank % 2), "a part's all-reduce is not its ranks' sum");
+        ug_tensor_free(t);
+        ug_comm_free(part);
+    }
+    dup_run runs[2] = {{.dev = dev, .rounds = 20}, {.dev = dev, .rounds = 20}};
+    for (int k = 0; k < 2; k++)
+        EXPECT(ug_comm_split(world, 0, rank, NULL, &runs[k].comm) == UG_OK, "a copy of the world: %s", ug_last_error());
+    if (runs[0].comm && runs[1].comm) {
+        pthread_t threads[2];
+        for (int k = 0; k < 2; k++)
+            pthread_create(&threads[k], NULL, use_dup, &runs[k]);
+        for (int k = 0; k < 2; k++)
+            pthread_join(threads[k], NULL);
+        EXPECT(runs[0].ok && runs[1].ok, "two copies of the world used at once from two threads: %s, %s",
+               runs[0].ok ? "ok" : "failed", runs[1].ok ? "ok" : "failed");
+    }
+    for (int k = 0; k < 2; k++)
+        ug_comm_free(runs[k].comm);
+    EXPECT(ug_comm_barrier(world) == UG_OK, "the world after its parts: %s", ug_last_error());
 }
 
 /* ---- collectives that differ between ranks ---- */
@@ -558,6 +657,7 @@ int main(int argc, char **argv)
         printf("rank %d: %s: %s\n", rank, only, failures ? "refused wrongly" : "ok");
     } else if (!failures) {
         collectives(comm, dev);
+        split_checks(comm, dev);
         if (!only_collectives)
             training(comm, dev);
         mismatches(comm, dev, NULL);

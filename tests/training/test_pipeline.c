@@ -41,6 +41,8 @@ typedef struct setup {
     bool skip;                /* the whole model reads a value past its cut */
     bool three;               /* the whole model cut in three (fc1, fc2, fc3 and the loss) */
     bool tied;                /* the later stage looks up fc1's weight */
+    int replicas;             /* pipelines side by side, each a part of the rows (0: one) */
+    bool shard;               /* the optimizer sharded over the replicas */
 } setup;
 
 static float features[STEPS][MAX_ROWS * IN];
@@ -183,7 +185,7 @@ static void reference(ug_device *dev, const setup *s)
 }
 
 typedef struct stage_rank {
-    ug_comm *comm;
+    ug_comm *comm, *replicas;
     setup s;
     ug_status status;
     char message[512];
@@ -201,13 +203,17 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     const setup *s = &r->s;
     ug_device *dev = ug_comm_device(r->comm);
     const int stage = ug_comm_rank(r->comm), stages = ug_comm_size(r->comm);
-    const int micro = stage && s->stage1_micro_batches ? s->stage1_micro_batches : s->micro_batches;
-    const int64_t most = s->rows / s->micro_batches + 1;
+    /* with replicas, each pipeline its part of the rows and micro-batches */
+    const int parts = s->replicas ? s->replicas : 1, replica = r->replicas ? ug_comm_rank(r->replicas) : 0;
+    const int micro = stage && s->stage1_micro_batches ? s->stage1_micro_batches : s->micro_batches / parts;
+    const int64_t most = s->rows / s->micro_batches + 1, rows = s->rows / parts, first = rows * replica;
     /* stage 0's on cpu: what crosses the boundary */
     const ug_dtype half = s->boundary;
     ug_value *x = NULL, *y = NULL, *h = NULL;
     TRY(new_graph(dev, s, m, g));
     TRY(ug_pipeline_create(r->comm, *g, micro, s->schedule, p));
+    if (r->replicas)
+        TRY(ug_pipeline_set_replicas(*p, r->replicas));
     if (s->whole) { /* every stage builds the whole model, cut at its boundary */
         TRY(ug_graph_input(*g, "x", half, 2, (int64_t[]){most, IN}, &x));
         TRY(ug_graph_input(*g, "y", UG_I32, 1, (int64_t[]){most}, &y));
@@ -238,6 +244,8 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     }
     TRY(adam(*m, opt));
     TRY(ug_pipeline_compile(*p, h, *opt));
+    if (s->shard)
+        TRY(ug_comm_shard_optimizer(r->replicas, *opt));
     TRY(ug_pipeline_memory(*p, &r->memory));
     for (int i = 0; i < PARAMS && !s->whole; i++) /* a whole model's stage starts as one device's */
         if (stage_of(i, stages) == stage)
@@ -246,7 +254,7 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
         ug_tensor *batch = NULL;
         if (stage == 0) {
             ug_tensor *f32 = NULL;
-            TRY(ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){s->rows, IN}, features[step], &f32));
+            TRY(ug_tensor_from_host(dev, UG_F32, 2, (int64_t[]){rows, IN}, features[step] + first * IN, &f32));
             ug_status st = half == UG_F32 ? (batch = f32, UG_OK) : ug_cast(f32, half, &batch);
             if (batch != f32)
                 ug_tensor_free(f32);
@@ -255,7 +263,7 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
             ug_tensor_free(batch);
             TRY(st);
         } else if (stage == stages - 1) {
-            TRY(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){s->rows}, labels[step], &batch));
+            TRY(ug_tensor_from_host(dev, UG_I32, 1, (int64_t[]){rows}, labels[step] + first, &batch));
             ug_status st = ug_pipeline_bind(*p, y, batch);
             ug_tensor_free(batch);
             TRY(st);
@@ -284,6 +292,7 @@ static void *stage_main(void *arg)
     ug_optimizer_free(opt);
     ug_model_free(m);
     ug_comm_free(r->comm);
+    ug_comm_free(r->replicas);
     return NULL;
 }
 
@@ -422,6 +431,69 @@ static void test_bf16(ug_device *dev)
                                      .schedule = UG_PIPELINE_GPIPE}, 2e-2, "GPipe in bf16");
 }
 
+/* Two pipelines side by side, stage 0 of each on cpu and stage 1 on
+ * opencl:0, four threads: each pipeline half of the batch, each stage's
+ * gradients summed over the two; against one device accumulating both
+ * halves' micro-batches, the replicas' mean loss against its loss. With
+ * shard, Adam's state sharded over each stage's replicas: a part of it on
+ * each (the plan's figures). */
+static void run_grid(const setup *s, double tolerance, const char *what, stage_rank ranks[2][2])
+{
+    ug_device *cpu = NULL, *other = second_device();
+    if (!other)
+        return;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    const setup with = prepare(cpu, s);
+    ug_comm *stages[2][2], *replicas[2][2]; /* [replica][stage], [stage][replica] */
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(ug_comm_local_create(2, (ug_device *[]){cpu, other}, stages[k]));
+        REQUIRE_OK(ug_comm_local_create(2, (ug_device *[]){k ? other : cpu, k ? other : cpu}, replicas[k]));
+    }
+    pthread_t threads[2][2];
+    for (int k = 0; k < 2; k++)
+        for (int stage = 0; stage < 2; stage++) {
+            stage_rank *r = &ranks[k][stage];
+            *r = (stage_rank){.comm = stages[k][stage], .replicas = replicas[stage][k], .s = with};
+            ug_comm_set_timeout(r->comm, 60.0);
+            ug_comm_set_timeout(r->replicas, 60.0);
+            pthread_create(&threads[k][stage], NULL, stage_main, r);
+        }
+    for (int k = 0; k < 2; k++)
+        for (int stage = 0; stage < 2; stage++)
+            pthread_join(threads[k][stage], NULL);
+    setup each = with; /* what a stage of one pipeline runs */
+    each.micro_batches /= 2;
+    for (int step = 0; step < STEPS; step++) /* the batch's mean: the halves' */
+        ranks[0][1].losses[step] = ranks[1][1].losses[step] = (ranks[0][1].losses[step] + ranks[1][1].losses[step]) / 2;
+    for (int k = 0; k < 2; k++)
+        for (int stage = 0; stage < 2; stage++) {
+            char where[160];
+            snprintf(where, sizeof where, "%s, pipeline %d", what, k);
+            check_stage(&ranks[k][stage], stage, 2, &each, tolerance, where);
+        }
+    ug_device_close(cpu);
+    ug_device_close(other);
+}
+
+static void test_grid(ug_device *dev)
+{
+    (void)dev;
+    static stage_rank whole_state[2][2], sharded[2][2];
+    const setup s = {.micro_batches = 4, .rows = 24, .replicas = 2};
+    run_grid(&s, 1e-4, "2 stages x 2 replicas", whole_state);
+    run_grid(&(setup){.micro_batches = 4, .rows = 24, .replicas = 2, .shard = true}, 1e-4,
+             "2 stages x 2 replicas, Adam sharded", sharded);
+    for (int k = 0; k < 2; k++)
+        for (int stage = 0; stage < 2 && sharded[k][stage].status == UG_OK; stage++) {
+            const uint64_t whole_bytes = whole_state[k][stage].memory.graph.optimizer_bytes,
+                           held = sharded[k][stage].memory.graph.optimizer_bytes;
+            /* its part of each parameter's moments (the pool's blocks of
+             * these small ones round up; test_shard_optimizer has halves) */
+            CHECK_MSG(held < whole_bytes, "pipeline %d, stage %d: the sharded optimizer's plan holds %llu bytes, the "
+                      "whole state %llu", k, stage, (unsigned long long)held, (unsigned long long)whole_bytes);
+        }
+}
+
 /* Both stages refused with one message holding want. */
 static void check_refused(ug_device *first, ug_device *second, const setup *s, const char *want, const char *what)
 {
@@ -477,6 +549,38 @@ static void test_refusals(ug_device *dev)
     ug_device_close(other);
 }
 
+/* Under mpirun -np 4: two pipelines of two stages, each process one of
+ * the four (stage = rank % 2, replica = rank / 2), the world split both
+ * ways; the optimizer plain, then sharded over each stage's replicas.
+ * ran counts the cases. */
+static void mpi_grid(ug_device *cpu, int *ran)
+{
+    ug_comm *world = NULL;
+    REQUIRE_OK(ug_comm_mpi_create(cpu, &world));
+    const int me = ug_comm_rank(world), cases = ug_comm_size(world) == 4 ? 2 : 0;
+    *ran += cases;
+    for (int k = 0; k < cases; k++) {
+        const setup with = prepare(cpu, &(setup){.micro_batches = 4, .rows = 24, .replicas = 2, .shard = k == 1});
+        stage_rank r = {.s = with};
+        REQUIRE_OK(ug_comm_split(world, me / 2, me, NULL, &r.comm));
+        REQUIRE_OK(ug_comm_split(world, me % 2, me, NULL, &r.replicas));
+        stage_main(&r);
+        /* the batch's mean loss: the two last stages' halves' */
+        int64_t steps = STEPS;
+        ug_tensor *losses = NULL;
+        REQUIRE_OK(ug_tensor_from_host(cpu, UG_F32, 1, &steps, r.losses, &losses));
+        REQUIRE_OK(ug_comm_all_reduce(world, losses, UG_COMM_AVERAGE));
+        REQUIRE_OK(ug_tensor_download(losses, r.losses, sizeof r.losses));
+        ug_tensor_free(losses);
+        for (int step = 0; step < STEPS; step++)
+            r.losses[step] *= 2.0f; /* (the first stages gave zeros) */
+        setup each = with;
+        each.micro_batches /= 2;
+        check_stage(&r, me % 2, 2, &each, 1e-5, k ? "MPI grid, 2 x 2, sharded" : "MPI grid, 2 stages x 2 replicas");
+    }
+    ug_comm_free(world);
+}
+
 /* Under mpirun -np 2: each process one stage on its cpu (two processes
  * may share a device), against the reference each computes. */
 static void mpi_cases(void)
@@ -512,9 +616,10 @@ static void mpi_cases(void)
         check_stage(&r, stage, stages, &with, cases[k].s.precision == UG_BF16 ? 1e-2 : 1e-5, cases[k].what);
         ran++;
     }
+    mpi_grid(cpu, &ran);
     CHECK_MSG(ran >= 2, "no case of this many stages ran");
     ug_device_close(cpu);
-    printf("stage %d: %d cases, %d failures\n", stage, ran, th_failures());
+    printf("process %d: %d cases, %d failures\n", stage, ran, th_failures());
 }
 
 int main(int argc, char **argv)
@@ -525,7 +630,7 @@ int main(int argc, char **argv)
     }
     static const th_test tests[] = {
         TH_HOST_TEST(gpipe), TH_HOST_TEST(1f1b_uneven), TH_HOST_TEST(dropout), TH_HOST_TEST(whole_model),
-        TH_HOST_TEST(bf16),
+        TH_HOST_TEST(bf16), TH_HOST_TEST(grid),
         TH_HOST_TEST(refusals),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));

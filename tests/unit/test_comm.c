@@ -3,7 +3,8 @@
  * Collectives against sums worked out in double; every rank's result
  * bitwise the same; mismatched and refused arguments, a rank that never
  * joins (the timeout) and one that leaves, each reported on every rank;
- * point-to-point messages, in order, and one of the wrong shape. */
+ * point-to-point messages, in order, and one of the wrong shape; a
+ * group split in two. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -126,6 +127,28 @@ static void *run_rank(void *arg)
             note(r, 0, ug_comm_recv(r->comm, t, 1));
         note(r, 1, ug_comm_barrier(r->comm)); /* broken by rank 0's refusal: at once */
         ug_tensor_free(t);
+    } else if (!strcmp(r->what, "split")) {
+        /* colors by parity, keys reversed: ranks 2 and 0 in that order,
+         * and rank 1 alone; then the parent again, the parts gone */
+        ug_comm *part = NULL;
+        note(r, 0, ug_comm_split(r->comm, r->rank % 2, -r->rank, NULL, &part));
+        ug_tensor *t = tensor_of(dev, r->rank, N), *again = tensor_of(dev, r->rank, N);
+        if (part) {
+            r->result[0] = (float)ug_comm_rank(part);
+            r->result[1] = (float)ug_comm_size(part);
+            note(r, 1, ug_comm_all_reduce(part, t, UG_COMM_SUM));
+            ug_tensor_download(t, r->result + N, N * sizeof(float));
+            ug_comm_free(part);
+        }
+        note(r, 2, ug_comm_all_reduce(r->comm, again, UG_COMM_SUM));
+        ug_tensor_download(again, r->result + 2 * N, N * sizeof(float));
+        ug_tensor_free(t);
+        ug_tensor_free(again);
+    } else if (!strcmp(r->what, "split_refused")) {
+        ug_comm *part = NULL;
+        ug_comm_set_timeout(r->comm, 60.0); /* the others hear of rank 1's refusal at once */
+        note(r, 0, ug_comm_split(r->comm, r->rank == 1 ? -1 : 0, 0, NULL, &part));
+        ug_comm_free(part);
     } else if (!strcmp(r->what, "timeout")) {
         ug_comm_set_timeout(r->comm, 0.3);
         if (r->rank != 2) /* rank 2 never joins */
@@ -260,6 +283,36 @@ static void test_messages(ug_device *dev)
                   runs[r].message[1]);
 }
 
+/* Three ranks split by parity, keys reversed: each part's ranks, sizes
+ * and sums; the parent whole after; a rank's color refused, and the
+ * others told. */
+static void test_split(ug_device *dev)
+{
+    REQUIRE(run_group(dev, "split", runs));
+    static const int want_rank[RANKS] = {1, 0, 0}, want_size[RANKS] = {2, 1, 2};
+    for (int r = 0; r < RANKS; r++) {
+        for (int k = 0; k < 3; k++)
+            CHECK_MSG(runs[r].status[k] == UG_OK, "rank %d, call %d: %s", r, k, runs[r].message[k]);
+        CHECK_MSG(runs[r].result[0] == (float)want_rank[r] && runs[r].result[1] == (float)want_size[r],
+                  "rank %d is rank %g of %g in its part; want %d of %d", r, runs[r].result[0], runs[r].result[1],
+                  want_rank[r], want_size[r]);
+        bool part_sum = true, whole_sum = true;
+        for (int i = 0; i < N; i++) {
+            const float want = r == 1 ? value(1, i) : value(0, i) + value(2, i);
+            part_sum &= runs[r].result[N + i] == want;
+            whole_sum &= runs[r].result[2 * N + i] == value(0, i) + value(1, i) + value(2, i);
+        }
+        CHECK_MSG(part_sum, "rank %d: its part's all-reduce is not its ranks' sum", r);
+        CHECK_MSG(whole_sum, "rank %d: the parent's all-reduce after the split is not the three ranks' sum", r);
+    }
+    REQUIRE(run_group(dev, "split_refused", runs));
+    CHECK_MSG(runs[1].status[0] == UG_ERR_INVALID_ARGUMENT && strstr(runs[1].message[0], "color -1"), "rank 1: %s",
+              runs[1].message[0]);
+    for (int r = 0; r < RANKS; r += 2)
+        CHECK_MSG(runs[r].status[0] != UG_OK && strstr(runs[r].message[0], "color -1") && runs[r].seconds < 30.0,
+                  "rank %d: %s", r, runs[r].message[0]);
+}
+
 static void test_arguments(ug_device *dev)
 {
     ug_comm *comms[2];
@@ -290,6 +343,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(broadcast_gather_barrier),
         TH_DEVICE_TEST(refusals),
         TH_DEVICE_TEST(messages),
+        TH_DEVICE_TEST(split),
         TH_DEVICE_TEST(arguments),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
