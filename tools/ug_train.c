@@ -133,16 +133,18 @@ static ug_trainer_config trainer_config(run *r)
 }
 
 /* --stages: the model's layers spread over them (the library makes the
- * stages); r->dev is the first stage's device. */
+ * stages; under mpirun, each process a pipeline of them, the replicas of
+ * a data-parallel run); r->dev is the first stage's device. */
 static int open_stages(run *r)
 {
     int count = 1;
     for (const char *p = r->o.stages; *p; p++)
         count += *p == ',';
     const int most = mlp_max_stages(&r->o.model);
-    if (r->comm || count < 2 || count > most) {
+    if (r->o.devices || count < 2 || count > most) {
         fprintf(stderr, "ug-train: --stages %s: %s\n", r->o.stages,
-                r->comm ? "stages and replicas (--devices, mpirun) together are not built yet"
+                r->o.devices ? "replicas of a pipeline are processes: run under mpirun, each process the stages "
+                               "(--devices lists replicas of one device each)"
                 : count < 2 ? "a pipeline needs two stages or more"
                             : "more stages than the model has parts to split (its layers; the CNN's 4)");
         return 1;

@@ -52,8 +52,8 @@ static ug_dtype trainer_compute_precision(ug_device *device, ug_dtype asked)
 static const char *stage_refusal(const ug_trainer_config *c)
 {
     const ug_optimizer_config *o = &c->optimizer;
-    return c->comm || c->devices ? "stages with comm or devices (a grid of stages and replicas) is not built yet"
-           : c->shard_optimizer  ? "stages with shard_optimizer is not built yet"
+    return c->devices ? "stages with devices: give comm for the replicas (each of its ranks a pipeline over "
+                        "the stages' devices)"
            : c->accumulate > 1 ? "accumulate with stages: the stages' micro_batches are the batch's accumulation"
            : c->batch_size == 0 ? "batch_size is 0 with stages: give the batch size (the search is not shared)"
            : c->patience ? "patience with stages (the best weights of every stage) is not built yet"
@@ -93,7 +93,7 @@ static ug_status check_config(const char *op, ug_device *device, const ug_traine
         bad = stage_refusal(c);
     if (bad)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s", op, bad);
-    if (c->comm && ug_comm_device(c->comm) != device)
+    if (c->comm && device && ug_comm_device(c->comm) != device)
         return ug_set_error(UG_ERR_DEVICE, "%s: the device is %s, its rank's comm's %s", op,
                             ug_device_name(device), ug_device_name(ug_comm_device(c->comm)));
     return UG_OK;
@@ -124,6 +124,8 @@ ug_status trainer_build_graph(ug_trainer *t, int64_t rows, bool training, traine
         const int micro = training ? trainer_micro_batches(t) : 1;
         rows = (rows + micro - 1) / micro;
         ug_status st = ug_pipeline_create(t->stage_comm, g, micro, UG_PIPELINE_1F1B, &out->pipeline);
+        if (st == UG_OK && training && t->config.comm) /* pipelines side by side: this stage's replicas */
+            st = ug_pipeline_set_replicas(out->pipeline, t->config.comm);
         if (st != UG_OK) {
             trainer_graph_free(out);
             return st;
@@ -364,9 +366,8 @@ ug_status trainer_create(const char *op, ug_device *device, const trainer_source
     const bool tokens = sources->train_tokens || sources->val_tokens;
     const bool no_train = tokens ? !sources->train_tokens : !sources->train;
     if (config && (config->devices || config->stages) && !stage_comm && !no_train && build) {
-        if (config->comm)
-            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: give %s or comm, not both", op,
-                                config->devices ? "devices" : "stages");
+        if (config->comm && config->devices)
+            return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: give devices or comm, not both", op);
         UG_TRY(check_config(op, NULL, config));
         return trainer_replicas_create(op, device, sources, build, user, config, out);
     }

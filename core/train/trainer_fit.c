@@ -23,14 +23,17 @@ static bool stop_asked(const ug_trainer *t) { return t->config.stop && *t->confi
 static ug_status stop_agreed(ug_trainer *t, bool *stop)
 {
     *stop = stop_asked(t);
-    ug_comm *comm = t->config.comm ? t->config.comm : t->stage_comm;
-    if (!comm)
+    if (!t->config.comm && !t->stage_comm)
         return UG_OK;
     float flag = *stop ? 1.0f : 0.0f;
     if (!t->stop_flag)
         UG_TRY(ug_tensor_create(t->device, UG_F32, 1, (int64_t[]){1}, &t->stop_flag));
     UG_TRY(ug_tensor_upload(t->stop_flag, &flag, sizeof flag));
-    UG_TRY(ug_comm_all_reduce(comm, t->stop_flag, UG_COMM_MAX));
+    /* the replicas, then the stages of each: every stage of every pipeline */
+    if (t->config.comm)
+        UG_TRY(ug_comm_all_reduce(t->config.comm, t->stop_flag, UG_COMM_MAX));
+    if (t->stage_comm)
+        UG_TRY(ug_comm_all_reduce(t->stage_comm, t->stop_flag, UG_COMM_MAX));
     UG_TRY(ug_tensor_download(t->stop_flag, &flag, sizeof flag));
     *stop = flag > 0.0f;
     return UG_OK;
@@ -106,19 +109,25 @@ ug_status ug_train_step_run(ug_train_step *step, const ug_tensor *x, const ug_te
  * save did. */
 static bool save(ug_trainer *t)
 {
-    /* A sharded optimizer's parts gathered whole on rank 0, or every
-     * stage's part of the model, for the save. */
+    /* A sharded optimizer's parts gathered whole on rank 0, then (the
+     * first pipeline's) every stage's part of the model, for the save. */
     ug_optimizer *whole = NULL;
     ug_pipeline_state staged = {0};
     const char *sum_names[UG_PIPELINE_MAX_SUMS]; /* the checkpoint reads them as it saves */
     ug_status gathered =
-        t->config.shard_optimizer ? ug_comm_consolidate_optimizer(t->config.comm, t->optimizer, &whole)
-        : t->stage_comm ? ug_pipeline_gather_state(t->stage_comm, t->model, t->optimizer, t->train.graph, "train",
-                                                   &staged)
-                        : UG_OK;
-    ug_comm *group = t->config.comm ? t->config.comm : t->stage_comm;
-    if (group && ug_comm_rank(group) != 0)
+        t->config.shard_optimizer ? ug_comm_consolidate_optimizer(t->config.comm, t->optimizer, &whole) : UG_OK;
+    const bool first_replica = !t->config.comm || ug_comm_rank(t->config.comm) == 0;
+    if (t->stage_comm && first_replica) {
+        const ug_status st = ug_pipeline_gather_state(t->stage_comm, t->model, whole ? whole : t->optimizer,
+                                                      t->train.graph, "train", &staged);
+        gathered = gathered != UG_OK ? gathered : st;
+        ug_optimizer_free(whole); /* (staged holds the whole model's) */
+        whole = NULL;
+    }
+    if (!first_replica || (t->stage_comm && ug_comm_rank(t->stage_comm) != 0)) {
+        ug_optimizer_free(whole);
         return gathered == UG_OK; /* rank 0 writes */
+    }
     if (staged.model) { /* the whole model, and the last stage's sums */
         whole = staged.optimizer;
         ug_checkpoint_swap_model(t->checkpoint, staged.model);

@@ -8,7 +8,10 @@
  * callbacks and checkpoints are rank 0's, evaluations its own (they run
  * whole on every rank). Stages: every stage takes part in each batch and
  * evaluation, so where stage 0 calls back, the others wait for what its
- * callbacks ask (an evaluation, the last stage's loss) until it goes on. */
+ * callbacks ask (an evaluation, the last stage's loss) until it goes on;
+ * with config.comm, each of its ranks such a pipeline, and each stage's
+ * trainer a replica of the same stage of the others (pipeline.h's
+ * ug_pipeline_set_replicas). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,7 @@ typedef struct replica {
     trainer_replicas *group;
     ug_device *device;
     ug_comm *comm;
+    ug_comm *replicas;   /* stages with config.comm: this stage of every pipeline */
     ug_trainer *trainer; /* ranks 1..: made and freed on its thread */
     pthread_t thread;
     bool started;
@@ -100,6 +104,15 @@ static ug_status serve(replica *r, command_entry e)
     return r->comm->engine->send(r->comm, &loss, sizeof loss, 0);
 }
 
+/* A rank that failed leaves its groups, which fails the others'
+ * collectives at once instead of leaving them waiting. */
+static void leave_groups(replica *r)
+{
+    ug_comm_free(r->comm);
+    ug_comm_free(r->replicas);
+    r->comm = r->replicas = NULL;
+}
+
 /* Rank i's thread: its trainer, then each command until the end. A rank
  * that fails leaves its group, which fails the others' collectives at
  * once instead of leaving them waiting. */
@@ -108,15 +121,14 @@ static void *replica_main(void *arg)
     replica *r = arg;
     trainer_replicas *g = r->group;
     ug_trainer_config c = g->config;
-    c.comm = g->stages ? NULL : r->comm;
+    c.comm = g->stages ? r->replicas : r->comm;
     c.on_step = NULL;
     c.on_epoch = NULL;
     c.user = NULL;
     ug_status st = trainer_create(g->op, r->device, &g->sources, g->build, g->user, &c, g->stages ? r->comm : NULL,
                                   &r->trainer);
     if (st != UG_OK) {
-        ug_comm_free(r->comm);
-        r->comm = NULL;
+        leave_groups(r);
     } else if (g->stages) {
         r->trainer->following = g;
     }
@@ -131,10 +143,8 @@ static void *replica_main(void *arg)
             st = ug_set_error(UG_ERR_STATE, "its trainer was not made");
         else
             st = e.command == COMMAND_FIT ? ug_trainer_fit(r->trainer) : serve(r, e);
-        if (st != UG_OK && r->comm) {
-            ug_comm_free(r->comm);
-            r->comm = NULL;
-        }
+        if (st != UG_OK)
+            leave_groups(r);
         if (e.command == COMMAND_FIT || st != UG_OK)
             finish(r, st);
     }
@@ -224,8 +234,7 @@ static ug_status wait_done(trainer_replicas *g, int done, ug_status own)
  * at once instead of waiting. */
 static void leave(trainer_replicas *g, ug_trainer *t)
 {
-    ug_comm_free(g->r[0].comm);
-    g->r[0].comm = NULL;
+    leave_groups(&g->r[0]);
     if (t)
         t->config.comm = NULL;
 }
@@ -254,7 +263,7 @@ void trainer_replicas_free(trainer_replicas *g)
         if (g->r[i].started)
             pthread_join(g->r[i].thread, NULL);
     for (int i = 0; i < g->count; i++) {
-        ug_comm_free(g->r[i].comm);
+        leave_groups(&g->r[i]);
         ug_device_close(g->r[i].device);
     }
     pthread_cond_destroy(&g->changed);
@@ -314,6 +323,14 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
         st = ug_comm_local_create(g->count, devices, comms);
     for (int i = 0; i < g->count; i++)
         g->r[i].comm = comms[i];
+    /* Pipelines side by side (stages with comm, each of its ranks one):
+     * each stage's replicas, a comm of their own on its device, split
+     * from comm (every pipeline makes them in stage order). */
+    for (int i = 0; i < g->count && g->stages && config->comm; i++) {
+        const ug_status split = ug_comm_split(config->comm, 0, ug_comm_rank(config->comm), g->r[i].device,
+                                              &g->r[i].replicas);
+        st = st != UG_OK ? st : split;
+    }
     /* Ranks 1.. make their trainers alongside rank 0's (its model is
      * broadcast to them). */
     for (int i = 1; i < g->count && st == UG_OK; i++) {
@@ -324,7 +341,7 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
     ug_trainer *t = NULL;
     if (st == UG_OK) {
         ug_trainer_config c = g->config;
-        c.comm = g->stages ? NULL : g->r[0].comm;
+        c.comm = g->stages ? g->r[0].replicas : g->r[0].comm;
         st = trainer_create(op, g->r[0].device, sources, build, user, &c, g->stages ? g->r[0].comm : NULL, &t);
     }
     if (st != UG_OK) { /* leave the group (and the unstarted ranks' places) */
@@ -332,10 +349,8 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
         snprintf(why, sizeof why, "%s", ug_last_error());
         leave(g, NULL);
         for (int i = 1; i < g->count; i++)
-            if (!g->r[i].started) {
-                ug_comm_free(g->r[i].comm);
-                g->r[i].comm = NULL;
-            }
+            if (!g->r[i].started)
+                leave_groups(&g->r[i]);
         ug_set_error(st, "%s", why);
     }
     st = wait_done(g, 1, st);

@@ -271,13 +271,18 @@ typedef struct ug_trainer_config {
      * parameters and dropout masks are one device's. A batch with fewer
      * rows than micro-batches (an epoch's last) is skipped. Checkpoints
      * hold the whole model, every stage's part gathered on stage 0 in host
-     * memory, so a run resumes on other stages or on one device. Not yet
-     * with comm, devices, shard_optimizer, accumulate, batch_size 0,
-     * patience, confusion, gradient clipping or f16. */
+     * memory, so a run resumes on other stages or on one device. With
+     * comm, each of its ranks (e.g. a process of mpirun) is such a
+     * pipeline, a replica training its part of every batch: each stage's
+     * gradients are summed over the pipelines (ug_pipeline_set_replicas),
+     * and shard_optimizer shards each stage's state over them. Not with
+     * devices, accumulate, batch_size 0, patience, confusion, gradient
+     * clipping or f16. */
     const char *stages;
     int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks
-     * (ZeRO stage 1, ug_comm_shard_optimizer): each rank holds and updates
+     * (ZeRO stage 1, ug_comm_shard_optimizer; with stages, each stage's
+     * over its replicas): each rank holds and updates
      * its part of every parameter, and the parts are gathered after each
      * update, the same bits as without. Checkpoints hold the whole state,
      * gathered on rank 0 to be saved, so a run resumes on any number of

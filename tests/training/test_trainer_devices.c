@@ -1,10 +1,12 @@
 /* The trainer across devices: mixed precision only where the device
  * computes the half type natively (ug_device_precision), several devices
  * trained from one configuration field (config.devices), the optimizer's
- * state sharded over them (config.shard_optimizer), and pipeline stages
- * from one field (config.stages). */
+ * state sharded over them (config.shard_optimizer), pipeline stages
+ * from one field (config.stages), and pipelines side by side (stages
+ * with comm). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +321,135 @@ static void test_sharded_optimizer(ug_device *dev)
     ug_dataset_free(data);
 }
 
+/* One pipeline of the grid: its replica's trainer, on a thread of its own. */
+typedef struct grid_pipeline {
+    ug_trainer_config config;
+    const ug_dataset *data;
+    double losses[3];
+    ug_trainer_metrics evaluated;
+    float *params;
+    int64_t count;
+    ug_status status;
+    char error[512];
+} grid_pipeline;
+
+static void *run_grid_pipeline(void *arg)
+{
+    grid_pipeline *p = arg;
+    static int no_dropout;
+    ug_trainer *t = NULL;
+    p->config.user = p->losses;
+    p->status = ug_trainer_create(NULL, p->data, NULL, build_staged, &no_dropout, &p->config, &t);
+    if (p->status == UG_OK)
+        p->status = ug_trainer_fit(t);
+    if (p->status == UG_OK)
+        p->status = ug_trainer_evaluate(t, p->data, &p->evaluated);
+    snprintf(p->error, sizeof p->error, "%s", p->status == UG_OK ? "" : ug_last_error());
+    if (p->status == UG_OK)
+        p->params = ts_model_params(ug_trainer_model(t), &p->count);
+    ug_trainer_free(t);
+    ug_comm_free(p->config.comm);
+    return NULL;
+}
+
+/* Two pipelines side by side (config.stages "cpu,<other>" with comm, an
+ * in-process group of two: four stages on four threads), each half of
+ * every batch of 48 in 2 micro-batches, against one device accumulating
+ * 4 batches of 12 (no dropout: each replica draws its own masks): fc1
+ * (stage 0's), each epoch's training loss (both replicas' rows) and the
+ * evaluation within rounding. With the optimizer sharded over each
+ * stage's replicas, the same bits; its checkpoint holds the whole model,
+ * which one device resumes. */
+static void test_stages_grid(ug_device *dev)
+{
+    const char *other = ts_second_stage(dev);
+    if (!other)
+        return;
+    static int no_dropout;
+    ug_device *cpu = NULL;
+    ug_dataset *data = problem(17);
+    REQUIRE(data && OK(ug_device_open("cpu", &cpu)));
+    char dir[] = "/tmp/ug-test-grid-XXXXXX", path[128], stages[80];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/grid.safetensors", dir);
+    snprintf(stages, sizeof stages, "cpu,%s", other);
+    ug_trainer_config c = mlp_config();
+    c.batch_size = 12;
+    c.accumulate = 4;
+    double losses[3] = {0};
+    c.on_epoch = note_figures;
+    c.user = losses;
+    ug_trainer *t = NULL;
+    ug_trainer_metrics evaluated = {0};
+    float *one = NULL;
+    int64_t n_one = 0;
+    if (OK(ug_trainer_create(cpu, data, NULL, build_staged, &no_dropout, &c, &t)) && OK(ug_trainer_fit(t)) &&
+        OK(ug_trainer_evaluate(t, data, &evaluated)))
+        one = ts_model_params(ug_trainer_model(t), &n_one);
+    ug_trainer_free(t);
+    t = NULL;
+    grid_pipeline runs[2][2];
+    for (int sharded = 0; sharded < 2; sharded++) {
+        ug_comm *comms[2];
+        REQUIRE_OK(ug_comm_local_create(2, (ug_device *[]){cpu, cpu}, comms));
+        pthread_t threads[2];
+        for (int k = 0; k < 2; k++) {
+            grid_pipeline *p = &runs[sharded][k];
+            *p = (grid_pipeline){.config = mlp_config(), .data = data};
+            p->config.batch_size = 48;
+            p->config.micro_batches = 2;
+            p->config.accumulate = 1;
+            p->config.stages = stages;
+            p->config.comm = comms[k];
+            p->config.on_epoch = note_figures;
+            p->config.shard_optimizer = sharded;
+            p->config.checkpoint = sharded ? path : NULL;
+            pthread_create(&threads[k], NULL, run_grid_pipeline, p);
+        }
+        for (int k = 0; k < 2; k++)
+            pthread_join(threads[k], NULL);
+        for (int k = 0; k < 2; k++)
+            CHECK_MSG(runs[sharded][k].status == UG_OK, "%s pipeline %d: %s", sharded ? "sharded," : "", k,
+                      runs[sharded][k].error);
+    }
+    REQUIRE(one && runs[0][0].params && runs[0][1].params && runs[1][0].params);
+    const int64_t n = runs[0][0].count; /* stage 0's model: fc1 alone */
+    REQUIRE(n == 16 * FEATURES + 16 && n_one > n && runs[1][0].count == n);
+    double scale = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(one[i]));
+        worst = fmax(worst, fabs((double)one[i] - runs[0][0].params[i]));
+    }
+    CHECK_MSG(worst <= 1e-4 * scale, "the grid's fc1 differs from one device's by %g (largest %g)", worst, scale);
+    CHECK_MSG(!memcmp(runs[0][0].params, runs[0][1].params, (size_t)n * sizeof(float)) &&
+                  !memcmp(runs[0][0].params, runs[1][0].params, (size_t)n * sizeof(float)),
+              "the two pipelines' fc1, or the sharded run's, differ from the first pipeline's");
+    for (int e = 0; e < 3; e++)
+        CHECK_MSG(fabs(runs[0][0].losses[e] - losses[e]) <= 1e-4 * losses[e], "epoch %d's training loss: %.7g "
+                  "through the grid, %.7g on one device", e + 1, runs[0][0].losses[e], losses[e]);
+    CHECK_MSG(runs[0][1].evaluated.samples == SAMPLES &&
+                  fabs(runs[0][1].evaluated.loss - evaluated.loss) <= 1e-4 * evaluated.loss,
+              "pipeline 1's evaluation: %lld samples, loss %.7g; one device's %.7g",
+              (long long)runs[0][1].evaluated.samples, runs[0][1].evaluated.loss, evaluated.loss);
+    /* the sharded grid's checkpoint, on one device: the whole model */
+    c.resume = path;
+    c.batch_size = 48; /* the loader's position is in the grid's batches */
+    c.accumulate = 1;
+    float *resumed = NULL;
+    int64_t n_resumed = 0;
+    if (OK(ug_trainer_create(cpu, data, NULL, build_staged, &no_dropout, &c, &t)))
+        resumed = ts_model_params(ug_trainer_model(t), &n_resumed);
+    ug_trainer_free(t);
+    CHECK_MSG(resumed && n_resumed == n_one && !memcmp(resumed, runs[1][0].params, (size_t)n * sizeof(float)),
+              "one device resuming the grid's checkpoint holds %lld values (one device's model %lld), fc1 %s",
+              (long long)n_resumed, (long long)n_one,
+              resumed && !memcmp(resumed, runs[1][0].params, (size_t)n * sizeof(float)) ? "alike" : "different");
+    unlink(path);
+    rmdir(dir);
+    ug_device_close(cpu);
+    ug_dataset_free(data);
+}
+
 int main(int argc, char **argv)
 {
     static const th_test tests[] = {
@@ -327,6 +458,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(sharded_optimizer),
         TH_DEVICE_TEST(stages_from_one_field),
         TH_DEVICE_TEST(stages_resume),
+        TH_DEVICE_TEST(stages_grid),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
 }
