@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "core/comm/internal.h"
+#include "core/model/internal.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
 
@@ -271,6 +272,77 @@ ug_status ug_comm_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *out)
         return refuse(c, st);
     UG_TRY(c->engine->all_gather(c, mine, n, c->staging));
     return ug_tensor_upload(out, c->staging, n * (size_t)c->size * sizeof(float));
+}
+
+ug_status ug_comm_reduce_scatter(ug_comm *c, const ug_tensor *in, ug_tensor *out)
+{
+    UG_TRY(check_tensor(c, in, "ug_comm_reduce_scatter", "in"));
+    UG_TRY(check_tensor(c, out, "ug_comm_reduce_scatter", "out"));
+    size_t n = (size_t)ug_tensor_numel(out);
+    if ((size_t)ug_tensor_numel(in) != n * (size_t)c->size)
+        return refuse(c, ug_set_error(UG_ERR_SHAPE, "ug_comm_reduce_scatter: in has %lld elements; it needs %zu (%d "
+                                      "ranks x out's %zu)", (long long)ug_tensor_numel(in), n * (size_t)c->size,
+                                      c->size, n));
+    UG_TRY(after_queued(c));
+    if (c->engine->device_reduce_scatter)
+        return c->engine->device_reduce_scatter(c, in, out);
+    ug_status st = staging(c, n * (size_t)(c->size + 1), "ug_comm_reduce_scatter");
+    float *mine = c->staging + n * (size_t)c->size;
+    if (st == UG_OK)
+        st = ug_tensor_download(in, c->staging, n * (size_t)c->size * sizeof(float));
+    if (st != UG_OK)
+        return refuse(c, st);
+    UG_TRY(c->engine->reduce_scatter(c, c->staging, n, mine));
+    return ug_tensor_upload(out, mine, n * sizeof(float));
+}
+
+ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
+                                      const int64_t *lengths, float **buffer, size_t *floats)
+{
+    if (c->engine->device_all_reduce) /* (on the device: the whole of it, in place) */
+        return ug_comm_reduce_staged(c, t, UG_COMM_SUM, buffer, floats);
+    const size_t n = (size_t)ug_tensor_numel(t), size = (size_t)c->size;
+    /* Rank r's parts one after another, in a block as long as the longest's. */
+    size_t block = 0;
+    for (int r = 0; r < c->size; r++) {
+        size_t floats_of_r = 0;
+        for (int s = 0; s < count; s++) {
+            int64_t begin, part;
+            ug_optim_shard_range(lengths[s], r, c->size, &begin, &part);
+            floats_of_r += (size_t)part;
+        }
+        block = floats_of_r > block ? floats_of_r : block;
+    }
+    ug_status st = UG_OK;
+    float *host = host_memory(c, t, &st);
+    const size_t staged = host ? 0 : n;
+    if (st == UG_OK)
+        st = grow(buffer, floats, staged + block * (size + 1), "ug_comm_run_backward");
+    if (st == UG_OK && !host) {
+        host = *buffer;
+        st = ug_tensor_download(t, host, n * sizeof(float));
+    }
+    if (st != UG_OK)
+        return refuse(c, st);
+    float *blocks = *buffer + staged, *mine = blocks + block * size;
+    for (int r = 0; r < c->size; r++) {
+        float *to = blocks + (size_t)r * block;
+        for (int s = 0; s < count; s++) {
+            int64_t begin, part;
+            ug_optim_shard_range(lengths[s], r, c->size, &begin, &part);
+            memcpy(to, host + offsets[s] + begin, (size_t)part * sizeof(float));
+            to += part;
+        }
+        memset(to, 0, (size_t)(blocks + (size_t)(r + 1) * block - to) * sizeof(float));
+    }
+    UG_TRY(c->engine->reduce_scatter(c, blocks, block, mine));
+    for (int s = 0; s < count; s++) {
+        int64_t begin, part;
+        ug_optim_shard_range(lengths[s], c->rank, c->size, &begin, &part);
+        memcpy(host + offsets[s] + begin, mine, (size_t)part * sizeof(float));
+        mine += part;
+    }
+    return staged ? ug_tensor_upload(t, host, n * sizeof(float)) : UG_OK;
 }
 
 ug_status ug_comm_barrier(ug_comm *c)

@@ -18,6 +18,7 @@
 #include "base/mix64.h"
 #include "core/comm/internal.h"
 #include "core/graph/internal.h"
+#include "core/model/internal.h"
 
 /* A 64-bit hash as four floats holding 16 bits each, which f32 carries
  * exactly through any engine. */
@@ -174,6 +175,10 @@ struct comm_data_parallel {
     int count;                /* buckets */
     ug_event **ready;         /* per bucket: backward has finished it */
     comm_timing *timing;      /* per bucket: its last all-reduce */
+    /* Per part (ready_order's p): where it lies in its bucket, and its
+     * elements, for a bucket's reduce-scatter. */
+    int64_t *part_offset, *part_length;
+    bool scatter;             /* this update's buckets reduce-scattered (reduce_bucket) */
     double backward_end;      /* when the last overlapped backward finished (0: not overlapped) */
     double compute_seconds;   /* the last ug_comm_run_backward's forward and backward, on the device */
     bool reduce_inline;       /* each bucket reduced on the compute's thread (side_thread_helps) */
@@ -188,6 +193,8 @@ void ug_comm_data_parallel_free(ug_comm *c)
         ug_event_free(dp->ready[b]);
     free(dp->ready);
     free(dp->timing);
+    free(dp->part_offset);
+    free(dp->part_length);
     free(dp);
     c->data_parallel = NULL;
 }
@@ -288,8 +295,16 @@ static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
     dp->reduce_inline = !side_thread_helps(c);
     dp->ready = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->ready);
     dp->timing = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->timing);
-    if (!dp->ready || !dp->timing)
+    dp->part_offset = ug_calloc((size_t)g->accumulated_count + 1, sizeof *dp->part_offset);
+    dp->part_length = ug_calloc((size_t)g->accumulated_count + 1, sizeof *dp->part_length);
+    if (!dp->ready || !dp->timing || !dp->part_offset || !dp->part_length)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    for (int b = 0; b < g->bucket_count; b++)
+        for (int p = g->buckets[b].begin; p < g->buckets[b].end; p++) {
+            const ug_tensor *part = g->accumulated[g->ready_order[p]];
+            dp->part_offset[p] = part->offset - g->buckets[b].flat->offset;
+            dp->part_length[p] = ug_tensor_numel(part);
+        }
     for (; dp->count < g->bucket_count; dp->count++)
         UG_TRY(ug_event_create(c->device, false, &dp->ready[dp->count]));
     return check_setup(c, g, op);
@@ -336,6 +351,30 @@ static ug_status finish(ug_comm *c, ug_graph *g, float total)
     return UG_OK;
 }
 
+/* Whether this update's buckets need their sums only in this rank's part
+ * of each gradient, which a reduce-scatter gives (ZeRO stage 1's): the
+ * optimizer is sharded over c and updates that part alone, and nothing
+ * reads the whole gradients (clipping and loss scaling take the norm of
+ * all of them, so they are all-reduced whole). */
+static bool scatter_only(const ug_comm *c, const ug_graph *g)
+{
+    int rank = 0, size = 1;
+    if (!g->optimizer || !ug_optim_sharded(g->optimizer, &rank, &size) || rank != c->rank || size != c->size)
+        return false;
+    const ug_optimizer_config oc = ug_optimizer_get_config(g->optimizer);
+    return !(oc.max_grad_norm > 0.0f) && !oc.loss_scaling.enabled;
+}
+
+ug_status ug_comm_reduce_bucket(ug_comm *c, int b, float **staging, size_t *staging_floats)
+{
+    const comm_data_parallel *dp = c->data_parallel;
+    const graph_bucket *bucket = &dp->graph->buckets[b];
+    if (!dp->scatter)
+        return ug_comm_reduce_staged(c, bucket->flat, UG_COMM_SUM, staging, staging_floats);
+    return ug_comm_reduce_parts_staged(c, bucket->flat, bucket->end - bucket->begin, dp->part_offset + bucket->begin,
+                                       dp->part_length + bucket->begin, staging, staging_floats);
+}
+
 /* Each bucket's all-reduce, one after the other. */
 static ug_status reduce_buckets(ug_comm *c, ug_graph *g, float total, const char *op)
 {
@@ -346,7 +385,7 @@ static ug_status reduce_buckets(ug_comm *c, ug_graph *g, float total, const char
     dp->backward_end = 0.0;
     for (int b = 0; b < g->bucket_count; b++) {
         const double start = ug_seconds_now();
-        UG_TRY(ug_comm_all_reduce(c, g->buckets[b].flat, UG_COMM_SUM));
+        UG_TRY(ug_comm_reduce_bucket(c, b, &c->staging, &c->staging_floats));
         dp->timing[b] = (comm_timing){start, ug_seconds_now()};
     }
     return finish(c, g, total);
@@ -358,6 +397,7 @@ ug_status ug_comm_reduce_gradients(ug_comm *c, ug_graph *g)
     if (!c || !g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
     UG_TRY(failing(c, prepare(c, g, op)));
+    c->data_parallel->scatter = scatter_only(c, g);
     float total = 0.0f;
     UG_TRY(weigh_by_all_rows(c, g, 0, &total, op));
     return reduce_buckets(c, g, total, op);
@@ -370,7 +410,7 @@ static ug_status bucket_ready(void *ctx, int b)
     ug_comm *c = ctx;
     comm_data_parallel *dp = c->data_parallel;
     UG_TRY(ug_event_record(dp->ready[b], ug_stream_current(c->device)));
-    return ug_comm_side_submit(c, dp->graph->buckets[b].flat, dp->ready[b], &dp->timing[b]);
+    return ug_comm_side_submit(c, b, dp->ready[b], &dp->timing[b]);
 }
 
 /* Backward has finished bucket b on a device that computes on this
@@ -380,7 +420,7 @@ static ug_status bucket_reduce_now(void *ctx, int b)
     ug_comm *c = ctx;
     comm_data_parallel *dp = c->data_parallel;
     const double start = ug_seconds_now();
-    UG_TRY(ug_comm_all_reduce(c, dp->graph->buckets[b].flat, UG_COMM_SUM));
+    UG_TRY(ug_comm_reduce_bucket(c, b, &c->staging, &c->staging_floats));
     dp->timing[b] = (comm_timing){start, ug_seconds_now()};
     return UG_OK;
 }
@@ -391,6 +431,7 @@ ug_status ug_comm_run_backward(ug_comm *c, ug_graph *g)
     if (!c || !g)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, c ? "graph" : "comm");
     UG_TRY(failing(c, prepare(c, g, op)));
+    c->data_parallel->scatter = scatter_only(c, g);
     int64_t rows = 0;
     UG_TRY(failing(c, ug_graph_rows_to_run(g, op, &rows)));
     float total = 0.0f;
@@ -486,6 +527,7 @@ ug_status ug_comm_bucket_at(const ug_comm *c, int index, ug_comm_bucket *out)
         hidden = before <= 0.0 ? 0.0 : before / (t.end - t.start);
     }
     *out = (ug_comm_bucket){.parameters = b->end - b->begin, .bytes = b->elements * (int64_t)sizeof(float),
-                            .seconds = t.end - t.start, .hidden = hidden};
+                            .seconds = t.end - t.start, .hidden = hidden,
+                            .scattered = dp->scatter && !c->engine->device_all_reduce};
     return UG_OK;
 }

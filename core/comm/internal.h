@@ -17,6 +17,9 @@ typedef struct comm_engine {
     ug_status (*all_reduce)(ug_comm *c, float *data, size_t n, ug_comm_op op);
     ug_status (*broadcast)(ug_comm *c, float *data, size_t n, int root);
     ug_status (*all_gather)(ug_comm *c, const float *in, size_t n, float *out);
+    /* out (n floats) <- the sum over the ranks of their in's block of this
+     * rank (in: size blocks of n floats, in rank order). */
+    ug_status (*reduce_scatter)(ug_comm *c, const float *in, size_t n, float *out);
     ug_status (*barrier)(ug_comm *c);
     /* This rank cannot take part in the collective the others are in (its
      * arguments were refused): the group breaks with why, so they return
@@ -48,6 +51,7 @@ typedef struct comm_engine {
     ug_status (*device_all_reduce)(ug_comm *c, ug_tensor *t, ug_comm_op op);
     ug_status (*device_broadcast)(ug_comm *c, ug_tensor *t, int root);
     ug_status (*device_all_gather)(ug_comm *c, const ug_tensor *in, ug_tensor *out);
+    ug_status (*device_reduce_scatter)(ug_comm *c, const ug_tensor *in, ug_tensor *out);
     /* Optional, a collective: a storage of bytes of host memory for a CPU
      * replica's gradient buckets, which this engine's all-reduces reduce
      * where it lies, with no copies (MPI: shared memory among a machine's
@@ -80,6 +84,14 @@ struct ug_comm {
 ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, float **staging,
                                 size_t *staging_floats);
 
+/* comm.c: t's segments (count of them, at offsets, of lengths elements)
+ * summed over the ranks where this rank's part of each lies (rank r's
+ * part of n elements: [n r / s, n (r + 1) / s), the sharded optimizer's),
+ * by a reduce-scatter; the rest of t is left as it was. Staged through
+ * *staging (grown as needed), as ug_comm_reduce_staged. */
+ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
+                                      const int64_t *lengths, float **staging, size_t *staging_floats);
+
 /* comm.c: *out holds floats floats of host memory, the rank's staging
  * buffer (kept and grown between calls), for collectives on its thread. */
 ug_status ug_comm_host_buffer(ug_comm *c, size_t floats, const char *op, float **out);
@@ -88,14 +100,20 @@ ug_status ug_comm_host_buffer(ug_comm *c, size_t floats, const char *op, float *
 typedef struct comm_timing {
     double start, end;        /* seconds of ug_seconds_now */
 } comm_timing;
-/* Queues an all-reduce (sum) of tensor, to start once ready completes;
- * timing, if not NULL, receives its start and end. */
-ug_status ug_comm_side_submit(ug_comm *c, ug_tensor *tensor, ug_event *ready, comm_timing *timing);
+/* Queues the reduction of gradient bucket b (ug_comm_reduce_bucket), to
+ * start once ready completes; timing, if not NULL, receives its start and
+ * end. */
+ug_status ug_comm_side_submit(ug_comm *c, int bucket, ug_event *ready, comm_timing *timing);
 /* Waits until the queued collectives are done: the first failure among
  * them since the last drain, or UG_OK. */
 ug_status ug_comm_side_drain(ug_comm *c);
 /* Finishes the queue and ends the thread. */
 void ug_comm_side_stop(ug_comm *c);
+/* data_parallel.c: gradient bucket b of the graph being reduced, summed
+ * over the ranks (all-reduced; reduce-scattered where the optimizer,
+ * sharded over them, reads only this rank's part of each gradient),
+ * staged through *staging, from any thread. */
+ug_status ug_comm_reduce_bucket(ug_comm *c, int b, float **staging, size_t *staging_floats);
 /* data_parallel.c: frees its state. */
 void ug_comm_data_parallel_free(ug_comm *c);
 

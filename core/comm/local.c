@@ -204,6 +204,29 @@ static ug_status local_all_gather(ug_comm *c, const float *in, size_t n, float *
     return st;
 }
 
+/* Each rank sums its own block over every rank's buffer, in rank order,
+ * then waits until the others have read its buffer too. */
+static ug_status local_reduce_scatter(ug_comm *c, const float *in, size_t n, float *out)
+{
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->lock);
+    ug_status st = gather_requests(c, "ug_comm_reduce_scatter", in, out, n, -3, 0);
+    pthread_mutex_unlock(&g->lock);
+    if (st != UG_OK)
+        return st;
+    const size_t at = n * (size_t)c->rank;
+    for (size_t i = 0; i < n; i++) {
+        float v = g->slots[0].in[at + i];
+        for (int r = 1; r < g->size; r++)
+            v += g->slots[r].in[at + i];
+        out[i] = v;
+    }
+    pthread_mutex_lock(&g->lock);
+    st = barrier_locked(c, "ug_comm_reduce_scatter");
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
 static ug_status local_barrier(ug_comm *c)
 {
     group *g = group_of(c);
@@ -366,7 +389,8 @@ static ug_status local_split(ug_comm *c, int color, int key, ug_comm *made)
 
 const comm_engine ug_comm_local_engine = {
     .name = "in-process", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
-    .all_gather = local_all_gather, .barrier = local_barrier, .fail = local_fail, .leave = local_leave,
+    .all_gather = local_all_gather, .reduce_scatter = local_reduce_scatter, .barrier = local_barrier,
+    .fail = local_fail, .leave = local_leave,
     .send = local_send, .recv = local_recv, .split = local_split};
 
 void *ug_comm_local_group(int size)

@@ -135,6 +135,12 @@ static int do_all_gather(ug_comm *c, size_t n, void *a, char *why, size_t len)
     mpi_group *g = c->group;
     return g->module->all_gather(g->comm, x->in, n, x->data, c->timeout, why, len);
 }
+static int do_reduce_scatter(ug_comm *c, size_t n, void *a, char *why, size_t len)
+{
+    call_args *x = a;
+    mpi_group *g = c->group;
+    return g->module->reduce_scatter(g->comm, x->in, n, x->data, c->timeout, why, len);
+}
 static int do_shared_block(ug_comm *c, size_t n, void *a, char *why, size_t len)
 {
     mpi_group *g = c->group;
@@ -160,6 +166,12 @@ static ug_status mpi_all_gather(ug_comm *c, const float *in, size_t n, float *ou
     char why[WHY];
     return run(c, "ug_comm_all_gather", (ug_mpi_call){.kind = UG_MPI_ALL_GATHER, .count = count_of(n)},
                n * (size_t)c->size, n, do_all_gather, &(call_args){.data = out, .in = in}, why, sizeof why);
+}
+static ug_status mpi_reduce_scatter(ug_comm *c, const float *in, size_t n, float *out)
+{
+    char why[WHY];
+    return run(c, "ug_comm_reduce_scatter", (ug_mpi_call){.kind = UG_MPI_REDUCE_SCATTER, .count = count_of(n)},
+               n * (size_t)c->size, n, do_reduce_scatter, &(call_args){.data = out, .in = in}, why, sizeof why);
 }
 /* The agreement alone: an all-reduce returns on no rank before every
  * rank has come to it. */
@@ -276,7 +288,8 @@ static ug_status mpi_split(ug_comm *c, int color, int key, ug_comm *made)
 }
 
 static const comm_engine mpi_engine = {.name = "MPI", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast,
-                                       .all_gather = mpi_all_gather, .barrier = mpi_barrier, .fail = mpi_fail,
+                                       .all_gather = mpi_all_gather, .reduce_scatter = mpi_reduce_scatter,
+                                       .barrier = mpi_barrier, .fail = mpi_fail,
                                        .leave = mpi_leave, .transport = mpi_transport,
                                        .send = mpi_send, .recv = mpi_recv, .split = mpi_split,
                                        .bucket_memory = mpi_bucket_memory};

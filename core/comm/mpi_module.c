@@ -103,8 +103,9 @@ static const char *kind_name(int64_t kind)
 {
     static const char *const names[] = {"(none)", "ug_comm_mpi_create", "ug_comm_all_reduce", "ug_comm_broadcast",
                                         "ug_comm_all_gather", "ug_comm_barrier",
-                                        "ug_comm_run_backward's shared block", "ug_comm_split"};
-    return kind >= 0 && kind <= UG_MPI_SPLIT ? names[kind] : "(unknown)";
+                                        "ug_comm_run_backward's shared block", "ug_comm_split",
+                                        "ug_comm_reduce_scatter"};
+    return kind >= 0 && kind <= UG_MPI_REDUCE_SCATTER ? names[kind] : "(unknown)";
 }
 
 /* A non-blocking collective just started (rc), waited for; what names
@@ -313,6 +314,16 @@ static int all_gather(ug_mpi_comm *comm, const float *in, size_t n, float *out, 
     return ug_mpi_wait(&request, "ug_comm_all_gather", timeout, why, len);
 }
 
+static int reduce_scatter(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout, char *why,
+                          size_t len)
+{
+    MPI_Request request;
+    int rc = MPI_Ireduce_scatter_block(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm->comm, &request);
+    if (rc != MPI_SUCCESS)
+        return ug_mpi_error(rc, "MPI_Ireduce_scatter_block", why, len);
+    return ug_mpi_wait(&request, "ug_comm_reduce_scatter", timeout, why, len);
+}
+
 /* MPI_Comm_split waits for every rank without a timeout: the agreement
  * before it (mpi.c) has seen them all arrive. */
 static int split(ug_mpi_comm *comm, int color, int key, ug_mpi_comm **out, int *rank, int *size, char *why,
@@ -361,6 +372,7 @@ static const ug_mpi_module module = {.version = UG_MPI_MODULE_VERSION,
                                      .all_reduce = all_reduce,
                                      .broadcast = broadcast,
                                      .all_gather = all_gather,
+                                     .reduce_scatter = reduce_scatter,
                                      .split = split,
                                      .comm_free = comm_free,
                                      .send = ug_mpi_send,

@@ -21,7 +21,8 @@ typedef enum ug_mpi_kind {
     UG_MPI_ALL_GATHER,
     UG_MPI_BARRIER,
     UG_MPI_SHARED_BLOCK,
-    UG_MPI_SPLIT
+    UG_MPI_SPLIT,
+    UG_MPI_REDUCE_SCATTER
 } ug_mpi_kind;
 
 /* A communicator of the module's (MPI_COMM_WORLD, or one split from it),
@@ -74,6 +75,10 @@ typedef struct ug_mpi_module {
     int (*broadcast)(ug_mpi_comm *comm, float *data, size_t n, int root, double timeout, char *why, size_t len);
     int (*all_gather)(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout, char *why,
                       size_t len);
+    /* out (n floats) <- the sum of every rank's block of this rank in in
+     * (MPI_Reduce_scatter_block). */
+    int (*reduce_scatter)(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout, char *why,
+                          size_t len);
     /* After an agreement (UG_MPI_SPLIT): the ranks of comm that give the
      * same color, ranked by key, as a new communicator (MPI_Comm_split),
      * with this rank's place in it; freed by comm_free (never the world). */

@@ -57,6 +57,8 @@ typedef struct nccl_library {
     nccl_result (*broadcast)(const void *send, void *recv, size_t count, int type, int root, nccl_comm comm,
                              void *stream);
     nccl_result (*all_gather)(const void *send, void *recv, size_t count, int type, nccl_comm comm, void *stream);
+    nccl_result (*reduce_scatter)(const void *send, void *recv, size_t count, int type, int op, nccl_comm comm,
+                                  void *stream);
 } nccl_library;
 
 static const char *const nccl_files[] = {"libnccl.so.2", "libnccl.so", NULL};
@@ -86,6 +88,7 @@ static bool open_library(nccl_library *lib)
         {(void **)&lib->all_reduce, "ncclAllReduce"},
         {(void **)&lib->broadcast, "ncclBroadcast"},
         {(void **)&lib->all_gather, "ncclAllGather"},
+        {(void **)&lib->reduce_scatter, "ncclReduceScatter"},
     };
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
         if (!(*wanted[i].slot = dlsym(lib->handle, wanted[i].symbol))) {
@@ -160,6 +163,12 @@ static ug_status host_all_gather(ug_comm *c, const float *in, size_t n, float *o
 {
     ug_comm *b = bootstrap_of(c);
     return b->engine->all_gather(b, in, n, out);
+}
+
+static ug_status host_reduce_scatter(ug_comm *c, const float *in, size_t n, float *out)
+{
+    ug_comm *b = bootstrap_of(c);
+    return b->engine->reduce_scatter(b, in, n, out);
 }
 
 static ug_status host_barrier(ug_comm *c)
@@ -295,12 +304,25 @@ static ug_status device_all_gather(ug_comm *c, const ug_tensor *in, ug_tensor *o
     return wait_done(c, name);
 }
 
+static ug_status device_reduce_scatter(ug_comm *c, const ug_tensor *in, ug_tensor *out)
+{
+    const char *name = "ug_comm_reduce_scatter";
+    nccl_rank *r = c->group;
+    void *send = NULL, *recv = NULL, *stream = NULL;
+    UG_TRY(native(c, in, &send, &stream, name));
+    UG_TRY(native(c, out, &recv, &stream, name));
+    UG_TRY(checked(c, r->lib->reduce_scatter(send, recv, (size_t)ug_tensor_numel(out), NCCL_FLOAT32, NCCL_SUM,
+                                             r->comm, stream), "ncclReduceScatter", name));
+    return wait_done(c, name);
+}
+
 /* One engine, named after its library (ug_comm_engine). */
 #define NCCL_ENGINE(NAME)                                                                                     \
     {.name = NAME, .all_reduce = host_all_reduce, .broadcast = host_broadcast, .all_gather = host_all_gather, \
-     .barrier = host_barrier, .fail = fail, .leave = leave, .device_all_reduce = device_all_reduce,           \
-     .device_broadcast = device_broadcast, .device_all_gather = device_all_gather, .send = host_send,           \
-     .recv = host_recv}
+     .reduce_scatter = host_reduce_scatter, .barrier = host_barrier, .fail = fail, .leave = leave,            \
+     .device_all_reduce = device_all_reduce, .device_broadcast = device_broadcast,                            \
+     .device_all_gather = device_all_gather, .device_reduce_scatter = device_reduce_scatter,                  \
+     .send = host_send, .recv = host_recv}
 static const comm_engine nccl_engine = NCCL_ENGINE("NCCL"), rccl_engine = NCCL_ENGINE("RCCL");
 #undef NCCL_ENGINE
 

@@ -2,8 +2,10 @@
  * 1, comm.h): each rank keeps and updates its part of every parameter
  * (core/model/optimizer.c cuts the state, core/ops/optim.c updates the
  * part), and the parts are gathered after each update. The gradients are
- * all-reduced whole, as without sharding: the update reads the same sums,
- * so the parameters come out bit for bit the same. */
+ * reduce-scattered to the same parts (data_parallel.c): in-process each
+ * element is summed in rank order, as the all-reduce sums it (and two
+ * ranks' sum is one in any order), so the update reads the same sums and
+ * the parameters come out bit for bit the same. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -24,7 +24,7 @@
 enum { QUEUE = 256 };
 
 typedef struct side_job {
-    ug_tensor *tensor;
+    int bucket;
     ug_event *ready;
     comm_timing *timing; /* filled when done; may be NULL */
 } side_job;
@@ -47,7 +47,7 @@ static ug_status run_job(comm_side *s, const side_job *job)
 {
     UG_TRY(ug_event_synchronize(job->ready));
     const double start = ug_seconds_now();
-    UG_TRY(ug_comm_reduce_staged(s->comm, job->tensor, UG_COMM_SUM, &s->staging, &s->staging_floats));
+    UG_TRY(ug_comm_reduce_bucket(s->comm, job->bucket, &s->staging, &s->staging_floats));
     if (job->timing)
         *job->timing = (comm_timing){start, ug_seconds_now()};
     return UG_OK;
@@ -107,7 +107,7 @@ static ug_status start(ug_comm *c)
     return UG_OK;
 }
 
-ug_status ug_comm_side_submit(ug_comm *c, ug_tensor *tensor, ug_event *ready, comm_timing *timing)
+ug_status ug_comm_side_submit(ug_comm *c, int bucket, ug_event *ready, comm_timing *timing)
 {
     if (!c->side)
         UG_TRY(start(c));
@@ -115,7 +115,7 @@ ug_status ug_comm_side_submit(ug_comm *c, ug_tensor *tensor, ug_event *ready, co
     pthread_mutex_lock(&s->lock);
     while (s->count == QUEUE) /* the thread is behind: wait for a place */
         pthread_cond_wait(&s->changed, &s->lock);
-    s->jobs[(s->head + s->count) % QUEUE] = (side_job){tensor, ready, timing};
+    s->jobs[(s->head + s->count) % QUEUE] = (side_job){bucket, ready, timing};
     s->count++;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);

@@ -110,6 +110,11 @@ UG_API ug_status ug_comm_all_reduce(ug_comm *comm, ug_tensor *tensor, ug_comm_op
 UG_API ug_status ug_comm_broadcast(ug_comm *comm, ug_tensor *tensor, int root);
 /* out (count x size(in) elements) <- every rank's in, in rank order. */
 UG_API ug_status ug_comm_all_gather(ug_comm *comm, const ug_tensor *in, ug_tensor *out);
+/* out <- the sum over the ranks of their in's rank-th block (in: count x
+ * size(out) elements, a block of size(out) per rank in rank order), as
+ * NCCL's ReduceScatter and MPI_Reduce_scatter_block; in-process, summed
+ * in rank order. */
+UG_API ug_status ug_comm_reduce_scatter(ug_comm *comm, const ug_tensor *in, ug_tensor *out);
 /* Returns when every rank has called it. */
 UG_API ug_status ug_comm_barrier(ug_comm *comm);
 
@@ -166,10 +171,13 @@ typedef struct ug_optimizer ug_optimizer;
 /* Each rank keeps the optimizer's state of its part of every parameter
  * only (rank r of s: elements [n r / s, n (r + 1) / s) of a parameter of
  * n), so Adam's two moments take a 1/s share of the memory on each rank.
- * ug_graph_run_update then updates that part of each parameter from the
- * whole reduced gradients, and ug_comm_gather_parameters after it gives
- * every rank the whole updated parameters: the same bits as the unsharded
- * update on devices of one kind. A collective, after
+ * The gradients are then reduce-scattered (ug_comm_run_backward and
+ * ug_comm_reduce_gradients sum each rank's part of them on that rank),
+ * ug_graph_run_update updates that part of each parameter, and
+ * ug_comm_gather_parameters after it gives every rank the whole updated
+ * parameters: the same bits as the unsharded update on devices of one
+ * kind. (With gradient clipping or loss scaling, which read the norm of
+ * every gradient, they are all-reduced whole.) A collective, after
  * ug_comm_broadcast_model, before or between updates (the state kept is
  * the rank's part of what it was); refused on every rank when the ranks'
  * models differ. A sharded optimizer steps only with the comm's training
@@ -189,6 +197,8 @@ typedef struct ug_comm_bucket {
     int64_t bytes;
     double seconds;           /* its all-reduce, staging included */
     double hidden;            /* the share of it that ran while backward did (0 to 1) */
+    bool scattered;           /* reduce-scattered: only this rank's part of each gradient was summed, the part
+                               * its sharded optimizer updates (else all-reduced whole) */
 } ug_comm_bucket;
 UG_API int ug_comm_bucket_count(const ug_comm *comm);
 UG_API ug_status ug_comm_bucket_at(const ug_comm *comm, int index, ug_comm_bucket *out);

@@ -183,6 +183,12 @@ static int collective(comm *c, post mine, int type)
         } else if (mine.kind == 2) {
             for (int r = 0; r < g->ranks; r++)
                 result[(size_t)r * mine.count + i] = g->posts[r].send[i];
+        } else if (mine.kind == 3) { /* reduce-scatter: this rank's block, summed in rank order */
+            const size_t at = (size_t)c->rank * mine.count + i;
+            float v = g->posts[0].send[at];
+            for (int r = 1; r < g->ranks; r++)
+                v += g->posts[r].send[at];
+            result[i] = v;
         } else {
             float v = g->posts[0].send[i];
             for (int r = 1; r < g->ranks; r++)
@@ -216,4 +222,12 @@ API int ncclAllGather(const void *send, void *recv, size_t count, int type, comm
 {
     (void)stream;
     return collective(c, (post){send, recv, count, 2, 0, 0}, type);
+}
+
+API int ncclReduceScatter(const void *send, void *recv, size_t count, int type, int op, comm *c, void *stream)
+{
+    (void)stream;
+    if (op != SUM)
+        return INVALID_ARGUMENT;
+    return collective(c, (post){send, recv, count, 3, op, 0}, type);
 }

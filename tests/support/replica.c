@@ -134,6 +134,9 @@ static ug_status train(replica *r)
         }
         if (r->comm && (last < 0 || r->setup.after_backward))
             TRY(ug_comm_reduce_gradients(r->comm, r->graph));
+        ug_comm_bucket bucket = {0};
+        if (r->comm && ug_comm_bucket_at(r->comm, 0, &bucket) == UG_OK)
+            r->scattered += bucket.scattered;
         TRY(ug_graph_run_update(r->graph));
         if (r->setup.shard)
             TRY(ug_comm_gather_parameters(r->comm, r->opt));

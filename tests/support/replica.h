@@ -53,6 +53,7 @@ typedef struct replica {
     int64_t skipped_steps;    /* by the loss scaler */
     double most_compute;
     int64_t state_values;     /* in the optimizer's state tensors, after training */
+    int scattered;            /* updates whose gradient buckets were reduce-scattered */
 } replica;
 
 /* The global batches (the same in every process). */

@@ -5,7 +5,9 @@
  * its part of every parameter and ug_comm_gather_parameters making them
  * whole. The sharded run's parameters are the unsharded run's bit for bit
  * after every step, on both ranks (the same sums in the same order), with
- * accumulation, clipping, and f16 with loss scaling and an overflow; each
+ * accumulation, clipping, and f16 with loss scaling and an overflow (the
+ * gradients reduce-scattered, or all-reduced whole where clipping and
+ * loss scaling read their norm); each
  * rank's state is its part: the two add up to the whole state and differ
  * by at most a value per tensor, and the pool's bytes in use (and the
  * graph's plan) drop by half the state's on sharding. Refused: ug_graph_run on a sharded
@@ -77,6 +79,14 @@ static void check_same_bits(ug_device *dev, int64_t split, replica_setup setup, 
     CHECK_MSG(whole[0].state_values > 0 && ranks[0].state_values + ranks[1].state_values == whole[0].state_values,
               "%s: the ranks' state holds %lld + %lld values, the whole state %lld", what,
               (long long)ranks[0].state_values, (long long)ranks[1].state_values, (long long)whole[0].state_values);
+    /* reduce-scattered where the sharded update reads its part of the
+     * gradients alone; all-reduced whole unsharded, or for the norm that
+     * clipping and loss scaling take */
+    const bool parts_only = !setup.clip && !setup.f16;
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(!whole[r].scattered && ranks[r].scattered == (parts_only ? REPLICA_STEPS : 0),
+                  "%s: rank %d's buckets were reduce-scattered in %d updates unsharded and %d sharded, of %d", what,
+                  r, whole[r].scattered, ranks[r].scattered, REPLICA_STEPS);
     /* 4 parameters (8 for the CNN), 2 moments each: at most a value a tensor apart */
     const long long apart = llabs((long long)(ranks[0].state_values - ranks[1].state_values));
     CHECK_MSG(apart <= 16, "%s: rank 0 holds %lld values of state, rank 1 %lld: not halves", what,
