@@ -571,8 +571,8 @@ typedef struct nccl_rank {
 
 static float nccl_value(int r, int i) { return (float)((r + 1) * 0.25 + i * 0.013 - (i % 5) * 0.4); }
 
-/* All-reduce (sum, average, max), broadcast from the last rank and
- * all-gather, against the same worked out in double. */
+/* All-reduce (sum, average, max), broadcast from the last rank,
+ * all-gather and reduce-scatter, against the same worked out in double. */
 static double nccl_collectives(ug_comm *c, int ranks)
 {
     const int me = ug_comm_rank(c);
@@ -580,7 +580,7 @@ static double nccl_collectives(ug_comm *c, int ranks)
     for (int i = 0; i < NCCL_N; i++)
         host[i] = nccl_value(me, i);
     int64_t n = NCCL_N, all = NCCL_N * (int64_t)ranks;
-    ug_tensor *t = NULL, *gathered = NULL;
+    ug_tensor *t = NULL, *gathered = NULL, *scattered = NULL;
     double worst = INFINITY;
     if (ug_tensor_create(ug_comm_device(c), UG_F32, 1, &all, &gathered) != UG_OK)
         return worst;
@@ -610,8 +610,25 @@ static double nccl_collectives(ug_comm *c, int ranks)
         for (int i = 0; i < NCCL_N; i++)
             if (got[r * NCCL_N + i] != nccl_value(r, i))
                 worst = fabs(got[r * NCCL_N + i] - nccl_value(r, i));
+    /* reduce-scatter: this rank's block of every rank's ranks x NCCL_N */
+    for (int i = 0; i < NCCL_N * ranks; i++)
+        host[i] = nccl_value(me, i);
+    ug_tensor_free(t);
+    t = NULL;
+    if (ug_tensor_from_host(ug_comm_device(c), UG_F32, 1, &all, host, &t) != UG_OK ||
+        ug_tensor_from_host(ug_comm_device(c), UG_F32, 1, &n, host, &scattered) != UG_OK ||
+        ug_comm_reduce_scatter(c, t, scattered) != UG_OK ||
+        ug_tensor_download(scattered, got, sizeof(float) * NCCL_N) != UG_OK)
+        worst = INFINITY;
+    for (int i = 0; i < NCCL_N && worst == 0.0; i++) {
+        double want = 0.0;
+        for (int r = 0; r < ranks; r++)
+            want += nccl_value(r, me * NCCL_N + i);
+        worst = fabs(got[i] - want) / fmax(1.0, fabs(want)) > 1e-6 ? fabs(got[i] - want) : 0.0;
+    }
     ug_tensor_free(t);
     ug_tensor_free(gathered);
+    ug_tensor_free(scattered);
     return worst;
 }
 

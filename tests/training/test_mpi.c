@@ -125,6 +125,25 @@ static void collectives(ug_comm *comm, ug_device *dev)
     EXPECT(root, "the broadcast is not rank 1's tensor");
     EXPECT(ug_comm_barrier(comm) == UG_OK, "barrier: %s", ug_last_error());
     ug_tensor_free(t);
+    /* a reduce-scatter: this rank's block of every rank's tensor, summed */
+    const int size = ug_comm_size(comm);
+    float *all = malloc((size_t)size * N * sizeof *all);
+    for (int i = 0; all && i < size * N; i++)
+        all[i] = value(rank, i);
+    ug_tensor *in = all ? tensor(dev, (int64_t)size * N, all) : NULL, *out = tensor(dev, N, host);
+    EXPECT(in && out && ug_comm_reduce_scatter(comm, in, out) == UG_OK, "reduce-scatter: %s", ug_last_error());
+    ug_tensor_download(out, got, sizeof got);
+    bool summed = true;
+    for (int i = 0; i < N; i++) {
+        double want = 0.0;
+        for (int r = 0; r < size; r++)
+            want += value(r, rank * N + i);
+        summed &= fabs(got[i] - want) <= 1e-5 * (1.0 + fabs(want));
+    }
+    EXPECT(summed, "the reduce-scatter's block is not the ranks' sum");
+    ug_tensor_free(in);
+    ug_tensor_free(out);
+    free(all);
 }
 
 /* ---- split communicators ---- */

@@ -4,7 +4,7 @@
  * bitwise the same; mismatched and refused arguments, a rank that never
  * joins (the timeout) and one that leaves, each reported on every rank;
  * point-to-point messages, in order, and one of the wrong shape; a
- * group split in two. */
+ * reduce-scatter; a group split in two. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -82,6 +82,19 @@ static void *run_rank(void *arg)
         ug_tensor_free(t);
         ug_tensor_free(small);
         ug_tensor_free(gathered);
+    } else if (!strcmp(r->what, "reduce_scatter")) {
+        /* each rank's N x 3 values: block b (N of them) for rank b */
+        ug_tensor *in = tensor_of(dev, r->rank, RANKS * N), *out = NULL, *wrong = NULL;
+        int64_t n = N, fewer = N - 1;
+        if (ug_tensor_create(dev, UG_F32, 1, &n, &out) == UG_OK) {
+            note(r, 0, ug_comm_reduce_scatter(r->comm, in, out));
+            ug_tensor_download(out, r->result, N * sizeof(float));
+        }
+        if (ug_tensor_create(dev, UG_F32, 1, &fewer, &wrong) == UG_OK) /* in is not ranks x out */
+            note(r, 1, ug_comm_reduce_scatter(r->comm, in, wrong));
+        ug_tensor_free(in);
+        ug_tensor_free(out);
+        ug_tensor_free(wrong);
     } else if (!strcmp(r->what, "mismatch")) {
         ug_tensor *t = tensor_of(dev, r->rank, N - (r->rank == 2)); /* rank 2 has one element fewer */
         note(r, 0, ug_comm_all_reduce(r->comm, t, UG_COMM_SUM));
@@ -283,6 +296,25 @@ static void test_messages(ug_device *dev)
                   runs[r].message[1]);
 }
 
+/* Each rank's block of every rank's tensor, summed in rank order: the
+ * same bits as the all-reduce gives; out of the wrong size refused. */
+static void test_reduce_scatter(ug_device *dev)
+{
+    REQUIRE(run_group(dev, "reduce_scatter", runs));
+    for (int r = 0; r < RANKS; r++) {
+        CHECK_MSG(runs[r].status[0] == UG_OK, "rank %d: %s", r, runs[r].message[0]);
+        bool same = true;
+        for (int i = 0; i < N; i++) {
+            const int at = r * N + i;
+            same &= runs[r].result[i] == value(0, at) + value(1, at) + value(2, at);
+        }
+        CHECK_MSG(same, "rank %d's block is not the ranks' sum in rank order", r);
+        CHECK_MSG(runs[r].status[1] == UG_ERR_SHAPE && strstr(runs[r].message[1], "it needs 3000 (3 ranks x out's "
+                                                                                "1000)"),
+                  "rank %d, out of 1000 for in of 3003: %s", r, runs[r].message[1]);
+    }
+}
+
 /* Three ranks split by parity, keys reversed: each part's ranks, sizes
  * and sums; the parent whole after; a rank's color refused, and the
  * others told. */
@@ -343,6 +375,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(broadcast_gather_barrier),
         TH_DEVICE_TEST(refusals),
         TH_DEVICE_TEST(messages),
+        TH_DEVICE_TEST(reduce_scatter),
         TH_DEVICE_TEST(split),
         TH_DEVICE_TEST(arguments),
     };
