@@ -13,6 +13,7 @@
 #include "base/fault.h"
 #include "core/comm/internal.h"
 #include "core/model/internal.h"
+#include "core/ops/op.h"
 
 /* Every rank's status of its sharding, the worst one for all: each rank
  * returns its own failure, or names the first rank that failed. */
@@ -117,6 +118,81 @@ static ug_status unpack(ug_comm *c, ug_model *model, const float *all, int64_t w
     return UG_OK;
 }
 
+static ug_status not_sharded_here(const ug_comm *c, const char *op, int size)
+{
+    return ug_set_error(UG_ERR_STATE, "%s: the optimizer is %s, not as rank %d of %d; shard it with "
+                        "ug_comm_shard_optimizer on this comm", op, size > 1 ? "sharded otherwise" : "not sharded",
+                        c->rank, c->size);
+}
+
+/* elements [begin, begin + count) of t, flattened. */
+static ug_status flat_range(const ug_tensor *t, int64_t begin, int64_t count, ug_tensor **out)
+{
+    const int64_t n = ug_tensor_numel(t);
+    ug_tensor *flat = NULL;
+    UG_TRY(ug_tensor_reshape(t, 1, &n, &flat));
+    ug_status st = ug_tensor_slice(flat, begin, count, out);
+    ug_tensor_free(flat);
+    return st;
+}
+
+/* dst's elements [to, to + count) <- src's [from, from + count). */
+static ug_status copy_range(ug_tensor *dst, int64_t to, const ug_tensor *src, int64_t from, int64_t count)
+{
+    if (count == 0)
+        return UG_OK;
+    ug_tensor *a = NULL, *b = NULL;
+    ug_status st = flat_range(dst, to, count, &a);
+    if (st == UG_OK)
+        st = flat_range(src, from, count, &b);
+    if (st == UG_OK)
+        st = ug_tensor_copy(a, b);
+    ug_tensor_free(a);
+    ug_tensor_free(b);
+    return st;
+}
+
+/* The gather where the engine gathers device memory in place (NCCL,
+ * RCCL): the parts packed on the device, gathered there, and copied to
+ * their places, with no trip through the host. */
+static ug_status gather_on_device(ug_comm *c, ug_model *model, int64_t width, const char *op)
+{
+    ug_tensor *mine = NULL, *all = NULL;
+    ug_status st = ug_tensor_create(c->device, UG_F32, 1, &width, &mine);
+    if (st == UG_OK)
+        st = ug_tensor_create(c->device, UG_F32, 1, (int64_t[]){width * c->size}, &all);
+    int64_t at = 0;
+    for (int i = 0; st == UG_OK && i < ug_model_param_count(model); i++) {
+        ug_tensor *t = NULL;
+        ug_model_param_at(model, i, NULL, &t);
+        int64_t begin, count;
+        ug_optim_shard_range(ug_tensor_numel(t), c->rank, c->size, &begin, &count);
+        st = copy_range(mine, at, t, begin, count);
+        at += (ug_tensor_numel(t) + c->size - 1) / c->size;
+    }
+    if (st != UG_OK) /* the others must not wait for this rank's part */
+        c->engine->fail(c, ug_last_error());
+    if (st == UG_OK)
+        st = ug_comm_all_gather(c, mine, all);
+    at = 0;
+    for (int i = 0; st == UG_OK && i < ug_model_param_count(model); i++) {
+        ug_tensor *t = NULL, *copy = ug_model_half_copy_at(model, i);
+        ug_model_param_at(model, i, NULL, &t);
+        const int64_t n = ug_tensor_numel(t);
+        for (int r = 0; st == UG_OK && r < c->size; r++) {
+            int64_t begin, count;
+            ug_optim_shard_range(n, r, c->size, &begin, &count);
+            st = copy_range(t, begin, all, r * width + at, count);
+        }
+        if (st == UG_OK && copy) /* the half copy follows, as ug_model_write_param's */
+            st = ug_launch_unary(op, UG_UNARY_COPY, 1.0f, 0.0f, copy, t);
+        at += (n + c->size - 1) / c->size;
+    }
+    ug_tensor_free(mine);
+    ug_tensor_free(all);
+    return st;
+}
+
 ug_status ug_comm_gather_parameters(ug_comm *c, ug_optimizer *opt)
 {
     const char *op = "ug_comm_gather_parameters";
@@ -127,13 +203,16 @@ ug_status ug_comm_gather_parameters(ug_comm *c, ug_optimizer *opt)
     const int64_t width = gather_width(model, c->size);
     /* the rank's kept buffer: a fresh one each update cost page faults
      * (the MLP's epoch took 12 times as long) */
+    if (c->engine->device_all_gather) {
+        if (!ug_optim_sharded(opt, &rank, &size) || rank != c->rank || size != c->size)
+            return not_sharded_here(c, op, size);
+        return gather_on_device(c, model, width, op);
+    }
     float *mine = NULL;
     ug_status st = ug_comm_host_buffer(c, (size_t)(width * (c->size + 1) + largest_param(model)), op, &mine);
     float *all = mine ? mine + width : NULL, *whole = all ? all + width * c->size : NULL;
     if (st == UG_OK && (!ug_optim_sharded(opt, &rank, &size) || rank != c->rank || size != c->size))
-        st = ug_set_error(UG_ERR_STATE, "%s: the optimizer is %s, not as rank %d of %d; shard it with "
-                          "ug_comm_shard_optimizer on this comm", op,
-                          size > 1 ? "sharded otherwise" : "not sharded", c->rank, c->size);
+        st = not_sharded_here(c, op, size);
     if (st == UG_OK && (st = pack(c, model, mine)) != UG_OK)
         ug_prefix_error(st, "%s", op);
     if (st != UG_OK) /* the others must not wait for this rank's part */

@@ -566,7 +566,7 @@ typedef struct nccl_rank {
     bool boot_whole;          /* after a refusal, the bootstrap still reduces */
     char engine[16];          /* ug_comm_engine's name for the new communicator */
     double worst_collective;  /* the largest error of the collectives against double sums */
-    replica rep;
+    replica rep, sharded;     /* the optimizer whole, and sharded (its parts gathered on the devices) */
 } nccl_rank;
 
 static float nccl_value(int r, int i) { return (float)((r + 1) * 0.25 + i * 0.013 - (i % 5) * 0.4); }
@@ -651,6 +651,9 @@ static void *nccl_main(void *arg)
     r->worst_collective = nccl_collectives(r->comm, ug_comm_size(r->comm));
     r->rep.comm = r->comm;
     replica_run(&r->rep);
+    r->sharded = (replica){.device = r->rep.device, .comm = r->comm, .first = r->rep.first, .rows = r->rep.rows,
+                           .setup = {.shard = true}};
+    replica_run(&r->sharded);
     ug_comm_free(r->comm); /* and its bootstrap */
     return NULL;
 }
@@ -705,7 +708,15 @@ static void test_nccl(ug_device *dev)
                     th_fail(TH_LOC, "the two replicas differ after step %d", s + 1);
                     break;
                 }
+        CHECK_MSG(k->sharded.status == UG_OK, "rank %d: training sharded: %s", r, k->sharded.message);
+        for (int s = 0; k->sharded.status == UG_OK && s < REPLICA_STEPS; s++)
+            if (k->sharded.step_hash[s] != k->rep.step_hash[s]) {
+                th_fail(TH_LOC, "rank %d: sharded, its parameters after step %d differ from the unsharded run's", r,
+                        s + 1);
+                break;
+            }
         replica_free(&k->rep);
+        replica_free(&k->sharded);
     }
 }
 
