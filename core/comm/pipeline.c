@@ -211,11 +211,6 @@ static ug_status check_stage(ug_pipeline *p, ug_value *value, ug_optimizer *opt)
     if (!last && (!ug_dtype_is_float(value->dtype) || value->ndim < 1))
         return ug_set_error(UG_ERR_DTYPE, "%s: stage %d's output is %s with %d axes; a float value with rows goes "
                             "to the next stage", op, p->stage, ug_dtype_name(value->dtype), value->ndim);
-    const ug_optimizer_config config = opt ? ug_optimizer_get_config(opt) : (ug_optimizer_config){0};
-    if (config.max_grad_norm > 0.0f || config.loss_scaling.enabled)
-        return ug_set_error(UG_ERR_UNSUPPORTED, "%s: %s needs the gradients of every stage together, which a "
-                            "pipeline does not gather yet; train without it (bf16 needs no loss scaling)", op,
-                            config.max_grad_norm > 0.0f ? "gradient clipping" : "loss scaling");
     return UG_OK;
 }
 
@@ -272,6 +267,7 @@ static ug_status build_stage(ug_pipeline *p, ug_value *value, ug_optimizer *opt)
         UG_TRY(ug_graph_keep(g, value));
         UG_TRY(ug_graph_backward_stage(g, value, p->seed, p->input, &p->input_grad));
     }
+    g->norm_comm = p->comm; /* clipping and loss scaling: the norm of every stage's gradients */
     UG_TRY(ug_graph_set_optimizer(g, opt));
     return ug_graph_compile(g);
 }

@@ -130,6 +130,10 @@ struct ug_graph {
     int node_count, node_capacity;
     ug_value *loss;
     ug_optimizer *optimizer;
+    /* The ranks whose gradients the update's norm (clipping, the loss
+     * scaler's overflow) is over with this graph's (a pipeline's stages):
+     * the sum of squares is summed over them (NULL: this graph's alone). */
+    struct ug_comm *norm_comm;
     ug_storage *arena;
     ug_graph_memory_info memory;
     ug_check_mode check_mode;

@@ -30,6 +30,12 @@ ug_status ug_graph_append_updates(ug_graph *g, ug_optimizer *opt)
     const ug_optim_source *source = ug_optimizer_source(opt);
     if (source->rule.scaling || source->rule.max_norm > 0.0f)
         UG_TRY(sum_of_squares(g, &total));
+    if (total && g->norm_comm) { /* every stage's gradients: one norm, one verdict on overflow */
+        ug_op sum = {.def = &ug_op_sum_over_ranks, .name = "gradient norm over the stages",
+                     .p.collective = {.comm = g->norm_comm}};
+        ug_value *local = total;
+        UG_TRY(ug_op_graph(g, &sum, 1, &local, &total));
+    }
     ug_op step = {.def = &ug_op_optimizer_step, .name = "optimizer step",
                   .p.optim = {.source = source, .param_index = -1}};
     UG_TRY(ug_op_graph(g, &step, total ? 1 : 0, &total, &gate));

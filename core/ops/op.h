@@ -241,6 +241,8 @@ struct ug_op {
          * terms: the gradient also gives dy * xhat, gamma's terms */
         struct { float eps; bool rms, gamma, beta, terms; } layernorm;
         struct { const ug_optim_source *source; int param_index; } optim;
+        /* a sum over a communicator's ranks (core/comm/graph_sum.c) */
+        struct { struct ug_comm *comm; } collective;
         /* the backward pass's first gradient: 1, or the loss scale */
         struct { const ug_run_state *run; int ndim; int64_t shape[UG_MAX_DIMS]; } seed;
         /* a gradient op's win also holds the forward's image and kernel
@@ -412,7 +414,8 @@ extern const ug_op_def ug_op_unary, ug_op_binary, ug_op_cast, ug_op_expand, ug_o
     ug_op_matmul, ug_op_reduce, ug_op_softmax, ug_op_random,
     ug_op_dropout_mask, ug_op_dropout, ug_op_cross_entropy, ug_op_cross_entropy_grad, ug_op_layernorm,
     ug_op_layernorm_grad, ug_op_optimizer, ug_op_optimizer_step, ug_op_loss_seed, ug_op_conv2d,
-    ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad;
+    ug_op_conv2d_dx, ug_op_conv2d_dw, ug_op_pool, ug_op_pool_grad, ug_op_batchnorm, ug_op_batchnorm_grad,
+    ug_op_sum_over_ranks;
 
 
 #endif

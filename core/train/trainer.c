@@ -51,17 +51,13 @@ static ug_dtype trainer_compute_precision(ug_device *device, ug_dtype asked)
 /* What pipeline stages cannot take yet, or NULL. */
 static const char *stage_refusal(const ug_trainer_config *c)
 {
-    const ug_optimizer_config *o = &c->optimizer;
     return c->devices ? "stages with devices: give comm for the replicas (each of its ranks a pipeline over "
                         "the stages' devices)"
            : c->accumulate > 1 ? "accumulate with stages: the stages' micro_batches are the batch's accumulation"
            : c->batch_size == 0 ? "batch_size is 0 with stages: give the batch size (the search is not shared)"
            : c->patience ? "patience with stages (the best weights of every stage) is not built yet"
            : c->confusion ? "a confusion matrix with stages is not built yet"
-           : o->max_grad_norm > 0.0f ? "gradient clipping with stages (the norm over every stage) is not built yet"
-           : c->precision == UG_F16 ? "f16 with stages (its loss scaling over every stage) is not built yet; bf16 "
-                                      "needs none"
-                                    : NULL;
+                          : NULL;
 }
 
 /* op: the function refusing it, named in the message. */

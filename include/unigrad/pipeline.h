@@ -108,8 +108,10 @@ UG_API ug_status ug_pipeline_set_replicas(ug_pipeline *pipeline, ug_comm *replic
  * on every stage, with the same message where both sides can tell: a
  * boundary whose two sides differ in dtype or shape, stages that differ
  * in micro-batches or schedule, two stages on one device of one process,
- * an output that does not depend on the stage's input, gradient clipping
- * and loss scaling (which need every stage's gradients; not yet). */
+ * an output that does not depend on the stage's input. Gradient clipping
+ * and f16's loss scaling take the norm of every stage's gradients (their
+ * sums of squares summed over the stages in each update), so every stage
+ * clips by one factor and skips an overflowing step together. */
 UG_API ug_status ug_pipeline_compile(ug_pipeline *pipeline, ug_value *value, ug_optimizer *optimizer);
 
 /* The whole batch for an input of this stage's graph (the first stage's

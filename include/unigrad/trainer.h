@@ -275,9 +275,10 @@ typedef struct ug_trainer_config {
      * comm, each of its ranks (e.g. a process of mpirun) is such a
      * pipeline, a replica training its part of every batch: each stage's
      * gradients are summed over the pipelines (ug_pipeline_set_replicas),
-     * and shard_optimizer shards each stage's state over them. Not with
-     * devices, accumulate, batch_size 0, patience, confusion, gradient
-     * clipping or f16. */
+     * and shard_optimizer shards each stage's state over them. Gradient
+     * clipping and f16's loss scaling take the norm of every stage's
+     * gradients. Not with devices, accumulate, batch_size 0, patience or
+     * confusion. */
     const char *stages;
     int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks

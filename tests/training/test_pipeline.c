@@ -7,13 +7,16 @@
  * the reference: every parameter after the 20 updates, and every update's
  * loss, agree within float rounding (the stages' backends round their
  * products differently), with uneven micro-batches, dropout (the same
- * masks) and bf16. Each stage's memory is its plan and its inputs in
- * flight. Refused on both stages with the same words: two stages on one
- * device, a boundary whose sides differ, a last stage whose loss does not
- * depend on its input (the boundary cuts the model where nothing crosses
- * it), different micro-batch counts, and a parameter of stage 0 looked up
- * on stage 1 (a tied head). With --mpi, under mpirun -np 2,
- * each process is a stage on the cpu. */
+ * masks), bf16, clipping (one norm over both stages) and a loss scaler
+ * whose first steps overflow (skipped on both, as on one device); two
+ * pipelines side by side (a grid), the optimizer whole or sharded. Each
+ * stage's memory is its plan and its inputs in flight. Refused on both
+ * stages with the same words: two stages on one device, a boundary whose
+ * sides differ, a last stage whose loss does not depend on its input (the
+ * boundary cuts the model where nothing crosses it), different
+ * micro-batch counts, and a parameter of stage 0 looked up on stage 1 (a
+ * tied head). With --mpi, under mpirun -np 2 or 3, each process is a
+ * stage on the cpu; under -np 4, a grid of two pipelines of two. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -42,6 +45,8 @@ typedef struct setup {
     bool three;               /* the whole model cut in three (fc1, fc2, fc3 and the loss) */
     bool tied;                /* the later stage looks up fc1's weight */
     int replicas;             /* pipelines side by side, each a part of the rows (0: one) */
+    float clip;               /* the optimizer's max_grad_norm (0: none) */
+    bool scaled;              /* a loss scaler that starts too high: the first steps overflow and are skipped */
     bool shard;               /* the optimizer sharded over the replicas */
 } setup;
 
@@ -50,6 +55,7 @@ static int32_t labels[STEPS][MAX_ROWS];
 static float initial[PARAMS][HIDDEN * HIDDEN];
 /* The reference's: parameters after STEPS updates, each update's loss, its plan. */
 static float want[PARAMS][HIDDEN * HIDDEN], want_losses[STEPS];
+static int64_t want_skipped; /* updates the loss scaler skipped */
 static ug_graph_memory_info whole;
 
 static void make_data(void)
@@ -122,10 +128,14 @@ static ug_status new_graph(ug_device *dev, const setup *s, ug_model **m, ug_grap
     return ug_graph_set_precision(*g, s->precision);
 }
 
-static ug_status adam(ug_model *m, ug_optimizer **opt)
+static ug_status adam(ug_model *m, const setup *s, ug_optimizer **opt)
 {
     ug_optimizer_config oc = ug_optimizer_defaults(UG_ADAM);
     oc.lr = 1e-2f;
+    oc.max_grad_norm = s->clip;
+    if (s->scaled) /* squares of gradients scaled by 1e20 overflow f32 until the scale is down ~10 steps */
+        oc.loss_scaling = (ug_loss_scaling){.enabled = true, .init_scale = 1e20f, .growth_factor = 2.0f,
+                                            .backoff_factor = 0.5f, .growth_interval = 4};
     return ug_optimizer_create(m, &oc, opt);
 }
 
@@ -148,7 +158,7 @@ static void reference(ug_device *dev, const setup *s)
     (void)h;
     REQUIRE_OK(ug_graph_backward(g, loss));
     REQUIRE_OK(ug_graph_accumulate_rows(g, loss, &sum));
-    REQUIRE_OK(adam(m, &opt));
+    REQUIRE_OK(adam(m, s, &opt));
     REQUIRE_OK(ug_graph_set_optimizer(g, opt));
     REQUIRE_OK(ug_graph_compile(g));
     REQUIRE_OK(ug_graph_memory(g, &whole));
@@ -179,6 +189,8 @@ static void reference(ug_device *dev, const setup *s)
     }
     for (int i = 0; i < PARAMS; i++)
         REQUIRE_OK(ug_model_read_param(m, param_names[i], want[i], (size_t)param_numel(i) * sizeof(float)));
+    ug_loss_scaler_state scaler = {0};
+    want_skipped = s->scaled && ug_optimizer_loss_scaler(opt, &scaler) == UG_OK ? scaler.skipped_steps : 0;
     ug_graph_free(g);
     ug_optimizer_free(opt);
     ug_model_free(m);
@@ -194,6 +206,7 @@ typedef struct stage_rank {
     ug_pipeline_memory_info memory;
     uint64_t input_bytes;     /* one micro-batch's input to this stage */
     uint64_t gradient_bytes;  /* the gradient of its output it receives */
+    int64_t skipped;          /* updates its loss scaler skipped */
 } stage_rank;
 
 /* This rank's stage, built, given the reference's initial parameters, and
@@ -242,7 +255,7 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
         }
         r->input_bytes = (uint64_t)(most * width) * ug_dtype_size(half);
     }
-    TRY(adam(*m, opt));
+    TRY(adam(*m, s, opt));
     TRY(ug_pipeline_compile(*p, h, *opt));
     if (s->shard)
         TRY(ug_comm_shard_optimizer(r->replicas, *opt));
@@ -275,6 +288,10 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     for (int i = 0; i < PARAMS; i++)
         if (stage_of(i, stages) == stage)
             TRY(ug_model_read_param(*m, param_names[i], r->after[i], (size_t)param_numel(i) * sizeof(float)));
+    ug_loss_scaler_state scaler = {0};
+    if (s->scaled)
+        TRY(ug_optimizer_loss_scaler(*opt, &scaler));
+    r->skipped = scaler.skipped_steps;
     return UG_OK;
 }
 
@@ -346,6 +363,9 @@ static void check_stage(const stage_rank *r, int stage, int stages, const setup 
         CHECK_MSG(worst <= tolerance * scale, "%s: %s after %d updates is up to %.3g from one device's (of values up "
                   "to %.3g; tolerance %.1g of that)", what, param_names[i], STEPS, worst, scale, tolerance);
     }
+    CHECK_MSG(!s->scaled || (r->skipped == want_skipped && want_skipped > 0 && want_skipped < STEPS),
+              "%s: stage %d's loss scaler skipped %lld updates, one device's %lld", what, stage,
+              (long long)r->skipped, (long long)want_skipped);
     for (int step = 0; stage == stages - 1 && step < STEPS; step++)
         CHECK_MSG(fabs(r->losses[step] - want_losses[step]) <= tolerance * fabs(want_losses[step]),
                   "%s: update %d's loss is %.7g, one device's %.7g", what, step + 1, r->losses[step],
@@ -421,6 +441,23 @@ static void test_whole_model(ug_device *dev)
     (void)dev;
     check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .whole = true, .dropout = 0.2f}, 1e-4,
                             "whole model, boundary marked");
+}
+
+/* Clipping by the norm of every stage's gradients: one factor on both. */
+static void test_clipping(ug_device *dev)
+{
+    (void)dev;
+    check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .clip = 0.05f, .schedule = UG_PIPELINE_GPIPE},
+                            1e-4, "GPipe, gradients clipped to a norm of 0.05");
+}
+
+/* A loss scaler's overflow on either stage skips the step on both, and
+ * the scales go down and up together. */
+static void test_loss_scaling(ug_device *dev)
+{
+    (void)dev;
+    check_against_reference(&(setup){.micro_batches = 4, .rows = 24, .scaled = true, .dropout = 0.2f}, 1e-4,
+                            "1F1B, loss scaled, the first steps overflowing");
 }
 
 static void test_bf16(ug_device *dev)
@@ -630,7 +667,7 @@ int main(int argc, char **argv)
     }
     static const th_test tests[] = {
         TH_HOST_TEST(gpipe), TH_HOST_TEST(1f1b_uneven), TH_HOST_TEST(dropout), TH_HOST_TEST(whole_model),
-        TH_HOST_TEST(bf16), TH_HOST_TEST(grid),
+        TH_HOST_TEST(bf16), TH_HOST_TEST(clipping), TH_HOST_TEST(loss_scaling), TH_HOST_TEST(grid),
         TH_HOST_TEST(refusals),
     };
     return th_main(argc, argv, tests, (int)(sizeof tests / sizeof tests[0]));
