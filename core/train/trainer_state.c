@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "core/comm/internal.h"
+#include "core/comm/pipeline_internal.h"
 #include "core/data/internal.h"
 #include "core/train/trainer_internal.h"
 
@@ -268,14 +269,24 @@ static ug_status take_weights(ug_trainer *t)
 ug_status trainer_keep_best(ug_trainer *t)
 {
     UG_TRY(take_weights(t));
-    if (t->config.checkpoint) {
+    if (!t->config.checkpoint || (t->config.comm && ug_comm_rank(t->config.comm) != 0))
+        return UG_OK; /* the first replica writes */
+    /* Stages: the whole model, every stage's part gathered on stage 0 (a
+     * collective of the stages, which all keep their best at once). */
+    ug_pipeline_state staged = {0};
+    if (t->stage_comm && ug_pipeline_gather_state(t->stage_comm, t->model, t->optimizer, t->train.graph, "train",
+                                                  &staged) != UG_OK)
+        return UG_OK;
+    if (!t->stage_comm || staged.model) {
         char path[4096];
         best_path(t->config.checkpoint, path, sizeof path);
         ug_checkpoint *best = NULL;
-        if (ug_checkpoint_create(&best) == UG_OK && ug_checkpoint_add_model(best, t->model) == UG_OK)
+        if (ug_checkpoint_create(&best) == UG_OK &&
+            ug_checkpoint_add_model(best, staged.model ? staged.model : t->model) == UG_OK)
             ug_checkpoint_save(best, path);
         ug_checkpoint_free(best);
     }
+    ug_pipeline_state_free(&staged);
     return UG_OK;
 }
 

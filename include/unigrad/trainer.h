@@ -277,8 +277,9 @@ typedef struct ug_trainer_config {
      * gradients are summed over the pipelines (ug_pipeline_set_replicas),
      * and shard_optimizer shards each stage's state over them. Gradient
      * clipping and f16's loss scaling take the norm of every stage's
-     * gradients. Not with devices, accumulate, batch_size 0, patience or
-     * confusion. */
+     * gradients; with patience every stage keeps its best weights, and
+     * CHECKPOINT.best the whole model. Not with devices, accumulate,
+     * batch_size 0 or confusion. */
     const char *stages;
     int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks

@@ -107,6 +107,8 @@ static ug_status build_staged(ug_graph *g, ug_value *x, ug_value *y, void *user,
     return st == UG_OK ? ug_g_cross_entropy(g, out->logits, y, 0.0f, &out->loss) : st;
 }
 
+enum { MAX_EPOCHS = 8 };
+
 static ug_status note_figures(const ug_trainer_epoch *e, void *user)
 {
     ((double *)user)[e->epoch] = e->train.loss;
@@ -118,23 +120,25 @@ static ug_status note_figures(const ug_trainer_epoch *e, void *user)
  * parameters (stage 0's model), each epoch's training loss (stage 1's,
  * reported through stage 0's callback) and an evaluation from stage 0
  * after fit, within tolerance of the largest; data and cpu are the
- * caller's. */
+ * caller's. *best_epoch, when not NULL: one device's (ug_trainer_best_epoch). */
 static void check_stages_match(const char *other, ug_device *cpu, const ug_dataset *data,
-                               const ug_trainer_config *base, double tolerance, const char *what)
+                               const ug_trainer_config *base, double tolerance, const char *what, int64_t *best_epoch)
 {
     ug_trainer_config c = *base;
     c.batch_size = 12;
     c.accumulate = 4;
-    double losses[2][3] = {{0}};
+    double losses[2][MAX_EPOCHS] = {{0}};
+    REQUIRE(c.epochs <= MAX_EPOCHS);
     c.on_epoch = note_figures;
     c.user = losses[0];
     ug_trainer *t = NULL;
     ug_trainer_metrics evaluated[2] = {{0}};
     float *params[2] = {NULL};
-    int64_t n[2] = {0};
+    int64_t n[2] = {0}, best[2] = {-1, -1};
     if (OK(ug_trainer_create(cpu, data, NULL, build_staged, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
         OK(ug_trainer_evaluate(t, data, &evaluated[0])))
         params[0] = ts_model_params(ug_trainer_model(t), &n[0]);
+    best[0] = t ? ug_trainer_best_epoch(t, NULL) : -1;
     ug_trainer_free(t);
     t = NULL;
     char stages[80];
@@ -147,7 +151,12 @@ static void check_stages_match(const char *other, ug_device *cpu, const ug_datas
     if (OK(ug_trainer_create(NULL, data, NULL, build_staged, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
         OK(ug_trainer_evaluate(t, data, &evaluated[1])))
         params[1] = ts_model_params(ug_trainer_model(t), &n[1]);
+    best[1] = t ? ug_trainer_best_epoch(t, NULL) : -1;
     ug_trainer_free(t);
+    if (best_epoch)
+        *best_epoch = best[0];
+    CHECK_MSG(best[0] == best[1], "%s: the best epoch is %lld through the stages, %lld on one device", what,
+              (long long)best[1], (long long)best[0]);
     /* stage 0's model holds fc1 alone: one device's first 16 x 6 + 16 values */
     REQUIRE(params[0] && params[1] && n[1] == 16 * FEATURES + 16 && n[0] > n[1]);
     double scale = 0.0, worst = 0.0;
@@ -157,7 +166,7 @@ static void check_stages_match(const char *other, ug_device *cpu, const ug_datas
     }
     CHECK_MSG(worst <= tolerance * scale, "%s: stage 0's fc1 differs from one device's by %g (largest %g)", what,
               worst, scale);
-    for (int e = 0; e < 3; e++)
+    for (int e = 0; e < c.epochs; e++)
         CHECK_MSG(fabs(losses[1][e] - losses[0][e]) <= tolerance * losses[0][e], "%s: epoch %d's training loss: "
                   "%.7g through the stages, %.7g on one device", what, e + 1, losses[1][e], losses[0][e]);
     CHECK_MSG(evaluated[1].samples == SAMPLES && fabs(evaluated[1].loss - evaluated[0].loss) <= tolerance *
@@ -181,12 +190,46 @@ static void test_stages_from_one_field(ug_device *dev)
     ug_dataset *data = problem(13);
     REQUIRE(data && OK(ug_device_open("cpu", &cpu)));
     ug_trainer_config c = mlp_config();
-    check_stages_match(other, cpu, data, &c, 1e-4, "dropout");
+    check_stages_match(other, cpu, data, &c, 1e-4, "dropout", NULL);
     ug_trainer_config clipped = c;
     clipped.optimizer.max_grad_norm = 0.2f;
     clipped.precision = UG_F16;
     /* (a device with f16 arithmetic rounds to 11 bits) */
-    check_stages_match(other, cpu, data, &clipped, 2e-2, "clipped, f16");
+    check_stages_match(other, cpu, data, &clipped, 2e-2, "clipped, f16", NULL);
+    /* early stopping: the same epochs and best weights, kept whole in
+     * CHECKPOINT.best (every stage's part) */
+    char dir[] = "/tmp/ug-test-patience-XXXXXX", path[128], best_file[160];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/run.safetensors", dir);
+    snprintf(best_file, sizeof best_file, "%s.best", path);
+    ug_trainer_config patient = c;
+    patient.patience = 1;
+    patient.epochs = MAX_EPOCHS;
+    patient.optimizer.lr = 0.3f; /* a validation loss that does not fall every epoch */
+    patient.checkpoint = path;
+    int64_t best = -1;
+    check_stages_match(other, cpu, data, &patient, 1e-4, "patience", &best);
+    CHECK_MSG(best >= 0 && best < patient.epochs - 1, "patience: the best epoch is %lld of %lld: nothing was "
+              "stopped early or restored", (long long)best, (long long)patient.epochs);
+    /* the whole model's parameters (fc1 and fc2), loaded from it: a
+     * checkpoint missing one is refused */
+    ug_model *kept = NULL;
+    ug_graph *g = NULL;
+    ug_checkpoint *file = NULL;
+    ug_value *x = NULL, *y = NULL;
+    ug_trainer_outputs outs = {0};
+    static int no_dropout;
+    if (OK(ug_model_create(cpu, 1, &kept)) && OK(ug_graph_create(kept, &g)) &&
+        OK(ug_graph_input(g, "x", UG_F32, 2, (int64_t[]){4, FEATURES}, &x)) &&
+        OK(ug_graph_input(g, "y", UG_I32, 1, (int64_t[]){4}, &y)) && OK(build_staged(g, x, y, &no_dropout, &outs)) &&
+        OK(ug_checkpoint_create(&file)) && OK(ug_checkpoint_add_model(file, kept)))
+        CHECK_MSG(ug_checkpoint_load(file, best_file) == UG_OK, "the stages' best checkpoint: %s", ug_last_error());
+    ug_checkpoint_free(file);
+    ug_graph_free(g);
+    ug_model_free(kept);
+    unlink(best_file);
+    unlink(path);
+    rmdir(dir);
     ug_trainer *t = NULL;
     char stages[80];
     snprintf(stages, sizeof stages, "cpu,%s", other);
