@@ -179,18 +179,33 @@ static ug_status share_from_last_stage(ug_trainer *t, trainer_graph *tg, ug_trai
 {
     ug_comm *c = t->stage_comm;
     const int last = ug_comm_size(c) - 1;
+    const size_t cells = out->confusion ? (size_t)out->classes * (size_t)out->classes : 0;
     if (ug_comm_rank(c) == last) {
-        for (int r = 0; r < last; r++)
+        for (int r = 0; r < last; r++) {
             UG_TRY(c->engine->send(c, out, sizeof *out, r));
+            if (cells) /* the confusion matrix after them */
+                UG_TRY(c->engine->send(c, out->confusion, cells * sizeof *out->confusion, r));
+        }
         return UG_OK;
     }
     size_t bytes = 0;
     UG_TRY(c->engine->recv(c, out, sizeof *out, last, &bytes));
+    if (bytes != sizeof *out)
+        return ug_set_error(UG_ERR_BACKEND, "trainer: the last stage sent %zu bytes of figures, not %zu", bytes,
+                            sizeof *out);
     out->metric_names = (const char *const *)tg->metric_names;
+    if (!out->confusion)
+        return UG_OK;
+    const size_t sent = (size_t)out->classes * (size_t)out->classes;
     out->confusion = NULL;
-    return bytes == sizeof *out ? UG_OK
-                                : ug_set_error(UG_ERR_BACKEND, "trainer: the last stage sent %zu bytes of figures, "
-                                               "not %zu", bytes, sizeof *out);
+    int64_t *matrix = ug_realloc(t->confusion, (sent ? sent : 1) * sizeof *matrix);
+    if (!matrix)
+        return ug_set_error(UG_ERR_OUT_OF_MEMORY, "trainer: the confusion matrix (%lld classes)",
+                            (long long)out->classes);
+    t->confusion = matrix;
+    UG_TRY(c->engine->recv(c, matrix, sent * sizeof *matrix, last, &bytes));
+    out->confusion = matrix;
+    return UG_OK;
 }
 
 ug_status trainer_read_metrics(ug_trainer *t, trainer_graph *tg, int64_t samples, bool evaluation,

@@ -55,8 +55,7 @@ static const char *stage_refusal(const ug_trainer_config *c)
                         "the stages' devices)"
            : c->accumulate > 1 ? "accumulate with stages: the stages' micro_batches are the batch's accumulation"
            : c->batch_size == 0 ? "batch_size is 0 with stages: give the batch size (the search is not shared)"
-           : c->confusion ? "a confusion matrix with stages is not built yet"
-                          : NULL;
+                                : NULL;
 }
 
 /* op: the function refusing it, named in the message. */

@@ -278,8 +278,10 @@ typedef struct ug_trainer_config {
      * and shard_optimizer shards each stage's state over them. Gradient
      * clipping and f16's loss scaling take the norm of every stage's
      * gradients; with patience every stage keeps its best weights, and
-     * CHECKPOINT.best the whole model. Not with devices, accumulate,
-     * batch_size 0 or confusion. */
+     * CHECKPOINT.best the whole model; every stage's evaluations show the
+     * last stage's figures and confusion matrix. Not with devices,
+     * accumulate (the micro-batches are the batch's accumulation) or
+     * batch_size 0. */
     const char *stages;
     int micro_batches;
     /* With comm or devices: the optimizer's state sharded over the ranks

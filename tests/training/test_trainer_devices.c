@@ -135,9 +135,12 @@ static void check_stages_match(const char *other, ug_device *cpu, const ug_datas
     ug_trainer_metrics evaluated[2] = {{0}};
     float *params[2] = {NULL};
     int64_t n[2] = {0}, best[2] = {-1, -1};
+    int64_t confusion[2][CLASSES * CLASSES] = {{0}}; /* (valid while its trainer is) */
     if (OK(ug_trainer_create(cpu, data, NULL, build_staged, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
         OK(ug_trainer_evaluate(t, data, &evaluated[0])))
         params[0] = ts_model_params(ug_trainer_model(t), &n[0]);
+    if (evaluated[0].confusion && evaluated[0].classes == CLASSES)
+        memcpy(confusion[0], evaluated[0].confusion, sizeof confusion[0]);
     best[0] = t ? ug_trainer_best_epoch(t, NULL) : -1;
     ug_trainer_free(t);
     t = NULL;
@@ -151,10 +154,16 @@ static void check_stages_match(const char *other, ug_device *cpu, const ug_datas
     if (OK(ug_trainer_create(NULL, data, NULL, build_staged, NULL, &c, &t)) && OK(ug_trainer_fit(t)) &&
         OK(ug_trainer_evaluate(t, data, &evaluated[1])))
         params[1] = ts_model_params(ug_trainer_model(t), &n[1]);
+    if (evaluated[1].confusion && evaluated[1].classes == CLASSES)
+        memcpy(confusion[1], evaluated[1].confusion, sizeof confusion[1]);
     best[1] = t ? ug_trainer_best_epoch(t, NULL) : -1;
     ug_trainer_free(t);
     if (best_epoch)
         *best_epoch = best[0];
+    /* stage 0's evaluation shows the last stage's confusion matrix */
+    CHECK_MSG(!base->confusion || (evaluated[1].confusion && !memcmp(confusion[0], confusion[1], sizeof confusion[0])),
+              "%s: the stages' confusion matrix is %s one device's", what,
+              evaluated[1].confusion ? "not" : "missing, not");
     CHECK_MSG(best[0] == best[1], "%s: the best epoch is %lld through the stages, %lld on one device", what,
               (long long)best[1], (long long)best[0]);
     /* stage 0's model holds fc1 alone: one device's first 16 x 6 + 16 values */
@@ -178,9 +187,9 @@ static void check_stages_match(const char *other, ug_device *cpu, const ug_datas
 
 /* config.stages "cpu,<other>" (this device, or opencl:0 on cpu) trains
  * build_staged, fc1 on stage 0 and fc2 on stage 1, as one device does
- * (check_stages_match), with dropout; and with gradient clipping and f16
- * (one norm and one loss scale over both stages). What stages cannot take
- * is refused. */
+ * (check_stages_match), with dropout and a confusion matrix; with gradient
+ * clipping and f16 (one norm and one loss scale over both stages); with
+ * patience. What stages cannot take is refused. */
 static void test_stages_from_one_field(ug_device *dev)
 {
     const char *other = ts_second_stage(dev);
@@ -190,7 +199,9 @@ static void test_stages_from_one_field(ug_device *dev)
     ug_dataset *data = problem(13);
     REQUIRE(data && OK(ug_device_open("cpu", &cpu)));
     ug_trainer_config c = mlp_config();
-    check_stages_match(other, cpu, data, &c, 1e-4, "dropout", NULL);
+    c.confusion = true;
+    check_stages_match(other, cpu, data, &c, 1e-4, "dropout, a confusion matrix", NULL);
+    c.confusion = false;
     ug_trainer_config clipped = c;
     clipped.optimizer.max_grad_norm = 0.2f;
     clipped.precision = UG_F16;
