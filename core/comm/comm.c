@@ -90,8 +90,8 @@ void ug_comm_free(ug_comm *c)
     ug_comm_side_stop(c);
     ug_comm_data_parallel_free(c);
     c->engine->leave(c);
+    ug_comm_free_staging(c, c->staging);
     ug_device_close(c->device);
-    free(c->staging);
     free(c);
 }
 
@@ -146,21 +146,27 @@ static ug_status check_tensor(ug_comm *c, const ug_tensor *t, const char *op, co
     return UG_OK;
 }
 
-static ug_status grow(float **buffer, size_t *floats, size_t need, const char *op)
+/* A staging buffer of at least need floats (what it held is not kept),
+ * page-locked where the device's backend offers it, so that its transfers
+ * to and from the device run at the bus's speed. */
+static ug_status grow(ug_comm *c, float **buffer, size_t *floats, size_t need, const char *op)
 {
     if (*floats >= need)
         return UG_OK;
-    float *grown = ug_realloc(*buffer, (need ? need : 1) * sizeof *grown);
-    if (!grown)
+    void *grown = NULL;
+    if (ug_host_alloc(c->device, (need ? need : 1) * sizeof(float), &grown) != UG_OK)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu floats", op, need);
+    ug_host_free(c->device, *buffer);
     *buffer = grown;
     *floats = need;
     return UG_OK;
 }
 
+void ug_comm_free_staging(ug_comm *c, float *buffer) { ug_host_free(c->device, buffer); }
+
 static ug_status staging(ug_comm *c, size_t floats, const char *op)
 {
-    return grow(&c->staging, &c->staging_floats, floats, op);
+    return grow(c, &c->staging, &c->staging_floats, floats, op);
 }
 
 ug_status ug_comm_host_buffer(ug_comm *c, size_t floats, const char *op, float **out)
@@ -203,7 +209,7 @@ ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *t, ug_comm_op op, float *
     if (in_place)
         return c->engine->all_reduce(c, in_place, n, op);
     if (st == UG_OK)
-        st = grow(buffer, floats, n, "ug_comm_all_reduce");
+        st = grow(c, buffer, floats, n, "ug_comm_all_reduce");
     if (st == UG_OK)
         st = ug_tensor_download(t, *buffer, n * sizeof(float));
     if (st != UG_OK)
@@ -317,7 +323,7 @@ ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const
     float *host = host_memory(c, t, &st);
     const size_t staged = host ? 0 : n;
     if (st == UG_OK)
-        st = grow(buffer, floats, staged + block * (size + 1), "ug_comm_run_backward");
+        st = grow(c, buffer, floats, staged + block * (size + 1), "ug_comm_run_backward");
     if (st == UG_OK && !host) {
         host = *buffer;
         st = ug_tensor_download(t, host, n * sizeof(float));

@@ -92,6 +92,10 @@ ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, fl
 ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
                                       const int64_t *lengths, float **staging, size_t *staging_floats);
 
+/* comm.c: frees a staging buffer that the functions above grew (page-
+ * locked where the device's backend offers it). */
+void ug_comm_free_staging(ug_comm *c, float *buffer);
+
 /* comm.c: *out holds floats floats of host memory, the rank's staging
  * buffer (kept and grown between calls), for collectives on its thread. */
 ug_status ug_comm_host_buffer(ug_comm *c, size_t floats, const char *op, float **out);

@@ -131,10 +131,13 @@ static void describe(const boundary_layout *l, char *out, size_t len)
 }
 
 /* Both sides of the boundary between stage `before` and the next compare
- * the same two layouts, so both refuse with the same message. */
+ * the same two layouts, so both refuse with the same message. Float
+ * types may differ (devices that compute a half type and devices that
+ * compute it in f32): the sender casts to the receiver's. */
 static ug_status compare_layouts(int before, const boundary_layout *sent, const boundary_layout *declared)
 {
-    bool same = sent->dtype == declared->dtype && sent->ndim == declared->ndim &&
+    const bool floats = ug_dtype_is_float((ug_dtype)sent->dtype) && ug_dtype_is_float((ug_dtype)declared->dtype);
+    bool same = (sent->dtype == declared->dtype || floats) && sent->ndim == declared->ndim &&
                 !memcmp(sent->shape, declared->shape, sizeof(int64_t) * (size_t)sent->ndim);
     if (same)
         return UG_OK;
@@ -216,7 +219,7 @@ static ug_status check_stage(ug_pipeline *p, ug_value *value, ug_optimizer *opt)
 
 /* The layouts across this stage's two boundaries, each checked on both
  * sides; the receiver's masks start where the sender's stages stopped. */
-static ug_status exchange_layouts(ug_pipeline *p, ug_value *value)
+static ug_status exchange_layouts(ug_pipeline *p, ug_value **value)
 {
     ug_comm *c = p->comm;
     const bool last = p->stage == p->stages - 1;
@@ -232,10 +235,12 @@ static ug_status exchange_layouts(ug_pipeline *p, ug_value *value)
     }
     if (!last) {
         const boundary_layout sent =
-            layout_of(value, p->graph->run.first_dropout_stream + p->graph->run.dropout_streams);
+            layout_of(*value, p->graph->run.first_dropout_stream + p->graph->run.dropout_streams);
         UG_TRY(c->engine->send(c, &sent, sizeof sent, p->stage + 1));
         UG_TRY(c->engine->recv(c, &from_after, sizeof from_after, p->stage + 1, &bytes));
         ug_status theirs = compare_layouts(p->stage, &sent, &from_after);
+        if (theirs == UG_OK && sent.dtype != from_after.dtype) /* the next stage's type crosses */
+            theirs = ug_g_cast(p->graph, *value, (ug_dtype)from_after.dtype, value);
         if (mine == UG_OK)
             mine = theirs;
     }
@@ -321,7 +326,7 @@ ug_status ug_pipeline_compile(ug_pipeline *p, ug_value *value, ug_optimizer *opt
         mine = check_stage(p, value, opt);
     UG_TRY(agree(p, mine, "its stage"));
     p->training = opt != NULL;
-    UG_TRY(agree(p, exchange_layouts(p, value), "a boundary's layout"));
+    UG_TRY(agree(p, exchange_layouts(p, &value), "a boundary's layout"));
     mine = build_stage(p, value, opt);
     if (mine == UG_OK)
         mine = make_buffers(p);

@@ -150,7 +150,7 @@ void ug_comm_side_stop(ug_comm *c)
     pthread_join(s->thread, NULL);
     pthread_cond_destroy(&s->changed);
     pthread_mutex_destroy(&s->lock);
-    free(s->staging);
+    ug_comm_free_staging(c, s->staging);
     free(s);
     c->side = NULL;
 }

@@ -33,7 +33,7 @@
  * first step (ug_pipeline_memory). The last stage runs each micro-batch
  * forward and backward at once, as it arrives, in either schedule.
  * Activations and gradients travel between ranks through host memory
- * (ug_comm_send). */
+ * (ug_comm_send), page-locked where the backend has it. */
 #ifndef UNIGRAD_PIPELINE_H
 #define UNIGRAD_PIPELINE_H
 
@@ -106,7 +106,9 @@ UG_API ug_status ug_pipeline_set_replicas(ug_pipeline *pipeline, ug_comm *replic
  * evaluation: ug_pipeline_run then runs each micro-batch forward, and the
  * last stage's value may be any it computes, or NULL). Refused
  * on every stage, with the same message where both sides can tell: a
- * boundary whose two sides differ in dtype or shape, stages that differ
+ * boundary whose two sides differ in shape, or in dtype unless both are
+ * float types (a stage computing in f16 beside one computing in f32: the
+ * sender casts its output to the receiver's type), stages that differ
  * in micro-batches or schedule, two stages on one device of one process,
  * an output that does not depend on the stage's input. Gradient clipping
  * and f16's loss scaling take the norm of every stage's gradients (their

@@ -205,7 +205,8 @@ static void test_stages_from_one_field(ug_device *dev)
     ug_trainer_config clipped = c;
     clipped.optimizer.max_grad_norm = 0.2f;
     clipped.precision = UG_F16;
-    /* (a device with f16 arithmetic rounds to 11 bits) */
+    /* (a device with f16 arithmetic rounds to 11 bits; beside the cpu,
+     * which computes f16 in f32, what crosses is cast to its type) */
     check_stages_match(other, cpu, data, &clipped, 2e-2, "clipped, f16", NULL);
     /* early stopping: the same epochs and best weights, kept whole in
      * CHECKPOINT.best (every stage's part) */
