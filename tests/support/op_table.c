@@ -129,6 +129,7 @@ const op_building_block op_definition_blocks[] = {
     {"random", "random_ops (test_conformance)"},
     {"optimizer update", "test_optim"},
     {"optimizer step", "test_optim (schedules, clipping), test_loss_scaling"},
+    {"sum over ranks", "test_pipeline (clipping, loss_scaling: the stages' gradient norm)"},
 };
 const int op_definition_block_count = (int)(sizeof op_definition_blocks / sizeof op_definition_blocks[0]);
 
