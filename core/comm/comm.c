@@ -15,6 +15,7 @@
 #include "core/model/internal.h"
 #include "core/runtime/dispatch.h"
 #include "core/runtime/internal.h"
+#include "unigrad/ops.h"
 
 enum { MAX_LOCAL_RANKS = 64 };
 static const double default_timeout = 300.0;
@@ -302,13 +303,35 @@ ug_status ug_comm_reduce_scatter(ug_comm *c, const ug_tensor *in, ug_tensor *out
     return ug_tensor_upload(out, mine, n * sizeof(float));
 }
 
-ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
-                                      const int64_t *lengths, float **buffer, size_t *floats)
+/* elements [begin, begin + count) of t, flattened. */
+static ug_status flat_range(const ug_tensor *t, int64_t begin, int64_t count, ug_tensor **out)
 {
-    if (c->engine->device_all_reduce) /* (on the device: the whole of it, in place) */
-        return ug_comm_reduce_staged(c, t, UG_COMM_SUM, buffer, floats);
-    const size_t n = (size_t)ug_tensor_numel(t), size = (size_t)c->size;
-    /* Rank r's parts one after another, in a block as long as the longest's. */
+    const int64_t n = ug_tensor_numel(t);
+    ug_tensor *flat = NULL;
+    UG_TRY(ug_tensor_reshape(t, 1, &n, &flat));
+    ug_status st = ug_tensor_slice(flat, begin, count, out);
+    ug_tensor_free(flat);
+    return st;
+}
+
+ug_status ug_comm_copy_range(ug_tensor *dst, int64_t to, const ug_tensor *src, int64_t from, int64_t count)
+{
+    if (count == 0)
+        return UG_OK;
+    ug_tensor *a = NULL, *b = NULL;
+    ug_status st = flat_range(dst, to, count, &a);
+    if (st == UG_OK)
+        st = flat_range(src, from, count, &b);
+    if (st == UG_OK)
+        st = ug_tensor_copy(a, b);
+    ug_tensor_free(a);
+    ug_tensor_free(b);
+    return st;
+}
+
+/* Floats of the longest rank's parts of the segments, one after another. */
+static size_t parts_block(const ug_comm *c, int count, const int64_t *lengths)
+{
     size_t block = 0;
     for (int r = 0; r < c->size; r++) {
         size_t floats_of_r = 0;
@@ -319,6 +342,54 @@ ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const
         }
         block = floats_of_r > block ? floats_of_r : block;
     }
+    return block;
+}
+
+/* ug_comm_reduce_parts_staged on the device (NCCL, RCCL): the parts laid
+ * out rank after rank in a device buffer, reduce-scattered there, this
+ * rank's sums copied back. */
+static ug_status reduce_parts_on_device(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
+                                        const int64_t *lengths, size_t block)
+{
+    ug_tensor *blocks = NULL, *mine = NULL;
+    ug_status st = ug_tensor_create(c->device, UG_F32, 1, (int64_t[]){(int64_t)(block * (size_t)c->size)}, &blocks);
+    if (st == UG_OK)
+        st = ug_tensor_create(c->device, UG_F32, 1, (int64_t[]){(int64_t)block}, &mine);
+    if (st == UG_OK) /* the blocks' padding adds nothing */
+        st = ug_fill(blocks, 0.0f);
+    for (int r = 0; st == UG_OK && r < c->size; r++) {
+        int64_t to = r * (int64_t)block;
+        for (int s = 0; st == UG_OK && s < count; s++) {
+            int64_t begin, part;
+            ug_optim_shard_range(lengths[s], r, c->size, &begin, &part);
+            st = ug_comm_copy_range(blocks, to, t, offsets[s] + begin, part);
+            to += part;
+        }
+    }
+    if (st != UG_OK)
+        c->engine->fail(c, ug_last_error());
+    if (st == UG_OK)
+        st = c->engine->device_reduce_scatter(c, blocks, mine);
+    int64_t from = 0;
+    for (int s = 0; st == UG_OK && s < count; s++) {
+        int64_t begin, part;
+        ug_optim_shard_range(lengths[s], c->rank, c->size, &begin, &part);
+        st = ug_comm_copy_range(t, offsets[s] + begin, mine, from, part);
+        from += part;
+    }
+    ug_tensor_free(blocks);
+    ug_tensor_free(mine);
+    return st;
+}
+
+ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
+                                      const int64_t *lengths, float **buffer, size_t *floats)
+{
+    const size_t n = (size_t)ug_tensor_numel(t), size = (size_t)c->size;
+    /* Rank r's parts one after another, in a block as long as the longest's. */
+    const size_t block = parts_block(c, count, lengths);
+    if (c->engine->device_reduce_scatter)
+        return reduce_parts_on_device(c, t, count, offsets, lengths, block);
     ug_status st = UG_OK;
     float *host = host_memory(c, t, &st);
     const size_t staged = host ? 0 : n;

@@ -538,6 +538,6 @@ ug_status ug_comm_bucket_at(const ug_comm *c, int index, ug_comm_bucket *out)
     }
     *out = (ug_comm_bucket){.parameters = b->end - b->begin, .bytes = b->elements * (int64_t)sizeof(float),
                             .seconds = t.end - t.start, .hidden = hidden,
-                            .scattered = dp->scatter && !c->engine->device_all_reduce};
+                            .scattered = dp->scatter};
     return UG_OK;
 }

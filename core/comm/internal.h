@@ -88,10 +88,14 @@ ug_status ug_comm_reduce_staged(ug_comm *c, ug_tensor *tensor, ug_comm_op op, fl
  * summed over the ranks where this rank's part of each lies (rank r's
  * part of n elements: [n r / s, n (r + 1) / s), the sharded optimizer's),
  * by a reduce-scatter; the rest of t is left as it was. Staged through
- * *staging (grown as needed), as ug_comm_reduce_staged. */
+ * *staging (grown as needed), as ug_comm_reduce_staged, or on the device
+ * where the engine reduce-scatters device memory. */
 ug_status ug_comm_reduce_parts_staged(ug_comm *c, ug_tensor *t, int count, const int64_t *offsets,
                                       const int64_t *lengths, float **staging, size_t *staging_floats);
 
+/* comm.c: dst's elements [to, to + count) <- src's [from, from + count),
+ * both flattened, on their device. */
+ug_status ug_comm_copy_range(ug_tensor *dst, int64_t to, const ug_tensor *src, int64_t from, int64_t count);
 /* comm.c: frees a staging buffer that the functions above grew (page-
  * locked where the device's backend offers it). */
 void ug_comm_free_staging(ug_comm *c, float *buffer);

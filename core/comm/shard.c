@@ -125,33 +125,6 @@ static ug_status not_sharded_here(const ug_comm *c, const char *op, int size)
                         c->rank, c->size);
 }
 
-/* elements [begin, begin + count) of t, flattened. */
-static ug_status flat_range(const ug_tensor *t, int64_t begin, int64_t count, ug_tensor **out)
-{
-    const int64_t n = ug_tensor_numel(t);
-    ug_tensor *flat = NULL;
-    UG_TRY(ug_tensor_reshape(t, 1, &n, &flat));
-    ug_status st = ug_tensor_slice(flat, begin, count, out);
-    ug_tensor_free(flat);
-    return st;
-}
-
-/* dst's elements [to, to + count) <- src's [from, from + count). */
-static ug_status copy_range(ug_tensor *dst, int64_t to, const ug_tensor *src, int64_t from, int64_t count)
-{
-    if (count == 0)
-        return UG_OK;
-    ug_tensor *a = NULL, *b = NULL;
-    ug_status st = flat_range(dst, to, count, &a);
-    if (st == UG_OK)
-        st = flat_range(src, from, count, &b);
-    if (st == UG_OK)
-        st = ug_tensor_copy(a, b);
-    ug_tensor_free(a);
-    ug_tensor_free(b);
-    return st;
-}
-
 /* The gather where the engine gathers device memory in place (NCCL,
  * RCCL): the parts packed on the device, gathered there, and copied to
  * their places, with no trip through the host. */
@@ -167,7 +140,7 @@ static ug_status gather_on_device(ug_comm *c, ug_model *model, int64_t width, co
         ug_model_param_at(model, i, NULL, &t);
         int64_t begin, count;
         ug_optim_shard_range(ug_tensor_numel(t), c->rank, c->size, &begin, &count);
-        st = copy_range(mine, at, t, begin, count);
+        st = ug_comm_copy_range(mine, at, t, begin, count);
         at += (ug_tensor_numel(t) + c->size - 1) / c->size;
     }
     if (st != UG_OK) /* the others must not wait for this rank's part */
@@ -182,7 +155,7 @@ static ug_status gather_on_device(ug_comm *c, ug_model *model, int64_t width, co
         for (int r = 0; st == UG_OK && r < c->size; r++) {
             int64_t begin, count;
             ug_optim_shard_range(n, r, c->size, &begin, &count);
-            st = copy_range(t, begin, all, r * width + at, count);
+            st = ug_comm_copy_range(t, begin, all, r * width + at, count);
         }
         if (st == UG_OK && copy) /* the half copy follows, as ug_model_write_param's */
             st = ug_launch_unary(op, UG_UNARY_COPY, 1.0f, 0.0f, copy, t);

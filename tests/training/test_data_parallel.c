@@ -18,8 +18,10 @@
  * the compute a rank measures leaves out its all-reduces' waits.
  * NCCL (ug_comm_nccl_create, on the emulated CUDA device through a stand-in
  * libnccl.so.2): collectives against sums worked out in double, and the
- * replicas' training equal to one device's; elsewhere refused on every
- * rank, the bootstrap communicator left whole. */
+ * replicas' training equal to one device's, and sharded (the gradients
+ * reduce-scattered and the parameters gathered on the devices) the
+ * unsharded run's bits; elsewhere refused on every rank, the bootstrap
+ * communicator left whole. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -709,6 +711,9 @@ static void test_nccl(ug_device *dev)
                     break;
                 }
         CHECK_MSG(k->sharded.status == UG_OK, "rank %d: training sharded: %s", r, k->sharded.message);
+        CHECK_MSG(!k->rep.scattered && k->sharded.scattered == REPLICA_STEPS, "rank %d: the gradients were "
+                  "reduce-scattered in %d updates of %d sharded (%d unsharded)", r, k->sharded.scattered,
+                  REPLICA_STEPS, k->rep.scattered);
         for (int s = 0; k->sharded.status == UG_OK && s < REPLICA_STEPS; s++)
             if (k->sharded.step_hash[s] != k->rep.step_hash[s]) {
                 th_fail(TH_LOC, "rank %d: sharded, its parameters after step %d differ from the unsharded run's", r,
