@@ -569,6 +569,7 @@ typedef struct nccl_rank {
     char engine[16];          /* ug_comm_engine's name for the new communicator */
     double worst_collective;  /* the largest error of the collectives against double sums */
     replica rep, sharded;     /* the optimizer whole, and sharded (its parts gathered on the devices) */
+    bool split_refused;       /* ug_comm_split, refused with its reason */
 } nccl_rank;
 
 static float nccl_value(int r, int i) { return (float)((r + 1) * 0.25 + i * 0.013 - (i % 5) * 0.4); }
@@ -650,6 +651,9 @@ static void *nccl_main(void *arg)
         return NULL;
     }
     snprintf(r->engine, sizeof r->engine, "%s", ug_comm_engine(r->comm));
+    ug_comm *part = NULL; /* split the bootstrap instead, and make one over each part */
+    r->split_refused = ug_comm_split(r->comm, 0, 0, NULL, &part) == UG_ERR_UNSUPPORTED &&
+                       strstr(ug_last_error(), "split its bootstrap") && !part;
     r->worst_collective = nccl_collectives(r->comm, ug_comm_size(r->comm));
     r->rep.comm = r->comm;
     replica_run(&r->rep);
@@ -701,6 +705,7 @@ static void test_nccl(ug_device *dev)
                   k->engine);
         CHECK_MSG(k->worst_collective == 0.0, "rank %d: the collectives are %g from the sums in double", r,
                   k->worst_collective);
+        CHECK_MSG(k->split_refused, "rank %d: splitting an NCCL communicator was not refused so", r);
         CHECK_MSG(k->rep.status == UG_OK, "rank %d: training: %s", r, k->rep.message);
         double worst = replica_distance(&k->rep, &one);
         CHECK_MSG(worst < 1e-5, "rank %d is %g from one device on the global batch", r, worst);
