@@ -35,8 +35,8 @@ ug_status ug_pipeline_agree_replicas(ug_pipeline *p, ug_status compiled)
 {
     if (!p->replicas)
         return compiled;
-    const char *op = "ug_pipeline_compile";
-    char stage[16], stages[16], micro[16], verdict[UG_COMM_FIELD_TEXT];
+    char op[64], stage[16], stages[16], micro[16], verdict[UG_COMM_FIELD_TEXT];
+    snprintf(op, sizeof op, "ug_pipeline_compile: stage %d's replicas", p->stage);
     snprintf(stage, sizeof stage, "%d", p->stage);
     snprintf(stages, sizeof stages, "%d", p->stages);
     snprintf(micro, sizeof micro, "%d", p->micro_batches);
@@ -50,9 +50,9 @@ ug_status ug_pipeline_agree_replicas(ug_pipeline *p, ug_status compiled)
         op);
     if (compiled != UG_OK)
         return compiled;
-    if (agreed == UG_OK) /* the replicas start alike, whatever each drew */
-        agreed = ug_comm_broadcast_model(p->replicas, p->graph->model);
-    return agreed != UG_OK ? ug_prefix_error(agreed, "stage %d's replicas", p->stage) : UG_OK;
+    if (agreed == UG_OK && (agreed = ug_comm_broadcast_model(p->replicas, p->graph->model)) != UG_OK)
+        ug_prefix_error(agreed, "%s", op); /* (the replicas start alike, whatever each drew) */
+    return agreed;
 }
 
 ug_status ug_pipeline_reduce_replicas(ug_pipeline *p)

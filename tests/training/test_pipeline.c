@@ -9,7 +9,8 @@
  * products differently), with uneven micro-batches, dropout (the same
  * masks), bf16, clipping (one norm over both stages) and a loss scaler
  * whose first steps overflow (skipped on both, as on one device); two
- * pipelines side by side (a grid), the optimizer whole or sharded. Each
+ * pipelines side by side (a grid), the optimizer whole or sharded, and
+ * pipelines whose layouts differ refused on every stage of both. Each
  * stage's memory is its plan and its inputs in flight. Refused on both
  * stages with the same words: two stages on one device, a boundary whose
  * sides differ, a last stage whose loss does not depend on its input (the
@@ -47,6 +48,7 @@ typedef struct setup {
     int replicas;             /* pipelines side by side, each a part of the rows (0: one) */
     float clip;               /* the optimizer's max_grad_norm (0: none) */
     bool scaled;              /* a loss scaler that starts too high: the first steps overflow and are skipped */
+    int replica1_micro_batches; /* the second pipeline's micro-batches (0: as the first's) */
     bool shard;               /* the optimizer sharded over the replicas */
 } setup;
 
@@ -218,7 +220,9 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     const int stage = ug_comm_rank(r->comm), stages = ug_comm_size(r->comm);
     /* with replicas, each pipeline its part of the rows and micro-batches */
     const int parts = s->replicas ? s->replicas : 1, replica = r->replicas ? ug_comm_rank(r->replicas) : 0;
-    const int micro = stage && s->stage1_micro_batches ? s->stage1_micro_batches : s->micro_batches / parts;
+    const int micro = stage && s->stage1_micro_batches ? s->stage1_micro_batches
+                      : replica && s->replica1_micro_batches ? s->replica1_micro_batches
+                                                             : s->micro_batches / parts;
     const int64_t most = s->rows / s->micro_batches + 1, rows = s->rows / parts, first = rows * replica;
     /* stage 0's on cpu: what crosses the boundary */
     const ug_dtype half = s->boundary;
@@ -474,13 +478,10 @@ static void test_bf16(ug_device *dev)
  * halves' micro-batches, the replicas' mean loss against its loss. With
  * shard, Adam's state sharded over each stage's replicas: a part of it on
  * each (the plan's figures). */
-static void run_grid(const setup *s, double tolerance, const char *what, stage_rank ranks[2][2])
+/* The four stages of two pipelines on their threads: stage 0 of each on
+ * cpu, stage 1 on other. */
+static void grid_threads(ug_device *cpu, ug_device *other, const setup *with, stage_rank ranks[2][2])
 {
-    ug_device *cpu = NULL, *other = second_device();
-    if (!other)
-        return;
-    REQUIRE_OK(ug_device_open("cpu", &cpu));
-    const setup with = prepare(cpu, s);
     ug_comm *stages[2][2], *replicas[2][2]; /* [replica][stage], [stage][replica] */
     for (int k = 0; k < 2; k++) {
         REQUIRE_OK(ug_comm_local_create(2, (ug_device *[]){cpu, other}, stages[k]));
@@ -490,7 +491,7 @@ static void run_grid(const setup *s, double tolerance, const char *what, stage_r
     for (int k = 0; k < 2; k++)
         for (int stage = 0; stage < 2; stage++) {
             stage_rank *r = &ranks[k][stage];
-            *r = (stage_rank){.comm = stages[k][stage], .replicas = replicas[stage][k], .s = with};
+            *r = (stage_rank){.comm = stages[k][stage], .replicas = replicas[stage][k], .s = *with};
             ug_comm_set_timeout(r->comm, 60.0);
             ug_comm_set_timeout(r->replicas, 60.0);
             pthread_create(&threads[k][stage], NULL, stage_main, r);
@@ -498,6 +499,16 @@ static void run_grid(const setup *s, double tolerance, const char *what, stage_r
     for (int k = 0; k < 2; k++)
         for (int stage = 0; stage < 2; stage++)
             pthread_join(threads[k][stage], NULL);
+}
+
+static void run_grid(const setup *s, double tolerance, const char *what, stage_rank ranks[2][2])
+{
+    ug_device *cpu = NULL, *other = second_device();
+    if (!other)
+        return;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    const setup with = prepare(cpu, s);
+    grid_threads(cpu, other, &with, ranks);
     setup each = with; /* what a stage of one pipeline runs */
     each.micro_batches /= 2;
     for (int step = 0; step < STEPS; step++) /* the batch's mean: the halves' */
@@ -529,6 +540,22 @@ static void test_grid(ug_device *dev)
             CHECK_MSG(held < whole_bytes, "pipeline %d, stage %d: the sharded optimizer's plan holds %llu bytes, the "
                       "whole state %llu", k, stage, (unsigned long long)held, (unsigned long long)whole_bytes);
         }
+    /* pipelines whose layouts differ: refused on every stage of both */
+    ug_device *cpu = NULL, *other = second_device();
+    if (!other)
+        return;
+    REQUIRE_OK(ug_device_open("cpu", &cpu));
+    static stage_rank refused[2][2];
+    grid_threads(cpu, other, &(setup){.micro_batches = 4, .rows = 24, .replicas = 2, .replica1_micro_batches = 1},
+                 refused);
+    for (int k = 0; k < 2; k++)
+        for (int stage = 0; stage < 2; stage++)
+            CHECK_MSG(refused[k][stage].status != UG_OK &&
+                          strstr(refused[k][stage].message, "replicas: rank 1's micro-batches is 1, rank 0's 2"),
+                      "pipelines of 2 and 1 micro-batches: pipeline %d, stage %d gave %d: %s", k, stage,
+                      (int)refused[k][stage].status, refused[k][stage].message);
+    ug_device_close(cpu);
+    ug_device_close(other);
 }
 
 /* Both stages refused with one message holding want. */
