@@ -605,6 +605,12 @@ typedef ug_status ug_read_fn(ug_bdev *dev, void *dst, ug_mem src, size_t src_off
 typedef ug_status ug_copy_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_mem src,
                              size_t src_offset_bytes, size_t bytes);
 typedef ug_status ug_synchronize_fn(ug_bdev *dev);
+/* Optional: bytes of src, on src_dev (another device of this backend), to
+ * dst on dev, device to device where the devices can reach each other
+ * (the runtime goes through the host where not), queued on dev's stream.
+ * The caller has waited for src_dev's work. */
+typedef ug_status ug_copy_peer_fn(ug_bdev *dev, ug_mem dst, size_t dst_offset_bytes, ug_bdev *src_dev,
+                                  ug_mem src, size_t src_offset_bytes, size_t bytes);
 typedef void *ug_host_alloc_fn(ug_bdev *dev, size_t bytes);
 typedef void ug_host_free_fn(ug_bdev *dev, void *ptr);
 /* Streams and events: see the top of this file. stream_destroy finishes the
@@ -680,6 +686,7 @@ typedef struct ug_backend {
     ug_read_fn *read;
     ug_copy_fn *copy;
     ug_synchronize_fn *synchronize;
+    ug_copy_peer_fn *copy_peer; /* optional */
     /* Optional: page-locked host memory. */
     ug_host_alloc_fn *host_alloc;
     ug_host_free_fn *host_free;
@@ -736,7 +743,7 @@ typedef struct ug_backend {
         .device_open = prefix##_device_open, .device_close = prefix##_device_close,      \
         .shutdown = prefix##_shutdown, .alloc = prefix##_alloc,                          \
         .release = prefix##_release, .write = prefix##_write, .read = prefix##_read,     \
-        .copy = prefix##_copy, .synchronize = prefix##_synchronize,                      \
+        .copy = prefix##_copy, .synchronize = prefix##_synchronize, .copy_peer = NULL,   \
         .host_alloc = prefix##_host_alloc, .host_free = prefix##_host_free,              \
         .stream_create = prefix##_stream_create, .stream_destroy = prefix##_stream_destroy, \
         .stream_bind = prefix##_stream_bind,                                             \

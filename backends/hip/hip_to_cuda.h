@@ -44,6 +44,7 @@
 #define hipHostMalloc cudaHostAlloc
 #define hipHostFree cudaFreeHost
 #define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemcpyPeerAsync cudaMemcpyPeerAsync
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize

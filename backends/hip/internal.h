@@ -223,6 +223,7 @@ ug_release_fn ug_hip_release;
 ug_write_fn ug_hip_write;
 ug_read_fn ug_hip_read;
 ug_copy_fn ug_hip_copy;
+ug_copy_peer_fn ug_hip_copy_peer;
 ug_synchronize_fn ug_hip_synchronize;
 ug_host_alloc_fn ug_hip_host_alloc;
 ug_host_free_fn ug_hip_host_free;

@@ -77,6 +77,17 @@ ug_status ug_hip_copy(ug_bdev *dev, ug_mem dst, size_t dst_off, ug_mem src, size
     return finish(dev, e, UG_HIP_RT "MemcpyAsync (device to device)", false);
 }
 
+ug_status ug_hip_copy_peer(ug_bdev *dev, ug_mem dst, size_t dst_off, ug_bdev *src_dev, ug_mem src, size_t src_off,
+                           size_t bytes)
+{
+    ug_status st = ug_hip_enter(dev);
+    if (st != UG_OK || bytes == 0)
+        return st;
+    hipError_t e = hipMemcpyPeerAsync((char *)dst + dst_off, dev->ordinal, (const char *)src + src_off,
+                                      src_dev->ordinal, bytes, ug_hip_current(dev)->stream);
+    return finish(dev, e, UG_HIP_RT "MemcpyPeerAsync", false);
+}
+
 void *ug_hip_host_alloc(ug_bdev *dev, size_t bytes)
 {
     if (ug_hip_enter(dev) != UG_OK)

@@ -386,6 +386,7 @@ ug_backend_module_entry(int host_version, const ug_backend_host *host, const cha
         return NULL;
     }
     ug_hip_host = host;
+    g_backend.copy_peer = ug_hip_copy_peer;
     g_backend.stream_capture_begin = ug_hip_stream_capture_begin;
     g_backend.stream_capture_end = ug_hip_stream_capture_end;
     g_backend.stream_replay = ug_hip_stream_replay;

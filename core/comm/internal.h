@@ -36,6 +36,13 @@ typedef struct comm_engine {
      * UG_ERR_SHAPE, its size in *bytes. */
     ug_status (*send)(ug_comm *c, const void *data, size_t bytes, int dest);
     ug_status (*recv)(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes);
+    /* Optional (ranks sharing an address space): a message of bytes and a
+     * tensor on the sender's device, which the message owns from the call
+     * on (freed by it on failure); recv_tensor receives either kind
+     * (*tensor NULL for bytes alone), the tensor then the caller's. */
+    ug_status (*send_tensor)(ug_comm *c, const void *data, size_t bytes, ug_tensor *tensor, int dest);
+    ug_status (*recv_tensor)(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes,
+                             ug_tensor **tensor);
     /* Optional, a collective (ug_comm_split): made, this rank's new comm
      * (its engine, device and timeout set), takes the group of the ranks
      * of c with its color, ranked by key, then by rank in c: the engine
@@ -74,6 +81,10 @@ struct ug_comm {
     bool overlap_off;         /* ug_comm_set_overlap(false): buckets reduced after backward */
     comm_side *side;          /* the communication thread, made on first use (side.c) */
     comm_data_parallel *data_parallel; /* data_parallel.c's state */
+    /* Bytes of the messages received (ug_comm_recv): device to device
+     * (ranks of one process on one backend's devices), or through host
+     * memory. */
+    uint64_t received_direct, received_staged;
     double debug_seconds_per_row; /* test hook: > 0 replaces the timed compute (ug_comm_debug_seconds_per_row) */
     double debug_backward_delay;  /* test hook: seconds added to each timed backward (ug_comm_debug_slow) */
 };

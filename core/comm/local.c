@@ -30,9 +30,11 @@ typedef struct slot {
     uint64_t arrived;         /* the generation the rank last arrived at */
 } slot;
 
-/* A point-to-point message, queued for its receiver. */
+/* A point-to-point message, queued for its receiver: bytes, and a tensor
+ * on the sender's device that the message owns (send_tensor) or NULL. */
 typedef struct message {
     struct message *next;
+    ug_tensor *tensor;
     size_t bytes;
     unsigned char data[];
 } message;
@@ -236,15 +238,17 @@ static ug_status local_barrier(ug_comm *c)
     return st;
 }
 
-/* Queues a copy for dest and returns: the sender never waits for the
- * receiver, so two ranks may send to each other at once. */
-static ug_status local_send(ug_comm *c, const void *data, size_t bytes, int dest)
+/* Queues a copy of the bytes (and tensor, which the message then owns)
+ * for dest and returns: the sender never waits for the receiver, so two
+ * ranks may send to each other at once. */
+static ug_status queue_message(ug_comm *c, const void *data, size_t bytes, ug_tensor *tensor, int dest)
 {
     group *g = group_of(c);
     message *m = ug_malloc(sizeof *m + (bytes ? bytes : 1));
     if (!m)
         return ug_set_error(UG_ERR_OUT_OF_MEMORY, "ug_comm_send: out of host memory for %zu bytes", bytes);
     m->next = NULL;
+    m->tensor = tensor;
     m->bytes = bytes;
     memcpy(m->data, data, bytes);
     pthread_mutex_lock(&g->lock);
@@ -261,10 +265,24 @@ static ug_status local_send(ug_comm *c, const void *data, size_t bytes, int dest
     return UG_OK;
 }
 
+static ug_status local_send(ug_comm *c, const void *data, size_t bytes, int dest)
+{
+    return queue_message(c, data, bytes, NULL, dest);
+}
+
+static ug_status local_send_tensor(ug_comm *c, const void *data, size_t bytes, ug_tensor *tensor, int dest)
+{
+    const ug_status st = queue_message(c, data, bytes, tensor, dest);
+    if (st != UG_OK)
+        ug_tensor_free(tensor);
+    return st;
+}
+
 /* The oldest message from source, waiting at most the timeout (which
- * breaks the group: the sender stopped). One larger than capacity stays
- * queued: UG_ERR_SHAPE, its size in *bytes. */
-static ug_status local_recv(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes)
+ * breaks the group: the sender stopped); its tensor to *tensor where the
+ * caller takes one (else a message with one is refused). One larger than
+ * capacity stays queued: UG_ERR_SHAPE, its size in *bytes. */
+static ug_status receive(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes, ug_tensor **tensor)
 {
     group *g = group_of(c);
     const size_t box = (size_t)source * (size_t)g->size + (size_t)c->rank;
@@ -284,6 +302,8 @@ static ug_status local_recv(ug_comm *c, void *data, size_t capacity, int source,
     else if (m->bytes > capacity)
         st = ug_set_error(UG_ERR_SHAPE, "ug_comm_recv: rank %d sent %zu bytes, more than the %zu received into",
                           source, m->bytes, capacity);
+    else if (m->tensor && !tensor)
+        st = ug_set_error(UG_ERR_STATE, "ug_comm_recv: rank %d sent a tensor where bytes were awaited", source);
     else
         g->mail[box] = m->next;
     pthread_mutex_unlock(&g->lock);
@@ -293,8 +313,21 @@ static ug_status local_recv(ug_comm *c, void *data, size_t capacity, int source,
     }
     memcpy(data, m->data, m->bytes);
     *bytes = m->bytes;
+    if (tensor)
+        *tensor = m->tensor;
     free(m);
     return UG_OK;
+}
+
+static ug_status local_recv(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes)
+{
+    return receive(c, data, capacity, source, bytes, NULL);
+}
+
+static ug_status local_recv_tensor(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes,
+                                   ug_tensor **tensor)
+{
+    return receive(c, data, capacity, source, bytes, tensor);
 }
 
 static void break_locked(group *g, int rank, const char *why)
@@ -321,6 +354,7 @@ static void free_group(group *g)
     for (size_t box = 0; box < (size_t)g->size * (size_t)g->size; box++)
         for (message *m = g->mail[box], *next; m; m = next) {
             next = m->next;
+            ug_tensor_free(m->tensor);
             free(m);
         }
     free(g->mail);
@@ -391,7 +425,8 @@ const comm_engine ug_comm_local_engine = {
     .name = "in-process", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
     .all_gather = local_all_gather, .reduce_scatter = local_reduce_scatter, .barrier = local_barrier,
     .fail = local_fail, .leave = local_leave,
-    .send = local_send, .recv = local_recv, .split = local_split};
+    .send = local_send, .recv = local_recv, .send_tensor = local_send_tensor, .recv_tensor = local_recv_tensor,
+    .split = local_split};
 
 void *ug_comm_local_group(int size)
 {

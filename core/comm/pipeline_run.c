@@ -177,6 +177,7 @@ ug_status ug_pipeline_run(ug_pipeline *p)
     if (!p->compiled)
         return ug_set_error(UG_ERR_STATE, "ug_pipeline_run: compile stage %d first (ug_pipeline_compile)", p->stage);
     const double start = ug_seconds_now();
+    const uint64_t direct = p->comm->received_direct, staged = p->comm->received_staged;
     stage_run r = {.p = p, .first_run = p->graph->runs};
     p->last_rows = 0;
     ug_status st = batch_rows(p, &r.batch_rows);
@@ -205,6 +206,8 @@ ug_status ug_pipeline_run(ug_pipeline *p)
     }
     const double end = ug_seconds_now();
     p->timing = (ug_pipeline_timing){.seconds = end - start, .busy_seconds = r.busy + (end - update),
-                                     .waiting_seconds = r.waiting};
+                                     .waiting_seconds = r.waiting,
+                                     .direct_bytes = p->comm->received_direct - direct,
+                                     .staged_bytes = p->comm->received_staged - staged};
     return UG_OK;
 }

@@ -157,6 +157,21 @@ ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem 
     return on_device(st, what, "on", device);
 }
 
+ug_status ug_call_copy_peer(ug_device *device, ug_mem dst, size_t dst_offset, ug_device *src_device, ug_mem src,
+                            size_t src_offset, size_t bytes, const char *what)
+{
+    if (device->backend != src_device->backend || !device->backend->copy_peer || ug_recording(device) ||
+        ug_recording(src_device))
+        return UG_ERR_UNSUPPORTED; /* (no message: the caller takes the host's way) */
+    UG_TRY(ug_call_stream_synchronize(src_device, ug_current_bstream(src_device), what));
+    ug_status st = UG_OK;
+    PROFILED_TRANSFER(device, "copy from another device", bytes,
+                      ON_CURRENT_STREAM(device, st = device->backend->copy_peer(device->bdev, dst, dst_offset,
+                                                                                src_device->bdev, src, src_offset,
+                                                                                bytes)));
+    return on_device(st, what, "on", device);
+}
+
 ug_status ug_call_synchronize(ug_device *device, const char *what)
 {
     REFUSED_WHILE_RECORDING(device, "a wait for the device");

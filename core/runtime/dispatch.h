@@ -35,6 +35,12 @@ ug_status ug_call_read(ug_device *device, void *dst, ug_mem src, size_t src_offs
                        bool blocking, const char *what);
 ug_status ug_call_copy(ug_device *device, ug_mem dst, size_t dst_offset, ug_mem src,
                        size_t src_offset, size_t bytes, const char *what);
+/* src's bytes on src_device (of device's backend) to dst on device,
+ * device to device, once src_device's current stream has finished what it
+ * holds; UG_ERR_UNSUPPORTED where the backend has no peer copies or a
+ * recording is under way (the caller goes through the host). */
+ug_status ug_call_copy_peer(ug_device *device, ug_mem dst, size_t dst_offset, ug_device *src_device, ug_mem src,
+                            size_t src_offset, size_t bytes, const char *what);
 ug_status ug_call_synchronize(ug_device *device, const char *what);
 /* The backend's autotune entry (the caller has checked it has one). */
 ug_status ug_call_autotune(ug_device *device, char *report, size_t report_len);

@@ -120,6 +120,10 @@ ug_status ug_resolve_reshape(int from_ndim, const int64_t *from_shape, int ndim,
 ug_status ug_tensor_new(ug_device *device, ug_dtype dtype, int ndim, const int64_t *shape,
                         const char *op, ug_tensor **out);
 ug_kview ug_kview_of(const ug_tensor *tensor);
+/* ug_tensor_copy, saying in *direct (when not NULL) whether the bytes went
+ * device to device (one device, or peers of one backend) rather than
+ * through host memory. */
+ug_status ug_tensor_copy_direct(ug_tensor *dst, const ug_tensor *src, bool *direct);
 /* A tensor handle over existing storage (retained) at an element offset. */
 ug_status ug_tensor_over_storage(ug_storage *storage, ug_dtype dtype, int ndim,
                                  const int64_t *shape, int64_t offset, ug_tensor **out);

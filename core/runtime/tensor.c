@@ -239,8 +239,12 @@ ug_status ug_tensor_download_async(const ug_tensor *t, void *data, size_t bytes)
     return download(t, data, bytes, false, "ug_tensor_download_async");
 }
 
-ug_status ug_tensor_copy(ug_tensor *dst, const ug_tensor *src)
+ug_status ug_tensor_copy(ug_tensor *dst, const ug_tensor *src) { return ug_tensor_copy_direct(dst, src, NULL); }
+
+ug_status ug_tensor_copy_direct(ug_tensor *dst, const ug_tensor *src, bool *direct)
 {
+    if (direct)
+        *direct = true;
     UG_TRY(ug_check_tensor(dst, "ug_tensor_copy", "dst"));
     UG_TRY(ug_check_tensor(src, "ug_tensor_copy", "src"));
     char a[96], b[96];
@@ -273,8 +277,13 @@ ug_status ug_tensor_copy(ug_tensor *dst, const ug_tensor *src)
         }
         return ug_call_copy(dd, dst->storage->mem, d0, src->storage->mem, s0, bytes, "ug_tensor_copy");
     }
-    /* Across devices (and backends) the data goes through host memory;
-     * pinned where the source offers it. */
+    /* Across devices of one backend that copies between them, device to
+     * device; else through host memory, pinned where the source offers it. */
+    if (ug_call_copy_peer(dd, dst->storage->mem, byte_offset(dst), sd, src->storage->mem, byte_offset(src), bytes,
+                          "ug_tensor_copy") == UG_OK)
+        return UG_OK;
+    if (direct)
+        *direct = false;
     void *staging = NULL;
     UG_TRY(ug_host_alloc(sd, bytes, &staging));
     ug_status st = download(src, staging, bytes, true, "ug_tensor_copy");

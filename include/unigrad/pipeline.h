@@ -32,8 +32,10 @@
  * with GPipe and at most (stages - stage) with 1F1B, known before the
  * first step (ug_pipeline_memory). The last stage runs each micro-batch
  * forward and backward at once, as it arrives, in either schedule.
- * Activations and gradients travel between ranks through host memory
- * (ug_comm_send), page-locked where the backend has it. */
+ * Activations and gradients travel between ranks (ug_comm_send) device to
+ * device between stages of one process on devices of one backend that
+ * reach each other (two CUDA or two HIP GPUs), else through host memory,
+ * page-locked where the backend has it. */
 #ifndef UNIGRAD_PIPELINE_H
 #define UNIGRAD_PIPELINE_H
 
@@ -143,6 +145,10 @@ typedef struct ug_pipeline_timing {
     double seconds;         /* the run, from its start to the update's end */
     double busy_seconds;    /* forward and backward passes, sends included */
     double waiting_seconds; /* waiting for the neighbours' messages */
+    /* Bytes the stage received in it (activations, gradients): device to
+     * device (stages of one process on devices of one backend that reach
+     * each other), and through host memory. */
+    uint64_t direct_bytes, staged_bytes;
 } ug_pipeline_timing;
 UG_API ug_status ug_pipeline_last_timing(const ug_pipeline *pipeline, ug_pipeline_timing *out);
 

@@ -439,6 +439,13 @@ cudaError_t cudaGetLastError(void)
 cudaError_t cudaGetDeviceCount(int *count)
 {
     EMU_LOCKED;
+    /* UG_EMU_DEVICES=N: a machine of N GPUs (one address space), for a
+     * pipeline's stages or replicas on several */
+    static bool configured;
+    const char *devices = getenv("UG_EMU_DEVICES");
+    if (!configured && devices && atoi(devices) >= 1 && atoi(devices) <= 8)
+        g_machine.devices = atoi(devices);
+    configured = true;
     *count = g_machine.devices;
     return record(g_machine.devices > 0 ? cudaSuccess : cudaErrorNoDevice);
 }
@@ -564,6 +571,25 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     /* Captured, the host side is read or written when the graph replays,
      * so it must still be there then (as with CUDA). Overlapping ranges
      * are an error (ASan reports them). */
+    on_stream(stream, [dst, src, bytes] { memcpy(dst, src, bytes); });
+    return cudaSuccess;
+}
+
+/* Both sides are device memory (of any of the machine's devices: one
+ * address space), copied in order on stream. */
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
+                                cudaStream_t stream)
+{
+    EMU_LOCKED;
+    if (dst_device < 0 || dst_device >= g_machine.devices || src_device < 0 || src_device >= g_machine.devices)
+        return record(cudaErrorInvalidDevice);
+    if (!stream_ok(stream))
+        return record(cudaErrorInvalidResourceHandle);
+    if (!device_range(dst, bytes) || !device_range(src, bytes)) {
+        if (Capture *c = capture_of(stream))
+            c->invalid = true;
+        return record(cudaErrorInvalidValue);
+    }
     on_stream(stream, [dst, src, bytes] { memcpy(dst, src, bytes); });
     return cudaSuccess;
 }

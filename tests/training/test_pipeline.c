@@ -209,6 +209,7 @@ typedef struct stage_rank {
     uint64_t input_bytes;     /* one micro-batch's input to this stage */
     uint64_t gradient_bytes;  /* the gradient of its output it receives */
     int64_t skipped;          /* updates its loss scaler skipped */
+    ug_pipeline_timing timing; /* of its last update */
 } stage_rank;
 
 /* This rank's stage, built, given the reference's initial parameters, and
@@ -292,6 +293,7 @@ static ug_status run_stage(stage_rank *r, ug_model **m, ug_graph **g, ug_optimiz
     for (int i = 0; i < PARAMS; i++)
         if (stage_of(i, stages) == stage)
             TRY(ug_model_read_param(*m, param_names[i], r->after[i], (size_t)param_numel(i) * sizeof(float)));
+    TRY(ug_pipeline_last_timing(*p, &r->timing));
     ug_loss_scaler_state scaler = {0};
     if (s->scaled)
         TRY(ug_optimizer_loss_scaler(*opt, &scaler));
@@ -335,14 +337,35 @@ static void run_pipeline(ug_device *first, ug_device *second, const setup *s, st
         pthread_join(threads[k], NULL);
 }
 
-static ug_device *second_device(void)
+/* Stage i's device: UG_TEST_STAGES's i-th ("cuda:0,cuda:1"), else cpu
+ * and opencl:0. */
+static ug_device *stage_device(int i)
 {
+    char names[64] = "cpu,opencl:0";
+    const char *given = getenv("UG_TEST_STAGES");
+    if (given)
+        snprintf(names, sizeof names, "%s", given);
+    char *comma = strchr(names, ',');
+    if (comma)
+        *comma = '\0';
+    const char *name = i == 0 || !comma ? names : comma + 1;
     ug_device *dev = NULL;
-    if (ug_device_open("opencl:0", &dev) != UG_OK) {
-        th_skip("no opencl:0 for the second stage: %s", ug_last_error());
+    if (ug_device_open(name, &dev) != UG_OK) {
+        th_skip("no %s for stage %d: %s", name, i, ug_last_error());
         return NULL;
     }
     return dev;
+}
+
+static ug_device *second_device(void) { return stage_device(1); }
+
+/* Whether the two stages' devices copy to each other device to device
+ * (two GPUs of one backend). */
+static bool peers(ug_device *a, ug_device *b)
+{
+    const char *x = ug_device_name(a), *y = ug_device_name(b);
+    return a != b && strcspn(x, ":") == strcspn(y, ":") && !strncmp(x, y, strcspn(x, ":")) &&
+           (!strncmp(x, "cuda", 4) || !strncmp(x, "hip", 3));
 }
 
 /* A stage's results against the reference's (want, one device's
@@ -402,19 +425,32 @@ static setup prepare(ug_device *cpu, const setup *s)
     return with;
 }
 
-/* Both stages, on cpu and opencl:0, against the reference on cpu. */
+/* Both stages, on their devices (cpu and opencl:0 unless
+ * UG_TEST_STAGES), against the reference on cpu; what crossed went device
+ * to device between peers, else through host memory. */
 static void check_against_reference(const setup *s, double tolerance, const char *what)
 {
-    ug_device *cpu = NULL, *other = second_device();
-    if (!other)
+    ug_device *cpu = NULL, *first = stage_device(0), *other = first ? second_device() : NULL;
+    if (!other) {
+        ug_device_close(first);
         return;
+    }
     REQUIRE_OK(ug_device_open("cpu", &cpu));
     const setup with = prepare(cpu, s);
     stage_rank ranks[2];
-    run_pipeline(cpu, other, &with, ranks);
-    for (int k = 0; k < 2; k++)
+    run_pipeline(first, other, &with, ranks);
+    for (int k = 0; k < 2; k++) {
         check_stage(&ranks[k], k, 2, &with, tolerance, what);
+        const ug_pipeline_timing *t = &ranks[k].timing;
+        const bool direct = peers(first, other);
+        CHECK_MSG(ranks[k].status != UG_OK || (direct ? t->direct_bytes > 0 && !t->staged_bytes
+                                                      : t->staged_bytes > 0 && !t->direct_bytes),
+                  "%s: stage %d on %s received %llu bytes device to device and %llu through the host", what, k,
+                  ug_device_name(k ? other : first), (unsigned long long)t->direct_bytes,
+                  (unsigned long long)t->staged_bytes);
+    }
     ug_device_close(cpu);
+    ug_device_close(first);
     ug_device_close(other);
 }
 
