@@ -11,6 +11,7 @@
  * ranks that do not overrun each other's buffers or mix their results. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime, setenv */
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,6 +42,22 @@ static volatile int abandoned;
 
 void ug_mpi_abandon(void) { abandoned = 1; }
 
+/* The module's lock (mpi_shared.h): MPI is initialised serialized, which
+ * costs nothing beside a single thread; with MPI_THREAD_MULTIPLE, Open
+ * MPI's own locking made a 2-stage pipeline's step x1.32 of one device's
+ * instead of x1.07 (ug-bench pipeline). */
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ug_mpi_pause(double waited)
+{
+    pthread_mutex_unlock(&module_lock);
+    if (waited > 1.0)
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    else
+        sched_yield();
+    pthread_mutex_lock(&module_lock);
+}
+
 /* Polls request until done or timeout seconds. Open MPI moves a
  * non-blocking collective on only inside MPI calls, so the first second
  * polls without pause (yielding the core to the rank's compute thread);
@@ -66,10 +83,7 @@ int ug_mpi_wait_status(MPI_Request *request, MPI_Status *status, const char *wha
                      "(ug_comm_set_timeout) if a rank is slow, or look for one that stopped", rank, timeout, what);
             return 1;
         }
-        if (waited > 1.0)
-            nanosleep(&(struct timespec){0, 50000}, NULL);
-        else
-            sched_yield();
+        ug_mpi_pause(waited);
     }
 }
 
@@ -239,18 +253,17 @@ static int init(const char *refusal, double timeout, ug_mpi_comm **out, int *ran
          * 6 M floats: 9.3 against 3.8). The ring, as NCCL's, where the
          * user chose none. */
         setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
-        /* Multiple: the rank's communication thread calls MPI too (never
-         * at once with another on its comm, comm/side.c), and the stages
-         * of a pipeline in this process each call it on a comm of their
-         * own at once (ug_comm_split). */
-        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        /* Serialized: the rank's communication thread calls MPI too, and
+         * the stages of a pipeline in this process each on a comm of
+         * their own (ug_comm_split), one at a time (the module's lock). */
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS)
             return ug_mpi_error(rc, "MPI_Init_thread", why, len);
         atexit(finalize);
     } else {
         MPI_Query_thread(&provided);
     }
-    *any_thread = provided >= MPI_THREAD_MULTIPLE ? 2 : provided >= MPI_THREAD_SERIALIZED;
+    *any_thread = provided >= MPI_THREAD_SERIALIZED;
     world.comm = MPI_COMM_WORLD;
     *out = &world;
     /* Errors come back as codes, not as an abort of the job. */
@@ -366,19 +379,88 @@ static int shared_block(ug_mpi_comm *comm, size_t bytes, double timeout, void **
     return 0;
 }
 
+/* The table's entries, each holding the module's lock. */
+#define LOCKED(call)                                                                                           \
+    do {                                                                                                       \
+        pthread_mutex_lock(&module_lock);                                                                      \
+        const int rc_ = (call);                                                                                \
+        pthread_mutex_unlock(&module_lock);                                                                    \
+        return rc_;                                                                                            \
+    } while (0)
+static int locked_init(const char *refusal, double timeout, ug_mpi_comm **out, int *rank, int *size, int *any_thread,
+                       char *why, size_t len)
+{
+    LOCKED(init(refusal, timeout, out, rank, size, any_thread, why, len));
+}
+static int locked_agree(ug_mpi_comm *comm, const ug_mpi_call *call, const char *refusal, double timeout, char *why,
+                        size_t len)
+{
+    LOCKED(agree(comm, call, refusal, timeout, why, len));
+}
+static int locked_all_reduce(ug_mpi_comm *comm, float *data, size_t n, int op, double timeout, char *why, size_t len)
+{
+    LOCKED(all_reduce(comm, data, n, op, timeout, why, len));
+}
+static int locked_broadcast(ug_mpi_comm *comm, float *data, size_t n, int root, double timeout, char *why, size_t len)
+{
+    LOCKED(broadcast(comm, data, n, root, timeout, why, len));
+}
+static int locked_all_gather(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout, char *why,
+                             size_t len)
+{
+    LOCKED(all_gather(comm, in, n, out, timeout, why, len));
+}
+static int locked_reduce_scatter(ug_mpi_comm *comm, const float *in, size_t n, float *out, double timeout,
+                                 char *why, size_t len)
+{
+    LOCKED(reduce_scatter(comm, in, n, out, timeout, why, len));
+}
+static int locked_split(ug_mpi_comm *comm, int color, int key, ug_mpi_comm **out, int *rank, int *size, char *why,
+                        size_t len)
+{
+    LOCKED(split(comm, color, key, out, rank, size, why, len));
+}
+static void locked_comm_free(ug_mpi_comm *comm)
+{
+    pthread_mutex_lock(&module_lock);
+    comm_free(comm);
+    pthread_mutex_unlock(&module_lock);
+}
+static int locked_send(ug_mpi_comm *comm, const void *data, size_t bytes, int dest, char *why, size_t len)
+{
+    LOCKED(ug_mpi_send(comm, data, bytes, dest, why, len));
+}
+static int locked_recv(ug_mpi_comm *comm, void *data, size_t capacity, int source, size_t *bytes, double timeout,
+                       char *why, size_t len)
+{
+    LOCKED(ug_mpi_recv(comm, data, capacity, source, bytes, timeout, why, len));
+}
+static int locked_shared_block(ug_mpi_comm *comm, size_t bytes, double timeout, void **address, char *why,
+                               size_t len)
+{
+    LOCKED(shared_block(comm, bytes, timeout, address, why, len));
+}
+static void locked_shared_block_free(void *address)
+{
+    pthread_mutex_lock(&module_lock);
+    ug_mpi_shared_block_free(address);
+    pthread_mutex_unlock(&module_lock);
+}
+#undef LOCKED
+
 static const ug_mpi_module module = {.version = UG_MPI_MODULE_VERSION,
-                                     .init = init,
-                                     .agree = agree,
-                                     .all_reduce = all_reduce,
-                                     .broadcast = broadcast,
-                                     .all_gather = all_gather,
-                                     .reduce_scatter = reduce_scatter,
-                                     .split = split,
-                                     .comm_free = comm_free,
-                                     .send = ug_mpi_send,
-                                     .recv = ug_mpi_recv,
+                                     .init = locked_init,
+                                     .agree = locked_agree,
+                                     .all_reduce = locked_all_reduce,
+                                     .broadcast = locked_broadcast,
+                                     .all_gather = locked_all_gather,
+                                     .reduce_scatter = locked_reduce_scatter,
+                                     .split = locked_split,
+                                     .comm_free = locked_comm_free,
+                                     .send = locked_send,
+                                     .recv = locked_recv,
                                      .transport = transport,
-                                     .shared_block = shared_block,
-                                     .shared_block_free = ug_mpi_shared_block_free};
+                                     .shared_block = locked_shared_block,
+                                     .shared_block_free = locked_shared_block_free};
 
 __attribute__((visibility("default"))) const ug_mpi_module *ug_mpi_module_entry(void) { return &module; }

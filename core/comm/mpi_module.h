@@ -49,8 +49,9 @@ typedef struct ug_mpi_module {
     int version;
     /* Initialises MPI if the program has not (and finalises it at exit):
      * this process's rank and the world's size, and whether MPI may be
-     * called from any thread (MPI_THREAD_SERIALIZED: 1; and by several
-     * at once, MPI_THREAD_MULTIPLE, which it asks for: 2).
+     * called from any thread (MPI_THREAD_SERIALIZED, which it asks for;
+     * its own calls take turns under its lock, so several threads may
+     * call it at once).
      * Then every rank agrees, before anything that could wait for the
      * others without a timeout: refusal (NULL when this rank can join)
      * and a malformed UG_MPI_SHARED_RANKS on any rank make every rank

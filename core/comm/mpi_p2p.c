@@ -8,9 +8,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <mpi.h>
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +22,12 @@ typedef struct pending_send {
     void *copy;
 } pending_send;
 
-/* The sends of every comm, which threads of the rank may make at once
- * (each on its own comm, MPI_THREAD_MULTIPLE). */
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The sends of every comm (the module's lock held: mpi_module.c). */
 static pending_send *pending;
 static int pending_count, pending_capacity;
 
-/* Frees the copies whose sends completed (pending_lock held). */
-static int progress_locked(char *why, size_t len)
+/* Frees the copies whose sends completed. */
+static int progress(char *why, size_t len)
 {
     int kept = 0;
     for (int i = 0; i < pending_count; i++) {
@@ -49,19 +44,10 @@ static int progress_locked(char *why, size_t len)
     return 0;
 }
 
-static int progress(char *why, size_t len)
-{
-    pthread_mutex_lock(&pending_lock);
-    const int rc = progress_locked(why, len);
-    pthread_mutex_unlock(&pending_lock);
-    return rc;
-}
-
 /* Starts a send of copy (malloc'd; freed once it completes). */
 static int start_send(ug_mpi_comm *comm, void *copy, size_t bytes, int dest, char *why, size_t len)
 {
-    pthread_mutex_lock(&pending_lock);
-    int rc = progress_locked(why, len);
+    int rc = progress(why, len);
     if (rc == 0 && pending_count == pending_capacity) {
         int capacity = pending_capacity ? 2 * pending_capacity : 16;
         pending_send *grown = realloc(pending, (size_t)capacity * sizeof *grown);
@@ -81,7 +67,6 @@ static int start_send(ug_mpi_comm *comm, void *copy, size_t bytes, int dest, cha
         else
             rc = ug_mpi_error(sent, "MPI_Isend", why, len);
     }
-    pthread_mutex_unlock(&pending_lock);
     if (rc)
         free(copy);
     return rc;
@@ -126,10 +111,7 @@ int ug_mpi_recv(ug_mpi_comm *comm, void *data, size_t capacity, int source, size
                      "(ug_comm_set_timeout) if it is slow, or look for why it stopped", timeout, source);
             return 1;
         }
-        if (waited > 1.0)
-            nanosleep(&(struct timespec){0, 50000}, NULL);
-        else
-            sched_yield();
+        ug_mpi_pause(waited);
     }
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
@@ -147,11 +129,9 @@ int ug_mpi_recv(ug_mpi_comm *comm, void *data, size_t capacity, int source, size
 void ug_mpi_p2p_finish(void)
 {
     char why[8];
-    pthread_mutex_lock(&pending_lock);
     for (int round = 0; pending_count && round < 1000; round++)
-        progress_locked(why, sizeof why);
+        progress(why, sizeof why);
     free(pending);
     pending = NULL;
     pending_count = pending_capacity = 0;
-    pthread_mutex_unlock(&pending_lock);
 }

@@ -285,10 +285,7 @@ static int meet(const char *what, double timeout, char *why, size_t len)
                          (long long)h->world_rank);
                 return 1;
             }
-            if (waited > 1.0)
-                nanosleep(&(struct timespec){0, 50000}, NULL);
-            else
-                sched_yield();
+            ug_mpi_pause(waited);
         }
     }
     return 0;

@@ -18,6 +18,14 @@ struct ug_mpi_comm {
     bool world;
 };
 
+/* mpi_module.c: every call into MPI holds the module's lock, which a
+ * wait lets go of between its looks (ug_mpi_pause), so that threads of
+ * the rank (the stages of a pipeline, each on a comm of its own) call MPI
+ * one at a time, as MPI_THREAD_SERIALIZED allows, and each one's waits
+ * let the others' collectives go on. pause: the lock let go while the
+ * core is yielded (or, after a second of waiting, slept on briefly). */
+void ug_mpi_pause(double waited);
+
 /* Polls request until it completes (0) or timeout seconds pass (1, with
  * the reason in why); what names the collective in the message. */
 int ug_mpi_wait(MPI_Request *request, const char *what, double timeout, char *why, size_t len);

@@ -326,6 +326,10 @@ ug_status trainer_replicas_create(const char *op, ug_device *device, const train
     /* Pipelines side by side (stages with comm, each of its ranks one):
      * each stage's replicas, a comm of their own on its device, split
      * from comm (every pipeline makes them in stage order). */
+    if (st == UG_OK && g->stages && config->comm && !config->comm->side_allowed)
+        st = ug_set_error(UG_ERR_UNSUPPORTED, "%s: the stages' threads would each call MPI, which the program "
+                          "initialised for one thread only; initialise it with MPI_THREAD_SERIALIZED or more, or "
+                          "let unigrad initialise it", op);
     for (int i = 0; i < g->count && g->stages && config->comm; i++) {
         const ug_status split = ug_comm_split(config->comm, 0, ug_comm_rank(config->comm), g->r[i].device,
                                               &g->r[i].replicas);

@@ -75,8 +75,9 @@ UG_API ug_status ug_comm_nccl_create(ug_comm *bootstrap, ug_comm **out);
  * replica for each pipeline's stages, color = stage for each stage's
  * replicas. The new comm is its own (freed with ug_comm_free, before or
  * after comm) and may be used from another thread than comm, at the same
- * time (under MPI, when MPI allows several threads at once:
- * MPI_THREAD_MULTIPLE, which unigrad asks for when it initialises MPI).
+ * time (under MPI, the module's calls take turns: MPI_THREAD_SERIALIZED,
+ * which unigrad asks for, suffices; a program that initialised MPI with
+ * less may use one thread only).
  * In-process and MPI engines; NCCL and RCCL: split the bootstrap, and
  * make a communicator over each part. */
 UG_API ug_status ug_comm_split(ug_comm *comm, int color, int key, ug_device *device, ug_comm **out);

@@ -171,7 +171,8 @@ typedef struct dup_run {
 } dup_run;
 
 /* All-reduces and messages on one comm of two, while another thread
- * uses the other: MPI from two threads at once (MPI_THREAD_MULTIPLE). */
+ * uses the other: MPI from two threads at once (the module's calls take
+ * turns; MPI_THREAD_SERIALIZED). */
 static void *use_dup(void *arg)
 {
     dup_run *d = arg;
