@@ -179,7 +179,6 @@ struct comm_data_parallel {
      * elements, for a bucket's reduce-scatter. */
     int64_t *part_offset, *part_length;
     bool scatter;             /* this update's buckets reduce-scattered (reduce_bucket) */
-    bool in_engine_memory;    /* the buckets lie where the engine's all-reduce reads them (bucket_memory) */
     double backward_end;      /* when the last overlapped backward finished (0: not overlapped) */
     double compute_seconds;   /* the last ug_comm_run_backward's forward and backward, on the device */
     bool reduce_inline;       /* each bucket reduced on the compute's thread (side_thread_helps) */
@@ -265,20 +264,16 @@ static ug_status bucket_memory(void *ctx, size_t bytes, ug_storage **out)
  * lies, when it has some for this device and every rank can (none holds
  * accumulated micro-batches): a CPU replica's all-reduce then copies
  * nothing (mpi_shared.c). */
-static ug_status make_buckets(ug_comm *c, ug_graph *g, bool *in_engine_memory)
+static ug_status make_buckets(ug_comm *c, ug_graph *g)
 {
     ug_device_info info;
     float cannot = !c->engine->bucket_memory || g->micro_batches || !on_cpu(c, &info);
     if (c->engine->bucket_memory) /* (the same engine on every rank) */
         UG_TRY(c->engine->all_reduce(c, &cannot, 1, UG_COMM_SUM));
-    *in_engine_memory = false;
     if (cannot > 0.0f)
         return g->accumulated ? UG_OK : ug_graph_make_accumulators(g, NULL, NULL);
     ug_graph_free_accumulators(g);
-    UG_TRY(ug_graph_make_accumulators(g, bucket_memory, c));
-    /* (where the engine declined, they are in the device's own memory) */
-    *in_engine_memory = g->bucket_count > 0 && g->buckets[0].flat->storage->give_back != NULL;
-    return UG_OK;
+    return ug_graph_make_accumulators(g, bucket_memory, c);
 }
 
 /* The graph's accumulators, and this rank's state for its buckets. */
@@ -289,8 +284,7 @@ static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
     comm_data_parallel *dp = c->data_parallel;
     if (dp && dp->graph == g && dp->layout == g->layout && g->accumulated)
         return UG_OK;
-    bool in_engine_memory = false;
-    UG_TRY(make_buckets(c, g, &in_engine_memory));
+    UG_TRY(make_buckets(c, g));
     ug_comm_data_parallel_free(c);
     dp = ug_calloc(1, sizeof *dp);
     if (!dp)
@@ -299,7 +293,6 @@ static ug_status prepare(ug_comm *c, ug_graph *g, const char *op)
     dp->graph = g;
     dp->layout = g->layout;
     dp->reduce_inline = !side_thread_helps(c);
-    dp->in_engine_memory = in_engine_memory;
     dp->ready = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->ready);
     dp->timing = ug_calloc((size_t)g->bucket_count + 1, sizeof *dp->timing);
     dp->part_offset = ug_calloc((size_t)g->accumulated_count + 1, sizeof *dp->part_offset);
@@ -368,8 +361,11 @@ static ug_status finish(ug_comm *c, ug_graph *g, float total)
 static bool scatter_only(const ug_comm *c, const ug_graph *g)
 {
     int rank = 0, size = 1;
-    if (c->data_parallel->in_engine_memory || !g->optimizer || !ug_optim_sharded(g->optimizer, &rank, &size) ||
-        rank != c->rank || size != c->size)
+    /* (buckets in memory the engine made: bucket_memory's block, where it
+     * did not decline) */
+    const bool in_engine_memory = g->bucket_count > 0 && g->buckets[0].flat->storage->give_back != NULL;
+    if (in_engine_memory || !g->optimizer || !ug_optim_sharded(g->optimizer, &rank, &size) || rank != c->rank ||
+        size != c->size)
         return false;
     const ug_optimizer_config oc = ug_optimizer_get_config(g->optimizer);
     return !(oc.max_grad_norm > 0.0f) && !oc.loss_scaling.enabled;
