@@ -265,10 +265,11 @@ int main(int argc, char **argv)
     if (!rc) {
         report_header(&r.o, r.trainer, r.dev, &r.data);
         if (r.comm) {
-            char replicas[256];
+            char replicas[256], line[400];
             replicas_describe(&r.replicas, replicas, sizeof replicas);
-            printf("data parallel: %s; each takes its part of every batch of %lld\n", replicas,
-                   (long long)r.o.batch);
+            snprintf(line, sizeof line, "%s; each takes its part of every batch of %lld", replicas,
+                     (long long)r.o.batch);
+            print_wrapped(stdout, "data parallel: ", line);
         }
         if (r.o.stages) {
             char stages[640];

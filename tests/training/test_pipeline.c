@@ -637,6 +637,29 @@ static void test_refusals(ug_device *dev)
     CHECK_MSG(tied[1].status != UG_OK && strstr(tied[1].message, "'fc1.weight' is another pipeline stage's"),
               "a parameter looked up past the cut: stage 1 gave %d: %s", (int)tied[1].status, tied[1].message);
     CHECK_MSG(tied[0].status != UG_OK, "a parameter looked up past the cut: stage 0 went on");
+    /* a stage's replicas: refused before anything is made of them */
+    ug_comm *pair[2], *elsewhere[2];
+    ug_model *m = NULL;
+    ug_graph *g = NULL;
+    ug_pipeline *p = NULL;
+    REQUIRE_OK(ug_comm_local_create(2, (ug_device *[]){cpu, other}, pair));
+    REQUIRE_OK(ug_comm_local_create(2, (ug_device *[]){other, other}, elsewhere));
+    REQUIRE_OK(new_graph(cpu, &plain, &m, &g));
+    REQUIRE_OK(ug_pipeline_create(pair[0], g, 2, UG_PIPELINE_1F1B, &p));
+    if (CHECK_STATUS(ug_pipeline_set_replicas(p, NULL), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("replicas is NULL");
+    if (CHECK_STATUS(ug_pipeline_set_replicas(p, pair[0]), UG_ERR_INVALID_ARGUMENT))
+        CHECK_ERROR_HAS("the stages' own");
+    if (CHECK_STATUS(ug_pipeline_set_replicas(p, elsewhere[0]), UG_ERR_DEVICE))
+        CHECK_ERROR_HAS("the same device for both");
+    CHECK_STATUS(ug_pipeline_set_replicas(NULL, elsewhere[0]), UG_ERR_INVALID_ARGUMENT);
+    ug_pipeline_free(p);
+    ug_graph_free(g);
+    ug_model_free(m);
+    for (int k = 0; k < 2; k++) {
+        ug_comm_free(pair[k]);
+        ug_comm_free(elsewhere[k]);
+    }
     s = plain;
     s.loss_ignores_input = true;
     stage_rank ranks[2];
