@@ -81,7 +81,7 @@ bool bench_time_against_blas(bool (*fn)(void *ctx), bool (*sync)(void *ctx), voi
  * alternating rounds over about target_seconds: the median rounds and the
  * median of the rounds' ratios on / off. With trace, the middle recorded
  * round's Chrome trace is written there, with its launches' device time
- * per step and that round's step time (the steps the trace holds). */
+ * per step and those steps' mean span on the device, from the recording. */
 typedef struct bench_profile_result {
     double off_s, on_s, ratio;
     double traced_launches_s, traced_step_s; /* 0 without a trace */

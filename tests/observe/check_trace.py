@@ -25,8 +25,13 @@ Device processes (every process but the host's) must hold "step" ranges
 with every kernel inside one on its thread; the time within each step that
 the device was busy (its kernels and transfers on every stream, work that
 overlaps counted once) must come within --tolerance of the step: its median
-against the median of the steps' own spans on the device, or against
---step-ms (the mean step time ug-bench measured) when given.
+against the median of the steps' own spans on the device.
+--launches-ms MS compares the trace with the profiler's own table of the
+same recording (ug-bench's traced_launches_ms, the device time of every
+op over the steps recorded): the kernels and transfers inside the steps,
+each counted as written, must add up to MS a step within 1%. Both read
+one recording, so a busy machine moves them together; an event written
+twice, or one the table counts twice, does not.
 A GPU leaves a gap of a microsecond or two between two kernels even when
 the second is queued (an H100's, with the profiler's events between them,
 is about 1.3 us): --gap-us G counts each gap between a step's kernels (and
@@ -44,7 +49,7 @@ step by over the tolerance (work counted twice) fail, fewer are reported.
 On a loaded machine the host is descheduled inside the steps, so the
 lower side is a benchmark's figure (ug-bench --trace), not a test's.
 
-usage: check_trace.py TRACE [--step-ms MS] [--tolerance 0.10] [--at-most] [--gap-us G] [--host-waits]
+usage: check_trace.py TRACE [--launches-ms MS] [--tolerance 0.10] [--at-most] [--gap-us G] [--host-waits]
 """
 import argparse
 import json
@@ -120,7 +125,7 @@ def nesting_problems(events):
     return out
 
 
-def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False, at_most=False):
+def check(trace, launches_ms, tolerance, gap_us=0.0, host_waits=False, at_most=False):
     problems = []
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         return ["the file is not a JSON object with a traceEvents list"], {}
@@ -150,7 +155,7 @@ def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False, at_most=False
     launch_of = {e["args"]["correlation"]: e for e in complete
                 if e["pid"] == host and e["cat"] == "launch" and "correlation" in e.get("args", {})}
     figures = {"steps": 0, "kernels": 0, "host_waits_ms": 0.0}
-    sums, spans, waits = [], [], []
+    sums, spans, waits, recorded = [], [], [], 0.0
     for (pid, tid), track in sorted(tracks.items()):
         if pid == host:
             continue
@@ -174,19 +179,22 @@ def check(trace, step_ms, tolerance, gap_us=0.0, host_waits=False, at_most=False
             sums.append(busy + waited)
             waits.append(waited)
             spans.append(s["dur"])
+            recorded += sum(e["dur"] for e in device_work if within(e, s))
     # Medians, as a burst of load elsewhere stretches a few steps (and the
-    # device's waits for the host in them, counted with --host-waits, would
-    # pull a mean past ug-bench's step, its rounds' wall time over their
-    # steps).
+    # device's waits for the host in them, counted with --host-waits).
+    if not spans:
+        return problems + ["the trace has no steps on a device"], {}
     launches = statistics.median(sums) / 1000.0
-    reference = step_ms if step_ms is not None else statistics.median(spans) / 1000.0
+    reference = statistics.median(spans) / 1000.0
     figures["host_waits_ms"] = statistics.median(waits) / 1000.0
-    figures.update(launches_ms=launches, step_ms=reference,
-                   reference="ug-bench's step" if step_ms is not None else "the steps' spans")
+    figures.update(launches_ms=launches, step_ms=reference, recorded_ms=recorded / len(spans) / 1000.0)
     if (launches - reference if at_most else abs(launches - reference)) > tolerance * reference:
-        problems.append("the steps' launches take %.3f ms of device time, %.0f%% of %s (%.3f ms); "
-                        "more than %.0f%% apart" % (launches, 100.0 * launches / reference,
-                                                    figures["reference"], reference, 100 * tolerance))
+        problems.append("the steps' launches take %.3f ms of device time, %.0f%% of the steps' spans "
+                        "(%.3f ms); more than %.0f%% apart" % (launches, 100.0 * launches / reference,
+                                                               reference, 100 * tolerance))
+    if launches_ms is not None and abs(figures["recorded_ms"] - launches_ms) > 0.01 * launches_ms:
+        problems.append("the steps' kernels and transfers add up to %.4f ms a step, the profiler's table "
+                        "to %.4f ms; more than 1%% apart" % (figures["recorded_ms"], launches_ms))
     return problems, figures
 
 
@@ -272,10 +280,17 @@ def flow_problems(events, complete):
     return out
 
 
+def positive(text):
+    value = float(text)
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError("%r is not a positive number of milliseconds" % text)
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace")
-    parser.add_argument("--step-ms", type=float)
+    parser.add_argument("--launches-ms", type=positive)
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--gap-us", type=float, default=0.0)
     parser.add_argument("--host-waits", action="store_true")
@@ -287,17 +302,20 @@ def main():
     except (OSError, ValueError) as error:
         print("FAIL %s: %s" % (args.trace, error))
         return 1
-    problems, figures = check(trace, args.step_ms, args.tolerance, args.gap_us, args.host_waits, args.at_most)
+    problems, figures = check(trace, args.launches_ms, args.tolerance, args.gap_us, args.host_waits, args.at_most)
     for p in problems[:20]:
         print("FAIL %s: %s" % (args.trace, p))
     if problems:
         return 1
     print("ok %s: %d events well-formed and nested; %d steps, %d kernels; launches %.3f ms of device "
-          "time per step against %s %.3f ms%s" % (args.trace, len(trace["traceEvents"]), figures["steps"],
-                                                 figures["kernels"], figures["launches_ms"],
-                                                 figures["reference"], figures["step_ms"],
-                                                 "; of it %.3f ms waiting for the host" % figures["host_waits_ms"]
-                                                 if args.host_waits else ""))
+          "time per step against the steps' spans %.3f ms" % (args.trace, len(trace["traceEvents"]),
+                                                              figures["steps"], figures["kernels"],
+                                                              figures["launches_ms"], figures["step_ms"]))
+    if args.host_waits:
+        print("   of it %.3f ms waiting for the host" % figures["host_waits_ms"])
+    if args.launches_ms is not None:
+        print("   the steps' work adds up to %.4f ms a step, the profiler's table %.4f ms"
+              % (figures["recorded_ms"], args.launches_ms))
     return 0
 
 

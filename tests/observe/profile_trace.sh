@@ -1,11 +1,14 @@
 #!/bin/sh
 # ug-train --profile and ug-bench --trace write traces that the independent
 # checker (check_trace.py) accepts: well-formed, nested, kernels inside
-# their steps, and the launches' device time never more than 10% over the
-# step time ug-bench measured for the very steps it traced (15% over each
-# step's own span for ug-train's, whose step also loads the batch and
-# computes the accuracy): work counted twice fails. How close below they
-# come is ug-bench's figure, not this test's (--at-most): on a busy
+# their steps, their device time never more than 15% over their steps'
+# own spans (ug-train's steps also load the batch and compute the
+# accuracy), and ug-bench's table of the recorded launches equal to the
+# trace's kernels within 1%: work counted twice fails. Both compare
+# figures of one recording: a busy machine stretches the steps and the
+# kernels in them alike (against ug-bench's step timed apart, a loaded CI
+# machine once put the launches at 115% of it). How close below the spans
+# they come is ug-bench's figure, not this test's (--at-most): on a busy
 # machine the host is descheduled inside the steps, and the launches were
 # 47% of the step once. Every device's track carries the memory pool's
 # counters, and a transfer's wait in its queue is apart from its span. A
@@ -30,9 +33,9 @@
 set -u
 train=$1 bench=$2 checker=$3 device=$4
 gap="--gap-us ${UG_TRACE_GAP_US:-0}${UG_TRACE_GAP_US:+ --host-waits}"
-train_tolerance=0.15 bench_tolerance=0.10
+tolerance=0.15
 if [ -n "${UG_TRACE_SANITIZED:-}" ]; then
-    train_tolerance=0.5 bench_tolerance=0.5
+    tolerance=0.5
 fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ug-profile.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -50,8 +53,8 @@ tr -s '\n ' ' ' < "$dir/train.out" | grep -q "profile: steps 6-15 on $device wri
     fail "ug-train did not report the profile of steps 6-15"
 grep -q "^fc1/matmul+add+relu " "$dir/train.out" || fail "the table has no fc1/matmul+add+relu row"
 # Against its own steps' spans, which also hold the profiler's own work
-# between launches (about 1 us each, 45 a step): within 15%.
-python3 "$checker" "$dir/train.json" --tolerance $train_tolerance --at-most $gap || fail "ug-train's trace"
+# between launches (about 1 us each, 45 a step).
+python3 "$checker" "$dir/train.json" --tolerance $tolerance --at-most $gap || fail "ug-train's trace"
 
 # At batch 256, so that the device and not the host's issuing sets the
 # step's pace: where a launch costs the host 40 us (POCL on some machines),
@@ -60,17 +63,18 @@ python3 "$checker" "$dir/train.json" --tolerance $train_tolerance --at-most $gap
 "$bench" train-mlp --device "$device" --batch 256 --seconds 1 --no-epoch --no-modes \
     --trace "$dir/bench.json" --csv "$dir/bench.csv" > "$dir/bench.out" 2>&1 || fail "ug-bench --trace:"
 cat "$dir/bench.out"
-step_ms=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_step_ms") c = i } NR == 2 { print $c }' "$dir/bench.csv")
-python3 "$checker" "$dir/bench.json" --step-ms "$step_ms" --tolerance $bench_tolerance --at-most $gap \
-    > "$dir/bench_check.out" || fail "ug-bench's trace"
+# ug-bench's table of the launches it recorded, which the trace's kernels
+# must add up to.
+launches_ms=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "traced_launches_ms") c = i }
+                       NR == 2 { print $c }' "$dir/bench.csv")
+python3 "$checker" "$dir/bench.json" --launches-ms "${launches_ms:-0}" --tolerance $tolerance --at-most $gap \
+    > "$dir/bench_check.out" 2>&1 || fail "ug-bench's trace"
 cat "$dir/bench_check.out"
-# The launches' own figure per step, from which a double count is made: on
-# a busy machine they can be half the step, so halving the step is not one.
-launches_ms=$(sed -n 's/.*launches \([0-9.]*\) ms of device time per step.*/\1/p' "$dir/bench_check.out")
-[ -n "$launches_ms" ] || fail "the checker did not report the launches' time per step"
 
 # The checker catches what it looks for: a kernel moved out of its step,
-# a thread left unnamed, and a step time the launches do not add up to.
+# a thread left unnamed, a flow unfinished, the pool's counters left out,
+# and each step's first kernel written twice (inside itself, so it still
+# nests), which the table's figure does not count.
 python3 - "$dir/bench.json" "$dir" <<'PY'
 import json, sys
 trace = json.load(open(sys.argv[1]))
@@ -86,6 +90,12 @@ trace["traceEvents"] = [e for e in events if e.get("ph") != "f" or e["id"] != fi
 json.dump(trace, open(sys.argv[2] + "/unfinished.json", "w"))
 trace["traceEvents"] = [e for e in events if e.get("ph") != "C"]
 json.dump(trace, open(sys.argv[2] + "/uncounted.json", "w"))
+steps = [e for e in events if e.get("cat") == "range" and e["name"] == "step"]
+kernels = [e for e in events if e.get("cat") == "kernel"]
+firsts = [min((k for k in kernels if k["pid"] == s["pid"] and s["ts"] <= k["ts"] <= s["ts"] + s["dur"]),
+              key=lambda k: k["ts"], default=None) for s in steps]
+trace["traceEvents"] = events + [dict(k) for k in firsts if k is not None]
+json.dump(trace, open(sys.argv[2] + "/twice.json", "w"))
 PY
 python3 "$checker" "$dir/outside.json" > "$dir/check.out" && fail "a kernel outside its step passed"
 grep -q "is in no step" "$dir/check.out" || fail "the kernel outside its step was not named: $(cat "$dir/check.out")"
@@ -95,10 +105,13 @@ python3 "$checker" "$dir/unfinished.json" > "$dir/check.out" && fail "a flow wit
 grep -q "flow [0-9]* has 1 starts and 0 finishes" "$dir/check.out" || fail "the unfinished flow was not named"
 python3 "$checker" "$dir/uncounted.json" > "$dir/check.out" && fail "a trace without memory counters passed"
 grep -q "has kernels but no pool memory counters" "$dir/check.out" || fail "the missing counters were not named"
-python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print 2 * $step_ms }")" > "$dir/check.out" &&
-    fail "launches half the step passed"
-python3 "$checker" "$dir/bench.json" --step-ms "$(awk "BEGIN { print ${launches_ms:-0} / 2 }")" --at-most \
-    > "$dir/check.out" && fail "launches twice the step (counted twice) passed --at-most"
+python3 "$checker" "$dir/twice.json" --launches-ms "${launches_ms:-1}" > "$dir/check.out" &&
+    fail "kernels written twice passed"
+grep -q "the profiler's table" "$dir/check.out" || fail "the kernels written twice were not named"
+python3 "$checker" "$dir/bench.json" --launches-ms "$(awk "BEGIN { print 2 * ${launches_ms:-1} }")" \
+    > "$dir/check.out" && fail "a table counting the launches twice passed"
+python3 "$checker" "$dir/bench.json" --launches-ms 0 > "$dir/check.out" 2>&1 && fail "a table of 0 ms passed"
+grep -q "not a positive number" "$dir/check.out" || fail "the table of 0 ms was not refused: $(cat "$dir/check.out")"
 
 # --gap-us: a GPU's step of 10 kernels of 8 us, 2 us apart, spans 98 us;
 # the short gaps are the device's, and gaps of 5 us are not. An upload on
