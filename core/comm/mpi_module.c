@@ -79,7 +79,7 @@ int ug_mpi_wait_status(MPI_Request *request, MPI_Status *status, const char *wha
             ug_mpi_abandon();
             int rank = -1;
             MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            snprintf(why, len, "rank %d waited %g s in %s for the other ranks; raise the timeout "
+            snprintf(why, len, "world rank %d waited %g s in %s for the other ranks; raise the timeout "
                      "(ug_comm_set_timeout) if a rank is slow, or look for one that stopped", rank, timeout, what);
             return 1;
         }

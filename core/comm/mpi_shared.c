@@ -280,8 +280,8 @@ static int meet(const char *what, double timeout, char *why, size_t len)
                 ug_mpi_abandon();
                 int world = -1;
                 MPI_Comm_rank(MPI_COMM_WORLD, &world);
-                snprintf(why, len, "rank %d waited %g s in %s for rank %lld; raise the timeout (ug_comm_set_timeout) "
-                         "if a rank is slow, or look for one that stopped", world, timeout, what,
+                snprintf(why, len, "world rank %d waited %g s in %s for world rank %lld; raise the timeout "
+                         "(ug_comm_set_timeout) if a rank is slow, or look for one that stopped", world, timeout, what,
                          (long long)h->world_rank);
                 return 1;
             }

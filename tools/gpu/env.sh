@@ -12,7 +12,7 @@ ug_gpu_find() {
 }
 
 cublas=$(ug_gpu_find 'libcublas.so.1[0-9]*')
-# NCCL, for ug_comm_nccl_create (data_parallel@cuda:0 runs it for real).
+# NCCL, for ug_comm_nccl_create (nccl@cuda:0 runs it for real).
 nccl=$(ug_gpu_find 'libnccl.so.2')
 # cuDNN, for the module's convolutions (conv.cpp; UG_CONV=im2col: none).
 cudnn=$(ug_gpu_find 'libcudnn.so.9')
