@@ -67,6 +67,48 @@ static const char *load_string(const char *path, char *buf, size_t len)
     return buf;
 }
 
+/* The writers below are this program run again (the parent's device
+ * threads make a fork's copy of it unsafe to do more than exec in: under
+ * AddressSanitizer a child once waited forever for an allocator lock that
+ * a thread of the parent held at the fork). */
+static pid_t start_writer(const char *role, const char *arg, const char *path)
+{
+    char *const args[] = {"test_checkpoint_files", (char *)role, (char *)arg, (char *)path, NULL};
+    pid_t child = fork();
+    if (child == 0) {
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    return child;
+}
+
+/* --writer C PATH: 150 saves of PATH with keep 2, exiting 1 if any failed. */
+static int writer_main(const char *name, const char *path)
+{
+    int failed = 0;
+    for (int i = 0; i < 150; i++) {
+        char value[32];
+        snprintf(value, sizeof value, "writer %s save %d", name, i);
+        if (save_strings(path, value, 2) != UG_OK && failed++ == 0)
+            fprintf(stderr, "writer %s: %s\n", name, ug_last_error());
+    }
+    return failed ? 1 : 0;
+}
+
+/* --saver FD PATH: saves PATH until killed, writing a byte to FD after
+ * the first save, so that the kill falls among saves. */
+static int saver_main(const char *fd, const char *path)
+{
+    char big[4096];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    save_strings(path, big, 1);
+    if (write(atoi(fd), "", 1) != 1)
+        return 1;
+    for (;;)
+        save_strings(path, big, 1);
+}
+
 /* Two processes saving one path with keep 2, 150 times each: every save
  * succeeds (the rotation once raced: "link ... failed: File exists"), and
  * the file and its copy load. */
@@ -78,24 +120,13 @@ static void test_concurrent_writers(ug_device *unused)
     snprintf(path, sizeof path, "%s/run.safetensors", dir);
     snprintf(copy, sizeof copy, "%s.1", path);
     pid_t children[2];
-    for (int c = 0; c < 2; c++) {
-        children[c] = fork();
-        REQUIRE(children[c] >= 0);
-        if (children[c] == 0) {
-            int failed = 0;
-            for (int i = 0; i < 150; i++) {
-                char value[32];
-                snprintf(value, sizeof value, "writer %d save %d", c, i);
-                if (save_strings(path, value, 2) != UG_OK && failed++ == 0)
-                    fprintf(stderr, "writer %d: %s\n", c, ug_last_error());
-            }
-            _exit(failed ? 1 : 0);
-        }
-    }
+    for (int c = 0; c < 2; c++)
+        REQUIRE((children[c] = start_writer("--writer", c ? "1" : "0", path)) > 0);
     for (int c = 0; c < 2; c++) {
         int status = 0;
         CHECK(waitpid(children[c], &status, 0) == children[c]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d had failed saves", c);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d had failed saves (status %d)", c,
+                  status);
     }
     CHECK_MSG(!strncmp(load_string(path, buf, sizeof buf), "writer ", 7), "%s holds \"%s\"", path, buf);
     CHECK_MSG(!strncmp(load_string(copy, buf, sizeof buf), "writer ", 7), "%s holds \"%s\"", copy, buf);
@@ -132,15 +163,16 @@ static void test_stale_temporaries(ug_device *unused)
     snprintf(path, sizeof path, "%s/run.safetensors", dir);
     int killed_with_temporaries = 0;
     for (int round = 0; round < 40 && killed_with_temporaries < 3; round++) {
-        pid_t child = fork();
-        REQUIRE(child >= 0);
-        if (child == 0) {
-            char big[4096];
-            memset(big, 'x', sizeof big - 1);
-            big[sizeof big - 1] = '\0';
-            for (;;)
-                save_strings(path, big, 1);
-        }
+        int saving[2];
+        REQUIRE(pipe(saving) == 0);
+        char fd[16];
+        snprintf(fd, sizeof fd, "%d", saving[1]);
+        pid_t child = start_writer("--saver", fd, path);
+        close(saving[1]);
+        REQUIRE(child > 0);
+        char byte;
+        CHECK_MSG(read(saving[0], &byte, 1) == 1, "the saver did not save");
+        close(saving[0]);
         usleep(2000 + 1000 * (unsigned)(round % 7));
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
@@ -384,6 +416,10 @@ done:
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--writer"))
+        return writer_main(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "--saver"))
+        return saver_main(argv[2], argv[3]);
     static const th_test tests[] = {
         TH_HOST_TEST(concurrent_writers),
         TH_HOST_TEST(long_names),
