@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "children.h"
 #include "reference.h"
 
 /* x [2, 4, 7, 6], weight [6, 2, 3, 3] in 2 groups, stride 2x1, padding
@@ -396,32 +397,21 @@ static outcome run_child(const char *mode, const char *cache, const char *scratc
     char out[512], err[512];
     snprintf(out, sizeof out, "%s/stdout", scratch);
     snprintf(err, sizeof err, "%s/stderr", scratch);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("XDG_CACHE_HOME", cache, 1);
-        unsetenv("UG_DETERMINISTIC");
-        unsetenv("UG_CONV");
-        unsetenv("UG_FAKE_CUDNN_PREFER");
-        unsetenv("UG_FAKE_CUBLAS_DELAY_US");
-        unsetenv("UG_ATTENTION");
-        /* The convolutions' children leave GEMMs to cuBLAS, untimed. */
-        if (strcmp(mode, "--conv") == 0)
-            setenv("UG_AUTOTUNE", "0", 1);
-        else
-            unsetenv("UG_AUTOTUNE");
-        for (int i = 0; env && env[i]; i += 2)
-            setenv(env[i], env[i + 1], 1);
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fo >= 0)
-            dup2(fo, 1);
-        if (fe >= 0)
-            dup2(fe, 2);
-        execl("/proc/self/exe", "test_library_choices", mode, (char *)NULL);
-        _exit(127);
+    /* The convolutions' children leave GEMMs to cuBLAS, untimed. */
+    const char *settings[40] = {"XDG_CACHE_HOME", cache, "UG_DETERMINISTIC", NULL, "UG_CONV", NULL,
+                                "UG_FAKE_CUDNN_PREFER", NULL, "UG_FAKE_CUBLAS_DELAY_US", NULL, "UG_ATTENTION", NULL,
+                                "UG_AUTOTUNE", strcmp(mode, "--conv") == 0 ? "0" : NULL};
+    int used = 14;
+    for (int i = 0; env && env[i] && used + 2 < 40; i += 2) {
+        settings[used++] = env[i];
+        settings[used++] = env[i + 1];
     }
-    int status = 0;
-    r.status = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    settings[used] = NULL;
+    const char *const args[] = {"test_library_choices", mode, NULL};
+    fflush(NULL);
+    r.status = th_wait_child(th_spawn_self(args, settings, out, err), 0);
+    if (r.status > 128)
+        r.status = -1; /* as before: only an exit counts */
     read_file(out, r.out, sizeof r.out);
     read_file(err, r.err, sizeof r.err);
     const char *calls = strstr(r.out, "cublas calls=");

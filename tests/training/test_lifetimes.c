@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "children.h"
 #include "train_support.h"
 
 TS_TEST(graph_outlives_model)
@@ -137,22 +138,14 @@ static void test_exit_mid_epoch(ug_device *dev)
 {
     ug_device_info info;
     REQUIRE_OK(ug_device_get_info(dev, &info));
+    /* Nothing is freed on purpose: no leak report for the child. */
+    const char *const env[] = {"ASAN_OPTIONS", "detect_leaks=0", "UG_EMU_EXIT_CHECK", "0", NULL};
+    const char *const args[] = {"test_lifetimes", "--exit-mid-epoch", info.id, NULL};
     for (int run = 0; run < 5; run++) {
         fflush(NULL);
-        pid_t pid = fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            /* Nothing is freed on purpose: no leak report for the child. */
-            setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-            setenv("UG_EMU_EXIT_CHECK", "0", 1);
-            execl("/proc/self/exe", "test_lifetimes", "--exit-mid-epoch", info.id, (char *)NULL);
-            _exit(127);
-        }
-        int status = 0;
-        REQUIRE(waitpid(pid, &status, 0) == pid);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "run %d: the child %s %d", run, WIFSIGNALED(status) ? "died of signal" : "exited with",
-                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        int status = th_wait_child(th_spawn_self(args, env, NULL, NULL), 0);
+        CHECK_MSG(status == 0, "run %d: the child %s %d", run, status > 128 ? "died of signal" : "exited with",
+                  status > 128 ? status - 128 : status);
     }
 }
 

@@ -19,6 +19,7 @@
 
 #include "base/fault.h"
 #include "harness.h"
+#include "children.h"
 #include "unigrad/checkpoint.h"
 
 static int count_temporaries(const char *dir)
@@ -67,19 +68,11 @@ static const char *load_string(const char *path, char *buf, size_t len)
     return buf;
 }
 
-/* The writers below are this program run again (the parent's device
- * threads make a fork's copy of it unsafe to do more than exec in: under
- * AddressSanitizer a child once waited forever for an allocator lock that
- * a thread of the parent held at the fork). */
+/* The writers below are this program run again (children.h). */
 static pid_t start_writer(const char *role, const char *arg, const char *path)
 {
-    char *const args[] = {"test_checkpoint_files", (char *)role, (char *)arg, (char *)path, NULL};
-    pid_t child = fork();
-    if (child == 0) {
-        execv("/proc/self/exe", args);
-        _exit(127);
-    }
-    return child;
+    const char *const args[] = {"test_checkpoint_files", role, arg, path, NULL};
+    return th_spawn_self(args, NULL, NULL, NULL);
 }
 
 /* --writer C PATH: 150 saves of PATH with keep 2, exiting 1 if any failed. */
@@ -123,10 +116,8 @@ static void test_concurrent_writers(ug_device *unused)
     for (int c = 0; c < 2; c++)
         REQUIRE((children[c] = start_writer("--writer", c ? "1" : "0", path)) > 0);
     for (int c = 0; c < 2; c++) {
-        int status = 0;
-        CHECK(waitpid(children[c], &status, 0) == children[c]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d had failed saves (status %d)", c,
-                  status);
+        int status = th_wait_child(children[c], 0);
+        CHECK_MSG(status == 0, "writer %d had failed saves (status %d)", c, status);
     }
     CHECK_MSG(!strncmp(load_string(path, buf, sizeof buf), "writer ", 7), "%s holds \"%s\"", path, buf);
     CHECK_MSG(!strncmp(load_string(copy, buf, sizeof buf), "writer ", 7), "%s holds \"%s\"", copy, buf);

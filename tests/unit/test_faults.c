@@ -23,6 +23,7 @@
 
 #include "base/fault.h"
 #include "harness.h"
+#include "children.h"
 
 enum { SAMPLES = 12, FEATURES = 4, CLASSES = 3, BATCH = 4 };
 
@@ -198,18 +199,11 @@ static int run_child(const char *device_id, int64_t n, const char *cache)
 {
     char arg[32];
     snprintf(arg, sizeof arg, "%lld", (long long)n);
+    /* The program's cache alone: test_tuning has the GEMM's. */
+    const char *const env[] = {"XDG_CACHE_HOME", cache, "UG_AUTOTUNE", "0", NULL};
+    const char *const args[] = {"test_faults", "--cache-write", device_id, arg, NULL};
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("XDG_CACHE_HOME", cache, 1);
-        setenv("UG_AUTOTUNE", "0", 1); /* the program's cache alone: test_tuning has the GEMM's */
-        execl("/proc/self/exe", "test_faults", "--cache-write", device_id, arg, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return th_wait_child(th_spawn_self(args, env, NULL, NULL), 0);
 }
 
 /* Files in the cache folder: complete cache entries only, never a

@@ -28,6 +28,7 @@
 #include "base/cache_file.h"
 #include "base/error.h"
 #include "harness.h"
+#include "children.h"
 #ifdef UG_TEST_OPENCL_BUILT
 #include "backends/opencl/gemm_choice.h"
 #endif
@@ -374,8 +375,8 @@ static int product_child(const char *device_id)
 
 /* The longest a child may take: a tuning that measures every candidate
  * takes a minute on POCL with its compiler cache cold. A child still
- * running then is stuck (the alarm survives exec and ends it): the test
- * fails with its status, 128 + SIGALRM, long before ctest's timeout. */
+ * running then is stuck (ended with SIGALRM): the test fails with its
+ * status, 128 + SIGALRM, long before ctest's timeout. */
 enum { CHILD_SECONDS = 300 };
 
 /* Runs the products in a fresh process with this cache folder, its stderr
@@ -383,25 +384,10 @@ enum { CHILD_SECONDS = 300 };
 static int run_child(const char *device_id, const char *cache, bool autotune,
                      const char *stderr_path)
 {
+    const char *const env[] = {"XDG_CACHE_HOME", cache, "UG_AUTOTUNE", autotune ? NULL : "0", NULL};
+    const char *const args[] = {"test_tuning", "--product", device_id, NULL};
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(CHILD_SECONDS);
-        setenv("XDG_CACHE_HOME", cache, 1);
-        if (autotune)
-            unsetenv("UG_AUTOTUNE");
-        else
-            setenv("UG_AUTOTUNE", "0", 1);
-        int fd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0)
-            dup2(fd, 2);
-        execl("/proc/self/exe", "test_tuning", "--product", device_id, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return th_wait_child(th_spawn_self(args, env, NULL, stderr_path), CHILD_SECONDS);
 }
 
 /* The tuning file in cache/unigrad (path), and its inode: 0 if none. */
