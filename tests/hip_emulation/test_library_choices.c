@@ -60,11 +60,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
 #include "children.h"
+#include "harness.h"
 #include "reference.h"
 
 /* x [2, 4, 7, 6], weight [6, 2, 3, 3] in 2 groups, stride 2x1, padding

@@ -20,6 +20,7 @@
 
 #include "core/monitor/internal.h"
 #include "core/monitor/registry.h"
+#include "children.h"
 #include "harness.h"
 
 #define EXPECT(cond) ((cond) ? true : (th_fail(TH_LOC, "%s", #cond), false))
@@ -327,10 +328,23 @@ static void test_impossible_figures(ug_device *dev)
     remove_root();
 }
 
+/* --list-odd: 0 if a sample lists the parent under the odd entry's
+ * command, its control characters replaced, with its 7 bytes. */
+static int list_odd_child(void)
+{
+    ug_device_sample s;
+    bool listed = false;
+    if (ug_device_sample_at(cpu_index(), &s) == UG_OK)
+        for (int i = 0; i < s.process_count && i < UG_SAMPLE_MAX_PROCESSES; i++)
+            listed |= s.processes[i].pid == getppid() && strcmp(s.processes[i].command, "odd?]0;x?name") == 0 &&
+                      s.processes[i].bytes_in_use == 7;
+    return listed ? 0 : 1;
+}
+
 /* Anyone of this user may put anything in the registry's folder: a FIFO
- * named *.pool is passed over, not waited on (the child's alarm fails
- * the old code in seconds), and a command's control characters do not
- * reach the terminal. */
+ * named *.pool is passed over, not waited on (the child, ended after
+ * 30 s, fails the old code well before ctest's timeout), and a command's
+ * control characters do not reach the terminal. */
 static void test_registry_refuses_odd_files(ug_device *dev)
 {
     (void)dev;
@@ -359,32 +373,20 @@ static void test_registry_refuses_odd_files(ug_device *dev)
     fprintf(f, "unigrad-pool 1\npid %ld\nstart %llu\ncommand odd\033]0;x\007name\ndevice cpu 7 0 7\n",
             (long)getpid(), start);
     fclose(f);
+    const char *const args[] = {"test_monitor", "--list-odd", NULL};
     fflush(NULL);
-    pid_t child = fork();
-    if (child == 0) {
-        alarm(5);
-        ug_device_sample s;
-        bool listed = false;
-        if (ug_device_sample_at(cpu_index(), &s) == UG_OK)
-            for (int i = 0; i < s.process_count && i < UG_SAMPLE_MAX_PROCESSES; i++)
-                listed |= s.processes[i].pid == getppid() && strcmp(s.processes[i].command, "odd?]0;x?name") == 0 &&
-                          s.processes[i].bytes_in_use == 7;
-        _exit(listed ? 0 : 1);
-    }
-    REQUIRE(child > 0);
-    int status = 0;
-    REQUIRE(waitpid(child, &status, 0) == child);
-    CHECK_MSG(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM),
-              "sampling waited on the FIFO %s (killed by the alarm after 5 s)", fifo);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "the entry %s was not listed with its command's control characters replaced (status %d)", odd,
-              status);
+    int status = th_wait_child(th_spawn_self(args, NULL, NULL, NULL), 30);
+    CHECK_MSG(status != 128 + SIGALRM, "sampling waited on the FIFO %s (ended after 30 s)", fifo);
+    CHECK_MSG(status == 0, "the entry %s was not listed with its command's control characters replaced (status %d)",
+              odd, status);
     unlink(fifo);
     unlink(odd);
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--list-odd") == 0)
+        return list_odd_child();
     static const th_test tests[] = {
         TH_HOST_TEST(amdgpu),
         TH_HOST_TEST(rocm_smi),

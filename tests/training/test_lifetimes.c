@@ -8,11 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
 #include "children.h"
+#include "harness.h"
 #include "train_support.h"
 
 TS_TEST(graph_outlives_model)

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "base/fault.h"
-#include "harness.h"
 #include "children.h"
+#include "harness.h"
 #include "unigrad/checkpoint.h"
 
 static int count_temporaries(const char *dir)

@@ -18,12 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/fault.h"
-#include "harness.h"
 #include "children.h"
+#include "harness.h"
 
 enum { SAMPLES = 12, FEATURES = 4, CLASSES = 3, BATCH = 4 };
 

@@ -22,13 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cache_file.h"
 #include "base/error.h"
-#include "harness.h"
 #include "children.h"
+#include "harness.h"
 #ifdef UG_TEST_OPENCL_BUILT
 #include "backends/opencl/gemm_choice.h"
 #endif
@@ -135,10 +134,22 @@ static void test_cache_file_checks(ug_device *unused)
     remove_folder(dir);
 }
 
+/* --load-fifo PATH: the reader's answer for the FIFO at PATH, 0 if it
+ * was refused with a reason naming it. */
+static int load_fifo_child(const char *path)
+{
+    char why[700] = "", *data = NULL;
+    ug_cache_result r = load(path, "key", why, sizeof why, &data);
+    bool named = strstr(why, path) && strstr(why, "FIFO");
+    if (!named)
+        fprintf(stderr, "why: %s\n", why);
+    return r == UG_CACHE_DAMAGED && !data && named ? 0 : 1;
+}
+
 /* A FIFO where a cache file belongs (put there by mistake or by another
- * user): the reader refuses it at once. It runs in a child that an alarm
- * ends, so the old reader, which waited for a writer forever, fails here
- * in seconds rather than at ctest's timeout. */
+ * user): the reader refuses it at once. It runs in a child ended after
+ * 30 s, so the old reader, which waited for a writer forever, fails here
+ * rather than at ctest's timeout. */
 static void test_cache_fifo_is_refused(ug_device *unused)
 {
     (void)unused;
@@ -147,24 +158,11 @@ static void test_cache_fifo_is_refused(ug_device *unused)
     char path[256];
     snprintf(path, sizeof path, "%s/entry.txt", dir);
     REQUIRE(mkfifo(path, 0600) == 0);
+    const char *const args[] = {"test_tuning", "--load-fifo", path, NULL};
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(5);
-        char why[700] = "", *data = NULL;
-        ug_cache_result r = load(path, "key", why, sizeof why, &data);
-        bool named = strstr(why, path) && strstr(why, "FIFO");
-        if (!named)
-            fprintf(stderr, "why: %s\n", why);
-        _exit(r == UG_CACHE_DAMAGED && !data && named ? 0 : 1);
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM),
-              "reading a FIFO at a cache path hung (killed by the alarm after 5 s)");
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "a FIFO at a cache path was not refused with a reason naming it (status %d)", status);
+    int status = th_wait_child(th_spawn_self(args, NULL, NULL, NULL), 30);
+    CHECK_MSG(status != 128 + SIGALRM, "reading a FIFO at a cache path hung (ended after 30 s)");
+    CHECK_MSG(status == 0, "a FIFO at a cache path was not refused with a reason naming it (status %d)", status);
     struct stat st;
     CHECK_MSG(stat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the reader changed the FIFO");
     char rm[128];
@@ -580,6 +578,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--product") == 0)
         return product_child(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--load-fifo") == 0)
+        return load_fifo_child(argv[2]);
     static const th_test tests[] = {
         TH_HOST_TEST(cache_file_checks),
         TH_HOST_TEST(cache_fifo_is_refused),
