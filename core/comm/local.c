@@ -324,12 +324,6 @@ static ug_status local_recv(ug_comm *c, void *data, size_t capacity, int source,
     return receive(c, data, capacity, source, bytes, NULL);
 }
 
-static ug_status local_recv_tensor(ug_comm *c, void *data, size_t capacity, int source, size_t *bytes,
-                                   ug_tensor **tensor)
-{
-    return receive(c, data, capacity, source, bytes, tensor);
-}
-
 static void break_locked(group *g, int rank, const char *why)
 {
     if (g->broken)
@@ -425,7 +419,7 @@ const comm_engine ug_comm_local_engine = {
     .name = "in-process", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
     .all_gather = local_all_gather, .reduce_scatter = local_reduce_scatter, .barrier = local_barrier,
     .fail = local_fail, .leave = local_leave,
-    .send = local_send, .recv = local_recv, .send_tensor = local_send_tensor, .recv_tensor = local_recv_tensor,
+    .send = local_send, .recv = local_recv, .send_tensor = local_send_tensor, .recv_tensor = receive,
     .split = local_split};
 
 void *ug_comm_local_group(int size)

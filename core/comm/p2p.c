@@ -3,8 +3,9 @@
  * ranks of one process, a copy of it on the sender's device (the receiver
  * copies it device to device where the backends can), after a header that
  * names its dtype and shape, so that the receiver checks what it takes
- * against what was sent rather than reading bytes of another layout. A rank whose call is refused breaks the group, as with a
- * collective: its peer would otherwise wait for a message never sent. */
+ * against what was sent rather than reading bytes of another layout. A
+ * rank whose call is refused breaks the group, as with a collective: its
+ * peer would otherwise wait for a message never sent. */
 #include <stdio.h>
 #include <string.h>
 
@@ -95,31 +96,6 @@ ug_status ug_comm_recv_message(ug_comm *c, int source, size_t expected, const ch
     return c->engine->recv(c, *buffer, capacity, source, bytes);
 }
 
-static ug_status take(ug_comm *c, ug_tensor *t, int source, int64_t *rows, const float *buffer, size_t bytes,
-                      const ug_tensor *sent);
-
-ug_status ug_comm_recv_rows(ug_comm *c, ug_tensor *t, int source, int64_t *rows)
-{
-    const char *op = "ug_comm_recv";
-    UG_TRY(check_peer(c, t, source, op, "source"));
-    size_t bytes = 0;
-    float *buffer = NULL;
-    ug_tensor *sent = NULL; /* with the header, where the engine carries tensors */
-    ug_status st = UG_OK;
-    if (c->engine->recv_tensor) {
-        st = ug_comm_host_buffer(c, (sizeof(message_header) + sizeof(float) - 1) / sizeof(float), op, &buffer);
-        if (st == UG_OK)
-            st = c->engine->recv_tensor(c, buffer, sizeof(message_header), source, &bytes, &sent);
-    } else {
-        st = ug_comm_recv_message(c, source, sizeof(message_header) + ug_tensor_nbytes(t), op, &buffer, &bytes);
-    }
-    if (st != UG_OK) /* a larger one is refused below, naming both layouts */
-        return refused(c, st);
-    st = take(c, t, source, rows, buffer, bytes, sent);
-    ug_tensor_free(sent);
-    return st;
-}
-
 /* The message received (its header and bytes in buffer, or its tensor)
  * into t, checked against it. */
 static ug_status take(ug_comm *c, ug_tensor *t, int source, int64_t *rows, const float *buffer, size_t bytes,
@@ -163,6 +139,28 @@ static ug_status take(ug_comm *c, ug_tensor *t, int source, int64_t *rows, const
     if (rows)
         *rows = h.shape[0];
     return UG_OK;
+}
+
+ug_status ug_comm_recv_rows(ug_comm *c, ug_tensor *t, int source, int64_t *rows)
+{
+    const char *op = "ug_comm_recv";
+    UG_TRY(check_peer(c, t, source, op, "source"));
+    size_t bytes = 0;
+    float *buffer = NULL;
+    ug_tensor *sent = NULL; /* with the header, where the engine carries tensors */
+    ug_status st = UG_OK;
+    if (c->engine->recv_tensor) {
+        st = ug_comm_host_buffer(c, (sizeof(message_header) + sizeof(float) - 1) / sizeof(float), op, &buffer);
+        if (st == UG_OK)
+            st = c->engine->recv_tensor(c, buffer, sizeof(message_header), source, &bytes, &sent);
+    } else {
+        st = ug_comm_recv_message(c, source, sizeof(message_header) + ug_tensor_nbytes(t), op, &buffer, &bytes);
+    }
+    if (st != UG_OK) /* a larger one is refused below, naming both layouts */
+        return refused(c, st);
+    st = take(c, t, source, rows, buffer, bytes, sent);
+    ug_tensor_free(sent);
+    return st;
 }
 
 ug_status ug_comm_recv(ug_comm *c, ug_tensor *t, int source) { return ug_comm_recv_rows(c, t, source, NULL); }
