@@ -280,6 +280,8 @@ static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_data
         p->limit = stats.limit;
         t->batch_searched = true;
     }
+    if (!t->config.drop_last && t->batch > count)
+        t->batch = count; /* one batch holds the whole set: no rows planned that no batch fills */
     t->epoch_updates = updates_per_epoch(t, count, t->batch);
     if (t->epoch_updates == 0)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: the training set's %lld samples make "

@@ -184,7 +184,9 @@ typedef struct ug_trainer_config {
      * eval_iters batches (default 20) of the validation tokens every
      * eval_every updates (0: at the end only), reported through on_epoch. */
     int64_t max_steps, block_size, eval_every, eval_iters;
-    int64_t batch_size;       /* default 64; 0: the largest power of two that fits */
+    int64_t batch_size;       /* default 64; 0: the largest power of two that fits;
+                               * larger than the training set (and no drop_last):
+                               * the set's size, one batch an epoch */
     int accumulate;           /* micro-batches per update; default 1 */
     /* f32 (default), f16 (with loss scaling) or bf16: the graphs' compute
      * precision (ug_graph_set_precision) and the features' type, as

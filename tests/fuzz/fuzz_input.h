@@ -9,6 +9,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The harnesses' device pools hold at most this: a configuration asking
+ * for more (a batch of 2^24 rows) is refused as out of memory, as it would
+ * be on a device of this size, instead of passing libFuzzer's RSS limit. */
+#define FUZZ_POOL_LIMIT ((uint64_t)256 << 20)
+
 typedef struct fuzz_input {
     const uint8_t *data;
     size_t size, at;

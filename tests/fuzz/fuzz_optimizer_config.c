@@ -29,7 +29,8 @@ enum { PARAMS = sizeof params / sizeof params[0] };
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    if (ug_device_open("cpu", &device) != UG_OK || ug_model_create(device, 1, &model) != UG_OK)
+    if (ug_device_open("cpu", &device) != UG_OK || ug_memory_set_limit(device, FUZZ_POOL_LIMIT) != UG_OK ||
+        ug_model_create(device, 1, &model) != UG_OK)
         abort();
     for (int i = 0; i < PARAMS; i++) {
         ug_tensor *p = NULL;

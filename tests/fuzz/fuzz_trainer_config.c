@@ -1,9 +1,9 @@
 /* libFuzzer harness for the trainer's configuration (structure-aware: the
  * bytes decode into a ug_trainer_config, its optimizer's fields included).
  * Whatever the values, ug_trainer_create returns a status with a message
- * or a trainer whose figures are sane (a batch of at least one sample,
- * updates in an epoch, a finite learning rate), never crashes, leaks or
- * overflows (ASan/UBSan). An accepted configuration small enough to run
+ * or a trainer whose figures are sane (a batch of one sample up to the
+ * set's, updates in an epoch, a finite learning rate), never crashes,
+ * leaks or overflows (ASan/UBSan). An accepted configuration small enough to run
  * quickly also trains its epochs and evaluates, on a tiny data set. The
  * same configuration goes to ug_train_step_create, whose step then takes
  * one batch. */
@@ -28,7 +28,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         x[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
     for (int i = 0; i < SAMPLES; i++)
         labels[i] = i % CLASSES;
-    if (ug_device_open("cpu", &device) != UG_OK || ug_dataset_from_arrays(SAMPLES, FEATURES, x, labels, &data) != UG_OK)
+    if (ug_device_open("cpu", &device) != UG_OK || ug_memory_set_limit(device, FUZZ_POOL_LIMIT) != UG_OK ||
+        ug_dataset_from_arrays(SAMPLES, FEATURES, x, labels, &data) != UG_OK)
         abort();
     return 0;
 }
@@ -109,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *bytes, size_t size)
     }
     const int64_t batch = ug_trainer_batch_size(t), updates = ug_trainer_epoch_updates(t);
     const float lr = ug_optimizer_current_lr(ug_trainer_optimizer(t));
-    if (batch < 1 || updates < 1 || !isfinite(lr) || lr < 0.0f) {
+    if (batch < 1 || batch > SAMPLES || updates < 1 || !isfinite(lr) || lr < 0.0f) {
         fprintf(stderr, "accepted: batch %lld, %lld updates an epoch, learning rate %g\n", (long long)batch,
                 (long long)updates, (double)lr);
         abort();

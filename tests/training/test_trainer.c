@@ -352,6 +352,36 @@ TS_TEST(batch_size_search)
     ug_dataset_free(data);
 }
 
+/* A batch larger than the training set is the set in one batch: its
+ * rows, not the asked-for 2^24 (gigabytes of plan), and the same
+ * parameters as a batch of exactly the set. */
+TS_TEST(batch_larger_than_the_set)
+{
+    ug_dataset *data = problem(17);
+    REQUIRE(data);
+    ug_trainer_config c = mlp_config();
+    c.accumulate = 1;
+    c.batch_size = (int64_t)1 << 24;
+    ug_trainer *t = NULL;
+    if (OK(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t))) {
+        CHECK_EQ_I64(ug_trainer_batch_size(t), SAMPLES - SAMPLES / 5); /* the split's training part */
+        CHECK_EQ_I64(ug_trainer_epoch_updates(t), 1);
+    }
+    ug_trainer_free(t);
+    int64_t n_large = 0, n_exact = 0;
+    float *large = train_params(dev, data, &c, &n_large, NULL);
+    c.batch_size = SAMPLES - SAMPLES / 5;
+    float *exact = train_params(dev, data, &c, &n_exact, NULL);
+    if (large && exact)
+        CHECK_MSG(n_large == n_exact && !memcmp(large, exact, (size_t)n_large * sizeof *large),
+                  "a batch larger than the set trained other parameters than a batch of the set");
+    c.drop_last = true; /* no whole batch: refused */
+    c.batch_size = SAMPLES;
+    CHECK_STATUS(ug_trainer_create(dev, data, NULL, build_mlp, NULL, &c, &t), UG_ERR_INVALID_ARGUMENT);
+    CHECK(t == NULL);
+    ug_dataset_free(data);
+}
+
 /* ---- callbacks ---- */
 
 typedef struct step_seen {
@@ -724,6 +754,7 @@ int main(int argc, char **argv)
         TH_DEVICE_TEST(training_and_evaluation_sums_apart),
         TH_DEVICE_TEST(early_stopping_restores_the_best),
         TH_DEVICE_TEST(batch_size_search),
+        TH_DEVICE_TEST(batch_larger_than_the_set),
         TH_DEVICE_TEST(denormals_flushed_while_training),
         TH_DEVICE_TEST(callbacks),
         TH_DEVICE_TEST(step_trains_as_fit),
