@@ -266,6 +266,8 @@ static ug_status plan_batch(void *context, int64_t rows, uint64_t *bytes)
 static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_dataset *val)
 {
     const int64_t count = ug_dataset_count(train);
+    if (!t->config.drop_last && t->batch > count)
+        t->batch = count; /* one batch holds the whole set: no rows planned that no batch fills */
     trainer_graph first;
     UG_TRY(trainer_build_graph(t, t->batch ? t->batch : 1, true, &first));
     trainer_graph_free(&first);
@@ -280,8 +282,6 @@ static ug_status build_run(ug_trainer *t, const ug_dataset *train, const ug_data
         p->limit = stats.limit;
         t->batch_searched = true;
     }
-    if (!t->config.drop_last && t->batch > count)
-        t->batch = count; /* one batch holds the whole set: no rows planned that no batch fills */
     t->epoch_updates = updates_per_epoch(t, count, t->batch);
     if (t->epoch_updates == 0)
         return ug_set_error(UG_ERR_INVALID_ARGUMENT, "ug_trainer_create: the training set's %lld samples make "
