@@ -21,8 +21,7 @@ static int32_t labels[MAX_VALUES];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    if (ug_device_open("cpu", &device) != UG_OK ||
-        ug_memory_set_limit(device, FUZZ_POOL_LIMIT) != UG_OK)
+    if (ug_device_open("cpu", &device) != UG_OK || ug_memory_set_limit(device, FUZZ_POOL_LIMIT) != UG_OK)
         abort();
     return 0;
 }

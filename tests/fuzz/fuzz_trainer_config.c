@@ -3,10 +3,10 @@
  * Whatever the values, ug_trainer_create returns a status with a message
  * or a trainer whose figures are sane (a batch of one sample up to the
  * set's, updates in an epoch, a finite learning rate), never crashes,
- * leaks or overflows (ASan/UBSan). An accepted configuration small enough to run
- * quickly also trains its epochs and evaluates, on a tiny data set. The
- * same configuration goes to ug_train_step_create, whose step then takes
- * one batch. */
+ * leaks or overflows (ASan/UBSan). An accepted configuration small enough
+ * to run quickly also trains its epochs and evaluates, on a tiny data set.
+ * The same configuration goes to ug_train_step_create, whose step then
+ * takes one batch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -397,11 +397,14 @@ static outcome run_child(const char *mode, const char *cache, const char *scratc
     snprintf(out, sizeof out, "%s/stdout", scratch);
     snprintf(err, sizeof err, "%s/stderr", scratch);
     /* The convolutions' children leave GEMMs to cuBLAS, untimed. */
-    const char *settings[40] = {"XDG_CACHE_HOME", cache, "UG_DETERMINISTIC", NULL, "UG_CONV", NULL,
-                                "UG_FAKE_CUDNN_PREFER", NULL, "UG_FAKE_CUBLAS_DELAY_US", NULL, "UG_ATTENTION", NULL,
-                                "UG_AUTOTUNE", strcmp(mode, "--conv") == 0 ? "0" : NULL};
-    int used = 14;
-    for (int i = 0; env && env[i] && used + 2 < 40; i += 2) {
+    const char *const fixed[] = {"XDG_CACHE_HOME", cache, "UG_DETERMINISTIC", NULL, "UG_CONV", NULL,
+                                 "UG_FAKE_CUDNN_PREFER", NULL, "UG_FAKE_CUBLAS_DELAY_US", NULL, "UG_ATTENTION", NULL,
+                                 "UG_AUTOTUNE", strcmp(mode, "--conv") == 0 ? "0" : NULL};
+    enum { FIXED = sizeof fixed / sizeof *fixed, MOST = FIXED + 2 * 13 }; /* room for 13 pairs of env */
+    const char *settings[MOST + 1];
+    memcpy(settings, fixed, sizeof fixed);
+    int used = FIXED;
+    for (int i = 0; env && env[i] && used + 2 <= MOST; i += 2) {
         settings[used++] = env[i];
         settings[used++] = env[i + 1];
     }
@@ -410,7 +413,7 @@ static outcome run_child(const char *mode, const char *cache, const char *scratc
     fflush(NULL);
     r.status = th_wait_child(th_spawn_self(args, settings, out, err), 0);
     if (r.status > 128)
-        r.status = -1; /* as before: only an exit counts */
+        r.status = -1; /* ended by a signal: no exit status */
     read_file(out, r.out, sizeof r.out);
     read_file(err, r.err, sizeof r.err);
     const char *calls = strstr(r.out, "cublas calls=");
